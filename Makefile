@@ -1,0 +1,49 @@
+# almanac: the verbs a newcomer looks for.
+#
+# One cargo profile (release) for run, test and bench, so DuckDB's C++ is
+# compiled once per machine and the tests exercise the binaries that ship.
+
+CARGO   ?= cargo
+TARGET  := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+BIN     := $(TARGET)/release
+SITE    ?= site
+DATA    ?= data
+BIND    ?= 127.0.0.1:4000
+
+.PHONY: all build site run test bench datasets fmt lint clean
+
+all: build
+
+## build: compile the generator and the api
+build:
+	$(CARGO) build --release --workspace --bins
+
+## site: generate the site from datasets/ into site/ (and data/)
+site: build
+	$(BIN)/generator build --ledger-dir datasets/ledger --site-dir $(SITE) --data-dir $(DATA)
+
+## run: build, generate the site, and serve it on 127.0.0.1:4000
+run: site
+	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA)
+
+## test: every test (unit, data-driven, end-to-end on loopback)
+test: build
+	$(CARGO) test --release --workspace
+
+## bench: the benchmarks; prints figures (see README)
+bench: build
+	bash bench/run.sh
+
+## datasets: rewrite datasets/ledger from its generator (deterministic)
+datasets: build
+	rm -rf datasets/ledger
+	$(BIN)/generator datagen --preset rules --out datasets/ledger
+
+fmt:
+	$(CARGO) fmt --all
+
+lint:
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+
+clean:
+	rm -rf $(SITE) $(DATA)

@@ -1,0 +1,161 @@
+//! Request dispatch. Every request passes through [`App::respond`]: health,
+//! CORS preflight, section C's parameterised routes, then any other route
+//! of the manifest. Nothing here touches the filesystem: answers come from
+//! the build held in memory, so no request path can reach a file.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use almanac::manifest;
+use almanac::routes::{Limits, Route};
+use bytes::Bytes;
+use warp::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use warp::reply::Response as Reply;
+use warp::Filter;
+
+use crate::conditional::{self, Outcome, Preconditions};
+use crate::error::{json_error, method_not_allowed, not_found};
+use crate::state::{Build, Live, Representation};
+
+/// Caches may store one variant per encoding once compressed variants are
+/// offered; sent on every static answer and its 304s.
+const VARY: &str = "Accept-Encoding";
+const ALLOW: &str = "GET, HEAD, OPTIONS";
+
+pub struct App {
+    pub live: Arc<Live>,
+    pub limits: Limits,
+}
+
+/// The whole api as one warp filter.
+pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = Infallible> + Clone {
+    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
+    warp::method()
+        .and(warp::path::full())
+        .and(query)
+        .and(warp::header::headers_cloned())
+        .map(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap| {
+            app.respond(&method, path.as_str(), &query, &headers)
+        })
+}
+
+impl App {
+    pub fn respond(&self, method: &Method, raw_path: &str, query: &str, headers: &HeaderMap) -> Reply {
+        let Ok(path) = percent_encoding::percent_decode_str(raw_path).decode_utf8() else {
+            return json_error(StatusCode::BAD_REQUEST, "invalid_path", "the path is not valid UTF-8 once decoded", None);
+        };
+        if path == "/health" || path == "/api/v1/health" {
+            return self.health(method);
+        }
+        if method == Method::OPTIONS {
+            return preflight(headers);
+        }
+        let readable = method == Method::GET || method == Method::HEAD;
+        let Some(build) = self.live.get() else {
+            return json_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no build has been published yet", None);
+        };
+        match Route::parse(&path, query, self.limits) {
+            Err(bad) => json_error(StatusCode::BAD_REQUEST, "invalid_parameter", &bad.message, Some(bad.parameter)),
+            Ok(Some(_)) if !readable => method_not_allowed(ALLOW),
+            Ok(Some(route)) => match build.routes.get(&route.canonical()) {
+                Some(representation) => serve(method, headers, representation),
+                None => self.render(&build, &route, method, headers),
+            },
+            Ok(None) => match build.routes.get(path.as_ref()) {
+                Some(_) if !readable => method_not_allowed(ALLOW),
+                Some(representation) => serve(method, headers, representation),
+                None => not_found(&path),
+            },
+        }
+    }
+
+    /// Answers a section C route no file covers (another page size, an
+    /// account that never held a token) through the same query functions.
+    fn render(&self, build: &Build, route: &Route, method: &Method, headers: &HeaderMap) -> Reply {
+        match route.render(&build.analytics) {
+            Ok(rendered) => {
+                let seconds = rendered.last_modified.seconds();
+                let representation = Representation {
+                    etag: manifest::etag(&rendered.body),
+                    body: Bytes::from(rendered.body),
+                    last_modified: UNIX_EPOCH + Duration::from_secs(seconds),
+                    last_modified_text: rendered.last_modified.http_date(),
+                    content_type: almanac::JSON.to_string(),
+                    cache_control: rendered.cache.header(),
+                };
+                serve(method, headers, &representation)
+            }
+            Err(unknown) => json_error(StatusCode::NOT_FOUND, "tick_not_found", &unknown.to_string(), None),
+        }
+    }
+
+    fn health(&self, method: &Method) -> Reply {
+        if method != Method::GET && method != Method::HEAD {
+            return method_not_allowed("GET, HEAD");
+        }
+        let build = self.live.get();
+        let body = serde_json::json!({
+            "status": "ok",
+            "ready": build.is_some(),
+            "build": build.as_ref().map(|b| b.id.clone()),
+        });
+        Response::builder()
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CACHE_CONTROL, "no-store")
+            .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+            .body(Bytes::from(body.to_string()).into())
+            .expect("valid health response")
+    }
+}
+
+/// A static answer, or 304 / 412 as the request's preconditions say.
+fn serve(method: &Method, headers: &HeaderMap, r: &Representation) -> Reply {
+    let value = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let preconditions = Preconditions {
+        if_match: value(header::IF_MATCH),
+        if_none_match: value(header::IF_NONE_MATCH),
+        if_modified_since: value(header::IF_MODIFIED_SINCE),
+        if_unmodified_since: value(header::IF_UNMODIFIED_SINCE),
+    };
+    let (status, body) = match conditional::evaluate(&preconditions, &r.etag, r.last_modified) {
+        Outcome::PreconditionFailed => {
+            return json_error(StatusCode::PRECONDITION_FAILED, "precondition_failed", "a precondition of the request failed", None)
+        }
+        Outcome::NotModified => (StatusCode::NOT_MODIFIED, None),
+        Outcome::Proceed if method == Method::HEAD => (StatusCode::OK, None),
+        Outcome::Proceed => (StatusCode::OK, Some(r.body.clone())),
+    };
+    let mut response = Response::builder()
+        .status(status)
+        .header(header::ETAG, &r.etag)
+        .header(header::LAST_MODIFIED, &r.last_modified_text)
+        .header(header::CACHE_CONTROL, &r.cache_control)
+        .header(header::VARY, VARY)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "ETag");
+    if status == StatusCode::OK {
+        response = response
+            .header(header::CONTENT_TYPE, &r.content_type)
+            .header(header::CONTENT_LENGTH, r.body.len());
+    }
+    response.body(body.map(Into::into).unwrap_or_default()).expect("valid static response")
+}
+
+/// CORS preflight: any origin may read with GET or HEAD, sending the
+/// conditional headers it likes.
+fn preflight(headers: &HeaderMap) -> Reply {
+    let requested = headers
+        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+        .cloned()
+        .unwrap_or(HeaderValue::from_static("If-None-Match, If-Modified-Since"));
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(header::ACCESS_CONTROL_ALLOW_METHODS, ALLOW)
+        .header(header::ACCESS_CONTROL_ALLOW_HEADERS, requested)
+        .header(header::ACCESS_CONTROL_MAX_AGE, "86400")
+        .header(header::ALLOW, ALLOW)
+        .body(Default::default())
+        .expect("valid preflight response")
+}

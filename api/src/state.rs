@@ -1,0 +1,107 @@
+//! The builds the api serves, held in memory.
+//!
+//! A [`Build`] is everything one published build answers with: the bytes
+//! and headers of every manifest route, and the analytics model loaded from
+//! the build's snapshot for parameters no file covers. [`Live`] holds the
+//! current one behind an `Arc`: a request takes its own reference, so a swap
+//! never disturbs a request in flight.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::{Instant, SystemTime};
+
+use almanac::analytics::Analytics;
+use almanac::manifest::Manifest;
+use almanac::routes::Limits;
+use almanac::site::Layout;
+use almanac::snapshot;
+use anyhow::{Context, Result};
+use bytes::Bytes;
+
+/// One answer with everything its headers need.
+#[derive(Debug, Clone)]
+pub struct Representation {
+    pub body: Bytes,
+    pub etag: String,
+    pub last_modified: SystemTime,
+    pub last_modified_text: String,
+    pub content_type: String,
+    pub cache_control: String,
+}
+
+pub struct Build {
+    pub id: String,
+    pub routes: HashMap<String, Representation>,
+    pub analytics: Analytics,
+}
+
+impl Build {
+    /// Loads a build: manifest, every file (bytes of an unchanged ETag are
+    /// shared with `previous` rather than read again), and the snapshot.
+    pub fn load(layout: &Layout, id: &str, limits: Limits, previous: Option<&Build>) -> Result<Build> {
+        let started = Instant::now();
+        let dir = layout.build_dir(id);
+        let manifest = Manifest::load(&dir)?;
+        let mut routes = HashMap::with_capacity(manifest.routes.len());
+        let mut read = 0usize;
+        for entry in &manifest.routes {
+            let reused = previous
+                .and_then(|p| p.routes.get(&entry.route))
+                .filter(|r| r.etag == entry.etag)
+                .map(|r| r.body.clone());
+            let body = match reused {
+                Some(body) => body,
+                None => {
+                    read += 1;
+                    Bytes::from(read_inside(&dir, &entry.file)?)
+                }
+            };
+            let last_modified = httpdate::parse_http_date(&entry.last_modified)
+                .with_context(|| format!("{}: bad Last-Modified", entry.route))?;
+            routes.insert(
+                entry.route.clone(),
+                Representation {
+                    body,
+                    etag: entry.etag.clone(),
+                    last_modified,
+                    last_modified_text: entry.last_modified.clone(),
+                    content_type: entry.content_type.clone(),
+                    cache_control: entry.cache_control.clone(),
+                },
+            );
+        }
+        let analytics = snapshot::load_analytics(&layout.snapshot(&manifest), limits.max_page_size)
+            .with_context(|| format!("loading the snapshot of build {id}"))?;
+        tracing::info!(build = id, routes = routes.len(), files_read = read, ms = started.elapsed().as_millis() as u64, "build loaded");
+        Ok(Build { id: id.to_string(), routes, analytics })
+    }
+}
+
+/// Reads a manifest's file, refusing any path that would leave the build
+/// directory (the manifest is ours, but a file on disk is no proof of that).
+fn read_inside(dir: &Path, file: &str) -> Result<Vec<u8>> {
+    let relative = Path::new(file);
+    anyhow::ensure!(
+        relative.components().all(|c| matches!(c, std::path::Component::Normal(_))),
+        "manifest file {file:?} is not inside the build"
+    );
+    let path = dir.join(relative);
+    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The live build, if one is published.
+#[derive(Default)]
+pub struct Live {
+    current: RwLock<Option<Arc<Build>>>,
+}
+
+impl Live {
+    pub fn get(&self) -> Option<Arc<Build>> {
+        self.current.read().expect("lock poisoned").clone()
+    }
+
+    pub fn set(&self, build: Build) {
+        *self.current.write().expect("lock poisoned") = Some(Arc::new(build));
+    }
+}

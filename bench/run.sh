@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# `make bench`: builds figures on this machine and prints them. Nothing here
+# is a pass/fail threshold. BENCH_MESSAGES sets the corpus size (1,000,000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
+BIN="$TARGET/release"
+OUT="${BENCH_OUT:-$PWD/bench-out}"
+N="${BENCH_MESSAGES:-1000000}"
+mkdir -p "$OUT"
+
+need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }; }
+need nginx nginx
+need wrk wrk
+need /usr/bin/time time
+
+say() { printf '\n== %s\n' "$*"; }
+# Runs a command under /usr/bin/time; prints wall seconds and peak RSS.
+timed() {
+  local log="$OUT/last.log"
+  /usr/bin/time -f '%e %M' -o "$OUT/time.txt" "$@" 2>"$log" || { cat "$log"; return 1; }
+  read -r secs kb <"$OUT/time.txt"
+  printf 'wall %.2f s, peak RSS %d MiB\n' "$secs" "$((kb / 1024))"
+  grep -o 'written=[0-9]* linked=[0-9]*' "$log" | tail -1 || true
+  grep -o 'files=[0-9]*' "$log" | tail -1 || true
+}
+
+corpus="$OUT/corpus-$N"
+if [ ! -d "$corpus" ]; then
+  say "writing a $N-message corpus"
+  "$BIN/generator" datagen --messages "$N" --seed 1 --out "$corpus"
+fi
+
+say "ingest + rules, captured pages, in process (no DuckDB)"
+"$BIN/bench" ingest "$corpus" 3
+
+say "full build with publishing, captured pages"
+rm -rf "$OUT/full"
+timed "$BIN/generator" build --ledger-dir "$corpus" --site-dir "$OUT/full/site" --data-dir "$OUT/full/data"
+
+say "full build through a local mirror node (100 per page, 20 ms per request, 64 in flight)"
+rm -f "$OUT/mirror.port"
+"$BIN/bench" mirror "$corpus" 20 "$OUT/mirror.port" 2>/dev/null &
+mirror_pid=$!
+trap 'kill $mirror_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do [ -s "$OUT/mirror.port" ] && break; sleep 0.1; done
+rm -rf "$OUT/mirror"
+timed "$BIN/generator" build --mirror "http://127.0.0.1:$(cat "$OUT/mirror.port")" --mirror-concurrency 64 \
+  --site-dir "$OUT/mirror/site" --data-dir "$OUT/mirror/data"
+kill $mirror_pid 2>/dev/null || true
+
+say "incremental: 1,000 more messages on the full build"
+more="$OUT/corpus-$N-plus"
+rm -rf "$more"; cp -al "$corpus" "$more"
+"$BIN/generator" datagen --messages "$((N + 1000))" --seed 1 --out "$OUT/corpus-$N-next" >/dev/null 2>&1
+# Only the pages past the old end are new; link them in beside the old ones.
+for d in "$OUT/corpus-$N-next"/*/; do
+  t=$(basename "$d"); mkdir -p "$more/$t"
+  for f in "$d"*.json; do [ -e "$more/$t/$(basename "$f")" ] || cp "$f" "$more/$t/"; done
+done
+rm -rf "$OUT/corpus-$N-next"
+timed "$BIN/generator" build --ledger-dir "$more" --site-dir "$OUT/full/site" --data-dir "$OUT/full/data"
+rm -rf "$more"
+
+say "static serving: api vs nginx, same files, wrk -t2 -c64 -d10s"
+site_dir=$(readlink -f "$OUT/full/site/current")
+conf="$OUT/nginx.conf"
+cat >"$conf" <<NGINX
+worker_processes 2;
+pid $OUT/nginx.pid;
+error_log $OUT/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  server {
+    listen 127.0.0.1:4081;
+    root $site_dir;
+    location = /hcs20/stats { default_type application/json; try_files /hcs20/stats.json =404; }
+  }
+}
+NGINX
+nginx -c "$conf"
+"$BIN/api" --bind 127.0.0.1:4080 --site-dir "$OUT/full/site" --data-dir "$OUT/full/data" 2>/dev/null &
+api_pid=$!
+trap 'kill $mirror_pid $api_pid 2>/dev/null || true; nginx -c "$conf" -s stop 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do curl -sf localhost:4080/hcs20/stats >/dev/null && break; sleep 0.1; done
+api_etag=$(curl -sI localhost:4080/hcs20/stats | tr -d '\r' | awk -F': ' 'tolower($1)=="etag"{print $2}')
+nginx_etag=$(curl -sI localhost:4081/hcs20/stats | tr -d '\r' | awk -F': ' 'tolower($1)=="etag"{print $2}')
+rate() { wrk -t2 -c64 -d10s "$@" | awk '/Requests\/sec/{print $2}'; }
+for round in 1 2 3; do
+  printf 'round %s: 200 api %s/s nginx %s/s; 304 api %s/s nginx %s/s\n' "$round" \
+    "$(rate http://127.0.0.1:4080/hcs20/stats)" "$(rate http://127.0.0.1:4081/hcs20/stats)" \
+    "$(rate -H "If-None-Match: $api_etag" http://127.0.0.1:4080/hcs20/stats)" \
+    "$(rate -H "If-None-Match: $nginx_etag" http://127.0.0.1:4081/hcs20/stats)"
+done

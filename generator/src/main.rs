@@ -1,0 +1,136 @@
+//! `generator`: builds the site from sources, or writes synthetic corpora.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use almanac::build::{self, BuildConfig, Source};
+use almanac::entity::EntityId;
+use almanac::hcs20::Topics;
+use almanac::ledger::mirror::MirrorConfig;
+use almanac::routes::Limits;
+use almanac::site::Layout;
+use almanac::datagen;
+
+#[derive(Parser)]
+#[command(name = "generator", version, about = "almanac's batch generator: sources to DuckDB to a static site")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Ingest new messages, recompute, and publish a build if anything changed.
+    Build(BuildArgs),
+    /// Write a deterministic HCS-20 corpus as captured mirror pages.
+    Datagen(DatagenArgs),
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// Folder of the build directories and the `current` link.
+    #[arg(long, env = "ALMANAC_SITE_DIR", default_value = "site")]
+    site_dir: PathBuf,
+    /// Folder of the warehouse and the snapshots.
+    #[arg(long, env = "ALMANAC_DATA_DIR", default_value = "data")]
+    data_dir: PathBuf,
+    /// Captured mirror pages, one folder per topic (used unless --mirror is given).
+    #[arg(long, env = "ALMANAC_LEDGER_DIR", default_value = "datasets/ledger")]
+    ledger_dir: PathBuf,
+    /// Base URL of a mirror node's REST API (e.g. the mainnet public mirror).
+    #[arg(long, env = "ALMANAC_MIRROR_URL")]
+    mirror: Option<String>,
+    /// Mirror requests in flight at once, per topic.
+    #[arg(long, env = "ALMANAC_MIRROR_CONCURRENCY", default_value_t = 16)]
+    mirror_concurrency: usize,
+    /// Timeout of one mirror request, in seconds.
+    #[arg(long, env = "ALMANAC_MIRROR_TIMEOUT", default_value_t = 15)]
+    mirror_timeout: u64,
+    /// Attempts per mirror request (429, 5xx and transport errors are retried).
+    #[arg(long, env = "ALMANAC_MIRROR_ATTEMPTS", default_value_t = 5)]
+    mirror_attempts: u32,
+    /// The public HCS-20 topic.
+    #[arg(long, env = "ALMANAC_PUBLIC_TOPIC", default_value = "0.0.4350190")]
+    public_topic: EntityId,
+    /// The registry topic announcing other topics.
+    #[arg(long, env = "ALMANAC_REGISTRY_TOPIC", default_value = "0.0.4362300")]
+    registry_topic: EntityId,
+    /// More topics to index (comma-separated).
+    #[arg(long = "topic", env = "ALMANAC_TOPICS", value_delimiter = ',')]
+    topics: Vec<EntityId>,
+    /// Builds kept besides the live one.
+    #[arg(long, env = "ALMANAC_KEEP_BUILDS", default_value_t = 3)]
+    keep_builds: usize,
+    /// Largest pageSize of holders and transactions.
+    #[arg(long, env = "ALMANAC_MAX_PAGE_SIZE", default_value_t = 100)]
+    max_page_size: usize,
+}
+
+#[derive(Args)]
+struct DatagenArgs {
+    /// Output folder (one folder per topic is written into it).
+    #[arg(long)]
+    out: PathBuf,
+    /// `rules`: the checked-in corpus; `random`: --messages of realistic traffic.
+    #[arg(long, default_value = "random")]
+    preset: String,
+    #[arg(long, default_value_t = 10_000)]
+    messages: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Build(args) => {
+            let config = build_config(args)?;
+            let report = build::run(&config).await?;
+            tracing::info!(
+                build = %report.build, published = report.published, fetched = report.fetched,
+                messages = report.messages, valid = report.valid, rejected = report.rejected,
+                files = report.files, written = report.written, linked = report.linked, "build done"
+            );
+        }
+        Command::Datagen(args) => {
+            let corpus = match args.preset.as_str() {
+                "rules" => datagen::rules_corpus(Topics::MAINNET),
+                "random" => datagen::random_corpus(args.messages, args.seed, Topics::MAINNET),
+                other => anyhow::bail!("unknown preset {other:?}: expected rules or random"),
+            };
+            let files = corpus.write_pages(&args.out).with_context(|| format!("writing {}", args.out.display()))?;
+            tracing::info!(messages = corpus.len(), files, out = %args.out.display(), "corpus written");
+        }
+    }
+    Ok(())
+}
+
+fn build_config(args: BuildArgs) -> Result<BuildConfig> {
+    anyhow::ensure!(args.max_page_size >= almanac::analytics::DEFAULT_PAGE_SIZE, "--max-page-size must be at least 25");
+    let source = match args.mirror {
+        Some(url) => Source::Mirror(MirrorConfig {
+            concurrency: args.mirror_concurrency.max(1),
+            timeout: Duration::from_secs(args.mirror_timeout),
+            attempts: args.mirror_attempts.max(1),
+            ..MirrorConfig::new(url)
+        }),
+        None => Source::Captured(args.ledger_dir),
+    };
+    Ok(BuildConfig {
+        layout: Layout::new(args.site_dir, args.data_dir),
+        source,
+        topics: Topics { public: args.public_topic, registry: args.registry_topic },
+        extra_topics: args.topics,
+        keep_builds: args.keep_builds,
+        limits: Limits { max_page_size: args.max_page_size },
+    })
+}

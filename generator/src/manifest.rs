@@ -1,0 +1,91 @@
+//! `_manifest.json`: what a build serves. One entry per route with the file
+//! that holds its bytes and every header a static host or the api sends
+//! with them. The api loads it; the generator compares against the previous
+//! one to rewrite only files whose bytes changed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::routes::hex;
+
+pub const FILE_NAME: &str = "_manifest.json";
+pub const FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub format: u32,
+    /// Derived from the routes and their ETags: the same data gives the
+    /// same build id.
+    pub build: String,
+    /// File name of this build's DuckDB snapshot under `data/snapshots/`.
+    pub snapshot: String,
+    /// Newest source time behind any file of the build (HTTP-date).
+    pub last_modified: String,
+    pub routes: Vec<Entry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub route: String,
+    pub file: String,
+    pub etag: String,
+    pub last_modified: String,
+    pub content_type: String,
+    pub cache_control: String,
+    pub length: u64,
+}
+
+/// A strong entity tag from the SHA-256 of the exact bytes sent (128 bits
+/// of it, quoted).
+pub fn etag(body: &[u8]) -> String {
+    let digest = Sha256::digest(body);
+    format!("\"{}\"", hex(&digest[..16]))
+}
+
+impl Manifest {
+    /// Builds the manifest of `entries`, sorted by route, naming the build
+    /// after its content.
+    pub fn new(mut entries: Vec<Entry>, last_modified: String) -> Manifest {
+        entries.sort_by(|a, b| a.route.cmp(&b.route));
+        let mut hasher = Sha256::new();
+        for entry in &entries {
+            for part in [&entry.route, &entry.etag, &entry.last_modified, &entry.cache_control] {
+                hasher.update(part.as_bytes());
+                hasher.update([0]);
+            }
+        }
+        let build = hex(&hasher.finalize()[..8]);
+        Manifest {
+            format: FORMAT,
+            snapshot: format!("{build}.duckdb"),
+            build,
+            last_modified,
+            routes: entries,
+        }
+    }
+
+    pub fn load(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(FILE_NAME);
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let manifest: Manifest =
+            serde_json::from_slice(&bytes).with_context(|| format!("{} is not a manifest", path.display()))?;
+        anyhow::ensure!(manifest.format == FORMAT, "{}: unknown manifest format {}", path.display(), manifest.format);
+        Ok(manifest)
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("manifest serialises");
+        bytes.push(b'\n');
+        bytes
+    }
+
+    pub fn by_route(&self) -> BTreeMap<&str, &Entry> {
+        self.routes.iter().map(|e| (e.route.as_str(), e)).collect()
+    }
+}

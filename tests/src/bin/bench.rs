@@ -1,0 +1,79 @@
+//! Benchmark helpers driven by `bench/run.sh` (`make bench`). Prints
+//! figures; asserts nothing about time.
+//!
+//! - `bench ingest DIR [RUNS]`: read every captured page and replay the
+//!   rules in process, no DuckDB; median messages per second.
+//! - `bench mirror DIR LATENCY_MS PORT_FILE`: serve DIR's pages as a mirror
+//!   node on loopback with added latency until killed.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use almanac::entity::EntityId;
+use almanac::hcs20::{replay, Topics};
+use almanac::ledger::{captured, MirrorMessage, Page};
+use anyhow::{bail, Context, Result};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("ingest") => ingest(Path::new(&args[1]), args.get(2).map_or(Ok(3), |r| r.parse())?),
+        Some("mirror") => mirror(Path::new(&args[1]), args[2].parse()?, Path::new(&args[3])),
+        _ => bail!("usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE"),
+    }
+}
+
+fn ingest(dir: &Path, runs: usize) -> Result<()> {
+    let mut read_times = Vec::new();
+    let mut replay_times = Vec::new();
+    let mut count = 0;
+    for _ in 0..runs.max(1) {
+        let started = Instant::now();
+        let mut messages = Vec::new();
+        for topic in captured::topics(dir)? {
+            messages.extend(captured::read_topic(dir, topic, 0)?);
+        }
+        let read = started.elapsed();
+        let started = Instant::now();
+        let (ledger, rows) = replay(&messages, Topics::MAINNET);
+        let replayed = started.elapsed();
+        count = messages.len();
+        std::hint::black_box((ledger.tokens.len(), rows.len()));
+        read_times.push(read);
+        replay_times.push(replayed);
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (read, replayed) = (median(&mut read_times), median(&mut replay_times));
+    let total = read + replayed;
+    let rate = |d: Duration| count as f64 / d.as_secs_f64();
+    println!("ingest+rules: {count} messages, median of {runs}: read+decode {:.3} s ({:.0}/s), rules {:.3} s ({:.0}/s), together {:.3} s = {:.0} messages/s",
+        read.as_secs_f64(), rate(read), replayed.as_secs_f64(), rate(replayed), total.as_secs_f64(), rate(total));
+    Ok(())
+}
+
+fn mirror(dir: &Path, latency_ms: u64, port_file: &Path) -> Result<()> {
+    let mut topics: HashMap<EntityId, Vec<MirrorMessage>> = HashMap::new();
+    for topic in captured::topics(dir)? {
+        let mut files: Vec<_> = std::fs::read_dir(dir.join(topic.to_string()))?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+        files.sort();
+        let list = topics.entry(topic).or_default();
+        for file in files {
+            let page: Page = serde_json::from_slice(&std::fs::read(&file)?).with_context(|| file.display().to_string())?;
+            list.extend(page.messages);
+        }
+        list.sort_by_key(|m| m.sequence_number);
+        list.dedup_by_key(|m| m.sequence_number);
+    }
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let server = tests::mirror::MirrorServer::start(topics, Duration::from_millis(latency_ms)).await;
+        std::fs::write(port_file, server.addr.port().to_string())?;
+        eprintln!("mirror serving on {} with {latency_ms} ms latency", server.url());
+        std::future::pending::<()>().await;
+        Ok(())
+    })
+}

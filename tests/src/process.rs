@@ -1,0 +1,87 @@
+//! The project's binaries as child processes on loopback.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of a workspace binary, built by `make test` before the tests run.
+pub fn binary(name: &str) -> PathBuf {
+    // Test executables live in <target>/<profile>/deps; binaries one up.
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target profile dir");
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is missing: build the binaries first (`make test` does)", path.display());
+    path
+}
+
+/// Runs `generator` with `args`, returning its output.
+pub fn generator(args: &[&str]) -> Output {
+    Command::new(binary("generator"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("running the generator")
+}
+
+/// Runs `generator build` on a site and data dir with extra args; panics
+/// with its stderr when it fails.
+pub fn build(site: &Path, data: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["build", "--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = generator(&args);
+    assert!(out.status.success(), "generator failed: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A running api, stopped on drop.
+pub struct Api {
+    child: Child,
+    pub base: String,
+}
+
+impl Api {
+    pub fn start(site: &Path, data: &Path) -> Api {
+        let port = free_port();
+        let child = Command::new(binary("api"))
+            .args(["--bind", &format!("127.0.0.1:{port}"), "--reload-ms", "50"])
+            .arg("--site-dir")
+            .arg(site)
+            .arg("--data-dir")
+            .arg(data)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("starting the api");
+        let api = Api { child, base: format!("http://127.0.0.1:{port}") };
+        api.wait_ready(Duration::from_secs(30));
+        api
+    }
+
+    fn wait_ready(&self, timeout: Duration) {
+        let started = Instant::now();
+        let addr = self.base.trim_start_matches("http://").to_string();
+        while started.elapsed() < timeout {
+            if std::net::TcpStream::connect(&addr).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("api did not start listening on {addr}");
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,190 @@
+//! The generator's pipeline end to end: determinism, the mirror source over
+//! real HTTP (paging, cursor, retries, a missing topic), and incremental
+//! runs that rewrite only changed files.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use almanac::datagen::random_corpus;
+use almanac::hcs20::Topics;
+use almanac::manifest::Manifest;
+use reqwest::StatusCode;
+use tests::mirror::MirrorServer;
+use tests::process::{build, generator};
+use tests::{workspace_root, TempDir};
+
+/// Every file of a build directory, by relative path.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn current(site: &Path) -> (std::path::PathBuf, Manifest) {
+    let dir = std::fs::canonicalize(site.join("current")).unwrap();
+    let manifest = Manifest::load(&dir).unwrap();
+    (dir, manifest)
+}
+
+fn captured_build(corpus_dir: &Path, root: &Path) -> Manifest {
+    let (site, data) = (root.join("site"), root.join("data"));
+    build(&site, &data, &["--ledger-dir", corpus_dir.to_str().unwrap()]);
+    current(&site).1
+}
+
+#[test]
+fn two_builds_of_the_same_sources_are_byte_identical() {
+    let ledger = workspace_root().join("datasets/ledger");
+    let (a, b) = (TempDir::new("det-a"), TempDir::new("det-b"));
+    let ma = captured_build(&ledger, a.path());
+    let mb = captured_build(&ledger, b.path());
+    assert_eq!(ma.build, mb.build);
+    let (ta, tb) = (tree(&current(&a.path().join("site")).0), tree(&current(&b.path().join("site")).0));
+    assert_eq!(ta.len(), tb.len());
+    for (path, bytes) in &ta {
+        assert_eq!(Some(bytes), tb.get(path), "{path} differs between two builds");
+    }
+    // A second run over the same sources publishes nothing new.
+    let out = build(&a.path().join("site"), &a.path().join("data"), &["--ledger-dir", ledger.to_str().unwrap()]);
+    assert!(out.status.success());
+    assert_eq!(current(&a.path().join("site")).1.build, ma.build);
+}
+
+#[test]
+fn datasets_ledger_is_what_datagen_writes() {
+    let dir = TempDir::new("datagen");
+    let out = generator(&["datagen", "--preset", "rules", "--out", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let checked_in = tree(&workspace_root().join("datasets/ledger"));
+    let fresh = tree(dir.path());
+    assert_eq!(checked_in.keys().collect::<Vec<_>>(), fresh.keys().collect::<Vec<_>>());
+    assert!(checked_in == fresh, "datasets/ledger is stale: run `make datasets`");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
+    let topics = Topics::MAINNET;
+    let first = random_corpus(3_000, 11, topics);
+    let second = random_corpus(3_400, 11, topics);
+    let mirror = MirrorServer::start(first.topic_messages().clone(), Duration::ZERO).await;
+    let root = TempDir::new("mirror");
+    let (site, data) = (root.path().join("site"), root.path().join("data"));
+    let url = mirror.url();
+    let run = |extra: &[&str]| {
+        let mut args: Vec<String> = ["build", "--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap(),
+            "--mirror", url.as_str(), "--mirror-concurrency", "4"].map(String::from).to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        async move {
+            tokio::task::spawn_blocking(move || generator(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+                .await
+                .unwrap()
+        }
+    };
+
+    // Paging: the whole corpus arrives, and gives the build the captured
+    // pages of the same corpus give.
+    let out = run(&[]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pages = TempDir::new("mirror-pages");
+    first.write_pages(pages.path()).unwrap();
+    let reference = TempDir::new("mirror-ref");
+    assert_eq!(current(&site).1.build, captured_build(pages.path(), reference.path()).build);
+    let requests = mirror.requests();
+    assert!(requests.len() >= 30, "3000 messages need at least 30 pages: {}", requests.len());
+    for q in &requests {
+        let limit: u64 = q.split("limit=").nth(1).and_then(|v| v.split('&').next()).unwrap().parse().unwrap();
+        assert!(limit <= 100, "{q}");
+    }
+
+    // Cursor: the next run asks only for what follows what it has.
+    mirror.set_topics(second.topic_messages().clone());
+    let before = mirror.requests().len();
+    let out = run(&[]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let new_requests = &mirror.requests()[before..];
+    for q in new_requests.iter().filter(|q| q.contains("order=asc")) {
+        let topic: almanac::entity::EntityId = q.split('?').next().unwrap().parse().unwrap();
+        let had = first.topic_messages()[&topic].len() as u64;
+        let after: u64 = q.split("sequencenumber=gt:").nth(1).and_then(|v| v.split('&').next()).unwrap().parse().unwrap();
+        assert!(after >= had, "refetched what the warehouse has: {q} (had {had})");
+    }
+    let pages2 = TempDir::new("mirror-pages2");
+    second.write_pages(pages2.path()).unwrap();
+    let reference2 = TempDir::new("mirror-ref2");
+    assert_eq!(current(&site).1.build, captured_build(pages2.path(), reference2.path()).build);
+
+    // Retries: 503s and 429s are retried and the run succeeds.
+    for status in [StatusCode::SERVICE_UNAVAILABLE, StatusCode::TOO_MANY_REQUESTS] {
+        mirror.fail_next(3, status);
+        let out = run(&[]).await;
+        assert!(out.status.success(), "{status}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // ...within a bound: a mirror that keeps failing fails the run, and the
+    // live build stays.
+    let live = current(&site).1.build;
+    mirror.fail_next(1_000, StatusCode::INTERNAL_SERVER_ERROR);
+    let out = run(&["--mirror-attempts", "2"]).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("giving up after 2 attempts"));
+    assert_eq!(current(&site).1.build, live);
+    mirror.fail_next(0, StatusCode::INTERNAL_SERVER_ERROR);
+
+    // A topic the registry announces but the mirror does not know is an
+    // error naming it, not a silent skip.
+    let mut missing = second.topic_messages().clone();
+    let gone = *missing.keys().find(|t| **t != topics.public && **t != topics.registry).unwrap();
+    missing.remove(&gone);
+    mirror.set_topics(missing);
+    let fresh = TempDir::new("mirror-missing");
+    let out = generator(&["build", "--site-dir", fresh.path().join("site").to_str().unwrap(),
+        "--data-dir", fresh.path().join("data").to_str().unwrap(), "--mirror", &url]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("topic {gone} does not exist")), "{stderr}");
+}
+
+#[test]
+fn incremental_run_rewrites_only_changed_files() {
+    let topics = Topics::MAINNET;
+    let root = TempDir::new("incremental");
+    let corpus_dir = root.path().join("corpus");
+    random_corpus(5_000, 3, topics).write_pages(&corpus_dir).unwrap();
+    let (site, data) = (root.path().join("site"), root.path().join("data"));
+    let ledger = corpus_dir.to_str().unwrap().to_string();
+    build(&site, &data, &["--ledger-dir", &ledger]);
+    let (dir_a, a) = current(&site);
+
+    random_corpus(5_050, 3, topics).write_pages(&corpus_dir).unwrap();
+    build(&site, &data, &["--ledger-dir", &ledger]);
+    let (dir_b, b) = current(&site);
+    assert_ne!(a.build, b.build);
+    assert!(dir_a.exists(), "the previous build is kept");
+
+    let old = a.by_route();
+    let mut changed = 0;
+    for entry in &b.routes {
+        let path = dir_b.join(&entry.file);
+        let unchanged = old.get(entry.route.as_str()).is_some_and(|o| o.etag == entry.etag);
+        let same_inode = {
+            use std::os::unix::fs::MetadataExt;
+            let before = std::fs::metadata(dir_a.join(&entry.file)).ok();
+            let after = std::fs::metadata(&path).unwrap();
+            before.is_some_and(|m| m.ino() == after.ino())
+        };
+        assert_eq!(unchanged, same_inode, "{}: unchanged files are linked, changed ones written", entry.route);
+        changed += usize::from(!unchanged);
+    }
+    assert!(changed > 0 && changed < b.routes.len() / 2, "50 new messages change a few files, not most: {changed}/{}", b.routes.len());
+}

@@ -1,0 +1,142 @@
+//! Atomic publishing under failure and load: a generator killed at any
+//! point leaves the previous build serving, and the api swaps builds under
+//! concurrent requests without failing one.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use almanac::datagen::random_corpus;
+use almanac::hcs20::Topics;
+use almanac::manifest::Manifest;
+use tests::process::{binary, build, Api};
+use tests::TempDir;
+
+fn live_manifest(site: &Path) -> Manifest {
+    Manifest::load(&std::fs::canonicalize(site.join("current")).unwrap()).unwrap()
+}
+
+/// Every file the live manifest names exists with the bytes its ETag says.
+fn assert_complete(site: &Path) -> Manifest {
+    let dir = std::fs::canonicalize(site.join("current")).unwrap();
+    let manifest = Manifest::load(&dir).unwrap();
+    for entry in &manifest.routes {
+        let bytes = std::fs::read(dir.join(&entry.file)).unwrap_or_else(|_| panic!("{} missing", entry.file));
+        assert_eq!(almanac::manifest::etag(&bytes), entry.etag, "{} torn", entry.file);
+    }
+    manifest
+}
+
+#[test]
+fn killing_the_generator_at_any_point_leaves_the_previous_build_serving() {
+    let topics = Topics::MAINNET;
+    let root = TempDir::new("kill");
+    let corpus = root.path().join("corpus");
+    random_corpus(20_000, 5, topics).write_pages(&corpus).unwrap();
+    let (site, data) = (root.path().join("site"), root.path().join("data"));
+    build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
+    let first = assert_complete(&site);
+
+    // More data, then runs killed after growing delays until one finishes.
+    random_corpus(40_000, 5, topics).write_pages(&corpus).unwrap();
+    let mut killed = 0;
+    let mut delay = Duration::from_millis(20);
+    loop {
+        let mut child = Command::new(binary("generator"))
+            .args(["build", "--ledger-dir", corpus.to_str().unwrap()])
+            .arg("--site-dir").arg(&site)
+            .arg("--data-dir").arg(&data)
+            .env("RUST_LOG", "warn")
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let finished = child.try_wait().unwrap().is_some_and(|s| s.success());
+        let _ = child.kill();
+        let _ = child.wait();
+        let live = assert_complete(&site);
+        if finished {
+            assert_ne!(live.build, first.build, "the finished run published");
+            break;
+        }
+        assert!(live.build == first.build || killed > 0, "a killed run never half-publishes");
+        killed += 1;
+        delay += Duration::from_millis(60);
+        assert!(killed < 200, "the generator never finished");
+    }
+    assert!(killed >= 3, "the test should kill the generator at several points: {killed}");
+
+    // After all the kills, a normal run still works and the api serves it.
+    build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
+    let api = Api::start(&site, &data);
+    let body = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+    assert_eq!(body.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn api_swaps_builds_under_concurrent_requests_without_losing_one() {
+    let topics = Topics::MAINNET;
+    let root = TempDir::new("swap");
+    let corpus = root.path().join("corpus");
+    let (site, data) = (root.path().join("site"), root.path().join("data"));
+    random_corpus(5_000, 9, topics).write_pages(&corpus).unwrap();
+    build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
+    let api = Api::start(&site, &data);
+    let mut manifests = vec![live_manifest(&site)];
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicUsize::new(0));
+    let client = reqwest::Client::new();
+    let mut clients = Vec::new();
+    for i in 0..8 {
+        let (stop, served, client) = (stop.clone(), served.clone(), client.clone());
+        // Requests spelled as the manifest spells its routes.
+        let paths = ["/hcs20/stats", "/hcs20", "/hcs20/transactions?pageSize=25", "/hcs20/ecosystem-stats"];
+        let route = paths[i % paths.len()];
+        let url = api.url(route);
+        clients.push(tokio::spawn(async move {
+            let mut etags = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let response = client.get(&url).send().await.expect("request failed during a swap");
+                assert_eq!(response.status(), 200, "{url}");
+                let etag = response.headers()["etag"].to_str().unwrap().to_string();
+                let body = response.bytes().await.expect("body cut during a swap");
+                assert_eq!(almanac::manifest::etag(&body), etag, "{url}: body and ETag from different builds");
+                etags.push(etag);
+                served.fetch_add(1, Ordering::Relaxed);
+            }
+            (route, etags)
+        }));
+    }
+
+    for (step, size) in [5_400, 5_800, 6_200].into_iter().enumerate() {
+        random_corpus(size, 9, topics).write_pages(&corpus).unwrap();
+        let (s, d, c) = (site.clone(), data.clone(), corpus.clone());
+        tokio::task::spawn_blocking(move || build(&s, &d, &["--ledger-dir", c.to_str().unwrap()])).await.unwrap();
+        manifests.push(live_manifest(&site));
+        // Wait until the api serves the new build.
+        let wanted = manifests.last().unwrap().build.clone();
+        let started = Instant::now();
+        loop {
+            let health: serde_json::Value = client.get(api.url("/health")).send().await.unwrap().json().await.unwrap();
+            if health["build"] == wanted.as_str() {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "swap {step} never happened");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for handle in clients {
+        let (route, etags) = handle.await.expect("a client failed");
+        for etag in etags {
+            assert!(
+                manifests.iter().any(|m| m.by_route().get(route).is_some_and(|e| e.etag == etag)),
+                "{route}: served an ETag no published build had"
+            );
+        }
+    }
+    assert!(served.load(Ordering::Relaxed) > 100, "clients should have been busy during the swaps");
+}
