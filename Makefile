@@ -3,6 +3,7 @@
 # One cargo profile (release) for run, test and bench, so DuckDB's C++ is
 # compiled once per machine and the tests exercise the binaries that ship.
 
+SHELL   := bash
 CARGO   ?= cargo
 TARGET  := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 BIN     := $(TARGET)/release
@@ -26,9 +27,13 @@ site: build
 run: site
 	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA)
 
-## test: every test (unit, data-driven, end-to-end on loopback)
+## test: every test (unit, data-driven, end-to-end on loopback), then a total
 test: build
-	$(CARGO) test --release --workspace
+	@mkdir -p $(TARGET)
+	set -o pipefail; $(CARGO) test --release --workspace --no-fail-fast --lib --bins --tests 2>&1 \
+	  | tee $(TARGET)/test.log; status=$$?; \
+	  awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' $(TARGET)/test.log; \
+	  exit $$status
 
 ## bench: the benchmarks; prints figures (see README)
 bench: build

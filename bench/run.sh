@@ -52,7 +52,7 @@ kill $mirror_pid 2>/dev/null || true
 say "incremental: 1,000 more messages on the full build"
 more="$OUT/corpus-$N-plus"
 rm -rf "$more"; cp -al "$corpus" "$more"
-"$BIN/generator" datagen --messages "$((N + 1000))" --seed 1 --out "$OUT/corpus-$N-next" >/dev/null 2>&1
+"$BIN/generator" datagen --messages "$((N + 1000))" --scale "$N" --seed 1 --out "$OUT/corpus-$N-next" >/dev/null 2>&1
 # Only the pages past the old end are new; link them in beside the old ones.
 for d in "$OUT/corpus-$N-next"/*/; do
   t=$(basename "$d"); mkdir -p "$more/$t"

@@ -133,30 +133,74 @@ mod tests {
         check("INM other", inm("\"abd\""), Proceed);
         check("INM unquoted is no tag", inm("abc"), Proceed);
         check("INM comma inside a tag", inm("\"a,bc\", \"abc\""), NotModified);
-        check("IMS equal", Preconditions { if_modified_since: Some("Tue, 14 Nov 2023 22:13:20 GMT"), ..Default::default() }, NotModified);
-        check("IMS later", Preconditions { if_modified_since: Some("Wed, 15 Nov 2023 00:00:00 GMT"), ..Default::default() }, NotModified);
-        check("IMS earlier", Preconditions { if_modified_since: Some("Tue, 14 Nov 2023 22:13:19 GMT"), ..Default::default() }, Proceed);
-        check("IMS obsolete RFC 850 form", Preconditions { if_modified_since: Some("Tuesday, 14-Nov-23 22:13:20 GMT"), ..Default::default() }, NotModified);
-        check("IMS invalid date ignored", Preconditions { if_modified_since: Some("yesterday"), ..Default::default() }, Proceed);
+        check(
+            "IMS equal",
+            Preconditions { if_modified_since: Some("Tue, 14 Nov 2023 22:13:20 GMT"), ..Default::default() },
+            NotModified,
+        );
+        check(
+            "IMS later",
+            Preconditions { if_modified_since: Some("Wed, 15 Nov 2023 00:00:00 GMT"), ..Default::default() },
+            NotModified,
+        );
+        check(
+            "IMS earlier",
+            Preconditions { if_modified_since: Some("Tue, 14 Nov 2023 22:13:19 GMT"), ..Default::default() },
+            Proceed,
+        );
+        check(
+            "IMS obsolete RFC 850 form",
+            Preconditions { if_modified_since: Some("Tuesday, 14-Nov-23 22:13:20 GMT"), ..Default::default() },
+            NotModified,
+        );
+        check(
+            "IMS invalid date ignored",
+            Preconditions { if_modified_since: Some("yesterday"), ..Default::default() },
+            Proceed,
+        );
         check(
             "INM wins over IMS (INM fails, IMS would match)",
-            Preconditions { if_none_match: Some("\"old\""), if_modified_since: Some("Wed, 15 Nov 2023 00:00:00 GMT"), ..Default::default() },
+            Preconditions {
+                if_none_match: Some("\"old\""),
+                if_modified_since: Some("Wed, 15 Nov 2023 00:00:00 GMT"),
+                ..Default::default()
+            },
             Proceed,
         );
         check(
             "INM wins over IMS (INM matches, IMS would not)",
-            Preconditions { if_none_match: Some("\"abc\""), if_modified_since: Some("Mon, 01 Jan 2001 00:00:00 GMT"), ..Default::default() },
+            Preconditions {
+                if_none_match: Some("\"abc\""),
+                if_modified_since: Some("Mon, 01 Jan 2001 00:00:00 GMT"),
+                ..Default::default()
+            },
             NotModified,
         );
         check("IM strong match", Preconditions { if_match: Some("\"abc\""), ..Default::default() }, Proceed);
-        check("IM weak tag never matches strongly", Preconditions { if_match: Some("W/\"abc\""), ..Default::default() }, PreconditionFailed);
+        check(
+            "IM weak tag never matches strongly",
+            Preconditions { if_match: Some("W/\"abc\""), ..Default::default() },
+            PreconditionFailed,
+        );
         check("IM star", Preconditions { if_match: Some("*"), ..Default::default() }, Proceed);
         check("IM other", Preconditions { if_match: Some("\"x\""), ..Default::default() }, PreconditionFailed);
-        check("IUS before change", Preconditions { if_unmodified_since: Some("Mon, 01 Jan 2001 00:00:00 GMT"), ..Default::default() }, PreconditionFailed);
-        check("IUS after change", Preconditions { if_unmodified_since: Some("Wed, 15 Nov 2023 00:00:00 GMT"), ..Default::default() }, Proceed);
+        check(
+            "IUS before change",
+            Preconditions { if_unmodified_since: Some("Mon, 01 Jan 2001 00:00:00 GMT"), ..Default::default() },
+            PreconditionFailed,
+        );
+        check(
+            "IUS after change",
+            Preconditions { if_unmodified_since: Some("Wed, 15 Nov 2023 00:00:00 GMT"), ..Default::default() },
+            Proceed,
+        );
         check(
             "IM wins over IUS",
-            Preconditions { if_match: Some("\"abc\""), if_unmodified_since: Some("Mon, 01 Jan 2001 00:00:00 GMT"), ..Default::default() },
+            Preconditions {
+                if_match: Some("\"abc\""),
+                if_unmodified_since: Some("Mon, 01 Jan 2001 00:00:00 GMT"),
+                ..Default::default()
+            },
             Proceed,
         );
         check(

@@ -43,6 +43,7 @@ async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = Config::parse();
     let layout = Layout::new(&config.site_dir, &config.data_dir);
@@ -53,9 +54,8 @@ async fn main() -> Result<()> {
     }
     tokio::spawn(reload::watch(layout, limits, live.clone(), Duration::from_millis(config.reload_ms.max(10))));
 
-    let listener = tokio::net::TcpListener::bind(config.bind)
-        .await
-        .with_context(|| format!("binding {}", config.bind))?;
+    let listener =
+        tokio::net::TcpListener::bind(config.bind).await.with_context(|| format!("binding {}", config.bind))?;
     tracing::info!(addr = %listener.local_addr()?, "api listening");
     let app = Arc::new(router::App { live, limits });
     warp::serve(router::filter(app)).incoming(listener).graceful(shutdown()).run().await;

@@ -30,7 +30,10 @@ pub async fn check(layout: &Layout, limits: Limits, live: &Arc<Live>) -> bool {
             true
         }
         Ok(Err(error)) => {
-            tracing::error!(error = format!("{error:#}"), "could not load the published build; still serving the previous one");
+            tracing::error!(
+                error = format!("{error:#}"),
+                "could not load the published build; still serving the previous one"
+            );
             false
         }
         Err(error) => {

@@ -31,19 +31,22 @@ pub struct App {
 /// The whole api as one warp filter.
 pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = Infallible> + Clone {
     let query = warp::query::raw().or(warp::any().map(String::new)).unify();
-    warp::method()
-        .and(warp::path::full())
-        .and(query)
-        .and(warp::header::headers_cloned())
-        .map(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap| {
+    warp::method().and(warp::path::full()).and(query).and(warp::header::headers_cloned()).map(
+        move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap| {
             app.respond(&method, path.as_str(), &query, &headers)
-        })
+        },
+    )
 }
 
 impl App {
     pub fn respond(&self, method: &Method, raw_path: &str, query: &str, headers: &HeaderMap) -> Reply {
         let Ok(path) = percent_encoding::percent_decode_str(raw_path).decode_utf8() else {
-            return json_error(StatusCode::BAD_REQUEST, "invalid_path", "the path is not valid UTF-8 once decoded", None);
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_path",
+                "the path is not valid UTF-8 once decoded",
+                None,
+            );
         };
         if path == "/health" || path == "/api/v1/health" {
             return self.health(method);
@@ -120,7 +123,12 @@ fn serve(method: &Method, headers: &HeaderMap, r: &Representation) -> Reply {
     };
     let (status, body) = match conditional::evaluate(&preconditions, &r.etag, r.last_modified) {
         Outcome::PreconditionFailed => {
-            return json_error(StatusCode::PRECONDITION_FAILED, "precondition_failed", "a precondition of the request failed", None)
+            return json_error(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition_failed",
+                "a precondition of the request failed",
+                None,
+            )
         }
         Outcome::NotModified => (StatusCode::NOT_MODIFIED, None),
         Outcome::Proceed if method == Method::HEAD => (StatusCode::OK, None),
@@ -135,9 +143,7 @@ fn serve(method: &Method, headers: &HeaderMap, r: &Representation) -> Reply {
         .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
         .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "ETag");
     if status == StatusCode::OK {
-        response = response
-            .header(header::CONTENT_TYPE, &r.content_type)
-            .header(header::CONTENT_LENGTH, r.body.len());
+        response = response.header(header::CONTENT_TYPE, &r.content_type).header(header::CONTENT_LENGTH, r.body.len());
     }
     response.body(body.map(Into::into).unwrap_or_default()).expect("valid static response")
 }

@@ -73,7 +73,13 @@ impl Build {
         }
         let analytics = snapshot::load_analytics(&layout.snapshot(&manifest), limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
-        tracing::info!(build = id, routes = routes.len(), files_read = read, ms = started.elapsed().as_millis() as u64, "build loaded");
+        tracing::info!(
+            build = id,
+            routes = routes.len(),
+            files_read = read,
+            ms = started.elapsed().as_millis() as u64,
+            "build loaded"
+        );
         Ok(Build { id: id.to_string(), routes, analytics })
     }
 }

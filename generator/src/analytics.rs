@@ -86,6 +86,10 @@ pub struct Analytics {
     ecosystem: Recent,
     /// Consensus time of the newest valid operation.
     pub newest: Timestamp,
+    /// Accounts with a positive balance of any token. Counted from the
+    /// holdings given to [`Analytics::from_parts`]; an incremental build,
+    /// which loads only some, sets it from the snapshot instead.
+    pub total_holders: usize,
     /// How many events of each kind are kept per scope: the largest
     /// `pageSize` `/hcs20/transactions` can answer.
     pub recent_limit: usize,
@@ -333,7 +337,19 @@ impl Analytics {
         }
 
         let newest = tokens.iter().map(|t| t.last_change).max().unwrap_or_default();
-        Analytics { tokens, index, holders, accounts, events: kept, recent, ecosystem, newest, recent_limit }
+        let total_holders = accounts.values().filter(|(list, _)| list.iter().any(|(_, balance)| *balance > 0)).count();
+        Analytics {
+            tokens,
+            index,
+            holders,
+            accounts,
+            events: kept,
+            recent,
+            ecosystem,
+            newest,
+            total_holders,
+            recent_limit,
+        }
     }
 
     pub fn token_index(&self, topic: EntityId, tick: &str) -> Option<usize> {
@@ -343,10 +359,6 @@ impl Analytics {
     /// Every account that ever held a balance: each has a page.
     pub fn accounts(&self) -> impl Iterator<Item = EntityId> + '_ {
         self.accounts.keys().copied()
-    }
-
-    pub fn holder_count(&self, token: usize) -> usize {
-        self.holders[token].len()
     }
 
     /// `/hcs20/account/{accountId}`: positive balances by token order. An
@@ -379,11 +391,7 @@ impl Analytics {
             total_mints: sum(|t| t.mints),
             total_burns: sum(|t| t.burns),
             total_transfers: sum(|t| t.transfers),
-            total_holders: self
-                .accounts
-                .values()
-                .filter(|(list, _)| list.iter().any(|(_, balance)| *balance > 0))
-                .count(),
+            total_holders: self.total_holders,
         };
         (Stats { success: true, data, timestamp: self.newest.iso8601() }, self.newest)
     }
@@ -466,7 +474,13 @@ impl Analytics {
         let (scope, totals, last_change, tick, topic) = match token {
             Some(i) => {
                 let t = &self.tokens[i];
-                (&self.recent[i], (t.mints, t.burns, t.transfers), t.last_change, Some(t.tick.clone()), Some(t.topic.to_string()))
+                (
+                    &self.recent[i],
+                    (t.mints, t.burns, t.transfers),
+                    t.last_change,
+                    Some(t.tick.clone()),
+                    Some(t.topic.to_string()),
+                )
             }
             None => {
                 let sum = |f: fn(&TokenSummary) -> u64| self.tokens.iter().map(f).sum::<u64>();

@@ -2,27 +2,34 @@
 //!
 //! 1. **ingest**: fetch each topic's new messages into the warehouse,
 //!    following registrations to new topics until none are left;
-//! 2. **replay**: apply every stored message in consensus order;
-//! 3. **render**: every static route through the shared query functions;
-//! 4. **stage**: write the build directory beside the live one;
-//! 5. **snapshot**: write the build's DuckDB snapshot;
-//! 6. **publish**: flip `current`, copy the derived tables into the
-//!    warehouse, prune old builds.
+//! 2. **apply**: incrementally, when the new messages all follow the live
+//!    build's (resume its snapshot, apply them, re-render what they touch);
+//!    otherwise **replay** every stored message and render every route;
+//! 3. **stage**: write the build directory beside the live one, hard-linking
+//!    files whose bytes did not change;
+//! 4. **snapshot**: finish the build's DuckDB snapshot;
+//! 5. **publish**: flip `current`, bring the warehouse's derived tables up
+//!    to date, prune old builds.
+//!
+//! Both paths give byte-identical builds for the same data (tested).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use duckdb::Connection;
 
-use crate::analytics::Analytics;
+use crate::analytics::{Analytics, DEFAULT_PAGE_SIZE};
 use crate::entity::EntityId;
-use crate::hcs20::{self, message::decode, Operation, Topics};
+use crate::hcs20::{self, message::decode, Ledger, Message, Operation, OperationRow, Topics};
 use crate::ledger::{captured, mirror};
+use crate::manifest::{Entry, Manifest};
 use crate::routes::{Limits, Route};
 use crate::site::{self, Layout};
+use crate::snapshot::{self, Meta};
 use crate::warehouse::Warehouse;
-use crate::{snapshot, JSON};
+use crate::JSON;
 
 /// Where messages come from.
 #[derive(Debug, Clone)]
@@ -43,20 +50,49 @@ pub struct BuildConfig {
     /// Builds (and snapshots) kept besides the live one.
     pub keep_builds: usize,
     pub limits: Limits,
+    /// Always replay everything (a check on the incremental path).
+    pub full: bool,
 }
 
 #[derive(Debug, Default, Clone)]
 pub struct BuildReport {
     pub fetched: usize,
-    pub messages: usize,
-    pub valid: usize,
+    /// Messages applied by this run (all of them on a full replay).
+    pub applied: usize,
     pub rejected: usize,
+    pub incremental: bool,
     pub build: String,
     pub files: usize,
     pub written: usize,
     pub linked: usize,
     /// False when the data gave the build already live.
     pub published: bool,
+}
+
+/// What the apply step hands to staging and publishing.
+struct Computed {
+    files: Vec<site::File>,
+    /// Entries of the live build kept as they are (incremental runs).
+    kept: Vec<Entry>,
+    /// A snapshot being written: its connection and temporary path, or
+    /// what to write it from.
+    snapshot: PendingSnapshot,
+    meta: Meta,
+}
+
+/// What the apply step decided.
+enum Step {
+    /// Apply only what is new on top of the live build.
+    Apply(Computed),
+    /// Replay everything.
+    Replay,
+    /// Nothing is new: the live build stands.
+    UpToDate(Manifest),
+}
+
+enum PendingSnapshot {
+    Full { ledger: Ledger, operations: Vec<OperationRow> },
+    Delta { conn: Connection, temp: PathBuf, ledger: Ledger, changes: hcs20::Changes, operations: Vec<OperationRow> },
 }
 
 pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
@@ -66,50 +102,252 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
 
     let started = Instant::now();
     report.fetched = ingest(config, &mut warehouse).await.context("ingest")?;
-    tracing::info!(step = "ingest", fetched = report.fetched, ms = started.elapsed().as_millis() as u64);
-
-    let started = Instant::now();
-    let messages = warehouse.messages().context("loading messages from the warehouse")?;
-    let (ledger, operations) = hcs20::replay(&messages, config.topics);
-    report.messages = messages.len();
-    report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
-    report.valid = operations.len() - report.rejected;
-    drop(messages);
-    tracing::info!(step = "replay", messages = report.messages, valid = report.valid, rejected = report.rejected,
-        ms = started.elapsed().as_millis() as u64);
-
-    let started = Instant::now();
-    let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
-    let files = render(&analytics);
-    tracing::info!(step = "render", files = files.len(), ms = started.elapsed().as_millis() as u64);
+    tracing::info!(step = "ingest", fetched = report.fetched, ms = ms(started));
 
     let started = Instant::now();
     let previous = layout.current().context("reading the live build")?;
-    let (manifest, staged) = site::stage(layout, files, previous.as_ref()).context("stage")?;
-    report.build = manifest.build.clone();
-    report.files = staged.files;
-    report.written = staged.written;
-    report.linked = staged.linked;
-    tracing::info!(step = "stage", build = %manifest.build, written = staged.written, linked = staged.linked,
-        reused = staged.reused, ms = started.elapsed().as_millis() as u64);
+    let step = match &previous {
+        Some((_, live)) if !config.full => incremental(config, &warehouse, live, &mut report)?,
+        _ => Step::Replay,
+    };
+    let computed = match step {
+        Step::Apply(computed) => computed,
+        Step::Replay => full(config, &warehouse, &mut report)?,
+        Step::UpToDate(live) => {
+            sync_warehouse(&warehouse, &live, layout)?;
+            tracing::info!(build = %live.build, "nothing new since the live build");
+            report.build = live.build;
+            return Ok(report);
+        }
+    };
+    tracing::info!(
+        step = "apply",
+        incremental = report.incremental,
+        applied = report.applied,
+        rejected = report.rejected,
+        files = computed.files.len(),
+        kept = computed.kept.len(),
+        ms = ms(started)
+    );
 
+    let started = Instant::now();
+    let (manifest, staged) = site::stage(layout, computed.files, computed.kept, previous.as_ref()).context("stage")?;
+    report.build = manifest.build.clone();
+    (report.files, report.written, report.linked) = (staged.files, staged.written, staged.linked);
+    tracing::info!(step = "stage", build = %manifest.build, written = staged.written, linked = staged.linked,
+        reused = staged.reused, ms = ms(started));
+
+    let started = Instant::now();
     let snapshot_path = layout.snapshot(&manifest);
-    if !snapshot_path.exists() {
-        let started = Instant::now();
-        snapshot::write(&snapshot_path, &manifest.build, &ledger, &operations).context("snapshot")?;
-        tracing::info!(step = "snapshot", path = %snapshot_path.display(), ms = started.elapsed().as_millis() as u64);
-    }
+    let warehouse_delta = match computed.snapshot {
+        PendingSnapshot::Full { ledger, operations } => {
+            if !snapshot_path.exists() {
+                snapshot::write(&snapshot_path, &manifest.build, &ledger, &operations, &computed.meta)
+                    .context("snapshot")?;
+            }
+            None
+        }
+        PendingSnapshot::Delta { conn, temp, ledger, changes, operations } => {
+            snapshot::write_meta(&conn, &manifest.build, &computed.meta)?;
+            conn.execute_batch("CHECKPOINT")?;
+            drop(conn);
+            std::fs::rename(&temp, &snapshot_path).with_context(|| format!("naming {}", snapshot_path.display()))?;
+            Some((ledger, changes, operations))
+        }
+    };
+    tracing::info!(step = "snapshot", path = %snapshot_path.display(), ms = ms(started));
 
     let started = Instant::now();
     report.published = previous.as_ref().map(|(_, m)| &m.build) != Some(&manifest.build);
     if report.published {
         site::publish(layout, &manifest).context("publish")?;
-        warehouse.copy_derived(&snapshot_path)?;
+    }
+    // The warehouse follows the live build: by the same delta when it holds
+    // the previous build's tables, by a copy otherwise (also after a run
+    // that died between the flip and this step).
+    let derived = warehouse.derived_from()?;
+    match (warehouse_delta, &previous) {
+        (Some((ledger, changes, operations)), Some((_, live))) if derived.as_deref() == Some(live.build.as_str()) => {
+            warehouse.apply_delta(&manifest.build, &ledger, &changes, &operations)?
+        }
+        _ if derived.as_deref() != Some(manifest.build.as_str()) => {
+            warehouse.copy_derived(&manifest.build, &snapshot_path)?
+        }
+        _ => {}
     }
     let pruned = site::prune(layout, config.keep_builds).context("pruning old builds")?;
-    tracing::info!(step = "publish", build = %manifest.build, published = report.published, pruned,
-        ms = started.elapsed().as_millis() as u64);
+    tracing::info!(step = "publish", build = %manifest.build, published = report.published, pruned, ms = ms(started));
     Ok(report)
+}
+
+fn ms(started: Instant) -> u64 {
+    started.elapsed().as_millis() as u64
+}
+
+/// Replays every stored message and renders every route.
+fn full(config: &BuildConfig, warehouse: &Warehouse, report: &mut BuildReport) -> Result<Computed> {
+    report.incremental = false;
+    let messages = warehouse.messages().context("loading messages from the warehouse")?;
+    let (ledger, operations) = hcs20::replay(&messages, config.topics);
+    let meta = Meta {
+        topics: config.topics,
+        recent_limit: config.limits.max_page_size,
+        last_applied: ledger.last_applied,
+        applied: last_sequences(&messages, BTreeMap::new()),
+    };
+    drop(messages);
+    report.applied = operations.len();
+    report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
+    let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
+    let files = render(&analytics, Route::all_static(&analytics));
+    Ok(Computed { files, kept: Vec::new(), snapshot: PendingSnapshot::Full { ledger, operations }, meta })
+}
+
+/// Applies only the messages the live build has not seen, when that gives
+/// the same result as a replay: they must all follow the live build's last
+/// message in consensus order, announce no topic, and hold no chunk of a
+/// submission begun earlier.
+fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, report: &mut BuildReport) -> Result<Step> {
+    let live_snapshot = config.layout.snapshot(live);
+    if !live_snapshot.exists() {
+        return Ok(Step::Replay);
+    }
+    let meta = {
+        let conn = snapshot::open_read_only(&live_snapshot)?;
+        snapshot::read_meta(&conn)?
+    };
+    let Some(meta) = meta.filter(|m| m.topics == config.topics && m.recent_limit == config.limits.max_page_size) else {
+        return Ok(Step::Replay);
+    };
+    let new = warehouse.messages_after(&meta.applied)?;
+    if new.is_empty() {
+        return Ok(Step::UpToDate(live.clone()));
+    }
+    if let Some(reason) = needs_replay(&new, &meta) {
+        tracing::info!(reason, "replaying everything");
+        return Ok(Step::Replay);
+    }
+
+    let temp = snapshot::temp_path(&live_snapshot)?;
+    std::fs::copy(&live_snapshot, &temp).with_context(|| format!("copying {}", live_snapshot.display()))?;
+    let conn = Connection::open(&temp)?;
+    let mut ledger = snapshot::load_ledger(&conn, &meta, &accounts_named(&new))?;
+    let operations = ledger.apply_messages(&new);
+    let changes = ledger.changes.take().unwrap_or_default();
+    snapshot::apply_delta(&conn, &ledger, &changes, &operations)?;
+
+    let token_keys: BTreeSet<(EntityId, String)> = changes
+        .tokens
+        .iter()
+        .map(|t| (ledger.tokens[t.0 as usize].topic, ledger.tokens[t.0 as usize].tick.clone()))
+        .collect();
+    let accounts = changes.accounts();
+    let model = snapshot::load_partial(&conn, &token_keys, &accounts, config.limits.max_page_size)?;
+
+    // Routes the changes touch are rendered again; the rest are kept.
+    let touched = |route: &Route| match route {
+        Route::Ticks | Route::Stats | Route::EcosystemStats | Route::Transactions { token: None, .. } => true,
+        Route::Holders { topic, tick, .. } | Route::Transactions { token: Some((topic, tick)), .. } => {
+            token_keys.contains(&(*topic, tick.clone()))
+        }
+        Route::Account(account) => accounts.contains(account),
+    };
+    let kept: Vec<Entry> = live
+        .routes
+        .iter()
+        .filter(|e| {
+            let (path, query) = e.route.split_once('?').unwrap_or((&e.route, ""));
+            !matches!(Route::parse(path, query, config.limits), Ok(Some(route)) if touched(&route))
+        })
+        .cloned()
+        .collect();
+    let mut routes = vec![Route::Ticks, Route::Stats, Route::EcosystemStats];
+    routes.push(Route::Transactions { token: None, page_size: DEFAULT_PAGE_SIZE });
+    for token in model.tokens.iter().filter(|t| token_keys.contains(&(t.topic, t.tick.clone()))) {
+        for page in 1..=(token.holders as usize).div_ceil(DEFAULT_PAGE_SIZE).max(1) {
+            routes.push(Route::Holders {
+                topic: token.topic,
+                tick: token.tick.clone(),
+                page,
+                page_size: DEFAULT_PAGE_SIZE,
+            });
+        }
+        routes
+            .push(Route::Transactions { token: Some((token.topic, token.tick.clone())), page_size: DEFAULT_PAGE_SIZE });
+    }
+    routes.extend(accounts.iter().map(|a| Route::Account(*a)));
+    let files = render(&model, routes);
+
+    report.incremental = true;
+    report.applied = operations.len();
+    report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
+    let meta = Meta { last_applied: ledger.last_applied, applied: last_sequences(&new, meta.applied.clone()), ..meta };
+    Ok(Step::Apply(Computed {
+        files,
+        kept,
+        snapshot: PendingSnapshot::Delta { conn, temp, ledger, changes, operations },
+        meta,
+    }))
+}
+
+/// Why new messages cannot simply be applied on top of the live build.
+fn needs_replay(new: &[Message], meta: &Meta) -> Option<&'static str> {
+    if new.iter().any(|m| m.topic == meta.topics.registry) {
+        return Some("the registry topic has new messages");
+    }
+    if new.iter().any(|m| meta.last_applied.is_some_and(|last| m.consensus <= last)) {
+        return Some("a new message is older than the live build's newest");
+    }
+    let mut groups: BTreeMap<(EntityId, &str), (u32, BTreeSet<u32>)> = BTreeMap::new();
+    for m in new {
+        if let Some(c) = m.chunk.as_ref().filter(|c| c.total > 1) {
+            groups.entry((m.topic, c.group.as_str())).or_insert((c.total, BTreeSet::new())).1.insert(c.number);
+        }
+    }
+    if groups.values().any(|(total, parts)| !parts.contains(&1) || parts.len() as u32 != *total) {
+        return Some("a chunked submission spans the live build and this run");
+    }
+    None
+}
+
+/// Accounts whose balances the messages may touch.
+fn accounts_named(messages: &[Message]) -> BTreeSet<EntityId> {
+    let mut order: Vec<&Message> = messages.iter().collect();
+    order.sort_unstable_by_key(|m| m.order_key());
+    let (envelopes, _) = hcs20::chunks::assemble(order.into_iter());
+    let mut accounts = BTreeSet::new();
+    for envelope in &envelopes {
+        match decode(&envelope.body).1 {
+            Ok(Operation::Mint { to, .. }) => {
+                accounts.insert(to);
+            }
+            Ok(Operation::Burn { from, .. }) => {
+                accounts.insert(from);
+            }
+            Ok(Operation::Transfer { from, to, .. }) => {
+                accounts.extend([from, to]);
+            }
+            _ => {}
+        }
+    }
+    accounts
+}
+
+/// The last sequence number per topic, over `messages` and `start`.
+fn last_sequences(messages: &[Message], mut start: BTreeMap<EntityId, u64>) -> BTreeMap<EntityId, u64> {
+    for m in messages {
+        let last = start.entry(m.topic).or_default();
+        *last = (*last).max(m.sequence);
+    }
+    start
+}
+
+/// Makes the warehouse's derived tables those of the live build.
+fn sync_warehouse(warehouse: &Warehouse, live: &Manifest, layout: &Layout) -> Result<()> {
+    if warehouse.derived_from()?.as_deref() != Some(live.build.as_str()) {
+        warehouse.copy_derived(&live.build, &layout.snapshot(live))?;
+    }
+    Ok(())
 }
 
 /// Fetches every known topic's new messages; returns how many were stored.
@@ -156,10 +394,8 @@ fn announced_topics(warehouse: &Warehouse, registry: EntityId) -> Result<Vec<Ent
     Ok(topics)
 }
 
-/// Renders every static route. Parallel over the cores: for a large ledger
-/// this is most of a build.
-pub fn render(analytics: &Analytics) -> Vec<site::File> {
-    let routes = Route::all_static(analytics);
+/// Renders routes, in parallel over the cores.
+pub fn render(analytics: &Analytics, routes: Vec<Route>) -> Vec<site::File> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = routes.len().div_ceil(workers).max(1);
     std::thread::scope(|scope| {
@@ -183,6 +419,10 @@ pub fn render(analytics: &Analytics) -> Vec<site::File> {
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().expect("renderer panicked")).collect()
+        let mut files = Vec::with_capacity(routes.len());
+        for handle in handles {
+            files.extend(handle.join().expect("renderer panicked"));
+        }
+        files
     })
 }

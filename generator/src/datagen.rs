@@ -124,8 +124,9 @@ impl Corpus {
     }
 
     /// Writes `<out>/<topic>/<first>-<last>.json`, 100 messages a page,
-    /// with `links.next` as the mirror node sets it.
-    pub fn write_pages(&self, out: &Path) -> Result<usize> {
+    /// with `links.next` as the mirror node sets it; `pretty` for pages
+    /// meant to be read by people, compact like the mirror node's otherwise.
+    pub fn write_pages(&self, out: &Path, pretty: bool) -> Result<usize> {
         let mut files = 0;
         let mut topics: Vec<_> = self.topics.iter().collect();
         topics.sort_by_key(|(id, _)| **id);
@@ -139,7 +140,7 @@ impl Corpus {
                     format!("/api/v1/topics/{topic}/messages?limit={PAGE_LIMIT}&order=asc&sequencenumber=gt:{last}")
                 });
                 let body = Page { messages: page.to_vec(), links: Links { next } };
-                let mut bytes = serde_json::to_vec_pretty(&body)?;
+                let mut bytes = if pretty { serde_json::to_vec_pretty(&body)? } else { serde_json::to_vec(&body)? };
                 bytes.push(b'\n');
                 fs::write(dir.join(page_file_name(first, last)), bytes)?;
                 files += 1;
@@ -172,13 +173,22 @@ impl Traffic {
         let mut ticks = Vec::new();
         for i in 0..tick_count {
             // Four in five tokens live on the first (public) topic.
-            let topic = if rng.chance(80) { topics[0].0 } else { topics[1 + rng.below(topics.len() as u64 - 1) as usize].0 };
+            let topic =
+                if rng.chance(80) { topics[0].0 } else { topics[1 + rng.below(topics.len() as u64 - 1) as usize].0 };
             let lim = [1_000, 10_000, 1_000_000][rng.below(3) as usize];
             ticks.push((topic, format!("{}{}", SYLLABLES[i % SYLLABLES.len()], i / SYLLABLES.len()), lim));
         }
         // Zipf-like popularity: weight of rank r is 1e6 / (r + 1).
         let weights = (0..tick_count).map(|r| 1_000_000 / (r as u64 + 1)).collect();
-        Traffic { rng, topics, holders: vec![Vec::new(); tick_count], ticks, accounts, balances: HashMap::new(), weights }
+        Traffic {
+            rng,
+            topics,
+            holders: vec![Vec::new(); tick_count],
+            ticks,
+            accounts,
+            balances: HashMap::new(),
+            weights,
+        }
     }
 
     fn private(&self, topic: EntityId) -> bool {
@@ -199,7 +209,11 @@ impl Traffic {
 
     fn account(&mut self) -> u64 {
         // Skewed too: half the traffic goes to a tenth of the accounts.
-        if self.rng.chance(50) { 1000 + self.rng.below(self.accounts / 10 + 1) } else { 1000 + self.rng.below(self.accounts) }
+        if self.rng.chance(50) {
+            1000 + self.rng.below(self.accounts / 10 + 1)
+        } else {
+            1000 + self.rng.below(self.accounts)
+        }
     }
 
     fn deploys(&mut self, corpus: &mut Corpus) {
@@ -222,7 +236,8 @@ impl Traffic {
         if roll < 40 {
             return self.invalid(corpus, t);
         }
-        let holder = (!self.holders[t].is_empty()).then(|| self.holders[t][self.rng.below(self.holders[t].len() as u64) as usize]);
+        let holder = (!self.holders[t].is_empty())
+            .then(|| self.holders[t][self.rng.below(self.holders[t].len() as u64) as usize]);
         match (roll, holder) {
             (40..=539, _) | (_, None) => {
                 let to = self.account();
@@ -237,7 +252,9 @@ impl Traffic {
                 let to = self.account();
                 let payer = if self.private(topic) { self.account() } else { from };
                 let memo = if self.rng.chance(20) { r#","m":"gm""# } else { "" };
-                let body = format!(r#"{{"p":"hcs-20","op":"transfer","tick":"{tick}","amt":"{amt}","from":"0.0.{from}","to":"0.0.{to}"{memo}}}"#);
+                let body = format!(
+                    r#"{{"p":"hcs-20","op":"transfer","tick":"{tick}","amt":"{amt}","from":"0.0.{from}","to":"0.0.{to}"{memo}}}"#
+                );
                 corpus.push(topic, id(payer), &body, chunks);
                 self.debit(t, from, amt);
                 self.credit(t, to, amt);
@@ -262,7 +279,9 @@ impl Traffic {
             1 => format!(r#"{{"p":"hcs-20","op":"mint","tick":"{tick}","amt":{lim},"to":"0.0.{to}"}}"#),
             2 => format!(r#"{{"p":"hcs-20","op":"mint","tick":"{tick}","amt":"{}","to":"0.0.{to}"}}"#, lim + 1),
             3 => format!(r#"{{"p":"hcs-20","op":"mint","tick":"nope{t}","amt":"1","to":"0.0.{to}"}}"#),
-            4 => format!(r#"{{"p":"hcs-20","op":"transfer","tick":"{tick}","amt":"999999999999999","from":"0.0.{to}","to":"0.0.1"}}"#),
+            4 => format!(
+                r#"{{"p":"hcs-20","op":"transfer","tick":"{tick}","amt":"999999999999999","from":"0.0.{to}","to":"0.0.1"}}"#
+            ),
             5 => format!(r#"{{"p":"hcs-20","op":"burn","tick":"{tick}","amt":"0","from":"0.0.{to}"}}"#),
             _ => format!(r#"{{"p":"hcs-20","op":"deploy","name":"again","tick":"{tick}","max":"1"}}"#),
         };
@@ -286,8 +305,9 @@ impl Traffic {
     }
 }
 
-const SYLLABLES: [&str; 16] =
-    ["ape", "bolt", "cat", "dao", "echo", "fox", "gem", "hbar", "ion", "jet", "koi", "luna", "moon", "neo", "orb", "pix"];
+const SYLLABLES: [&str; 16] = [
+    "ape", "bolt", "cat", "dao", "echo", "fox", "gem", "hbar", "ion", "jet", "koi", "luna", "moon", "neo", "orb", "pix",
+];
 
 /// Registered topics of random corpora: (id, private).
 fn registered_topics(count: u64) -> Vec<(EntityId, bool)> {
@@ -296,22 +316,33 @@ fn registered_topics(count: u64) -> Vec<(EntityId, bool)> {
 
 fn register_all(corpus: &mut Corpus, registry: EntityId, topics: &[(EntityId, bool)]) {
     for (i, (topic, private)) in topics.iter().enumerate() {
-        let body = format!(r#"{{"p":"hcs-20","op":"register","name":"Community {i}","private":{private},"t_id":"{topic}","m":"topic {i}"}}"#);
+        // An announced topic exists even before its first message.
+        corpus.topics.entry(*topic).or_default();
+        let body = format!(
+            r#"{{"p":"hcs-20","op":"register","name":"Community {i}","private":{private},"t_id":"{topic}","m":"topic {i}"}}"#
+        );
         corpus.push(registry, id(900 + i as u64), &body, 1);
     }
 }
 
-/// A corpus of about `messages` messages for benchmarks and tests. The
-/// corpus of a larger count continues the smaller one: its first messages
-/// are the same, which is how incremental runs are tested.
+/// A corpus of about `messages` messages for benchmarks and tests, with
+/// ticks and accounts in proportion to its size.
 pub fn random_corpus(messages: usize, seed: u64, topics: Topics) -> Corpus {
+    random_corpus_scaled(messages, messages, seed, topics)
+}
+
+/// A corpus of `messages` messages whose ticks and accounts are sized for
+/// `scale` messages. Of two corpora with the same scale and seed, the larger
+/// continues the smaller: its first messages are the same, which is how
+/// incremental runs are tested.
+pub fn random_corpus_scaled(messages: usize, scale: usize, seed: u64, topics: Topics) -> Corpus {
     let mut corpus = Corpus::new(seed);
     let registered = registered_topics(8);
     register_all(&mut corpus, topics.registry, &registered);
     let mut all = vec![(topics.public, false)];
     all.extend(registered.iter().copied());
-    let tick_count = (messages / 3000).clamp(20, 1000);
-    let accounts = (messages as u64 / 25).max(200);
+    let tick_count = (scale / 3000).clamp(20, 1000);
+    let accounts = (scale as u64 / 25).max(200);
     let mut traffic = Traffic::new(seed, all, tick_count, accounts);
     traffic.deploys(&mut corpus);
     while corpus.len() < messages {
@@ -328,14 +359,30 @@ pub fn rules_corpus(topics: Topics) -> Corpus {
     let a = |n: u64| id(n);
     let script: &[(EntityId, EntityId, &str)] = &[
         // Tokens deployed before their topic is announced still count.
-        (community, a(2001), r#"{"p":"hcs-20","op":"deploy","name":"Early Bird","tick":"early","max":"1000","m":"deployed before registration"}"#),
-        (registry, a(2000), r#"{"p":"hcs-20","op":"register","name":"Guild Points","private":true,"t_id":"0.0.5000001","m":"guild topic with a submit key"}"#),
-        (registry, a(2001), r#"{"p":"hcs-20","op":"register","name":"Community","private":false,"t_id":"0.0.5000002"}"#),
+        (
+            community,
+            a(2001),
+            r#"{"p":"hcs-20","op":"deploy","name":"Early Bird","tick":"early","max":"1000","m":"deployed before registration"}"#,
+        ),
+        (
+            registry,
+            a(2000),
+            r#"{"p":"hcs-20","op":"register","name":"Guild Points","private":true,"t_id":"0.0.5000001","m":"guild topic with a submit key"}"#,
+        ),
+        (
+            registry,
+            a(2001),
+            r#"{"p":"hcs-20","op":"register","name":"Community","private":false,"t_id":"0.0.5000002"}"#,
+        ),
         (registry, a(2002), r#"{"p":"hcs-20","op":"register","name":"Dup","private":false,"t_id":"0.0.5000001"}"#),
         (registry, a(2002), r#"{"p":"hcs-20","op":"register","name":"Pub","private":true,"t_id":"0.0.4350190"}"#),
         (registry, a(2002), r#"{"p":"hcs-20","op":"register","name":"Bad","private":"yes","t_id":"0.0.5000003"}"#),
         (registry, a(2002), r#"{"p":"hcs-20","op":"deploy","name":"Wrong","tick":"wrong","max":"5"}"#),
-        (public, a(1001), r#"{"p":"hcs-20","op":"deploy","name":"Almanac Points","tick":"alm","max":"21000000","lim":"1000","metadata":"ipfs://almanac","m":"the first token"}"#),
+        (
+            public,
+            a(1001),
+            r#"{"p":"hcs-20","op":"deploy","name":"Almanac Points","tick":"alm","max":"21000000","lim":"1000","metadata":"ipfs://almanac","m":"the first token"}"#,
+        ),
         (public, a(1002), r#"{"p":"HCS-20","op":"DEPLOY","name":"Loud","tick":"  LOUD ","max":"500"}"#),
         (public, a(1003), r#"{"p":"hcs-20","op":"deploy","name":"Again","tick":"ALM","max":"5"}"#),
         (public, a(1003), r#"{"p":"hcs-20","op":"deploy","name":"No limit","tick":"nolim","max":"100","lim":"0"}"#),
@@ -354,11 +401,31 @@ pub fn rules_corpus(topics: Topics) -> Corpus {
         (public, a(1006), r#"{"p":"hcs-20","op":"mint","tick":"tiny","amt":"10","to":"0.0.1006"}"#),
         (public, a(1006), r#"{"p":"hcs-20","op":"burn","tick":"tiny","amt":"4","from":"0.0.1006"}"#),
         (public, a(1006), r#"{"p":"hcs-20","op":"mint","tick":"tiny","amt":"1","to":"0.0.1006"}"#),
-        (public, a(1001), r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"250","from":"0.0.1001","to":"0.0.1007"}"#),
-        (public, a(1007), r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"100","from":"0.0.1001","to":"0.0.1007"}"#),
-        (public, a(1007), r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"100","from":"0.0.1001","to":"0.0.1007","payer_account_id":"0.0.1001"}"#),
-        (public, a(1007), r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"251","from":"0.0.1007","to":"0.0.1001"}"#),
-        (public, a(1007), r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"250","from":"0.0.1007","to":"0.0.1008"}"#),
+        (
+            public,
+            a(1001),
+            r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"250","from":"0.0.1001","to":"0.0.1007"}"#,
+        ),
+        (
+            public,
+            a(1007),
+            r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"100","from":"0.0.1001","to":"0.0.1007"}"#,
+        ),
+        (
+            public,
+            a(1007),
+            r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"100","from":"0.0.1001","to":"0.0.1007","payer_account_id":"0.0.1001"}"#,
+        ),
+        (
+            public,
+            a(1007),
+            r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"251","from":"0.0.1007","to":"0.0.1001"}"#,
+        ),
+        (
+            public,
+            a(1007),
+            r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"250","from":"0.0.1007","to":"0.0.1008"}"#,
+        ),
         (public, a(1002), r#"{"p":"hcs-20","op":"burn","tick":"alm","amt":"100","from":"0.0.1002"}"#),
         (public, a(1009), r#"{"p":"hcs-20","op":"burn","tick":"alm","amt":"100","from":"0.0.1002"}"#),
         (public, a(1001), r#"{"p":"hcs-20","op":"transfer","tick":"alm","amt":"5","from":"0.0.1001","to":"0.0.1001"}"#),
@@ -369,12 +436,20 @@ pub fn rules_corpus(topics: Topics) -> Corpus {
         (public, a(1001), r#"{"p":"hcs-20","op":"mint","tick":"alm","amt":"5","amt":"6","to":"0.0.1001"}"#),
         (private, a(3001), r#"{"p":"hcs-20","op":"deploy","name":"Guild","tick":"guild","max":"1000000"}"#),
         (private, a(3001), r#"{"p":"hcs-20","op":"mint","tick":"guild","amt":"5000","to":"0.0.3100"}"#),
-        (private, a(3001), r#"{"p":"hcs-20","op":"transfer","tick":"guild","amt":"1200","from":"0.0.3100","to":"0.0.3101"}"#),
+        (
+            private,
+            a(3001),
+            r#"{"p":"hcs-20","op":"transfer","tick":"guild","amt":"1200","from":"0.0.3100","to":"0.0.3101"}"#,
+        ),
         (private, a(3001), r#"{"p":"hcs-20","op":"burn","tick":"guild","amt":"200","from":"0.0.3101"}"#),
         (community, a(2001), r#"{"p":"hcs-20","op":"deploy","name":"Almanac on Community","tick":"alm","max":"1000"}"#),
         (community, a(2001), r#"{"p":"hcs-20","op":"mint","tick":"alm","amt":"1000","to":"0.0.2001"}"#),
         (community, a(2001), r#"{"p":"hcs-20","op":"mint","tick":"early","amt":"10","to":"0.0.2001"}"#),
-        (community, a(2009), r#"{"p":"hcs-20","op":"transfer","tick":"early","amt":"5","from":"0.0.2001","to":"0.0.2009"}"#),
+        (
+            community,
+            a(2009),
+            r#"{"p":"hcs-20","op":"transfer","tick":"early","amt":"5","from":"0.0.2001","to":"0.0.2009"}"#,
+        ),
         (id(7_777_777), a(1001), r#"{"p":"hcs-20","op":"deploy","name":"Stray","tick":"stray","max":"5"}"#),
     ];
     for (topic, payer, body) in script {
@@ -386,7 +461,12 @@ pub fn rules_corpus(topics: Topics) -> Corpus {
         Some(ChunkInfo { initial_transaction_id: serde_json::Value::String(tx.into()), number, total })
     };
     c.push_raw(public, a(1008), br#"{"p":"hcs-20","op":"mint","#, chunk("0.0.1008@1704067300.000000000", 1, 2));
-    c.push_raw(public, a(1009), br#""tick":"alm","amt":"1","to":"0.0.1009"}"#, chunk("0.0.1008@1704067300.000000000", 2, 2));
+    c.push_raw(
+        public,
+        a(1009),
+        br#""tick":"alm","amt":"1","to":"0.0.1009"}"#,
+        chunk("0.0.1008@1704067300.000000000", 2, 2),
+    );
     c.push_raw(public, a(1008), br#"{"p":"hcs-20","op":"mint","#, chunk("0.0.1008@1704067400.000000000", 1, 2));
 
     // Random traffic on the same topics.

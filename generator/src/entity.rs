@@ -33,8 +33,7 @@ impl FromStr for EntityId {
         let bad = || InvalidEntityId(text.to_string());
         let id = match text.split_once('-') {
             Some((id, checksum)) => {
-                let checksum_ok =
-                    checksum.len() == 5 && checksum.bytes().all(|b| b.is_ascii_lowercase());
+                let checksum_ok = checksum.len() == 5 && checksum.bytes().all(|b| b.is_ascii_lowercase());
                 if !checksum_ok {
                     return Err(bad());
                 }

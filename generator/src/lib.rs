@@ -4,6 +4,7 @@
 
 pub mod analytics;
 pub mod build;
+pub mod columnar;
 pub mod datagen;
 pub mod entity;
 pub mod hcs20;

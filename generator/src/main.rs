@@ -7,12 +7,12 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use almanac::build::{self, BuildConfig, Source};
+use almanac::datagen;
 use almanac::entity::EntityId;
 use almanac::hcs20::Topics;
 use almanac::ledger::mirror::MirrorConfig;
 use almanac::routes::Limits;
 use almanac::site::Layout;
-use almanac::datagen;
 
 #[derive(Parser)]
 #[command(name = "generator", version, about = "almanac's batch generator: sources to DuckDB to a static site")]
@@ -67,6 +67,9 @@ struct BuildArgs {
     /// Largest pageSize of holders and transactions.
     #[arg(long, env = "ALMANAC_MAX_PAGE_SIZE", default_value_t = 100)]
     max_page_size: usize,
+    /// Replay every message instead of applying only the new ones.
+    #[arg(long)]
+    full: bool,
 }
 
 #[derive(Args)]
@@ -79,6 +82,10 @@ struct DatagenArgs {
     preset: String,
     #[arg(long, default_value_t = 10_000)]
     messages: usize,
+    /// Size ticks and accounts for this many messages (default: --messages);
+    /// a corpus continues any smaller one of the same scale and seed.
+    #[arg(long)]
+    scale: Option<usize>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }
@@ -86,10 +93,9 @@ struct DatagenArgs {
 #[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().command {
         Command::Build(args) => {
@@ -97,17 +103,21 @@ async fn main() -> Result<()> {
             let report = build::run(&config).await?;
             tracing::info!(
                 build = %report.build, published = report.published, fetched = report.fetched,
-                messages = report.messages, valid = report.valid, rejected = report.rejected,
+                incremental = report.incremental, applied = report.applied, rejected = report.rejected,
                 files = report.files, written = report.written, linked = report.linked, "build done"
             );
         }
         Command::Datagen(args) => {
-            let corpus = match args.preset.as_str() {
-                "rules" => datagen::rules_corpus(Topics::MAINNET),
-                "random" => datagen::random_corpus(args.messages, args.seed, Topics::MAINNET),
+            let (corpus, pretty) = match args.preset.as_str() {
+                "rules" => (datagen::rules_corpus(Topics::MAINNET), true),
+                "random" => {
+                    let scale = args.scale.unwrap_or(args.messages);
+                    (datagen::random_corpus_scaled(args.messages, scale, args.seed, Topics::MAINNET), false)
+                }
                 other => anyhow::bail!("unknown preset {other:?}: expected rules or random"),
             };
-            let files = corpus.write_pages(&args.out).with_context(|| format!("writing {}", args.out.display()))?;
+            let files =
+                corpus.write_pages(&args.out, pretty).with_context(|| format!("writing {}", args.out.display()))?;
             tracing::info!(messages = corpus.len(), files, out = %args.out.display(), "corpus written");
         }
     }
@@ -132,5 +142,6 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
         extra_topics: args.topics,
         keep_builds: args.keep_builds,
         limits: Limits { max_page_size: args.max_page_size },
+        full: args.full,
     })
 }

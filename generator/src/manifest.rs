@@ -51,8 +51,13 @@ pub fn etag(body: &[u8]) -> String {
 impl Manifest {
     /// Builds the manifest of `entries`, sorted by route, naming the build
     /// after its content.
-    pub fn new(mut entries: Vec<Entry>, last_modified: String) -> Manifest {
+    pub fn new(mut entries: Vec<Entry>) -> Manifest {
         entries.sort_by(|a, b| a.route.cmp(&b.route));
+        let last_modified = entries
+            .iter()
+            .filter_map(|e| httpdate::parse_http_date(&e.last_modified).ok())
+            .max()
+            .map_or_else(|| httpdate::fmt_http_date(std::time::UNIX_EPOCH), httpdate::fmt_http_date);
         let mut hasher = Sha256::new();
         for entry in &entries {
             for part in [&entry.route, &entry.etag, &entry.last_modified, &entry.cache_control] {
@@ -61,13 +66,7 @@ impl Manifest {
             }
         }
         let build = hex(&hasher.finalize()[..8]);
-        Manifest {
-            format: FORMAT,
-            snapshot: format!("{build}.duckdb"),
-            build,
-            last_modified,
-            routes: entries,
-        }
+        Manifest { format: FORMAT, snapshot: format!("{build}.duckdb"), build, last_modified, routes: entries }
     }
 
     pub fn load(dir: &Path) -> Result<Manifest> {

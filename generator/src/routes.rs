@@ -107,8 +107,11 @@ impl Route {
             "/hcs20/ecosystem-stats" => Route::EcosystemStats,
             "/hcs20/holders" => {
                 let q = Query::parse(query)?;
-                let tick = q.tick("tick")?.ok_or_else(|| BadParameter::new("tick", "query parameter tick is required"))?;
-                let topic = q.entity("topic")?.ok_or_else(|| BadParameter::new("topic", "query parameter topic is required"))?;
+                let tick =
+                    q.tick("tick")?.ok_or_else(|| BadParameter::new("tick", "query parameter tick is required"))?;
+                let topic = q
+                    .entity("topic")?
+                    .ok_or_else(|| BadParameter::new("topic", "query parameter topic is required"))?;
                 Route::Holders {
                     topic,
                     tick,
@@ -123,16 +126,26 @@ impl Route {
                 let token = match (tick, topic) {
                     (Some(tick), Some(topic)) => Some((topic, tick)),
                     (None, None) => None,
-                    (Some(_), None) => return Err(BadParameter::new("topic", "query parameter topic is required when tick is given")),
-                    (None, Some(_)) => return Err(BadParameter::new("tick", "query parameter tick is required when topic is given")),
+                    (Some(_), None) => {
+                        return Err(BadParameter::new("topic", "query parameter topic is required when tick is given"))
+                    }
+                    (None, Some(_)) => {
+                        return Err(BadParameter::new("tick", "query parameter tick is required when topic is given"))
+                    }
                 };
-                Route::Transactions { token, page_size: q.number("pageSize", 1, limits.max_page_size)?.unwrap_or(DEFAULT_PAGE_SIZE) }
+                Route::Transactions {
+                    token,
+                    page_size: q.number("pageSize", 1, limits.max_page_size)?.unwrap_or(DEFAULT_PAGE_SIZE),
+                }
             }
             _ => match path.strip_prefix("/hcs20/account/") {
                 Some(raw) => {
                     let id = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
                     let account = id.parse().map_err(|_| {
-                        BadParameter::new("accountId", format!("invalid account id {id:?}: expected shard.realm.num"))
+                        BadParameter::new(
+                            "accountId",
+                            format!("path parameter accountId must be a ledger account id shard.realm.num, got {id:?}"),
+                        )
                     })?;
                     Route::Account(account)
                 }
@@ -215,8 +228,8 @@ impl Route {
     pub fn all_static(analytics: &Analytics) -> Vec<Route> {
         let mut routes = vec![Route::Ticks, Route::Stats, Route::EcosystemStats];
         routes.push(Route::Transactions { token: None, page_size: DEFAULT_PAGE_SIZE });
-        for (i, token) in analytics.tokens.iter().enumerate() {
-            let pages = analytics.holder_count(i).div_ceil(DEFAULT_PAGE_SIZE).max(1);
+        for token in &analytics.tokens {
+            let pages = (token.holders as usize).div_ceil(DEFAULT_PAGE_SIZE).max(1);
             for page in 1..=pages {
                 routes.push(Route::Holders {
                     topic: token.topic,
@@ -292,20 +305,24 @@ impl Query {
         match self.get(name) {
             None => Ok(None),
             Some(raw) => raw.parse().map(Some).map_err(|_| {
-                BadParameter::new(name, format!("query parameter {name} must be a ledger id shard.realm.num, got {raw:?}"))
+                BadParameter::new(
+                    name,
+                    format!("query parameter {name} must be a ledger id shard.realm.num, got {raw:?}"),
+                )
             }),
         }
     }
 
     fn number(&self, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, BadParameter> {
         let Some(raw) = self.get(name) else { return Ok(None) };
-        let n: usize = raw
-            .parse()
-            .ok()
-            .filter(|_| raw.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| BadParameter::new(name, format!("query parameter {name} must be an integer, got {raw:?}")))?;
+        let n: usize = raw.parse().ok().filter(|_| raw.bytes().all(|b| b.is_ascii_digit())).ok_or_else(|| {
+            BadParameter::new(name, format!("query parameter {name} must be an integer, got {raw:?}"))
+        })?;
         if n < min || n > max {
-            return Err(BadParameter::new(name, format!("query parameter {name} must be between {min} and {max}, got {n}")));
+            return Err(BadParameter::new(
+                name,
+                format!("query parameter {name} must be between {min} and {max}, got {n}"),
+            ));
         }
         Ok(Some(n))
     }
@@ -330,8 +347,16 @@ mod tests {
         check("/hcs20/account/0.0.123-abcde", "", Ok(Some("/hcs20/account/0.0.123")));
         check("/hcs20/account/0.0.x", "", Err("accountId"));
         check("/hcs20/account/..%2F..%2Fetc", "", Err("accountId"));
-        check("/hcs20/holders", "topic=0.0.1&tick=PTS", Ok(Some("/hcs20/holders?tick=pts&topic=0.0.1&page=1&pageSize=25")));
-        check("/hcs20/holders", "tick=%20a+b&topic=0.0.1&page=3&pageSize=10", Ok(Some("/hcs20/holders?tick=a%20b&topic=0.0.1&page=3&pageSize=10")));
+        check(
+            "/hcs20/holders",
+            "topic=0.0.1&tick=PTS",
+            Ok(Some("/hcs20/holders?tick=pts&topic=0.0.1&page=1&pageSize=25")),
+        );
+        check(
+            "/hcs20/holders",
+            "tick=%20a+b&topic=0.0.1&page=3&pageSize=10",
+            Ok(Some("/hcs20/holders?tick=a%20b&topic=0.0.1&page=3&pageSize=10")),
+        );
         check("/hcs20/holders", "topic=0.0.1", Err("tick"));
         check("/hcs20/holders", "tick=pts", Err("topic"));
         check("/hcs20/holders", "tick=pts&topic=nope", Err("topic"));
@@ -343,14 +368,19 @@ mod tests {
         check("/hcs20/transactions", "", Ok(Some("/hcs20/transactions?pageSize=25")));
         check("/hcs20/transactions", "tick=pts", Err("topic"));
         check("/hcs20/transactions", "topic=0.0.1", Err("tick"));
-        check("/hcs20/transactions", "tick=pts&topic=0.0.1&pageSize=5", Ok(Some("/hcs20/transactions?tick=pts&topic=0.0.1&pageSize=5")));
+        check(
+            "/hcs20/transactions",
+            "tick=pts&topic=0.0.1&pageSize=5",
+            Ok(Some("/hcs20/transactions?tick=pts&topic=0.0.1&pageSize=5")),
+        );
         check("/hcs20x", "", Ok(None));
         check("/api/v1/health", "", Ok(None));
     }
 
     #[test]
     fn file_names_stay_inside_their_folder() {
-        let route = |tick: &str| Route::Holders { topic: EntityId::new(0, 0, 1), tick: tick.into(), page: 1, page_size: 25 };
+        let route =
+            |tick: &str| Route::Holders { topic: EntityId::new(0, 0, 1), tick: tick.into(), page: 1, page_size: 25 };
         assert_eq!(route("pts").file(), "hcs20/holders/0.0.1/pts/25/1.json");
         assert_eq!(route("../x").file(), "hcs20/holders/0.0.1/%2E%2E%2Fx/25/1.json");
         assert_eq!(route("é").file(), "hcs20/holders/0.0.1/%C3%A9/25/1.json");

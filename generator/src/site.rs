@@ -90,10 +90,16 @@ pub struct StageReport {
     pub reused: bool,
 }
 
-/// Writes `files` as a complete build directory beside the live one and
-/// returns its manifest. Nothing is live until [`publish`].
-pub fn stage(layout: &Layout, files: Vec<File>, previous: Option<&(PathBuf, Manifest)>) -> Result<(Manifest, StageReport)> {
-    let newest = files.iter().map(|f| f.last_modified).max().unwrap_or_default();
+/// Writes `files`, and `kept` entries of the previous build, as a complete
+/// build directory beside the live one and returns its manifest. Nothing is
+/// live until [`publish`].
+pub fn stage(
+    layout: &Layout,
+    files: Vec<File>,
+    kept: Vec<Entry>,
+    previous: Option<&(PathBuf, Manifest)>,
+) -> Result<(Manifest, StageReport)> {
+    let kept_count = kept.len();
     let entries: Vec<Entry> = files
         .iter()
         .map(|f| Entry {
@@ -105,9 +111,13 @@ pub fn stage(layout: &Layout, files: Vec<File>, previous: Option<&(PathBuf, Mani
             cache_control: f.cache_control.clone(),
             length: f.body.len() as u64,
         })
+        .chain(kept.iter().cloned())
         .collect();
-    let manifest = Manifest::new(entries, newest.http_date());
-    let mut report = StageReport { files: files.len(), ..StageReport::default() };
+    let manifest = Manifest::new(entries);
+    if let Some(pair) = manifest.routes.windows(2).find(|w| w[0].route == w[1].route) {
+        anyhow::bail!("route {} would be written twice", pair[0].route);
+    }
+    let mut report = StageReport { files: files.len() + kept_count, ..StageReport::default() };
 
     let final_dir = layout.build_dir(&manifest.build);
     if Manifest::load(&final_dir).is_ok_and(|m| m == manifest) {
@@ -118,9 +128,10 @@ pub fn stage(layout: &Layout, files: Vec<File>, previous: Option<&(PathBuf, Mani
     if staging.exists() {
         fs::remove_dir_all(&staging).with_context(|| format!("clearing {}", staging.display()))?;
     }
-    let dirs: BTreeSet<PathBuf> = files
+    let dirs: BTreeSet<PathBuf> = manifest
+        .routes
         .iter()
-        .filter_map(|f| Path::new(&f.path).parent().map(|p| staging.join(p)))
+        .filter_map(|e| Path::new(&e.file).parent().map(|p| staging.join(p)))
         .chain([staging.clone()])
         .collect();
     for dir in &dirs {
@@ -144,6 +155,15 @@ pub fn stage(layout: &Layout, files: Vec<File>, previous: Option<&(PathBuf, Mani
     })?;
     report.written = written;
     report.linked = linked;
+    if !kept.is_empty() {
+        let (dir, _) = previous.context("kept entries need a previous build")?;
+        let (_, relinked) = parallel_sum(&kept, |entry| {
+            fs::hard_link(dir.join(&entry.file), staging.join(&entry.file))
+                .with_context(|| format!("linking {}", entry.file))?;
+            Ok((0, 1))
+        })?;
+        report.linked += relinked;
+    }
 
     write_synced(&staging.join(manifest::FILE_NAME), &manifest.to_bytes())?;
     if final_dir.exists() {
@@ -183,12 +203,8 @@ pub fn prune(layout: &Layout, keep: usize) -> Result<usize> {
         builds.push((modified, name));
     }
     builds.sort_by(|a, b| b.cmp(a));
-    let kept: BTreeSet<String> = builds
-        .iter()
-        .take(keep.max(1))
-        .map(|(_, n)| n.clone())
-        .chain(current.clone())
-        .collect();
+    let kept: BTreeSet<String> =
+        builds.iter().take(keep.max(1)).map(|(_, n)| n.clone()).chain(current.clone()).collect();
     for (_, name) in &builds {
         if !kept.contains(name) {
             fs::remove_dir_all(layout.build_dir(name))?;

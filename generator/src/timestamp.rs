@@ -80,10 +80,7 @@ impl FromStr for Timestamp {
         let secs: u64 = secs.parse().map_err(|_| bad())?;
         // "1.5" is half a second: right-pad the fraction to nine digits.
         let nanos: u64 = nanos.parse::<u64>().map_err(|_| bad())? * 10u64.pow(9 - nanos.len() as u32);
-        secs.checked_mul(1_000_000_000)
-            .and_then(|n| n.checked_add(nanos))
-            .map(Timestamp)
-            .ok_or_else(bad)
+        secs.checked_mul(1_000_000_000).and_then(|n| n.checked_add(nanos)).map(Timestamp).ok_or_else(bad)
     }
 }
 

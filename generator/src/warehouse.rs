@@ -11,10 +11,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use duckdb::arrow::array::{Array, BinaryArray, StringArray, UInt32Array, UInt64Array};
+use duckdb::arrow::datatypes::DataType;
 use duckdb::{params, Connection};
 
+use crate::columnar;
+
 use crate::entity::EntityId;
-use crate::hcs20::{Chunk, Message};
+use crate::hcs20::{Changes, Chunk, Ledger, Message, OperationRow};
 use crate::timestamp::Timestamp;
 
 pub struct Warehouse {
@@ -36,6 +40,7 @@ CREATE TABLE IF NOT EXISTS cursors (
     topic         VARCHAR PRIMARY KEY,
     last_sequence UBIGINT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS derived_from (build VARCHAR);
 ";
 
 /// Derived tables copied from the newest snapshot.
@@ -67,21 +72,19 @@ impl Warehouse {
     pub fn append(&mut self, topic: EntityId, messages: &[Message]) -> Result<()> {
         let Some(last) = messages.iter().map(|m| m.sequence).max() else { return Ok(()) };
         let tx = self.conn.transaction()?;
-        {
-            let mut appender = tx.appender("messages")?;
-            for m in messages {
-                appender.append_row(params![
-                    m.topic.to_string(),
-                    m.sequence,
-                    m.consensus.0,
-                    m.payer.to_string(),
-                    m.body.as_slice(),
-                    m.chunk.as_ref().map(|c| c.group.as_str()),
-                    m.chunk.as_ref().map(|c| c.number),
-                    m.chunk.as_ref().map(|c| c.total),
-                ])?;
-            }
-            appender.flush()?;
+        for part in messages.chunks(100_000) {
+            let topic_text = topic.to_string();
+            let batch = columnar::batch(vec![
+                ("topic", columnar::strings(part.iter().map(|_| Some(topic_text.as_str())))),
+                ("sequence", columnar::u64s(part.iter().map(|m| Some(m.sequence)))),
+                ("consensus_ns", columnar::u64s(part.iter().map(|m| Some(m.consensus.0)))),
+                ("payer", columnar::strings(part.iter().map(|m| Some(m.payer.to_string())))),
+                ("body", columnar::binaries(part.iter().map(|m| Some(m.body.as_slice())))),
+                ("chunk_group", columnar::strings(part.iter().map(|m| m.chunk.as_ref().map(|c| c.group.as_str())))),
+                ("chunk_number", columnar::u32s(part.iter().map(|m| m.chunk.as_ref().map(|c| c.number)))),
+                ("chunk_total", columnar::u32s(part.iter().map(|m| m.chunk.as_ref().map(|c| c.total)))),
+            ])?;
+            columnar::append(&tx, "messages", batch)?;
         }
         tx.execute(
             "INSERT INTO cursors VALUES (?, ?) ON CONFLICT (topic) DO UPDATE SET last_sequence = excluded.last_sequence",
@@ -96,6 +99,20 @@ impl Warehouse {
         self.select("")
     }
 
+    /// Messages after each topic's given sequence number (every message of
+    /// a topic not listed).
+    pub fn messages_after(&self, applied: &BTreeMap<EntityId, u64>) -> Result<Vec<Message>> {
+        let mut conditions: Vec<String> =
+            applied.iter().map(|(topic, last)| format!("(topic = '{topic}' AND sequence > {last})")).collect();
+        let listed: Vec<String> = applied.keys().map(|t| format!("'{t}'")).collect();
+        conditions.push(if listed.is_empty() {
+            "true".into()
+        } else {
+            format!("topic NOT IN ({})", listed.join(", "))
+        });
+        self.select(&format!("WHERE {}", conditions.join(" OR ")))
+    }
+
     /// The stored messages of one topic.
     pub fn messages_of(&self, topic: EntityId) -> Result<Vec<Message>> {
         self.select(&format!("WHERE topic = '{topic}'"))
@@ -105,43 +122,84 @@ impl Warehouse {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT topic, sequence, consensus_ns, payer, body, chunk_group, chunk_number, chunk_total FROM messages {filter}"
         ))?;
-        let rows = stmt.query_map([], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, u64>(1)?,
-                row.get::<_, u64>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, Vec<u8>>(4)?,
-                row.get::<_, Option<String>>(5)?,
-                row.get::<_, Option<u32>>(6)?,
-                row.get::<_, Option<u32>>(7)?,
-            ))
-        })?;
         let mut out = Vec::new();
-        for row in rows {
-            let (topic, sequence, consensus, payer, body, group, number, total) = row?;
-            out.push(Message {
-                topic: topic.parse()?,
-                sequence,
-                consensus: Timestamp(consensus),
-                payer: payer.parse()?,
-                body,
-                chunk: match (group, number, total) {
-                    (Some(group), Some(number), Some(total)) => Some(Chunk { group, number, total }),
-                    _ => None,
-                },
-            });
+        for batch in stmt.query_arrow([])? {
+            let topics: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
+            let sequences: UInt64Array = columnar::column(&batch, 1, DataType::UInt64)?;
+            let consensus: UInt64Array = columnar::column(&batch, 2, DataType::UInt64)?;
+            let payers: StringArray = columnar::column(&batch, 3, DataType::Utf8)?;
+            let bodies: BinaryArray = columnar::column(&batch, 4, DataType::Binary)?;
+            let groups: StringArray = columnar::column(&batch, 5, DataType::Utf8)?;
+            let numbers: UInt32Array = columnar::column(&batch, 6, DataType::UInt32)?;
+            let totals: UInt32Array = columnar::column(&batch, 7, DataType::UInt32)?;
+            out.reserve(batch.num_rows());
+            // Topic and payer strings repeat: parse each distinct one once.
+            let mut topic_cache: Option<(String, EntityId)> = None;
+            for i in 0..batch.num_rows() {
+                let topic = match &topic_cache {
+                    Some((text, id)) if text == topics.value(i) => *id,
+                    _ => {
+                        let id: EntityId = topics.value(i).parse()?;
+                        topic_cache = Some((topics.value(i).to_string(), id));
+                        id
+                    }
+                };
+                out.push(Message {
+                    topic,
+                    sequence: sequences.value(i),
+                    consensus: Timestamp(consensus.value(i)),
+                    payer: payers.value(i).parse()?,
+                    body: bodies.value(i).to_vec(),
+                    chunk: (!groups.is_null(i)).then(|| Chunk {
+                        group: groups.value(i).to_string(),
+                        number: numbers.value(i),
+                        total: totals.value(i),
+                    }),
+                });
+            }
         }
         Ok(out)
     }
 
-    /// Replaces the derived tables with those of a snapshot.
-    pub fn copy_derived(&self, snapshot: &Path) -> Result<()> {
+    /// The build whose derived tables the warehouse holds.
+    pub fn derived_from(&self) -> Result<Option<String>> {
+        let mut stmt = self.conn.prepare("SELECT build FROM derived_from")?;
+        let mut rows = stmt.query([])?;
+        Ok(match rows.next()? {
+            Some(row) => Some(row.get(0)?),
+            None => None,
+        })
+    }
+
+    /// Applies an incremental run's changes to the derived tables, which
+    /// hold the previous build's, and records the new build.
+    pub fn apply_delta(
+        &self,
+        build: &str,
+        ledger: &Ledger,
+        changes: &Changes,
+        operations: &[OperationRow],
+    ) -> Result<()> {
+        crate::snapshot::apply_delta(&self.conn, ledger, changes, operations)?;
+        self.conn.execute_batch(&format!(
+            "DELETE FROM derived_from; INSERT INTO derived_from VALUES ('{}');",
+            build.replace('\'', "''")
+        ))?;
+        Ok(())
+    }
+
+    /// Replaces the derived tables with those of a build's snapshot, in one
+    /// transaction, and records which build they came from.
+    pub fn copy_derived(&self, build: &str, snapshot: &Path) -> Result<()> {
         let path = snapshot.to_string_lossy().replace('\'', "''");
         let mut sql = format!("ATTACH '{path}' AS snap (READ_ONLY);\nBEGIN;\n");
         for table in DERIVED_TABLES {
             sql.push_str(&format!("CREATE OR REPLACE TABLE {table} AS SELECT * FROM snap.{table};\n"));
         }
+        sql.push_str(&format!(
+            "DELETE FROM derived_from;\nINSERT INTO derived_from VALUES ('{}');\n",
+            build.replace('\'', "''")
+        ));
         sql.push_str("COMMIT;\nDETACH snap;\n");
         self.conn.execute_batch(&sql).context("copying the build's tables into the warehouse")
     }

@@ -47,7 +47,14 @@ impl MirrorServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind mirror");
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(warp::serve(route).incoming(listener).graceful(async { let _ = rx.await; }).run());
+        tokio::spawn(
+            warp::serve(route)
+                .incoming(listener)
+                .graceful(async {
+                    let _ = rx.await;
+                })
+                .run(),
+        );
         MirrorServer { addr, knobs, topics, log, shutdown: Some(tx) }
     }
 
@@ -97,7 +104,10 @@ async fn answer(
     let id: Option<EntityId> = topic.parse().ok();
     let topics = topics.lock().unwrap();
     let Some(messages) = id.and_then(|id| topics.get(&id)) else {
-        return json(StatusCode::NOT_FOUND, serde_json::json!({"_status": {"messages": [{"message": "No such topic id - 0.0.0"}]}}));
+        return json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"_status": {"messages": [{"message": "No such topic id - 0.0.0"}]}}),
+        );
     };
     let mut limit = 25u64;
     let mut descending = false;

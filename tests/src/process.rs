@@ -15,23 +15,25 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// Runs `generator` with `args`, returning its output.
+/// Runs `generator` with `args`, returning its output (warnings only).
 pub fn generator(args: &[&str]) -> Output {
-    Command::new(binary("generator"))
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("running the generator")
+    generator_logged(args, "warn")
+}
+
+/// Runs `generator` with `args` and a log level (`RUST_LOG`).
+pub fn generator_logged(args: &[&str], level: &str) -> Output {
+    Command::new(binary("generator")).args(args).env("RUST_LOG", level).output().expect("running the generator")
 }
 
 /// Runs `generator build` on a site and data dir with extra args; panics
-/// with its stderr when it fails.
-pub fn build(site: &Path, data: &Path, extra: &[&str]) -> Output {
+/// with its stderr when it fails. Returns its info-level log.
+pub fn build(site: &Path, data: &Path, extra: &[&str]) -> String {
     let mut args = vec!["build", "--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
     args.extend_from_slice(extra);
-    let out = generator(&args);
-    assert!(out.status.success(), "generator failed: {}", String::from_utf8_lossy(&out.stderr));
-    out
+    let out = generator_logged(&args, "info");
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "generator failed: {log}");
+    log
 }
 
 pub fn free_port() -> u16 {

@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use almanac::datagen::random_corpus;
+use almanac::datagen::random_corpus_scaled;
 use almanac::hcs20::Topics;
 use almanac::manifest::Manifest;
 use reqwest::StatusCode;
+const SCALE: usize = 5_000;
+
 use tests::mirror::MirrorServer;
 use tests::process::{build, generator};
 use tests::{workspace_root, TempDir};
@@ -57,8 +59,8 @@ fn two_builds_of_the_same_sources_are_byte_identical() {
         assert_eq!(Some(bytes), tb.get(path), "{path} differs between two builds");
     }
     // A second run over the same sources publishes nothing new.
-    let out = build(&a.path().join("site"), &a.path().join("data"), &["--ledger-dir", ledger.to_str().unwrap()]);
-    assert!(out.status.success());
+    let log = build(&a.path().join("site"), &a.path().join("data"), &["--ledger-dir", ledger.to_str().unwrap()]);
+    assert!(log.contains("nothing new since the live build"), "{log}");
     assert_eq!(current(&a.path().join("site")).1.build, ma.build);
 }
 
@@ -76,15 +78,26 @@ fn datasets_ledger_is_what_datagen_writes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
     let topics = Topics::MAINNET;
-    let first = random_corpus(3_000, 11, topics);
-    let second = random_corpus(3_400, 11, topics);
+    let first = random_corpus_scaled(3_000, SCALE, 11, topics);
+    let second = random_corpus_scaled(3_400, SCALE, 11, topics);
     let mirror = MirrorServer::start(first.topic_messages().clone(), Duration::ZERO).await;
     let root = TempDir::new("mirror");
     let (site, data) = (root.path().join("site"), root.path().join("data"));
     let url = mirror.url();
     let run = |extra: &[&str]| {
-        let mut args: Vec<String> = ["build", "--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap(),
-            "--mirror", url.as_str(), "--mirror-concurrency", "4"].map(String::from).to_vec();
+        let mut args: Vec<String> = [
+            "build",
+            "--site-dir",
+            site.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--mirror",
+            url.as_str(),
+            "--mirror-concurrency",
+            "4",
+        ]
+        .map(String::from)
+        .to_vec();
         args.extend(extra.iter().map(|s| s.to_string()));
         async move {
             tokio::task::spawn_blocking(move || generator(&args.iter().map(String::as_str).collect::<Vec<_>>()))
@@ -98,7 +111,7 @@ async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
     let out = run(&[]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let pages = TempDir::new("mirror-pages");
-    first.write_pages(pages.path()).unwrap();
+    first.write_pages(pages.path(), false).unwrap();
     let reference = TempDir::new("mirror-ref");
     assert_eq!(current(&site).1.build, captured_build(pages.path(), reference.path()).build);
     let requests = mirror.requests();
@@ -117,11 +130,12 @@ async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
     for q in new_requests.iter().filter(|q| q.contains("order=asc")) {
         let topic: almanac::entity::EntityId = q.split('?').next().unwrap().parse().unwrap();
         let had = first.topic_messages()[&topic].len() as u64;
-        let after: u64 = q.split("sequencenumber=gt:").nth(1).and_then(|v| v.split('&').next()).unwrap().parse().unwrap();
+        let after: u64 =
+            q.split("sequencenumber=gt:").nth(1).and_then(|v| v.split('&').next()).unwrap().parse().unwrap();
         assert!(after >= had, "refetched what the warehouse has: {q} (had {had})");
     }
     let pages2 = TempDir::new("mirror-pages2");
-    second.write_pages(pages2.path()).unwrap();
+    second.write_pages(pages2.path(), false).unwrap();
     let reference2 = TempDir::new("mirror-ref2");
     assert_eq!(current(&site).1.build, captured_build(pages2.path(), reference2.path()).build);
 
@@ -148,8 +162,15 @@ async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
     missing.remove(&gone);
     mirror.set_topics(missing);
     let fresh = TempDir::new("mirror-missing");
-    let out = generator(&["build", "--site-dir", fresh.path().join("site").to_str().unwrap(),
-        "--data-dir", fresh.path().join("data").to_str().unwrap(), "--mirror", &url]);
+    let out = generator(&[
+        "build",
+        "--site-dir",
+        fresh.path().join("site").to_str().unwrap(),
+        "--data-dir",
+        fresh.path().join("data").to_str().unwrap(),
+        "--mirror",
+        &url,
+    ]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("topic {gone} does not exist")), "{stderr}");
@@ -160,14 +181,15 @@ fn incremental_run_rewrites_only_changed_files() {
     let topics = Topics::MAINNET;
     let root = TempDir::new("incremental");
     let corpus_dir = root.path().join("corpus");
-    random_corpus(5_000, 3, topics).write_pages(&corpus_dir).unwrap();
+    random_corpus_scaled(5_000, SCALE, 3, topics).write_pages(&corpus_dir, false).unwrap();
     let (site, data) = (root.path().join("site"), root.path().join("data"));
     let ledger = corpus_dir.to_str().unwrap().to_string();
     build(&site, &data, &["--ledger-dir", &ledger]);
     let (dir_a, a) = current(&site);
 
-    random_corpus(5_050, 3, topics).write_pages(&corpus_dir).unwrap();
-    build(&site, &data, &["--ledger-dir", &ledger]);
+    random_corpus_scaled(5_020, SCALE, 3, topics).write_pages(&corpus_dir, false).unwrap();
+    let log = build(&site, &data, &["--ledger-dir", &ledger]);
+    assert!(log.contains("incremental=true"), "the second run applies only what is new: {log}");
     let (dir_b, b) = current(&site);
     assert_ne!(a.build, b.build);
     assert!(dir_a.exists(), "the previous build is kept");
@@ -186,5 +208,28 @@ fn incremental_run_rewrites_only_changed_files() {
         assert_eq!(unchanged, same_inode, "{}: unchanged files are linked, changed ones written", entry.route);
         changed += usize::from(!unchanged);
     }
-    assert!(changed > 0 && changed < b.routes.len() / 2, "50 new messages change a few files, not most: {changed}/{}", b.routes.len());
+    assert!(
+        changed > 0 && changed < b.routes.len() / 2,
+        "20 new messages change a few files, not most: {changed}/{}",
+        b.routes.len()
+    );
+
+    // The incremental run gives exactly what a full replay of the same
+    // messages gives.
+    let fresh = TempDir::new("incremental-full");
+    let (site2, data2) = (fresh.path().join("site"), fresh.path().join("data"));
+    build(&site2, &data2, &["--ledger-dir", &ledger, "--full"]);
+    let (dir_c, c) = current(&site2);
+    assert_eq!(b.build, c.build, "incremental and full builds differ");
+    assert_eq!(tree(&dir_b), tree(&dir_c));
+
+    // And several increments in a row still agree with a replay.
+    for size in [5_100, 5_333, 6_000] {
+        random_corpus_scaled(size, SCALE, 3, topics).write_pages(&corpus_dir, false).unwrap();
+        let log = build(&site, &data, &["--ledger-dir", &ledger]);
+        assert!(log.contains("incremental=true"), "{log}");
+        let again = TempDir::new("incremental-again");
+        build(&again.path().join("site"), &again.path().join("data"), &["--ledger-dir", &ledger, "--full"]);
+        assert_eq!(current(&site).1.build, current(&again.path().join("site")).1.build, "after {size} messages");
+    }
 }

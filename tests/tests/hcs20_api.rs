@@ -98,15 +98,36 @@ async fn shapes_match_the_spec(site: &Site) {
     let ticks = ticks.as_array().expect("/hcs20 is an array");
     assert!(ticks.len() >= 10);
     for tick in ticks {
-        assert_types(tick, &[("tick", "string"), ("topic", "string"), ("maxSupply", "number"), ("decimals", "number"),
-            ("memo", "string"), ("holders", "number"), ("mints", "number"), ("_created_at", "string")], "/hcs20");
+        assert_types(
+            tick,
+            &[
+                ("tick", "string"),
+                ("topic", "string"),
+                ("maxSupply", "number"),
+                ("decimals", "number"),
+                ("memo", "string"),
+                ("holders", "number"),
+                ("mints", "number"),
+                ("_created_at", "string"),
+            ],
+            "/hcs20",
+        );
         assert!(is_iso(tick["_created_at"].as_str().unwrap()));
     }
 
     let stats = site.json("/hcs20/stats").await;
     assert_types(&stats, &[("success", "boolean"), ("data", "object"), ("timestamp", "string")], "stats");
-    assert_types(&stats["data"], &[("totalTicks", "number"), ("totalMints", "number"), ("totalBurns", "number"),
-        ("totalTransfers", "number"), ("totalHolders", "number")], "stats.data");
+    assert_types(
+        &stats["data"],
+        &[
+            ("totalTicks", "number"),
+            ("totalMints", "number"),
+            ("totalBurns", "number"),
+            ("totalTransfers", "number"),
+            ("totalHolders", "number"),
+        ],
+        "stats.data",
+    );
     assert!(is_iso(stats["timestamp"].as_str().unwrap()));
     assert_eq!(stats["data"]["totalTicks"].as_u64().unwrap() as usize, ticks.len());
 
@@ -117,34 +138,81 @@ async fn shapes_match_the_spec(site: &Site) {
     for entry in eco["topTicksByMints"].as_array().unwrap() {
         assert_types(entry, &[("tick", "string"), ("mintCount", "number")], "topTicksByMints");
     }
-    let holders: Vec<u64> = eco["topTicksByHolders"].as_array().unwrap().iter().map(|e| e["holderCount"].as_u64().unwrap()).collect();
+    let holders: Vec<u64> =
+        eco["topTicksByHolders"].as_array().unwrap().iter().map(|e| e["holderCount"].as_u64().unwrap()).collect();
     assert!(holders.windows(2).all(|w| w[0] >= w[1]), "ranked by holders");
 
     let account = site.json("/hcs20/account/0.0.1001").await;
-    assert_types(&account, &[("success", "boolean"), ("accountId", "string"), ("balances", "array"), ("count", "number")], "account");
+    assert_types(
+        &account,
+        &[("success", "boolean"), ("accountId", "string"), ("balances", "array"), ("count", "number")],
+        "account",
+    );
     for b in account["balances"].as_array().unwrap() {
-        assert_types(b, &[("tick", "string"), ("topic", "string"), ("balance", "number"), ("holder", "string")], "balance");
+        assert_types(
+            b,
+            &[("tick", "string"), ("topic", "string"), ("balance", "number"), ("holder", "string")],
+            "balance",
+        );
     }
 
     let page = site.json("/hcs20/holders?tick=alm&topic=0.0.4350190").await;
     for h in page["holders"].as_array().unwrap() {
-        assert_types(h, &[("holderId", "string"), ("balance", "number"), ("tick", "string"), ("topic", "string")], "holder");
+        assert_types(
+            h,
+            &[("holderId", "string"), ("balance", "number"), ("tick", "string"), ("topic", "string")],
+            "holder",
+        );
     }
-    assert_types(&page["pagination"], &[("page", "number"), ("pageSize", "number"), ("total", "number"),
-        ("totalPages", "number"), ("hasNextPage", "boolean"), ("hasPreviousPage", "boolean")], "pagination");
+    assert_types(
+        &page["pagination"],
+        &[
+            ("page", "number"),
+            ("pageSize", "number"),
+            ("total", "number"),
+            ("totalPages", "number"),
+            ("hasNextPage", "boolean"),
+            ("hasPreviousPage", "boolean"),
+        ],
+        "pagination",
+    );
 
     for path in ["/hcs20/transactions", "/hcs20/transactions?tick=alm&topic=0.0.4350190"] {
         let tx = site.json(path).await;
-        assert_types(&tx, &[("mints", "array"), ("burns", "array"), ("transfers", "array"), ("totalMints", "number"),
-            ("totalBurns", "number"), ("totalTransfers", "number")], path);
+        assert_types(
+            &tx,
+            &[
+                ("mints", "array"),
+                ("burns", "array"),
+                ("transfers", "array"),
+                ("totalMints", "number"),
+                ("totalBurns", "number"),
+                ("totalTransfers", "number"),
+            ],
+            path,
+        );
         for kind in ["mints", "burns", "transfers"] {
             let list = tx[kind].as_array().unwrap();
             assert!(list.len() <= 25);
             for t in list {
-                assert_types(t, &[("id", "string"), ("op", "string"), ("tick", "string"), ("topic", "string"),
-                    ("amount", "number"), ("from", "string|null"), ("to", "string|null"), ("payer", "string"),
-                    ("memo", "string|null"), ("consensusTimestamp", "string"), ("timestamp", "string"),
-                    ("sequenceNumber", "number")], path);
+                assert_types(
+                    t,
+                    &[
+                        ("id", "string"),
+                        ("op", "string"),
+                        ("tick", "string"),
+                        ("topic", "string"),
+                        ("amount", "number"),
+                        ("from", "string|null"),
+                        ("to", "string|null"),
+                        ("payer", "string"),
+                        ("memo", "string|null"),
+                        ("consensusTimestamp", "string"),
+                        ("timestamp", "string"),
+                        ("sequenceNumber", "number"),
+                    ],
+                    path,
+                );
             }
             let times: Vec<&str> = list.iter().map(|t| t["consensusTimestamp"].as_str().unwrap()).collect();
             assert!(times.windows(2).all(|w| w[0] >= w[1]), "{path} {kind}: newest first");
@@ -153,7 +221,10 @@ async fn shapes_match_the_spec(site: &Site) {
 }
 
 fn balance_of(account: &Value, tick: &str, topic: &str) -> Option<u64> {
-    account["balances"].as_array().unwrap().iter()
+    account["balances"]
+        .as_array()
+        .unwrap()
+        .iter()
         .find(|b| b["tick"] == tick && b["topic"] == topic)
         .map(|b| b["balance"].as_u64().unwrap())
 }
@@ -165,7 +236,13 @@ async fn balances_follow_the_rules(site: &Site) {
     const GUILD: &str = "0.0.5000001";
     const COMMUNITY: &str = "0.0.5000002";
     let cases: &[(&str, &str, &str, Option<u64>, &str)] = &[
-        ("0.0.1001", "alm", PUBLIC, Some(750), "mint 1000, transfer 250 out; a transfer paid by someone else is refused; a self-transfer changes nothing"),
+        (
+            "0.0.1001",
+            "alm",
+            PUBLIC,
+            Some(750),
+            "mint 1000, transfer 250 out; a transfer paid by someone else is refused; a self-transfer changes nothing",
+        ),
         ("0.0.1002", "alm", PUBLIC, Some(400), "leading zeros (0500) and a checksummed id; burn by the owner only"),
         ("0.0.1003", "alm", PUBLIC, None, "over-limit, zero, negative, 19-digit and unknown-tick mints all refused"),
         ("0.0.1007", "alm", PUBLIC, None, "balance back to zero: not listed"),
@@ -176,7 +253,13 @@ async fn balances_follow_the_rules(site: &Site) {
         ("0.0.3100", "guild", GUILD, Some(3800), "private topic: a third party's transfer is authorised"),
         ("0.0.3101", "guild", GUILD, Some(1000), "private topic: burn authorised"),
         ("0.0.2001", "alm", COMMUNITY, Some(1000), "one namespace per topic: alm exists on two topics"),
-        ("0.0.2001", "early", COMMUNITY, Some(10), "deploy before the registration counts; public registered topic keeps the payer rule"),
+        (
+            "0.0.2001",
+            "early",
+            COMMUNITY,
+            Some(10),
+            "deploy before the registration counts; public registered topic keeps the payer rule",
+        ),
         ("0.0.2009", "early", COMMUNITY, None, "transfer paid by the receiver refused"),
     ];
     for (account, tick, topic, expected, rule) in cases {
@@ -196,8 +279,12 @@ async fn balances_follow_the_rules(site: &Site) {
 
 async fn other_parameters_are_answered_live(site: &Site) {
     let page = site.json("/hcs20/holders?tick=ALM&topic=0.0.4350190-abcde&pageSize=2&page=2").await;
-    let holders: Vec<(&str, u64)> = page["holders"].as_array().unwrap().iter()
-        .map(|h| (h["holderId"].as_str().unwrap(), h["balance"].as_u64().unwrap())).collect();
+    let holders: Vec<(&str, u64)> = page["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["holderId"].as_str().unwrap(), h["balance"].as_u64().unwrap()))
+        .collect();
     assert_eq!(holders, [("0.0.1008", 200), ("0.0.1009", 50)]);
     assert_eq!(page["pagination"]["totalPages"], 2);
     assert_eq!(page["pagination"]["hasNextPage"], false);
@@ -258,7 +345,8 @@ async fn conditional_requests(site: &Site) {
     let (_, headers, _) = site.get("/hcs20/stats").await;
     let etag = headers["etag"].to_str().unwrap().to_string();
     let last_modified = headers["last-modified"].to_str().unwrap().to_string();
-    let earlier = httpdate::fmt_http_date(httpdate::parse_http_date(&last_modified).unwrap() - std::time::Duration::from_secs(1));
+    let earlier =
+        httpdate::fmt_http_date(httpdate::parse_http_date(&last_modified).unwrap() - std::time::Duration::from_secs(1));
     let send = |pairs: Vec<(&'static str, String)>| {
         let mut request = site.client.get(site.api.url("/hcs20/stats"));
         for (name, value) in pairs {
@@ -274,7 +362,11 @@ async fn conditional_requests(site: &Site) {
         ("If-None-Match other", vec![("if-none-match", "\"zzz\"".into())], 200),
         ("If-Modified-Since equal", vec![("if-modified-since", last_modified.clone())], 304),
         ("If-Modified-Since earlier", vec![("if-modified-since", earlier.clone())], 200),
-        ("INM wins over IMS", vec![("if-none-match", "\"zzz\"".into()), ("if-modified-since", last_modified.clone())], 200),
+        (
+            "INM wins over IMS",
+            vec![("if-none-match", "\"zzz\"".into()), ("if-modified-since", last_modified.clone())],
+            200,
+        ),
         ("If-Match other", vec![("if-match", "\"zzz\"".into())], 412),
         ("If-Unmodified-Since earlier", vec![("if-unmodified-since", earlier.clone())], 412),
     ];
@@ -300,11 +392,15 @@ async fn head_and_cors(site: &Site) {
     assert_eq!(head.headers()["content-length"].to_str().unwrap(), body.len().to_string());
     assert!(head.bytes().await.unwrap().is_empty());
 
-    let preflight = site.client.request(reqwest::Method::OPTIONS, site.api.url("/hcs20/stats"))
+    let preflight = site
+        .client
+        .request(reqwest::Method::OPTIONS, site.api.url("/hcs20/stats"))
         .header("origin", "https://example.org")
         .header("access-control-request-method", "GET")
         .header("access-control-request-headers", "if-none-match")
-        .send().await.unwrap();
+        .send()
+        .await
+        .unwrap();
     assert_eq!(preflight.status(), 204);
     let h = preflight.headers();
     assert_eq!(h["access-control-allow-origin"], "*");

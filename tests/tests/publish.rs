@@ -8,9 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use almanac::datagen::random_corpus;
+use almanac::datagen::random_corpus_scaled;
 use almanac::hcs20::Topics;
 use almanac::manifest::Manifest;
+const SCALE: usize = 5_000;
+
 use tests::process::{binary, build, Api};
 use tests::TempDir;
 
@@ -34,20 +36,22 @@ fn killing_the_generator_at_any_point_leaves_the_previous_build_serving() {
     let topics = Topics::MAINNET;
     let root = TempDir::new("kill");
     let corpus = root.path().join("corpus");
-    random_corpus(20_000, 5, topics).write_pages(&corpus).unwrap();
+    random_corpus_scaled(20_000, SCALE, 5, topics).write_pages(&corpus, false).unwrap();
     let (site, data) = (root.path().join("site"), root.path().join("data"));
     build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
     let first = assert_complete(&site);
 
     // More data, then runs killed after growing delays until one finishes.
-    random_corpus(40_000, 5, topics).write_pages(&corpus).unwrap();
+    random_corpus_scaled(40_000, SCALE, 5, topics).write_pages(&corpus, false).unwrap();
     let mut killed = 0;
     let mut delay = Duration::from_millis(20);
     loop {
         let mut child = Command::new(binary("generator"))
             .args(["build", "--ledger-dir", corpus.to_str().unwrap()])
-            .arg("--site-dir").arg(&site)
-            .arg("--data-dir").arg(&data)
+            .arg("--site-dir")
+            .arg(&site)
+            .arg("--data-dir")
+            .arg(&data)
             .env("RUST_LOG", "warn")
             .stderr(Stdio::null())
             .spawn()
@@ -81,7 +85,7 @@ async fn api_swaps_builds_under_concurrent_requests_without_losing_one() {
     let root = TempDir::new("swap");
     let corpus = root.path().join("corpus");
     let (site, data) = (root.path().join("site"), root.path().join("data"));
-    random_corpus(5_000, 9, topics).write_pages(&corpus).unwrap();
+    random_corpus_scaled(5_000, SCALE, 9, topics).write_pages(&corpus, false).unwrap();
     build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
     let api = Api::start(&site, &data);
     let mut manifests = vec![live_manifest(&site)];
@@ -112,7 +116,7 @@ async fn api_swaps_builds_under_concurrent_requests_without_losing_one() {
     }
 
     for (step, size) in [5_400, 5_800, 6_200].into_iter().enumerate() {
-        random_corpus(size, 9, topics).write_pages(&corpus).unwrap();
+        random_corpus_scaled(size, SCALE, 9, topics).write_pages(&corpus, false).unwrap();
         let (s, d, c) = (site.clone(), data.clone(), corpus.clone());
         tokio::task::spawn_blocking(move || build(&s, &d, &["--ledger-dir", c.to_str().unwrap()])).await.unwrap();
         manifests.push(live_manifest(&site));

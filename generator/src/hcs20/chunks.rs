@@ -35,9 +35,7 @@ struct Group<'a> {
 /// Takes messages in consensus order; returns the complete envelopes in the
 /// order they completed, and a rejected row for every part that cannot be
 /// used (bad numbering, duplicates, mixed payers, never completed).
-pub fn assemble<'a>(
-    messages: impl Iterator<Item = &'a Message>,
-) -> (Vec<Envelope<'a>>, Vec<OperationRow>) {
+pub fn assemble<'a>(messages: impl Iterator<Item = &'a Message>) -> (Vec<Envelope<'a>>, Vec<OperationRow>) {
     let mut envelopes = Vec::new();
     let mut rejected = Vec::new();
     let mut pending: HashMap<(EntityId, &'a str), Group<'a>> = HashMap::new();
@@ -62,10 +60,7 @@ pub fn assemble<'a>(
             continue;
         }
         let key = (message.topic, chunk.group.as_str());
-        let group = pending.entry(key).or_insert_with(|| Group {
-            total: chunk.total,
-            parts: BTreeMap::new(),
-        });
+        let group = pending.entry(key).or_insert_with(|| Group { total: chunk.total, parts: BTreeMap::new() });
         if group.total != chunk.total || group.parts.contains_key(&chunk.number) {
             rejected.push(OperationRow::rejected(message, Reason::DuplicateChunk));
             continue;

@@ -50,40 +50,11 @@ impl OpKind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Operation {
-    Deploy {
-        tick: String,
-        name: String,
-        max: u64,
-        lim: Option<u64>,
-        metadata: Option<String>,
-        memo: Option<String>,
-    },
-    Mint {
-        tick: String,
-        amount: u64,
-        to: EntityId,
-        memo: Option<String>,
-    },
-    Burn {
-        tick: String,
-        amount: u64,
-        from: EntityId,
-        memo: Option<String>,
-    },
-    Transfer {
-        tick: String,
-        amount: u64,
-        from: EntityId,
-        to: EntityId,
-        memo: Option<String>,
-    },
-    Register {
-        name: String,
-        metadata: Option<String>,
-        private: bool,
-        topic: EntityId,
-        memo: Option<String>,
-    },
+    Deploy { tick: String, name: String, max: u64, lim: Option<u64>, metadata: Option<String>, memo: Option<String> },
+    Mint { tick: String, amount: u64, to: EntityId, memo: Option<String> },
+    Burn { tick: String, amount: u64, from: EntityId, memo: Option<String> },
+    Transfer { tick: String, amount: u64, from: EntityId, to: EntityId, memo: Option<String> },
+    Register { name: String, metadata: Option<String>, private: bool, topic: EntityId, memo: Option<String> },
 }
 
 impl Operation {
@@ -231,13 +202,24 @@ pub fn decode(body: &[u8]) -> (Header, Result<Operation, Rejection>) {
         Ok(fields) => fields,
         Err(_) => return (Header::default(), Err(Rejection::new(Reason::InvalidJson))),
     };
-    let header = Header {
-        op: fields.op.as_ref().and_then(Value::as_str).and_then(OpKind::parse),
-        tick: fields.tick.as_ref().and_then(Value::as_str).and_then(normalise_tick),
-    };
-    let result = fields.operation();
-    (header, result)
+    match fields.operation() {
+        Ok(operation) => {
+            let header = Header { op: Some(operation.kind()), tick: operation.tick().map(str::to_string) };
+            (header, Ok(operation))
+        }
+        Err(rejection) => {
+            let header = Header {
+                op: fields.op.as_ref().and_then(Value::as_str).and_then(OpKind::parse),
+                tick: fields.tick.as_ref().and_then(Value::as_str).and_then(normalise_tick),
+            };
+            (header, Err(rejection))
+        }
+    }
 }
+
+/// A decoded body: what [`decode`] returns, kept so decoding (the costly,
+/// parallel part) can run before applying (the sequential part).
+pub type Decoded = (Header, Result<Operation, Rejection>);
 
 /// Ticks are compared trimmed and lower-cased; an empty tick is no tick.
 pub fn normalise_tick(text: &str) -> Option<String> {
@@ -323,19 +305,17 @@ impl Fields<'_> {
                     Some(_) => return Err(Rejection::field(Reason::NotABoolean, "private")),
                     None => return Err(Rejection::field(Reason::MissingField, "private")),
                 },
-                topic: account(&self.t_id, "t_id")
-                    .map_err(|r| match r.reason {
-                        Reason::InvalidAccount => Rejection::field(Reason::InvalidTopicId, "t_id"),
-                        _ => r,
-                    })?,
+                topic: account(&self.t_id, "t_id").map_err(|r| match r.reason {
+                    Reason::InvalidAccount => Rejection::field(Reason::InvalidTopicId, "t_id"),
+                    _ => r,
+                })?,
                 memo: self.memo(MAX_REGISTER_MEMO_CHARS)?,
             },
         })
     }
 
     fn tick(&self) -> Result<String, Rejection> {
-        normalise_tick(required_str(&self.tick, "tick")?)
-            .ok_or(Rejection::field(Reason::InvalidTick, "tick"))
+        normalise_tick(required_str(&self.tick, "tick")?).ok_or(Rejection::field(Reason::InvalidTick, "tick"))
     }
 
     fn memo(&self, max_chars: usize) -> Result<Option<String>, Rejection> {
@@ -360,11 +340,7 @@ fn text(value: &str, field: &'static str, max_chars: usize) -> Result<String, Re
     Ok(value.to_string())
 }
 
-fn optional_text(
-    value: &Option<Value>,
-    field: &'static str,
-    max_chars: usize,
-) -> Result<Option<String>, Rejection> {
+fn optional_text(value: &Option<Value>, field: &'static str, max_chars: usize) -> Result<Option<String>, Rejection> {
     match value {
         None => Ok(None),
         Some(value) => {
@@ -382,10 +358,7 @@ fn optional_text(
 /// limit of zero means anything.
 fn amount(value: &Option<Value>, field: &'static str) -> Result<u64, Rejection> {
     let digits = required_str(value, field)?;
-    if digits.is_empty()
-        || digits.len() > MAX_NUMBER_CHARS
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-    {
+    if digits.is_empty() || digits.len() > MAX_NUMBER_CHARS || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(Rejection::field(Reason::InvalidNumber, field));
     }
     // 18 digits always fit in a u64.
@@ -397,9 +370,7 @@ fn amount(value: &Option<Value>, field: &'static str) -> Result<u64, Rejection> 
 }
 
 fn account(value: &Option<Value>, field: &'static str) -> Result<EntityId, Rejection> {
-    required_str(value, field)?
-        .parse()
-        .map_err(|_| Rejection::field(Reason::InvalidAccount, field))
+    required_str(value, field)?.parse().map_err(|_| Rejection::field(Reason::InvalidAccount, field))
 }
 
 /// A JSON value reduced to what decoding needs: strings (borrowed from the

@@ -11,7 +11,9 @@ pub mod message;
 pub mod rules;
 
 pub use message::{OpKind, Operation, Reason, Rejection};
-pub use rules::{Event, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
+pub use rules::{Changes, Event, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
+
+use message::{decode, Decoded};
 
 use crate::entity::EntityId;
 use crate::timestamp::Timestamp;
@@ -46,17 +48,58 @@ impl Message {
 }
 
 /// Replays every message from the start: the one way state is computed, so
-/// a full build and the tests agree by construction.
+/// a full build and the tests agree by construction. Returns the ledger and
+/// one row per message in consensus order.
 pub fn replay(messages: &[Message], topics: Topics) -> (Ledger, Vec<OperationRow>) {
-    let mut order: Vec<&Message> = messages.iter().collect();
-    order.sort_unstable_by_key(|m| m.order_key());
-    let (envelopes, mut rows) = chunks::assemble(order.iter().copied());
     let mut ledger = Ledger::new(topics);
-    ledger.learn_topics(&envelopes);
-    rows.reserve(envelopes.len());
-    for envelope in &envelopes {
-        rows.push(ledger.apply(envelope));
-    }
-    rows.sort_by_key(|row| (row.consensus, row.topic, row.sequence));
+    let rows = ledger.apply_messages(messages);
     (ledger, rows)
+}
+
+impl Ledger {
+    /// Applies messages in consensus order (whatever order they are given
+    /// in) and returns one row per message, in that order. Every message
+    /// must be newer than those already applied.
+    ///
+    /// Decoding bodies is independent per message and runs on every core;
+    /// applying them is sequential.
+    pub fn apply_messages(&mut self, messages: &[Message]) -> Vec<OperationRow> {
+        let mut order: Vec<&Message> = messages.iter().collect();
+        order.sort_unstable_by_key(|m| m.order_key());
+        let (envelopes, mut chunk_rows) = chunks::assemble(order.iter().copied());
+        drop(order);
+        let decoded = decode_all(&envelopes);
+        self.events.reserve(envelopes.len());
+        self.learn_topics(envelopes.iter().zip(&decoded));
+        let mut rows = Vec::with_capacity(envelopes.len() + chunk_rows.len());
+        chunk_rows.sort_unstable_by_key(|row| (row.consensus, row.topic, row.sequence));
+        let mut pending = chunk_rows.into_iter().peekable();
+        for (envelope, decoded) in envelopes.iter().zip(decoded) {
+            // Envelopes come in consensus order; slot the rejected chunk
+            // parts in between.
+            while pending.peek().is_some_and(|row| row.consensus < envelope.consensus) {
+                rows.extend(pending.next());
+            }
+            rows.push(self.apply_decoded(envelope, decoded));
+        }
+        rows.extend(pending);
+        rows
+    }
+}
+
+/// Decodes every body, in parallel over the cores, keeping the order.
+fn decode_all(envelopes: &[chunks::Envelope]) -> Vec<Decoded> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = envelopes.len().div_ceil(workers).max(1024);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = envelopes
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(|e| decode(&e.body)).collect::<Vec<_>>()))
+            .collect();
+        let mut all = Vec::with_capacity(envelopes.len());
+        for handle in handles {
+            all.extend(handle.join().expect("decoder panicked"));
+        }
+        all
+    })
 }

@@ -1,10 +1,12 @@
 //! The HCS-20 state machine: tokens keyed by (topic, tick), balances, and
 //! the events that changed them, applied in global consensus order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use super::chunks::Envelope;
-use super::message::{decode, OpKind, Operation, Reason, Rejection};
+use super::message::{decode, Decoded, OpKind, Operation, Reason, Rejection};
 use crate::entity::EntityId;
 use crate::timestamp::Timestamp;
 
@@ -18,10 +20,8 @@ pub struct Topics {
 
 impl Topics {
     /// Hedera mainnet's public and registry topics.
-    pub const MAINNET: Topics = Topics {
-        public: EntityId::new(0, 0, 4_350_190),
-        registry: EntityId::new(0, 0, 4_362_300),
-    };
+    pub const MAINNET: Topics =
+        Topics { public: EntityId::new(0, 0, 4_350_190), registry: EntityId::new(0, 0, 4_362_300) };
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,6 +135,30 @@ pub struct Ledger {
     pub events: Vec<Event>,
     /// Consensus time of the last message applied, valid or not.
     pub last_applied: Option<Timestamp>,
+    /// What changed since tracking was switched on: what an incremental
+    /// build re-renders and writes to its snapshot.
+    pub changes: Option<Changes>,
+}
+
+/// Tokens and balances an incremental run changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Tokens deployed or changed (supply, counters, holders).
+    pub tokens: BTreeSet<TokenId>,
+    /// (token, account) balances changed.
+    pub balances: BTreeSet<(TokenId, EntityId)>,
+    /// Index into [`Ledger::events`] of the first new event.
+    pub first_event: usize,
+}
+
+impl Changes {
+    pub fn accounts(&self) -> BTreeSet<EntityId> {
+        self.balances.iter().map(|(_, account)| *account).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty() && self.balances.is_empty()
+    }
 }
 
 impl Ledger {
@@ -147,11 +171,40 @@ impl Ledger {
             well_known,
             topics,
             tokens: Vec::new(),
-            token_index: HashMap::new(),
-            balances: HashMap::new(),
+            token_index: HashMap::default(),
+            balances: HashMap::default(),
             events: Vec::new(),
             last_applied: None,
+            changes: None,
         }
+    }
+
+    /// A ledger resumed from a snapshot: every topic and token, and the
+    /// balances the caller will touch (a balance not given is zero, so the
+    /// caller loads every balance the coming messages name). Changes are
+    /// tracked from here on.
+    pub fn resume(
+        well_known: Topics,
+        topics: Vec<TopicInfo>,
+        tokens: Vec<Token>,
+        balances: Vec<((EntityId, String), EntityId, Holding)>,
+        last_applied: Option<Timestamp>,
+    ) -> Ledger {
+        let mut ledger = Ledger::new(well_known);
+        ledger.topics.extend(topics.into_iter().map(|t| (t.id, t)));
+        for token in tokens {
+            let id = TokenId(ledger.tokens.len() as u32);
+            ledger.token_index.insert((token.topic, token.tick.clone()), id);
+            ledger.tokens.push(token);
+        }
+        for (key, account, holding) in balances {
+            if let Some(&id) = ledger.token_index.get(&key) {
+                ledger.balances.insert((id, account), holding);
+            }
+        }
+        ledger.last_applied = last_applied;
+        ledger.changes = Some(Changes::default());
+        ledger
     }
 
     pub fn token(&self, topic: EntityId, tick: &str) -> Option<TokenId> {
@@ -166,17 +219,17 @@ impl Ledger {
     /// operation is applied. A topic's privacy is a property of the topic
     /// (its submit key), so it governs the topic's messages from the first
     /// one, including those sent before the announcement.
-    pub fn learn_topics(&mut self, envelopes: &[Envelope]) {
-        for envelope in envelopes.iter().filter(|e| e.topic == self.well_known.registry) {
-            if let (_, Ok(Operation::Register { topic, private, name, .. })) = decode(&envelope.body) {
-                if !self.topics.contains_key(&topic) {
+    pub fn learn_topics<'a>(&mut self, messages: impl Iterator<Item = (&'a Envelope<'a>, &'a Decoded)>) {
+        for (envelope, decoded) in messages.filter(|(e, _)| e.topic == self.well_known.registry) {
+            if let (_, Ok(Operation::Register { topic, private, name, .. })) = decoded {
+                if !self.topics.contains_key(topic) {
                     let info = TopicInfo {
-                        id: topic,
-                        private,
-                        name: Some(name),
+                        id: *topic,
+                        private: *private,
+                        name: Some(name.clone()),
                         registered_at: Some(envelope.consensus),
                     };
-                    self.topics.insert(topic, info);
+                    self.topics.insert(*topic, info);
                 }
             }
         }
@@ -184,8 +237,12 @@ impl Ledger {
 
     /// Applies one complete message and says what became of it.
     pub fn apply(&mut self, envelope: &Envelope) -> OperationRow {
+        self.apply_decoded(envelope, decode(&envelope.body))
+    }
+
+    /// [`Ledger::apply`] for a body already decoded.
+    pub fn apply_decoded(&mut self, envelope: &Envelope, (header, decoded): Decoded) -> OperationRow {
         self.last_applied = Some(self.last_applied.map_or(envelope.consensus, |t| t.max(envelope.consensus)));
-        let (header, decoded) = decode(&envelope.body);
         let mut row = OperationRow {
             topic: envelope.topic,
             sequence: envelope.sequence,
@@ -271,6 +328,7 @@ impl Ledger {
                     last_change: at,
                 });
                 self.token_index.insert(key, id);
+                self.touch(id, None);
                 Ok(())
             }
             Operation::Mint { tick, amount, to, memo } => {
@@ -317,17 +375,21 @@ impl Ledger {
     }
 
     fn existing(&self, topic: EntityId, tick: String) -> Result<TokenId, Rejection> {
-        self.token_index
-            .get(&(topic, tick))
-            .copied()
-            .ok_or(Rejection::new(Reason::TickNotDeployed))
+        self.token_index.get(&(topic, tick)).copied().ok_or(Rejection::new(Reason::TickNotDeployed))
+    }
+
+    fn touch(&mut self, token: TokenId, account: Option<EntityId>) {
+        if let Some(changes) = &mut self.changes {
+            changes.tokens.insert(token);
+            if let Some(account) = account {
+                changes.balances.insert((token, account));
+            }
+        }
     }
 
     fn credit(&mut self, id: TokenId, account: EntityId, amount: u64, at: Timestamp) {
-        let holding = self
-            .balances
-            .entry((id, account))
-            .or_insert(Holding { balance: 0, updated_at: at });
+        self.touch(id, Some(account));
+        let holding = self.balances.entry((id, account)).or_insert(Holding { balance: 0, updated_at: at });
         if holding.balance == 0 {
             self.tokens[id.0 as usize].holders += 1;
         }
@@ -337,6 +399,9 @@ impl Ledger {
     }
 
     fn debit(&mut self, id: TokenId, account: EntityId, amount: u64, at: Timestamp) -> Result<(), Rejection> {
+        if self.balances.get(&(id, account)).is_some_and(|h| h.balance >= amount) {
+            self.touch(id, Some(account));
+        }
         let holding = self
             .balances
             .get_mut(&(id, account))

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{page_messages, Page};
+use super::parse_page;
 use crate::entity::EntityId;
 use crate::hcs20::Message;
 
@@ -68,9 +68,8 @@ pub fn read_topic(dir: &Path, topic: EntityId, after: u64) -> Result<Vec<Message
                     let mut out = Vec::new();
                     for path in paths {
                         let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-                        let page: Page = serde_json::from_slice(&bytes)
-                            .with_context(|| format!("{} is not a mirror page", path.display()))?;
-                        out.extend(page_messages(&page, topic, after).with_context(|| path.display().to_string())?);
+                        let page = parse_page(&bytes, topic).with_context(|| path.display().to_string())?;
+                        out.extend(page.messages.into_iter().filter(|m| m.sequence > after));
                     }
                     Ok(out)
                 })
@@ -78,9 +77,10 @@ pub fn read_topic(dir: &Path, topic: EntityId, after: u64) -> Result<Vec<Message
             .collect();
         handles.into_iter().map(|h| h.join().expect("page reader panicked")).collect()
     });
-    let mut messages = Vec::new();
-    for part in parsed {
-        messages.extend(part?);
+    let parts = parsed.into_iter().collect::<Result<Vec<_>>>()?;
+    let mut messages = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+    for part in parts {
+        messages.extend(part);
     }
     messages.sort_unstable_by_key(|m| m.sequence);
     messages.dedup_by_key(|m| m.sequence);

@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
-use super::{page_messages, Page};
+use super::{parse_page, Parsed};
 use crate::entity::EntityId;
 use crate::hcs20::Message;
 
@@ -125,10 +125,11 @@ impl Mirror {
         loop {
             let page = self.get_page(topic, &url).await?;
             let last_seen = out.last().map_or(after, |m: &Message| m.sequence);
-            out.extend(page_messages(&page, topic, last_seen)?);
+            let empty = page.messages.is_empty();
+            out.extend(page.messages.into_iter().filter(|m| m.sequence > last_seen));
             let done = out.last().is_some_and(|m| m.sequence >= until);
-            match page.links.next {
-                Some(next) if !done && !page.messages.is_empty() => url = self.absolute(&next),
+            match page.next {
+                Some(next) if !done && !empty => url = self.absolute(&next),
                 _ => break,
             }
         }
@@ -139,7 +140,7 @@ impl Mirror {
     async fn newest_sequence(&self, topic: EntityId) -> Result<Option<u64>> {
         let url = format!("{}/api/v1/topics/{topic}/messages?limit=1&order=desc", self.config.base_url);
         let page = self.get_page(topic, &url).await?;
-        Ok(page.messages.first().map(|m| m.sequence_number))
+        Ok(page.messages.first().map(|m| m.sequence))
     }
 
     fn absolute(&self, next: &str) -> String {
@@ -153,14 +154,15 @@ impl Mirror {
     /// One GET with retries: 429 and 5xx and transport errors back off
     /// (honouring `Retry-After` in seconds) and try again; 404 is a missing
     /// topic; any other status is an error at once.
-    async fn get_page(&self, topic: EntityId, url: &str) -> Result<Page> {
+    async fn get_page(&self, topic: EntityId, url: &str) -> Result<Parsed> {
         let mut delay = self.config.backoff;
         let mut attempt = 1;
         loop {
             let failure = match self.client.get(url).header("accept", "application/json").send().await {
                 Ok(response) if response.status().is_success() => {
                     let bytes = response.bytes().await.with_context(|| format!("reading {url}"))?;
-                    return serde_json::from_slice(&bytes).with_context(|| format!("{url} did not return a mirror page"));
+                    return parse_page(&bytes, topic)
+                        .with_context(|| format!("{url} did not return a usable mirror page"));
                 }
                 Ok(response) if response.status() == StatusCode::NOT_FOUND => {
                     let body: Option<NotFoundBody> = response.json().await.ok();

@@ -6,6 +6,8 @@
 pub mod captured;
 pub mod mirror;
 
+use std::borrow::Cow;
+
 use anyhow::{bail, Context, Result};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -65,42 +67,90 @@ impl ChunkInfo {
     }
 }
 
-impl MirrorMessage {
-    /// The record as the rules need it. A record the mirror node could not
-    /// have produced (bad timestamp, bad base64) is an error in the source,
-    /// not a message to skip.
-    pub fn to_message(&self) -> Result<Message> {
-        let context = || format!("topic {} sequence {}", self.topic_id, self.sequence_number);
-        let message = Message {
-            topic: self.topic_id.parse().with_context(context)?,
-            sequence: self.sequence_number,
-            consensus: self.consensus_timestamp.parse().with_context(context)?,
-            payer: self.payer_account_id.parse().with_context(context)?,
-            body: base64::engine::general_purpose::STANDARD
-                .decode(&self.message)
-                .with_context(|| format!("{}: message is not base64", context()))?,
-            chunk: self.chunk_info.as_ref().map(|c| Chunk {
-                group: c.group(),
-                number: c.number,
-                total: c.total,
-            }),
-        };
-        Ok(message)
-    }
+/// A page as parsed: records borrow from the response bytes where the JSON
+/// has no escapes, and fields the build does not use are skipped.
+#[derive(Deserialize)]
+struct PageRef<'a> {
+    #[serde(borrow)]
+    messages: Vec<RecordRef<'a>>,
+    #[serde(default)]
+    links: Links,
 }
 
-/// Converts a page's records, checking they belong to `topic` and follow
-/// `after` in sequence.
-pub fn page_messages(page: &Page, topic: EntityId, after: u64) -> Result<Vec<Message>> {
-    let mut out = Vec::with_capacity(page.messages.len());
-    for record in &page.messages {
-        let message = record.to_message()?;
+#[derive(Deserialize)]
+struct RecordRef<'a> {
+    #[serde(borrow)]
+    consensus_timestamp: Cow<'a, str>,
+    #[serde(borrow)]
+    message: Cow<'a, str>,
+    #[serde(borrow)]
+    payer_account_id: Cow<'a, str>,
+    sequence_number: u64,
+    #[serde(borrow)]
+    topic_id: Cow<'a, str>,
+    #[serde(default)]
+    chunk_info: Option<ChunkInfo>,
+}
+
+/// One parsed page: every record as a [`Message`], and `links.next`.
+pub struct Parsed {
+    pub messages: Vec<Message>,
+    pub next: Option<String>,
+}
+
+/// Parses a mirror page, checking every record belongs to `topic`. A record
+/// the mirror node could not have produced (bad timestamp, bad base64) is an
+/// error in the source, not a message to skip.
+pub fn parse_page(bytes: &[u8], topic: EntityId) -> Result<Parsed> {
+    let page: PageRef = serde_json::from_slice(bytes).context("not a mirror node page")?;
+    let mut messages = Vec::with_capacity(page.messages.len());
+    for r in page.messages {
+        let message = to_message(
+            &r.topic_id,
+            r.sequence_number,
+            &r.consensus_timestamp,
+            &r.payer_account_id,
+            &r.message,
+            r.chunk_info.as_ref(),
+        )?;
         if message.topic != topic {
             bail!("page for topic {topic} holds a message of topic {}", message.topic);
         }
-        if message.sequence > after {
-            out.push(message);
-        }
+        messages.push(message);
     }
-    Ok(out)
+    Ok(Parsed { messages, next: page.links.next })
+}
+
+impl MirrorMessage {
+    pub fn to_message(&self) -> Result<Message> {
+        to_message(
+            &self.topic_id,
+            self.sequence_number,
+            &self.consensus_timestamp,
+            &self.payer_account_id,
+            &self.message,
+            self.chunk_info.as_ref(),
+        )
+    }
+}
+
+fn to_message(
+    topic: &str,
+    sequence: u64,
+    consensus: &str,
+    payer: &str,
+    body: &str,
+    chunk: Option<&ChunkInfo>,
+) -> Result<Message> {
+    let context = || format!("topic {topic} sequence {sequence}");
+    Ok(Message {
+        topic: topic.parse().with_context(context)?,
+        sequence,
+        consensus: consensus.parse().with_context(context)?,
+        payer: payer.parse().with_context(context)?,
+        body: base64::engine::general_purpose::STANDARD
+            .decode(body.as_bytes())
+            .with_context(|| format!("{}: message is not base64", context()))?,
+        chunk: chunk.map(|c| Chunk { group: c.group(), number: c.number, total: c.total }),
+    })
 }

@@ -58,11 +58,13 @@ fn ingest(dir: &Path, runs: usize) -> Result<()> {
 fn mirror(dir: &Path, latency_ms: u64, port_file: &Path) -> Result<()> {
     let mut topics: HashMap<EntityId, Vec<MirrorMessage>> = HashMap::new();
     for topic in captured::topics(dir)? {
-        let mut files: Vec<_> = std::fs::read_dir(dir.join(topic.to_string()))?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+        let mut files: Vec<_> =
+            std::fs::read_dir(dir.join(topic.to_string()))?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
         files.sort();
         let list = topics.entry(topic).or_default();
         for file in files {
-            let page: Page = serde_json::from_slice(&std::fs::read(&file)?).with_context(|| file.display().to_string())?;
+            let page: Page =
+                serde_json::from_slice(&std::fs::read(&file)?).with_context(|| file.display().to_string())?;
             list.extend(page.messages);
         }
         list.sort_by_key(|m| m.sequence_number);

@@ -45,8 +45,7 @@ fn verdict(row: &OperationRow) -> String {
 }
 
 fn check(case: &Case) {
-    let messages: Vec<Message> =
-        SETUP.iter().chain(case.msgs).enumerate().map(|(i, m)| message(i, *m)).collect();
+    let messages: Vec<Message> = SETUP.iter().chain(case.msgs).enumerate().map(|(i, m)| message(i, *m)).collect();
     let (ledger, rows) = replay(&messages, Topics::MAINNET);
     for (i, row) in rows.iter().take(SETUP.len()).enumerate() {
         assert_eq!(verdict(row), "ok", "{}: setup message {i} failed", case.rule);
@@ -66,12 +65,7 @@ fn check(case: &Case) {
 fn check_invariants(ledger: &Ledger, rule: &str) {
     for (i, token) in ledger.tokens.iter().enumerate() {
         let id = TokenId(i as u32);
-        let held: Vec<u64> = ledger
-            .balances
-            .iter()
-            .filter(|((t, _), _)| *t == id)
-            .map(|(_, h)| h.balance)
-            .collect();
+        let held: Vec<u64> = ledger.balances.iter().filter(|((t, _), _)| *t == id).map(|(_, h)| h.balance).collect();
         assert_eq!(held.iter().sum::<u64>(), token.supply(), "{rule}: supply of {}", token.tick);
         assert_eq!(held.iter().filter(|b| **b > 0).count() as u64, token.holders, "{rule}: holders");
         assert!(token.minted <= token.max, "{rule}: minted above max");
@@ -157,7 +151,11 @@ fn topic_privacy_applies_to_messages_before_the_announcement() {
     let msgs: &[Msg] = &[
         ("0.0.7000", "0.0.50", r#"{"p":"hcs-20","op":"deploy","name":"Early","tick":"early","max":"100"}"#),
         ("0.0.7000", "0.0.50", r#"{"p":"hcs-20","op":"mint","tick":"early","amt":"10","to":"0.0.1"}"#),
-        ("0.0.7000", "0.0.50", r#"{"p":"hcs-20","op":"transfer","tick":"early","amt":"3","from":"0.0.1","to":"0.0.2"}"#),
+        (
+            "0.0.7000",
+            "0.0.50",
+            r#"{"p":"hcs-20","op":"transfer","tick":"early","amt":"3","from":"0.0.1","to":"0.0.2"}"#,
+        ),
         (REGISTRY, "0.0.9", r#"{"p":"hcs-20","op":"register","name":"Late","private":true,"t_id":"0.0.7000"}"#),
     ];
     let messages: Vec<Message> = msgs.iter().enumerate().map(|(i, m)| message(i, *m)).collect();
@@ -174,8 +172,14 @@ fn global_consensus_order_across_topics() {
     // A transfer on topic OTHER at t=3 spends points minted at t=2; listed
     // out of order, and with the public topic's messages in between.
     let mut messages = vec![
-        message(3, (OTHER, "0.0.1", r#"{"p":"hcs-20","op":"transfer","tick":"o","amt":"5","from":"0.0.1","to":"0.0.2"}"#)),
-        message(0, (REGISTRY, "0.0.9", r#"{"p":"hcs-20","op":"register","name":"Other","private":false,"t_id":"0.0.6000"}"#)),
+        message(
+            3,
+            (OTHER, "0.0.1", r#"{"p":"hcs-20","op":"transfer","tick":"o","amt":"5","from":"0.0.1","to":"0.0.2"}"#),
+        ),
+        message(
+            0,
+            (REGISTRY, "0.0.9", r#"{"p":"hcs-20","op":"register","name":"Other","private":false,"t_id":"0.0.6000"}"#),
+        ),
         message(2, (OTHER, "0.0.1", r#"{"p":"hcs-20","op":"mint","tick":"o","amt":"5","to":"0.0.1"}"#)),
         message(1, (OTHER, "0.0.1", r#"{"p":"hcs-20","op":"deploy","name":"O","tick":"o","max":"5"}"#)),
     ];
@@ -224,10 +228,22 @@ fn chunk_failures_are_recorded_and_skipped() {
         expect: &'static [&'static str],
     }
     let cases = [
-        ChunkCase { rule: "incomplete group", parts: &[("0.0.1", "g", 1, 3), ("0.0.1", "g", 2, 3)], expect: &["incomplete_chunks", "incomplete_chunks"] },
+        ChunkCase {
+            rule: "incomplete group",
+            parts: &[("0.0.1", "g", 1, 3), ("0.0.1", "g", 2, 3)],
+            expect: &["incomplete_chunks", "incomplete_chunks"],
+        },
         ChunkCase { rule: "part number out of range", parts: &[("0.0.1", "g", 3, 2)], expect: &["invalid_chunk"] },
-        ChunkCase { rule: "duplicate part", parts: &[("0.0.1", "g", 1, 2), ("0.0.1", "g", 1, 2)], expect: &["incomplete_chunks", "duplicate_chunk"] },
-        ChunkCase { rule: "parts from two payers", parts: &[("0.0.1", "g", 1, 2), ("0.0.2", "g", 2, 2)], expect: &["chunk_payer_mismatch", "chunk_payer_mismatch"] },
+        ChunkCase {
+            rule: "duplicate part",
+            parts: &[("0.0.1", "g", 1, 2), ("0.0.1", "g", 1, 2)],
+            expect: &["incomplete_chunks", "duplicate_chunk"],
+        },
+        ChunkCase {
+            rule: "parts from two payers",
+            parts: &[("0.0.1", "g", 1, 2), ("0.0.2", "g", 2, 2)],
+            expect: &["chunk_payer_mismatch", "chunk_payer_mismatch"],
+        },
     ];
     for case in cases {
         let mut messages = setup_messages();

@@ -1,0 +1,55 @@
+//! Moving rows in and out of DuckDB as Arrow record batches: an order of
+//! magnitude faster than row-at-a-time for the million-row tables of a
+//! build.
+
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+use duckdb::arrow::array::{Array, ArrayRef, BinaryArray, BooleanArray, StringArray, UInt32Array, UInt64Array};
+use duckdb::arrow::compute::cast;
+use duckdb::arrow::datatypes::{DataType, Field, Schema};
+use duckdb::arrow::record_batch::RecordBatch;
+use duckdb::Connection;
+
+/// A record batch of named columns, all nullable.
+pub fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
+    let fields: Vec<Field> = columns.iter().map(|(name, a)| Field::new(*name, a.data_type().clone(), true)).collect();
+    let arrays = columns.into_iter().map(|(_, a)| a).collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).context("building a record batch")
+}
+
+/// Appends a batch to `table` (columns in table order).
+pub fn append(conn: &Connection, table: &str, batch: RecordBatch) -> Result<()> {
+    let mut appender = conn.appender(table)?;
+    appender.append_record_batch(batch).with_context(|| format!("appending to {table}"))?;
+    appender.flush()?;
+    Ok(())
+}
+
+pub fn strings<I: IntoIterator<Item = Option<S>>, S: AsRef<str>>(values: I) -> ArrayRef {
+    Arc::new(values.into_iter().collect::<StringArray>())
+}
+
+pub fn u64s(values: impl IntoIterator<Item = Option<u64>>) -> ArrayRef {
+    Arc::new(values.into_iter().collect::<UInt64Array>())
+}
+
+pub fn u32s(values: impl IntoIterator<Item = Option<u32>>) -> ArrayRef {
+    Arc::new(values.into_iter().collect::<UInt32Array>())
+}
+
+pub fn bools(values: impl IntoIterator<Item = Option<bool>>) -> ArrayRef {
+    Arc::new(values.into_iter().collect::<BooleanArray>())
+}
+
+pub fn binaries<'a>(values: impl IntoIterator<Item = Option<&'a [u8]>>) -> ArrayRef {
+    Arc::new(values.into_iter().collect::<BinaryArray>())
+}
+
+/// Column `i` of a batch read back, as the Arrow type asked for (DuckDB may
+/// hand out an equivalent type, such as a string view).
+pub fn column<T: Array + Clone + 'static>(batch: &RecordBatch, i: usize, as_type: DataType) -> Result<T> {
+    let column = batch.column(i);
+    let converted = if column.data_type() == &as_type { column.clone() } else { cast(column, &as_type)? };
+    converted.as_any().downcast_ref::<T>().cloned().ok_or_else(|| anyhow!("column {i} is not {as_type}"))
+}
