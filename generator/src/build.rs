@@ -18,11 +18,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use duckdb::Connection;
 
 use crate::analytics::{Analytics, DEFAULT_PAGE_SIZE};
 use crate::entity::EntityId;
-use crate::hcs20::{self, message::decode, Ledger, Message, Operation, OperationRow, Topics};
+use crate::hcs20::{self, message::decode, Message, Operation, Topics};
 use crate::ledger::{captured, mirror};
 use crate::manifest::{Entry, Manifest};
 use crate::routes::{Limits, Route};
@@ -69,15 +68,21 @@ pub struct BuildReport {
     pub published: bool,
 }
 
-/// What the apply step hands to staging and publishing.
+/// What the apply step hands to staging and publishing. The warehouse's
+/// derived tables already hold the new state (marked pending).
 struct Computed {
     files: Vec<site::File>,
     /// Entries of the live build kept as they are (incremental runs).
     kept: Vec<Entry>,
-    /// A snapshot being written: its connection and temporary path, or
-    /// what to write it from.
-    snapshot: PendingSnapshot,
     meta: Meta,
+    /// A full replay's derived tables, written while the files are staged.
+    tables: Option<Tables>,
+}
+
+struct Tables {
+    ledger: hcs20::Ledger,
+    operations: Vec<hcs20::OperationRow>,
+    recent: Vec<crate::analytics::EventRow>,
 }
 
 /// What the apply step decided.
@@ -90,18 +95,17 @@ enum Step {
     UpToDate(Manifest),
 }
 
-enum PendingSnapshot {
-    Full { ledger: Ledger, operations: Vec<OperationRow> },
-    Delta { conn: Connection, temp: PathBuf, ledger: Ledger, changes: hcs20::Changes, operations: Vec<OperationRow> },
-}
-
 pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let mut report = BuildReport::default();
     let layout = &config.layout;
     let mut warehouse = Warehouse::open(&layout.warehouse())?;
 
     let started = Instant::now();
-    report.fetched = ingest(config, &mut warehouse).await.context("ingest")?;
+    let fresh = warehouse.cursors()?.is_empty();
+    let fetched = ingest(config, &mut warehouse).await.context("ingest")?;
+    report.fetched = fetched.len();
+    // Into an empty warehouse, what was fetched is everything there is.
+    let everything = fresh.then_some(fetched);
     tracing::info!(step = "ingest", fetched = report.fetched, ms = ms(started));
 
     let started = Instant::now();
@@ -112,9 +116,8 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     };
     let computed = match step {
         Step::Apply(computed) => computed,
-        Step::Replay => full(config, &warehouse, &mut report)?,
+        Step::Replay => full(config, &warehouse, everything, &mut report)?,
         Step::UpToDate(live) => {
-            sync_warehouse(&warehouse, &live, layout)?;
             tracing::info!(build = %live.build, "nothing new since the live build");
             report.build = live.build;
             return Ok(report);
@@ -130,50 +133,46 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         ms = ms(started)
     );
 
+    // Stage the files while the warehouse is named for the build and copied
+    // to its snapshot.
     let started = Instant::now();
-    let (manifest, staged) = site::stage(layout, computed.files, computed.kept, previous.as_ref()).context("stage")?;
+    let manifest = site::manifest_of(&computed.files, &computed.kept)?;
+    let snapshot_path = layout.snapshot(&manifest);
+    let writer = match &computed.tables {
+        Some(_) => Some(warehouse.conn().try_clone()?),
+        None => None,
+    };
+    let (staged, snapshotted) = std::thread::scope(|scope| {
+        let staging =
+            scope.spawn(|| site::stage(layout, &manifest, &computed.files, &computed.kept, previous.as_ref()));
+        // DuckDB's appender is single-threaded: the files are written
+        // meanwhile.
+        let written = match (writer, &computed.tables) {
+            (Some(conn), Some(t)) => snapshot::write_full(&conn, &t.ledger, &t.operations, &t.recent, &computed.meta),
+            _ => Ok(()),
+        };
+        let snapshotted = written
+            .and_then(|()| snapshot::write_meta(warehouse.conn(), &manifest.build, &computed.meta))
+            .and_then(|()| {
+                if snapshot_path.exists() {
+                    Ok(())
+                } else {
+                    snapshot::copy_to(warehouse.conn(), warehouse.path(), &snapshot_path)
+                }
+            });
+        (staging.join().expect("staging panicked"), snapshotted)
+    });
+    let staged = staged.context("stage")?;
+    snapshotted.context("snapshot")?;
     report.build = manifest.build.clone();
     (report.files, report.written, report.linked) = (staged.files, staged.written, staged.linked);
-    tracing::info!(step = "stage", build = %manifest.build, written = staged.written, linked = staged.linked,
+    tracing::info!(step = "stage+snapshot", build = %manifest.build, written = staged.written, linked = staged.linked,
         reused = staged.reused, ms = ms(started));
-
-    let started = Instant::now();
-    let snapshot_path = layout.snapshot(&manifest);
-    let warehouse_delta = match computed.snapshot {
-        PendingSnapshot::Full { ledger, operations } => {
-            if !snapshot_path.exists() {
-                snapshot::write(&snapshot_path, &manifest.build, &ledger, &operations, &computed.meta)
-                    .context("snapshot")?;
-            }
-            None
-        }
-        PendingSnapshot::Delta { conn, temp, ledger, changes, operations } => {
-            snapshot::write_meta(&conn, &manifest.build, &computed.meta)?;
-            conn.execute_batch("CHECKPOINT")?;
-            drop(conn);
-            std::fs::rename(&temp, &snapshot_path).with_context(|| format!("naming {}", snapshot_path.display()))?;
-            Some((ledger, changes, operations))
-        }
-    };
-    tracing::info!(step = "snapshot", path = %snapshot_path.display(), ms = ms(started));
 
     let started = Instant::now();
     report.published = previous.as_ref().map(|(_, m)| &m.build) != Some(&manifest.build);
     if report.published {
         site::publish(layout, &manifest).context("publish")?;
-    }
-    // The warehouse follows the live build: by the same delta when it holds
-    // the previous build's tables, by a copy otherwise (also after a run
-    // that died between the flip and this step).
-    let derived = warehouse.derived_from()?;
-    match (warehouse_delta, &previous) {
-        (Some((ledger, changes, operations)), Some((_, live))) if derived.as_deref() == Some(live.build.as_str()) => {
-            warehouse.apply_delta(&manifest.build, &ledger, &changes, &operations)?
-        }
-        _ if derived.as_deref() != Some(manifest.build.as_str()) => {
-            warehouse.copy_derived(&manifest.build, &snapshot_path)?
-        }
-        _ => {}
     }
     let pruned = site::prune(layout, config.keep_builds).context("pruning old builds")?;
     tracing::info!(step = "publish", build = %manifest.build, published = report.published, pruned, ms = ms(started));
@@ -184,12 +183,36 @@ fn ms(started: Instant) -> u64 {
     started.elapsed().as_millis() as u64
 }
 
-/// Replays every stored message and renders every route.
-fn full(config: &BuildConfig, warehouse: &Warehouse, report: &mut BuildReport) -> Result<Computed> {
+/// Debug-level timings of the parts of a step.
+struct Lap(std::cell::Cell<Instant>);
+
+impl Lap {
+    fn new() -> Lap {
+        Lap(std::cell::Cell::new(Instant::now()))
+    }
+
+    fn mark(&self, what: &str) {
+        tracing::debug!(what, ms = ms(self.0.get()), "lap");
+        self.0.set(Instant::now());
+    }
+}
+
+/// Replays every stored message and renders every route; the derived
+/// tables are written while the files are staged.
+fn full(
+    config: &BuildConfig,
+    warehouse: &Warehouse,
+    everything: Option<Vec<Message>>,
+    report: &mut BuildReport,
+) -> Result<Computed> {
     report.incremental = false;
-    let messages = warehouse.messages().context("loading messages from the warehouse")?;
+    let messages = match everything {
+        Some(messages) => messages,
+        None => warehouse.messages().context("loading messages from the warehouse")?,
+    };
     let (ledger, operations) = hcs20::replay(&messages, config.topics);
     let meta = Meta {
+        build: String::new(),
         topics: config.topics,
         recent_limit: config.limits.max_page_size,
         last_applied: ledger.last_applied,
@@ -200,7 +223,8 @@ fn full(config: &BuildConfig, warehouse: &Warehouse, report: &mut BuildReport) -
     report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
     let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
     let files = render(&analytics, Route::all_static(&analytics));
-    Ok(Computed { files, kept: Vec::new(), snapshot: PendingSnapshot::Full { ledger, operations }, meta })
+    let recent = analytics.recent_events().to_vec();
+    Ok(Computed { files, kept: Vec::new(), meta, tables: Some(Tables { ledger, operations, recent }) })
 }
 
 /// Applies only the messages the live build has not seen, when that gives
@@ -208,15 +232,11 @@ fn full(config: &BuildConfig, warehouse: &Warehouse, report: &mut BuildReport) -
 /// message in consensus order, announce no topic, and hold no chunk of a
 /// submission begun earlier.
 fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, report: &mut BuildReport) -> Result<Step> {
-    let live_snapshot = config.layout.snapshot(live);
-    if !live_snapshot.exists() {
-        return Ok(Step::Replay);
-    }
-    let meta = {
-        let conn = snapshot::open_read_only(&live_snapshot)?;
-        snapshot::read_meta(&conn)?
-    };
-    let Some(meta) = meta.filter(|m| m.topics == config.topics && m.recent_limit == config.limits.max_page_size) else {
+    // The warehouse's derived tables must be the live build's.
+    let meta = snapshot::read_meta(warehouse.conn())?.filter(|m| {
+        m.build == live.build && m.topics == config.topics && m.recent_limit == config.limits.max_page_size
+    });
+    let Some(meta) = meta else {
         return Ok(Step::Replay);
     };
     let new = warehouse.messages_after(&meta.applied)?;
@@ -228,13 +248,15 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
         return Ok(Step::Replay);
     }
 
-    let temp = snapshot::temp_path(&live_snapshot)?;
-    std::fs::copy(&live_snapshot, &temp).with_context(|| format!("copying {}", live_snapshot.display()))?;
-    let conn = Connection::open(&temp)?;
-    let mut ledger = snapshot::load_ledger(&conn, &meta, &accounts_named(&new))?;
+    let lap = Lap::new();
+    let conn = warehouse.conn();
+    let mut ledger = snapshot::load_ledger(conn, &meta, &accounts_named(&new))?;
+    lap.mark("resume ledger");
     let operations = ledger.apply_messages(&new);
     let changes = ledger.changes.take().unwrap_or_default();
-    snapshot::apply_delta(&conn, &ledger, &changes, &operations)?;
+    lap.mark("apply");
+    snapshot::apply_delta(conn, &ledger, &changes, &operations, config.limits.max_page_size)?;
+    lap.mark("delta");
 
     let token_keys: BTreeSet<(EntityId, String)> = changes
         .tokens
@@ -242,7 +264,8 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
         .map(|t| (ledger.tokens[t.0 as usize].topic, ledger.tokens[t.0 as usize].tick.clone()))
         .collect();
     let accounts = changes.accounts();
-    let model = snapshot::load_partial(&conn, &token_keys, &accounts, config.limits.max_page_size)?;
+    let model = snapshot::load_partial(conn, &token_keys, &accounts, config.limits.max_page_size)?;
+    lap.mark("load partial model");
 
     // Routes the changes touch are rendered again; the rest are kept.
     let touched = |route: &Route| match route {
@@ -276,18 +299,15 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
             .push(Route::Transactions { token: Some((token.topic, token.tick.clone())), page_size: DEFAULT_PAGE_SIZE });
     }
     routes.extend(accounts.iter().map(|a| Route::Account(*a)));
+    lap.mark("keep");
     let files = render(&model, routes);
+    lap.mark("render");
 
     report.incremental = true;
     report.applied = operations.len();
     report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
     let meta = Meta { last_applied: ledger.last_applied, applied: last_sequences(&new, meta.applied.clone()), ..meta };
-    Ok(Step::Apply(Computed {
-        files,
-        kept,
-        snapshot: PendingSnapshot::Delta { conn, temp, ledger, changes, operations },
-        meta,
-    }))
+    Ok(Step::Apply(Computed { files, kept, meta, tables: None }))
 }
 
 /// Why new messages cannot simply be applied on top of the live build.
@@ -342,22 +362,15 @@ fn last_sequences(messages: &[Message], mut start: BTreeMap<EntityId, u64>) -> B
     start
 }
 
-/// Makes the warehouse's derived tables those of the live build.
-fn sync_warehouse(warehouse: &Warehouse, live: &Manifest, layout: &Layout) -> Result<()> {
-    if warehouse.derived_from()?.as_deref() != Some(live.build.as_str()) {
-        warehouse.copy_derived(&live.build, &layout.snapshot(live))?;
-    }
-    Ok(())
-}
-
-/// Fetches every known topic's new messages; returns how many were stored.
-async fn ingest(config: &BuildConfig, warehouse: &mut Warehouse) -> Result<usize> {
+/// Fetches every known topic's new messages into the warehouse; returns
+/// them.
+async fn ingest(config: &BuildConfig, warehouse: &mut Warehouse) -> Result<Vec<Message>> {
     let mirror = match &config.source {
         Source::Mirror(c) => Some(mirror::Mirror::new(c.clone())?),
         Source::Captured(_) => None,
     };
     let mut done: BTreeSet<EntityId> = BTreeSet::new();
-    let mut fetched = 0;
+    let mut fetched = Vec::new();
     loop {
         let mut wanted: BTreeSet<EntityId> = [config.topics.registry, config.topics.public].into();
         wanted.extend(config.extra_topics.iter().copied());
@@ -375,8 +388,8 @@ async fn ingest(config: &BuildConfig, warehouse: &mut Warehouse) -> Result<usize
                 (Source::Mirror(_), None) => unreachable!("mirror client built above"),
             };
             tracing::info!(%topic, after, new = messages.len(), "fetched topic");
-            fetched += messages.len();
             warehouse.append(topic, &messages)?;
+            fetched.extend(messages);
             done.insert(topic);
         }
     }

@@ -93,13 +93,10 @@ pub struct StageReport {
 /// Writes `files`, and `kept` entries of the previous build, as a complete
 /// build directory beside the live one and returns its manifest. Nothing is
 /// live until [`publish`].
-pub fn stage(
-    layout: &Layout,
-    files: Vec<File>,
-    kept: Vec<Entry>,
-    previous: Option<&(PathBuf, Manifest)>,
-) -> Result<(Manifest, StageReport)> {
-    let kept_count = kept.len();
+/// The manifest of a build made of `files` and `kept` entries of the
+/// previous build. Computing it first names the build, so its snapshot can
+/// be written while its files are.
+pub fn manifest_of(files: &[File], kept: &[Entry]) -> Result<Manifest> {
     let entries: Vec<Entry> = files
         .iter()
         .map(|f| Entry {
@@ -117,12 +114,22 @@ pub fn stage(
     if let Some(pair) = manifest.routes.windows(2).find(|w| w[0].route == w[1].route) {
         anyhow::bail!("route {} would be written twice", pair[0].route);
     }
-    let mut report = StageReport { files: files.len() + kept_count, ..StageReport::default() };
+    Ok(manifest)
+}
+
+pub fn stage(
+    layout: &Layout,
+    manifest: &Manifest,
+    files: &[File],
+    kept: &[Entry],
+    previous: Option<&(PathBuf, Manifest)>,
+) -> Result<StageReport> {
+    let mut report = StageReport { files: files.len() + kept.len(), ..StageReport::default() };
 
     let final_dir = layout.build_dir(&manifest.build);
-    if Manifest::load(&final_dir).is_ok_and(|m| m == manifest) {
+    if Manifest::load(&final_dir).is_ok_and(|m| &m == manifest) {
         report.reused = true;
-        return Ok((manifest, report));
+        return Ok(report);
     }
     let staging = layout.builds().join(format!(".staging-{}", manifest.build));
     if staging.exists() {
@@ -140,7 +147,7 @@ pub fn stage(
 
     let reusable = previous.map(|(dir, m)| (dir, m.by_route()));
     let by_route = manifest.by_route();
-    let (written, linked) = parallel_sum(&files, |file| {
+    let (written, linked) = parallel_sum(files, |file| {
         let target = staging.join(&file.path);
         if let Some((dir, old)) = &reusable {
             let entry = by_route[file.route.as_str()];
@@ -157,7 +164,7 @@ pub fn stage(
     report.linked = linked;
     if !kept.is_empty() {
         let (dir, _) = previous.context("kept entries need a previous build")?;
-        let (_, relinked) = parallel_sum(&kept, |entry| {
+        let (_, relinked) = parallel_sum(kept, |entry| {
             fs::hard_link(dir.join(&entry.file), staging.join(&entry.file))
                 .with_context(|| format!("linking {}", entry.file))?;
             Ok((0, 1))
@@ -173,7 +180,7 @@ pub fn stage(
     }
     fs::rename(&staging, &final_dir).with_context(|| format!("naming build {}", manifest.build))?;
     sync_dir(&layout.builds())?;
-    Ok((manifest, report))
+    Ok(report)
 }
 
 /// Points `current` at the build, in one rename.

@@ -1,17 +1,21 @@
-//! A build's immutable DuckDB snapshot (`data/snapshots/<build>.duckdb`).
+//! The derived tables of a build and its immutable snapshot.
 //!
-//! Written once per build, before the build goes live, and never changed:
-//! analysts open it read-only, and the api loads its in-memory model from it
-//! when it picks the build up ([`load_analytics`]). An incremental build
-//! copies the previous snapshot, applies its changes ([`apply_delta`]), and
-//! loads only the part of the model its changes touch ([`load_partial`]).
-//! Times are `*_ns` columns (nanoseconds since the epoch, exact), with
-//! `TIMESTAMP` views for convenience.
+//! The generator writes the derived tables (topics, tokens, holdings,
+//! recent events, every operation with its verdict) into its warehouse:
+//! replaced whole by a full replay ([`write_full`]), changed in place by an
+//! incremental run ([`apply_delta`]). A build's snapshot
+//! (`data/snapshots/<build>.duckdb`) is then a copy of the checkpointed
+//! warehouse file ([`copy_to`]): written once, never changed, holding the
+//! raw messages too. Analysts open it read-only; the api loads its model
+//! from it ([`load_analytics`]). Times are `*_ns` columns (nanoseconds since
+//! the epoch, exact), with `TIMESTAMP` views for convenience.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use duckdb::arrow::array::{StringArray, UInt64Array};
+use duckdb::arrow::datatypes::DataType;
 use duckdb::{params, AccessMode, Config, Connection};
 
 use crate::analytics::{Analytics, EventRow, HoldingRow, TokenSummary};
@@ -21,31 +25,44 @@ use crate::hcs20::{Changes, Event, EventKind, Holding, Ledger, OperationRow, Tok
 use crate::timestamp::Timestamp;
 
 const SCHEMA: &str = "
-CREATE TABLE topics (topic VARCHAR, private BOOLEAN, name VARCHAR, registered_ns UBIGINT);
-CREATE TABLE tokens (
+CREATE OR REPLACE TABLE topics (topic VARCHAR, private BOOLEAN, name VARCHAR, registered_ns UBIGINT);
+CREATE OR REPLACE TABLE tokens (
     topic VARCHAR, tick VARCHAR, name VARCHAR, max UBIGINT, lim UBIGINT, memo VARCHAR, metadata VARCHAR,
     deployed_ns UBIGINT, supply UBIGINT, minted UBIGINT, burned UBIGINT, mints UBIGINT, burns UBIGINT,
     transfers UBIGINT, holders UBIGINT, last_change_ns UBIGINT);
-CREATE TABLE holdings (topic VARCHAR, tick VARCHAR, account VARCHAR, balance UBIGINT, updated_ns UBIGINT);
-CREATE TABLE events (
+CREATE OR REPLACE TABLE holdings (topic VARCHAR, tick VARCHAR, account VARCHAR, balance UBIGINT, updated_ns UBIGINT);
+CREATE OR REPLACE TABLE recent_events (
     topic VARCHAR, sequence UBIGINT, consensus_ns UBIGINT, tick VARCHAR, kind VARCHAR, amount UBIGINT,
     from_account VARCHAR, to_account VARCHAR, payer VARCHAR, memo VARCHAR);
-CREATE TABLE operations (
+CREATE OR REPLACE TABLE operations (
     topic VARCHAR, sequence UBIGINT, consensus_ns UBIGINT, payer VARCHAR, chunks UINTEGER, op VARCHAR,
-    tick VARCHAR, amount UBIGINT, from_account VARCHAR, to_account VARCHAR, valid BOOLEAN, reason VARCHAR);
-CREATE TABLE build (key VARCHAR, value VARCHAR);
-CREATE TABLE applied (topic VARCHAR, last_sequence UBIGINT);
-CREATE VIEW operations_at AS SELECT *, make_timestamp((consensus_ns // 1000)::BIGINT) AS consensus_at FROM operations;
-CREATE VIEW events_at AS SELECT *, make_timestamp((consensus_ns // 1000)::BIGINT) AS consensus_at FROM events;
+    tick VARCHAR, amount UBIGINT, from_account VARCHAR, to_account VARCHAR, memo VARCHAR, valid BOOLEAN,
+    reason VARCHAR);
+CREATE OR REPLACE TABLE build (key VARCHAR, value VARCHAR);
+CREATE OR REPLACE TABLE applied (topic VARCHAR, last_sequence UBIGINT);
+CREATE OR REPLACE VIEW events AS
+    SELECT topic, sequence, consensus_ns, tick, op AS kind, amount, from_account, to_account, payer, memo
+    FROM operations WHERE valid AND op IN ('mint', 'burn', 'transfer');
+CREATE OR REPLACE VIEW operations_at AS
+    SELECT *, make_timestamp((consensus_ns // 1000)::BIGINT) AS consensus_at FROM operations;
+CREATE OR REPLACE VIEW events_at AS
+    SELECT *, make_timestamp((consensus_ns // 1000)::BIGINT) AS consensus_at FROM events;
 ";
 
 /// Snapshot layout version, in the `build` table: a snapshot of another
 /// version is never resumed from.
-pub const FORMAT: &str = "1";
+pub const FORMAT: &str = "3";
+
+/// The build id the derived tables hold while an incremental run changes
+/// them: a run that dies then leaves tables no build matches, and the next
+/// run replays everything.
+const PENDING: &str = "pending";
 
 /// What a later run needs to resume from a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
+    /// The build the tables belong to (`pending` while a run changes them).
+    pub build: String,
     pub topics: Topics,
     pub recent_limit: usize,
     pub last_applied: Option<Timestamp>,
@@ -53,21 +70,36 @@ pub struct Meta {
     pub applied: BTreeMap<EntityId, u64>,
 }
 
-/// Writes the snapshot of a ledger to `path` (a new file: written to a
-/// temporary name and renamed when complete).
-pub fn write(path: &Path, build: &str, ledger: &Ledger, operations: &[OperationRow], meta: &Meta) -> Result<()> {
+/// Replaces the derived tables with those of a full replay. `recent` are
+/// the model's kept events (its `recent_events`).
+pub fn write_full(
+    conn: &Connection,
+    ledger: &Ledger,
+    operations: &[OperationRow],
+    recent: &[EventRow],
+    meta: &Meta,
+) -> Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    tx.execute_batch(SCHEMA)?;
+    let timer = Timer::new();
+    insert_topics(&tx, ledger.topics.values())?;
+    insert_tokens(&tx, ledger, (0..ledger.tokens.len() as u32).map(TokenId))?;
+    insert_holdings(&tx, ledger, ledger.balances.keys().copied())?;
+    timer.lap("holdings");
+    insert_events(&tx, "recent_events", &model_events(recent))?;
+    insert_operations(&tx, operations)?;
+    timer.lap("operations");
+    write_meta(&tx, PENDING, meta)?;
+    tx.commit().context("writing the derived tables")
+}
+
+/// Checkpoints the database and copies its file to `path` (through a
+/// temporary name): the build's immutable snapshot.
+pub fn copy_to(conn: &Connection, database: &Path, path: &Path) -> Result<()> {
+    conn.execute_batch("CHECKPOINT")?;
     let temp = temp_path(path)?;
-    {
-        let conn = Connection::open(&temp).with_context(|| format!("creating {}", temp.display()))?;
-        conn.execute_batch(SCHEMA)?;
-        insert_topics(&conn, ledger.topics.values())?;
-        insert_tokens(&conn, ledger, (0..ledger.tokens.len() as u32).map(TokenId))?;
-        insert_holdings(&conn, ledger, ledger.balances.keys().copied())?;
-        insert_events(&conn, ledger, &ledger.events)?;
-        insert_operations(&conn, operations)?;
-        write_meta(&conn, build, meta)?;
-        conn.execute_batch("CHECKPOINT")?;
-    }
+    std::fs::copy(database, &temp).with_context(|| format!("copying {}", database.display()))?;
+    std::fs::File::open(&temp)?.sync_all()?;
     std::fs::rename(&temp, path).with_context(|| format!("naming {}", path.display()))
 }
 
@@ -82,9 +114,15 @@ pub fn temp_path(path: &Path) -> Result<std::path::PathBuf> {
     Ok(temp)
 }
 
-/// Applies an incremental run's changes to a copy of the previous snapshot
-/// (or to the warehouse's derived tables: the same tables).
-pub fn apply_delta(conn: &Connection, ledger: &Ledger, changes: &Changes, operations: &[OperationRow]) -> Result<()> {
+/// Applies an incremental run's changes to the derived tables, marking
+/// them pending until [`write_meta`] names the new build.
+pub fn apply_delta(
+    conn: &Connection,
+    ledger: &Ledger,
+    changes: &Changes,
+    operations: &[OperationRow],
+    recent_limit: usize,
+) -> Result<()> {
     let tx = conn.unchecked_transaction()?;
     tx.execute_batch(
         "CREATE OR REPLACE TEMP TABLE changed_tokens (topic VARCHAR, tick VARCHAR);
@@ -115,9 +153,11 @@ pub fn apply_delta(conn: &Connection, ledger: &Ledger, changes: &Changes, operat
     )?;
     insert_tokens(&tx, ledger, changes.tokens.iter().copied())?;
     insert_holdings(&tx, ledger, changes.balances.iter().copied())?;
-    insert_events(&tx, ledger, &ledger.events[changes.first_event..])?;
+    insert_events(&tx, "recent_events", &ledger_events(ledger, &ledger.events[changes.first_event..]))?;
+    trim_recent(&tx, recent_limit)?;
     insert_operations(&tx, operations)?;
     tx.execute_batch("DROP TABLE changed_tokens; DROP TABLE changed_holdings;")?;
+    tx.execute("UPDATE build SET value = ? WHERE key = 'id'", params![PENDING])?;
     tx.commit().context("applying the changes")
 }
 
@@ -141,8 +181,17 @@ pub fn write_meta(conn: &Connection, build: &str, meta: &Meta) -> Result<()> {
     Ok(())
 }
 
-/// Reads a snapshot's [`Meta`]; `None` for a snapshot of another format.
+/// Reads the tables' [`Meta`]; `None` when there are none, or of another
+/// format.
 pub fn read_meta(conn: &Connection) -> Result<Option<Meta>> {
+    let exists: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM information_schema.tables WHERE table_name = 'build' AND table_schema = 'main'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        return Ok(None);
+    }
     let mut stmt = conn.prepare("SELECT key, value FROM build")?;
     let pairs: BTreeMap<String, String> =
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<duckdb::Result<_>>()?;
@@ -157,6 +206,7 @@ pub fn read_meta(conn: &Connection) -> Result<Option<Meta>> {
         applied.insert(topic.parse()?, last);
     }
     Ok(Some(Meta {
+        build: get("id"),
         topics: Topics { public: get("public_topic").parse()?, registry: get("registry_topic").parse()? },
         recent_limit: get("recent_limit").parse()?,
         last_applied: get("last_applied_ns").parse().ok().map(Timestamp),
@@ -212,22 +262,84 @@ fn insert_holdings(conn: &Connection, ledger: &Ledger, keys: impl Iterator<Item 
     columnar::append(conn, "holdings", batch)
 }
 
-fn insert_events(conn: &Connection, ledger: &Ledger, events: &[Event]) -> Result<()> {
-    let tick = |e: &Event| ledger.tokens[e.token.0 as usize].tick.as_str();
+/// Keeps in `recent_events` only the newest `limit` events of each kind per
+/// token and for the whole ecosystem: what the api and incremental runs
+/// load, without scanning every event.
+fn trim_recent(conn: &Connection, limit: usize) -> Result<()> {
+    conn.execute(
+        "CREATE OR REPLACE TABLE recent_events AS SELECT * FROM recent_events
+         QUALIFY row_number() OVER (PARTITION BY topic, tick, kind ORDER BY consensus_ns DESC, sequence DESC) <= ?1
+              OR row_number() OVER (PARTITION BY kind ORDER BY consensus_ns DESC, sequence DESC) <= ?1",
+        params![limit as u64],
+    )?;
+    Ok(())
+}
+
+/// One event as a table row, borrowed from the ledger or from the model.
+struct EventRef<'a> {
+    topic: EntityId,
+    sequence: u64,
+    consensus: Timestamp,
+    tick: &'a str,
+    kind: EventKind,
+    amount: u64,
+    from: Option<EntityId>,
+    to: Option<EntityId>,
+    payer: EntityId,
+    memo: Option<&'a str>,
+}
+
+fn ledger_events<'a>(ledger: &'a Ledger, events: &'a [Event]) -> Vec<EventRef<'a>> {
+    events
+        .iter()
+        .map(|e| EventRef {
+            topic: e.topic,
+            sequence: e.sequence,
+            consensus: e.consensus,
+            tick: &ledger.tokens[e.token.0 as usize].tick,
+            kind: e.kind,
+            amount: e.amount,
+            from: e.from,
+            to: e.to,
+            payer: e.payer,
+            memo: e.memo.as_deref(),
+        })
+        .collect()
+}
+
+fn model_events(events: &[EventRow]) -> Vec<EventRef<'_>> {
+    events
+        .iter()
+        .map(|e| EventRef {
+            topic: e.topic,
+            sequence: e.sequence,
+            consensus: e.consensus,
+            tick: &e.tick,
+            kind: e.kind,
+            amount: e.amount,
+            from: e.from,
+            to: e.to,
+            payer: e.payer,
+            memo: e.memo.as_deref(),
+        })
+        .collect()
+}
+
+fn insert_events(conn: &Connection, table: &str, events: &[EventRef]) -> Result<()> {
     for part in events.chunks(200_000) {
         let batch = columnar::batch(vec![
             ("topic", columnar::strings(part.iter().map(|e| Some(e.topic.to_string())))),
             ("sequence", columnar::u64s(part.iter().map(|e| Some(e.sequence)))),
             ("consensus_ns", columnar::u64s(part.iter().map(|e| Some(e.consensus.0)))),
-            ("tick", columnar::strings(part.iter().map(|e| Some(tick(e))))),
+            ("tick", columnar::strings(part.iter().map(|e| Some(e.tick)))),
             ("kind", columnar::strings(part.iter().map(|e| Some(e.kind.as_str())))),
             ("amount", columnar::u64s(part.iter().map(|e| Some(e.amount)))),
             ("from_account", columnar::strings(part.iter().map(|e| e.from.map(|a| a.to_string())))),
             ("to_account", columnar::strings(part.iter().map(|e| e.to.map(|a| a.to_string())))),
             ("payer", columnar::strings(part.iter().map(|e| Some(e.payer.to_string())))),
-            ("memo", columnar::strings(part.iter().map(|e| e.memo.as_deref()))),
+            ("memo", columnar::strings(part.iter().map(|e| e.memo))),
         ])?;
-        columnar::append(conn, "events", batch)?;
+        columnar::append(conn, table, batch)?;
     }
     Ok(())
 }
@@ -245,6 +357,7 @@ fn insert_operations(conn: &Connection, operations: &[OperationRow]) -> Result<(
             ("amount", columnar::u64s(part.iter().map(|o| o.amount))),
             ("from_account", columnar::strings(part.iter().map(|o| o.from.map(|a| a.to_string())))),
             ("to_account", columnar::strings(part.iter().map(|o| o.to.map(|a| a.to_string())))),
+            ("memo", columnar::strings(part.iter().map(|o| o.memo.as_deref()))),
             ("valid", columnar::bools(part.iter().map(|o| Some(o.rejection.is_none())))),
             ("reason", columnar::strings(part.iter().map(|o| o.rejection.map(|r| r.describe())))),
         ])?;
@@ -308,40 +421,39 @@ fn summary(t: &Token) -> TokenSummary {
     }
 }
 
-/// Holdings, optionally only those `filter` (a SQL condition on `h`) keeps.
-fn holdings(conn: &Connection, filter: &str) -> Result<Vec<HoldingRow>> {
-    let mut stmt =
-        conn.prepare(&format!("SELECT topic, tick, account, balance, updated_ns FROM holdings h {filter}"))?;
-    let rows = stmt.query_map([], |r| {
-        Ok(HoldingRow {
-            topic: parse(r.get(0)?)?,
-            tick: r.get(1)?,
-            account: parse(r.get(2)?)?,
-            balance: r.get(3)?,
-            updated_at: Timestamp(r.get(4)?),
-        })
-    })?;
-    Ok(rows.collect::<duckdb::Result<Vec<_>>>()?)
+/// Holdings: all of them, or those a query selecting the same columns picks.
+fn holdings(conn: &Connection, query: Option<&str>) -> Result<Vec<HoldingRow>> {
+    let mut stmt = conn.prepare(query.unwrap_or("SELECT topic, tick, account, balance, updated_ns FROM holdings"))?;
+    let mut out = Vec::new();
+    // Columnar: half a million rows load in a fraction of the row API's time.
+    for batch in stmt.query_arrow([])? {
+        let topics: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
+        let ticks: StringArray = columnar::column(&batch, 1, DataType::Utf8)?;
+        let accounts: StringArray = columnar::column(&batch, 2, DataType::Utf8)?;
+        let balances: UInt64Array = columnar::column(&batch, 3, DataType::UInt64)?;
+        let updated: UInt64Array = columnar::column(&batch, 4, DataType::UInt64)?;
+        out.reserve(batch.num_rows());
+        for i in 0..batch.num_rows() {
+            out.push(HoldingRow {
+                topic: topics.value(i).parse()?,
+                tick: ticks.value(i).to_string(),
+                account: accounts.value(i).parse()?,
+                balance: balances.value(i),
+                updated_at: Timestamp(updated.value(i)),
+            });
+        }
+    }
+    Ok(out)
 }
 
-/// The newest `limit` events of each kind per token (of those `scope`, a SQL
-/// condition on `e`, keeps) and for the whole ecosystem.
-fn recent_events(conn: &Connection, scope: &str, limit: usize) -> Result<Vec<EventRow>> {
-    const COLUMNS: &str = "topic, sequence, consensus_ns, tick, kind, amount, from_account, to_account, payer, memo";
-    let newest = |kind: &str| {
-        format!(
-            "(SELECT {COLUMNS} FROM events WHERE kind = '{kind}' ORDER BY consensus_ns DESC, sequence DESC LIMIT ?1)"
-        )
-    };
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM events e WHERE {scope}
-           QUALIFY row_number() OVER (PARTITION BY topic, tick, kind ORDER BY consensus_ns DESC, sequence DESC) <= ?1
-         UNION {} UNION {} UNION {}",
-        newest("mint"),
-        newest("burn"),
-        newest("transfer")
-    ))?;
-    let rows = stmt.query_map(params![limit as u64], |r| {
+/// The newest events of each kind per token and for the whole ecosystem
+/// (the `recent_events` table, kept trimmed to the snapshot's limit).
+fn recent_events(conn: &Connection) -> Result<Vec<EventRow>> {
+    let mut stmt = conn.prepare(
+        "SELECT topic, sequence, consensus_ns, tick, kind, amount, from_account, to_account, payer, memo
+         FROM recent_events",
+    )?;
+    let rows = stmt.query_map([], |r| {
         let kind = match r.get::<_, String>(4)?.as_str() {
             "mint" => EventKind::Mint,
             "burn" => EventKind::Burn,
@@ -369,7 +481,7 @@ fn recent_events(conn: &Connection, scope: &str, limit: usize) -> Result<Vec<Eve
 pub fn load_analytics(path: &Path, recent_limit: usize) -> Result<Analytics> {
     let conn = open_read_only(path)?;
     let tokens: Vec<TokenSummary> = tokens(&conn)?.iter().map(summary).collect();
-    Ok(Analytics::from_parts(tokens, holdings(&conn, "")?, recent_events(&conn, "true", recent_limit)?, recent_limit))
+    Ok(Analytics::from_parts(tokens, holdings(&conn, None)?, recent_events(&conn)?, recent_limit))
 }
 
 /// The part of the model an incremental build re-renders: every token,
@@ -398,17 +510,15 @@ pub fn load_partial(
         "want_accounts",
         columnar::batch(vec![("account", columnar::strings(accounts_changed.iter().map(|a| Some(a.to_string()))))])?,
     )?;
+    let lap = std::time::Instant::now();
     let tokens: Vec<TokenSummary> = tokens(conn)?.iter().map(summary).collect();
-    let holdings = holdings(
-        conn,
-        "WHERE EXISTS (SELECT 1 FROM want_tokens w WHERE w.topic = h.topic AND w.tick = h.tick)
-            OR EXISTS (SELECT 1 FROM want_accounts w WHERE w.account = h.account)",
-    )?;
-    let events = recent_events(
-        conn,
-        "EXISTS (SELECT 1 FROM want_tokens w WHERE w.topic = e.topic AND w.tick = e.tick)",
-        recent_limit,
-    )?;
+    // One plain scan, filtered here: cheaper than a join when, as usual, the
+    // changed tokens include the popular ones and so most holdings.
+    let mut holdings = holdings(conn, None)?;
+    holdings.retain(|h| accounts_changed.contains(&h.account) || tokens_changed.contains(&(h.topic, h.tick.clone())));
+    tracing::debug!(rows = holdings.len(), ms = lap.elapsed().as_millis() as u64, "partial holdings");
+    let events = recent_events(conn)?;
+    tracing::debug!(rows = events.len(), ms = lap.elapsed().as_millis() as u64, "partial events");
     let total: u64 =
         conn.query_row("SELECT count(DISTINCT account) FROM holdings WHERE balance > 0", [], |r| r.get(0))?;
     conn.execute_batch("DROP TABLE want_tokens; DROP TABLE want_accounts;")?;
@@ -437,10 +547,28 @@ pub fn load_ledger(conn: &Connection, meta: &Meta, accounts: &BTreeSet<EntityId>
         "want_accounts",
         columnar::batch(vec![("account", columnar::strings(accounts.iter().map(|a| Some(a.to_string()))))])?,
     )?;
-    let balances = holdings(conn, "WHERE EXISTS (SELECT 1 FROM want_accounts w WHERE w.account = h.account)")?
-        .into_iter()
-        .map(|h| ((h.topic, h.tick), h.account, Holding { balance: h.balance, updated_at: h.updated_at }))
-        .collect();
+    let balances = holdings(
+        conn,
+        Some("SELECT topic, tick, account, balance, updated_ns FROM holdings JOIN want_accounts USING (account)"),
+    )?
+    .into_iter()
+    .map(|h| ((h.topic, h.tick), h.account, Holding { balance: h.balance, updated_at: h.updated_at }))
+    .collect();
     conn.execute_batch("DROP TABLE want_accounts;")?;
     Ok(Ledger::resume(meta.topics, topics, tokens(conn)?, balances, meta.last_applied))
+}
+
+/// Debug-level timings of the steps inside a snapshot write.
+struct Timer(std::cell::Cell<std::time::Instant>);
+
+impl Timer {
+    fn new() -> Timer {
+        Timer(std::cell::Cell::new(std::time::Instant::now()))
+    }
+
+    fn lap(&self, what: &str) {
+        let now = std::time::Instant::now();
+        tracing::debug!(what, ms = (now - self.0.get()).as_millis() as u64, "snapshot");
+        self.0.set(now);
+    }
 }

@@ -4,8 +4,8 @@
 //! a cursor per topic (the last sequence number stored), so the next run
 //! asks the source only for what is new. A topic's messages and its cursor
 //! are written in one transaction: a run killed mid-fetch leaves the two
-//! consistent. The derived tables of the last build are copied in from its
-//! snapshot for analysts who work on the warehouse.
+//! consistent. The derived tables of the last build live here too
+//! ([`crate::snapshot`]), and each build's snapshot is a copy of this file.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,11 +18,12 @@ use duckdb::{params, Connection};
 use crate::columnar;
 
 use crate::entity::EntityId;
-use crate::hcs20::{Changes, Chunk, Ledger, Message, OperationRow};
+use crate::hcs20::{Chunk, Message};
 use crate::timestamp::Timestamp;
 
 pub struct Warehouse {
     conn: Connection,
+    path: std::path::PathBuf,
 }
 
 const SCHEMA: &str = "
@@ -40,11 +41,7 @@ CREATE TABLE IF NOT EXISTS cursors (
     topic         VARCHAR PRIMARY KEY,
     last_sequence UBIGINT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS derived_from (build VARCHAR);
 ";
-
-/// Derived tables copied from the newest snapshot.
-pub const DERIVED_TABLES: [&str; 5] = ["topics", "tokens", "holdings", "events", "operations"];
 
 impl Warehouse {
     pub fn open(path: &Path) -> Result<Warehouse> {
@@ -53,7 +50,7 @@ impl Warehouse {
         }
         let conn = Connection::open(path).with_context(|| format!("opening the warehouse {}", path.display()))?;
         conn.execute_batch(SCHEMA).context("creating the warehouse schema")?;
-        Ok(Warehouse { conn })
+        Ok(Warehouse { conn, path: path.to_path_buf() })
     }
 
     pub fn cursors(&self) -> Result<BTreeMap<EntityId, u64>> {
@@ -161,46 +158,12 @@ impl Warehouse {
         Ok(out)
     }
 
-    /// The build whose derived tables the warehouse holds.
-    pub fn derived_from(&self) -> Result<Option<String>> {
-        let mut stmt = self.conn.prepare("SELECT build FROM derived_from")?;
-        let mut rows = stmt.query([])?;
-        Ok(match rows.next()? {
-            Some(row) => Some(row.get(0)?),
-            None => None,
-        })
+    /// The connection, for the derived tables ([`crate::snapshot`]).
+    pub fn conn(&self) -> &Connection {
+        &self.conn
     }
 
-    /// Applies an incremental run's changes to the derived tables, which
-    /// hold the previous build's, and records the new build.
-    pub fn apply_delta(
-        &self,
-        build: &str,
-        ledger: &Ledger,
-        changes: &Changes,
-        operations: &[OperationRow],
-    ) -> Result<()> {
-        crate::snapshot::apply_delta(&self.conn, ledger, changes, operations)?;
-        self.conn.execute_batch(&format!(
-            "DELETE FROM derived_from; INSERT INTO derived_from VALUES ('{}');",
-            build.replace('\'', "''")
-        ))?;
-        Ok(())
-    }
-
-    /// Replaces the derived tables with those of a build's snapshot, in one
-    /// transaction, and records which build they came from.
-    pub fn copy_derived(&self, build: &str, snapshot: &Path) -> Result<()> {
-        let path = snapshot.to_string_lossy().replace('\'', "''");
-        let mut sql = format!("ATTACH '{path}' AS snap (READ_ONLY);\nBEGIN;\n");
-        for table in DERIVED_TABLES {
-            sql.push_str(&format!("CREATE OR REPLACE TABLE {table} AS SELECT * FROM snap.{table};\n"));
-        }
-        sql.push_str(&format!(
-            "DELETE FROM derived_from;\nINSERT INTO derived_from VALUES ('{}');\n",
-            build.replace('\'', "''")
-        ));
-        sql.push_str("COMMIT;\nDETACH snap;\n");
-        self.conn.execute_batch(&sql).context("copying the build's tables into the warehouse")
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }

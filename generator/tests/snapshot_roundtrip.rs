@@ -20,14 +20,19 @@ fn snapshot_model_renders_every_route_identically() {
 
     let dir = std::env::temp_dir().join(format!("almanac-snapshot-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("test.duckdb");
     let meta = snapshot::Meta {
+        build: String::new(),
         topics,
         recent_limit: limits.max_page_size,
         last_applied: ledger.last_applied,
         applied: Default::default(),
     };
-    snapshot::write(&path, "test", &ledger, &operations, &meta).unwrap();
+    {
+        let conn = duckdb::Connection::open(&path).unwrap();
+        snapshot::write_full(&conn, &ledger, &operations, built.recent_events(), &meta).unwrap();
+    }
     let loaded = snapshot::load_analytics(&path, limits.max_page_size).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 

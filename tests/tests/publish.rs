@@ -72,8 +72,16 @@ fn killing_the_generator_at_any_point_leaves_the_previous_build_serving() {
     }
     assert!(killed >= 3, "the test should kill the generator at several points: {killed}");
 
-    // After all the kills, a normal run still works and the api serves it.
+    // After all the kills, a normal run still works, gives exactly what a
+    // clean replay of the same corpus gives, and the api serves it.
     build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
+    let clean = TempDir::new("kill-clean");
+    build(
+        &clean.path().join("site"),
+        &clean.path().join("data"),
+        &["--ledger-dir", corpus.to_str().unwrap(), "--full"],
+    );
+    assert_eq!(live_manifest(&site).build, live_manifest(&clean.path().join("site")).build);
     let api = Api::start(&site, &data);
     let body = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
     assert_eq!(body.status(), 200);

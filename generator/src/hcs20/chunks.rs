@@ -109,6 +109,7 @@ impl OperationRow {
             amount: None,
             from: None,
             to: None,
+            memo: None,
             rejection: Some(Rejection::new(reason)),
         }
     }

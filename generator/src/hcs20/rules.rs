@@ -122,6 +122,7 @@ pub struct OperationRow {
     pub amount: Option<u64>,
     pub from: Option<EntityId>,
     pub to: Option<EntityId>,
+    pub memo: Option<String>,
     pub rejection: Option<Rejection>,
 }
 
@@ -254,6 +255,7 @@ impl Ledger {
             amount: None,
             from: None,
             to: None,
+            memo: None,
             rejection: None,
         };
         let operation = match decoded {
@@ -272,6 +274,7 @@ impl Ledger {
             Operation::Deploy { max, .. } => row.amount = Some(*max),
             Operation::Register { .. } => {}
         }
+        row.memo = operation.memo().map(str::to_string);
         row.rejection = self.check_and_apply(envelope, operation).err();
         row
     }
