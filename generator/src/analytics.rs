@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::entity::EntityId;
-use crate::hcs20::{EventKind, Ledger};
+use crate::hcs20::{EventKind, Ledger, Token};
 use crate::timestamp::Timestamp;
 
 /// Default page size of `/hcs20/holders` and `/hcs20/transactions`.
@@ -35,6 +35,27 @@ pub struct TokenSummary {
     pub transfers: u64,
     pub holders: u64,
     pub last_change: Timestamp,
+}
+
+impl From<&Token> for TokenSummary {
+    fn from(t: &Token) -> TokenSummary {
+        TokenSummary {
+            topic: t.topic,
+            tick: t.tick.clone(),
+            name: t.name.clone(),
+            max: t.max,
+            lim: t.lim,
+            memo: t.memo.clone(),
+            metadata: t.metadata.clone(),
+            deployed_at: t.deployed_at,
+            supply: t.supply(),
+            mints: t.mints,
+            burns: t.burns,
+            transfers: t.transfers,
+            holders: t.holders,
+            last_change: t.last_change,
+        }
+    }
 }
 
 /// A balance, zero included: an account that once held a token keeps its
@@ -246,26 +267,7 @@ pub const RANKING_SIZE: usize = 10;
 impl Analytics {
     /// The model of a ledger the rules just computed.
     pub fn from_ledger(ledger: &Ledger, recent_limit: usize) -> Analytics {
-        let tokens = ledger
-            .tokens
-            .iter()
-            .map(|t| TokenSummary {
-                topic: t.topic,
-                tick: t.tick.clone(),
-                name: t.name.clone(),
-                max: t.max,
-                lim: t.lim,
-                memo: t.memo.clone(),
-                metadata: t.metadata.clone(),
-                deployed_at: t.deployed_at,
-                supply: t.supply(),
-                mints: t.mints,
-                burns: t.burns,
-                transfers: t.transfers,
-                holders: t.holders,
-                last_change: t.last_change,
-            })
-            .collect();
+        let tokens = ledger.tokens.iter().map(TokenSummary::from).collect();
         let holdings = ledger
             .balances
             .iter()

@@ -402,25 +402,6 @@ fn tokens(conn: &Connection) -> Result<Vec<Token>> {
     Ok(rows.collect::<duckdb::Result<Vec<_>>>()?)
 }
 
-fn summary(t: &Token) -> TokenSummary {
-    TokenSummary {
-        topic: t.topic,
-        tick: t.tick.clone(),
-        name: t.name.clone(),
-        max: t.max,
-        lim: t.lim,
-        memo: t.memo.clone(),
-        metadata: t.metadata.clone(),
-        deployed_at: t.deployed_at,
-        supply: t.supply(),
-        mints: t.mints,
-        burns: t.burns,
-        transfers: t.transfers,
-        holders: t.holders,
-        last_change: t.last_change,
-    }
-}
-
 /// Holdings: all of them, or those a query selecting the same columns picks.
 fn holdings(conn: &Connection, query: Option<&str>) -> Result<Vec<HoldingRow>> {
     let mut stmt = conn.prepare(query.unwrap_or("SELECT topic, tick, account, balance, updated_ns FROM holdings"))?;
@@ -480,7 +461,7 @@ fn recent_events(conn: &Connection) -> Result<Vec<EventRow>> {
 /// the newest `recent_limit` events of each kind per token and overall.
 pub fn load_analytics(path: &Path, recent_limit: usize) -> Result<Analytics> {
     let conn = open_read_only(path)?;
-    let tokens: Vec<TokenSummary> = tokens(&conn)?.iter().map(summary).collect();
+    let tokens: Vec<TokenSummary> = tokens(&conn)?.iter().map(TokenSummary::from).collect();
     Ok(Analytics::from_parts(tokens, holdings(&conn, None)?, recent_events(&conn)?, recent_limit))
 }
 
@@ -511,7 +492,7 @@ pub fn load_partial(
         columnar::batch(vec![("account", columnar::strings(accounts_changed.iter().map(|a| Some(a.to_string()))))])?,
     )?;
     let lap = std::time::Instant::now();
-    let tokens: Vec<TokenSummary> = tokens(conn)?.iter().map(summary).collect();
+    let tokens: Vec<TokenSummary> = tokens(conn)?.iter().map(TokenSummary::from).collect();
     // One plain scan, filtered here: cheaper than a join when, as usual, the
     // changed tokens include the popular ones and so most holdings.
     let mut holdings = holdings(conn, None)?;

@@ -33,7 +33,7 @@ pub struct MirrorServer {
 impl MirrorServer {
     /// Starts serving `topics` on a free loopback port.
     pub async fn start(topics: HashMap<EntityId, Vec<MirrorMessage>>, latency: Duration) -> MirrorServer {
-        let topics = Arc::new(Mutex::new(topics));
+        let topics = Arc::new(Mutex::new(sorted(topics)));
         let knobs = Arc::new(Knobs { latency, ..Knobs::default() });
         let log = Arc::new(Mutex::new(Vec::new()));
         let state = (topics.clone(), knobs.clone(), log.clone());
@@ -68,7 +68,7 @@ impl MirrorServer {
     }
 
     pub fn set_topics(&self, topics: HashMap<EntityId, Vec<MirrorMessage>>) {
-        *self.topics.lock().unwrap() = topics;
+        *self.topics.lock().unwrap() = sorted(topics);
     }
 
     pub fn fail_next(&self, count: usize, status: StatusCode) {
@@ -131,14 +131,14 @@ async fn answer(
             _ => {}
         }
     }
-    let selected = messages.iter().filter(|m| m.sequence_number > after && m.sequence_number <= until);
+    // Messages are kept in sequence order: find the range by bisection.
+    let start = messages.partition_point(|m| m.sequence_number <= after);
+    let end = messages.partition_point(|m| m.sequence_number <= until);
+    let selected = &messages[start..end.max(start)];
     let page: Vec<MirrorMessage> = if descending {
-        let mut all: Vec<_> = selected.cloned().collect();
-        all.reverse();
-        all.truncate(limit as usize);
-        all
+        selected.iter().rev().take(limit as usize).cloned().collect()
     } else {
-        selected.take(limit as usize).cloned().collect()
+        selected.iter().take(limit as usize).cloned().collect()
     };
     let next = (page.len() as u64 == limit && !descending).then(|| {
         let last = page.last().unwrap().sequence_number;
@@ -146,6 +146,13 @@ async fn answer(
         format!("/api/v1/topics/{topic}/messages?limit={limit}&order=asc&sequencenumber=gt:{last}{bound}")
     });
     json(StatusCode::OK, serde_json::to_value(Page { messages: page, links: Links { next } }).unwrap())
+}
+
+fn sorted(mut topics: HashMap<EntityId, Vec<MirrorMessage>>) -> HashMap<EntityId, Vec<MirrorMessage>> {
+    for list in topics.values_mut() {
+        list.sort_by_key(|m| m.sequence_number);
+    }
+    topics
 }
 
 fn form_pairs(query: &str) -> Vec<(String, String)> {
