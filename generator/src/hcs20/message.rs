@@ -203,10 +203,8 @@ pub fn decode(body: &[u8]) -> (Header, Result<Operation, Rejection>) {
         Err(_) => return (Header::default(), Err(Rejection::new(Reason::InvalidJson))),
     };
     match fields.operation() {
-        Ok(operation) => {
-            let header = Header { op: Some(operation.kind()), tick: operation.tick().map(str::to_string) };
-            (header, Ok(operation))
-        }
+        // The tick of a decoded operation is in the operation itself.
+        Ok(operation) => (Header { op: Some(operation.kind()), tick: None }, Ok(operation)),
         Err(rejection) => {
             let header = Header {
                 op: fields.op.as_ref().and_then(Value::as_str).and_then(OpKind::parse),

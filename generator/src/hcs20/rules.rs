@@ -131,7 +131,8 @@ pub struct Ledger {
     pub well_known: Topics,
     pub topics: BTreeMap<EntityId, TopicInfo>,
     pub tokens: Vec<Token>,
-    token_index: HashMap<(EntityId, String), TokenId>,
+    /// Topic, then tick: looked up by `&str`, with no key to build.
+    token_index: HashMap<EntityId, HashMap<String, TokenId>>,
     pub balances: HashMap<(TokenId, EntityId), Holding>,
     pub events: Vec<Event>,
     /// Consensus time of the last message applied, valid or not.
@@ -195,11 +196,11 @@ impl Ledger {
         ledger.topics.extend(topics.into_iter().map(|t| (t.id, t)));
         for token in tokens {
             let id = TokenId(ledger.tokens.len() as u32);
-            ledger.token_index.insert((token.topic, token.tick.clone()), id);
+            ledger.token_index.entry(token.topic).or_default().insert(token.tick.clone(), id);
             ledger.tokens.push(token);
         }
-        for (key, account, holding) in balances {
-            if let Some(&id) = ledger.token_index.get(&key) {
+        for ((topic, tick), account, holding) in balances {
+            if let Some(id) = ledger.token(topic, &tick) {
                 ledger.balances.insert((id, account), holding);
             }
         }
@@ -209,7 +210,7 @@ impl Ledger {
     }
 
     pub fn token(&self, topic: EntityId, tick: &str) -> Option<TokenId> {
-        self.token_index.get(&(topic, tick.to_string())).copied()
+        self.token_index.get(&topic).and_then(|ticks| ticks.get(tick)).copied()
     }
 
     pub fn balance(&self, token: TokenId, account: EntityId) -> u64 {
@@ -274,14 +275,21 @@ impl Ledger {
             Operation::Deploy { max, .. } => row.amount = Some(*max),
             Operation::Register { .. } => {}
         }
-        row.memo = operation.memo().map(str::to_string);
-        row.rejection = self.check_and_apply(envelope, operation).err();
+        row.rejection = self.check_and_apply(envelope, &operation).err();
+        // The row takes the operation's tick and memo rather than copies.
+        (row.tick, row.memo) = match operation {
+            Operation::Deploy { tick, memo, .. }
+            | Operation::Mint { tick, memo, .. }
+            | Operation::Burn { tick, memo, .. }
+            | Operation::Transfer { tick, memo, .. } => (Some(tick), memo),
+            Operation::Register { memo, .. } => (None, memo),
+        };
         row
     }
 
-    fn check_and_apply(&mut self, envelope: &Envelope, operation: Operation) -> Result<(), Rejection> {
+    fn check_and_apply(&mut self, envelope: &Envelope, operation: &Operation) -> Result<(), Rejection> {
         let on_registry = envelope.topic == self.well_known.registry;
-        if let Operation::Register { topic, .. } = &operation {
+        if let Operation::Register { topic, .. } = operation {
             if !on_registry {
                 return Err(Rejection::new(Reason::WrongTopic));
             }
@@ -308,19 +316,18 @@ impl Ledger {
         let kind = operation.kind();
         match operation {
             Operation::Deploy { tick, name, max, lim, metadata, memo } => {
-                let key = (envelope.topic, tick);
-                if self.token_index.contains_key(&key) {
+                if self.token(envelope.topic, tick).is_some() {
                     return Err(Rejection::new(Reason::TickExists));
                 }
                 let id = TokenId(self.tokens.len() as u32);
                 self.tokens.push(Token {
                     topic: envelope.topic,
-                    tick: key.1.clone(),
-                    name,
-                    max,
-                    lim,
-                    metadata,
-                    memo,
+                    tick: tick.clone(),
+                    name: name.clone(),
+                    max: *max,
+                    lim: *lim,
+                    metadata: metadata.clone(),
+                    memo: memo.clone(),
                     deployed_at: at,
                     minted: 0,
                     burned: 0,
@@ -330,11 +337,11 @@ impl Ledger {
                     holders: 0,
                     last_change: at,
                 });
-                self.token_index.insert(key, id);
+                self.token_index.entry(envelope.topic).or_default().insert(tick.clone(), id);
                 self.touch(id, None);
                 Ok(())
             }
-            Operation::Mint { tick, amount, to, memo } => {
+            &Operation::Mint { ref tick, amount, to, ref memo } => {
                 let id = self.existing(envelope.topic, tick)?;
                 let token = &self.tokens[id.0 as usize];
                 if token.lim.is_some_and(|lim| amount > lim) {
@@ -347,10 +354,10 @@ impl Ledger {
                 let token = &mut self.tokens[id.0 as usize];
                 token.minted += amount;
                 token.mints += 1;
-                self.record(envelope, id, kind, amount, None, Some(to), memo);
+                self.record(envelope, id, kind, amount, None, Some(to), memo.clone());
                 Ok(())
             }
-            Operation::Burn { tick, amount, from, memo } => {
+            &Operation::Burn { ref tick, amount, from, ref memo } => {
                 let id = self.existing(envelope.topic, tick)?;
                 if !authorised(from) {
                     return Err(Rejection::new(Reason::PayerNotSender));
@@ -359,10 +366,10 @@ impl Ledger {
                 let token = &mut self.tokens[id.0 as usize];
                 token.burned += amount;
                 token.burns += 1;
-                self.record(envelope, id, kind, amount, Some(from), None, memo);
+                self.record(envelope, id, kind, amount, Some(from), None, memo.clone());
                 Ok(())
             }
-            Operation::Transfer { tick, amount, from, to, memo } => {
+            &Operation::Transfer { ref tick, amount, from, to, ref memo } => {
                 let id = self.existing(envelope.topic, tick)?;
                 if !authorised(from) {
                     return Err(Rejection::new(Reason::PayerNotSender));
@@ -370,15 +377,15 @@ impl Ledger {
                 self.debit(id, from, amount, at)?;
                 self.credit(id, to, amount, at);
                 self.tokens[id.0 as usize].transfers += 1;
-                self.record(envelope, id, kind, amount, Some(from), Some(to), memo);
+                self.record(envelope, id, kind, amount, Some(from), Some(to), memo.clone());
                 Ok(())
             }
             Operation::Register { .. } => unreachable!("handled above"),
         }
     }
 
-    fn existing(&self, topic: EntityId, tick: String) -> Result<TokenId, Rejection> {
-        self.token_index.get(&(topic, tick)).copied().ok_or(Rejection::new(Reason::TickNotDeployed))
+    fn existing(&self, topic: EntityId, tick: &str) -> Result<TokenId, Rejection> {
+        self.token(topic, tick).ok_or(Rejection::new(Reason::TickNotDeployed))
     }
 
     fn touch(&mut self, token: TokenId, account: Option<EntityId>) {
