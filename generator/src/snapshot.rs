@@ -89,7 +89,7 @@ pub fn write_full(
     insert_events(&tx, "recent_events", &model_events(recent))?;
     insert_operations(&tx, operations)?;
     timer.lap("operations");
-    write_meta(&tx, PENDING, meta)?;
+    write_meta_rows(&tx, PENDING, meta)?;
     tx.commit().context("writing the derived tables")
 }
 
@@ -161,8 +161,15 @@ pub fn apply_delta(
     tx.commit().context("applying the changes")
 }
 
-/// Records the build id and resume state.
+/// Records the build id and resume state, in one transaction.
 pub fn write_meta(conn: &Connection, build: &str, meta: &Meta) -> Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    write_meta_rows(&tx, build, meta)?;
+    tx.commit().context("recording the build")
+}
+
+/// [`write_meta`] inside a transaction the caller holds.
+fn write_meta_rows(conn: &Connection, build: &str, meta: &Meta) -> Result<()> {
     conn.execute_batch("DELETE FROM build; DELETE FROM applied;")?;
     let rows = [
         ("id", build.to_string()),
@@ -181,9 +188,19 @@ pub fn write_meta(conn: &Connection, build: &str, meta: &Meta) -> Result<()> {
     Ok(())
 }
 
-/// Reads the tables' [`Meta`]; `None` when there are none, or of another
-/// format.
+/// Reads the tables' [`Meta`]; `None` when there are none, they are of
+/// another format, or they cannot be read (then a run replays everything).
 pub fn read_meta(conn: &Connection) -> Result<Option<Meta>> {
+    match try_read_meta(conn) {
+        Ok(meta) => Ok(meta),
+        Err(error) => {
+            tracing::warn!(error = format!("{error:#}"), "unreadable build record; replaying everything");
+            Ok(None)
+        }
+    }
+}
+
+fn try_read_meta(conn: &Connection) -> Result<Option<Meta>> {
     let exists: bool = conn.query_row(
         "SELECT count(*) > 0 FROM information_schema.tables WHERE table_name = 'build' AND table_schema = 'main'",
         [],
