@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::entity::EntityId;
-use crate::hcs20::{EventKind, Ledger, Token};
+use crate::hcs20::{Event, EventKind, Ledger, Token};
 use crate::timestamp::Timestamp;
 
 /// Default page size of `/hcs20/holders` and `/hcs20/transactions`.
@@ -555,20 +555,26 @@ fn recent_events(ledger: &Ledger, limit: usize) -> Vec<EventRow> {
             }
         }
         if keep {
-            let token = &ledger.tokens[event.token.0 as usize];
-            out.push(EventRow {
-                topic: event.topic,
-                tick: token.tick.clone(),
-                kind: event.kind,
-                amount: event.amount,
-                from: event.from,
-                to: event.to,
-                payer: event.payer,
-                memo: event.memo.clone(),
-                consensus: event.consensus,
-                sequence: event.sequence,
-            });
+            out.push(EventRow::of(ledger, event));
         }
     }
     out
+}
+
+impl EventRow {
+    /// A ledger's event as a row of the model.
+    pub fn of(ledger: &Ledger, event: &Event) -> EventRow {
+        EventRow {
+            topic: event.topic,
+            tick: ledger.tokens[event.token.0 as usize].tick.clone(),
+            kind: event.kind,
+            amount: event.amount,
+            from: event.from,
+            to: event.to,
+            payer: event.payer,
+            memo: event.memo.clone(),
+            consensus: event.consensus,
+            sequence: event.sequence,
+        }
+    }
 }

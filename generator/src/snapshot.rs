@@ -21,7 +21,7 @@ use duckdb::{params, AccessMode, Config, Connection};
 use crate::analytics::{Analytics, EventRow, HoldingRow, TokenSummary};
 use crate::columnar;
 use crate::entity::EntityId;
-use crate::hcs20::{Changes, Event, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
+use crate::hcs20::{Changes, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
 use crate::timestamp::Timestamp;
 
 const SCHEMA: &str = "
@@ -86,7 +86,7 @@ pub fn write_full(
     insert_tokens(&tx, ledger, (0..ledger.tokens.len() as u32).map(TokenId))?;
     insert_holdings(&tx, ledger, ledger.balances.keys().copied())?;
     timer.lap("holdings");
-    insert_events(&tx, "recent_events", &model_events(recent))?;
+    insert_events(&tx, "recent_events", recent)?;
     insert_operations(&tx, operations)?;
     timer.lap("operations");
     write_meta_rows(&tx, PENDING, meta)?;
@@ -153,7 +153,9 @@ pub fn apply_delta(
     )?;
     insert_tokens(&tx, ledger, changes.tokens.iter().copied())?;
     insert_holdings(&tx, ledger, changes.balances.iter().copied())?;
-    insert_events(&tx, "recent_events", &ledger_events(ledger, &ledger.events[changes.first_event..]))?;
+    let new_events: Vec<EventRow> =
+        ledger.events[changes.first_event..].iter().map(|e| EventRow::of(ledger, e)).collect();
+    insert_events(&tx, "recent_events", &new_events)?;
     trim_recent(&tx, recent_limit)?;
     insert_operations(&tx, operations)?;
     tx.execute_batch("DROP TABLE changed_tokens; DROP TABLE changed_holdings;")?;
@@ -292,69 +294,19 @@ fn trim_recent(conn: &Connection, limit: usize) -> Result<()> {
     Ok(())
 }
 
-/// One event as a table row, borrowed from the ledger or from the model.
-struct EventRef<'a> {
-    topic: EntityId,
-    sequence: u64,
-    consensus: Timestamp,
-    tick: &'a str,
-    kind: EventKind,
-    amount: u64,
-    from: Option<EntityId>,
-    to: Option<EntityId>,
-    payer: EntityId,
-    memo: Option<&'a str>,
-}
-
-fn ledger_events<'a>(ledger: &'a Ledger, events: &'a [Event]) -> Vec<EventRef<'a>> {
-    events
-        .iter()
-        .map(|e| EventRef {
-            topic: e.topic,
-            sequence: e.sequence,
-            consensus: e.consensus,
-            tick: &ledger.tokens[e.token.0 as usize].tick,
-            kind: e.kind,
-            amount: e.amount,
-            from: e.from,
-            to: e.to,
-            payer: e.payer,
-            memo: e.memo.as_deref(),
-        })
-        .collect()
-}
-
-fn model_events(events: &[EventRow]) -> Vec<EventRef<'_>> {
-    events
-        .iter()
-        .map(|e| EventRef {
-            topic: e.topic,
-            sequence: e.sequence,
-            consensus: e.consensus,
-            tick: &e.tick,
-            kind: e.kind,
-            amount: e.amount,
-            from: e.from,
-            to: e.to,
-            payer: e.payer,
-            memo: e.memo.as_deref(),
-        })
-        .collect()
-}
-
-fn insert_events(conn: &Connection, table: &str, events: &[EventRef]) -> Result<()> {
+fn insert_events(conn: &Connection, table: &str, events: &[EventRow]) -> Result<()> {
     for part in events.chunks(200_000) {
         let batch = columnar::batch(vec![
             ("topic", columnar::strings(part.iter().map(|e| Some(e.topic.to_string())))),
             ("sequence", columnar::u64s(part.iter().map(|e| Some(e.sequence)))),
             ("consensus_ns", columnar::u64s(part.iter().map(|e| Some(e.consensus.0)))),
-            ("tick", columnar::strings(part.iter().map(|e| Some(e.tick)))),
+            ("tick", columnar::strings(part.iter().map(|e| Some(e.tick.as_str())))),
             ("kind", columnar::strings(part.iter().map(|e| Some(e.kind.as_str())))),
             ("amount", columnar::u64s(part.iter().map(|e| Some(e.amount)))),
             ("from_account", columnar::strings(part.iter().map(|e| e.from.map(|a| a.to_string())))),
             ("to_account", columnar::strings(part.iter().map(|e| e.to.map(|a| a.to_string())))),
             ("payer", columnar::strings(part.iter().map(|e| Some(e.payer.to_string())))),
-            ("memo", columnar::strings(part.iter().map(|e| e.memo))),
+            ("memo", columnar::strings(part.iter().map(|e| e.memo.as_deref()))),
         ])?;
         columnar::append(conn, table, batch)?;
     }
