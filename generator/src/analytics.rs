@@ -317,7 +317,7 @@ impl Analytics {
             list.sort_unstable();
         }
 
-        events.sort_unstable_by(|a, b| (b.consensus, b.topic, b.sequence).cmp(&(a.consensus, a.topic, a.sequence)));
+        events.sort_unstable_by_key(|e| std::cmp::Reverse((e.consensus, e.topic, e.sequence)));
         events.dedup_by(|a, b| (a.topic, a.sequence) == (b.topic, b.sequence));
         let mut recent = vec![Recent::default(); tokens.len()];
         let mut ecosystem = Recent::default();
@@ -422,7 +422,7 @@ impl Analytics {
     pub fn ecosystem_stats(&self) -> (EcosystemStats, Timestamp) {
         let top = |key: fn(&TokenSummary) -> u64| {
             let mut order: Vec<&TokenSummary> = self.tokens.iter().collect();
-            order.sort_by(|a, b| key(b).cmp(&key(a))); // stable: deploy order breaks ties
+            order.sort_by_key(|t| std::cmp::Reverse(key(t))); // stable: deploy order breaks ties
             order.truncate(RANKING_SIZE);
             order
         };

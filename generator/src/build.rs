@@ -88,7 +88,7 @@ struct Tables {
 /// What the apply step decided.
 enum Step {
     /// Apply only what is new on top of the live build.
-    Apply(Computed),
+    Apply(Box<Computed>),
     /// Replay everything.
     Replay,
     /// Nothing is new: the live build stands.
@@ -115,7 +115,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         _ => Step::Replay,
     };
     let computed = match step {
-        Step::Apply(computed) => computed,
+        Step::Apply(computed) => *computed,
         Step::Replay => full(config, &warehouse, everything, &mut report)?,
         Step::UpToDate(live) => {
             tracing::info!(build = %live.build, "nothing new since the live build");
@@ -307,7 +307,7 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
     report.applied = operations.len();
     report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
     let meta = Meta { last_applied: ledger.last_applied, applied: last_sequences(&new, meta.applied.clone()), ..meta };
-    Ok(Step::Apply(Computed { files, kept, meta, tables: None }))
+    Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None })))
 }
 
 /// Why new messages cannot simply be applied on top of the live build.

@@ -354,7 +354,9 @@ async fn conditional_requests(site: &Site) {
         }
         request.send()
     };
-    let cases: Vec<(&str, Vec<(&'static str, String)>, u16)> = vec![
+    // (name, request headers, expected status)
+    type Case = (&'static str, Vec<(&'static str, String)>, u16);
+    let cases: Vec<Case> = vec![
         ("If-None-Match matching", vec![("if-none-match", etag.clone())], 304),
         ("If-None-Match weak form", vec![("if-none-match", format!("W/{etag}"))], 304),
         ("If-None-Match in a list", vec![("if-none-match", format!("\"zzz\", {etag}"))], 304),
