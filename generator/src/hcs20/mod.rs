@@ -68,38 +68,71 @@ impl Ledger {
         order.sort_unstable_by_key(|m| m.order_key());
         let (envelopes, mut chunk_rows) = chunks::assemble(order.iter().copied());
         drop(order);
-        let decoded = decode_all(&envelopes);
         self.events.reserve(envelopes.len());
-        self.learn_topics(envelopes.iter().zip(&decoded));
+        // Registrations first: a topic's privacy governs all its messages.
+        let registry = self.well_known.registry;
+        let registrations: Vec<(&chunks::Envelope, Decoded)> =
+            envelopes.iter().filter(|e| e.topic == registry).map(|e| (e, decode(&e.body))).collect();
+        self.learn_topics(registrations.iter().map(|(e, d)| (*e, d)));
+        drop(registrations);
         let mut rows = Vec::with_capacity(envelopes.len() + chunk_rows.len());
         chunk_rows.sort_unstable_by_key(|row| (row.consensus, row.topic, row.sequence));
         let mut pending = chunk_rows.into_iter().peekable();
-        for (envelope, decoded) in envelopes.iter().zip(decoded) {
+        // Bodies are decoded on other threads, a chunk ahead, while this one
+        // applies them in order.
+        decode_pipelined(&envelopes, |envelope, decoded| {
             // Envelopes come in consensus order; slot the rejected chunk
             // parts in between.
             while pending.peek().is_some_and(|row| row.consensus < envelope.consensus) {
                 rows.extend(pending.next());
             }
             rows.push(self.apply_decoded(envelope, decoded));
-        }
+        });
         rows.extend(pending);
         rows
     }
 }
 
-/// Decodes every body, in parallel over the cores, keeping the order.
-fn decode_all(envelopes: &[chunks::Envelope]) -> Vec<Decoded> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = envelopes.len().div_ceil(workers).max(1024);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = envelopes
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(|e| decode(&e.body)).collect::<Vec<_>>()))
-            .collect();
-        let mut all = Vec::with_capacity(envelopes.len());
-        for handle in handles {
-            all.extend(handle.join().expect("decoder panicked"));
+/// Envelopes decoded per batch handed from the decoders to the applier.
+const DECODE_BATCH: usize = 16_384;
+
+/// Calls `apply` on every envelope with its decoded body, in order, while
+/// decoder threads (one per core) work ahead on later batches.
+fn decode_pipelined<'a>(
+    envelopes: &'a [chunks::Envelope<'a>],
+    mut apply: impl FnMut(&'a chunks::Envelope<'a>, Decoded),
+) {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).max(1);
+    let batches: Vec<&[chunks::Envelope]> = envelopes.chunks(DECODE_BATCH).collect();
+    if batches.len() <= 1 {
+        for envelope in envelopes {
+            apply(envelope, decode(&envelope.body));
         }
-        all
-    })
+        return;
+    }
+    std::thread::scope(|scope| {
+        // Worker w decodes batches w, w + workers, ...; a bounded channel
+        // per worker keeps it at most two batches ahead.
+        let receivers: Vec<_> = (0..workers)
+            .map(|w| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Decoded>>(2);
+                let mine: Vec<&[chunks::Envelope]> = batches.iter().skip(w).step_by(workers).copied().collect();
+                scope.spawn(move || {
+                    for batch in mine {
+                        let decoded = batch.iter().map(|e| decode(&e.body)).collect();
+                        if tx.send(decoded).is_err() {
+                            return;
+                        }
+                    }
+                });
+                rx
+            })
+            .collect();
+        for (i, batch) in batches.iter().enumerate() {
+            let decoded = receivers[i % workers].recv().expect("decoder thread ended early");
+            for (envelope, d) in batch.iter().zip(decoded) {
+                apply(envelope, d);
+            }
+        }
+    });
 }
