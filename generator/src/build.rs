@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::analytics::{Analytics, DEFAULT_PAGE_SIZE};
+use crate::analytics::Analytics;
 use crate::entity::EntityId;
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
 use crate::ledger::{captured, mirror};
@@ -28,7 +28,7 @@ use crate::routes::{Limits, Route};
 use crate::site::{self, Layout};
 use crate::snapshot::{self, Meta};
 use crate::warehouse::Warehouse;
-use crate::JSON;
+use crate::{Lap, JSON};
 
 /// Where messages come from.
 #[derive(Debug, Clone)]
@@ -179,22 +179,8 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     Ok(report)
 }
 
-fn ms(started: Instant) -> u64 {
+pub(crate) fn ms(started: Instant) -> u64 {
     started.elapsed().as_millis() as u64
-}
-
-/// Debug-level timings of the parts of a step.
-struct Lap(std::cell::Cell<Instant>);
-
-impl Lap {
-    fn new() -> Lap {
-        Lap(std::cell::Cell::new(Instant::now()))
-    }
-
-    fn mark(&self, what: &str) {
-        tracing::debug!(what, ms = ms(self.0.get()), "lap");
-        self.0.set(Instant::now());
-    }
 }
 
 /// Replays every stored message and renders every route; the derived
@@ -268,35 +254,18 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
     lap.mark("load partial model");
 
     // Routes the changes touch are rendered again; the rest are kept.
-    let touched = |route: &Route| match route {
-        Route::Ticks | Route::Stats | Route::EcosystemStats | Route::Transactions { token: None, .. } => true,
-        Route::Holders { topic, tick, .. } | Route::Transactions { token: Some((topic, tick)), .. } => {
-            token_keys.contains(&(*topic, tick.clone()))
-        }
-        Route::Account(account) => accounts.contains(account),
-    };
     let kept: Vec<Entry> = live
         .routes
         .iter()
         .filter(|e| {
             let (path, query) = e.route.split_once('?').unwrap_or((&e.route, ""));
-            !matches!(Route::parse(path, query, config.limits), Ok(Some(route)) if touched(&route))
+            !matches!(Route::parse(path, query, config.limits), Ok(Some(r)) if r.touched_by(&token_keys, &accounts))
         })
         .cloned()
         .collect();
-    let mut routes = vec![Route::Ticks, Route::Stats, Route::EcosystemStats];
-    routes.push(Route::Transactions { token: None, page_size: DEFAULT_PAGE_SIZE });
+    let mut routes = Route::global_static();
     for token in model.tokens.iter().filter(|t| token_keys.contains(&(t.topic, t.tick.clone()))) {
-        for page in 1..=(token.holders as usize).div_ceil(DEFAULT_PAGE_SIZE).max(1) {
-            routes.push(Route::Holders {
-                topic: token.topic,
-                tick: token.tick.clone(),
-                page,
-                page_size: DEFAULT_PAGE_SIZE,
-            });
-        }
-        routes
-            .push(Route::Transactions { token: Some((token.topic, token.tick.clone())), page_size: DEFAULT_PAGE_SIZE });
+        routes.extend(Route::token_static(token));
     }
     routes.extend(accounts.iter().map(|a| Route::Account(*a)));
     lap.mark("keep");

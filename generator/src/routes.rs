@@ -10,7 +10,9 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::analytics::{Analytics, DEFAULT_PAGE_SIZE};
+use std::collections::BTreeSet;
+
+use crate::analytics::{Analytics, TokenSummary, DEFAULT_PAGE_SIZE};
 use crate::entity::EntityId;
 use crate::hcs20::message::normalise_tick;
 use crate::timestamp::Timestamp;
@@ -226,25 +228,52 @@ impl Route {
     /// that ever held a balance, every holders page and each token's
     /// transactions at the default page size.
     pub fn all_static(analytics: &Analytics) -> Vec<Route> {
-        let mut routes = vec![Route::Ticks, Route::Stats, Route::EcosystemStats];
-        routes.push(Route::Transactions { token: None, page_size: DEFAULT_PAGE_SIZE });
+        let mut routes = Route::global_static();
         for token in &analytics.tokens {
-            let pages = (token.holders as usize).div_ceil(DEFAULT_PAGE_SIZE).max(1);
-            for page in 1..=pages {
-                routes.push(Route::Holders {
-                    topic: token.topic,
-                    tick: token.tick.clone(),
-                    page,
-                    page_size: DEFAULT_PAGE_SIZE,
-                });
-            }
-            routes.push(Route::Transactions {
-                token: Some((token.topic, token.tick.clone())),
-                page_size: DEFAULT_PAGE_SIZE,
-            });
+            routes.extend(Route::token_static(token));
         }
         routes.extend(analytics.accounts().map(Route::Account));
         routes
+    }
+
+    /// The pre-rendered routes that depend on every token.
+    pub fn global_static() -> Vec<Route> {
+        vec![
+            Route::Ticks,
+            Route::Stats,
+            Route::EcosystemStats,
+            Route::Transactions { token: None, page_size: DEFAULT_PAGE_SIZE },
+        ]
+    }
+
+    /// A token's pre-rendered routes: every holders page, and its
+    /// transactions.
+    pub fn token_static(token: &TokenSummary) -> impl Iterator<Item = Route> + '_ {
+        let pages = (token.holders as usize).div_ceil(DEFAULT_PAGE_SIZE).max(1);
+        (1..=pages)
+            .map(|page| Route::Holders {
+                topic: token.topic,
+                tick: token.tick.clone(),
+                page,
+                page_size: DEFAULT_PAGE_SIZE,
+            })
+            .chain([Route::Transactions {
+                token: Some((token.topic, token.tick.clone())),
+                page_size: DEFAULT_PAGE_SIZE,
+            }])
+    }
+
+    /// Whether the answer can change when these tokens and accounts change:
+    /// the global routes always, a token's routes when it changed, an
+    /// account's page when it changed.
+    pub fn touched_by(&self, tokens: &BTreeSet<(EntityId, String)>, accounts: &BTreeSet<EntityId>) -> bool {
+        match self {
+            Route::Ticks | Route::Stats | Route::EcosystemStats | Route::Transactions { token: None, .. } => true,
+            Route::Holders { topic, tick, .. } | Route::Transactions { token: Some((topic, tick)), .. } => {
+                tokens.contains(&(*topic, tick.clone()))
+            }
+            Route::Account(account) => accounts.contains(account),
+        }
     }
 }
 

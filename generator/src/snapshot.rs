@@ -81,14 +81,14 @@ pub fn write_full(
 ) -> Result<()> {
     let tx = conn.unchecked_transaction()?;
     tx.execute_batch(SCHEMA)?;
-    let timer = Timer::new();
+    let timer = crate::Lap::new();
     insert_topics(&tx, ledger.topics.values())?;
     insert_tokens(&tx, ledger, (0..ledger.tokens.len() as u32).map(TokenId))?;
     insert_holdings(&tx, ledger, ledger.balances.keys().copied())?;
-    timer.lap("holdings");
+    timer.mark("holdings");
     insert_events(&tx, "recent_events", recent)?;
     insert_operations(&tx, operations)?;
-    timer.lap("operations");
+    timer.mark("operations");
     write_meta_rows(&tx, PENDING, meta)?;
     tx.commit().context("writing the derived tables")
 }
@@ -460,15 +460,15 @@ pub fn load_partial(
         "want_accounts",
         columnar::batch(vec![("account", columnar::strings(accounts_changed.iter().map(|a| Some(a.to_string()))))])?,
     )?;
-    let lap = std::time::Instant::now();
+    let lap = crate::Lap::new();
     let tokens: Vec<TokenSummary> = tokens(conn)?.iter().map(TokenSummary::from).collect();
     // One plain scan, filtered here: cheaper than a join when, as usual, the
     // changed tokens include the popular ones and so most holdings.
     let mut holdings = holdings(conn, None)?;
     holdings.retain(|h| accounts_changed.contains(&h.account) || tokens_changed.contains(&(h.topic, h.tick.clone())));
-    tracing::debug!(rows = holdings.len(), ms = lap.elapsed().as_millis() as u64, "partial holdings");
+    lap.mark("partial holdings");
     let events = recent_events(conn)?;
-    tracing::debug!(rows = events.len(), ms = lap.elapsed().as_millis() as u64, "partial events");
+    lap.mark("partial events");
     let total: u64 =
         conn.query_row("SELECT count(DISTINCT account) FROM holdings WHERE balance > 0", [], |r| r.get(0))?;
     conn.execute_batch("DROP TABLE want_tokens; DROP TABLE want_accounts;")?;
@@ -506,19 +506,4 @@ pub fn load_ledger(conn: &Connection, meta: &Meta, accounts: &BTreeSet<EntityId>
     .collect();
     conn.execute_batch("DROP TABLE want_accounts;")?;
     Ok(Ledger::resume(meta.topics, topics, tokens(conn)?, balances, meta.last_applied))
-}
-
-/// Debug-level timings of the steps inside a snapshot write.
-struct Timer(std::cell::Cell<std::time::Instant>);
-
-impl Timer {
-    fn new() -> Timer {
-        Timer(std::cell::Cell::new(std::time::Instant::now()))
-    }
-
-    fn lap(&self, what: &str) {
-        let now = std::time::Instant::now();
-        tracing::debug!(what, ms = (now - self.0.get()).as_millis() as u64, "snapshot");
-        self.0.set(now);
-    }
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::FxHashMap as HashMap;
 
 use super::chunks::Envelope;
-use super::message::{decode, Decoded, OpKind, Operation, Reason, Rejection};
+use super::message::{Decoded, OpKind, Operation, Reason, Rejection};
 use crate::entity::EntityId;
 use crate::timestamp::Timestamp;
 
@@ -157,10 +157,6 @@ impl Changes {
     pub fn accounts(&self) -> BTreeSet<EntityId> {
         self.balances.iter().map(|(_, account)| *account).collect()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.tokens.is_empty() && self.balances.is_empty()
-    }
 }
 
 impl Ledger {
@@ -237,12 +233,8 @@ impl Ledger {
         }
     }
 
-    /// Applies one complete message and says what became of it.
-    pub fn apply(&mut self, envelope: &Envelope) -> OperationRow {
-        self.apply_decoded(envelope, decode(&envelope.body))
-    }
-
-    /// [`Ledger::apply`] for a body already decoded.
+    /// Applies one complete message, its body already decoded, and says
+    /// what became of it.
     pub fn apply_decoded(&mut self, envelope: &Envelope, (header, decoded): Decoded) -> OperationRow {
         self.last_applied = Some(self.last_applied.map_or(envelope.consensus, |t| t.max(envelope.consensus)));
         let mut row = OperationRow {
