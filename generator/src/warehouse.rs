@@ -130,7 +130,7 @@ impl Warehouse {
             let numbers: UInt32Array = columnar::column(&batch, 6, DataType::UInt32)?;
             let totals: UInt32Array = columnar::column(&batch, 7, DataType::UInt32)?;
             out.reserve(batch.num_rows());
-            // Topic and payer strings repeat: parse each distinct one once.
+            // A batch is mostly one topic: parse its id once per run of it.
             let mut topic_cache: Option<(String, EntityId)> = None;
             for i in 0..batch.num_rows() {
                 let topic = match &topic_cache {
