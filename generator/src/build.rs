@@ -81,7 +81,6 @@ struct Computed {
 
 struct Tables {
     ledger: hcs20::Ledger,
-    operations: Vec<hcs20::OperationRow>,
     recent: Vec<crate::analytics::EventRow>,
 }
 
@@ -101,73 +100,106 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let mut warehouse = Warehouse::open(&layout.warehouse())?;
 
     let started = Instant::now();
+    // Into an empty warehouse, what is fetched is everything there is: it is
+    // replayed from memory while a second connection stores it.
     let fresh = warehouse.cursors()?.is_empty();
-    let fetched = ingest(config, &mut warehouse).await.context("ingest")?;
-    report.fetched = fetched.len();
-    // Into an empty warehouse, what was fetched is everything there is.
-    let everything = fresh.then_some(fetched);
+    let fetched = ingest(config, &mut warehouse, fresh).await.context("ingest")?;
+    report.fetched = fetched.messages.len();
     tracing::info!(step = "ingest", fetched = report.fetched, ms = ms(started));
 
-    let started = Instant::now();
     let previous = layout.current().context("reading the live build")?;
-    let step = match &previous {
-        Some((_, live)) if !config.full => incremental(config, &warehouse, live, &mut report)?,
-        _ => Step::Replay,
-    };
-    let computed = match step {
-        Step::Apply(computed) => *computed,
-        Step::Replay => full(config, &warehouse, everything, &mut report)?,
-        Step::UpToDate(live) => {
-            tracing::info!(build = %live.build, "nothing new since the live build");
-            report.build = live.build;
-            return Ok(report);
-        }
-    };
-    tracing::info!(
-        step = "apply",
-        incremental = report.incremental,
-        applied = report.applied,
-        rejected = report.rejected,
-        files = computed.files.len(),
-        kept = computed.kept.len(),
-        ms = ms(started)
-    );
-
-    // Stage the files while the warehouse is named for the build and copied
-    // to its snapshot.
-    let started = Instant::now();
-    let manifest = site::manifest_of(&computed.files, &computed.kept)?;
-    let snapshot_path = layout.snapshot(&manifest);
-    let writer = match &computed.tables {
-        Some(_) => Some(warehouse.conn().try_clone()?),
-        None => None,
-    };
-    let (staged, snapshotted) = std::thread::scope(|scope| {
-        let staging =
-            scope.spawn(|| site::stage(layout, &manifest, &computed.files, &computed.kept, previous.as_ref()));
-        // DuckDB's appender is single-threaded: the files are written
-        // meanwhile.
-        let written = match (writer, &computed.tables) {
-            (Some(conn), Some(t)) => snapshot::write_full(&conn, &t.ledger, &t.operations, &t.recent, &computed.meta),
-            _ => Ok(()),
+    let manifest = std::thread::scope(|scope| -> Result<Option<Manifest>> {
+        // DuckDB appends on one core. Other connections store the new
+        // messages and a full replay's operations (different tables, so
+        // the two never conflict), while the replay, the rendering and the
+        // staging of files go on.
+        let mut storer = warehouse.writer()?;
+        let fetched = &fetched;
+        let storing = scope.spawn(move || {
+            let lap = Lap::new();
+            for (topic, range) in &fetched.unstored {
+                storer.append(*topic, &fetched.messages[range.clone()])?;
+            }
+            lap.mark("store messages");
+            anyhow::Ok(())
+        });
+        let (operations_out, operations_in) = std::sync::mpsc::sync_channel::<Vec<hcs20::OperationRow>>(1);
+        let judge = warehouse.writer()?;
+        let judging = scope.spawn(move || {
+            if let Ok(operations) = operations_in.recv() {
+                let lap = Lap::new();
+                snapshot::write_operations(judge.conn(), &operations)?;
+                lap.mark("operations");
+            }
+            anyhow::Ok(())
+        });
+        let written = || -> Result<()> {
+            storing.join().expect("storing messages panicked").context("storing messages")?;
+            judging.join().expect("writing operations panicked").context("writing operations")
         };
-        let snapshotted = written
-            .and_then(|()| snapshot::write_meta(warehouse.conn(), &manifest.build, &computed.meta))
-            .and_then(|()| {
-                if snapshot_path.exists() {
-                    Ok(())
-                } else {
-                    snapshot::copy_to(warehouse.conn(), warehouse.path(), &snapshot_path)
+
+        let started = Instant::now();
+        let step = match &previous {
+            Some((_, live)) if !config.full && !fresh => incremental(config, &warehouse, live, &mut report)?,
+            _ => Step::Replay,
+        };
+        let computed = match step {
+            Step::Apply(computed) => {
+                drop(operations_out);
+                *computed
+            }
+            Step::Replay => {
+                let everything = fresh.then_some(fetched.messages.as_slice());
+                full(config, &warehouse, everything, operations_out, &mut report)?
+            }
+            Step::UpToDate(live) => {
+                tracing::info!(build = %live.build, "nothing new since the live build");
+                report.build = live.build;
+                drop(operations_out);
+                written()?;
+                return Ok(None);
+            }
+        };
+        tracing::info!(
+            step = "apply",
+            incremental = report.incremental,
+            applied = report.applied,
+            rejected = report.rejected,
+            files = computed.files.len(),
+            kept = computed.kept.len(),
+            ms = ms(started)
+        );
+
+        // Stage the files while the warehouse gets the derived tables, is
+        // named for the build and copied to its snapshot.
+        let started = Instant::now();
+        let manifest = site::manifest_of(&computed.files, &computed.kept)?;
+        let (staged, snapshotted) = std::thread::scope(|inner| {
+            let staging =
+                inner.spawn(|| site::stage(layout, &manifest, &computed.files, &computed.kept, previous.as_ref()));
+            let snapshotted = written().and_then(|()| {
+                if let Some(t) = &computed.tables {
+                    snapshot::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta)?;
+                }
+                snapshot::write_meta(warehouse.conn(), &manifest.build, &computed.meta)?;
+                let snapshot_path = layout.snapshot(&manifest);
+                match snapshot_path.exists() {
+                    true => Ok(()),
+                    false => snapshot::copy_to(warehouse.conn(), warehouse.path(), &snapshot_path),
                 }
             });
-        (staging.join().expect("staging panicked"), snapshotted)
-    });
-    let staged = staged.context("stage")?;
-    snapshotted.context("snapshot")?;
-    report.build = manifest.build.clone();
-    (report.files, report.written, report.linked) = (staged.files, staged.written, staged.linked);
-    tracing::info!(step = "stage+snapshot", build = %manifest.build, written = staged.written, linked = staged.linked,
-        reused = staged.reused, ms = ms(started));
+            (staging.join().expect("staging panicked"), snapshotted)
+        });
+        let staged = staged.context("stage")?;
+        snapshotted.context("snapshot")?;
+        report.build = manifest.build.clone();
+        (report.files, report.written, report.linked) = (staged.files, staged.written, staged.linked);
+        tracing::info!(step = "stage+snapshot", build = %manifest.build, written = staged.written,
+            linked = staged.linked, reused = staged.reused, ms = ms(started));
+        Ok(Some(manifest))
+    })?;
+    let Some(manifest) = manifest else { return Ok(report) };
+    drop(fetched);
 
     let started = Instant::now();
     report.published = previous.as_ref().map(|(_, m)| &m.build) != Some(&manifest.build);
@@ -183,34 +215,41 @@ pub(crate) fn ms(started: Instant) -> u64 {
     started.elapsed().as_millis() as u64
 }
 
-/// Replays every stored message and renders every route; the derived
+/// Replays every stored message and renders every route. The operations go
+/// to the warehouse writer as soon as they are known; the other derived
 /// tables are written while the files are staged.
 fn full(
     config: &BuildConfig,
     warehouse: &Warehouse,
-    everything: Option<Vec<Message>>,
+    everything: Option<&[Message]>,
+    operations_out: std::sync::mpsc::SyncSender<Vec<hcs20::OperationRow>>,
     report: &mut BuildReport,
 ) -> Result<Computed> {
     report.incremental = false;
+    let loaded;
     let messages = match everything {
         Some(messages) => messages,
-        None => warehouse.messages().context("loading messages from the warehouse")?,
+        None => {
+            loaded = warehouse.messages().context("loading messages from the warehouse")?;
+            &loaded[..]
+        }
     };
-    let (ledger, operations) = hcs20::replay(&messages, config.topics);
+    let (ledger, operations) = hcs20::replay(messages, config.topics);
     let meta = Meta {
         build: String::new(),
         topics: config.topics,
         recent_limit: config.limits.max_page_size,
         last_applied: ledger.last_applied,
-        applied: last_sequences(&messages, BTreeMap::new()),
+        applied: last_sequences(messages, BTreeMap::new()),
     };
-    drop(messages);
     report.applied = operations.len();
     report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
+    // The writer is gone only if it failed; its error is reported on join.
+    let _ = operations_out.send(operations);
     let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
     let files = render(&analytics, Route::all_static(&analytics));
     let recent = analytics.recent_events().to_vec();
-    Ok(Computed { files, kept: Vec::new(), meta, tables: Some(Tables { ledger, operations, recent }) })
+    Ok(Computed { files, kept: Vec::new(), meta, tables: Some(Tables { ledger, recent }) })
 }
 
 /// Applies only the messages the live build has not seen, when that gives
@@ -331,15 +370,24 @@ fn last_sequences(messages: &[Message], mut start: BTreeMap<EntityId, u64>) -> B
     start
 }
 
-/// Fetches every known topic's new messages into the warehouse; returns
-/// them.
-async fn ingest(config: &BuildConfig, warehouse: &mut Warehouse) -> Result<Vec<Message>> {
+/// What ingest fetched: every new message, topic by topic, and the ranges
+/// of `messages` not stored in the warehouse yet.
+struct Fetched {
+    messages: Vec<Message>,
+    unstored: Vec<(EntityId, std::ops::Range<usize>)>,
+}
+
+/// Fetches every known topic's new messages. They are stored in the
+/// warehouse as they come, unless `defer` (the caller stores them); the
+/// registry topic is always stored at once, since the topics it announces
+/// are read back from the warehouse.
+async fn ingest(config: &BuildConfig, warehouse: &mut Warehouse, defer: bool) -> Result<Fetched> {
     let mirror = match &config.source {
         Source::Mirror(c) => Some(mirror::Mirror::new(c.clone())?),
         Source::Captured(_) => None,
     };
     let mut done: BTreeSet<EntityId> = BTreeSet::new();
-    let mut fetched = Vec::new();
+    let mut fetched = Fetched { messages: Vec::new(), unstored: Vec::new() };
     loop {
         let mut wanted: BTreeSet<EntityId> = [config.topics.registry, config.topics.public].into();
         wanted.extend(config.extra_topics.iter().copied());
@@ -357,8 +405,13 @@ async fn ingest(config: &BuildConfig, warehouse: &mut Warehouse) -> Result<Vec<M
                 (Source::Mirror(_), None) => unreachable!("mirror client built above"),
             };
             tracing::info!(%topic, after, new = messages.len(), "fetched topic");
-            warehouse.append(topic, &messages)?;
-            fetched.extend(messages);
+            if defer && topic != config.topics.registry {
+                let start = fetched.messages.len();
+                fetched.unstored.push((topic, start..start + messages.len()));
+            } else {
+                warehouse.append(topic, &messages)?;
+            }
+            fetched.messages.extend(messages);
             done.insert(topic);
         }
     }

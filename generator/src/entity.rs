@@ -58,15 +58,70 @@ impl FromStr for EntityId {
     }
 }
 
+impl EntityId {
+    /// The id as text, formatted on the stack: a build writes millions of
+    /// ids (warehouse columns, rendered files), and this skips both the
+    /// allocation of `to_string` and the `fmt` machinery.
+    pub fn text(&self) -> IdText {
+        let mut text = IdText { bytes: [0; IdText::CAPACITY], len: 0 };
+        text.push(self.shard);
+        text.bytes[text.len] = b'.';
+        text.len += 1;
+        text.push(self.realm);
+        text.bytes[text.len] = b'.';
+        text.len += 1;
+        text.push(self.num);
+        text
+    }
+}
+
+/// An [`EntityId`]'s text: three numbers of at most 20 digits and two dots.
+#[derive(Clone, Copy)]
+pub struct IdText {
+    bytes: [u8; IdText::CAPACITY],
+    len: usize,
+}
+
+impl IdText {
+    const CAPACITY: usize = 62;
+
+    fn push(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let width = digits.len() - i;
+        self.bytes[self.len..self.len + width].copy_from_slice(&digits[i..]);
+        self.len += width;
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits and dots are ever written.
+        std::str::from_utf8(&self.bytes[..self.len]).expect("ascii")
+    }
+}
+
+impl AsRef<str> for IdText {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
 impl fmt::Display for EntityId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.shard, self.realm, self.num)
+        f.write_str(self.text().as_str())
     }
 }
 
 impl serde::Serialize for EntityId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(self.text().as_str())
     }
 }
 
@@ -95,6 +150,22 @@ mod tests {
         check("", None);
         check("0.0.99999999999999999999", None); // overflows u64
         check(" 0.0.1", None);
+    }
+
+    #[test]
+    fn formats_every_width() {
+        for id in [
+            EntityId::new(0, 0, 0),
+            EntityId::new(0, 0, 9),
+            EntityId::new(0, 0, 10),
+            EntityId::new(12, 345, 4350190),
+            EntityId::new(u64::MAX, u64::MAX, u64::MAX),
+        ] {
+            let expected = format!("{}.{}.{}", id.shard, id.realm, id.num);
+            assert_eq!(id.text().as_str(), expected);
+            assert_eq!(id.to_string(), expected);
+            assert_eq!(serde_json::to_string(&id).unwrap(), format!("\"{expected}\""));
+        }
     }
 
     #[test]

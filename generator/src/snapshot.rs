@@ -2,7 +2,8 @@
 //!
 //! The generator writes the derived tables (topics, tokens, holdings,
 //! recent events, every operation with its verdict) into its warehouse:
-//! replaced whole by a full replay ([`write_full`]), changed in place by an
+//! replaced whole by a full replay ([`write_operations`], [`write_full`]),
+//! changed in place by an
 //! incremental run ([`apply_delta`]). A build's snapshot
 //! (`data/snapshots/<build>.duckdb`) is then a copy of the checkpointed
 //! warehouse file ([`copy_to`]): written once, never changed, holding the
@@ -34,10 +35,6 @@ CREATE OR REPLACE TABLE holdings (topic VARCHAR, tick VARCHAR, account VARCHAR, 
 CREATE OR REPLACE TABLE recent_events (
     topic VARCHAR, sequence UBIGINT, consensus_ns UBIGINT, tick VARCHAR, kind VARCHAR, amount UBIGINT,
     from_account VARCHAR, to_account VARCHAR, payer VARCHAR, memo VARCHAR);
-CREATE OR REPLACE TABLE operations (
-    topic VARCHAR, sequence UBIGINT, consensus_ns UBIGINT, payer VARCHAR, chunks UINTEGER, op VARCHAR,
-    tick VARCHAR, amount UBIGINT, from_account VARCHAR, to_account VARCHAR, memo VARCHAR, valid BOOLEAN,
-    reason VARCHAR);
 CREATE OR REPLACE TABLE build (key VARCHAR, value VARCHAR);
 CREATE OR REPLACE TABLE applied (topic VARCHAR, last_sequence UBIGINT);
 CREATE OR REPLACE VIEW events AS
@@ -47,6 +44,16 @@ CREATE OR REPLACE VIEW operations_at AS
     SELECT *, make_timestamp((consensus_ns // 1000)::BIGINT) AS consensus_at FROM operations;
 CREATE OR REPLACE VIEW events_at AS
     SELECT *, make_timestamp((consensus_ns // 1000)::BIGINT) AS consensus_at FROM events;
+";
+
+/// Every message's verdict: written on its own by [`write_operations`].
+const OPERATIONS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS build (key VARCHAR, value VARCHAR);
+UPDATE build SET value = 'pending' WHERE key = 'id';
+CREATE OR REPLACE TABLE operations (
+    topic VARCHAR, sequence UBIGINT, consensus_ns UBIGINT, payer VARCHAR, chunks UINTEGER, op VARCHAR,
+    tick VARCHAR, amount UBIGINT, from_account VARCHAR, to_account VARCHAR, memo VARCHAR, valid BOOLEAN,
+    reason VARCHAR);
 ";
 
 /// Snapshot layout version, in the `build` table: a snapshot of another
@@ -70,33 +77,39 @@ pub struct Meta {
     pub applied: BTreeMap<EntityId, u64>,
 }
 
-/// Replaces the derived tables with those of a full replay. `recent` are
-/// the model's kept events (its `recent_events`).
-pub fn write_full(
-    conn: &Connection,
-    ledger: &Ledger,
-    operations: &[OperationRow],
-    recent: &[EventRow],
-    meta: &Meta,
-) -> Result<()> {
+/// Replaces the `operations` table with a full replay's, marking the
+/// derived tables pending. A full replay writes it first (on its own
+/// connection, while the files are rendered), then [`write_full`].
+pub fn write_operations(conn: &Connection, operations: &[OperationRow]) -> Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    tx.execute_batch(OPERATIONS_SCHEMA)?;
+    insert_operations(&tx, operations)?;
+    tx.commit().context("writing the operations")
+}
+
+/// Replaces the other derived tables with those of a full replay. `recent`
+/// are the model's kept events (its `recent_events`).
+pub fn write_full(conn: &Connection, ledger: &Ledger, recent: &[EventRow], meta: &Meta) -> Result<()> {
     let tx = conn.unchecked_transaction()?;
     tx.execute_batch(SCHEMA)?;
     let timer = crate::Lap::new();
     insert_topics(&tx, ledger.topics.values())?;
     insert_tokens(&tx, ledger, (0..ledger.tokens.len() as u32).map(TokenId))?;
     insert_holdings(&tx, ledger, ledger.balances.keys().copied())?;
-    timer.mark("holdings");
     insert_events(&tx, "recent_events", recent)?;
-    insert_operations(&tx, operations)?;
-    timer.mark("operations");
+    timer.mark("derived tables");
     write_meta_rows(&tx, PENDING, meta)?;
-    tx.commit().context("writing the derived tables")
+    tx.commit().context("writing the derived tables")?;
+    timer.mark("commit");
+    Ok(())
 }
 
 /// Checkpoints the database and copies its file to `path` (through a
 /// temporary name): the build's immutable snapshot.
 pub fn copy_to(conn: &Connection, database: &Path, path: &Path) -> Result<()> {
+    let timer = crate::Lap::new();
     conn.execute_batch("CHECKPOINT")?;
+    timer.mark("checkpoint");
     let temp = temp_path(path)?;
     std::fs::copy(database, &temp).with_context(|| format!("copying {}", database.display()))?;
     std::fs::File::open(&temp)?.sync_all()?;
@@ -133,7 +146,7 @@ pub fn apply_delta(
         &tx,
         "changed_tokens",
         columnar::batch(vec![
-            ("topic", columnar::strings(changes.tokens.iter().map(|t| Some(token(t).topic.to_string())))),
+            ("topic", columnar::strings(changes.tokens.iter().map(|t| Some(token(t).topic.text())))),
             ("tick", columnar::strings(changes.tokens.iter().map(|t| Some(token(t).tick.as_str())))),
         ])?,
     )?;
@@ -141,9 +154,9 @@ pub fn apply_delta(
         &tx,
         "changed_holdings",
         columnar::batch(vec![
-            ("topic", columnar::strings(changes.balances.iter().map(|(t, _)| Some(token(t).topic.to_string())))),
+            ("topic", columnar::strings(changes.balances.iter().map(|(t, _)| Some(token(t).topic.text())))),
             ("tick", columnar::strings(changes.balances.iter().map(|(t, _)| Some(token(t).tick.as_str())))),
-            ("account", columnar::strings(changes.balances.iter().map(|(_, a)| Some(a.to_string())))),
+            ("account", columnar::strings(changes.balances.iter().map(|(_, a)| Some(a.text())))),
         ])?,
     )?;
     tx.execute_batch(
@@ -272,9 +285,9 @@ fn insert_holdings(conn: &Connection, ledger: &Ledger, keys: impl Iterator<Item 
         keys.filter_map(|k| ledger.balances.get(&k).map(|h| (k, h))).collect();
     let token = |id: &TokenId| &ledger.tokens[id.0 as usize];
     let batch = columnar::batch(vec![
-        ("topic", columnar::strings(rows.iter().map(|((t, _), _)| Some(token(t).topic.to_string())))),
+        ("topic", columnar::strings(rows.iter().map(|((t, _), _)| Some(token(t).topic.text())))),
         ("tick", columnar::strings(rows.iter().map(|((t, _), _)| Some(token(t).tick.as_str())))),
-        ("account", columnar::strings(rows.iter().map(|((_, a), _)| Some(a.to_string())))),
+        ("account", columnar::strings(rows.iter().map(|((_, a), _)| Some(a.text())))),
         ("balance", columnar::u64s(rows.iter().map(|(_, h)| Some(h.balance)))),
         ("updated_ns", columnar::u64s(rows.iter().map(|(_, h)| Some(h.updated_at.0)))),
     ])?;
@@ -297,15 +310,15 @@ fn trim_recent(conn: &Connection, limit: usize) -> Result<()> {
 fn insert_events(conn: &Connection, table: &str, events: &[EventRow]) -> Result<()> {
     for part in events.chunks(200_000) {
         let batch = columnar::batch(vec![
-            ("topic", columnar::strings(part.iter().map(|e| Some(e.topic.to_string())))),
+            ("topic", columnar::strings(part.iter().map(|e| Some(e.topic.text())))),
             ("sequence", columnar::u64s(part.iter().map(|e| Some(e.sequence)))),
             ("consensus_ns", columnar::u64s(part.iter().map(|e| Some(e.consensus.0)))),
             ("tick", columnar::strings(part.iter().map(|e| Some(e.tick.as_str())))),
             ("kind", columnar::strings(part.iter().map(|e| Some(e.kind.as_str())))),
             ("amount", columnar::u64s(part.iter().map(|e| Some(e.amount)))),
-            ("from_account", columnar::strings(part.iter().map(|e| e.from.map(|a| a.to_string())))),
-            ("to_account", columnar::strings(part.iter().map(|e| e.to.map(|a| a.to_string())))),
-            ("payer", columnar::strings(part.iter().map(|e| Some(e.payer.to_string())))),
+            ("from_account", columnar::strings(part.iter().map(|e| e.from.map(|a| a.text())))),
+            ("to_account", columnar::strings(part.iter().map(|e| e.to.map(|a| a.text())))),
+            ("payer", columnar::strings(part.iter().map(|e| Some(e.payer.text())))),
             ("memo", columnar::strings(part.iter().map(|e| e.memo.as_deref()))),
         ])?;
         columnar::append(conn, table, batch)?;
@@ -316,16 +329,16 @@ fn insert_events(conn: &Connection, table: &str, events: &[EventRow]) -> Result<
 fn insert_operations(conn: &Connection, operations: &[OperationRow]) -> Result<()> {
     for part in operations.chunks(200_000) {
         let batch = columnar::batch(vec![
-            ("topic", columnar::strings(part.iter().map(|o| Some(o.topic.to_string())))),
+            ("topic", columnar::strings(part.iter().map(|o| Some(o.topic.text())))),
             ("sequence", columnar::u64s(part.iter().map(|o| Some(o.sequence)))),
             ("consensus_ns", columnar::u64s(part.iter().map(|o| Some(o.consensus.0)))),
-            ("payer", columnar::strings(part.iter().map(|o| Some(o.payer.to_string())))),
+            ("payer", columnar::strings(part.iter().map(|o| Some(o.payer.text())))),
             ("chunks", columnar::u32s(part.iter().map(|o| Some(o.chunks)))),
             ("op", columnar::strings(part.iter().map(|o| o.op.map(|op| op.as_str())))),
             ("tick", columnar::strings(part.iter().map(|o| o.tick.as_deref()))),
             ("amount", columnar::u64s(part.iter().map(|o| o.amount))),
-            ("from_account", columnar::strings(part.iter().map(|o| o.from.map(|a| a.to_string())))),
-            ("to_account", columnar::strings(part.iter().map(|o| o.to.map(|a| a.to_string())))),
+            ("from_account", columnar::strings(part.iter().map(|o| o.from.map(|a| a.text())))),
+            ("to_account", columnar::strings(part.iter().map(|o| o.to.map(|a| a.text())))),
             ("memo", columnar::strings(part.iter().map(|o| o.memo.as_deref()))),
             ("valid", columnar::bools(part.iter().map(|o| Some(o.rejection.is_none())))),
             ("reason", columnar::strings(part.iter().map(|o| o.rejection.map(|r| r.describe())))),
@@ -451,14 +464,14 @@ pub fn load_partial(
         conn,
         "want_tokens",
         columnar::batch(vec![
-            ("topic", columnar::strings(tokens_changed.iter().map(|(t, _)| Some(t.to_string())))),
+            ("topic", columnar::strings(tokens_changed.iter().map(|(t, _)| Some(t.text())))),
             ("tick", columnar::strings(tokens_changed.iter().map(|(_, tick)| Some(tick.as_str())))),
         ])?,
     )?;
     columnar::append(
         conn,
         "want_accounts",
-        columnar::batch(vec![("account", columnar::strings(accounts_changed.iter().map(|a| Some(a.to_string()))))])?,
+        columnar::batch(vec![("account", columnar::strings(accounts_changed.iter().map(|a| Some(a.text()))))])?,
     )?;
     let lap = crate::Lap::new();
     let tokens: Vec<TokenSummary> = tokens(conn)?.iter().map(TokenSummary::from).collect();
@@ -495,7 +508,7 @@ pub fn load_ledger(conn: &Connection, meta: &Meta, accounts: &BTreeSet<EntityId>
     columnar::append(
         conn,
         "want_accounts",
-        columnar::batch(vec![("account", columnar::strings(accounts.iter().map(|a| Some(a.to_string()))))])?,
+        columnar::batch(vec![("account", columnar::strings(accounts.iter().map(|a| Some(a.text()))))])?,
     )?;
     let balances = holdings(
         conn,

@@ -53,6 +53,12 @@ impl Warehouse {
         Ok(Warehouse { conn, path: path.to_path_buf() })
     }
 
+    /// A second connection to the same warehouse, for storing on another
+    /// thread (DuckDB appends to one table while others are read).
+    pub fn writer(&self) -> Result<Warehouse> {
+        Ok(Warehouse { conn: self.conn.try_clone()?, path: self.path.clone() })
+    }
+
     pub fn cursors(&self) -> Result<BTreeMap<EntityId, u64>> {
         let mut stmt = self.conn.prepare("SELECT topic, last_sequence FROM cursors")?;
         let rows = stmt.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?)))?;
@@ -75,7 +81,7 @@ impl Warehouse {
                 ("topic", columnar::strings(part.iter().map(|_| Some(topic_text.as_str())))),
                 ("sequence", columnar::u64s(part.iter().map(|m| Some(m.sequence)))),
                 ("consensus_ns", columnar::u64s(part.iter().map(|m| Some(m.consensus.0)))),
-                ("payer", columnar::strings(part.iter().map(|m| Some(m.payer.to_string())))),
+                ("payer", columnar::strings(part.iter().map(|m| Some(m.payer.text())))),
                 ("body", columnar::binaries(part.iter().map(|m| Some(m.body.as_slice())))),
                 ("chunk_group", columnar::strings(part.iter().map(|m| m.chunk.as_ref().map(|c| c.group.as_str())))),
                 ("chunk_number", columnar::u32s(part.iter().map(|m| m.chunk.as_ref().map(|c| c.number)))),

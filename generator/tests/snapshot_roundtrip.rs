@@ -31,7 +31,8 @@ fn snapshot_model_renders_every_route_identically() {
     };
     {
         let conn = duckdb::Connection::open(&path).unwrap();
-        snapshot::write_full(&conn, &ledger, &operations, built.recent_events(), &meta).unwrap();
+        snapshot::write_operations(&conn, &operations).unwrap();
+        snapshot::write_full(&conn, &ledger, built.recent_events(), &meta).unwrap();
     }
     let loaded = snapshot::load_analytics(&path, limits.max_page_size).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
