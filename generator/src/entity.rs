@@ -29,32 +29,42 @@ impl EntityId {
 impl FromStr for EntityId {
     type Err = InvalidEntityId;
 
+    /// One pass over the bytes: a build parses millions of ids.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let bad = || InvalidEntityId(text.to_string());
-        let id = match text.split_once('-') {
-            Some((id, checksum)) => {
-                let checksum_ok = checksum.len() == 5 && checksum.bytes().all(|b| b.is_ascii_lowercase());
-                if !checksum_ok {
+        let bytes = text.as_bytes();
+        let id = match bytes.iter().position(|&b| b == b'-') {
+            Some(dash) => {
+                let checksum = &bytes[dash + 1..];
+                if checksum.len() != 5 || !checksum.iter().all(|b| b.is_ascii_lowercase()) {
                     return Err(bad());
                 }
-                id
+                &bytes[..dash]
             }
-            None => text,
+            None => bytes,
         };
-        let mut parts = id.split('.');
-        let mut next = || -> Result<u64, InvalidEntityId> {
-            let part = parts.next().ok_or_else(bad)?;
-            // Digits only: `u64::from_str` would also take a leading `+`.
-            if part.is_empty() || part.len() > 19 || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad());
+        let mut parts = [0u64; 3];
+        let mut part = 0;
+        let mut digits = 0;
+        for &b in id {
+            match b {
+                b'0'..=b'9' => {
+                    // Digits only: `u64::from_str` would also take a `+`.
+                    digits += 1;
+                    parts[part] =
+                        parts[part].checked_mul(10).and_then(|n| n.checked_add(u64::from(b - b'0'))).ok_or_else(bad)?;
+                }
+                b'.' if digits > 0 && part < 2 => {
+                    part += 1;
+                    digits = 0;
+                }
+                _ => return Err(bad()),
             }
-            part.parse().map_err(|_| bad())
-        };
-        let parsed = EntityId::new(next()?, next()?, next()?);
-        if parts.next().is_some() {
+        }
+        if part != 2 || digits == 0 {
             return Err(bad());
         }
-        Ok(parsed)
+        Ok(EntityId::new(parts[0], parts[1], parts[2]))
     }
 }
 
@@ -149,6 +159,13 @@ mod tests {
         check("a.b.c", None);
         check("", None);
         check("0.0.99999999999999999999", None); // overflows u64
+        check("0.0.18446744073709551615", Some("0.0.18446744073709551615")); // u64::MAX
+        check("0.0.18446744073709551616", None);
+        check("0..1", None);
+        check(".0.1", None);
+        check("0.0.", None);
+        check("0.0.1-", None);
+        check("0.0.1-vfmkwx", None);
         check(" 0.0.1", None);
     }
 

@@ -456,35 +456,19 @@ pub fn load_partial(
     accounts_changed: &BTreeSet<EntityId>,
     recent_limit: usize,
 ) -> Result<Analytics> {
-    conn.execute_batch(
-        "CREATE OR REPLACE TEMP TABLE want_tokens (topic VARCHAR, tick VARCHAR);
-         CREATE OR REPLACE TEMP TABLE want_accounts (account VARCHAR);",
-    )?;
-    columnar::append(
-        conn,
-        "want_tokens",
-        columnar::batch(vec![
-            ("topic", columnar::strings(tokens_changed.iter().map(|(t, _)| Some(t.text())))),
-            ("tick", columnar::strings(tokens_changed.iter().map(|(_, tick)| Some(tick.as_str())))),
-        ])?,
-    )?;
-    columnar::append(
-        conn,
-        "want_accounts",
-        columnar::batch(vec![("account", columnar::strings(accounts_changed.iter().map(|a| Some(a.text()))))])?,
-    )?;
     let lap = crate::Lap::new();
     let tokens: Vec<TokenSummary> = tokens(conn)?.iter().map(TokenSummary::from).collect();
     // One plain scan, filtered here: cheaper than a join when, as usual, the
     // changed tokens include the popular ones and so most holdings.
+    let wanted: std::collections::HashSet<(EntityId, &str)> =
+        tokens_changed.iter().map(|(topic, tick)| (*topic, tick.as_str())).collect();
     let mut holdings = holdings(conn, None)?;
-    holdings.retain(|h| accounts_changed.contains(&h.account) || tokens_changed.contains(&(h.topic, h.tick.clone())));
+    holdings.retain(|h| accounts_changed.contains(&h.account) || wanted.contains(&(h.topic, h.tick.as_str())));
     lap.mark("partial holdings");
     let events = recent_events(conn)?;
     lap.mark("partial events");
     let total: u64 =
         conn.query_row("SELECT count(DISTINCT account) FROM holdings WHERE balance > 0", [], |r| r.get(0))?;
-    conn.execute_batch("DROP TABLE want_tokens; DROP TABLE want_accounts;")?;
     let mut model = Analytics::from_parts(tokens, holdings, events, recent_limit);
     model.total_holders = total as usize;
     Ok(model)

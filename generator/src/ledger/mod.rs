@@ -81,8 +81,10 @@ struct PageRef<'a> {
 struct RecordRef<'a> {
     #[serde(borrow)]
     consensus_timestamp: Cow<'a, str>,
+    /// Base64: read as raw bytes, which skips UTF-8 validation of the
+    /// longest field of a page.
     #[serde(borrow)]
-    message: Cow<'a, str>,
+    message: Cow<'a, [u8]>,
     #[serde(borrow)]
     payer_account_id: Cow<'a, str>,
     sequence_number: u64,
@@ -128,7 +130,7 @@ impl MirrorMessage {
             self.sequence_number,
             &self.consensus_timestamp,
             &self.payer_account_id,
-            &self.message,
+            self.message.as_bytes(),
             self.chunk_info.as_ref(),
         )
     }
@@ -139,7 +141,7 @@ fn to_message(
     sequence: u64,
     consensus: &str,
     payer: &str,
-    body: &str,
+    body: &[u8],
     chunk: Option<&ChunkInfo>,
 ) -> Result<Message> {
     let context = || format!("topic {topic} sequence {sequence}");
@@ -149,7 +151,7 @@ fn to_message(
         consensus: consensus.parse().with_context(context)?,
         payer: payer.parse().with_context(context)?,
         body: base64::engine::general_purpose::STANDARD
-            .decode(body.as_bytes())
+            .decode(body)
             .with_context(|| format!("{}: message is not base64", context()))?,
         chunk: chunk.map(|c| Chunk { group: c.group(), number: c.number, total: c.total }),
     })
