@@ -77,6 +77,8 @@ struct Computed {
     meta: Meta,
     /// A full replay's derived tables, written while the files are staged.
     tables: Option<Tables>,
+    /// The staging directory an incremental run began, linking `kept`.
+    linking: Option<std::thread::JoinHandle<Result<site::Staging>>>,
 }
 
 struct Tables {
@@ -143,7 +145,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
             Some((_, live)) if !config.full && !fresh => incremental(config, &warehouse, live, &mut report)?,
             _ => Step::Replay,
         };
-        let computed = match step {
+        let mut computed = match step {
             Step::Apply(computed) => {
                 drop(operations_out);
                 *computed
@@ -174,9 +176,17 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         // named for the build and copied to its snapshot.
         let started = Instant::now();
         let manifest = site::manifest_of(&computed.files, &computed.kept)?;
+        let linking = computed.linking.take();
         let (staged, snapshotted) = std::thread::scope(|inner| {
-            let staging =
-                inner.spawn(|| site::stage(layout, &manifest, &computed.files, &computed.kept, previous.as_ref()));
+            let staging = inner.spawn(|| match linking {
+                Some(linking) => linking.join().expect("linking panicked")?.finish(
+                    layout,
+                    &manifest,
+                    &computed.files,
+                    previous.as_ref(),
+                ),
+                None => site::stage(layout, &manifest, &computed.files, &computed.kept, previous.as_ref()),
+            });
             let snapshotted = written().and_then(|()| {
                 if let Some(t) = &computed.tables {
                     snapshot::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta)?;
@@ -249,7 +259,7 @@ fn full(
     let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
     let files = render(&analytics, Route::all_static(&analytics));
     let recent = analytics.recent_events().to_vec();
-    Ok(Computed { files, kept: Vec::new(), meta, tables: Some(Tables { ledger, recent }) })
+    Ok(Computed { files, kept: Vec::new(), meta, tables: Some(Tables { ledger, recent }), linking: None })
 }
 
 /// Applies only the messages the live build has not seen, when that gives
@@ -280,19 +290,15 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
     let operations = ledger.apply_messages(&new);
     let changes = ledger.changes.take().unwrap_or_default();
     lap.mark("apply");
-    snapshot::apply_delta(conn, &ledger, &changes, &operations, config.limits.max_page_size)?;
-    lap.mark("delta");
-
     let token_keys: BTreeSet<(EntityId, String)> = changes
         .tokens
         .iter()
         .map(|t| (ledger.tokens[t.0 as usize].topic, ledger.tokens[t.0 as usize].tick.clone()))
         .collect();
     let accounts = changes.accounts();
-    let model = snapshot::load_partial(conn, &token_keys, &accounts, config.limits.max_page_size)?;
-    lap.mark("load partial model");
 
-    // Routes the changes touch are rendered again; the rest are kept.
+    // Routes the changes touch are rendered again; the rest are kept, and
+    // linked into the new build while the changed ones are computed.
     let kept: Vec<Entry> = live
         .routes
         .iter()
@@ -302,12 +308,22 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
         })
         .cloned()
         .collect();
+    let linking = {
+        let (layout, kept, live_dir) = (config.layout.clone(), kept.clone(), config.layout.build_dir(&live.build));
+        std::thread::spawn(move || site::Staging::begin(&layout, &kept, Some(&live_dir)))
+    };
+    lap.mark("keep");
+
+    snapshot::apply_delta(conn, &ledger, &changes, &operations, config.limits.max_page_size)?;
+    lap.mark("delta");
+    let model = snapshot::load_partial(conn, &token_keys, &accounts, config.limits.max_page_size)?;
+    lap.mark("load partial model");
+
     let mut routes = Route::global_static();
     for token in model.tokens.iter().filter(|t| token_keys.contains(&(t.topic, t.tick.clone()))) {
         routes.extend(Route::token_static(token));
     }
     routes.extend(accounts.iter().map(|a| Route::Account(*a)));
-    lap.mark("keep");
     let files = render(&model, routes);
     lap.mark("render");
 
@@ -315,7 +331,7 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
     report.applied = operations.len();
     report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
     let meta = Meta { last_applied: ledger.last_applied, applied: last_sequences(&new, meta.applied.clone()), ..meta };
-    Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None })))
+    Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None, linking: Some(linking) })))
 }
 
 /// Why new messages cannot simply be applied on top of the live build.

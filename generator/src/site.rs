@@ -90,9 +90,6 @@ pub struct StageReport {
     pub reused: bool,
 }
 
-/// Writes `files`, and `kept` entries of the previous build, as a complete
-/// build directory beside the live one and returns its manifest. Nothing is
-/// live until [`publish`].
 /// The manifest of a build made of `files` and `kept` entries of the
 /// previous build. Computing it first names the build, so its snapshot can
 /// be written while its files are.
@@ -117,6 +114,8 @@ pub fn manifest_of(files: &[File], kept: &[Entry]) -> Result<Manifest> {
     Ok(manifest)
 }
 
+/// Writes `files`, and `kept` entries of the previous build, as a complete
+/// build directory beside the live one.
 pub fn stage(
     layout: &Layout,
     manifest: &Manifest,
@@ -124,63 +123,103 @@ pub fn stage(
     kept: &[Entry],
     previous: Option<&(PathBuf, Manifest)>,
 ) -> Result<StageReport> {
-    let mut report = StageReport { files: files.len() + kept.len(), ..StageReport::default() };
+    let previous_dir = previous.map(|(dir, _)| dir.as_path());
+    Staging::begin(layout, kept, previous_dir)?.finish(layout, manifest, files, previous)
+}
 
-    let final_dir = layout.build_dir(&manifest.build);
-    if Manifest::load(&final_dir).is_ok_and(|m| &m == manifest) {
-        report.reused = true;
-        return Ok(report);
+/// A build directory being written under a temporary name. An incremental
+/// run begins it, hard-linking the files it keeps from the live build, as
+/// soon as it knows which those are: the links are made while the changed
+/// files are computed.
+pub struct Staging {
+    dir: PathBuf,
+    linked: usize,
+    kept: usize,
+}
+
+impl Staging {
+    /// Creates a fresh staging directory holding `kept` entries of the
+    /// build in `previous`.
+    pub fn begin(layout: &Layout, kept: &[Entry], previous: Option<&Path>) -> Result<Staging> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(".staging-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let dir = layout.builds().join(name);
+        if dir.exists() {
+            fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+        }
+        create_parents(&dir, kept.iter().map(|e| e.file.as_str()))?;
+        let mut staging = Staging { dir, linked: 0, kept: kept.len() };
+        if !kept.is_empty() {
+            let previous = previous.context("kept entries need a previous build")?;
+            let (_, linked) = parallel_sum(kept, |entry| {
+                fs::hard_link(previous.join(&entry.file), staging.dir.join(&entry.file))
+                    .with_context(|| format!("linking {}", entry.file))?;
+                Ok((0, 1))
+            })?;
+            staging.linked = linked;
+        }
+        Ok(staging)
     }
-    let staging = layout.builds().join(format!(".staging-{}", manifest.build));
-    if staging.exists() {
-        fs::remove_dir_all(&staging).with_context(|| format!("clearing {}", staging.display()))?;
+
+    /// Writes `files` (hard-linking those whose bytes the previous build
+    /// already has) and the manifest, and names the directory for the
+    /// build. Nothing is live until [`publish`].
+    pub fn finish(
+        self,
+        layout: &Layout,
+        manifest: &Manifest,
+        files: &[File],
+        previous: Option<&(PathBuf, Manifest)>,
+    ) -> Result<StageReport> {
+        let mut report = StageReport { files: files.len() + self.kept, ..StageReport::default() };
+        let final_dir = layout.build_dir(&manifest.build);
+        if Manifest::load(&final_dir).is_ok_and(|m| &m == manifest) {
+            fs::remove_dir_all(&self.dir).with_context(|| format!("clearing {}", self.dir.display()))?;
+            report.reused = true;
+            return Ok(report);
+        }
+        let staging = &self.dir;
+        create_parents(staging, files.iter().map(|f| f.path.as_str()))?;
+        let reusable = previous.map(|(dir, m)| (dir, m.by_route()));
+        let by_route = manifest.by_route();
+        let (written, linked) = parallel_sum(files, |file| {
+            let target = staging.join(&file.path);
+            if let Some((dir, old)) = &reusable {
+                let entry = by_route[file.route.as_str()];
+                if old.get(file.route.as_str()).is_some_and(|o| o.etag == entry.etag && o.file == entry.file)
+                    && fs::hard_link(dir.join(&file.path), &target).is_ok()
+                {
+                    return Ok((0, 1));
+                }
+            }
+            fs::write(&target, &file.body).with_context(|| format!("writing {}", target.display()))?;
+            Ok((1, 0))
+        })?;
+        report.written = written;
+        report.linked = linked + self.linked;
+
+        write_synced(&staging.join(manifest::FILE_NAME), &manifest.to_bytes())?;
+        if final_dir.exists() {
+            // A kept build of the same id but other content cannot exist (the
+            // id is a hash of the content); what is there is a partial
+            // leftover.
+            fs::remove_dir_all(&final_dir)?;
+        }
+        fs::rename(staging, &final_dir).with_context(|| format!("naming build {}", manifest.build))?;
+        sync_dir(&layout.builds())?;
+        Ok(report)
     }
-    let dirs: BTreeSet<PathBuf> = manifest
-        .routes
-        .iter()
-        .filter_map(|e| Path::new(&e.file).parent().map(|p| staging.join(p)))
-        .chain([staging.clone()])
-        .collect();
+}
+
+/// Creates `root` and the folders of `files` under it.
+fn create_parents<'a>(root: &Path, files: impl Iterator<Item = &'a str>) -> Result<()> {
+    let dirs: BTreeSet<PathBuf> =
+        files.filter_map(|f| Path::new(f).parent().map(|p| root.join(p))).chain([root.to_path_buf()]).collect();
     for dir in &dirs {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-
-    let reusable = previous.map(|(dir, m)| (dir, m.by_route()));
-    let by_route = manifest.by_route();
-    let (written, linked) = parallel_sum(files, |file| {
-        let target = staging.join(&file.path);
-        if let Some((dir, old)) = &reusable {
-            let entry = by_route[file.route.as_str()];
-            if old.get(file.route.as_str()).is_some_and(|o| o.etag == entry.etag && o.file == entry.file)
-                && fs::hard_link(dir.join(&file.path), &target).is_ok()
-            {
-                return Ok((0, 1));
-            }
-        }
-        fs::write(&target, &file.body).with_context(|| format!("writing {}", target.display()))?;
-        Ok((1, 0))
-    })?;
-    report.written = written;
-    report.linked = linked;
-    if !kept.is_empty() {
-        let (dir, _) = previous.context("kept entries need a previous build")?;
-        let (_, relinked) = parallel_sum(kept, |entry| {
-            fs::hard_link(dir.join(&entry.file), staging.join(&entry.file))
-                .with_context(|| format!("linking {}", entry.file))?;
-            Ok((0, 1))
-        })?;
-        report.linked += relinked;
-    }
-
-    write_synced(&staging.join(manifest::FILE_NAME), &manifest.to_bytes())?;
-    if final_dir.exists() {
-        // A kept build of the same id but other content cannot exist (the id
-        // is a hash of the content); what is there is a partial leftover.
-        fs::remove_dir_all(&final_dir)?;
-    }
-    fs::rename(&staging, &final_dir).with_context(|| format!("naming build {}", manifest.build))?;
-    sync_dir(&layout.builds())?;
-    Ok(report)
+    Ok(())
 }
 
 /// Points `current` at the build, in one rename.
