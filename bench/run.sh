@@ -25,6 +25,15 @@ timed() {
   grep -o 'files=[0-9]*' "$log" | tail -1 || true
 }
 
+# Builds go to fresh folders and the old ones are deleted at the end: right
+# after tens of thousands of files are deleted, ext4 creates new ones
+# several times slower (it skips recently freed inodes), which would
+# otherwise land in the timed builds.
+run_dir="$OUT/run-$$"
+stale=$(ls -d "$OUT"/run-* "$OUT"/full "$OUT"/mirror 2>/dev/null || true)
+FULL="$run_dir/full"
+MIRROR="$run_dir/mirror"
+
 corpus="$OUT/corpus-$N"
 if [ ! -d "$corpus" ]; then
   say "writing a $N-message corpus"
@@ -35,8 +44,7 @@ say "ingest + rules, captured pages, in process (no DuckDB)"
 "$BIN/bench" ingest "$corpus" 3
 
 say "full build with publishing, captured pages"
-rm -rf "$OUT/full"
-timed "$BIN/generator" build --ledger-dir "$corpus" --site-dir "$OUT/full/site" --data-dir "$OUT/full/data"
+timed "$BIN/generator" build --ledger-dir "$corpus" --site-dir "$FULL/site" --data-dir "$FULL/data"
 
 say "full build through a local mirror node (100 per page, 20 ms per request, 64 in flight)"
 rm -f "$OUT/mirror.port"
@@ -44,9 +52,8 @@ rm -f "$OUT/mirror.port"
 mirror_pid=$!
 trap 'kill $mirror_pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 600); do [ -s "$OUT/mirror.port" ] && break; sleep 0.1; done
-rm -rf "$OUT/mirror"
 timed "$BIN/generator" build --mirror "http://127.0.0.1:$(cat "$OUT/mirror.port")" --mirror-concurrency 64 \
-  --site-dir "$OUT/mirror/site" --data-dir "$OUT/mirror/data"
+  --site-dir "$MIRROR/site" --data-dir "$MIRROR/data"
 kill $mirror_pid 2>/dev/null || true
 
 say "incremental: 1,000 more messages on the full build"
@@ -59,11 +66,11 @@ for d in "$OUT/corpus-$N-next"/*/; do
   for f in "$d"*.json; do [ -e "$more/$t/$(basename "$f")" ] || cp "$f" "$more/$t/"; done
 done
 rm -rf "$OUT/corpus-$N-next"
-timed "$BIN/generator" build --ledger-dir "$more" --site-dir "$OUT/full/site" --data-dir "$OUT/full/data"
+timed "$BIN/generator" build --ledger-dir "$more" --site-dir "$FULL/site" --data-dir "$FULL/data"
 rm -rf "$more"
 
 say "static serving: api vs nginx, same files, wrk -t2 -c64 -d10s"
-site_dir=$(readlink -f "$OUT/full/site/current")
+site_dir=$(readlink -f "$FULL/site/current")
 conf="$OUT/nginx.conf"
 cat >"$conf" <<NGINX
 worker_processes 2;
@@ -80,7 +87,7 @@ http {
 }
 NGINX
 nginx -c "$conf"
-"$BIN/api" --bind 127.0.0.1:4080 --site-dir "$OUT/full/site" --data-dir "$OUT/full/data" 2>/dev/null &
+"$BIN/api" --bind 127.0.0.1:4080 --site-dir "$FULL/site" --data-dir "$FULL/data" 2>/dev/null &
 api_pid=$!
 trap 'kill $mirror_pid $api_pid 2>/dev/null || true; nginx -c "$conf" -s stop 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do curl -sf localhost:4080/hcs20/stats >/dev/null && break; sleep 0.1; done
@@ -93,3 +100,6 @@ for round in 1 2 3; do
     "$(rate -H "If-None-Match: $api_etag" http://127.0.0.1:4080/hcs20/stats)" \
     "$(rate -H "If-None-Match: $nginx_etag" http://127.0.0.1:4081/hcs20/stats)"
 done
+
+# shellcheck disable=SC2086
+[ -z "$stale" ] || rm -rf $stale
