@@ -5,7 +5,10 @@
 
 SHELL   := bash
 CARGO   ?= cargo
-TARGET  := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+# One build cache per machine, outside any clone (as .ci/run does): a
+# fresh clone then never compiles DuckDB's C++ again.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/almanac/target
+TARGET  := $(CARGO_TARGET_DIR)
 BIN     := $(TARGET)/release
 SITE    ?= site
 DATA    ?= data

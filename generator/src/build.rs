@@ -21,6 +21,7 @@ use anyhow::{Context, Result};
 
 use crate::analytics::Analytics;
 use crate::entity::EntityId;
+use crate::guard;
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
 use crate::ledger::{captured, mirror};
 use crate::manifest::{Entry, Manifest};
@@ -51,6 +52,15 @@ pub struct BuildConfig {
     pub limits: Limits,
     /// Always replay everything (a check on the incremental path).
     pub full: bool,
+    /// Guard sources (section B), if this deployment publishes them.
+    pub guard: Option<GuardConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GuardConfig {
+    pub dir: PathBuf,
+    /// Facts and coverage assertions expiring before this date are dropped.
+    pub today: chrono::NaiveDate,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -99,6 +109,14 @@ enum Step {
 pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let mut report = BuildReport::default();
     let layout = &config.layout;
+    // A bad guard record fails the build before anything else is done.
+    let guard_files = match &config.guard {
+        Some(guard) => {
+            let sources = guard::load(&guard.dir).context("guard sources")?;
+            guard::render(&guard::project(&sources, guard.today))
+        }
+        None => Vec::new(),
+    };
     let mut warehouse = Warehouse::open(&layout.warehouse())?;
 
     let started = Instant::now();
@@ -142,7 +160,9 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
 
         let started = Instant::now();
         let step = match &previous {
-            Some((_, live)) if !config.full && !fresh => incremental(config, &warehouse, live, &mut report)?,
+            Some((_, live)) if !config.full && !fresh => {
+                incremental(config, &warehouse, live, &guard_files, &mut report)?
+            }
             _ => Step::Replay,
         };
         let mut computed = match step {
@@ -152,7 +172,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
             }
             Step::Replay => {
                 let everything = fresh.then_some(fetched.messages.as_slice());
-                full(config, &warehouse, everything, operations_out, &mut report)?
+                full(config, &warehouse, everything, &guard_files, operations_out, &mut report)?
             }
             Step::UpToDate(live) => {
                 tracing::info!(build = %live.build, "nothing new since the live build");
@@ -232,6 +252,7 @@ fn full(
     config: &BuildConfig,
     warehouse: &Warehouse,
     everything: Option<&[Message]>,
+    guard_files: &[site::File],
     operations_out: std::sync::mpsc::SyncSender<Vec<hcs20::OperationRow>>,
     report: &mut BuildReport,
 ) -> Result<Computed> {
@@ -257,7 +278,8 @@ fn full(
     // The writer is gone only if it failed; its error is reported on join.
     let _ = operations_out.send(operations);
     let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
-    let files = render(&analytics, Route::all_static(&analytics));
+    let mut files = render(&analytics, Route::all_static(&analytics));
+    files.extend_from_slice(guard_files);
     let recent = analytics.recent_events().to_vec();
     Ok(Computed { files, kept: Vec::new(), meta, tables: Some(Tables { ledger, recent }), linking: None })
 }
@@ -266,7 +288,13 @@ fn full(
 /// the same result as a replay: they must all follow the live build's last
 /// message in consensus order, announce no topic, and hold no chunk of a
 /// submission begun earlier.
-fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, report: &mut BuildReport) -> Result<Step> {
+fn incremental(
+    config: &BuildConfig,
+    warehouse: &Warehouse,
+    live: &Manifest,
+    guard_files: &[site::File],
+    report: &mut BuildReport,
+) -> Result<Step> {
     // The warehouse's derived tables must be the live build's.
     let meta = snapshot::read_meta(warehouse.conn())?.filter(|m| {
         m.build == live.build && m.topics == config.topics && m.recent_limit == config.limits.max_page_size
@@ -276,7 +304,15 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
     };
     let new = warehouse.messages_after(&meta.applied)?;
     if new.is_empty() {
-        return Ok(Step::UpToDate(live.clone()));
+        if unchanged(guard_files, live) {
+            return Ok(Step::UpToDate(live.clone()));
+        }
+        // Only guard data changed: keep every section C file.
+        let kept: Vec<Entry> = live.routes.iter().filter(|e| section_c(e)).cloned().collect();
+        let linking = link_kept(config, live, &kept);
+        report.incremental = true;
+        let files = guard_files.to_vec();
+        return Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None, linking: Some(linking) })));
     }
     if let Some(reason) = needs_replay(&new, &meta) {
         tracing::info!(reason, "replaying everything");
@@ -304,14 +340,11 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
         .iter()
         .filter(|e| {
             let (path, query) = e.route.split_once('?').unwrap_or((&e.route, ""));
-            !matches!(Route::parse(path, query, config.limits), Ok(Some(r)) if r.touched_by(&token_keys, &accounts))
+            matches!(Route::parse(path, query, config.limits), Ok(Some(r)) if !r.touched_by(&token_keys, &accounts))
         })
         .cloned()
         .collect();
-    let linking = {
-        let (layout, kept, live_dir) = (config.layout.clone(), kept.clone(), config.layout.build_dir(&live.build));
-        std::thread::spawn(move || site::Staging::begin(&layout, &kept, Some(&live_dir)))
-    };
+    let linking = link_kept(config, live, &kept);
     lap.mark("keep");
 
     snapshot::apply_delta(conn, &ledger, &changes, &operations, config.limits.max_page_size)?;
@@ -324,7 +357,8 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
         routes.extend(Route::token_static(token));
     }
     routes.extend(accounts.iter().map(|a| Route::Account(*a)));
-    let files = render(&model, routes);
+    let mut files = render(&model, routes);
+    files.extend_from_slice(guard_files);
     lap.mark("render");
 
     report.incremental = true;
@@ -332,6 +366,33 @@ fn incremental(config: &BuildConfig, warehouse: &Warehouse, live: &Manifest, rep
     report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
     let meta = Meta { last_applied: ledger.last_applied, applied: last_sequences(&new, meta.applied.clone()), ..meta };
     Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None, linking: Some(linking) })))
+}
+
+/// Starts the new build's staging directory on a thread, hard-linking the
+/// live build's `kept` files into it.
+fn link_kept(config: &BuildConfig, live: &Manifest, kept: &[Entry]) -> std::thread::JoinHandle<Result<site::Staging>> {
+    let (layout, kept, live_dir) = (config.layout.clone(), kept.to_vec(), config.layout.build_dir(&live.build));
+    std::thread::spawn(move || site::Staging::begin(&layout, &kept, Some(&live_dir)))
+}
+
+/// Whether a manifest entry is a section C route (the only routes an
+/// incremental run keeps from the live build; the others are re-rendered).
+fn section_c(entry: &Entry) -> bool {
+    let (path, query) = entry.route.split_once('?').unwrap_or((&entry.route, ""));
+    matches!(Route::parse(path, query, Limits { max_page_size: usize::MAX }), Ok(Some(_)))
+}
+
+/// Whether the live build already serves exactly these files (and no other
+/// guard route).
+fn unchanged(files: &[site::File], live: &Manifest) -> bool {
+    let routes = live.by_route();
+    let same = files.iter().all(|f| {
+        routes
+            .get(f.route.as_str())
+            .is_some_and(|e| e.etag == crate::manifest::etag(&f.body) && e.last_modified == f.last_modified.http_date())
+    });
+    let rendered: BTreeSet<&str> = files.iter().map(|f| f.route.as_str()).collect();
+    same && live.routes.iter().all(|e| section_c(e) || rendered.contains(e.route.as_str()))
 }
 
 /// Why new messages cannot simply be applied on top of the live build.

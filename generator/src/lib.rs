@@ -7,6 +7,7 @@ pub mod build;
 pub mod columnar;
 pub mod datagen;
 pub mod entity;
+pub mod guard;
 pub mod hcs20;
 pub mod ledger;
 pub mod manifest;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use almanac::build::{self, BuildConfig, Source};
+use almanac::build::{self, BuildConfig, GuardConfig, Source};
 use almanac::datagen;
 use almanac::entity::EntityId;
 use almanac::hcs20::Topics;
@@ -67,6 +67,13 @@ struct BuildArgs {
     /// Largest pageSize of holders and transactions.
     #[arg(long, env = "ALMANAC_MAX_PAGE_SIZE", default_value_t = 100)]
     max_page_size: usize,
+    /// Reviewed guard source records (section B); skipped with a warning
+    /// when the folder does not exist.
+    #[arg(long, env = "ALMANAC_GUARD_DIR", default_value = "datasets/guard")]
+    guard_dir: PathBuf,
+    /// Reference date for guard expiries (YYYY-MM-DD; default: today, UTC).
+    #[arg(long, env = "ALMANAC_GUARD_DATE")]
+    guard_date: Option<chrono::NaiveDate>,
     /// Replay every message instead of applying only the new ones.
     #[arg(long)]
     full: bool,
@@ -143,5 +150,15 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
         keep_builds: args.keep_builds,
         limits: Limits { max_page_size: args.max_page_size },
         full: args.full,
+        guard: match args.guard_dir.exists() {
+            true => Some(GuardConfig {
+                dir: args.guard_dir,
+                today: args.guard_date.unwrap_or_else(|| chrono::Utc::now().date_naive()),
+            }),
+            false => {
+                tracing::warn!(dir = %args.guard_dir.display(), "no guard sources; building without section B");
+                None
+            }
+        },
     })
 }
