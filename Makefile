@@ -14,7 +14,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all build site run test bench datasets fmt lint clean
+.PHONY: all build site run test bench datasets fmt lint clean conformance
 
 all: build
 
@@ -30,8 +30,16 @@ site: build
 run: site
 	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA)
 
-## test: every test (unit, data-driven, end-to-end on loopback), then a total
-test: build
+## conformance: install the MCP conformance suite (npm, pinned by its lock)
+CONFORMANCE := tests/conformance
+conformance: $(CONFORMANCE)/node_modules/.installed
+$(CONFORMANCE)/node_modules/.installed: $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json
+	cd $(CONFORMANCE) && npm ci --no-audit --no-fund
+	touch $@
+
+## test: every test (unit, data-driven, end-to-end on loopback, the MCP
+## conformance suite), then a total
+test: build conformance
 	@mkdir -p $(TARGET)
 	set -o pipefail; $(CARGO) test --release --workspace --no-fail-fast --lib --bins --tests 2>&1 \
 	  | tee $(TARGET)/test.log; status=$$?; \

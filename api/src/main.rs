@@ -3,9 +3,12 @@
 
 mod conditional;
 mod error;
+mod limit;
+mod mcp;
 mod reload;
 mod router;
 mod state;
+mod tools;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,6 +39,39 @@ struct Config {
     /// --max-page-size or less).
     #[arg(long, env = "ALMANAC_MAX_PAGE_SIZE", default_value_t = 100)]
     max_page_size: usize,
+    /// Host names (any port) the MCP endpoint answers to, besides the
+    /// loopback names; DNS-rebinding protection (comma-separated).
+    #[arg(long = "mcp-host", env = "ALMANAC_MCP_HOSTS", value_delimiter = ',')]
+    mcp_hosts: Vec<String>,
+    /// Origins allowed to call the MCP endpoint from a browser, besides
+    /// pages of an allowed host (comma-separated).
+    #[arg(long = "mcp-origin", env = "ALMANAC_MCP_ORIGINS", value_delimiter = ',')]
+    mcp_origins: Vec<String>,
+    /// Largest MCP request body, in bytes (413 above).
+    #[arg(long, env = "ALMANAC_MCP_MAX_BODY", default_value_t = 65_536)]
+    mcp_max_body: usize,
+    /// Guard JSON routes: requests per minute per client.
+    #[arg(long, env = "ALMANAC_GUARD_RATE", default_value_t = 600)]
+    guard_rate: u32,
+    /// Guard JSON routes: burst above that pace.
+    #[arg(long, env = "ALMANAC_GUARD_BURST", default_value_t = 120)]
+    guard_burst: u32,
+    /// MCP endpoint: requests per minute per client.
+    #[arg(long, env = "ALMANAC_MCP_RATE", default_value_t = 300)]
+    mcp_rate: u32,
+    /// MCP endpoint: burst above that pace.
+    #[arg(long, env = "ALMANAC_MCP_BURST", default_value_t = 60)]
+    mcp_burst: u32,
+    /// Clients tracked per limiter; beyond it, new clients share one bucket
+    /// until the next cleanup.
+    #[arg(long, env = "ALMANAC_LIMIT_CLIENTS", default_value_t = 100_000)]
+    limit_clients: usize,
+    /// Seconds between cleanups of idle clients' buckets.
+    #[arg(long, env = "ALMANAC_LIMIT_CLEANUP", default_value_t = 60)]
+    limit_cleanup: u64,
+    /// Proxies whose X-Forwarded-For is trusted (comma-separated addresses).
+    #[arg(long = "trusted-proxy", env = "ALMANAC_TRUSTED_PROXIES", value_delimiter = ',')]
+    trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 #[tokio::main]
@@ -57,7 +93,33 @@ async fn main() -> Result<()> {
     let listener =
         tokio::net::TcpListener::bind(config.bind).await.with_context(|| format!("binding {}", config.bind))?;
     tracing::info!(addr = %listener.local_addr()?, "api listening");
-    let app = Arc::new(router::App { live, limits });
+    let mut access = mcp::Access::loopback();
+    access.hosts.extend(config.mcp_hosts.iter().cloned());
+    access.origins = config.mcp_origins.clone();
+    let guard = router::GuardLimits {
+        access,
+        max_body: config.mcp_max_body,
+        json: limit::Limiter::new(
+            limit::Rate { per_minute: config.guard_rate, burst: config.guard_burst },
+            config.limit_clients,
+        ),
+        mcp: limit::Limiter::new(
+            limit::Rate { per_minute: config.mcp_rate, burst: config.mcp_burst },
+            config.limit_clients,
+        ),
+        proxies: config.trusted_proxies.clone(),
+    };
+    let app = Arc::new(router::App { live, limits, guard });
+    let cleaner = app.clone();
+    let every = Duration::from_secs(config.limit_cleanup.max(1));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            cleaner.guard.json.clean();
+            cleaner.guard.mcp.clean();
+        }
+    });
     warp::serve(router::filter(app)).incoming(listener).graceful(shutdown()).run().await;
     tracing::info!("api stopped");
     Ok(())

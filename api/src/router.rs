@@ -4,18 +4,22 @@
 //! the build held in memory, so no request path can reach a file.
 
 use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use almanac::manifest;
 use almanac::routes::{Limits, Route};
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
+use futures_util::{Stream, StreamExt};
 use warp::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use warp::reply::Response as Reply;
 use warp::Filter;
 
 use crate::conditional::{self, Outcome, Preconditions};
 use crate::error::{json_error, method_not_allowed, not_found};
+use crate::limit::{self, Limiter};
+use crate::mcp;
 use crate::state::{Build, Live, Representation};
 
 /// Caches may store one variant per encoding once compressed variants are
@@ -26,19 +30,96 @@ const ALLOW: &str = "GET, HEAD, OPTIONS";
 pub struct App {
     pub live: Arc<Live>,
     pub limits: Limits,
+    pub guard: GuardLimits,
+}
+
+/// Section B's live settings: who may call the MCP endpoint, how big a
+/// request may be, and the rate limits.
+pub struct GuardLimits {
+    pub access: mcp::Access,
+    pub max_body: usize,
+    pub json: Limiter,
+    pub mcp: Limiter,
+    /// Peers whose `X-Forwarded-For` is believed.
+    pub proxies: Vec<IpAddr>,
 }
 
 /// The whole api as one warp filter.
-pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = Infallible> + Clone {
+pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = warp::Rejection> + Clone {
     let query = warp::query::raw().or(warp::any().map(String::new)).unify();
-    warp::method().and(warp::path::full()).and(query).and(warp::header::headers_cloned()).map(
-        move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap| {
-            app.respond(&method, path.as_str(), &query, &headers)
-        },
-    )
+    warp::method()
+        .and(warp::path::full())
+        .and(query)
+        .and(warp::header::headers_cloned())
+        .and(warp::addr::remote())
+        .and(warp::body::stream())
+        .and_then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, peer, body| {
+            let app = app.clone();
+            async move {
+                if path.as_str() == mcp::PATH {
+                    return Ok::<_, Infallible>(app.mcp(&method, &headers, peer, body).await);
+                }
+                if path.as_str().starts_with("/guard/") {
+                    if let Some(refusal) = app.throttle(&app.guard.json, peer, &headers) {
+                        return Ok(refusal);
+                    }
+                }
+                Ok(app.respond(&method, path.as_str(), &query, &headers))
+            }
+        })
 }
 
 impl App {
+    /// The MCP endpoint: rate limit, then the body read up to its bound,
+    /// then [`mcp::respond`].
+    async fn mcp<S, B>(&self, method: &Method, headers: &HeaderMap, peer: Option<SocketAddr>, body: S) -> Reply
+    where
+        S: Stream<Item = Result<B, warp::Error>>,
+        B: Buf,
+    {
+        if let Some(refusal) = self.throttle(&self.guard.mcp, peer, headers) {
+            return refusal;
+        }
+        let limit = self.guard.max_body;
+        let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return mcp::too_large(limit);
+        }
+        let mut body = std::pin::pin!(body);
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.next().await {
+            let Ok(mut chunk) = chunk else {
+                return json_error(StatusCode::BAD_REQUEST, "bad_body", "the request body could not be read", None);
+            };
+            if bytes.len() + chunk.remaining() > limit {
+                return mcp::too_large(limit);
+            }
+            while chunk.has_remaining() {
+                let part = chunk.chunk();
+                bytes.extend_from_slice(part);
+                let n = part.len();
+                chunk.advance(n);
+            }
+        }
+        let build = self.live.get();
+        let datasets = build.as_ref().and_then(|b| b.guard.as_ref());
+        mcp::respond(&self.guard.access, datasets, method, headers, &Bytes::from(bytes))
+    }
+
+    /// 429 with `Retry-After` when the client is over its quota.
+    fn throttle(&self, limiter: &Limiter, peer: Option<SocketAddr>, headers: &HeaderMap) -> Option<Reply> {
+        let wait = limiter.check(limit::client(peer, headers, &self.guard.proxies)).err()?;
+        let seconds = limit::retry_after(wait);
+        let mut reply = json_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            &format!("too many requests; retry in {seconds} s"),
+            None,
+        );
+        reply.headers_mut().insert(header::RETRY_AFTER, seconds.into());
+        Some(reply)
+    }
+
     pub fn respond(&self, method: &Method, raw_path: &str, query: &str, headers: &HeaderMap) -> Reply {
         let Ok(path) = percent_encoding::percent_decode_str(raw_path).decode_utf8() else {
             return json_error(
@@ -102,6 +183,7 @@ impl App {
             "status": "ok",
             "ready": build.is_some(),
             "build": build.as_ref().map(|b| b.id.clone()),
+            "rateLimit": {"guardClients": self.guard.json.tracked(), "mcpClients": self.guard.mcp.tracked()},
         });
         Response::builder()
             .header(header::CONTENT_TYPE, "application/json")

