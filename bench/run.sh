@@ -87,7 +87,10 @@ http {
 }
 NGINX
 nginx -c "$conf"
-"$BIN/api" --bind 127.0.0.1:4080 --site-dir "$FULL/site" --data-dir "$FULL/data" 2>/dev/null &
+# Quotas far above what wrk sends: every guard request goes through its
+# client's bucket and none is refused, so the limiter's cost is measured.
+"$BIN/api" --bind 127.0.0.1:4080 --site-dir "$FULL/site" --data-dir "$FULL/data" \
+  --guard-rate 4000000000 --guard-burst 1000000000 --mcp-rate 4000000000 --mcp-burst 1000000000 2>/dev/null &
 api_pid=$!
 trap 'kill $mirror_pid $api_pid 2>/dev/null || true; nginx -c "$conf" -s stop 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do curl -sf localhost:4080/hcs20/stats >/dev/null && break; sleep 0.1; done
@@ -99,6 +102,26 @@ for round in 1 2 3; do
     "$(rate http://127.0.0.1:4080/hcs20/stats)" "$(rate http://127.0.0.1:4081/hcs20/stats)" \
     "$(rate -H "If-None-Match: $api_etag" http://127.0.0.1:4080/hcs20/stats)" \
     "$(rate -H "If-None-Match: $nginx_etag" http://127.0.0.1:4081/hcs20/stats)"
+done
+
+say "guard (section B): MCP tools/call and JSON routes with rate limiting on, wrk -t2 -d10s"
+# p99 from wrk --latency; rates are medians of 3 rounds.
+mcp() { wrk -t2 -c"$1" -d10s --latency -s bench/mcp-call.lua http://127.0.0.1:4080/api/guard/public-mcp; }
+for round in 1 2 3; do
+  for c in 8 32; do
+    out=$(mcp "$c")
+    printf 'round %s: tools/call -c%s %s/s p50 %s p99 %s\n' "$round" "$c" \
+      "$(awk '/Requests\/sec/{print $2}' <<<"$out")" "$(awk '$1=="50%"{print $2}' <<<"$out")" \
+      "$(awk '$1=="99%"{print $2}' <<<"$out")"
+    if grep -q Non-2xx <<<"$out"; then grep Non-2xx <<<"$out"; fi
+  done
+done
+guard_etag=$(curl -sI localhost:4080/guard/facts.json | tr -d '\r' | awk -F': ' 'tolower($1)=="etag"{print $2}')
+for round in 1 2 3; do
+  printf 'round %s: /guard/facts.json 200 %s/s, 304 %s/s; unlimited /hcs20/stats 200 %s/s\n' "$round" \
+    "$(rate http://127.0.0.1:4080/guard/facts.json)" \
+    "$(rate -H "If-None-Match: $guard_etag" http://127.0.0.1:4080/guard/facts.json)" \
+    "$(rate http://127.0.0.1:4080/hcs20/stats)"
 done
 
 # shellcheck disable=SC2086

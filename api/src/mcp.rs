@@ -24,6 +24,53 @@ use warp::reply::Response as Reply;
 
 use crate::tools;
 use almanac::guard::Datasets;
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+/// A build's guard datasets, and the serialized results of the tool calls
+/// made on them so far: a result is a pure function of the build and the
+/// call, so each distinct call is computed once per build.
+pub struct Published {
+    pub datasets: Datasets,
+    results: RwLock<HashMap<String, Bytes>>,
+}
+
+/// Distinct calls whose results are kept per build; beyond it, results are
+/// computed every time.
+const CACHED_CALLS: usize = 4096;
+
+impl Published {
+    pub fn new(datasets: Datasets) -> Published {
+        Published { datasets, results: RwLock::new(HashMap::new()) }
+    }
+
+    /// The `result` of a successful call, serialized; tool errors and
+    /// refusals are not cached.
+    fn call(&self, name: &str, arguments: Option<&Value>) -> Result<Result<Bytes, String>, tools::Refused> {
+        // serde_json's maps are ordered, so equal arguments print equal.
+        let key = format!("{name}\u{0}{}", arguments.map(Value::to_string).unwrap_or_default());
+        if let Some(hit) = self.results.read().expect("lock poisoned").get(&key) {
+            return Ok(Ok(hit.clone()));
+        }
+        let structured = match tools::call(&self.datasets, name, arguments)? {
+            Ok(structured) => structured,
+            Err(message) => return Ok(Err(message)),
+        };
+        let text = serde_json::to_string(&structured).expect("results serialise");
+        let result = json!({
+            "resultType": "complete",
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": structured,
+            "isError": false,
+        });
+        let bytes = Bytes::from(serde_json::to_vec(&result).expect("results serialise"));
+        let mut results = self.results.write().expect("lock poisoned");
+        if results.len() < CACHED_CALLS {
+            results.insert(key, bytes.clone());
+        }
+        Ok(Ok(bytes))
+    }
+}
 
 pub const PATH: &str = "/api/guard/public-mcp";
 pub const VERSION: &str = "2026-07-28";
@@ -80,7 +127,14 @@ impl Access {
 /// A JSON-RPC answer: status, and the body (none for 202).
 struct Answer {
     status: StatusCode,
-    body: Option<Value>,
+    body: Option<Body>,
+}
+
+enum Body {
+    Json(Value),
+    /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}` with `result`
+    /// already serialized.
+    Result { id: Value, result: Bytes },
 }
 
 fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<Value>) -> Answer {
@@ -88,17 +142,17 @@ fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<
     if let Some(data) = data {
         error["data"] = data;
     }
-    Answer { status, body: Some(json!({"jsonrpc": "2.0", "id": id, "error": error})) }
+    Answer { status, body: Some(Body::Json(json!({"jsonrpc": "2.0", "id": id, "error": error}))) }
 }
 
 fn result(id: &Value, result: Value) -> Answer {
-    Answer { status: StatusCode::OK, body: Some(json!({"jsonrpc": "2.0", "id": id, "result": result})) }
+    Answer { status: StatusCode::OK, body: Some(Body::Json(json!({"jsonrpc": "2.0", "id": id, "result": result}))) }
 }
 
 /// Answers one request to the endpoint. `body` is already bounded in size.
 pub fn respond(
     access: &Access,
-    datasets: Option<&Datasets>,
+    published: Option<&Published>,
     method: &Method,
     headers: &HeaderMap,
     body: &Bytes,
@@ -120,7 +174,7 @@ pub fn respond(
     if let Some(refusal) = check_access(access, headers) {
         return reply(refusal);
     }
-    reply(answer(datasets, headers, body))
+    reply(answer(published, headers, body))
 }
 
 fn check_access(access: &Access, headers: &HeaderMap) -> Option<Answer> {
@@ -138,7 +192,7 @@ fn check_access(access: &Access, headers: &HeaderMap) -> Option<Answer> {
     None
 }
 
-fn answer(datasets: Option<&Datasets>, headers: &HeaderMap, body: &Bytes) -> Answer {
+fn answer(published: Option<&Published>, headers: &HeaderMap, body: &Bytes) -> Answer {
     let bad = StatusCode::BAD_REQUEST;
     let request: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
@@ -233,7 +287,7 @@ fn answer(datasets: Option<&Datasets>, headers: &HeaderMap, body: &Bytes) -> Ans
         ),
         "tools/call" => {
             let name = name.expect("checked above");
-            let Some(datasets) = datasets else {
+            let Some(published) = published else {
                 return error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     &id,
@@ -242,21 +296,10 @@ fn answer(datasets: Option<&Datasets>, headers: &HeaderMap, body: &Bytes) -> Ans
                     None,
                 );
             };
-            match tools::call(datasets, name, params.and_then(|p| p.get("arguments"))) {
+            match published.call(name, params.and_then(|p| p.get("arguments"))) {
                 Err(tools::Refused(message)) => error(bad, &id, INVALID_PARAMS, &message, None),
-                Ok(Ok(structured)) => {
-                    let text = serde_json::to_string_pretty(&structured).expect("results serialise");
-                    result(
-                        &id,
-                        json!({
-                            "resultType": "complete",
-                            "content": [{"type": "text", "text": text}],
-                            "structuredContent": structured,
-                            "isError": false,
-                        }),
-                    )
-                }
-                Ok(Err(message)) => result(
+                Ok(Ok(result)) => Answer { status: StatusCode::OK, body: Some(Body::Result { id, result }) },
+                Ok(Err(message)) => self::result(
                     &id,
                     json!({"resultType": "complete", "content": [{"type": "text", "text": message}], "isError": true}),
                 ),
@@ -296,12 +339,21 @@ fn reply(answer: Answer) -> Reply {
         .status(answer.status)
         .header(header::CACHE_CONTROL, "no-store")
         .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
-    match answer.body {
-        Some(body) => builder
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Bytes::from(serde_json::to_vec(&body).expect("answers serialise")).into()),
-        None => builder.body(Default::default()),
-    }
+    let bytes = match answer.body {
+        Some(Body::Json(body)) => Bytes::from(serde_json::to_vec(&body).expect("answers serialise")),
+        Some(Body::Result { id, result }) => {
+            let id = serde_json::to_vec(&id).expect("ids serialise");
+            let mut out = Vec::with_capacity(result.len() + id.len() + 40);
+            out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+            out.extend_from_slice(&id);
+            out.extend_from_slice(b",\"result\":");
+            out.extend_from_slice(&result);
+            out.push(b'}');
+            Bytes::from(out)
+        }
+        None => return builder.body(Default::default()).expect("valid MCP response"),
+    };
+    builder.header(header::CONTENT_TYPE, "application/json").body(bytes.into())
     .expect("valid MCP response")
 }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Instant, SystemTime};
 
 use almanac::analytics::Analytics;
-use almanac::guard::{self, Datasets};
+use almanac::guard;
 use almanac::manifest::Manifest;
 use almanac::routes::Limits;
 use almanac::site::Layout;
@@ -37,7 +37,7 @@ pub struct Build {
     pub analytics: Analytics,
     /// The guard datasets (section B), parsed from the very bytes the JSON
     /// routes serve; `None` when the build publishes none.
-    pub guard: Option<Datasets>,
+    pub guard: Option<crate::mcp::Published>,
 }
 
 impl Build {
@@ -76,10 +76,10 @@ impl Build {
             );
         }
         let guard = match guard::ROUTES.iter().any(|r| routes.contains_key(*r)) {
-            true => Some(
+            true => Some(crate::mcp::Published::new(
                 guard::parse(|route| routes.get(route).map(|r| r.body.to_vec()))
                     .with_context(|| format!("reading the guard datasets of build {id}"))?,
-            ),
+            )),
             false => None,
         };
         let analytics = snapshot::load_analytics(&layout.snapshot(&manifest), limits.max_page_size)
