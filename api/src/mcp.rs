@@ -134,7 +134,10 @@ enum Body {
     Json(Value),
     /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}` with `result`
     /// already serialized.
-    Result { id: Value, result: Bytes },
+    Result {
+        id: Value,
+        result: Bytes,
+    },
 }
 
 fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<Value>) -> Answer {
@@ -353,8 +356,7 @@ fn reply(answer: Answer) -> Reply {
         }
         None => return builder.body(Default::default()).expect("valid MCP response"),
     };
-    builder.header(header::CONTENT_TYPE, "application/json").body(bytes.into())
-    .expect("valid MCP response")
+    builder.header(header::CONTENT_TYPE, "application/json").body(bytes.into()).expect("valid MCP response")
 }
 
 /// The body size bound was exceeded (checked while reading the body).

@@ -469,3 +469,46 @@ async fn rate_limits() {
     let tracked = health["rateLimit"]["guardClients"].as_u64().unwrap();
     assert!(tracked <= 51, "{tracked} clients tracked with a cap of 50");
 }
+
+#[test]
+fn a_malformed_record_fails_the_build_and_publishes_nothing() {
+    let dir = TempDir::new("guard-bad");
+    let guard = dir.path().join("guard");
+    plant_canary(&guard);
+    let ledger = workspace_root().join("datasets/ledger");
+    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+    let args = |guard: &Path| {
+        vec![
+            "build".to_string(),
+            "--site-dir".into(),
+            site.to_str().unwrap().into(),
+            "--data-dir".into(),
+            data.to_str().unwrap().into(),
+            "--ledger-dir".into(),
+            ledger.to_str().unwrap().into(),
+            "--guard-dir".into(),
+            guard.to_str().unwrap().into(),
+            "--guard-date".into(),
+            "2026-11-21".into(),
+        ]
+    };
+    let run = |guard: &Path| {
+        let args = args(guard);
+        tests::process::generator(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    assert!(run(&guard).status.success());
+    let live = std::fs::read_link(site.join("current")).unwrap();
+
+    // A policy naming a campaign that does not exist.
+    let path = guard.join("policies.json");
+    let mut policies: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    policies["records"][2]["campaignId"] = json!("camp-nowhere");
+    std::fs::write(&path, serde_json::to_vec(&policies).unwrap()).unwrap();
+    let out = run(&guard);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the build accepted a bad record");
+    for part in ["policies.json", "pol-rug-pull-version-pin", "campaignId", "camp-nowhere"] {
+        assert!(stderr.contains(part), "the error does not name {part}: {stderr}");
+    }
+    assert_eq!(std::fs::read_link(site.join("current")).unwrap(), live, "a failed build changed the live one");
+}
