@@ -135,6 +135,12 @@ impl App {
         if method == Method::OPTIONS {
             return preflight(headers);
         }
+        if let Some(uaid) = path.strip_prefix("/api/v1/uaids/validate/") {
+            if method != Method::GET && method != Method::HEAD {
+                return method_not_allowed(ALLOW);
+            }
+            return validate_uaid(uaid);
+        }
         let readable = method == Method::GET || method == Method::HEAD;
         let Some(build) = self.live.get() else {
             return json_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no build has been published yet", None);
@@ -185,13 +191,28 @@ impl App {
             "build": build.as_ref().map(|b| b.id.clone()),
             "rateLimit": {"guardClients": self.guard.json.tracked(), "mcpClients": self.guard.mcp.tracked()},
         });
-        Response::builder()
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::CACHE_CONTROL, "no-store")
-            .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-            .body(Bytes::from(body.to_string()).into())
-            .expect("valid health response")
+        live_json(&body, "no-store")
     }
+}
+
+/// A JSON answer computed on the request, readable from any origin.
+fn live_json(body: &serde_json::Value, cache_control: &str) -> Reply {
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, cache_control)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .body(Bytes::from(body.to_string()).into())
+        .expect("valid JSON response")
+}
+
+/// `GET /api/v1/uaids/validate/{uaid}` (the path already percent-decoded):
+/// `{uaid, valid, formats}`, `formats` naming the HCS-14 target a valid
+/// UAID uses. A pure function of the path, so shared caches may keep it.
+fn validate_uaid(text: &str) -> Reply {
+    let parsed = text.parse::<almanac::uaid::Uaid>();
+    let formats: Vec<String> = parsed.iter().map(|u| format!("uaid:{}", u.target.as_str())).collect();
+    let body = serde_json::json!({"uaid": text, "valid": parsed.is_ok(), "formats": formats});
+    live_json(&body, "public, max-age=86400")
 }
 
 /// A static answer, or 304 / 412 as the request's preconditions say.

@@ -15,6 +15,7 @@ pub mod routes;
 pub mod site;
 pub mod snapshot;
 pub mod timestamp;
+pub mod uaid;
 pub mod warehouse;
 
 /// Content type of every JSON answer.
