@@ -50,10 +50,12 @@ test: build conformance
 bench: build
 	bash bench/run.sh
 
-## datasets: rewrite datasets/ledger from its generator (deterministic)
+## datasets: rewrite datasets/ledger and datasets/broker/agents.json from
+## their generators (deterministic)
 datasets: build
 	rm -rf datasets/ledger
 	$(BIN)/generator datagen --preset rules --out datasets/ledger
+	$(BIN)/generator datagen --preset agents --agents 300 --out datasets/broker
 
 fmt:
 	$(CARGO) fmt --all

@@ -3,6 +3,7 @@
 //! that both sides answer every query through the same functions.
 
 pub mod analytics;
+pub mod broker;
 pub mod build;
 pub mod columnar;
 pub mod datagen;

@@ -84,7 +84,9 @@ struct DatagenArgs {
     /// Output folder (one folder per topic is written into it).
     #[arg(long)]
     out: PathBuf,
-    /// `rules`: the checked-in corpus; `random`: --messages of realistic traffic.
+    /// `rules`: the checked-in ledger corpus; `random`: --messages of
+    /// realistic traffic; `agents`: an agent index of --agents agents
+    /// (`<out>/agents.json`).
     #[arg(long, default_value = "random")]
     preset: String,
     #[arg(long, default_value_t = 10_000)]
@@ -95,6 +97,9 @@ struct DatagenArgs {
     scale: Option<usize>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Agents in an `agents` index.
+    #[arg(long, default_value_t = 300)]
+    agents: usize,
 }
 
 #[tokio::main]
@@ -114,6 +119,15 @@ async fn main() -> Result<()> {
                 files = report.files, written = report.written, linked = report.linked, "build done"
             );
         }
+        Command::Datagen(args) if args.preset == "agents" => {
+            let agents = almanac::broker::generate::agents(args.agents, args.seed);
+            std::fs::create_dir_all(&args.out)?;
+            let path = args.out.join("agents.json");
+            let mut bytes = serde_json::to_vec_pretty(&serde_json::json!({ "agents": agents }))?;
+            bytes.push(b'\n');
+            std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+            tracing::info!(agents = agents.len(), out = %path.display(), "agent index written");
+        }
         Command::Datagen(args) => {
             let (corpus, pretty) = match args.preset.as_str() {
                 "rules" => (datagen::rules_corpus(Topics::MAINNET), true),
@@ -121,7 +135,7 @@ async fn main() -> Result<()> {
                     let scale = args.scale.unwrap_or(args.messages);
                     (datagen::random_corpus_scaled(args.messages, scale, args.seed, Topics::MAINNET), false)
                 }
-                other => anyhow::bail!("unknown preset {other:?}: expected rules or random"),
+                other => anyhow::bail!("unknown preset {other:?}: expected rules, random or agents"),
             };
             let files =
                 corpus.write_pages(&args.out, pretty).with_context(|| format!("writing {}", args.out.display()))?;

@@ -75,6 +75,20 @@ fn datasets_ledger_is_what_datagen_writes() {
     assert!(checked_in == fresh, "datasets/ledger is stale: run `make datasets`");
 }
 
+#[test]
+fn datasets_broker_agents_is_what_datagen_writes() {
+    let dir = TempDir::new("datagen-agents");
+    let out = generator(&["datagen", "--preset", "agents", "--agents", "300", "--out", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fresh = std::fs::read(dir.path().join("agents.json")).unwrap();
+    let checked_in = std::fs::read(workspace_root().join("datasets/broker/agents.json")).unwrap();
+    assert!(checked_in == fresh, "datasets/broker/agents.json is stale: run `make datasets`");
+    let index: serde_json::Value = serde_json::from_slice(&checked_in).unwrap();
+    let agents: Vec<almanac::broker::Agent> = serde_json::from_value(index["agents"].clone()).unwrap();
+    assert_eq!(agents.len(), 300);
+    almanac::broker::validate_index(&agents).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
     let topics = Topics::MAINNET;

@@ -1,0 +1,290 @@
+//! Deterministic agent indexes: `datasets/broker/agents.json` and the
+//! 100k-agent benchmark index come from here. Registries, protocols and
+//! capabilities follow a skewed popularity, as real indexes do; every UAID
+//! is derived as HCS-14 says from the agent's own data.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::{Agent, AiAgent, Profile, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
+use crate::datagen::Rng;
+use crate::uaid::{self, AgentData};
+
+/// HCS-11 AI capability codes 0 to 18, by label.
+pub const CAPABILITIES: [&str; 19] = [
+    "Text Generation",
+    "Image Generation",
+    "Audio Generation",
+    "Video Generation",
+    "Code Generation",
+    "Language Translation",
+    "Summarization and Extraction",
+    "Knowledge Retrieval",
+    "Data Integration",
+    "Market Intelligence",
+    "Transaction Analytics",
+    "Smart Contract Audit",
+    "Governance Facilitation",
+    "Security Monitoring",
+    "Compliance Analysis",
+    "Fraud Detection",
+    "Multi-Agent Coordination",
+    "API Integration",
+    "Workflow Automation",
+];
+
+/// A source registry: its name, protocol, adapter, share of the index (out
+/// of 100) and whether its agents are MCP servers.
+struct Registry {
+    name: &'static str,
+    protocol: &'static str,
+    adapter: &'static str,
+    share: u64,
+    mcp: bool,
+}
+
+const REGISTRIES: [Registry; 7] = [
+    Registry { name: "hashgraph-online", protocol: "hcs-10", adapter: "hcs10-adapter", share: 30, mcp: false },
+    Registry { name: "erc-8004", protocol: "erc-8004", adapter: "erc8004-adapter", share: 18, mcp: false },
+    Registry { name: "a2a-registry", protocol: "a2a", adapter: "a2a-adapter", share: 16, mcp: false },
+    Registry { name: "mcp-registry", protocol: "mcp", adapter: "mcp-adapter", share: 15, mcp: true },
+    Registry { name: "nanda", protocol: "a2a", adapter: "nanda-adapter", share: 9, mcp: false },
+    Registry { name: "virtuals", protocol: "acp-virtuals", adapter: "virtuals-adapter", share: 8, mcp: false },
+    Registry { name: "olas", protocol: "olas", adapter: "olas-adapter", share: 4, mcp: false },
+];
+
+const ADJECTIVES: [&str; 24] = [
+    "Ledger", "Swift", "Quiet", "Atlas", "Copper", "Nimbus", "Harbor", "Signal", "Granite", "Lumen", "Orbit", "Prism",
+    "Sable", "Tidal", "Vector", "Willow", "Cinder", "Beacon", "Keystone", "Meridian", "Summit", "Relay", "Cobalt",
+    "Juniper",
+];
+
+/// A noun per capability: what an agent good at it is called.
+const NOUNS: [&str; 19] = [
+    "Writer",
+    "Painter",
+    "Voice",
+    "Director",
+    "Coder",
+    "Translator",
+    "Digest",
+    "Librarian",
+    "Bridge",
+    "Analyst",
+    "Tracker",
+    "Auditor",
+    "Steward",
+    "Sentinel",
+    "Compliance",
+    "Watchdog",
+    "Conductor",
+    "Connector",
+    "Automator",
+];
+
+const MODELS: [&str; 6] =
+    ["gpt-4.1", "claude-sonnet-4", "gemini-2.5-pro", "llama-3.3-70b", "mistral-large", "qwen3-32b"];
+
+const DOMAINS: [&str; 8] = [
+    "agents.example.com",
+    "ai.acme.dev",
+    "labs.northwind.io",
+    "bots.contoso.net",
+    "api.fabrikam.ai",
+    "mesh.initech.dev",
+    "tools.globex.io",
+    "svc.umbrella.ai",
+];
+
+/// Picks an index with weights `shares`.
+fn weighted(rng: &mut Rng, shares: &[u64]) -> usize {
+    let total: u64 = shares.iter().sum();
+    let mut pick = rng.below(total);
+    for (i, share) in shares.iter().enumerate() {
+        if pick < *share {
+            return i;
+        }
+        pick -= share;
+    }
+    shares.len() - 1
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`, `days` after 2025-01-01.
+fn time(days: u64, seconds: u64) -> String {
+    let start = chrono::NaiveDate::from_ymd_opt(2025, 1, 1).expect("date");
+    let at = start.and_hms_opt(0, 0, 0).expect("midnight")
+        + chrono::Duration::days(days as i64)
+        + chrono::Duration::seconds(seconds as i64);
+    at.and_utc().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// `n` agents from `seed`; the same arguments give the same index.
+pub fn agents(n: usize, seed: u64) -> Vec<Agent> {
+    let mut rng = Rng::new(seed ^ 0xa6e7_1d3c);
+    let shares: Vec<u64> = REGISTRIES.iter().map(|r| r.share).collect();
+    // Capability popularity: text generation and retrieval lead.
+    let capability_shares: Vec<u64> = (0..CAPABILITIES.len() as u64).map(|c| 40 / (c + 1) + 3).collect();
+    (0..n).map(|i| agent(&mut rng, i, &shares, &capability_shares)).collect()
+}
+
+fn agent(rng: &mut Rng, i: usize, shares: &[u64], capability_shares: &[u64]) -> Agent {
+    let registry = &REGISTRIES[weighted(rng, shares)];
+    let mut capabilities: Vec<u8> = Vec::new();
+    for _ in 0..1 + rng.below(4) {
+        let c = weighted(rng, capability_shares) as u8;
+        if !capabilities.contains(&c) {
+            capabilities.push(c);
+        }
+    }
+    capabilities.sort_unstable();
+    let lead = capabilities[rng.below(capabilities.len() as u64) as usize];
+    let name = format!("{} {}", ADJECTIVES[rng.below(ADJECTIVES.len() as u64) as usize], NOUNS[lead as usize]);
+    let name = if i >= ADJECTIVES.len() * NOUNS.len() { format!("{name} {}", i / 100) } else { name };
+    let slug = format!("{}-{i}", name.to_lowercase().replace(' ', "-"));
+    let domain = DOMAINS[rng.below(DOMAINS.len() as u64) as usize];
+    let account = 4_000_000 + i as u64 * 7 + rng.below(7);
+    let (native_id, uid, original_id) = match registry.name {
+        "hashgraph-online" => {
+            let inbound = account + 1;
+            (format!("hedera:mainnet:0.0.{account}"), format!("0.0.{inbound}@0.0.{account}"), format!("0.0.{account}"))
+        }
+        "erc-8004" => {
+            let chain = [1u64, 8453, 11155111][rng.below(3) as usize];
+            (format!("eip155:{chain}:{}", 1000 + i), format!("{chain}:{}", 1000 + i), format!("{}", 1000 + i))
+        }
+        "virtuals" => (
+            format!("eip155:8453:0x{:040x}", rng.next_u64() as u128 * 7919 + i as u128),
+            "0".into(),
+            format!("virtuals-{i}"),
+        ),
+        "olas" => (format!("100:{}", 300 + i), "0".into(), format!("service-{}", 300 + i)),
+        "mcp-registry" => (format!("{domain}/mcp/{slug}"), "0".into(), slug.clone()),
+        _ => (domain.to_string(), slug.clone(), slug.clone()),
+    };
+    let version = format!("1.{}.{}", rng.below(4), rng.below(10));
+    let data = AgentData {
+        registry: registry.name.into(),
+        name: name.clone(),
+        version,
+        protocol: registry.protocol.into(),
+        native_id: native_id.clone(),
+        skills: capabilities.iter().map(|c| u64::from(*c)).collect(),
+    };
+    let uaid = uaid::aid(&data, Some(&uid)).expect("generated agents are valid").to_string();
+    let labels: Vec<String> = capabilities.iter().map(|c| CAPABILITIES[*c as usize].to_string()).collect();
+    let description = format!(
+        "{name} offers {} for {} users, reachable over {}.",
+        labels.join(", ").to_lowercase(),
+        ["developer", "trading", "research", "support", "operations", "community"][rng.below(6) as usize],
+        registry.protocol
+    );
+    let uptime = 60.0 + rng.below(401) as f64 / 10.0;
+    let feedback = rng.below(1001) as f64 / 10.0;
+    let verified_owner = if rng.chance(55) { 100.0 } else { 0.0 };
+    let age = (rng.below(670) as f64 / 670.0 * 100.0).round();
+    let trust_signals: BTreeMap<String, f64> =
+        [("age", age), ("feedback", feedback), ("uptime", uptime), ("verifiedOwner", verified_owner)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    let trust_score = ((uptime * 0.35 + feedback * 0.3 + verified_owner * 0.2 + age * 0.15) * 10.0).round() / 10.0;
+    let available = rng.chance(82);
+    let created_days = rng.below(640);
+    let created_at = time(created_days, rng.below(86_400));
+    let updated_at = time(created_days + rng.below(30), 86_399);
+    let mut endpoints = BTreeMap::new();
+    match registry.protocol {
+        "hcs-10" => {
+            endpoints.insert("inboundTopic".into(), format!("hcs://0.0.{}", account + 1));
+        }
+        "mcp" => {
+            endpoints.insert("mcp".into(), format!("https://{domain}/mcp/{slug}"));
+        }
+        _ => {
+            endpoints.insert("a2a".into(), format!("https://{domain}/agents/{slug}"));
+        }
+    }
+    let is_free = rng.chance(45);
+    let pricing = if is_free { "free" } else { ["per-call", "subscription"][rng.below(2) as usize] };
+    let category =
+        ["finance", "developer-tools", "research", "productivity", "security", "media"][rng.below(6) as usize];
+    let languages: &[&str] = [&["en"][..], &["en", "es"], &["en", "de", "fr"]][rng.below(3) as usize];
+    let region = ["us-east", "eu-west", "ap-south"][rng.below(3) as usize];
+    let runtime = ["node", "python", "rust"][rng.below(3) as usize];
+    let metadata = json!({
+        "isFree": is_free,
+        "pricing": {"model": pricing, "currency": "USD"},
+        "category": category,
+        "languages": languages,
+        "deployment": {"region": region, "runtime": runtime},
+    });
+    let serde_json::Value::Object(metadata) = metadata else { unreachable!("an object literal") };
+    let (inbound, outbound) = match registry.protocol {
+        "hcs-10" => (Some(format!("0.0.{}", account + 1)), Some(format!("0.0.{}", account + 2))),
+        _ => (None, None),
+    };
+    Agent {
+        id: format!("{}:{original_id}", registry.name),
+        uaid: uaid.clone(),
+        registry: registry.name.into(),
+        name: name.clone(),
+        description: description.clone(),
+        capabilities: capabilities.clone(),
+        capability_labels: labels,
+        protocols: vec![registry.protocol.to_string()],
+        adapter: registry.adapter.into(),
+        original_id,
+        endpoints,
+        trust_score,
+        trust_signals,
+        available,
+        availability_status: if available { "online" } else { "offline" }.into(),
+        verification_status: ["registered", "indexed", "indexed", "pending"][rng.below(4) as usize].into(),
+        kind: if registry.mcp { "mcp-servers" } else { "ai-agents" }.into(),
+        communication_supported: registry.protocol != "olas",
+        routing_supported: matches!(registry.protocol, "hcs-10" | "a2a" | "mcp"),
+        created_at,
+        updated_at,
+        metadata,
+        profile: Profile {
+            version: "1.0".into(),
+            kind: if registry.mcp { PROFILE_MCP_SERVER } else { PROFILE_AI_AGENT },
+            display_name: name,
+            alias: Some(slug),
+            bio: Some(description),
+            inbound_topic_id: inbound,
+            outbound_topic_id: outbound,
+            ai_agent: (!registry.mcp).then(|| AiAgent {
+                kind: rng.below(2) as u8,
+                model: MODELS[rng.below(MODELS.len() as u64) as usize].into(),
+                capabilities,
+            }),
+            uaid,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_are_deterministic_valid_and_varied() {
+        let a = agents(600, 7);
+        assert_eq!(a, agents(600, 7));
+        assert_ne!(a, agents(600, 8));
+        super::super::validate_index(&a).unwrap();
+        let registries: std::collections::BTreeSet<&str> = a.iter().map(|x| x.registry.as_str()).collect();
+        assert_eq!(registries.len(), REGISTRIES.len());
+        assert!(a.iter().any(|x| x.kind == "mcp-servers") && a.iter().any(|x| x.kind == "ai-agents"));
+        for status in super::super::VERIFICATION {
+            assert!(a.iter().any(|x| x.verification_status == status), "{status}");
+        }
+        // Each UAID is the HCS-14 id of the agent's own data.
+        for agent in a.iter().take(50) {
+            let parsed: crate::uaid::Uaid = agent.uaid.parse().unwrap();
+            assert_eq!(parsed.param("registry"), Some(agent.registry.as_str()));
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The broker's agent index (section A): the source record of an agent and
+//! a deterministic generator of realistic indexes.
+//!
+//! An [`Agent`] holds what the search hit (`SearchHit` of
+//! `../shared/contracts/broker.md`) needs, plus what search ranks and
+//! filters on (trust signals, verification status, type). Field names are
+//! the wire names.
+
+pub mod generate;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::uaid::{Target, Uaid};
+
+/// HCS-11 profile types.
+pub const PROFILE_PERSONAL: u8 = 0;
+pub const PROFILE_AI_AGENT: u8 = 1;
+pub const PROFILE_MCP_SERVER: u8 = 2;
+
+/// Where an agent stands with the broker.
+pub const VERIFICATION: [&str; 3] = ["registered", "indexed", "pending"];
+/// The `type` search filter.
+pub const KINDS: [&str; 2] = ["ai-agents", "mcp-servers"];
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Agent {
+    /// The broker's id of the agent (unique).
+    pub id: String,
+    pub uaid: String,
+    pub registry: String,
+    pub name: String,
+    pub description: String,
+    /// HCS-11 AI capability codes (0 to 18).
+    pub capabilities: Vec<u8>,
+    pub capability_labels: Vec<String>,
+    pub protocols: Vec<String>,
+    pub adapter: String,
+    pub original_id: String,
+    /// Endpoint name to URL.
+    pub endpoints: BTreeMap<String, String>,
+    /// 0 to 100.
+    pub trust_score: f64,
+    /// Named signals behind the score, each 0 to 100.
+    pub trust_signals: BTreeMap<String, f64>,
+    pub available: bool,
+    pub availability_status: String,
+    pub verification_status: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub communication_supported: bool,
+    pub routing_supported: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Free-form metadata; `isFree` and nested keys are searchable.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub profile: Profile,
+}
+
+/// An HCS-11 profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub version: String,
+    #[serde(rename = "type")]
+    pub kind: u8,
+    pub display_name: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub alias: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bio: Option<String>,
+    #[serde(rename = "inboundTopicId", skip_serializing_if = "Option::is_none", default)]
+    pub inbound_topic_id: Option<String>,
+    #[serde(rename = "outboundTopicId", skip_serializing_if = "Option::is_none", default)]
+    pub outbound_topic_id: Option<String>,
+    #[serde(rename = "aiAgent", skip_serializing_if = "Option::is_none", default)]
+    pub ai_agent: Option<AiAgent>,
+    pub uaid: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AiAgent {
+    /// 0 manual, 1 autonomous.
+    #[serde(rename = "type")]
+    pub kind: u8,
+    pub model: String,
+    pub capabilities: Vec<u8>,
+}
+
+/// Checks one agent; the error names the agent and the field.
+pub fn validate(agent: &Agent) -> Result<()> {
+    let fail =
+        |field: &str, problem: String| -> Result<()> { bail!("agent {:?}: field {field:?}: {problem}", agent.id) };
+    for (field, value) in [("id", &agent.id), ("name", &agent.name), ("registry", &agent.registry)] {
+        if value.trim().is_empty() {
+            fail(field, "must not be empty".into())?;
+        }
+    }
+    let uaid: Uaid = match agent.uaid.parse() {
+        Ok(u) => u,
+        Err(e) => return fail("uaid", e.to_string()),
+    };
+    if uaid.target == Target::Aid && uaid.param("registry").is_some_and(|r| r != agent.registry) {
+        fail("uaid", format!("its registry parameter is not {:?}", agent.registry))?;
+    }
+    if agent.profile.uaid != agent.uaid {
+        fail("profile.uaid", "differs from uaid".into())?;
+    }
+    if let Some(code) = agent.capabilities.iter().find(|c| **c > 18) {
+        fail("capabilities", format!("{code} is not an HCS-11 capability (0 to 18)"))?;
+    }
+    if !(0.0..=100.0).contains(&agent.trust_score) {
+        fail("trustScore", format!("{} is outside 0 to 100", agent.trust_score))?;
+    }
+    if let Some((name, v)) = agent.trust_signals.iter().find(|(_, v)| !(0.0..=100.0).contains(*v)) {
+        fail("trustSignals", format!("{name} = {v} is outside 0 to 100"))?;
+    }
+    if !VERIFICATION.contains(&agent.verification_status.as_str()) {
+        fail(
+            "verificationStatus",
+            format!("{:?} is not one of {}", agent.verification_status, VERIFICATION.join(", ")),
+        )?;
+    }
+    if !KINDS.contains(&agent.kind.as_str()) {
+        fail("type", format!("{:?} is not one of {}", agent.kind, KINDS.join(", ")))?;
+    }
+    for (field, value) in [("createdAt", &agent.created_at), ("updatedAt", &agent.updated_at)] {
+        if chrono::DateTime::parse_from_rfc3339(value).is_err() {
+            fail(field, format!("{value:?} is not an RFC 3339 time"))?;
+        }
+    }
+    if agent.updated_at < agent.created_at {
+        fail("updatedAt", "is before createdAt".into())?;
+    }
+    Ok(())
+}
+
+/// Checks a whole index: every agent, and unique ids and UAIDs.
+pub fn validate_index(agents: &[Agent]) -> Result<()> {
+    let (mut ids, mut uaids) = (BTreeSet::new(), BTreeSet::new());
+    for agent in agents {
+        validate(agent)?;
+        if !ids.insert(agent.id.as_str()) {
+            bail!("agent {:?}: field \"id\": used twice", agent.id);
+        }
+        if !uaids.insert(agent.uaid.as_str()) {
+            bail!("agent {:?}: field \"uaid\": {} is used twice", agent.id, agent.uaid);
+        }
+    }
+    Ok(())
+}
