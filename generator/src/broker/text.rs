@@ -1,0 +1,154 @@
+//! Relevance for `q`: BM25 over an agent's fields, with field weights
+//! (BM25F: term frequencies and lengths are summed with each field's
+//! weight before the usual saturation and length normalisation).
+//!
+//! The index is built once per build, in memory, from the agents; a query
+//! walks only the postings of its terms. Pure: no IO.
+
+use std::collections::HashMap;
+
+use super::Agent;
+
+/// Saturation and length normalisation (the usual BM25 defaults).
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// How much a term counts in each field.
+const NAME: f32 = 3.0;
+const CAPABILITIES: f32 = 2.0;
+const TAGS: f32 = 1.5;
+const DESCRIPTION: f32 = 1.0;
+const METADATA: f32 = 0.5;
+
+/// Lower-cased runs of letters and digits.
+pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_lowercase)
+}
+
+pub struct TextIndex {
+    /// Term to (document, weighted term frequency), documents ascending.
+    postings: HashMap<String, Vec<(u32, f32)>>,
+    /// Weighted length of each document.
+    lengths: Vec<f32>,
+    average: f32,
+}
+
+impl TextIndex {
+    pub fn build(agents: &[Agent]) -> TextIndex {
+        let mut postings: HashMap<String, Vec<(u32, f32)>> = HashMap::new();
+        let mut lengths = Vec::with_capacity(agents.len());
+        for (doc, agent) in agents.iter().enumerate() {
+            let mut counts: HashMap<String, f32> = HashMap::new();
+            let mut length = 0.0;
+            let mut add = |text: &str, weight: f32| {
+                for token in tokens(text) {
+                    *counts.entry(token).or_default() += weight;
+                    length += weight;
+                }
+            };
+            add(&agent.name, NAME);
+            for label in &agent.capability_labels {
+                add(label, CAPABILITIES);
+            }
+            add(&agent.registry, TAGS);
+            for protocol in &agent.protocols {
+                add(protocol, TAGS);
+            }
+            add(&agent.description, DESCRIPTION);
+            metadata_text(&serde_json::Value::Object(agent.metadata.clone()), &mut |text| add(text, METADATA));
+            lengths.push(length);
+            for (term, tf) in counts {
+                postings.entry(term).or_default().push((doc as u32, tf));
+            }
+        }
+        let average = if lengths.is_empty() { 1.0 } else { lengths.iter().sum::<f32>() / lengths.len() as f32 };
+        TextIndex { postings, lengths, average: average.max(f32::EPSILON) }
+    }
+
+    /// Every document matching any term of `query`, with its score (any
+    /// order). A term repeated in the query counts once.
+    pub fn search(&self, query: &str) -> Vec<(u32, f32)> {
+        let mut terms: Vec<String> = tokens(query).collect();
+        terms.sort();
+        terms.dedup();
+        let n = self.lengths.len() as f32;
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        for term in &terms {
+            let Some(list) = self.postings.get(term) else { continue };
+            let df = list.len() as f32;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(doc, tf) in list {
+                let norm = K1 * (1.0 - B + B * self.lengths[doc as usize] / self.average);
+                *scores.entry(doc).or_default() += idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+        scores.into_iter().collect()
+    }
+}
+
+/// Calls `f` with every string value (and key) in metadata, nested or not.
+fn metadata_text(value: &serde_json::Value, f: &mut impl FnMut(&str)) {
+    match value {
+        serde_json::Value::String(s) => f(s),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| metadata_text(v, f)),
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                f(k);
+                metadata_text(v, f);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::generate::agents;
+
+    fn ranked(index: &TextIndex, query: &str) -> Vec<u32> {
+        let mut hits = index.search(query);
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        hits.into_iter().map(|(doc, _)| doc).collect()
+    }
+
+    #[test]
+    fn tokens_are_lowercase_alphanumeric_runs() {
+        let t: Vec<String> = tokens("Smart-Contract AUDIT, v2 (ü)").collect();
+        assert_eq!(t, ["smart", "contract", "audit", "v2", "ü"]);
+    }
+
+    #[test]
+    fn relevance_follows_fields_and_rarity() {
+        let mut set = agents(6, 3);
+        let blank = |a: &mut Agent, name: &str, description: &str, labels: &[&str]| {
+            a.name = name.into();
+            a.description = description.into();
+            a.capability_labels = labels.iter().map(|s| s.to_string()).collect();
+            a.metadata.clear();
+            a.registry = "r".into();
+            a.protocols = vec!["p".into()];
+        };
+        blank(&mut set[0], "Harbor Auditor", "reviews solidity", &["Smart Contract Audit"]);
+        blank(&mut set[1], "Quiet Writer", "drafts posts; can also audit prose", &["Text Generation"]);
+        blank(&mut set[2], "Tidal Tracker", "follows wallets", &["Transaction Analytics"]);
+        blank(&mut set[3], "Audit Audit", "audit audit audit audit", &["Smart Contract Audit"]);
+        blank(&mut set[4], "Signal Translator", "translates text", &["Language Translation"]);
+        blank(&mut set[5], "Lumen Digest", "summaries of long text", &["Summarization and Extraction"]);
+        set[5].metadata.insert("category".into(), serde_json::json!({"focus": "governance"}));
+        let index = TextIndex::build(&set);
+
+        // Each case: query, the documents expected first (in order).
+        let check = |query: &str, expected: &[u32]| {
+            let got = ranked(&index, query);
+            assert_eq!(&got[..expected.len().min(got.len())], expected, "{query}: {got:?}");
+        };
+        check("audit", &[3, 0, 1]); // name and capability outweigh description
+        check("AUDIT audit", &[3, 0, 1]); // case and repeats do not matter
+        check("solidity audit", &[0, 3, 1]); // a rare term lifts the agent that has it
+        check("translation", &[4]);
+        check("governance", &[5]); // nested metadata values are searched
+        check("nothing-like-this", &[]);
+        assert!(index.search("").is_empty());
+    }
+}
