@@ -40,6 +40,9 @@ if [ ! -d "$corpus" ]; then
   "$BIN/generator" datagen --messages "$N" --seed 1 --out "$corpus"
 fi
 
+say "broker search relevance: BM25F index over 100k generated agents, in process"
+"$BIN/bench" text 100000
+
 say "ingest + rules, captured pages, in process (no DuckDB)"
 "$BIN/bench" ingest "$corpus" 3
 

@@ -26,11 +26,12 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 pub struct TextIndex {
-    /// Term to (document, weighted term frequency), documents ascending.
+    /// Term to (document, impact), documents ascending. The impact is the
+    /// query-independent part of BM25, `tf (k1 + 1) / (tf + k1 (1 - b + b
+    /// len / avg))`, computed once here; a query multiplies it by the
+    /// term's idf.
     postings: HashMap<String, Vec<(u32, f32)>>,
-    /// Weighted length of each document.
-    lengths: Vec<f32>,
-    average: f32,
+    documents: usize,
 }
 
 impl TextIndex {
@@ -62,7 +63,14 @@ impl TextIndex {
             }
         }
         let average = if lengths.is_empty() { 1.0 } else { lengths.iter().sum::<f32>() / lengths.len() as f32 };
-        TextIndex { postings, lengths, average: average.max(f32::EPSILON) }
+        let average = average.max(f32::EPSILON);
+        for list in postings.values_mut() {
+            for (doc, tf) in list.iter_mut() {
+                let norm = K1 * (1.0 - B + B * lengths[*doc as usize] / average);
+                *tf = *tf * (K1 + 1.0) / (*tf + norm);
+            }
+        }
+        TextIndex { postings, documents: lengths.len() }
     }
 
     /// Every document matching any term of `query`, with its score (any
@@ -71,18 +79,24 @@ impl TextIndex {
         let mut terms: Vec<String> = tokens(query).collect();
         terms.sort();
         terms.dedup();
-        let n = self.lengths.len() as f32;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
-        for term in &terms {
-            let Some(list) = self.postings.get(term) else { continue };
+        let n = self.documents as f32;
+        let lists: Vec<&Vec<(u32, f32)>> = terms.iter().filter_map(|t| self.postings.get(t)).collect();
+        // Scores accumulate in a dense array: far cheaper than a map when a
+        // common term matches most of the index.
+        let mut scores = vec![0.0f32; self.documents];
+        let mut touched: Vec<u32> = Vec::new();
+        for list in lists {
             let df = list.len() as f32;
             let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-            for &(doc, tf) in list {
-                let norm = K1 * (1.0 - B + B * self.lengths[doc as usize] / self.average);
-                *scores.entry(doc).or_default() += idf * tf * (K1 + 1.0) / (tf + norm);
+            for &(doc, impact) in list {
+                let slot = &mut scores[doc as usize];
+                if *slot == 0.0 {
+                    touched.push(doc);
+                }
+                *slot += idf * impact;
             }
         }
-        scores.into_iter().collect()
+        touched.into_iter().map(|doc| (doc, scores[doc as usize])).collect()
     }
 }
 

@@ -5,6 +5,8 @@
 //!   rules in process, no DuckDB; median messages per second.
 //! - `bench mirror DIR LATENCY_MS PORT_FILE`: serve DIR's pages as a mirror
 //!   node on loopback with added latency until killed.
+//! - `bench text [AGENTS]`: build the relevance index of a generated agent
+//!   index (100k) and time a mix of queries, in process, one thread.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,7 +22,8 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ingest") => ingest(Path::new(&args[1]), args.get(2).map_or(Ok(3), |r| r.parse())?),
         Some("mirror") => mirror(Path::new(&args[1]), args[2].parse()?, Path::new(&args[3])),
-        _ => bail!("usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE"),
+        Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
+        _ => bail!("usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS]"),
     }
 }
 
@@ -78,4 +81,56 @@ fn mirror(dir: &Path, latency_ms: u64, port_file: &Path) -> Result<()> {
         std::future::pending::<()>().await;
         Ok(())
     })
+}
+
+fn text(n: usize) -> Result<()> {
+    use almanac::broker::{generate, text::TextIndex};
+    let agents = generate::agents(n, 1);
+    let started = Instant::now();
+    let index = TextIndex::build(&agents);
+    let built = started.elapsed();
+    let queries = [
+        "text generation",
+        "audit",
+        "smart contract audit",
+        "ledger",
+        "translation",
+        "market intelligence trading",
+        "mcp",
+        "free",
+        "fraud detection security",
+        "hedera",
+        "workflow automation api",
+        "coder",
+    ];
+    let mut times = Vec::new();
+    let mut hits = 0usize;
+    let started = Instant::now();
+    for _ in 0..50 {
+        for q in &queries {
+            let t = Instant::now();
+            let mut scored = index.search(q);
+            // What a search answer does next: rank and take a page.
+            let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+            if scored.len() > 20 {
+                scored.select_nth_unstable_by(19, order);
+                scored.truncate(20);
+            }
+            scored.sort_unstable_by(order);
+            hits += scored.len();
+            times.push(t.elapsed());
+        }
+    }
+    let total = started.elapsed();
+    times.sort();
+    let pct = |p: f64| times[((times.len() as f64 * p) as usize).min(times.len() - 1)];
+    println!(
+        "text index: {n} agents built in {:.2} s; {} queries: p50 {:.2} ms, p99 {:.2} ms, {:.0} queries/s on one thread ({hits} hits)",
+        built.as_secs_f64(),
+        times.len(),
+        pct(0.5).as_secs_f64() * 1e3,
+        pct(0.99).as_secs_f64() * 1e3,
+        times.len() as f64 / total.as_secs_f64()
+    );
+    Ok(())
 }
