@@ -7,6 +7,7 @@
 //! the wire names.
 
 pub mod generate;
+pub mod query;
 pub mod text;
 
 use std::collections::{BTreeMap, BTreeSet};
