@@ -289,21 +289,24 @@ pub fn search(agents: &[Agent], text: &TextIndex, query: &SearchQuery) -> Page {
         None => (0..agents.len()).filter(|i| query.keeps(&agents[*i])).map(|i| (i, 0.0)).collect(),
     };
     let aggregations = query.include_aggregations.then(|| {
-        let mut a = Aggregations::default();
+        // Counted on borrowed keys; owned once per distinct key at the end.
+        let mut counts: [BTreeMap<&str, usize>; 6] = Default::default();
         for (i, _) in &scored {
             let agent = &agents[*i];
-            *a.registries.entry(agent.registry.clone()).or_default() += 1;
-            *a.adapters.entry(agent.adapter.clone()).or_default() += 1;
+            *counts[0].entry(&agent.registry).or_default() += 1;
+            *counts[1].entry(&agent.adapter).or_default() += 1;
             for p in &agent.protocols {
-                *a.protocols.entry(p.clone()).or_default() += 1;
+                *counts[2].entry(p).or_default() += 1;
             }
             for label in &agent.capability_labels {
-                *a.capabilities.entry(label.clone()).or_default() += 1;
+                *counts[3].entry(label).or_default() += 1;
             }
-            *a.kinds.entry(agent.kind.clone()).or_default() += 1;
-            *a.verification.entry(agent.verification_status.clone()).or_default() += 1;
+            *counts[4].entry(&agent.kind).or_default() += 1;
+            *counts[5].entry(&agent.verification_status).or_default() += 1;
         }
-        a
+        let [registries, adapters, protocols, capabilities, kinds, verification] =
+            counts.map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<_, _>>());
+        Aggregations { registries, adapters, protocols, capabilities, kinds, verification }
     });
     let total = scored.len();
     let by_relevance = query.q.is_some() && query.sort_by.is_none();
@@ -311,6 +314,11 @@ pub fn search(agents: &[Agent], text: &TextIndex, query: &SearchQuery) -> Page {
     // Natural directions; `sortOrder` overrides.
     let natural_ascending = matches!(sort_by, SortBy::Oldest | SortBy::Name);
     let ascending = query.ascending.unwrap_or(natural_ascending);
+    // Sorting by name compares lower-cased names: computed once per agent.
+    let lower: BTreeMap<usize, String> = match (by_relevance, sort_by) {
+        (false, SortBy::Name) => scored.iter().map(|(i, _)| (*i, agents[*i].name.to_lowercase())).collect(),
+        _ => BTreeMap::new(),
+    };
     let order = |a: &(usize, f32), b: &(usize, f32)| {
         let (x, y) = (&agents[a.0], &agents[b.0]);
         let primary = if by_relevance {
@@ -319,7 +327,7 @@ pub fn search(agents: &[Agent], text: &TextIndex, query: &SearchQuery) -> Page {
             let forward = match sort_by {
                 SortBy::MostRecent => x.updated_at.cmp(&y.updated_at),
                 SortBy::Oldest => x.created_at.cmp(&y.created_at),
-                SortBy::Name => x.name.to_lowercase().cmp(&y.name.to_lowercase()),
+                SortBy::Name => lower[&a.0].cmp(&lower[&b.0]),
                 SortBy::MostAvailable => (x.available, x.trust_signals.get("uptime").copied().unwrap_or(0.0))
                     .partial_cmp(&(y.available, y.trust_signals.get("uptime").copied().unwrap_or(0.0)))
                     .unwrap_or(std::cmp::Ordering::Equal),

@@ -6,7 +6,8 @@
 //! - `bench mirror DIR LATENCY_MS PORT_FILE`: serve DIR's pages as a mirror
 //!   node on loopback with added latency until killed.
 //! - `bench text [AGENTS]`: build the relevance index of a generated agent
-//!   index (100k) and time a mix of queries, in process, one thread.
+//!   index (100k) and time a mix of searches (text, filters, sorts, pages),
+//!   in process, one thread.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -84,48 +85,54 @@ fn mirror(dir: &Path, latency_ms: u64, port_file: &Path) -> Result<()> {
 }
 
 fn text(n: usize) -> Result<()> {
+    use almanac::broker::query::{search, SearchQuery};
     use almanac::broker::{generate, text::TextIndex};
     let agents = generate::agents(n, 1);
     let started = Instant::now();
     let index = TextIndex::build(&agents);
     let built = started.elapsed();
-    let queries = [
-        "text generation",
-        "audit",
-        "smart contract audit",
-        "ledger",
-        "translation",
-        "market intelligence trading",
-        "mcp",
-        "free",
-        "fraud detection security",
-        "hedera",
-        "workflow automation api",
-        "coder",
-    ];
+    // A mix of what clients send: free text, filters, sorts, deep pages.
+    let queries: Vec<SearchQuery> = [
+        "q=text%20generation",
+        "q=audit&registries=erc-8004,hashgraph-online",
+        "q=smart%20contract%20audit&minTrust=60",
+        "q=ledger&sortBy=trust-score",
+        "q=translation&online=true&includeAggregations=false",
+        "",
+        "type=mcp-servers&sortBy=name&page=3",
+        "capabilities=code-generation&verified=true",
+        "metadata.isFree=true&metadata.deployment.region=eu-*&limit=50",
+        "q=fraud%20detection%20security&minSignals=uptime:90",
+        "protocols=a2a&sortBy=most-available&page=10",
+        "q=workflow%20automation%20api&limit=100",
+    ]
+    .iter()
+    .map(|raw| SearchQuery::parse(raw).map_err(|e| anyhow::anyhow!("{raw}: {e}")))
+    .collect::<Result<_>>()?;
     let mut times = Vec::new();
+    let mut per_kind = vec![Vec::new(); queries.len()];
     let mut hits = 0usize;
     let started = Instant::now();
-    for _ in 0..50 {
-        for q in &queries {
+    for _ in 0..30 {
+        for (k, query) in queries.iter().enumerate() {
             let t = Instant::now();
-            let mut scored = index.search(q);
-            // What a search answer does next: rank and take a page.
-            let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-            if scored.len() > 20 {
-                scored.select_nth_unstable_by(19, order);
-                scored.truncate(20);
-            }
-            scored.sort_unstable_by(order);
-            hits += scored.len();
+            let page = search(&agents, &index, query);
+            hits += page.hits.len();
             times.push(t.elapsed());
+            per_kind[k].push(t.elapsed());
+        }
+    }
+    if std::env::var_os("BENCH_VERBOSE").is_some() {
+        for (k, mut t) in per_kind.into_iter().enumerate() {
+            t.sort();
+            eprintln!("  kind {k}: median {:.2} ms", t[t.len() / 2].as_secs_f64() * 1e3);
         }
     }
     let total = started.elapsed();
     times.sort();
     let pct = |p: f64| times[((times.len() as f64 * p) as usize).min(times.len() - 1)];
     println!(
-        "text index: {n} agents built in {:.2} s; {} queries: p50 {:.2} ms, p99 {:.2} ms, {:.0} queries/s on one thread ({hits} hits)",
+        "search: {n} agents, text index built in {:.2} s; {} searches (12 kinds): p50 {:.2} ms, p99 {:.2} ms, {:.0} searches/s on one thread ({hits} hits)",
         built.as_secs_f64(),
         times.len(),
         pct(0.5).as_secs_f64() * 1e3,
