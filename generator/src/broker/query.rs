@@ -205,51 +205,231 @@ fn glob(pattern: &str, text: &str) -> bool {
     true
 }
 
-fn metadata_matches(value: &Value, patterns: &[String]) -> bool {
+/// The agents of a build, held for search: the records, their text index,
+/// and the columns filters and sorts read, interned or ranked once so that
+/// a search touching every agent compares integers.
+pub struct AgentIndex {
+    pub agents: Vec<Agent>,
+    pub text: TextIndex,
+    names: Names,
+    registry: Vec<u16>,
+    adapter: Vec<u16>,
+    protocols: Vec<Vec<u16>>,
+    kind: Vec<u16>,
+    verification: Vec<u16>,
+    /// Bit `c` set when the agent has capability code `c`.
+    capabilities: Vec<u32>,
+    /// Capability slug (of a label) to code.
+    capability_codes: BTreeMap<String, u8>,
+    /// Dense ranks: equal keys share a rank.
+    updated_rank: Vec<u32>,
+    created_rank: Vec<u32>,
+    name_rank: Vec<u32>,
+    available_rank: Vec<u32>,
+    id_rank: Vec<u32>,
+    /// Metadata flattened by dot-separated path: the distinct values seen,
+    /// and per agent the ids of its values (several for an array).
+    metadata: BTreeMap<String, MetadataColumn>,
+}
+
+#[derive(Default)]
+struct MetadataColumn {
+    values: Vec<String>,
+    lookup: BTreeMap<String, u32>,
+    per_agent: Vec<Vec<u32>>,
+}
+
+/// Calls `f(path, value)` for every scalar under `value` (arrays give one
+/// call per element, on the same path).
+fn flatten(prefix: &str, value: &Value, f: &mut impl FnMut(&str, String)) {
     match value {
-        Value::Array(items) => items.iter().any(|v| metadata_matches(v, patterns)),
-        Value::String(s) => patterns.iter().any(|p| glob(p, s)),
-        Value::Null | Value::Object(_) => false,
-        other => {
-            let text = other.to_string();
-            patterns.iter().any(|p| glob(p, &text))
+        Value::Object(map) => {
+            for (k, v) in map {
+                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                flatten(&path, v, f);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| flatten(prefix, v, f)),
+        Value::String(text) => f(prefix, text.clone()),
+        Value::Null => {}
+        other => f(prefix, other.to_string()),
+    }
+}
+
+/// Interned strings of each categorical column.
+#[derive(Default)]
+struct Names {
+    registries: Vec<String>,
+    adapters: Vec<String>,
+    protocols: Vec<String>,
+    kinds: Vec<String>,
+    verification: Vec<String>,
+}
+
+fn intern(names: &mut Vec<String>, lookup: &mut BTreeMap<String, u16>, value: &str) -> u16 {
+    *lookup.entry(value.to_string()).or_insert_with(|| {
+        names.push(value.to_string());
+        (names.len() - 1) as u16
+    })
+}
+
+/// Dense ranks of `keys` (ascending).
+fn ranks<K: Ord>(keys: Vec<K>) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by(|a, b| keys[*a].cmp(&keys[*b]));
+    let mut out = vec![0u32; keys.len()];
+    let mut rank = 0u32;
+    for (n, i) in order.iter().enumerate() {
+        if n > 0 && keys[order[n - 1]] != keys[*i] {
+            rank += 1;
+        }
+        out[*i] = rank;
+    }
+    out
+}
+
+impl AgentIndex {
+    pub fn build(agents: Vec<Agent>) -> AgentIndex {
+        let text = TextIndex::build(&agents);
+        let mut names = Names::default();
+        let mut lookups: [BTreeMap<String, u16>; 5] = Default::default();
+        let mut capability_codes = BTreeMap::new();
+        let (mut registry, mut adapter, mut protocols, mut kind, mut verification, mut capabilities) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for agent in &agents {
+            registry.push(intern(&mut names.registries, &mut lookups[0], &agent.registry.to_lowercase()));
+            adapter.push(intern(&mut names.adapters, &mut lookups[1], &agent.adapter.to_lowercase()));
+            protocols.push(
+                agent
+                    .protocols
+                    .iter()
+                    .map(|p| intern(&mut names.protocols, &mut lookups[2], &p.to_lowercase()))
+                    .collect(),
+            );
+            kind.push(intern(&mut names.kinds, &mut lookups[3], &agent.kind));
+            verification.push(intern(&mut names.verification, &mut lookups[4], &agent.verification_status));
+            capabilities.push(agent.capabilities.iter().fold(0u32, |bits, c| bits | 1 << c));
+            for (code, label) in agent.capabilities.iter().zip(&agent.capability_labels) {
+                capability_codes.entry(slug(label)).or_insert(*code);
+            }
+        }
+        let updated_rank = ranks(agents.iter().map(|a| a.updated_at.as_str()).collect());
+        let created_rank = ranks(agents.iter().map(|a| a.created_at.as_str()).collect());
+        let name_rank = ranks(agents.iter().map(|a| a.name.to_lowercase()).collect());
+        let available_rank = ranks(
+            agents
+                .iter()
+                .map(|a| (a.available, (a.trust_signals.get("uptime").copied().unwrap_or(0.0) * 1000.0) as i64))
+                .collect(),
+        );
+        let id_rank = ranks(agents.iter().map(|a| a.id.as_str()).collect());
+        let mut metadata: BTreeMap<String, MetadataColumn> = BTreeMap::new();
+        for (i, agent) in agents.iter().enumerate() {
+            flatten("", &Value::Object(agent.metadata.clone()), &mut |path, value| {
+                let column = metadata.entry(path.to_string()).or_default();
+                let id = *column.lookup.entry(value.clone()).or_insert_with(|| {
+                    column.values.push(value);
+                    (column.values.len() - 1) as u32
+                });
+                column.per_agent.resize(agents.len(), Vec::new());
+                column.per_agent[i].push(id);
+            });
+        }
+        AgentIndex {
+            metadata,
+            text,
+            names,
+            registry,
+            adapter,
+            protocols,
+            kind,
+            verification,
+            capabilities,
+            capability_codes,
+            updated_rank,
+            created_rank,
+            name_rank,
+            available_rank,
+            id_rank,
+            agents,
         }
     }
 }
 
-impl SearchQuery {
-    /// Whether `agent` passes every filter.
-    pub fn keeps(&self, agent: &Agent) -> bool {
-        let any =
-            |wanted: &[String], have: &str| wanted.is_empty() || wanted.iter().any(|w| w.eq_ignore_ascii_case(have));
-        any(&self.registries, &agent.registry)
-            && any(&self.adapters, &agent.adapter)
-            && (self.protocols.is_empty() || agent.protocols.iter().any(|p| any(&self.protocols, p)))
-            && self.capabilities.iter().all(|wanted| {
-                agent
-                    .capabilities
-                    .iter()
-                    .zip(&agent.capability_labels)
-                    .any(|(code, label)| *wanted == code.to_string() || *wanted == slug(label))
+/// A query's filters resolved against an index's interned names.
+struct Filters<'a> {
+    query: &'a SearchQuery,
+    /// `None`: no filter; `Some(ids)`: the agent's value must be one of them.
+    registries: Option<Vec<u16>>,
+    adapters: Option<Vec<u16>>,
+    protocols: Option<Vec<u16>>,
+    kind: Option<Vec<u16>>,
+    verification: Option<Vec<u16>>,
+    /// Every bit must be set; `None` when a capability names nothing.
+    capabilities: Option<u32>,
+    /// Per metadata path in the query: its column and which of its values
+    /// match a pattern (`None`: no agent has the path).
+    metadata: Vec<Option<(&'a MetadataColumn, Vec<bool>)>>,
+}
+
+impl<'a> Filters<'a> {
+    fn new(index: &'a AgentIndex, query: &'a SearchQuery) -> Filters<'a> {
+        let resolve = |wanted: &[String], names: &[String]| -> Option<Vec<u16>> {
+            (!wanted.is_empty()).then(|| {
+                (0..names.len() as u16)
+                    .filter(|i| wanted.iter().any(|w| w.eq_ignore_ascii_case(&names[*i as usize])))
+                    .collect()
             })
-            && self.min_trust.is_none_or(|t| agent.trust_score >= t)
-            && self.min_signals.iter().all(|(k, min)| agent.trust_signals.get(k).is_some_and(|v| v >= min))
-            && self.verification_status.as_ref().is_none_or(|v| *v == agent.verification_status)
-            && self.kind.as_ref().is_none_or(|k| *k == agent.kind)
-            && (!self.verified || agent.verification_status == "registered")
-            && (!self.online || agent.available)
-            && self.metadata.iter().all(|(path, patterns)| {
-                let mut at = Some(&agent.metadata);
-                let mut value = None;
-                for (i, key) in path.iter().enumerate() {
-                    let next = at.and_then(|m| m.get(key));
-                    if i + 1 == path.len() {
-                        value = next;
-                    } else {
-                        at = next.and_then(Value::as_object);
-                    }
-                }
-                value.is_some_and(|v| metadata_matches(v, patterns))
+        };
+        let one = |wanted: &Option<String>| wanted.iter().cloned().collect::<Vec<_>>();
+        let mut bits = Some(0u32);
+        for wanted in &query.capabilities {
+            let code =
+                wanted.parse::<u8>().ok().filter(|c| *c < 32).or_else(|| index.capability_codes.get(wanted).copied());
+            bits = match (bits, code) {
+                (Some(b), Some(c)) => Some(b | 1 << c),
+                _ => None,
+            };
+        }
+        Filters {
+            query,
+            registries: resolve(&query.registries, &index.names.registries),
+            adapters: resolve(&query.adapters, &index.names.adapters),
+            protocols: resolve(&query.protocols, &index.names.protocols),
+            kind: resolve(&one(&query.kind), &index.names.kinds),
+            verification: resolve(&one(&query.verification_status), &index.names.verification),
+            capabilities: bits,
+            metadata: query
+                .metadata
+                .iter()
+                .map(|(path, patterns)| {
+                    let column = index.metadata.get(&path.join("."))?;
+                    let matching = column.values.iter().map(|v| patterns.iter().any(|p| glob(p, v))).collect();
+                    Some((column, matching))
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether agent `i` passes every filter.
+    fn keeps(&self, index: &AgentIndex, i: usize) -> bool {
+        let q = self.query;
+        let within = |ids: &Option<Vec<u16>>, value: u16| ids.as_ref().is_none_or(|ids| ids.contains(&value));
+        let Some(bits) = self.capabilities else { return false };
+        within(&self.registries, index.registry[i])
+            && within(&self.adapters, index.adapter[i])
+            && within(&self.kind, index.kind[i])
+            && within(&self.verification, index.verification[i])
+            && self.protocols.as_ref().is_none_or(|ids| index.protocols[i].iter().any(|p| ids.contains(p)))
+            && index.capabilities[i] & bits == bits
+            && (!q.online || index.agents[i].available)
+            && (!q.verified || index.agents[i].verification_status == "registered")
+            && q.min_trust.is_none_or(|t| index.agents[i].trust_score >= t)
+            && q.min_signals.iter().all(|(k, min)| index.agents[i].trust_signals.get(k).is_some_and(|v| v >= min))
+            && self.metadata.iter().all(|resolved| {
+                resolved
+                    .as_ref()
+                    .is_some_and(|(column, matching)| column.per_agent[i].iter().any(|id| matching[*id as usize]))
             })
     }
 }
@@ -277,36 +457,60 @@ pub struct Aggregations {
     pub verification: BTreeMap<String, usize>,
 }
 
-/// Runs `query` over `agents` (with their text index).
-pub fn search(agents: &[Agent], text: &TextIndex, query: &SearchQuery) -> Page {
+/// Runs `query` over the index.
+pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
+    let filters = Filters::new(index, query);
     let mut scored: Vec<(usize, f32)> = match &query.q {
-        Some(q) => text
+        Some(q) => index
+            .text
             .search(q)
             .into_iter()
             .map(|(doc, score)| (doc as usize, score))
-            .filter(|(doc, _)| query.keeps(&agents[*doc]))
+            .filter(|(doc, _)| filters.keeps(index, *doc))
             .collect(),
-        None => (0..agents.len()).filter(|i| query.keeps(&agents[*i])).map(|i| (i, 0.0)).collect(),
+        None => (0..index.agents.len()).filter(|i| filters.keeps(index, *i)).map(|i| (i, 0.0)).collect(),
     };
     let aggregations = query.include_aggregations.then(|| {
-        // Counted on borrowed keys; owned once per distinct key at the end.
-        let mut counts: [BTreeMap<&str, usize>; 6] = Default::default();
+        let names = &index.names;
+        let mut counts: [Vec<usize>; 5] = [
+            vec![0; names.registries.len()],
+            vec![0; names.adapters.len()],
+            vec![0; names.protocols.len()],
+            vec![0; names.kinds.len()],
+            vec![0; names.verification.len()],
+        ];
+        let mut capabilities = [0usize; 32];
         for (i, _) in &scored {
-            let agent = &agents[*i];
-            *counts[0].entry(&agent.registry).or_default() += 1;
-            *counts[1].entry(&agent.adapter).or_default() += 1;
-            for p in &agent.protocols {
-                *counts[2].entry(p).or_default() += 1;
+            counts[0][index.registry[*i] as usize] += 1;
+            counts[1][index.adapter[*i] as usize] += 1;
+            for p in &index.protocols[*i] {
+                counts[2][*p as usize] += 1;
             }
-            for label in &agent.capability_labels {
-                *counts[3].entry(label).or_default() += 1;
+            counts[3][index.kind[*i] as usize] += 1;
+            counts[4][index.verification[*i] as usize] += 1;
+            let mut bits = index.capabilities[*i];
+            while bits != 0 {
+                capabilities[bits.trailing_zeros() as usize] += 1;
+                bits &= bits - 1;
             }
-            *counts[4].entry(&agent.kind).or_default() += 1;
-            *counts[5].entry(&agent.verification_status).or_default() += 1;
         }
-        let [registries, adapters, protocols, capabilities, kinds, verification] =
-            counts.map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<_, _>>());
-        Aggregations { registries, adapters, protocols, capabilities, kinds, verification }
+        let named = |values: &[String], counts: &[usize]| -> BTreeMap<String, usize> {
+            values.iter().zip(counts).filter(|(_, n)| **n > 0).map(|(k, n)| (k.clone(), *n)).collect()
+        };
+        let labels: BTreeMap<u8, &String> = index.capability_codes.iter().map(|(slug, code)| (*code, slug)).collect();
+        Aggregations {
+            registries: named(&names.registries, &counts[0]),
+            adapters: named(&names.adapters, &counts[1]),
+            protocols: named(&names.protocols, &counts[2]),
+            kinds: named(&names.kinds, &counts[3]),
+            verification: named(&names.verification, &counts[4]),
+            capabilities: capabilities
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(code, n)| (labels.get(&(code as u8)).map_or(code.to_string(), |l| l.to_string()), *n))
+                .collect(),
+        }
     });
     let total = scored.len();
     let by_relevance = query.q.is_some() && query.sort_by.is_none();
@@ -314,24 +518,17 @@ pub fn search(agents: &[Agent], text: &TextIndex, query: &SearchQuery) -> Page {
     // Natural directions; `sortOrder` overrides.
     let natural_ascending = matches!(sort_by, SortBy::Oldest | SortBy::Name);
     let ascending = query.ascending.unwrap_or(natural_ascending);
-    // Sorting by name compares lower-cased names: computed once per agent.
-    let lower: BTreeMap<usize, String> = match (by_relevance, sort_by) {
-        (false, SortBy::Name) => scored.iter().map(|(i, _)| (*i, agents[*i].name.to_lowercase())).collect(),
-        _ => BTreeMap::new(),
-    };
     let order = |a: &(usize, f32), b: &(usize, f32)| {
-        let (x, y) = (&agents[a.0], &agents[b.0]);
+        let (x, y) = (a.0, b.0);
         let primary = if by_relevance {
             b.1.total_cmp(&a.1)
         } else {
             let forward = match sort_by {
-                SortBy::MostRecent => x.updated_at.cmp(&y.updated_at),
-                SortBy::Oldest => x.created_at.cmp(&y.created_at),
-                SortBy::Name => lower[&a.0].cmp(&lower[&b.0]),
-                SortBy::MostAvailable => (x.available, x.trust_signals.get("uptime").copied().unwrap_or(0.0))
-                    .partial_cmp(&(y.available, y.trust_signals.get("uptime").copied().unwrap_or(0.0)))
-                    .unwrap_or(std::cmp::Ordering::Equal),
-                SortBy::TrustScore => x.trust_score.total_cmp(&y.trust_score),
+                SortBy::MostRecent => index.updated_rank[x].cmp(&index.updated_rank[y]),
+                SortBy::Oldest => index.created_rank[x].cmp(&index.created_rank[y]),
+                SortBy::Name => index.name_rank[x].cmp(&index.name_rank[y]),
+                SortBy::MostAvailable => index.available_rank[x].cmp(&index.available_rank[y]),
+                SortBy::TrustScore => index.agents[x].trust_score.total_cmp(&index.agents[y].trust_score),
             };
             if ascending {
                 forward
@@ -339,7 +536,7 @@ pub fn search(agents: &[Agent], text: &TextIndex, query: &SearchQuery) -> Page {
                 forward.reverse()
             }
         };
-        primary.then_with(|| x.id.cmp(&y.id))
+        primary.then_with(|| index.id_rank[x].cmp(&index.id_rank[y]))
     };
     let start = (query.page - 1).saturating_mul(query.limit);
     let end = start.saturating_add(query.limit).min(total);
@@ -363,8 +560,8 @@ mod tests {
     use crate::broker::generate::agents;
 
     fn run(agents: &[Agent], raw: &str) -> Page {
-        let text = TextIndex::build(agents);
-        search(agents, &text, &SearchQuery::parse(raw).unwrap())
+        let index = AgentIndex::build(agents.to_vec());
+        search(&index, &SearchQuery::parse(raw).unwrap())
     }
 
     #[test]

@@ -85,11 +85,11 @@ fn mirror(dir: &Path, latency_ms: u64, port_file: &Path) -> Result<()> {
 }
 
 fn text(n: usize) -> Result<()> {
-    use almanac::broker::query::{search, SearchQuery};
-    use almanac::broker::{generate, text::TextIndex};
+    use almanac::broker::generate;
+    use almanac::broker::query::{search, AgentIndex, SearchQuery};
     let agents = generate::agents(n, 1);
     let started = Instant::now();
-    let index = TextIndex::build(&agents);
+    let index = AgentIndex::build(agents);
     let built = started.elapsed();
     // A mix of what clients send: free text, filters, sorts, deep pages.
     let queries: Vec<SearchQuery> = [
@@ -116,7 +116,7 @@ fn text(n: usize) -> Result<()> {
     for _ in 0..30 {
         for (k, query) in queries.iter().enumerate() {
             let t = Instant::now();
-            let page = search(&agents, &index, query);
+            let page = search(&index, query);
             hits += page.hits.len();
             times.push(t.elapsed());
             per_kind[k].push(t.elapsed());
@@ -132,7 +132,7 @@ fn text(n: usize) -> Result<()> {
     times.sort();
     let pct = |p: f64| times[((times.len() as f64 * p) as usize).min(times.len() - 1)];
     println!(
-        "search: {n} agents, text index built in {:.2} s; {} searches (12 kinds): p50 {:.2} ms, p99 {:.2} ms, {:.0} searches/s on one thread ({hits} hits)",
+        "search: {n} agents, index built in {:.2} s; {} searches (12 kinds): p50 {:.2} ms, p99 {:.2} ms, {:.0} searches/s on one thread ({hits} hits)",
         built.as_secs_f64(),
         times.len(),
         pct(0.5).as_secs_f64() * 1e3,
