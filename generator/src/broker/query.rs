@@ -230,6 +230,8 @@ pub struct AgentIndex {
     /// Metadata flattened by dot-separated path: the distinct values seen,
     /// and per agent the ids of its values (several for an array).
     metadata: BTreeMap<String, MetadataColumn>,
+    /// Trust signal name to each agent's value (NaN when it has none).
+    signals: BTreeMap<String, Vec<f64>>,
 }
 
 #[derive(Default)]
@@ -335,7 +337,14 @@ impl AgentIndex {
                 column.per_agent[i].push(id);
             });
         }
+        let mut signals: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for (i, agent) in agents.iter().enumerate() {
+            for (name, value) in &agent.trust_signals {
+                signals.entry(name.clone()).or_insert_with(|| vec![f64::NAN; agents.len()])[i] = *value;
+            }
+        }
         AgentIndex {
+            signals,
             metadata,
             text,
             names,
@@ -367,6 +376,9 @@ struct Filters<'a> {
     verification: Option<Vec<u16>>,
     /// Every bit must be set; `None` when a capability names nothing.
     capabilities: Option<u32>,
+    /// Per `minSignals` entry: the signal's column (`None`: no agent has
+    /// it) and the minimum.
+    signals: Vec<(Option<&'a Vec<f64>>, f64)>,
     /// Per metadata path in the query: its column and which of its values
     /// match a pattern (`None`: no agent has the path).
     metadata: Vec<Option<(&'a MetadataColumn, Vec<bool>)>>,
@@ -399,6 +411,7 @@ impl<'a> Filters<'a> {
             kind: resolve(&one(&query.kind), &index.names.kinds),
             verification: resolve(&one(&query.verification_status), &index.names.verification),
             capabilities: bits,
+            signals: query.min_signals.iter().map(|(k, min)| (index.signals.get(k), *min)).collect(),
             metadata: query
                 .metadata
                 .iter()
@@ -425,7 +438,7 @@ impl<'a> Filters<'a> {
             && (!q.online || index.agents[i].available)
             && (!q.verified || index.agents[i].verification_status == "registered")
             && q.min_trust.is_none_or(|t| index.agents[i].trust_score >= t)
-            && q.min_signals.iter().all(|(k, min)| index.agents[i].trust_signals.get(k).is_some_and(|v| v >= min))
+            && self.signals.iter().all(|(column, min)| column.is_some_and(|c| c[i] >= *min))
             && self.metadata.iter().all(|resolved| {
                 resolved
                     .as_ref()
