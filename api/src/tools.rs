@@ -113,8 +113,13 @@ const TOOLS: &[Tool] = &[
 #[derive(Debug, PartialEq, Eq)]
 pub struct Refused(pub String);
 
-/// `tools/list`'s `tools`.
-pub fn list() -> Vec<Value> {
+/// `tools/list`'s `tools`: the same for every request, so built once.
+pub fn list() -> &'static [Value] {
+    static LIST: std::sync::LazyLock<Vec<Value>> = std::sync::LazyLock::new(describe);
+    &LIST
+}
+
+fn describe() -> Vec<Value> {
     TOOLS
         .iter()
         .map(|t| {

@@ -82,8 +82,9 @@ pub struct BuildReport {
 /// derived tables already hold the new state (marked pending).
 struct Computed {
     files: Vec<site::File>,
-    /// Entries of the live build kept as they are (incremental runs).
-    kept: Vec<Entry>,
+    /// Entries of the live build kept as they are (incremental runs);
+    /// shared with the thread that links them.
+    kept: std::sync::Arc<[Entry]>,
     meta: Meta,
     /// A full replay's derived tables, written while the files are staged.
     tables: Option<Tables>,
@@ -281,7 +282,7 @@ fn full(
     let mut files = render(&analytics, Route::all_static(&analytics));
     files.extend_from_slice(guard_files);
     let recent = analytics.recent_events().to_vec();
-    Ok(Computed { files, kept: Vec::new(), meta, tables: Some(Tables { ledger, recent }), linking: None })
+    Ok(Computed { files, kept: Vec::new().into(), meta, tables: Some(Tables { ledger, recent }), linking: None })
 }
 
 /// Applies only the messages the live build has not seen, when that gives
@@ -304,11 +305,12 @@ fn incremental(
     };
     let new = warehouse.messages_after(&meta.applied)?;
     if new.is_empty() {
-        if unchanged(guard_files, live) {
+        if unchanged(guard_files, live, config.limits) {
             return Ok(Step::UpToDate(live.clone()));
         }
         // Only guard data changed: keep every section C file.
-        let kept: Vec<Entry> = live.routes.iter().filter(|e| section_c(e)).cloned().collect();
+        let kept: std::sync::Arc<[Entry]> =
+            live.routes.iter().filter(|e| route_of(e, config.limits).is_some()).cloned().collect();
         let linking = link_kept(config, live, &kept);
         report.incremental = true;
         let files = guard_files.to_vec();
@@ -335,13 +337,10 @@ fn incremental(
 
     // Routes the changes touch are rendered again; the rest are kept, and
     // linked into the new build while the changed ones are computed.
-    let kept: Vec<Entry> = live
+    let kept: std::sync::Arc<[Entry]> = live
         .routes
         .iter()
-        .filter(|e| {
-            let (path, query) = e.route.split_once('?').unwrap_or((&e.route, ""));
-            matches!(Route::parse(path, query, config.limits), Ok(Some(r)) if !r.touched_by(&token_keys, &accounts))
-        })
+        .filter(|e| route_of(e, config.limits).is_some_and(|r| !r.touched_by(&token_keys, &accounts)))
         .cloned()
         .collect();
     let linking = link_kept(config, live, &kept);
@@ -370,21 +369,25 @@ fn incremental(
 
 /// Starts the new build's staging directory on a thread, hard-linking the
 /// live build's `kept` files into it.
-fn link_kept(config: &BuildConfig, live: &Manifest, kept: &[Entry]) -> std::thread::JoinHandle<Result<site::Staging>> {
-    let (layout, kept, live_dir) = (config.layout.clone(), kept.to_vec(), config.layout.build_dir(&live.build));
+fn link_kept(
+    config: &BuildConfig,
+    live: &Manifest,
+    kept: &std::sync::Arc<[Entry]>,
+) -> std::thread::JoinHandle<Result<site::Staging>> {
+    let (layout, kept, live_dir) = (config.layout.clone(), kept.clone(), config.layout.build_dir(&live.build));
     std::thread::spawn(move || site::Staging::begin(&layout, &kept, Some(&live_dir)))
 }
 
-/// Whether a manifest entry is a section C route (the only routes an
-/// incremental run keeps from the live build; the others are re-rendered).
-fn section_c(entry: &Entry) -> bool {
+/// The section C route of a manifest entry, if it is one (only those are
+/// kept from the live build; the others are re-rendered every run).
+fn route_of(entry: &Entry, limits: Limits) -> Option<Route> {
     let (path, query) = entry.route.split_once('?').unwrap_or((&entry.route, ""));
-    matches!(Route::parse(path, query, Limits { max_page_size: usize::MAX }), Ok(Some(_)))
+    Route::parse(path, query, limits).ok().flatten()
 }
 
 /// Whether the live build already serves exactly these files (and no other
 /// guard route).
-fn unchanged(files: &[site::File], live: &Manifest) -> bool {
+fn unchanged(files: &[site::File], live: &Manifest, limits: Limits) -> bool {
     let routes = live.by_route();
     let same = files.iter().all(|f| {
         routes
@@ -392,7 +395,7 @@ fn unchanged(files: &[site::File], live: &Manifest) -> bool {
             .is_some_and(|e| e.etag == crate::manifest::etag(&f.body) && e.last_modified == f.last_modified.http_date())
     });
     let rendered: BTreeSet<&str> = files.iter().map(|f| f.route.as_str()).collect();
-    same && live.routes.iter().all(|e| section_c(e) || rendered.contains(e.route.as_str()))
+    same && live.routes.iter().all(|e| route_of(e, limits).is_some() || rendered.contains(e.route.as_str()))
 }
 
 /// Why new messages cannot simply be applied on top of the live build.

@@ -76,12 +76,7 @@ fn boolean(parameter: &'static str, value: &str) -> Result<bool, BadParameter> {
 
 /// Lower-case words joined by hyphens: `Code Generation` is `code-generation`.
 pub fn slug(label: &str) -> String {
-    label
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join("-")
+    super::text::tokens(label).collect::<Vec<_>>().join("-")
 }
 
 impl SearchQuery {
@@ -241,20 +236,22 @@ struct MetadataColumn {
     per_agent: Vec<Vec<u32>>,
 }
 
-/// Calls `f(path, value)` for every scalar under `value` (arrays give one
+/// Calls `f(path, value)` for every scalar under `map` (arrays give one
 /// call per element, on the same path).
-fn flatten(prefix: &str, value: &Value, f: &mut impl FnMut(&str, String)) {
+fn flatten(prefix: &str, map: &serde_json::Map<String, Value>, f: &mut impl FnMut(&str, String)) {
+    for (k, v) in map {
+        let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        flatten_value(&path, v, f);
+    }
+}
+
+fn flatten_value(path: &str, value: &Value, f: &mut impl FnMut(&str, String)) {
     match value {
-        Value::Object(map) => {
-            for (k, v) in map {
-                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-                flatten(&path, v, f);
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|v| flatten(prefix, v, f)),
-        Value::String(text) => f(prefix, text.clone()),
+        Value::Object(map) => flatten(path, map, f),
+        Value::Array(items) => items.iter().for_each(|v| flatten_value(path, v, f)),
+        Value::String(text) => f(path, text.clone()),
         Value::Null => {}
-        other => f(prefix, other.to_string()),
+        other => f(path, other.to_string()),
     }
 }
 
@@ -327,13 +324,15 @@ impl AgentIndex {
         let id_rank = ranks(agents.iter().map(|a| a.id.as_str()).collect());
         let mut metadata: BTreeMap<String, MetadataColumn> = BTreeMap::new();
         for (i, agent) in agents.iter().enumerate() {
-            flatten("", &Value::Object(agent.metadata.clone()), &mut |path, value| {
-                let column = metadata.entry(path.to_string()).or_default();
+            flatten("", &agent.metadata, &mut |path, value| {
+                let column = metadata.entry(path.to_string()).or_insert_with(|| MetadataColumn {
+                    per_agent: vec![Vec::new(); agents.len()],
+                    ..MetadataColumn::default()
+                });
                 let id = *column.lookup.entry(value.clone()).or_insert_with(|| {
                     column.values.push(value);
                     (column.values.len() - 1) as u32
                 });
-                column.per_agent.resize(agents.len(), Vec::new());
                 column.per_agent[i].push(id);
             });
         }

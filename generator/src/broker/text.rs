@@ -56,7 +56,10 @@ impl TextIndex {
                 add(protocol, TAGS);
             }
             add(&agent.description, DESCRIPTION);
-            metadata_text(&serde_json::Value::Object(agent.metadata.clone()), &mut |text| add(text, METADATA));
+            for (key, value) in &agent.metadata {
+                add(key, METADATA);
+                metadata_text(value, &mut |text| add(text, METADATA));
+            }
             lengths.push(length);
             for (term, tf) in counts {
                 postings.entry(term).or_default().push((doc as u32, tf));
