@@ -50,7 +50,7 @@ test: build conformance
 bench: build
 	bash bench/run.sh
 
-## datasets: rewrite datasets/ledger and datasets/broker/agents.json from
+## datasets: rewrite datasets/ledger and datasets/broker/{agents,feedback}.json from
 ## their generators (deterministic)
 datasets: build
 	rm -rf datasets/ledger

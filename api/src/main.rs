@@ -1,6 +1,7 @@
 //! `api`: serves the published site from memory with correct HTTP caching,
 //! and picks up new builds as the generator publishes them.
 
+mod broker;
 mod conditional;
 mod error;
 mod limit;
@@ -47,6 +48,9 @@ struct Config {
     /// pages of an allowed host (comma-separated).
     #[arg(long = "mcp-origin", env = "ALMANAC_MCP_ORIGINS", value_delimiter = ',')]
     mcp_origins: Vec<String>,
+    /// Largest body of a broker search request, in bytes (413 above).
+    #[arg(long, env = "ALMANAC_SEARCH_MAX_BODY", default_value_t = 65_536)]
+    search_max_body: usize,
     /// Largest MCP request body, in bytes (413 above).
     #[arg(long, env = "ALMANAC_MCP_MAX_BODY", default_value_t = 65_536)]
     mcp_max_body: usize,
@@ -109,7 +113,7 @@ async fn main() -> Result<()> {
         ),
         proxies: config.trusted_proxies.clone(),
     };
-    let app = Arc::new(router::App { live, limits, guard });
+    let app = Arc::new(router::App { live, limits, guard, broker_max_body: config.search_max_body });
     let cleaner = app.clone();
     let every = Duration::from_secs(config.limit_cleanup.max(1));
     tokio::spawn(async move {

@@ -31,6 +31,41 @@ pub struct App {
     pub live: Arc<Live>,
     pub limits: Limits,
     pub guard: GuardLimits,
+    /// Largest body of a broker POST (search), in bytes (413 above).
+    pub broker_max_body: usize,
+}
+
+enum BodyError {
+    TooLarge,
+    Unreadable,
+}
+
+/// Reads a request body, refusing it (without reading further) once it
+/// passes `limit` bytes, declared or streamed.
+async fn read_body<S, B>(headers: &HeaderMap, body: S, limit: usize) -> Result<Bytes, BodyError>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let mut body = std::pin::pin!(body);
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let mut chunk = chunk.map_err(|_| BodyError::Unreadable)?;
+        if bytes.len() + chunk.remaining() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            bytes.extend_from_slice(part);
+            let n = part.len();
+            chunk.advance(n);
+        }
+    }
+    Ok(Bytes::from(bytes))
 }
 
 /// Section B's live settings: who may call the MCP endpoint, how big a
@@ -64,7 +99,22 @@ pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = warp::Re
                         return Ok(refusal);
                     }
                 }
-                Ok(app.respond(&method, path.as_str(), &query, &headers))
+                let mut body_bytes = Bytes::new();
+                if method == Method::POST && path.as_str().starts_with("/api/v1/") {
+                    let limit = app.broker_max_body;
+                    body_bytes = match read_body(&headers, body, limit).await {
+                        Ok(bytes) => bytes,
+                        Err(BodyError::TooLarge) => {
+                            let message = format!("the request body is larger than {limit} bytes");
+                            return Ok(json_error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message, None));
+                        }
+                        Err(BodyError::Unreadable) => {
+                            let message = "the request body could not be read";
+                            return Ok(json_error(StatusCode::BAD_REQUEST, "bad_body", message, None));
+                        }
+                    };
+                }
+                Ok(app.respond(&method, path.as_str(), &query, &headers, &body_bytes))
             }
         })
 }
@@ -81,29 +131,16 @@ impl App {
             return refusal;
         }
         let limit = self.guard.max_body;
-        let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > limit as u64) {
-            return mcp::too_large(limit);
-        }
-        let mut body = std::pin::pin!(body);
-        let mut bytes = Vec::new();
-        while let Some(chunk) = body.next().await {
-            let Ok(mut chunk) = chunk else {
-                return json_error(StatusCode::BAD_REQUEST, "bad_body", "the request body could not be read", None);
-            };
-            if bytes.len() + chunk.remaining() > limit {
-                return mcp::too_large(limit);
+        let bytes = match read_body(headers, body, limit).await {
+            Ok(bytes) => bytes,
+            Err(BodyError::TooLarge) => return mcp::too_large(limit),
+            Err(BodyError::Unreadable) => {
+                return json_error(StatusCode::BAD_REQUEST, "bad_body", "the request body could not be read", None)
             }
-            while chunk.has_remaining() {
-                let part = chunk.chunk();
-                bytes.extend_from_slice(part);
-                let n = part.len();
-                chunk.advance(n);
-            }
-        }
+        };
         let build = self.live.get();
         let datasets = build.as_ref().and_then(|b| b.guard.as_ref());
-        mcp::respond(&self.guard.access, datasets, method, headers, &Bytes::from(bytes))
+        mcp::respond(&self.guard.access, datasets, method, headers, &bytes)
     }
 
     /// 429 with `Retry-After` when the client is over its quota.
@@ -120,7 +157,7 @@ impl App {
         Some(reply)
     }
 
-    pub fn respond(&self, method: &Method, raw_path: &str, query: &str, headers: &HeaderMap) -> Reply {
+    pub fn respond(&self, method: &Method, raw_path: &str, query: &str, headers: &HeaderMap, body: &Bytes) -> Reply {
         let Ok(path) = percent_encoding::percent_decode_str(raw_path).decode_utf8() else {
             return json_error(
                 StatusCode::BAD_REQUEST,
@@ -145,6 +182,15 @@ impl App {
         let Some(build) = self.live.get() else {
             return json_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no build has been published yet", None);
         };
+        if raw_path.starts_with("/api/v1/") {
+            // One segment per path parameter: a UAID may hold an encoded `/`.
+            let Some(canonical) = almanac::broker::render::canonical_path(raw_path) else {
+                return json_error(StatusCode::BAD_REQUEST, "invalid_path", "the path is not valid UTF-8", None);
+            };
+            if let Some(reply) = crate::broker::respond(&build, method, &canonical, query, headers, body) {
+                return reply;
+            }
+        }
         match Route::parse(&path, query, self.limits) {
             Err(bad) => json_error(StatusCode::BAD_REQUEST, "invalid_parameter", &bad.message, Some(bad.parameter)),
             Ok(Some(_)) if !readable => method_not_allowed(ALLOW),
@@ -196,12 +242,17 @@ impl App {
 }
 
 /// A JSON answer computed on the request, readable from any origin.
-fn live_json(body: &serde_json::Value, cache_control: &str) -> Reply {
+pub(crate) fn live_json(body: &serde_json::Value, cache_control: &str) -> Reply {
+    live_bytes(body.to_string().into_bytes(), cache_control)
+}
+
+/// [`live_json`] for a body already serialised.
+pub(crate) fn live_bytes(body: Vec<u8>, cache_control: &str) -> Reply {
     Response::builder()
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::CACHE_CONTROL, cache_control)
         .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-        .body(Bytes::from(body.to_string()).into())
+        .body(Bytes::from(body).into())
         .expect("valid JSON response")
 }
 
@@ -216,7 +267,7 @@ fn validate_uaid(text: &str) -> Reply {
 }
 
 /// A static answer, or 304 / 412 as the request's preconditions say.
-fn serve(method: &Method, headers: &HeaderMap, r: &Representation) -> Reply {
+pub(crate) fn serve(method: &Method, headers: &HeaderMap, r: &Representation) -> Reply {
     let value = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
     let preconditions = Preconditions {
         if_match: value(header::IF_MATCH),

@@ -38,6 +38,9 @@ pub struct Build {
     /// The guard datasets (section B), parsed from the very bytes the JSON
     /// routes serve; `None` when the build publishes none.
     pub guard: Option<crate::mcp::Published>,
+    /// The agent index and catalogs (section A); `None` when the build
+    /// publishes none.
+    pub broker: Option<crate::broker::Broker>,
 }
 
 impl Build {
@@ -82,8 +85,12 @@ impl Build {
             )),
             false => None,
         };
-        let analytics = snapshot::load_analytics(&layout.snapshot(&manifest), limits.max_page_size)
+        let snapshot_path = layout.snapshot(&manifest);
+        let analytics = snapshot::load_analytics(&snapshot_path, limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
+        let broker = almanac::broker::store::load(&snapshot_path)
+            .with_context(|| format!("loading the agent index of build {id}"))?
+            .map(crate::broker::Broker::new);
         tracing::info!(
             build = id,
             routes = routes.len(),
@@ -91,7 +98,7 @@ impl Build {
             ms = started.elapsed().as_millis() as u64,
             "build loaded"
         );
-        Ok(Build { id: id.to_string(), routes, analytics, guard })
+        Ok(Build { id: id.to_string(), routes, analytics, guard, broker })
     }
 }
 

@@ -21,7 +21,6 @@ use anyhow::{Context, Result};
 
 use crate::analytics::Analytics;
 use crate::entity::EntityId;
-use crate::guard;
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
 use crate::ledger::{captured, mirror};
 use crate::manifest::{Entry, Manifest};
@@ -29,6 +28,7 @@ use crate::routes::{Limits, Route};
 use crate::site::{self, Layout};
 use crate::snapshot::{self, Meta};
 use crate::warehouse::Warehouse;
+use crate::{broker, guard};
 use crate::{Lap, JSON};
 
 /// Where messages come from.
@@ -54,6 +54,14 @@ pub struct BuildConfig {
     pub full: bool,
     /// Guard sources (section B), if this deployment publishes them.
     pub guard: Option<GuardConfig>,
+    /// Broker sources (section A), if this deployment publishes them.
+    pub broker: Option<BrokerConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// `agents.json`, `catalog.json`, `feedback.json`.
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Clone)]
@@ -111,13 +119,25 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let mut report = BuildReport::default();
     let layout = &config.layout;
     // A bad guard record fails the build before anything else is done.
-    let guard_files = match &config.guard {
+    // Sources other than the ledger are rendered whole every run (a bad
+    // record fails the build before anything is written); files whose
+    // bytes did not change are linked from the live build.
+    let mut side_files = match &config.guard {
         Some(guard) => {
             let sources = guard::load(&guard.dir).context("guard sources")?;
             guard::render(&guard::project(&sources, guard.today))
         }
         None => Vec::new(),
     };
+    let broker = match &config.broker {
+        Some(b) => Some(broker::load(&b.dir).context("broker sources")?),
+        None => None,
+    };
+    if let Some(sources) = &broker {
+        let lap = Lap::new();
+        side_files.extend(broker::render::files(sources));
+        lap.mark("render broker");
+    }
     let mut warehouse = Warehouse::open(&layout.warehouse())?;
 
     let started = Instant::now();
@@ -162,7 +182,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         let started = Instant::now();
         let step = match &previous {
             Some((_, live)) if !config.full && !fresh => {
-                incremental(config, &warehouse, live, &guard_files, &mut report)?
+                incremental(config, &warehouse, live, &side_files, &mut report)?
             }
             _ => Step::Replay,
         };
@@ -173,7 +193,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
             }
             Step::Replay => {
                 let everything = fresh.then_some(fetched.messages.as_slice());
-                full(config, &warehouse, everything, &guard_files, operations_out, &mut report)?
+                full(config, &warehouse, everything, &side_files, operations_out, &mut report)?
             }
             Step::UpToDate(live) => {
                 tracing::info!(build = %live.build, "nothing new since the live build");
@@ -211,6 +231,9 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
             let snapshotted = written().and_then(|()| {
                 if let Some(t) = &computed.tables {
                     snapshot::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta)?;
+                }
+                if let Some(sources) = &broker {
+                    broker::store::write(warehouse.conn(), sources, None)?;
                 }
                 snapshot::write_meta(warehouse.conn(), &manifest.build, &computed.meta)?;
                 let snapshot_path = layout.snapshot(&manifest);
@@ -253,7 +276,7 @@ fn full(
     config: &BuildConfig,
     warehouse: &Warehouse,
     everything: Option<&[Message]>,
-    guard_files: &[site::File],
+    side_files: &[site::File],
     operations_out: std::sync::mpsc::SyncSender<Vec<hcs20::OperationRow>>,
     report: &mut BuildReport,
 ) -> Result<Computed> {
@@ -280,7 +303,7 @@ fn full(
     let _ = operations_out.send(operations);
     let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
     let mut files = render(&analytics, Route::all_static(&analytics));
-    files.extend_from_slice(guard_files);
+    files.extend_from_slice(side_files);
     let recent = analytics.recent_events().to_vec();
     Ok(Computed { files, kept: Vec::new().into(), meta, tables: Some(Tables { ledger, recent }), linking: None })
 }
@@ -293,7 +316,7 @@ fn incremental(
     config: &BuildConfig,
     warehouse: &Warehouse,
     live: &Manifest,
-    guard_files: &[site::File],
+    side_files: &[site::File],
     report: &mut BuildReport,
 ) -> Result<Step> {
     // The warehouse's derived tables must be the live build's.
@@ -305,7 +328,7 @@ fn incremental(
     };
     let new = warehouse.messages_after(&meta.applied)?;
     if new.is_empty() {
-        if unchanged(guard_files, live, config.limits) {
+        if unchanged(side_files, live, config.limits) {
             return Ok(Step::UpToDate(live.clone()));
         }
         // Only guard data changed: keep every section C file.
@@ -313,7 +336,7 @@ fn incremental(
             live.routes.iter().filter(|e| route_of(e, config.limits).is_some()).cloned().collect();
         let linking = link_kept(config, live, &kept);
         report.incremental = true;
-        let files = guard_files.to_vec();
+        let files = side_files.to_vec();
         return Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None, linking: Some(linking) })));
     }
     if let Some(reason) = needs_replay(&new, &meta) {
@@ -357,7 +380,7 @@ fn incremental(
     }
     routes.extend(accounts.iter().map(|a| Route::Account(*a)));
     let mut files = render(&model, routes);
-    files.extend_from_slice(guard_files);
+    files.extend_from_slice(side_files);
     lap.mark("render");
 
     report.incremental = true;

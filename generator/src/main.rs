@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use almanac::build::{self, BuildConfig, GuardConfig, Source};
+use almanac::build::{self, BrokerConfig, BuildConfig, GuardConfig, Source};
 use almanac::datagen;
 use almanac::entity::EntityId;
 use almanac::hcs20::Topics;
@@ -74,6 +74,10 @@ struct BuildArgs {
     /// Reference date for guard expiries (YYYY-MM-DD; default: today, UTC).
     #[arg(long, env = "ALMANAC_GUARD_DATE")]
     guard_date: Option<chrono::NaiveDate>,
+    /// Broker sources (section A): agents.json, catalog.json and
+    /// feedback.json; skipped with a warning when agents.json is missing.
+    #[arg(long, env = "ALMANAC_BROKER_DIR", default_value = "datasets/broker")]
+    broker_dir: PathBuf,
     /// Replay every message instead of applying only the new ones.
     #[arg(long)]
     full: bool,
@@ -85,8 +89,8 @@ struct DatagenArgs {
     #[arg(long)]
     out: PathBuf,
     /// `rules`: the checked-in ledger corpus; `random`: --messages of
-    /// realistic traffic; `agents`: an agent index of --agents agents
-    /// (`<out>/agents.json`).
+    /// realistic traffic; `agents`: an agent index of --agents agents and
+    /// their ERC-8004 feedback (`<out>/agents.json`, `<out>/feedback.json`).
     #[arg(long, default_value = "random")]
     preset: String,
     #[arg(long, default_value_t = 10_000)]
@@ -120,13 +124,19 @@ async fn main() -> Result<()> {
             );
         }
         Command::Datagen(args) if args.preset == "agents" => {
-            let agents = almanac::broker::generate::agents(args.agents, args.seed);
+            use almanac::broker::{generate, AgentsFile, FeedbackFile};
+            let agents = generate::agents(args.agents, args.seed);
+            let feedback = generate::feedback(&agents, args.seed);
             std::fs::create_dir_all(&args.out)?;
-            let path = args.out.join("agents.json");
-            let mut bytes = serde_json::to_vec_pretty(&serde_json::json!({ "agents": agents }))?;
-            bytes.push(b'\n');
-            std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
-            tracing::info!(agents = agents.len(), out = %path.display(), "agent index written");
+            let write = |name: &str, bytes: serde_json::Result<Vec<u8>>| -> Result<()> {
+                let path = args.out.join(name);
+                let mut bytes = bytes?;
+                bytes.push(b'\n');
+                std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
+            };
+            write("agents.json", serde_json::to_vec_pretty(&AgentsFile { agents }))?;
+            write("feedback.json", serde_json::to_vec_pretty(&FeedbackFile { feedback }))?;
+            tracing::info!(agents = args.agents, out = %args.out.display(), "agent index and feedback written");
         }
         Command::Datagen(args) => {
             let (corpus, pretty) = match args.preset.as_str() {
@@ -164,6 +174,13 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
         keep_builds: args.keep_builds,
         limits: Limits { max_page_size: args.max_page_size },
         full: args.full,
+        broker: match args.broker_dir.join("agents.json").exists() {
+            true => Some(BrokerConfig { dir: args.broker_dir }),
+            false => {
+                tracing::warn!(dir = %args.broker_dir.display(), "no broker sources; building without section A");
+                None
+            }
+        },
         guard: match args.guard_dir.exists() {
             true => Some(GuardConfig {
                 dir: args.guard_dir,

@@ -65,7 +65,7 @@ pub struct BadParameter {
 }
 
 impl BadParameter {
-    fn new(parameter: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(parameter: &'static str, message: impl Into<String>) -> Self {
         BadParameter { parameter, message: message.into() }
     }
 }
@@ -287,7 +287,7 @@ fn query_value(text: &str) -> String {
 
 /// A tick as a file name: unreserved characters kept, the rest
 /// percent-encoded; a very long tick is named by its hash instead.
-fn file_name(tick: &str) -> String {
+pub fn file_name(tick: &str) -> String {
     let encoded = utf8_percent_encode(tick, FILE_NAME).to_string();
     if encoded.len() <= 120 {
         return encoded;

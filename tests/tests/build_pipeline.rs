@@ -80,9 +80,12 @@ fn datasets_broker_agents_is_what_datagen_writes() {
     let dir = TempDir::new("datagen-agents");
     let out = generator(&["datagen", "--preset", "agents", "--agents", "300", "--out", dir.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let fresh = std::fs::read(dir.path().join("agents.json")).unwrap();
+    for name in ["feedback.json", "agents.json"] {
+        let fresh = std::fs::read(dir.path().join(name)).unwrap();
+        let checked_in = std::fs::read(workspace_root().join("datasets/broker").join(name)).unwrap();
+        assert!(checked_in == fresh, "datasets/broker/{name} is stale: run `make datasets`");
+    }
     let checked_in = std::fs::read(workspace_root().join("datasets/broker/agents.json")).unwrap();
-    assert!(checked_in == fresh, "datasets/broker/agents.json is stale: run `make datasets`");
     let index: serde_json::Value = serde_json::from_slice(&checked_in).unwrap();
     let agents: Vec<almanac::broker::Agent> = serde_json::from_value(index["agents"].clone()).unwrap();
     assert_eq!(agents.len(), 300);

@@ -6,14 +6,21 @@
 //! filters on (trust signals, verification status, type). Field names are
 //! the wire names.
 
+pub mod catalog;
 pub mod generate;
 pub mod query;
+pub mod render;
+pub mod store;
 pub mod text;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use catalog::{Catalog, FeedbackEntry};
 
 use crate::uaid::{Target, Uaid};
 
@@ -154,4 +161,55 @@ pub fn validate_index(agents: &[Agent]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Everything the broker publishes, read from `datasets/broker/`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sources {
+    pub agents: Vec<Agent>,
+    pub catalog: Catalog,
+    pub feedback: Vec<FeedbackEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsFile {
+    pub agents: Vec<Agent>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackFile {
+    pub feedback: Vec<FeedbackEntry>,
+}
+
+/// Reads a JSON source file; a field that does not fit is named by path.
+fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
+    serde_path_to_error::deserialize(&mut deserializer).with_context(|| format!("{}", path.display()))
+}
+
+/// Reads and checks `agents.json`, `catalog.json` and `feedback.json`
+/// (absent: no feedback) under `dir`. Nothing is published when any record
+/// is wrong; the error names the file, the record and the field.
+pub fn load(dir: &Path) -> Result<Sources> {
+    let agents = read_json::<AgentsFile>(&dir.join("agents.json"))?.agents;
+    let catalog: Catalog = read_json(&dir.join("catalog.json"))?;
+    let feedback_path = dir.join("feedback.json");
+    let feedback = match feedback_path.exists() {
+        true => read_json::<FeedbackFile>(&feedback_path)?.feedback,
+        false => Vec::new(),
+    };
+    let sources = Sources { agents, catalog, feedback };
+    sources.validate().with_context(|| format!("{}", dir.display()))?;
+    Ok(sources)
+}
+
+impl Sources {
+    pub fn validate(&self) -> Result<()> {
+        validate_index(&self.agents).context("agents.json")?;
+        catalog::validate(&self.catalog, &self.agents).context("catalog.json")?;
+        catalog::validate_feedback(&self.feedback, &self.agents).context("feedback.json")
+    }
 }

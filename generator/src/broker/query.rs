@@ -58,10 +58,6 @@ pub struct SearchQuery {
     pub metadata: BTreeMap<Vec<String>, Vec<String>>,
 }
 
-fn bad(parameter: &'static str, message: impl Into<String>) -> BadParameter {
-    BadParameter { parameter, message: message.into() }
-}
-
 fn list(value: &str) -> Vec<String> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
 }
@@ -70,7 +66,7 @@ fn boolean(parameter: &'static str, value: &str) -> Result<bool, BadParameter> {
     match value {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(bad(parameter, format!("{parameter} must be true or false"))),
+        _ => Err(BadParameter::new(parameter, format!("{parameter} must be true or false"))),
     }
 }
 
@@ -92,27 +88,24 @@ impl SearchQuery {
                         .parse()
                         .ok()
                         .filter(|p| *p >= 1)
-                        .ok_or_else(|| bad("page", "page must be an integer of at least 1"))?
+                        .ok_or_else(|| BadParameter::new("page", "page must be an integer of at least 1"))?
                 }
                 "limit" => {
-                    out.limit = value
-                        .parse()
-                        .ok()
-                        .filter(|l| (1..=MAX_LIMIT).contains(l))
-                        .ok_or_else(|| bad("limit", format!("limit must be an integer from 1 to {MAX_LIMIT}")))?
+                    out.limit = value.parse().ok().filter(|l| (1..=MAX_LIMIT).contains(l)).ok_or_else(|| {
+                        BadParameter::new("limit", format!("limit must be an integer from 1 to {MAX_LIMIT}"))
+                    })?
                 }
                 "registries" => out.registries.extend(list(value)),
                 "adapters" | "adapter" => out.adapters.extend(list(value)),
                 "capabilities" => out.capabilities.extend(list(value).iter().map(|c| slug(c))),
                 "protocols" => out.protocols.extend(list(value)),
                 "minTrust" => {
-                    out.min_trust = Some(
-                        value
-                            .parse::<f64>()
-                            .ok()
-                            .filter(|t| (0.0..=100.0).contains(t))
-                            .ok_or_else(|| bad("minTrust", "minTrust must be a number from 0 to 100"))?,
-                    )
+                    out.min_trust =
+                        Some(
+                            value.parse::<f64>().ok().filter(|t| (0.0..=100.0).contains(t)).ok_or_else(|| {
+                                BadParameter::new("minTrust", "minTrust must be a number from 0 to 100")
+                            })?,
+                        )
                 }
                 "minSignals" => {
                     for part in list(value) {
@@ -120,15 +113,16 @@ impl SearchQuery {
                             .split_once(':')
                             .and_then(|(k, v)| Some((k.trim().to_string(), v.trim().parse::<f64>().ok()?)))
                             .filter(|(k, v)| !k.is_empty() && v.is_finite());
-                        let pair =
-                            parsed.ok_or_else(|| bad("minSignals", "minSignals is a list of <signalKey>:<min>"))?;
+                        let pair = parsed.ok_or_else(|| {
+                            BadParameter::new("minSignals", "minSignals is a list of <signalKey>:<min>")
+                        })?;
                         out.min_signals.push(pair);
                     }
                 }
                 "includeAggregations" => out.include_aggregations = boolean("includeAggregations", value)?,
                 "verificationStatus" => {
                     if !VERIFICATION.contains(&value) {
-                        return Err(bad(
+                        return Err(BadParameter::new(
                             "verificationStatus",
                             format!("verificationStatus is one of {}", VERIFICATION.join(", ")),
                         ));
@@ -137,7 +131,7 @@ impl SearchQuery {
                 }
                 "type" => {
                     if !KINDS.contains(&value) {
-                        return Err(bad("type", format!("type is one of {}", KINDS.join(", "))));
+                        return Err(BadParameter::new("type", format!("type is one of {}", KINDS.join(", "))));
                     }
                     out.kind = Some(value.to_string());
                 }
@@ -151,7 +145,7 @@ impl SearchQuery {
                         "most-available" => SortBy::MostAvailable,
                         "trust-score" => SortBy::TrustScore,
                         _ => {
-                            return Err(bad(
+                            return Err(BadParameter::new(
                                 "sortBy",
                                 "sortBy is one of most-recent, oldest, name, most-available, trust-score",
                             ))
@@ -162,14 +156,14 @@ impl SearchQuery {
                     out.ascending = Some(match value {
                         "asc" => true,
                         "desc" => false,
-                        _ => return Err(bad("sortOrder", "sortOrder is asc or desc")),
+                        _ => return Err(BadParameter::new("sortOrder", "sortOrder is asc or desc")),
                     })
                 }
                 other => {
                     if let Some(path) = other.strip_prefix("metadata.") {
                         let path: Vec<String> = path.split('.').map(str::to_string).collect();
                         if path.iter().any(String::is_empty) {
-                            return Err(bad("metadata", format!("{other} is not a metadata path")));
+                            return Err(BadParameter::new("metadata", format!("{other} is not a metadata path")));
                         }
                         out.metadata.entry(path).or_default().push(value.to_string());
                     }

@@ -1,0 +1,384 @@
+//! The broker's catalogs (`datasets/broker/catalog.json`) and ERC-8004
+//! feedback (`datasets/broker/feedback.json`): source records, read with
+//! unknown fields refused and checked against the agent index, so that a
+//! catalog naming an adapter or registry nobody knows fails the build.
+//!
+//! Field names are the wire names of `../shared/contracts/broker.md`; a
+//! catalog entry is published as it is read.
+
+use std::collections::BTreeSet;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Agent;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Catalog {
+    /// When the catalog was last reviewed: Last-Modified of its routes.
+    pub updated_at: String,
+    pub registries: Vec<RegistryInfo>,
+    pub protocols: Vec<ProtocolInfo>,
+    pub adapters: Vec<AdapterDetail>,
+    pub adapter_registry: AdapterRegistry,
+    pub additional_registries: Vec<AdditionalRegistry>,
+    pub federation: Federation,
+    pub credit_providers: Vec<CreditProvider>,
+    /// Seed searches; the journal's search counts come first.
+    pub popular_searches: Vec<String>,
+    /// Search facets, without their options (computed from the agents).
+    pub facets: Vec<Facet>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryInfo {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub url: String,
+    /// web2, web3 or hybrid.
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolInfo {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// Whether the broker can route messages over it.
+    pub routable: bool,
+}
+
+/// An adapter descriptor, as `GET /adapters/details` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdapterDetail {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub author: String,
+    pub description: String,
+    pub supported_protocols: Vec<String>,
+    pub registry_type: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub chat_profile: Option<ChatProfile>,
+    pub capabilities: AdapterCapabilities,
+    pub enabled: bool,
+    pub priority: u32,
+    pub status: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatProfile {
+    pub supports_chat: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub delivery: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub transport: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub streaming: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub requires_auth: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub notes: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterCapabilities {
+    pub discovery: bool,
+    pub routing: bool,
+    pub communication: bool,
+    pub translation: bool,
+    pub protocols: Vec<String>,
+}
+
+/// The HCS-21 adapter registry: categories and published adapters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterRegistry {
+    pub network: String,
+    pub categories: Vec<Category>,
+    pub adapters: Vec<RegistryEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Category {
+    pub id: u64,
+    pub network: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub slug: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub description: Option<String>,
+    pub topic_id: String,
+    pub version_topic_id: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistryEntry {
+    pub adapter_id: String,
+    pub adapter_name: String,
+    pub entity: String,
+    /// A category slug.
+    pub category: String,
+    pub version: String,
+    pub description: String,
+    pub keywords: Vec<String>,
+    pub manifest_topic_id: String,
+    pub created_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdditionalRegistry {
+    pub id: String,
+    pub label: String,
+    pub networks: Vec<Network>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Network {
+    pub key: String,
+    pub registry_id: String,
+    pub network_id: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub chain_id: Option<u64>,
+    pub label: String,
+    pub estimated_credits: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Federation {
+    pub enabled: bool,
+    /// The topic registries are announced on.
+    pub channel: String,
+    pub registries: Vec<FederatedRegistry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FederatedRegistry {
+    pub id: String,
+    pub name: String,
+    pub url: String,
+    pub protocols: Vec<String>,
+    pub announced_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreditProvider {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub publishable_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub currency: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cents_per_hbar: Option<u64>,
+}
+
+/// A search facet. `adapters` and `options` are filled in per build.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Facet {
+    pub key: String,
+    pub label: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub description: Option<String>,
+    /// string, boolean or number.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub adapters: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub options: Option<Vec<FacetOption>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FacetOption {
+    pub value: String,
+    pub label: String,
+}
+
+/// One ERC-8004 reputation entry (`giveFeedback`, maybe revoked later).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeedbackEntry {
+    /// The agent the feedback is about.
+    pub uaid: String,
+    /// The agent's ERC-8004 token id.
+    pub agent_id: String,
+    pub chain_id: u64,
+    pub client_address: String,
+    /// Per client, from 1.
+    pub feedback_index: u64,
+    /// 0 to 100.
+    pub score: u8,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tag1: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tag2: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub feedback_uri: Option<String>,
+    pub revoked: bool,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub revoked_at: Option<String>,
+    pub tx_hash: String,
+}
+
+/// The registry whose agents carry ERC-8004 feedback.
+pub const FEEDBACK_REGISTRY: &str = "erc-8004";
+
+fn rfc3339(value: &str) -> bool {
+    chrono::DateTime::parse_from_rfc3339(value).is_ok()
+}
+
+fn unique<'a>(what: &str, ids: impl Iterator<Item = &'a str>) -> Result<BTreeSet<&'a str>> {
+    let mut seen = BTreeSet::new();
+    for id in ids {
+        if !seen.insert(id) {
+            bail!("{what} {id:?} is listed twice");
+        }
+    }
+    Ok(seen)
+}
+
+/// Checks the catalog on its own and against the agents: every agent's
+/// registry, adapter and protocols are catalogued, ids are unique, entries
+/// name existing categories, times are RFC 3339.
+pub fn validate(catalog: &Catalog, agents: &[Agent]) -> Result<()> {
+    let registries = unique("catalog: registry", catalog.registries.iter().map(|r| r.id.as_str()))?;
+    let adapters = unique("catalog: adapter", catalog.adapters.iter().map(|a| a.id.as_str()))?;
+    let protocols = unique("catalog: protocol", catalog.protocols.iter().map(|p| p.id.as_str()))?;
+    let categories = unique(
+        "catalog: adapter registry category",
+        catalog.adapter_registry.categories.iter().map(|c| c.slug.as_str()),
+    )?;
+    unique("catalog: adapter registry entry", catalog.adapter_registry.adapters.iter().map(|a| a.adapter_id.as_str()))?;
+    unique("catalog: facet", catalog.facets.iter().map(|f| f.key.as_str()))?;
+    let mut times = vec![("updatedAt", catalog.updated_at.as_str())];
+    for r in &catalog.registries {
+        if !matches!(r.kind.as_str(), "web2" | "web3" | "hybrid") {
+            bail!("catalog: registry {:?}: kind {:?} is not web2, web3 or hybrid", r.id, r.kind);
+        }
+    }
+    for a in &catalog.adapters {
+        if !matches!(a.registry_type.as_str(), "web2" | "web3" | "hybrid") {
+            bail!("catalog: adapter {:?}: registryType {:?} is not web2, web3 or hybrid", a.id, a.registry_type);
+        }
+        if !matches!(a.status.as_str(), "running" | "stopped") {
+            bail!("catalog: adapter {:?}: status {:?} is not running or stopped", a.id, a.status);
+        }
+        if let Some(p) = a.supported_protocols.iter().find(|p| !protocols.contains(p.as_str())) {
+            bail!("catalog: adapter {:?}: protocol {p:?} is not in protocols", a.id);
+        }
+    }
+    let mut category_ids = BTreeSet::new();
+    for c in &catalog.adapter_registry.categories {
+        if !category_ids.insert(c.id) {
+            bail!("catalog: adapter registry category id {} is listed twice", c.id);
+        }
+        times.extend([("category createdAt", c.created_at.as_str()), ("category updatedAt", c.updated_at.as_str())]);
+    }
+    for e in &catalog.adapter_registry.adapters {
+        if !categories.contains(e.category.as_str()) {
+            bail!("catalog: adapter registry entry {:?}: category {:?} does not exist", e.adapter_id, e.category);
+        }
+        times.push(("entry createdAt", e.created_at.as_str()));
+    }
+    for r in &catalog.additional_registries {
+        for n in &r.networks {
+            if n.registry_id != r.id || !n.key.starts_with(&format!("{}:", r.id)) {
+                bail!("catalog: additional registry {:?}: network {:?} belongs to another registry", r.id, n.key);
+            }
+        }
+    }
+    for r in &catalog.federation.registries {
+        times.push(("federation announcedAt", r.announced_at.as_str()));
+    }
+    for f in &catalog.facets {
+        if !matches!(f.kind.as_str(), "string" | "boolean" | "number") {
+            bail!("catalog: facet {:?}: type {:?} is not string, boolean or number", f.key, f.kind);
+        }
+        if f.adapters.is_some() || f.options.is_some() {
+            bail!("catalog: facet {:?}: adapters and options are computed, not written", f.key);
+        }
+    }
+    if let Some((what, t)) = times.iter().find(|(_, t)| !rfc3339(t)) {
+        bail!("catalog: {what} {t:?} is not an RFC 3339 time");
+    }
+    for agent in agents {
+        if !registries.contains(agent.registry.as_str()) {
+            bail!("agent {:?}: field \"registry\": {:?} is not in the catalog's registries", agent.id, agent.registry);
+        }
+        if !adapters.contains(agent.adapter.as_str()) {
+            bail!("agent {:?}: field \"adapter\": {:?} is not in the catalog's adapters", agent.id, agent.adapter);
+        }
+        if let Some(p) = agent.protocols.iter().find(|p| !protocols.contains(p.as_str())) {
+            bail!("agent {:?}: field \"protocols\": {p:?} is not in the catalog's protocols", agent.id);
+        }
+    }
+    Ok(())
+}
+
+/// Checks feedback entries: each names an ERC-8004 agent of the index by
+/// UAID and token id, scores are 0 to 100, a revoked entry says when, and
+/// (client, index) is unique per agent.
+pub fn validate_feedback(feedback: &[FeedbackEntry], agents: &[Agent]) -> Result<()> {
+    let by_uaid: std::collections::HashMap<&str, &Agent> = agents.iter().map(|a| (a.uaid.as_str(), a)).collect();
+    let mut seen = BTreeSet::new();
+    for (n, f) in feedback.iter().enumerate() {
+        let fail = |field: &str, problem: String| -> Result<()> { bail!("feedback #{n}: field {field:?}: {problem}") };
+        match by_uaid.get(f.uaid.as_str()) {
+            None => fail("uaid", format!("{:?} is not an indexed agent", f.uaid))?,
+            Some(a) if a.registry != FEEDBACK_REGISTRY => {
+                fail("uaid", format!("agent {:?} is not in the {FEEDBACK_REGISTRY} registry", a.id))?
+            }
+            Some(a) if a.original_id != f.agent_id => {
+                fail("agentId", format!("{:?} is not the agent's token id {:?}", f.agent_id, a.original_id))?
+            }
+            Some(_) => {}
+        }
+        if f.score > 100 {
+            fail("score", format!("{} is above 100", f.score))?;
+        }
+        if !rfc3339(&f.created_at) {
+            fail("createdAt", format!("{:?} is not an RFC 3339 time", f.created_at))?;
+        }
+        match (&f.revoked_at, f.revoked) {
+            (Some(at), true) if rfc3339(at) && at.as_str() >= f.created_at.as_str() => {}
+            (None, false) => {}
+            _ => fail("revokedAt", "must be an RFC 3339 time after createdAt exactly when revoked".into())?,
+        }
+        if !seen.insert((f.uaid.as_str(), f.client_address.as_str(), f.feedback_index)) {
+            fail("feedbackIndex", format!("{} is used twice by {}", f.feedback_index, f.client_address))?;
+        }
+    }
+    Ok(())
+}
+
+/// The value at a dot-separated metadata path.
+pub fn metadata_at<'a>(metadata: &'a serde_json::Map<String, Value>, path: &str) -> Option<&'a Value> {
+    let mut parts = path.split('.');
+    let mut value = metadata.get(parts.next()?)?;
+    for part in parts {
+        value = value.as_object()?.get(part)?;
+    }
+    Some(value)
+}

@@ -1,0 +1,527 @@
+//! Section A's static routes: catalogs, statistics, facets and one set of
+//! files per agent (detail, similar agents, resolve, ERC-8004 feedback).
+//! Pure: sources in, files out. The api answers the parameter sets no file
+//! covers (another adapter registry query, a facet list for an unknown
+//! adapter) through the same functions.
+//!
+//! **Routes and file names.** A route is the path as a client sends it:
+//! every segment percent-encoded as `encodeURIComponent` does (the
+//! reference client's encoding), so a UAID is one segment even when its
+//! `nativeId` holds a `/`. [`canonical_path`] brings any spelling of a
+//! request path to that form. A file is named by [`crate::routes::file_name`]:
+//! `a-z A-Z 0-9 - _` kept, every other byte percent-encoded (no `.`, `/` or
+//! `:`, so the name is valid on every file system and object store), and a
+//! value whose name would pass 120 bytes is named `~` and 32 hex digits of
+//! its SHA-256. `_manifest.json` maps each route to its file.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::catalog::{metadata_at, Catalog, Facet, FacetOption, FeedbackEntry, RegistryEntry, FEEDBACK_REGISTRY};
+use super::query::slug;
+use super::{Agent, Sources};
+use crate::routes::{file_name, BadParameter};
+use crate::site::File;
+use crate::timestamp::Timestamp;
+
+/// Catalogs change when they are reviewed.
+pub const CATALOG_CACHE: &str = "public, max-age=300, s-maxage=3600, stale-while-revalidate=86400";
+/// Agent records change with every index run.
+pub const AGENT_CACHE: &str = "public, max-age=60, s-maxage=300, stale-while-revalidate=3600";
+/// Agents listed by `/agents/{uaid}/similar`.
+pub const SIMILAR_LIMIT: usize = 8;
+/// `GET /adapters/registry/adapters` paging.
+pub const ENTRIES_DEFAULT_LIMIT: usize = 50;
+pub const ENTRIES_MAX_LIMIT: usize = 200;
+
+pub const STATS: &str = "/api/v1/stats";
+pub const REGISTRIES: &str = "/api/v1/registries";
+pub const ADAPTERS: &str = "/api/v1/adapters";
+pub const ADAPTER_DETAILS: &str = "/api/v1/adapters/details";
+pub const CATEGORIES: &str = "/api/v1/adapters/registry/categories";
+pub const REGISTRY_ADAPTERS: &str = "/api/v1/adapters/registry/adapters";
+pub const PROVIDERS: &str = "/api/v1/providers";
+pub const POPULAR: &str = "/api/v1/popular";
+pub const FACETS: &str = "/api/v1/search/facets";
+pub const ADDITIONAL_REGISTRIES: &str = "/api/v1/register/additional-registries";
+pub const CREDIT_PROVIDERS: &str = "/api/v1/credits/providers";
+pub const FEDERATION: &str = "/api/v1/bridge/federation/registries";
+
+/// What `encodeURIComponent` leaves as it is.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// One path segment, encoded as the reference client encodes it.
+pub fn segment(value: &str) -> String {
+    utf8_percent_encode(value, COMPONENT).to_string()
+}
+
+/// The canonical spelling of a raw request path: each segment decoded, then
+/// encoded as [`segment`] does. `None` when a segment is not UTF-8.
+pub fn canonical_path(raw: &str) -> Option<String> {
+    let parts: Option<Vec<String>> =
+        raw.split('/').map(|s| percent_decode_str(s).decode_utf8().ok().map(|d| segment(&d))).collect();
+    Some(parts?.join("/"))
+}
+
+pub fn agent_route(uaid: &str) -> String {
+    format!("/api/v1/agents/{}", segment(uaid))
+}
+
+pub fn resolve_route(uaid: &str) -> String {
+    format!("/api/v1/resolve/{}", segment(uaid))
+}
+
+pub fn feedback_route(uaid: &str, include_revoked: bool) -> String {
+    let plain = format!("{}/feedback", agent_route(uaid));
+    match include_revoked {
+        true => format!("{plain}?includeRevoked=true"),
+        false => plain,
+    }
+}
+
+pub fn facets_route(adapter: Option<&str>) -> String {
+    match adapter {
+        Some(a) => format!("{FACETS}?adapter={}", segment(a)),
+        None => FACETS.to_string(),
+    }
+}
+
+/// RFC 3339 text (validated with the sources) to a timestamp.
+fn time(text: &str) -> Timestamp {
+    let at = chrono::DateTime::parse_from_rfc3339(text).expect("times are validated with the sources");
+    Timestamp(at.timestamp().max(0) as u64 * 1_000_000_000)
+}
+
+fn file(route: String, path: String, value: &impl Serialize, last_modified: Timestamp, cache: &str) -> File {
+    File {
+        route,
+        path,
+        body: serde_json::to_vec(value).expect("broker answers serialise"),
+        last_modified,
+        content_type: crate::JSON,
+        cache_control: cache.to_string(),
+    }
+}
+
+/// Every static route of section A.
+pub fn files(sources: &Sources) -> Vec<File> {
+    let Sources { agents, catalog, feedback } = sources;
+    let catalog_time = time(&catalog.updated_at);
+    let index_time = agents.iter().map(|a| time(&a.updated_at)).max().unwrap_or(catalog_time);
+    let both = catalog_time.max(index_time);
+    let adapters = adapter_ids(agents, catalog);
+    let fixed = |route: &str, value: Value, at: Timestamp| {
+        let path = format!("{}.json", route.trim_start_matches('/'));
+        file(route.to_string(), path, &value, at, CATALOG_CACHE)
+    };
+    let mut files = vec![
+        fixed(STATS, stats(agents), index_time),
+        fixed(REGISTRIES, json!({"registries": registries(agents)}), index_time),
+        fixed(ADAPTERS, json!({"adapters": adapters}), both),
+        fixed(ADAPTER_DETAILS, json!({"adapters": catalog.adapters}), catalog_time),
+        fixed(CATEGORIES, json!({"categories": catalog.adapter_registry.categories}), catalog_time),
+        fixed(REGISTRY_ADAPTERS, registry_adapters(catalog, &EntryQuery::default()), catalog_time),
+        fixed(PROVIDERS, providers(catalog), catalog_time),
+        fixed(POPULAR, json!({"searches": catalog.popular_searches}), catalog_time),
+        fixed(FACETS, facets(agents, catalog, None), both),
+        fixed(ADDITIONAL_REGISTRIES, json!({"registries": catalog.additional_registries}), catalog_time),
+        fixed(CREDIT_PROVIDERS, json!({"providers": catalog.credit_providers}), catalog_time),
+        fixed(FEDERATION, serde_json::to_value(&catalog.federation).expect("serialises"), catalog_time),
+    ];
+    for adapter in &adapters {
+        let path = format!("api/v1/search/facets/adapter/{}.json", file_name(adapter));
+        files.push(file(
+            facets_route(Some(adapter)),
+            path,
+            &facets(agents, catalog, Some(adapter)),
+            both,
+            CATALOG_CACHE,
+        ));
+    }
+    files.extend(agent_files(agents, feedback));
+    files
+}
+
+/// Adapters found on agents and in the catalog, sorted.
+pub fn adapter_ids(agents: &[Agent], catalog: &Catalog) -> Vec<String> {
+    let mut ids: BTreeSet<&str> = agents.iter().map(|a| a.adapter.as_str()).collect();
+    ids.extend(catalog.adapters.iter().map(|a| a.id.as_str()));
+    ids.into_iter().map(str::to_string).collect()
+}
+
+/// Registry namespaces that have agents, sorted.
+pub fn registries(agents: &[Agent]) -> Vec<&str> {
+    agents.iter().map(|a| a.registry.as_str()).collect::<BTreeSet<_>>().into_iter().collect()
+}
+
+/// `GET /stats`. `lastUpdate` is the newest agent update, not a clock.
+pub fn stats(agents: &[Agent]) -> Value {
+    let mut registries: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut capabilities: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    for a in agents {
+        *registries.entry(&a.registry).or_default() += 1;
+        *kinds.entry(&a.kind).or_default() += 1;
+        for label in &a.capability_labels {
+            *capabilities.entry(label).or_default() += 1;
+        }
+    }
+    let last = agents.iter().map(|a| a.updated_at.as_str()).max().unwrap_or("1970-01-01T00:00:00Z");
+    json!({
+        "totalAgents": agents.len(),
+        "registries": registries,
+        "capabilities": capabilities,
+        "types": kinds,
+        "lastUpdate": last,
+        "status": "operational",
+    })
+}
+
+/// `GET /providers`: adapters, then the protocols messages can be routed over.
+pub fn providers(catalog: &Catalog) -> Value {
+    let adapters: Vec<Value> = catalog
+        .adapters
+        .iter()
+        .map(|a| {
+            json!({"id": a.id, "name": a.name, "protocols": a.supported_protocols,
+                "enabled": a.enabled, "status": a.status})
+        })
+        .collect();
+    let protocols: Vec<_> = catalog.protocols.iter().filter(|p| p.routable).collect();
+    json!({"providers": adapters, "protocols": protocols})
+}
+
+/// `GET /search/facets`, for every adapter or one. Options are the values
+/// agents actually have (capabilities by slug); a facet applies to the
+/// adapters whose agents carry it, and a per-adapter list holds only the
+/// facets that apply to that adapter, with its agents' options.
+pub fn facets(agents: &[Agent], catalog: &Catalog, adapter: Option<&str>) -> Value {
+    let registry_names: HashMap<&str, &str> =
+        catalog.registries.iter().map(|r| (r.id.as_str(), r.name.as_str())).collect();
+    let adapter_names: HashMap<&str, &str> =
+        catalog.adapters.iter().map(|a| (a.id.as_str(), a.name.as_str())).collect();
+    let protocol_names: HashMap<&str, &str> =
+        catalog.protocols.iter().map(|p| (p.id.as_str(), p.name.as_str())).collect();
+    let option = |names: &HashMap<&str, &str>, v: &str| (v.to_string(), names.get(v).unwrap_or(&v).to_string());
+    let mut out = Vec::new();
+    for facet in &catalog.facets {
+        let mut options: BTreeSet<FacetOption> = BTreeSet::new();
+        let mut applies: BTreeSet<&str> = BTreeSet::new();
+        for agent in agents {
+            let values: Vec<(String, String)> = match facet.key.as_str() {
+                "registries" => vec![option(&registry_names, &agent.registry)],
+                "adapters" => vec![option(&adapter_names, &agent.adapter)],
+                "protocols" => agent.protocols.iter().map(|p| option(&protocol_names, p)).collect(),
+                "capabilities" => agent.capability_labels.iter().map(|l| (slug(l), l.clone())).collect(),
+                "type" => vec![(agent.kind.clone(), agent.kind.clone())],
+                "verificationStatus" => vec![(agent.verification_status.clone(), agent.verification_status.clone())],
+                key => match key.strip_prefix("metadata.") {
+                    Some(path) => scalars(metadata_at(&agent.metadata, path)),
+                    None => vec![(String::new(), String::new())],
+                },
+            };
+            if values.is_empty() {
+                continue;
+            }
+            applies.insert(&agent.adapter);
+            if adapter.is_none_or(|a| a == agent.adapter) && facet.kind == "string" {
+                options.extend(values.into_iter().map(|(value, label)| FacetOption { value, label }));
+            }
+        }
+        if adapter.is_some_and(|a| !applies.contains(a)) || applies.is_empty() {
+            continue;
+        }
+        out.push(Facet {
+            adapters: Some(applies.iter().map(|a| a.to_string()).collect()),
+            options: (facet.kind == "string").then(|| options.into_iter().collect()),
+            ..facet.clone()
+        });
+    }
+    json!({"facets": out})
+}
+
+/// A metadata value as facet options: a scalar, or each scalar of an array.
+fn scalars(value: Option<&Value>) -> Vec<(String, String)> {
+    let one = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
+        _ => None,
+    };
+    match value {
+        Some(Value::Array(items)) => items.iter().filter_map(one).map(|s| (s.clone(), s)).collect(),
+        Some(v) => one(v).map(|s| (s.clone(), s)).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The query of `GET /adapters/registry/adapters`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryQuery {
+    pub category: Option<String>,
+    pub entity: Option<String>,
+    /// Every keyword must be on the entry.
+    pub keywords: Vec<String>,
+    /// Free text over id, name, description and keywords.
+    pub query: Option<String>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+impl Default for EntryQuery {
+    fn default() -> EntryQuery {
+        EntryQuery {
+            category: None,
+            entity: None,
+            keywords: Vec::new(),
+            query: None,
+            limit: ENTRIES_DEFAULT_LIMIT,
+            offset: 0,
+        }
+    }
+}
+
+impl EntryQuery {
+    pub fn parse(raw: &str) -> Result<EntryQuery, BadParameter> {
+        let mut out = EntryQuery::default();
+        for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+            let value = value.trim();
+            let text = Some(value.to_string()).filter(|v| !v.is_empty());
+            match key.as_ref() {
+                "category" => out.category = text,
+                "entity" => out.entity = text,
+                "keywords" => {
+                    out.keywords = value.split(',').map(|k| k.trim().to_lowercase()).filter(|k| !k.is_empty()).collect()
+                }
+                "query" => out.query = text.map(|q| q.to_lowercase()),
+                "limit" => {
+                    out.limit = value.parse().ok().filter(|l| (1..=ENTRIES_MAX_LIMIT).contains(l)).ok_or_else(|| {
+                        BadParameter::new("limit", format!("limit must be an integer from 1 to {ENTRIES_MAX_LIMIT}"))
+                    })?
+                }
+                "offset" => {
+                    out.offset = value
+                        .parse()
+                        .map_err(|_| BadParameter::new("offset", "offset must be an integer of at least 0"))?
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    fn keeps(&self, e: &RegistryEntry) -> bool {
+        let text = |t: &str| t.to_lowercase();
+        self.category.as_ref().is_none_or(|c| *c == e.category)
+            && self.entity.as_ref().is_none_or(|x| text(x) == text(&e.entity))
+            && self.keywords.iter().all(|k| e.keywords.iter().any(|have| text(have) == *k))
+            && self.query.as_ref().is_none_or(|q| {
+                [&e.adapter_id, &e.adapter_name, &e.description].iter().any(|f| text(f).contains(q.as_str()))
+                    || e.keywords.iter().any(|k| text(k).contains(q.as_str()))
+            })
+    }
+}
+
+/// `GET /adapters/registry/adapters`: matching entries in catalog order.
+pub fn registry_adapters(catalog: &Catalog, query: &EntryQuery) -> Value {
+    let matching: Vec<&RegistryEntry> = catalog.adapter_registry.adapters.iter().filter(|e| query.keeps(e)).collect();
+    let page: Vec<_> = matching.iter().skip(query.offset).take(query.limit).collect();
+    json!({
+        "network": catalog.adapter_registry.network,
+        "adapters": page,
+        "total": matching.len(),
+        "limit": query.limit,
+        "offset": query.offset,
+    })
+}
+
+/// A similar agent: the search hit's main fields and what it shares.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SimilarHit<'a> {
+    id: &'a str,
+    uaid: &'a str,
+    registry: &'a str,
+    name: &'a str,
+    description: &'a str,
+    capabilities: &'a [u8],
+    capability_labels: &'a [String],
+    protocols: &'a [String],
+    adapter: &'a str,
+    trust_score: f64,
+    available: bool,
+    verification_status: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    shared_capabilities: Vec<u8>,
+}
+
+/// Capability codes as a bit set.
+fn mask(agent: &Agent) -> u32 {
+    agent.capabilities.iter().fold(0, |m, c| m | 1 << c)
+}
+
+/// For each agent, up to `limit` others ranked by how many capabilities
+/// they share (at least one), then trust score, then id. Agents are grouped
+/// by capability set, so the work grows with the number of distinct sets,
+/// not with the square of the index.
+pub fn similar(agents: &[Agent], limit: usize) -> Vec<Vec<usize>> {
+    let better = |a: usize, b: usize| {
+        agents[b].trust_score.total_cmp(&agents[a].trust_score).then_with(|| agents[a].id.cmp(&agents[b].id))
+    };
+    let mut groups: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, agent) in agents.iter().enumerate() {
+        groups.entry(mask(agent)).or_default().push(i);
+    }
+    for members in groups.values_mut() {
+        members.sort_by(|a, b| better(*a, *b));
+    }
+    // The best `limit + 1` of each group are all any agent can need (one
+    // may be itself).
+    let mut best: HashMap<u32, Vec<usize>> = HashMap::with_capacity(groups.len());
+    for &m in groups.keys() {
+        let mut candidates: Vec<(u32, usize)> = groups
+            .iter()
+            .filter(|(g, _)| *g & m != 0)
+            .flat_map(|(g, members)| members.iter().take(limit + 1).map(move |i| ((g & m).count_ones(), *i)))
+            .collect();
+        candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| better(a.1, b.1)));
+        candidates.truncate(limit + 1);
+        best.insert(m, candidates.into_iter().map(|(_, i)| i).collect());
+    }
+    agents
+        .iter()
+        .enumerate()
+        .map(|(i, agent)| best[&mask(agent)].iter().copied().filter(|j| *j != i).take(limit).collect())
+        .collect()
+}
+
+/// ERC-8004 feedback of one agent, with a summary over the entries that
+/// stand (revoked feedback counts for nothing).
+pub fn feedback_body(agent: &Agent, entries: &[&FeedbackEntry], include_revoked: bool) -> Value {
+    let standing: Vec<&&FeedbackEntry> = entries.iter().filter(|e| !e.revoked).collect();
+    let average = (!standing.is_empty())
+        .then(|| (standing.iter().map(|e| e.score as f64).sum::<f64>() / standing.len() as f64 * 10.0).round() / 10.0);
+    let listed: Vec<&&FeedbackEntry> = entries.iter().filter(|e| include_revoked || !e.revoked).collect();
+    json!({
+        "uaid": agent.uaid,
+        "agentId": agent.original_id,
+        "registry": FEEDBACK_REGISTRY,
+        "includeRevoked": include_revoked,
+        "entries": listed,
+        "summary": {"count": standing.len(), "averageScore": average, "revokedCount": entries.len() - standing.len()},
+    })
+}
+
+/// Detail, similar, resolve and (for ERC-8004 agents) feedback files of
+/// every agent, rendered over the cores.
+fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
+    let similar = similar(agents, SIMILAR_LIMIT);
+    let mut by_agent: HashMap<&str, Vec<&FeedbackEntry>> = HashMap::new();
+    for f in feedback {
+        by_agent.entry(f.uaid.as_str()).or_default().push(f);
+    }
+    let one = |i: usize| -> Vec<File> {
+        let agent = &agents[i];
+        let name = file_name(&agent.uaid);
+        let updated = time(&agent.updated_at);
+        let entries = by_agent.get(agent.uaid.as_str()).map_or(&[][..], |v| v.as_slice());
+        let feedback_time = entries
+            .iter()
+            .flat_map(|e| std::iter::once(&e.created_at).chain(e.revoked_at.as_ref()))
+            .map(|t| time(t))
+            .max()
+            .unwrap_or(time(&agent.created_at));
+        let feedback_summary =
+            (agent.registry == FEEDBACK_REGISTRY).then(|| feedback_body(agent, entries, false)["summary"].clone());
+        let detail = json!({
+            "agent": agent,
+            "trust": {
+                "score": agent.trust_score,
+                "signals": agent.trust_signals,
+                "verificationStatus": agent.verification_status,
+                "feedback": feedback_summary,
+            },
+        });
+        let detail_time = match agent.registry == FEEDBACK_REGISTRY {
+            true => updated.max(feedback_time),
+            false => updated,
+        };
+        let mine = mask(agent);
+        let hits: Vec<SimilarHit> = similar[i]
+            .iter()
+            .map(|j| {
+                let a = &agents[*j];
+                let shared = a.capabilities.iter().copied().filter(|c| mine & 1 << c != 0).collect();
+                SimilarHit {
+                    id: &a.id,
+                    uaid: &a.uaid,
+                    registry: &a.registry,
+                    name: &a.name,
+                    description: &a.description,
+                    capabilities: &a.capabilities,
+                    capability_labels: &a.capability_labels,
+                    protocols: &a.protocols,
+                    adapter: &a.adapter,
+                    trust_score: a.trust_score,
+                    available: a.available,
+                    verification_status: &a.verification_status,
+                    kind: &a.kind,
+                    shared_capabilities: shared,
+                }
+            })
+            .collect();
+        let similar_time = similar[i].iter().map(|j| time(&agents[*j].updated_at)).fold(updated, Timestamp::max);
+        let route = agent_route(&agent.uaid);
+        let mut out = vec![
+            file(route.clone(), format!("api/v1/agents/{name}.json"), &detail, detail_time, AGENT_CACHE),
+            file(
+                format!("{route}/similar"),
+                format!("api/v1/agents/{name}/similar.json"),
+                &json!({"uaid": agent.uaid, "hits": hits, "total": hits.len()}),
+                similar_time,
+                AGENT_CACHE,
+            ),
+            file(
+                resolve_route(&agent.uaid),
+                format!("api/v1/resolve/{name}.json"),
+                &json!({"agent": agent}),
+                updated,
+                AGENT_CACHE,
+            ),
+        ];
+        if agent.registry == FEEDBACK_REGISTRY {
+            for (include_revoked, file_path) in [(false, "feedback"), (true, "feedback/revoked")] {
+                out.push(file(
+                    feedback_route(&agent.uaid, include_revoked),
+                    format!("api/v1/agents/{name}/{file_path}.json"),
+                    &feedback_body(agent, entries, include_revoked),
+                    feedback_time,
+                    AGENT_CACHE,
+                ));
+            }
+        }
+        out
+    };
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = agents.len().div_ceil(workers).max(1);
+    let indices: Vec<usize> = (0..agents.len()).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = indices
+            .chunks(chunk)
+            .map(|part| scope.spawn(|| part.iter().flat_map(|i| one(*i)).collect::<Vec<_>>()))
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("rendering agents panicked")).collect()
+    })
+}

@@ -1,0 +1,137 @@
+//! The broker's tables in the warehouse, and so in every build's snapshot:
+//! the agents (key columns for analysts plus the whole record as JSON, and
+//! the embedding when the deployment computes them), the feedback and the
+//! catalog. Replaced whole by every build that publishes; the api loads its
+//! search index from a build's snapshot once ([`load`]).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use duckdb::arrow::array::{Array, ArrayRef, Float32Array, Float64Array, ListArray, StringArray};
+use duckdb::arrow::datatypes::{DataType, Field, Float32Type};
+use duckdb::Connection;
+
+use super::catalog::{Catalog, FeedbackEntry};
+use super::{Agent, Sources};
+use crate::columnar;
+
+const SCHEMA: &str = "
+CREATE OR REPLACE TABLE broker_agents (
+    position UINTEGER, id VARCHAR, uaid VARCHAR, registry VARCHAR, name VARCHAR, adapter VARCHAR, type VARCHAR,
+    verification_status VARCHAR, trust_score DOUBLE, available BOOLEAN, created_at VARCHAR, updated_at VARCHAR,
+    record VARCHAR, embedding FLOAT[]);
+CREATE OR REPLACE TABLE broker_feedback (
+    uaid VARCHAR, client_address VARCHAR, feedback_index UBIGINT, score UINTEGER, revoked BOOLEAN,
+    created_at VARCHAR, record VARCHAR);
+CREATE OR REPLACE TABLE broker_catalog (record VARCHAR);
+CREATE OR REPLACE TABLE broker_meta (key VARCHAR, value VARCHAR);
+";
+
+/// Agent embeddings: one vector per agent (in the index's order) and the
+/// model that made them; queries must be embedded by the same model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Embeddings {
+    pub model: String,
+    pub vectors: Vec<Vec<f32>>,
+}
+
+/// What a snapshot holds for the broker.
+pub struct Stored {
+    pub sources: Sources,
+    pub embeddings: Option<Embeddings>,
+}
+
+/// Replaces the broker tables with `sources` (in one transaction).
+pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embeddings>) -> Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    tx.execute_batch(SCHEMA)?;
+    let agents = &sources.agents;
+    for (start, part) in (0..agents.len()).step_by(50_000).zip(agents.chunks(50_000)) {
+        let records: Vec<String> = part.iter().map(|a| serde_json::to_string(a).expect("agents serialise")).collect();
+        let vectors: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(
+            (start..start + part.len())
+                .map(|i| embeddings.map(|e| e.vectors[i].iter().map(|v| Some(*v)).collect::<Vec<_>>())),
+        ));
+        let batch = columnar::batch(vec![
+            ("position", columnar::u32s((start..start + part.len()).map(|i| Some(i as u32)))),
+            ("id", columnar::strings(part.iter().map(|a| Some(&a.id)))),
+            ("uaid", columnar::strings(part.iter().map(|a| Some(&a.uaid)))),
+            ("registry", columnar::strings(part.iter().map(|a| Some(&a.registry)))),
+            ("name", columnar::strings(part.iter().map(|a| Some(&a.name)))),
+            ("adapter", columnar::strings(part.iter().map(|a| Some(&a.adapter)))),
+            ("type", columnar::strings(part.iter().map(|a| Some(&a.kind)))),
+            ("verification_status", columnar::strings(part.iter().map(|a| Some(&a.verification_status)))),
+            ("trust_score", Arc::new(part.iter().map(|a| Some(a.trust_score)).collect::<Float64Array>())),
+            ("available", columnar::bools(part.iter().map(|a| Some(a.available)))),
+            ("created_at", columnar::strings(part.iter().map(|a| Some(&a.created_at)))),
+            ("updated_at", columnar::strings(part.iter().map(|a| Some(&a.updated_at)))),
+            ("record", columnar::strings(records.iter().map(Some))),
+            ("embedding", vectors),
+        ])?;
+        columnar::append(&tx, "broker_agents", batch)?;
+    }
+    let feedback = &sources.feedback;
+    let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
+    let batch = columnar::batch(vec![
+        ("uaid", columnar::strings(feedback.iter().map(|f| Some(&f.uaid)))),
+        ("client_address", columnar::strings(feedback.iter().map(|f| Some(&f.client_address)))),
+        ("feedback_index", columnar::u64s(feedback.iter().map(|f| Some(f.feedback_index)))),
+        ("score", columnar::u32s(feedback.iter().map(|f| Some(u32::from(f.score))))),
+        ("revoked", columnar::bools(feedback.iter().map(|f| Some(f.revoked)))),
+        ("created_at", columnar::strings(feedback.iter().map(|f| Some(&f.created_at)))),
+        ("record", columnar::strings(records.iter().map(Some))),
+    ])?;
+    columnar::append(&tx, "broker_feedback", batch)?;
+    let catalog = serde_json::to_string(&sources.catalog).expect("catalog serialises");
+    tx.execute("INSERT INTO broker_catalog VALUES (?)", [catalog])?;
+    if let Some(e) = embeddings {
+        tx.execute("INSERT INTO broker_meta VALUES ('embedding_model', ?)", [&e.model])?;
+    }
+    tx.commit().context("writing the broker tables")
+}
+
+/// The broker tables of a snapshot; `None` when the build has none.
+pub fn load(path: &Path) -> Result<Option<Stored>> {
+    let conn = crate::snapshot::open_read_only(path)?;
+    let exists: i64 = conn.query_row(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'broker_catalog'",
+        [],
+        |r| r.get(0),
+    )?;
+    if exists == 0 {
+        return Ok(None);
+    }
+    let catalog: String = conn.query_row("SELECT record FROM broker_catalog", [], |r| r.get(0))?;
+    let catalog: Catalog = serde_json::from_str(&catalog).context("broker_catalog")?;
+    let model: Option<String> = conn
+        .query_row("SELECT value FROM broker_meta WHERE key = 'embedding_model'", [], |r| r.get(0))
+        .map(Some)
+        .or_else(|e| if matches!(e, duckdb::Error::QueryReturnedNoRows) { Ok(None) } else { Err(e) })?;
+    let mut agents: Vec<Agent> = Vec::new();
+    let mut vectors: Vec<Vec<f32>> = Vec::new();
+    let mut stmt = conn.prepare("SELECT record, embedding FROM broker_agents ORDER BY position")?;
+    for batch in stmt.query_arrow([])? {
+        let records: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
+        let embedded: ListArray =
+            columnar::column(&batch, 1, DataType::List(Arc::new(Field::new("item", DataType::Float32, true))))?;
+        for i in 0..batch.num_rows() {
+            agents.push(serde_json::from_str(records.value(i)).context("broker_agents.record")?);
+            if model.is_some() && !embedded.is_null(i) {
+                let values = embedded.value(i);
+                let floats = values.as_any().downcast_ref::<Float32Array>().context("embedding is not FLOAT[]")?;
+                vectors.push(floats.values().to_vec());
+            }
+        }
+    }
+    let mut feedback: Vec<FeedbackEntry> = Vec::new();
+    let mut stmt = conn.prepare("SELECT record FROM broker_feedback")?;
+    for record in stmt.query_map([], |r| r.get::<_, String>(0))? {
+        feedback.push(serde_json::from_str(&record?).context("broker_feedback.record")?);
+    }
+    let embeddings = match model {
+        Some(model) if vectors.len() == agents.len() => Some(Embeddings { model, vectors }),
+        _ => None,
+    };
+    Ok(Some(Stored { sources: Sources { agents, catalog, feedback }, embeddings }))
+}
