@@ -14,7 +14,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all build site run test bench datasets fmt lint clean conformance
+.PHONY: all build site run test bench datasets fmt lint clean conformance client
 
 all: build
 
@@ -37,9 +37,16 @@ $(CONFORMANCE)/node_modules/.installed: $(CONFORMANCE)/package.json $(CONFORMANC
 	cd $(CONFORMANCE) && npm ci --no-audit --no-fund
 	touch $@
 
+## client: install the reference broker client (npm, pinned by its lock)
+CLIENT := tests/client
+client: $(CLIENT)/node_modules/.installed
+$(CLIENT)/node_modules/.installed: $(CLIENT)/package.json $(CLIENT)/package-lock.json
+	cd $(CLIENT) && npm ci --no-audit --no-fund
+	touch $@
+
 ## test: every test (unit, data-driven, end-to-end on loopback, the MCP
-## conformance suite), then a total
-test: build conformance
+## conformance suite, the reference broker client), then a total
+test: build conformance client
 	@mkdir -p $(TARGET)
 	set -o pipefail; $(CARGO) test --release --workspace --no-fail-fast --lib --bins --tests 2>&1 \
 	  | tee $(TARGET)/test.log; status=$$?; \

@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 
 use almanac::broker::catalog::{Catalog, FEEDBACK_REGISTRY};
+use almanac::broker::embed::Provider;
 use almanac::broker::query::{search, AgentIndex, Page, SearchQuery};
 use almanac::broker::render::{self, EntryQuery};
 use almanac::broker::store::{Embeddings, Stored};
@@ -38,6 +39,8 @@ pub struct Broker {
     hits: Vec<Box<str>>,
     pub embeddings: Option<Embeddings>,
     has_feedback: Vec<bool>,
+    /// When the api loaded this build (RFC 3339).
+    loaded_at: String,
 }
 
 impl Broker {
@@ -53,6 +56,7 @@ impl Broker {
             hits,
             embeddings,
             has_feedback,
+            loaded_at: chrono_now(),
         }
     }
 
@@ -101,6 +105,7 @@ fn readable(method: &Method) -> bool {
 /// `None` when no broker route has that path.
 pub fn respond(
     build: &Build,
+    vectors: Option<&Vectors>,
     method: &Method,
     path: &str,
     query: &str,
@@ -112,14 +117,13 @@ pub fn respond(
     let get_only =
         |answer: &dyn Fn() -> Reply| if readable(method) { answer() } else { method_not_allowed("GET, HEAD, OPTIONS") };
     let reply = match path {
-        "/api/v1/search" if method == Method::POST => vector_search(broker, body),
         "/api/v1/search" => get_only(&|| match SearchQuery::parse(query) {
             Ok(q) => live_bytes(broker.page_body(&broker.search(&q)), SEARCH_CACHE),
             Err(bad) => bad_parameter(bad),
         }),
         "/api/v1/search/capabilities" if method == Method::POST => capability_search(broker, body),
         "/api/v1/search/capabilities" => method_not_allowed("POST"),
-        "/api/v1/search/status" => get_only(&|| live_json(&search_status(broker), "no-store")),
+        "/api/v1/search/status" => get_only(&|| live_json(&search_status(broker, vectors), "no-store")),
         "/api/v1/search/facets" => get_only(&|| {
             let adapter = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "adapter").map(|(_, v)| v);
             let adapter = adapter.as_deref().map(str::trim).filter(|a| !a.is_empty());
@@ -247,10 +251,24 @@ struct CapabilityRequest {
     min_trust: Option<f64>,
 }
 
-fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Reply> {
-    serde_json::from_slice(body).map_err(|e| {
-        json_error(StatusCode::BAD_REQUEST, "invalid_body", &format!("the request body is not valid: {e}"), None)
-    })
+/// A request body refused with 400 `invalid_body`, made a reply at the edge.
+struct InvalidBody {
+    message: String,
+    parameter: Option<&'static str>,
+}
+
+impl InvalidBody {
+    fn new(message: impl Into<String>, parameter: Option<&'static str>) -> InvalidBody {
+        InvalidBody { message: message.into(), parameter }
+    }
+
+    fn reply(self) -> Reply {
+        json_error(StatusCode::BAD_REQUEST, "invalid_body", &self.message, self.parameter)
+    }
+}
+
+fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, InvalidBody> {
+    serde_json::from_slice(body).map_err(|e| InvalidBody::new(format!("the request body is not valid: {e}"), None))
 }
 
 /// `POST /search/capabilities`: agents advertising every capability named
@@ -258,7 +276,7 @@ fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Reply> {
 fn capability_search(broker: &Broker, body: &Bytes) -> Reply {
     let request: CapabilityRequest = match parse_body(body) {
         Ok(r) => r,
-        Err(reply) => return reply,
+        Err(invalid) => return invalid.reply(),
     };
     let mut raw = form_urlencoded::Serializer::new(String::new());
     let mut names = Vec::new();
@@ -305,19 +323,210 @@ fn capability_search(broker: &Broker, body: &Bytes) -> Reply {
     }
 }
 
-/// `GET /search/status`.
-fn search_status(broker: &Broker) -> Value {
-    let _ = broker;
-    json!({
-        "storageMode": "memory",
-        "vectorStatus": {"enabled": false, "healthy": false, "mode": "disabled", "lastUpdated": "1970-01-01T00:00:00Z"},
-    })
+/// The api's embedding provider, and how its last call went.
+pub struct Vectors {
+    pub provider: Provider,
+    last_error: std::sync::Mutex<Option<String>>,
 }
 
-/// `POST /search`: 501 until the deployment has an embedding provider.
-fn vector_search(broker: &Broker, body: &Bytes) -> Reply {
-    let _ = (broker, body);
-    json_error(StatusCode::NOT_IMPLEMENTED, "vector_search_unavailable", "this deployment has no vector search", None)
+impl Vectors {
+    pub fn new(provider: Provider) -> Vectors {
+        Vectors { provider, last_error: Default::default() }
+    }
+}
+
+/// Why vector search is off for this build, if it is.
+fn vector_unavailable(broker: &Broker, vectors: Option<&Vectors>) -> Option<String> {
+    let Some(vectors) = vectors else { return Some("the deployment has no embedding provider".into()) };
+    match &broker.embeddings {
+        None => Some("the build has no agent embeddings".into()),
+        Some(e) if e.model != vectors.provider.model() => Some(format!(
+            "the build's embeddings are from model {}, queries would be embedded by {}",
+            e.model,
+            vectors.provider.model()
+        )),
+        Some(_) => None,
+    }
+}
+
+/// `GET /search/status`: whether hybrid search is on, and its health.
+fn search_status(broker: &Broker, vectors: Option<&Vectors>) -> Value {
+    let reason = vector_unavailable(broker, vectors);
+    let (mode, enabled, healthy, error) = match vectors {
+        None => ("disabled", false, false, None),
+        Some(_) if broker.embeddings.is_none() => ("disabled", false, false, None),
+        // Embeddings of another model: configured, but unusable.
+        Some(_) if reason.is_some() => ("error", true, false, reason.clone()),
+        Some(v) => match v.last_error.lock().expect("lock").clone() {
+            Some(e) => ("degraded", true, false, Some(e)),
+            None => ("healthy", true, true, None),
+        },
+    };
+    let mut status = json!({"enabled": enabled, "healthy": healthy, "mode": mode, "lastUpdated": broker.loaded_at,
+    "details": {
+        "agents": broker.index.agents.len(),
+        "embeddedAgents": broker.embeddings.as_ref().map_or(0, |e| e.vectors.len()),
+        "model": broker.embeddings.as_ref().map(|e| e.model.clone()),
+        "reason": reason,
+    }});
+    if let Some(error) = error {
+        status["lastError"] = json!(error);
+    }
+    json!({"storageMode": "memory", "vectorStatus": status})
+}
+
+/// Reciprocal rank fusion's constant: how much the top ranks dominate.
+const FUSION_K: f64 = 60.0;
+pub const VECTOR_DEFAULT_LIMIT: usize = 10;
+pub const VECTOR_MAX_LIMIT: usize = 100;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VectorRequest {
+    query: String,
+    #[serde(default)]
+    filter: Option<VectorFilter>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+}
+
+/// Each field a string or a list of strings.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct VectorFilter {
+    #[serde(default)]
+    capabilities: Option<Value>,
+    #[serde(default, rename = "type")]
+    kind: Option<Value>,
+    #[serde(default)]
+    registry: Option<Value>,
+    #[serde(default)]
+    protocols: Option<Value>,
+    #[serde(default)]
+    adapter: Option<Value>,
+}
+
+fn strings(field: &'static str, value: &Option<Value>) -> Result<Vec<String>, InvalidBody> {
+    let invalid = || InvalidBody::new(format!("filter.{field} must be a string or a list of strings"), Some(field));
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::Number(n)) => Ok(vec![n.to_string()]),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                Value::Number(n) => Ok(n.to_string()),
+                _ => Err(invalid()),
+            })
+            .collect(),
+        Some(_) => Err(invalid()),
+    }
+}
+
+/// `POST /search`: hybrid search. The query is embedded by the provider;
+/// agents passing the filters are ranked by cosine similarity and by BM25F
+/// relevance, and the two rankings are fused (reciprocal rank fusion).
+/// 501 when the deployment or the build has no vectors (the client then
+/// falls back to `GET /search`).
+pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &Bytes) -> Reply {
+    let started = std::time::Instant::now();
+    let request: VectorRequest = match parse_body(body) {
+        Ok(r) => r,
+        Err(invalid) => return invalid.reply(),
+    };
+    let query = request.query.trim();
+    if query.is_empty() {
+        return json_error(StatusCode::BAD_REQUEST, "invalid_body", "query must not be empty", Some("query"));
+    }
+    let limit = request.limit.unwrap_or(VECTOR_DEFAULT_LIMIT);
+    if !(1..=VECTOR_MAX_LIMIT).contains(&limit) {
+        let message = format!("limit must be an integer from 1 to {VECTOR_MAX_LIMIT}");
+        return json_error(StatusCode::BAD_REQUEST, "invalid_body", &message, Some("limit"));
+    }
+    let offset = request.offset.unwrap_or(0);
+    let filter = request.filter.unwrap_or_default();
+    let mut q = SearchQuery { page: 1, limit: 1, ..Default::default() };
+    let lists = (|| -> Result<(), InvalidBody> {
+        q.capabilities =
+            strings("capabilities", &filter.capabilities)?.iter().map(|c| almanac::broker::query::slug(c)).collect();
+        q.registries = strings("registry", &filter.registry)?;
+        q.protocols = strings("protocols", &filter.protocols)?;
+        q.adapters = strings("adapter", &filter.adapter)?;
+        let kinds = strings("type", &filter.kind)?;
+        if let Some(kind) = kinds.iter().find(|k| !almanac::broker::KINDS.contains(&k.as_str())) {
+            let message = format!("filter.type {kind:?} is not one of {}", almanac::broker::KINDS.join(", "));
+            return Err(InvalidBody::new(message, Some("type")));
+        }
+        q.kind = (kinds.len() == 1).then(|| kinds[0].clone());
+        Ok(())
+    })();
+    if let Err(invalid) = lists {
+        return invalid.reply();
+    }
+    let (Some(vectors), None) = (vectors, vector_unavailable(broker, vectors)) else {
+        let reason = vector_unavailable(broker, vectors).unwrap_or_default();
+        return json_error(
+            StatusCode::NOT_IMPLEMENTED,
+            "vector_search_unavailable",
+            &format!("vector search is off: {reason}"),
+            None,
+        );
+    };
+    let embedded = match vectors.provider.embed(&[query.to_string()]).await {
+        Ok(mut v) => {
+            *vectors.last_error.lock().expect("lock") = None;
+            v.remove(0)
+        }
+        Err(e) => {
+            let message = format!("embedding the query failed: {e:#}");
+            *vectors.last_error.lock().expect("lock") = Some(message.clone());
+            return json_error(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", &message, None);
+        }
+    };
+    let embeddings = broker.embeddings.as_ref().expect("checked above");
+    if embeddings.vectors.first().is_some_and(|v| v.len() != embedded.len()) {
+        let message = "the query embedding's length differs from the agents'";
+        return json_error(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", message, None);
+    }
+    let candidates = almanac::broker::query::filtered(&broker.index, &q);
+    let fused = fuse(broker, &embeddings.vectors, &embedded, query, candidates.clone());
+    let hits: Vec<Value> = fused
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(i, score)| {
+            let agent: Value = serde_json::from_str(&broker.hits[*i]).expect("hits are JSON");
+            json!({"agent": agent, "score": score})
+        })
+        .collect();
+    let body = json!({"hits": hits, "total": candidates.len(), "took": started.elapsed().as_millis() as u64});
+    live_json(&body, "no-store")
+}
+
+/// Reciprocal rank fusion of the cosine ranking and the BM25F ranking over
+/// `candidates`; best first, ties by agent id.
+fn fuse(broker: &Broker, agents: &[Vec<f32>], query: &[f32], text: &str, candidates: Vec<usize>) -> Vec<(usize, f64)> {
+    let index = &broker.index;
+    let mut by_vector: Vec<(usize, f32)> =
+        candidates.iter().map(|i| (*i, almanac::broker::embed::dot(query, &agents[*i]))).collect();
+    by_vector.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| index.agents[a.0].id.cmp(&index.agents[b.0].id)));
+    let mut score = vec![0f64; index.agents.len()];
+    for (rank, (i, _)) in by_vector.iter().enumerate() {
+        score[*i] += 1.0 / (FUSION_K + rank as f64 + 1.0);
+    }
+    let mut by_text = index.text.search(text);
+    by_text.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut keep = vec![false; index.agents.len()];
+    candidates.iter().for_each(|i| keep[*i] = true);
+    for (rank, (i, _)) in by_text.iter().filter(|(i, _)| keep[*i as usize]).enumerate() {
+        score[*i as usize] += 1.0 / (FUSION_K + rank as f64 + 1.0);
+    }
+    let mut out: Vec<(usize, f64)> = candidates.into_iter().map(|i| (i, score[i])).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| index.agents[a.0].id.cmp(&index.agents[b.0].id)));
+    out
 }
 
 pub const BADGE_STYLES: [&str; 5] = ["flat", "flat-square", "for-the-badge", "plastic", "social"];
@@ -386,4 +595,10 @@ fn badge(broker: &Broker, query: &str) -> Reply {
         body["isError"] = json!(true);
     }
     live_json(&body, &format!("public, max-age={BADGE_CACHE_SECONDS}"))
+}
+
+/// The current UTC time, RFC 3339 (a live answer's own time, never a file's).
+fn chrono_now() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    almanac::timestamp::Timestamp(now.as_nanos() as u64).iso8601()
 }

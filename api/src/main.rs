@@ -48,6 +48,19 @@ struct Config {
     /// pages of an allowed host (comma-separated).
     #[arg(long = "mcp-origin", env = "ALMANAC_MCP_ORIGINS", value_delimiter = ',')]
     mcp_origins: Vec<String>,
+    /// An OpenAI-compatible API base (`.../v1`) that embeds search queries;
+    /// with the build's agent embeddings (same model) it turns on hybrid
+    /// `POST /api/v1/search`. None: that route answers 501.
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_URL")]
+    embeddings_url: Option<String>,
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_MODEL", default_value = "text-embedding-3-small")]
+    embeddings_model: String,
+    /// Bearer token for the embedding provider.
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_KEY")]
+    embeddings_key: Option<String>,
+    /// Time allowed for embedding one query, in milliseconds.
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_TIMEOUT_MS", default_value_t = 5_000)]
+    embeddings_timeout_ms: u64,
     /// Largest body of a broker search request, in bytes (413 above).
     #[arg(long, env = "ALMANAC_SEARCH_MAX_BODY", default_value_t = 65_536)]
     search_max_body: usize,
@@ -113,7 +126,19 @@ async fn main() -> Result<()> {
         ),
         proxies: config.trusted_proxies.clone(),
     };
-    let app = Arc::new(router::App { live, limits, guard, broker_max_body: config.search_max_body });
+    let vectors = match config.embeddings_url {
+        Some(url) => {
+            Some(broker::Vectors::new(almanac::broker::embed::Provider::new(almanac::broker::embed::ProviderConfig {
+                url,
+                model: config.embeddings_model,
+                key: config.embeddings_key,
+                timeout: Duration::from_millis(config.embeddings_timeout_ms),
+                batch: 1,
+            })?))
+        }
+        None => None,
+    };
+    let app = Arc::new(router::App { live, limits, guard, broker_max_body: config.search_max_body, vectors });
     let cleaner = app.clone();
     let every = Duration::from_secs(config.limit_cleanup.max(1));
     tokio::spawn(async move {

@@ -33,6 +33,8 @@ pub struct App {
     pub guard: GuardLimits,
     /// Largest body of a broker POST (search), in bytes (413 above).
     pub broker_max_body: usize,
+    /// The embedding provider for hybrid search, if configured.
+    pub vectors: Option<crate::broker::Vectors>,
 }
 
 enum BodyError {
@@ -114,6 +116,9 @@ pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = warp::Re
                         }
                     };
                 }
+                if method == Method::POST && path.as_str() == "/api/v1/search" {
+                    return Ok(app.vector_search(&body_bytes).await);
+                }
                 Ok(app.respond(&method, path.as_str(), &query, &headers, &body_bytes))
             }
         })
@@ -141,6 +146,17 @@ impl App {
         let build = self.live.get();
         let datasets = build.as_ref().and_then(|b| b.guard.as_ref());
         mcp::respond(&self.guard.access, datasets, method, headers, &bytes)
+    }
+
+    /// `POST /api/v1/search` (it waits on the embedding provider).
+    async fn vector_search(&self, body: &Bytes) -> Reply {
+        let Some(build) = self.live.get() else {
+            return json_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no build has been published yet", None);
+        };
+        match &build.broker {
+            Some(broker) => crate::broker::vector_search(broker, self.vectors.as_ref(), body).await,
+            None => not_found("/api/v1/search"),
+        }
     }
 
     /// 429 with `Retry-After` when the client is over its quota.
@@ -187,7 +203,8 @@ impl App {
             let Some(canonical) = almanac::broker::render::canonical_path(raw_path) else {
                 return json_error(StatusCode::BAD_REQUEST, "invalid_path", "the path is not valid UTF-8", None);
             };
-            if let Some(reply) = crate::broker::respond(&build, method, &canonical, query, headers, body) {
+            let vectors = self.vectors.as_ref();
+            if let Some(reply) = crate::broker::respond(&build, vectors, method, &canonical, query, headers, body) {
                 return reply;
             }
         }

@@ -62,6 +62,8 @@ pub struct BuildConfig {
 pub struct BrokerConfig {
     /// `agents.json`, `catalog.json`, `feedback.json`.
     pub dir: PathBuf,
+    /// The embedding provider for hybrid search; none: no vector search.
+    pub embeddings: Option<broker::embed::ProviderConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -139,6 +141,12 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         lap.mark("render broker");
     }
     let mut warehouse = Warehouse::open(&layout.warehouse())?;
+    let embeddings = match (&broker, config.broker.as_ref().and_then(|b| b.embeddings.clone())) {
+        (Some(sources), Some(provider)) => {
+            Some(embed(&warehouse, provider, sources).await.context("embedding agents")?)
+        }
+        _ => None,
+    };
 
     let started = Instant::now();
     // Into an empty warehouse, what is fetched is everything there is: it is
@@ -233,7 +241,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
                     snapshot::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta)?;
                 }
                 if let Some(sources) = &broker {
-                    broker::store::write(warehouse.conn(), sources, None)?;
+                    broker::store::write(warehouse.conn(), sources, embeddings.as_ref())?;
                 }
                 snapshot::write_meta(warehouse.conn(), &manifest.build, &computed.meta)?;
                 let snapshot_path = layout.snapshot(&manifest);
@@ -263,6 +271,22 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let pruned = site::prune(layout, config.keep_builds).context("pruning old builds")?;
     tracing::info!(step = "publish", build = %manifest.build, published = report.published, pruned, ms = ms(started));
     Ok(report)
+}
+
+/// Embeds the agents, asking the provider only for texts no earlier run
+/// embedded with the same model.
+async fn embed(
+    warehouse: &Warehouse,
+    provider: broker::embed::ProviderConfig,
+    sources: &broker::Sources,
+) -> Result<broker::store::Embeddings> {
+    let started = Instant::now();
+    let provider = broker::embed::Provider::new(provider)?;
+    let cached = broker::store::cached_embeddings(warehouse.conn(), provider.model())?;
+    let (vectors, computed) = broker::embed::agents(&provider, &sources.agents, &cached).await?;
+    broker::store::cache_embeddings(warehouse.conn(), provider.model(), &computed)?;
+    tracing::info!(step = "embed", agents = vectors.len(), computed = computed.len(), ms = ms(started));
+    Ok(broker::store::Embeddings { model: provider.model().to_string(), vectors })
 }
 
 pub(crate) fn ms(started: Instant) -> u64 {

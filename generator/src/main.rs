@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Ingest new messages, recompute, and publish a build if anything changed.
-    Build(BuildArgs),
+    Build(Box<BuildArgs>),
     /// Write a deterministic HCS-20 corpus as captured mirror pages.
     Datagen(DatagenArgs),
 }
@@ -78,6 +78,21 @@ struct BuildArgs {
     /// feedback.json; skipped with a warning when agents.json is missing.
     #[arg(long, env = "ALMANAC_BROKER_DIR", default_value = "datasets/broker")]
     broker_dir: PathBuf,
+    /// An OpenAI-compatible API base (`.../v1`) that embeds the agents for
+    /// hybrid search; none: the build has no vectors.
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_URL")]
+    embeddings_url: Option<String>,
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_MODEL", default_value = "text-embedding-3-small")]
+    embeddings_model: String,
+    /// Bearer token for the embedding provider.
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_KEY")]
+    embeddings_key: Option<String>,
+    /// Seconds per embedding request.
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_TIMEOUT", default_value_t = 60)]
+    embeddings_timeout: u64,
+    /// Texts per embedding request.
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_BATCH", default_value_t = 256)]
+    embeddings_batch: usize,
     /// Replay every message instead of applying only the new ones.
     #[arg(long)]
     full: bool,
@@ -115,7 +130,7 @@ async fn main() -> Result<()> {
         .init();
     match Cli::parse().command {
         Command::Build(args) => {
-            let config = build_config(args)?;
+            let config = build_config(*args)?;
             let report = build::run(&config).await?;
             tracing::info!(
                 build = %report.build, published = report.published, fetched = report.fetched,
@@ -175,7 +190,16 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
         limits: Limits { max_page_size: args.max_page_size },
         full: args.full,
         broker: match args.broker_dir.join("agents.json").exists() {
-            true => Some(BrokerConfig { dir: args.broker_dir }),
+            true => Some(BrokerConfig {
+                dir: args.broker_dir,
+                embeddings: args.embeddings_url.map(|url| almanac::broker::embed::ProviderConfig {
+                    url,
+                    model: args.embeddings_model,
+                    key: args.embeddings_key,
+                    timeout: Duration::from_secs(args.embeddings_timeout),
+                    batch: args.embeddings_batch,
+                }),
+            }),
             false => {
                 tracing::warn!(dir = %args.broker_dir.display(), "no broker sources; building without section A");
                 None

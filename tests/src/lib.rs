@@ -2,8 +2,10 @@
 //! node on loopback ([`mirror`]), and the project's binaries run as child
 //! processes ([`process`]).
 
+pub mod embeddings;
 pub mod mirror;
 pub mod process;
+pub mod shape;
 
 use std::path::{Path, PathBuf};
 

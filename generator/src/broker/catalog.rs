@@ -130,8 +130,8 @@ pub struct RegistryEntry {
     pub adapter_id: String,
     pub adapter_name: String,
     pub entity: String,
-    /// A category slug.
-    pub category: String,
+    /// The id of its category; the category itself is added when published.
+    pub category_id: u64,
     pub version: String,
     pub description: String,
     pub keywords: Vec<String>,
@@ -216,15 +216,20 @@ pub struct FacetOption {
 }
 
 /// One ERC-8004 reputation entry (`giveFeedback`, maybe revoked later).
+/// Field names are the reference client's (`agentFeedbackEntrySchema`);
+/// `registry` is added when published.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FeedbackEntry {
     /// The agent the feedback is about.
     pub uaid: String,
-    /// The agent's ERC-8004 token id.
-    pub agent_id: String,
+    /// The chain's network name, such as `base-mainnet`.
+    pub network: String,
     pub chain_id: u64,
-    pub client_address: String,
+    /// The agent's ERC-8004 token id.
+    pub agent_id: u64,
+    /// The address that gave the feedback.
+    pub client: String,
     /// Per client, from 1.
     pub feedback_index: u64,
     /// 0 to 100.
@@ -234,13 +239,19 @@ pub struct FeedbackEntry {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tag2: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub feedback_uri: Option<String>,
+    pub file_uri: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub file_hash: Option<String>,
     pub revoked: bool,
     pub created_at: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub revoked_at: Option<String>,
     pub tx_hash: String,
 }
+
+/// ERC-8004 networks by chain id.
+pub const NETWORKS: [(u64, &str); 3] =
+    [(1, "ethereum-mainnet"), (8453, "base-mainnet"), (11155111, "ethereum-sepolia")];
 
 /// The registry whose agents carry ERC-8004 feedback.
 pub const FEEDBACK_REGISTRY: &str = "erc-8004";
@@ -266,10 +277,7 @@ pub fn validate(catalog: &Catalog, agents: &[Agent]) -> Result<()> {
     let registries = unique("catalog: registry", catalog.registries.iter().map(|r| r.id.as_str()))?;
     let adapters = unique("catalog: adapter", catalog.adapters.iter().map(|a| a.id.as_str()))?;
     let protocols = unique("catalog: protocol", catalog.protocols.iter().map(|p| p.id.as_str()))?;
-    let categories = unique(
-        "catalog: adapter registry category",
-        catalog.adapter_registry.categories.iter().map(|c| c.slug.as_str()),
-    )?;
+    unique("catalog: adapter registry category", catalog.adapter_registry.categories.iter().map(|c| c.slug.as_str()))?;
     unique("catalog: adapter registry entry", catalog.adapter_registry.adapters.iter().map(|a| a.adapter_id.as_str()))?;
     unique("catalog: facet", catalog.facets.iter().map(|f| f.key.as_str()))?;
     let mut times = vec![("updatedAt", catalog.updated_at.as_str())];
@@ -297,8 +305,8 @@ pub fn validate(catalog: &Catalog, agents: &[Agent]) -> Result<()> {
         times.extend([("category createdAt", c.created_at.as_str()), ("category updatedAt", c.updated_at.as_str())]);
     }
     for e in &catalog.adapter_registry.adapters {
-        if !categories.contains(e.category.as_str()) {
-            bail!("catalog: adapter registry entry {:?}: category {:?} does not exist", e.adapter_id, e.category);
+        if !category_ids.contains(&e.category_id) {
+            bail!("catalog: adapter registry entry {:?}: category {} does not exist", e.adapter_id, e.category_id);
         }
         times.push(("entry createdAt", e.created_at.as_str()));
     }
@@ -350,8 +358,8 @@ pub fn validate_feedback(feedback: &[FeedbackEntry], agents: &[Agent]) -> Result
             Some(a) if a.registry != FEEDBACK_REGISTRY => {
                 fail("uaid", format!("agent {:?} is not in the {FEEDBACK_REGISTRY} registry", a.id))?
             }
-            Some(a) if a.original_id != f.agent_id => {
-                fail("agentId", format!("{:?} is not the agent's token id {:?}", f.agent_id, a.original_id))?
+            Some(a) if a.original_id != f.agent_id.to_string() => {
+                fail("agentId", format!("{} is not the agent's token id {:?}", f.agent_id, a.original_id))?
             }
             Some(_) => {}
         }
@@ -366,8 +374,11 @@ pub fn validate_feedback(feedback: &[FeedbackEntry], agents: &[Agent]) -> Result
             (None, false) => {}
             _ => fail("revokedAt", "must be an RFC 3339 time after createdAt exactly when revoked".into())?,
         }
-        if !seen.insert((f.uaid.as_str(), f.client_address.as_str(), f.feedback_index)) {
-            fail("feedbackIndex", format!("{} is used twice by {}", f.feedback_index, f.client_address))?;
+        if !NETWORKS.contains(&(f.chain_id, f.network.as_str())) {
+            fail("network", format!("{:?} is not the network of chain {}", f.network, f.chain_id))?;
+        }
+        if !seen.insert((f.uaid.as_str(), f.client.as_str(), f.feedback_index)) {
+            fail("feedbackIndex", format!("{} is used twice by {}", f.feedback_index, f.client))?;
         }
     }
     Ok(())

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use super::catalog::{FeedbackEntry, FEEDBACK_REGISTRY};
+use super::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
 use super::{Agent, AiAgent, Profile, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
 use crate::datagen::Rng;
 use crate::uaid::{self, AgentData};
@@ -272,30 +272,42 @@ const TAGS: [&str; 6] = ["quality", "latency", "accuracy", "support", "pricing",
 /// each from distinct clients, scores around the agent's feedback signal,
 /// about one in ten revoked later. Deterministic in `seed`.
 pub fn feedback(agents: &[Agent], seed: u64) -> Vec<FeedbackEntry> {
-    let mut rng = Rng::new(seed ^ 0x5eed_fb);
+    let mut rng = Rng::new(seed ^ 0x005e_edfb);
     let mut out = Vec::new();
     for agent in agents.iter().filter(|a| a.registry == FEEDBACK_REGISTRY) {
         let signal = agent.trust_signals.get("feedback").copied().unwrap_or(50.0);
-        let chain_id = agent.uaid.split("nativeId=eip155:").nth(1).and_then(|r| r.split(':').next()?.parse().ok());
+        let chain_id: u64 = agent
+            .uaid
+            .split("nativeId=eip155:")
+            .nth(1)
+            .and_then(|r| r.split(':').next()?.parse().ok())
+            .expect("ERC-8004 agents have an eip155 nativeId");
+        let network = NETWORKS.iter().find(|(id, _)| *id == chain_id).expect("a known chain").1;
         let created = chrono::DateTime::parse_from_rfc3339(&agent.created_at).expect("validated time");
         for n in 0..weighted(&mut rng, &[3, 4, 3, 2, 1, 1]) {
             let score = (signal * 0.6 + 40.0 * rng.below(101) as f64 / 100.0).round().min(100.0) as u8;
             let at = created + chrono::Duration::hours(1 + rng.below(24 * 120) as i64);
             let revoked = rng.chance(10);
             let revoked_at = revoked.then(|| at + chrono::Duration::hours(1 + rng.below(24 * 30) as i64));
+            // An off-chain file with details, and its hash, for half the entries.
+            let file = rng.chance(50).then(|| {
+                let words: Vec<u64> = (0..4).map(|_| rng.next_u64()).collect();
+                let hash: String = words.iter().map(|w| format!("{w:016x}")).collect();
+                (format!("ipfs://bafy{}", &hash[..32]), format!("0x{hash}"))
+            });
             let stamp = |t: chrono::DateTime<chrono::FixedOffset>| t.to_utc().format("%Y-%m-%dT%H:%M:%SZ").to_string();
             out.push(FeedbackEntry {
                 uaid: agent.uaid.clone(),
-                agent_id: agent.original_id.clone(),
-                chain_id: chain_id.unwrap_or(1),
-                client_address: format!("0x{:016x}{:016x}{:08x}", rng.next_u64(), rng.next_u64(), n),
+                network: network.to_string(),
+                chain_id,
+                agent_id: agent.original_id.parse().expect("ERC-8004 token ids are numbers"),
+                client: format!("0x{:016x}{:016x}{:08x}", rng.next_u64(), rng.next_u64(), n),
                 feedback_index: 1,
                 score,
                 tag1: Some(TAGS[rng.below(TAGS.len() as u64) as usize].to_string()),
                 tag2: rng.chance(40).then(|| TAGS[rng.below(TAGS.len() as u64) as usize].to_string()),
-                feedback_uri: rng
-                    .chance(50)
-                    .then(|| format!("ipfs://bafy{:016x}{:016x}", rng.next_u64(), rng.next_u64())),
+                file_uri: file.as_ref().map(|(uri, _)| uri.clone()),
+                file_hash: file.map(|(_, hash)| hash),
                 revoked,
                 created_at: stamp(at),
                 revoked_at: revoked_at.map(stamp),

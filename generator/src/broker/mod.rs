@@ -7,6 +7,7 @@
 //! the wire names.
 
 pub mod catalog;
+pub mod embed;
 pub mod generate;
 pub mod query;
 pub mod render;

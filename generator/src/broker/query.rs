@@ -463,6 +463,12 @@ pub struct Aggregations {
     pub verification: BTreeMap<String, usize>,
 }
 
+/// Agents passing every filter of `query` (its `q` aside), in index order.
+pub fn filtered(index: &AgentIndex, query: &SearchQuery) -> Vec<usize> {
+    let filters = Filters::new(index, query);
+    (0..index.agents.len()).filter(|i| filters.keeps(index, *i)).collect()
+}
+
 /// Runs `query` over the index.
 pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
     let filters = Filters::new(index, query);

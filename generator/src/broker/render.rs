@@ -45,6 +45,7 @@ pub const CATEGORIES: &str = "/api/v1/adapters/registry/categories";
 pub const REGISTRY_ADAPTERS: &str = "/api/v1/adapters/registry/adapters";
 pub const PROVIDERS: &str = "/api/v1/providers";
 pub const POPULAR: &str = "/api/v1/popular";
+pub const PROTOCOLS: &str = "/api/v1/protocols";
 pub const FACETS: &str = "/api/v1/search/facets";
 pub const ADDITIONAL_REGISTRIES: &str = "/api/v1/register/additional-registries";
 pub const CREDIT_PROVIDERS: &str = "/api/v1/credits/providers";
@@ -135,6 +136,11 @@ pub fn files(sources: &Sources) -> Vec<File> {
         fixed(REGISTRY_ADAPTERS, registry_adapters(catalog, &EntryQuery::default()), catalog_time),
         fixed(PROVIDERS, providers(catalog), catalog_time),
         fixed(POPULAR, json!({"searches": catalog.popular_searches}), catalog_time),
+        fixed(
+            PROTOCOLS,
+            json!({"protocols": catalog.protocols.iter().map(|p| &p.id).collect::<Vec<_>>()}),
+            catalog_time,
+        ),
         fixed(FACETS, facets(agents, catalog, None), both),
         fixed(ADDITIONAL_REGISTRIES, json!({"registries": catalog.additional_registries}), catalog_time),
         fixed(CREDIT_PROVIDERS, json!({"providers": catalog.credit_providers}), catalog_time),
@@ -321,9 +327,11 @@ impl EntryQuery {
         Ok(out)
     }
 
-    fn keeps(&self, e: &RegistryEntry) -> bool {
+    /// `category` names a category by slug or id.
+    fn keeps(&self, catalog: &Catalog, e: &RegistryEntry) -> bool {
         let text = |t: &str| t.to_lowercase();
-        self.category.as_ref().is_none_or(|c| *c == e.category)
+        let category = catalog.adapter_registry.categories.iter().find(|c| c.id == e.category_id);
+        self.category.as_ref().is_none_or(|c| category.is_some_and(|x| x.slug == *c || x.id.to_string() == *c))
             && self.entity.as_ref().is_none_or(|x| text(x) == text(&e.entity))
             && self.keywords.iter().all(|k| e.keywords.iter().any(|have| text(have) == *k))
             && self.query.as_ref().is_none_or(|q| {
@@ -335,8 +343,9 @@ impl EntryQuery {
 
 /// `GET /adapters/registry/adapters`: matching entries in catalog order.
 pub fn registry_adapters(catalog: &Catalog, query: &EntryQuery) -> Value {
-    let matching: Vec<&RegistryEntry> = catalog.adapter_registry.adapters.iter().filter(|e| query.keeps(e)).collect();
-    let page: Vec<_> = matching.iter().skip(query.offset).take(query.limit).collect();
+    let matching: Vec<&RegistryEntry> =
+        catalog.adapter_registry.adapters.iter().filter(|e| query.keeps(catalog, e)).collect();
+    let page = published_entries(catalog, matching.iter().skip(query.offset).take(query.limit).copied());
     json!({
         "network": catalog.adapter_registry.network,
         "adapters": page,
@@ -407,21 +416,61 @@ pub fn similar(agents: &[Agent], limit: usize) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// ERC-8004 feedback of one agent, with a summary over the entries that
-/// stand (revoked feedback counts for nothing).
+/// A feedback entry as published: the source record and its registry.
+#[derive(Serialize)]
+struct PublishedEntry<'a> {
+    registry: &'static str,
+    #[serde(flatten)]
+    entry: &'a FeedbackEntry,
+}
+
+/// ERC-8004 feedback of one agent (the reference client's
+/// `agentFeedbackResponseSchema`), with a summary over the entries that
+/// stand: revoked feedback counts for nothing.
 pub fn feedback_body(agent: &Agent, entries: &[&FeedbackEntry], include_revoked: bool) -> Value {
     let standing: Vec<&&FeedbackEntry> = entries.iter().filter(|e| !e.revoked).collect();
-    let average = (!standing.is_empty())
-        .then(|| (standing.iter().map(|e| e.score as f64).sum::<f64>() / standing.len() as f64 * 10.0).round() / 10.0);
-    let listed: Vec<&&FeedbackEntry> = entries.iter().filter(|e| include_revoked || !e.revoked).collect();
+    let average = match standing.is_empty() {
+        true => 0.0,
+        false => (standing.iter().map(|e| e.score as f64).sum::<f64>() / standing.len() as f64 * 10.0).round() / 10.0,
+    };
+    let listed: Vec<PublishedEntry> = entries
+        .iter()
+        .filter(|e| include_revoked || !e.revoked)
+        .map(|entry| PublishedEntry { registry: FEEDBACK_REGISTRY, entry })
+        .collect();
+    let updated = entries.iter().flat_map(|e| std::iter::once(&e.created_at).chain(e.revoked_at.as_ref())).max();
+    let mut summary = json!({
+        "averageScore": average,
+        "totalFeedbacks": standing.len(),
+        "revokedFeedbacks": entries.len() - standing.len(),
+        "registry": FEEDBACK_REGISTRY,
+    });
+    if let Some(network) = entries.first().map(|e| &e.network) {
+        summary["network"] = json!(network);
+    }
+    if let Some(updated) = updated {
+        summary["updatedAt"] = json!(updated);
+    }
     json!({
         "uaid": agent.uaid,
-        "agentId": agent.original_id,
-        "registry": FEEDBACK_REGISTRY,
+        "agentId": agent.original_id.parse::<u64>().ok(),
         "includeRevoked": include_revoked,
+        "summary": summary,
         "entries": listed,
-        "summary": {"count": standing.len(), "averageScore": average, "revokedCount": entries.len() - standing.len()},
     })
+}
+
+/// The adapter registry entries with their category objects, as the
+/// reference client reads them.
+fn published_entries<'a>(catalog: &'a Catalog, entries: impl Iterator<Item = &'a RegistryEntry>) -> Vec<Value> {
+    entries
+        .map(|e| {
+            let mut value = serde_json::to_value(e).expect("entries serialise");
+            let category = catalog.adapter_registry.categories.iter().find(|c| c.id == e.category_id);
+            value["category"] = serde_json::to_value(category).expect("categories serialise");
+            value
+        })
+        .collect()
 }
 
 /// Detail, similar, resolve and (for ERC-8004 agents) feedback files of

@@ -22,7 +22,7 @@ CREATE OR REPLACE TABLE broker_agents (
     verification_status VARCHAR, trust_score DOUBLE, available BOOLEAN, created_at VARCHAR, updated_at VARCHAR,
     record VARCHAR, embedding FLOAT[]);
 CREATE OR REPLACE TABLE broker_feedback (
-    uaid VARCHAR, client_address VARCHAR, feedback_index UBIGINT, score UINTEGER, revoked BOOLEAN,
+    uaid VARCHAR, client VARCHAR, feedback_index UBIGINT, score UINTEGER, revoked BOOLEAN,
     created_at VARCHAR, record VARCHAR);
 CREATE OR REPLACE TABLE broker_catalog (record VARCHAR);
 CREATE OR REPLACE TABLE broker_meta (key VARCHAR, value VARCHAR);
@@ -75,7 +75,7 @@ pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embedding
     let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
     let batch = columnar::batch(vec![
         ("uaid", columnar::strings(feedback.iter().map(|f| Some(&f.uaid)))),
-        ("client_address", columnar::strings(feedback.iter().map(|f| Some(&f.client_address)))),
+        ("client", columnar::strings(feedback.iter().map(|f| Some(&f.client)))),
         ("feedback_index", columnar::u64s(feedback.iter().map(|f| Some(f.feedback_index)))),
         ("score", columnar::u32s(feedback.iter().map(|f| Some(u32::from(f.score))))),
         ("revoked", columnar::bools(feedback.iter().map(|f| Some(f.revoked)))),
@@ -134,4 +134,42 @@ pub fn load(path: &Path) -> Result<Option<Stored>> {
         _ => None,
     };
     Ok(Some(Stored { sources: Sources { agents, catalog, feedback }, embeddings }))
+}
+
+const CACHE_SCHEMA: &str =
+    "CREATE TABLE IF NOT EXISTS broker_embedding_cache (model VARCHAR, key VARCHAR, vector FLOAT[]);";
+
+/// Embeddings computed by earlier runs for `model`, by [`super::embed::key`].
+pub fn cached_embeddings(conn: &Connection, model: &str) -> Result<std::collections::HashMap<String, Vec<f32>>> {
+    conn.execute_batch(CACHE_SCHEMA)?;
+    let mut out = std::collections::HashMap::new();
+    let mut stmt = conn.prepare("SELECT key, vector FROM broker_embedding_cache WHERE model = ?")?;
+    for batch in stmt.query_arrow([model])? {
+        let keys: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
+        let vectors: ListArray =
+            columnar::column(&batch, 1, DataType::List(Arc::new(Field::new("item", DataType::Float32, true))))?;
+        for i in 0..batch.num_rows() {
+            let values = vectors.value(i);
+            let floats = values.as_any().downcast_ref::<Float32Array>().context("cached embedding is not FLOAT[]")?;
+            out.insert(keys.value(i).to_string(), floats.values().to_vec());
+        }
+    }
+    Ok(out)
+}
+
+/// Adds newly computed embeddings to the cache.
+pub fn cache_embeddings(conn: &Connection, model: &str, entries: &[(String, Vec<f32>)]) -> Result<()> {
+    conn.execute_batch(CACHE_SCHEMA)?;
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let vectors: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(
+        entries.iter().map(|(_, v)| Some(v.iter().map(|x| Some(*x)).collect::<Vec<_>>())),
+    ));
+    let batch = columnar::batch(vec![
+        ("model", columnar::strings(entries.iter().map(|_| Some(model)))),
+        ("key", columnar::strings(entries.iter().map(|(k, _)| Some(k)))),
+        ("vector", vectors),
+    ])?;
+    columnar::append(conn, "broker_embedding_cache", batch)
 }
