@@ -62,6 +62,8 @@ pub struct BuildConfig {
 pub struct BrokerConfig {
     /// `agents.json`, `catalog.json`, `feedback.json`.
     pub dir: PathBuf,
+    /// The api's journal of live events (`broker::journal`), applied on top.
+    pub journal: PathBuf,
     /// The embedding provider for hybrid search; none: no vector search.
     pub embeddings: Option<broker::embed::ProviderConfig>,
 }
@@ -132,7 +134,12 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         None => Vec::new(),
     };
     let broker = match &config.broker {
-        Some(b) => Some(broker::load(&b.dir).context("broker sources")?),
+        Some(b) => {
+            let mut sources = broker::load(&b.dir).context("broker sources")?;
+            let records = broker::journal::read(&b.journal).context("the broker journal")?;
+            broker::journal::apply(&mut sources, &records).context("the broker journal")?;
+            Some(sources)
+        }
         None => None,
     };
     if let Some(sources) = &broker {

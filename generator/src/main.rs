@@ -78,6 +78,9 @@ struct BuildArgs {
     /// feedback.json; skipped with a warning when agents.json is missing.
     #[arg(long, env = "ALMANAC_BROKER_DIR", default_value = "datasets/broker")]
     broker_dir: PathBuf,
+    /// The api's journal of live broker events (default: <data-dir>/journal).
+    #[arg(long, env = "ALMANAC_JOURNAL_DIR")]
+    journal_dir: Option<PathBuf>,
     /// An OpenAI-compatible API base (`.../v1`) that embeds the agents for
     /// hybrid search; none: the build has no vectors.
     #[arg(long, env = "ALMANAC_EMBEDDINGS_URL")]
@@ -181,6 +184,7 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
         }),
         None => Source::Captured(args.ledger_dir),
     };
+    let journal = args.journal_dir.clone().unwrap_or_else(|| args.data_dir.join("journal"));
     Ok(BuildConfig {
         layout: Layout::new(args.site_dir, args.data_dir),
         source,
@@ -192,6 +196,7 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
         broker: match args.broker_dir.join("agents.json").exists() {
             true => Some(BrokerConfig {
                 dir: args.broker_dir,
+                journal,
                 embeddings: args.embeddings_url.map(|url| almanac::broker::embed::ProviderConfig {
                     url,
                     model: args.embeddings_model,

@@ -537,3 +537,62 @@ async fn the_reference_client_parses_every_discovery_answer() {
     // Without vector search the client falls back to keyword search.
     assert!(value("vectorSearch")["hits"].is_array());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_build_includes_the_journal() {
+    let dir = TempDir::new("broker-journal");
+    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+    let (ledger, agents) = (workspace_root().join("datasets/ledger"), workspace_root().join("datasets/broker"));
+    let args = ["--ledger-dir", ledger.to_str().unwrap(), "--broker-dir", agents.to_str().unwrap()];
+    build(&site, &data, &args);
+    let api = Api::start(&site, &data);
+    let sources = broker::load(&agents).unwrap();
+    let f = Fixture { _dir: TempDir::new("unused"), api, client: reqwest::Client::new(), sources };
+
+    let mut newcomer = almanac::broker::generate::agents(1, 4242).pop().unwrap();
+    newcomer.id = format!("{}:journal-newcomer", newcomer.registry);
+    newcomer.name = "Zephyrine Cartographer".into();
+    let gone = f.agent("nanda").clone();
+    let journal = data.join("journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    let lines = [
+        json!({"seq": 1, "at": "2026-11-20T09:00:00Z", "event": "register", "agent": newcomer}),
+        json!({"seq": 2, "at": "2026-11-20T09:05:00Z", "event": "delete", "uaid": gone.uaid}),
+        json!({"seq": 3, "at": "2026-11-20T09:06:00Z", "event": "search", "query": "Zephyrine", "hits": 1}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(journal.join("20261120T090000Z.jsonl"), text).unwrap();
+    build(&site, &data, &args);
+    // The api picks the new build up within its reload interval.
+    let mut waited = 0;
+    loop {
+        let (status, _) = f.get(&format!("/api/v1/agents/{}", encode(&newcomer.uaid))).await;
+        if status == 200 || waited > 100 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    let (status, body) = f.get(&format!("/api/v1/agents/{}", encode(&newcomer.uaid))).await;
+    assert_eq!((status, body["agent"]["name"].as_str()), (200, Some("Zephyrine Cartographer")));
+    let (_, found) = f.get("/api/v1/search?q=zephyrine").await;
+    assert_eq!(found["hits"][0]["uaid"], json!(newcomer.uaid));
+    let (status, _) = f.get(&format!("/api/v1/agents/{}", encode(&gone.uaid))).await;
+    assert_eq!(status, 404);
+    let (_, popular) = f.get("/api/v1/popular").await;
+    assert_eq!(popular["searches"][0], json!("zephyrine"));
+    let (_, stats) = f.get("/api/v1/stats").await;
+    assert_eq!(stats["totalAgents"], json!(f.sources.agents.len()));
+
+    // A line that does not apply fails the build and names itself; the live build stays.
+    let bad = json!({"seq": 4, "at": "2026-11-20T10:00:00Z", "event": "update", "agent": gone});
+    std::fs::write(journal.join("20261120T100000Z.jsonl"), format!("{bad}\n")).unwrap();
+    let mut run = vec!["build", "--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
+    run.extend_from_slice(&args);
+    let out = tests::process::generator(&run);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(log.contains("20261120T100000Z.jsonl:1") && log.contains("not indexed"), "{log}");
+    let (status, _) = f.get(&format!("/api/v1/agents/{}", encode(&newcomer.uaid))).await;
+    assert_eq!(status, 200);
+}

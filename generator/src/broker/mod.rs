@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod embed;
 pub mod generate;
+pub mod journal;
 pub mod query;
 pub mod render;
 pub mod store;

@@ -1,0 +1,320 @@
+//! The api's journal of live events, read by the next build so that it
+//! includes them. The api appends (a later issue); the generator only reads.
+//!
+//! **Format.** `<data-dir>/journal/*.jsonl`, read in file-name order (the
+//! api names files so that this is the order it wrote them, e.g. by UTC
+//! start time). One JSON object per line, each with a strictly increasing
+//! `seq` across the whole journal, the time it happened (`at`, RFC 3339),
+//! and an `event`:
+//!
+//! | event | fields | effect |
+//! | --- | --- | --- |
+//! | `register` | `agent` (a whole agent record) | adds an agent; its UAID must be new |
+//! | `update` | `agent` | replaces the agent with that UAID |
+//! | `delete` | `uaid` | removes the agent and its feedback |
+//! | `feedback` | `entry` (an ERC-8004 feedback record) | adds feedback to an ERC-8004 agent |
+//! | `search` | `query`, `hits` | counts the query for `/popular` |
+//!
+//! An event that does not apply (a malformed line, a register of a known
+//! UAID, an update of an unknown one, `seq` out of order) fails the build
+//! with the file and line; nothing is published. The one exception is a
+//! last line without its newline: a write the api did not finish, skipped.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::catalog::FeedbackEntry;
+use super::{Agent, Sources};
+
+/// One line. (Unknown fields cannot be refused here: serde does not
+/// combine that with `flatten`; the event's own fields are checked.)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub seq: u64,
+    pub at: String,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Event {
+    Register { agent: Box<Agent> },
+    Update { agent: Box<Agent> },
+    Delete { uaid: String },
+    Feedback { entry: FeedbackEntry },
+    Search { query: String, hits: u64 },
+}
+
+/// Where a record was read: file and 1-based line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Position {
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// Reads every record under `dir` in order (none when `dir` is missing).
+pub fn read(dir: &Path) -> Result<Vec<(Position, Record)>> {
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "jsonl"));
+    files.sort();
+    let mut out = Vec::new();
+    for (n, file) in files.iter().enumerate() {
+        let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let last_file = n + 1 == files.len();
+        let lines: Vec<&str> = text.split('\n').collect();
+        for (i, line) in lines.iter().enumerate() {
+            let position = Position { file: file.clone(), line: i + 1 };
+            if line.trim().is_empty() {
+                continue;
+            }
+            // The final piece after the last newline is an unfinished write.
+            if i + 1 == lines.len() {
+                if last_file {
+                    tracing::warn!(%position, "skipping an unfinished journal line");
+                    continue;
+                }
+                bail!("{position}: the line has no newline, and a later journal file exists");
+            }
+            let record: Record = serde_json::from_str(line).with_context(|| format!("{position}"))?;
+            if chrono::DateTime::parse_from_rfc3339(&record.at).is_err() {
+                bail!("{position}: at {:?} is not an RFC 3339 time", record.at);
+            }
+            out.push((position, record));
+        }
+    }
+    Ok(out)
+}
+
+/// How many `/popular` lists.
+pub const POPULAR: usize = 10;
+
+/// A search query as counted: trimmed, lower case, single spaces.
+pub fn normalise(query: &str) -> String {
+    query.split_whitespace().map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+}
+
+/// Applies the records to the sources, in order, and checks the result.
+pub fn apply(sources: &mut Sources, records: &[(Position, Record)]) -> Result<()> {
+    let mut last_seq: Option<(u64, &Position)> = None;
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for (position, record) in records {
+        if let Some((seq, at)) = last_seq.filter(|(seq, _)| record.seq <= *seq) {
+            bail!("{position}: seq {} does not follow seq {seq} at {at}", record.seq);
+        }
+        last_seq = Some((record.seq, position));
+        let find = |agents: &[Agent], uaid: &str| agents.iter().position(|a| a.uaid == uaid);
+        // Each record is checked as a source record would be, so that the
+        // error names its line.
+        let check_agent = |agent: &Agent| -> Result<()> {
+            super::validate(agent)
+                .and_then(|()| super::catalog::validate(&sources.catalog, std::slice::from_ref(agent)))
+                .with_context(|| format!("{position}"))
+        };
+        match &record.event {
+            Event::Register { agent } => {
+                check_agent(agent)?;
+                if find(&sources.agents, &agent.uaid).is_some() {
+                    bail!("{position}: register of {}, which is already indexed", agent.uaid);
+                }
+                if sources.agents.iter().any(|a| a.id == agent.id) {
+                    bail!("{position}: register of id {}, which another agent has", agent.id);
+                }
+                sources.agents.push((**agent).clone());
+            }
+            Event::Update { agent } => {
+                check_agent(agent)?;
+                match find(&sources.agents, &agent.uaid) {
+                    Some(i) => sources.agents[i] = (**agent).clone(),
+                    None => bail!("{position}: update of {}, which is not indexed", agent.uaid),
+                }
+            }
+            Event::Delete { uaid } => match find(&sources.agents, uaid) {
+                Some(i) => {
+                    sources.agents.remove(i);
+                    sources.feedback.retain(|f| f.uaid != *uaid);
+                }
+                None => bail!("{position}: delete of {uaid}, which is not indexed"),
+            },
+            Event::Feedback { entry } => {
+                let agent: &[Agent] = match find(&sources.agents, &entry.uaid) {
+                    Some(i) => std::slice::from_ref(&sources.agents[i]),
+                    None => &[],
+                };
+                let mut standing: Vec<FeedbackEntry> =
+                    sources.feedback.iter().filter(|f| f.uaid == entry.uaid).cloned().collect();
+                standing.push(entry.clone());
+                super::catalog::validate_feedback(&standing, agent).with_context(|| format!("{position}"))?;
+                sources.feedback.push(entry.clone());
+            }
+            Event::Search { query, .. } => {
+                let query = normalise(query);
+                if !query.is_empty() {
+                    *counts.entry(query).or_default() += 1;
+                }
+            }
+        }
+    }
+    if !counts.is_empty() {
+        sources.catalog.popular_searches = popular(&counts, &sources.catalog.popular_searches);
+    }
+    sources.validate().context("the sources with the journal applied")
+}
+
+/// The most counted queries (ties by text), then the seeds not among them,
+/// up to [`POPULAR`] or the number of seeds, whichever is more.
+fn popular(counts: &BTreeMap<String, u64>, seeds: &[String]) -> Vec<String> {
+    let mut ranked: Vec<(&String, &u64)> = counts.iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let mut out: Vec<String> = ranked.into_iter().take(POPULAR).map(|(q, _)| q.clone()).collect();
+    for seed in seeds {
+        if !out.iter().any(|q| *q == normalise(seed)) {
+            out.push(seed.clone());
+        }
+    }
+    out.truncate(POPULAR.max(seeds.len()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::generate;
+
+    fn sources() -> Sources {
+        let agents = generate::agents(40, 3);
+        let feedback = generate::feedback(&agents, 3);
+        let catalog: super::super::catalog::Catalog = serde_json::from_str(
+            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/broker/catalog.json")).unwrap(),
+        )
+        .unwrap();
+        Sources { agents, catalog, feedback }
+    }
+
+    fn records(lines: &[String]) -> Vec<(Position, Record)> {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (Position { file: "j.jsonl".into(), line: i + 1 }, serde_json::from_str(l).unwrap()))
+            .collect()
+    }
+
+    fn line(seq: u64, event: serde_json::Value) -> String {
+        let mut v = event;
+        v["seq"] = seq.into();
+        v["at"] = "2026-11-01T10:00:00Z".into();
+        v.to_string()
+    }
+
+    #[test]
+    fn events_apply_in_order_and_bad_ones_name_their_line() {
+        let base = sources();
+        let mut newcomer = generate::agents(41, 9).pop().unwrap();
+        newcomer.id = "nanda:newcomer".into();
+        let known = base.agents[0].clone();
+        let mut renamed = known.clone();
+        renamed.name = "Renamed Agent".into();
+        let erc = base.agents.iter().find(|a| a.registry == "erc-8004").unwrap().clone();
+        let mut entry =
+            base.feedback.iter().find(|f| f.uaid == erc.uaid).cloned().unwrap_or_else(|| {
+                generate::feedback(&base.agents, 3).into_iter().find(|f| f.uaid == erc.uaid).unwrap()
+            });
+        entry.client = "0xfeedfeedfeedfeedfeedfeedfeedfeedfeedfeed".into();
+
+        let check = |lines: Vec<String>, want: Result<&dyn Fn(&Sources), &str>| {
+            let mut s = base.clone();
+            let got = apply(&mut s, &records(&lines));
+            match (got, want) {
+                (Ok(()), Ok(expect)) => expect(&s),
+                (Err(e), Err(fragment)) => {
+                    let text = format!("{e:#}");
+                    assert!(text.contains(fragment), "{text} lacks {fragment}");
+                    assert!(text.contains("j.jsonl:"), "{text} names no line");
+                }
+                (got, _) => panic!("unexpected outcome {got:?} for {lines:?}"),
+            }
+        };
+        let register = serde_json::json!({"event": "register", "agent": newcomer});
+        check(vec![line(1, register.clone())], Ok(&|s| assert!(s.agents.iter().any(|a| a.id == "nanda:newcomer"))));
+        check(vec![line(1, register.clone()), line(1, register.clone())], Err("does not follow"));
+        check(vec![line(1, register.clone()), line(2, register.clone())], Err("already indexed"));
+        check(
+            vec![line(1, serde_json::json!({"event": "update", "agent": renamed}))],
+            Ok(&|s| assert_eq!(s.agents[0].name, "Renamed Agent")),
+        );
+        check(vec![line(1, serde_json::json!({"event": "update", "agent": newcomer}))], Err("not indexed"));
+        let erc_uaid = erc.uaid.clone();
+        check(
+            vec![line(5, serde_json::json!({"event": "delete", "uaid": erc.uaid}))],
+            Ok(&|s| {
+                assert!(s.agents.iter().all(|a| a.uaid != erc_uaid));
+                assert!(s.feedback.iter().all(|f| f.uaid != erc_uaid));
+            }),
+        );
+        check(vec![line(1, serde_json::json!({"event": "delete", "uaid": "uaid:aid:x;uid=0"}))], Err("not indexed"));
+        let client = entry.client.clone();
+        check(
+            vec![line(1, serde_json::json!({"event": "feedback", "entry": entry}))],
+            Ok(&|s| assert!(s.feedback.iter().any(|f| f.client == client))),
+        );
+        let mut orphan = entry.clone();
+        orphan.uaid = known.uaid.clone();
+        if known.registry != "erc-8004" {
+            check(vec![line(1, serde_json::json!({"event": "feedback", "entry": orphan}))], Err("not in the erc-8004"));
+        }
+        // An update that breaks a record is refused like a bad source record.
+        let mut broken = known.clone();
+        broken.trust_score = 250.0;
+        check(vec![line(1, serde_json::json!({"event": "update", "agent": broken}))], Err("trustScore"));
+    }
+
+    #[test]
+    fn searches_rank_popular_queries_ahead_of_the_seeds() {
+        let base = sources();
+        let search = |seq, q: &str| line(seq, serde_json::json!({"event": "search", "query": q, "hits": 3}));
+        let mut s = base.clone();
+        let lines =
+            vec![search(1, "MCP  github"), search(2, "zebra agents"), search(3, "zebra agents"), search(4, " ")];
+        apply(&mut s, &records(&lines)).unwrap();
+        assert_eq!(s.catalog.popular_searches[..2], ["zebra agents".to_string(), "mcp github".to_string()]);
+        // Seeds fill the rest, without repeating a counted query.
+        assert_eq!(s.catalog.popular_searches.len(), base.catalog.popular_searches.len().max(POPULAR));
+        assert_eq!(s.catalog.popular_searches.iter().filter(|q| q.as_str() == "mcp github").count(), 1);
+    }
+
+    #[test]
+    fn reading_skips_only_an_unfinished_last_line() {
+        let dir = std::env::temp_dir().join(format!("almanac-journal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let search = |seq, q: &str| line(seq, serde_json::json!({"event": "search", "query": q, "hits": 1}));
+        std::fs::write(dir.join("20261101T000000Z.jsonl"), format!("{}\n{}\n", search(1, "a"), search(2, "b")))
+            .unwrap();
+        std::fs::write(dir.join("20261102T000000Z.jsonl"), format!("{}\n{{\"seq\":4,", search(3, "c"))).unwrap();
+        std::fs::write(dir.join("notes.txt"), "not a journal").unwrap();
+        let got = read(&dir).unwrap();
+        assert_eq!(got.iter().map(|(_, r)| r.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(got[2].0.line, 1);
+        // An unfinished line in an earlier file, or a malformed finished one, fails.
+        std::fs::write(dir.join("20261101T000000Z.jsonl"), search(1, "a")).unwrap();
+        assert!(format!("{:#}", read(&dir).unwrap_err()).contains("no newline"));
+        std::fs::write(dir.join("20261101T000000Z.jsonl"), "{\"seq\":1}\n").unwrap();
+        assert!(format!("{:#}", read(&dir).unwrap_err()).contains("20261101T000000Z.jsonl:1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
