@@ -45,7 +45,7 @@ pub enum Event {
     Register { agent: Box<Agent> },
     Update { agent: Box<Agent> },
     Delete { uaid: String },
-    Feedback { entry: FeedbackEntry },
+    Feedback { entry: Box<FeedbackEntry> },
     Search { query: String, hits: u64 },
 }
 
@@ -158,9 +158,9 @@ pub fn apply(sources: &mut Sources, records: &[(Position, Record)]) -> Result<()
                 };
                 let mut standing: Vec<FeedbackEntry> =
                     sources.feedback.iter().filter(|f| f.uaid == entry.uaid).cloned().collect();
-                standing.push(entry.clone());
+                standing.push((**entry).clone());
                 super::catalog::validate_feedback(&standing, agent).with_context(|| format!("{position}"))?;
-                sources.feedback.push(entry.clone());
+                sources.feedback.push((**entry).clone());
             }
             Event::Search { query, .. } => {
                 let query = normalise(query);
