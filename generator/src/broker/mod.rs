@@ -6,6 +6,7 @@
 //! filters on (trust signals, verification status, type). Field names are
 //! the wire names.
 
+pub mod bits;
 pub mod catalog;
 pub mod embed;
 pub mod generate;

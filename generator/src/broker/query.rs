@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::bits::Bits;
 use super::text::TextIndex;
 use super::{Agent, KINDS, VERIFICATION};
 use crate::routes::BadParameter;
@@ -195,29 +196,32 @@ fn glob(pattern: &str, text: &str) -> bool {
 }
 
 /// The agents of a build, held for search: the records, their text index,
-/// and the columns filters and sorts read, interned or ranked once so that
-/// a search touching every agent compares integers.
+/// and, built once per build, a set of agents ([`Bits`]) per value of each
+/// categorical field and the agents in every sort order. A search is then
+/// set intersections, population counts and a walk along one order until
+/// its page is full.
 pub struct AgentIndex {
     pub agents: Vec<Agent>,
     pub text: TextIndex,
     names: Names,
-    registry: Vec<u16>,
-    adapter: Vec<u16>,
-    protocols: Vec<Vec<u16>>,
-    kind: Vec<u16>,
-    verification: Vec<u16>,
-    /// Bit `c` set when the agent has capability code `c`.
-    capabilities: Vec<u32>,
+    /// Per interned value, the agents having it.
+    registry: Vec<Bits>,
+    adapter: Vec<Bits>,
+    protocols: Vec<Bits>,
+    kind: Vec<Bits>,
+    verification: Vec<Bits>,
+    /// Per capability code (0 to 31), the agents advertising it.
+    capabilities: Vec<Bits>,
+    available: Bits,
+    /// Trust scores, dense (reading them from the records misses the cache).
+    trust: Vec<f64>,
     /// Capability slug (of a label) to code.
     capability_codes: BTreeMap<String, u8>,
-    /// Dense ranks: equal keys share a rank.
-    updated_rank: Vec<u32>,
-    created_rank: Vec<u32>,
-    name_rank: Vec<u32>,
-    available_rank: Vec<u32>,
+    /// Agent positions in each sort order, ties by id; index [`order_slot`].
+    orders: Vec<Vec<u32>>,
     id_rank: Vec<u32>,
     /// Metadata flattened by dot-separated path: the distinct values seen,
-    /// and per agent the ids of its values (several for an array).
+    /// and per value the agents having it (several values for an array).
     metadata: BTreeMap<String, MetadataColumn>,
     /// Trust signal name to each agent's value (NaN when it has none).
     signals: BTreeMap<String, Vec<f64>>,
@@ -227,7 +231,7 @@ pub struct AgentIndex {
 struct MetadataColumn {
     values: Vec<String>,
     lookup: BTreeMap<String, u32>,
-    per_agent: Vec<Vec<u32>>,
+    postings: Vec<Vec<u32>>,
 }
 
 /// Calls `f(path, value)` for every scalar under `map` (arrays give one
@@ -259,11 +263,17 @@ struct Names {
     verification: Vec<String>,
 }
 
-fn intern(names: &mut Vec<String>, lookup: &mut BTreeMap<String, u16>, value: &str) -> u16 {
-    *lookup.entry(value.to_string()).or_insert_with(|| {
-        names.push(value.to_string());
-        (names.len() - 1) as u16
-    })
+/// Adds agent `i` to the set of `value` (interned into `names`).
+fn add(names: &mut Vec<String>, sets: &mut Vec<Bits>, n: usize, value: &str, i: usize) {
+    let id = match names.iter().position(|v| v == value) {
+        Some(id) => id,
+        None => {
+            names.push(value.to_string());
+            sets.push(Bits::empty(n));
+            names.len() - 1
+        }
+    };
+    sets[id].insert(i);
 }
 
 /// Dense ranks of `keys` (ascending).
@@ -281,59 +291,88 @@ fn ranks<K: Ord>(keys: Vec<K>) -> Vec<u32> {
     out
 }
 
+const SORTS: [SortBy; 5] =
+    [SortBy::MostRecent, SortBy::Oldest, SortBy::Name, SortBy::MostAvailable, SortBy::TrustScore];
+
+/// Where the order of (`sort`, `ascending`) is kept.
+fn order_slot(sort: SortBy, ascending: bool) -> usize {
+    SORTS.iter().position(|s| *s == sort).expect("every sort is listed") * 2 + usize::from(ascending)
+}
+
 impl AgentIndex {
     pub fn build(agents: Vec<Agent>) -> AgentIndex {
+        let n = agents.len();
         let text = TextIndex::build(&agents);
         let mut names = Names::default();
-        let mut lookups: [BTreeMap<String, u16>; 5] = Default::default();
+        let (mut registry, mut adapter, mut protocols, mut kind, mut verification) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut capabilities = vec![Bits::empty(n); 32];
+        let mut available = Bits::empty(n);
         let mut capability_codes = BTreeMap::new();
-        let (mut registry, mut adapter, mut protocols, mut kind, mut verification, mut capabilities) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for agent in &agents {
-            registry.push(intern(&mut names.registries, &mut lookups[0], &agent.registry.to_lowercase()));
-            adapter.push(intern(&mut names.adapters, &mut lookups[1], &agent.adapter.to_lowercase()));
-            protocols.push(
-                agent
-                    .protocols
-                    .iter()
-                    .map(|p| intern(&mut names.protocols, &mut lookups[2], &p.to_lowercase()))
-                    .collect(),
-            );
-            kind.push(intern(&mut names.kinds, &mut lookups[3], &agent.kind));
-            verification.push(intern(&mut names.verification, &mut lookups[4], &agent.verification_status));
-            capabilities.push(agent.capabilities.iter().fold(0u32, |bits, c| bits | 1 << c));
+        for (i, agent) in agents.iter().enumerate() {
+            add(&mut names.registries, &mut registry, n, &agent.registry.to_lowercase(), i);
+            add(&mut names.adapters, &mut adapter, n, &agent.adapter.to_lowercase(), i);
+            for p in &agent.protocols {
+                add(&mut names.protocols, &mut protocols, n, &p.to_lowercase(), i);
+            }
+            add(&mut names.kinds, &mut kind, n, &agent.kind, i);
+            add(&mut names.verification, &mut verification, n, &agent.verification_status, i);
+            for c in &agent.capabilities {
+                capabilities[usize::from(*c).min(31)].insert(i);
+            }
+            if agent.available {
+                available.insert(i);
+            }
             for (code, label) in agent.capabilities.iter().zip(&agent.capability_labels) {
                 capability_codes.entry(slug(label)).or_insert(*code);
             }
         }
-        let updated_rank = ranks(agents.iter().map(|a| a.updated_at.as_str()).collect());
-        let created_rank = ranks(agents.iter().map(|a| a.created_at.as_str()).collect());
-        let name_rank = ranks(agents.iter().map(|a| a.name.to_lowercase()).collect());
-        let available_rank = ranks(
-            agents
-                .iter()
-                .map(|a| (a.available, (a.trust_signals.get("uptime").copied().unwrap_or(0.0) * 1000.0) as i64))
-                .collect(),
-        );
         let id_rank = ranks(agents.iter().map(|a| a.id.as_str()).collect());
+        let trust = ranks(agents.iter().map(|a| OrderedTrust(a.trust_score)).collect());
+        let key_ranks = [
+            ranks(agents.iter().map(|a| a.updated_at.as_str()).collect()),
+            ranks(agents.iter().map(|a| a.created_at.as_str()).collect()),
+            ranks(agents.iter().map(|a| a.name.to_lowercase()).collect()),
+            ranks(
+                agents
+                    .iter()
+                    .map(|a| (a.available, (a.trust_signals.get("uptime").copied().unwrap_or(0.0) * 1000.0) as i64))
+                    .collect(),
+            ),
+            trust,
+        ];
+        let mut orders = vec![Vec::new(); SORTS.len() * 2];
+        for (sort, key) in SORTS.iter().zip(&key_ranks) {
+            for ascending in [false, true] {
+                let mut order: Vec<u32> = (0..n as u32).collect();
+                order.sort_unstable_by(|a, b| {
+                    let (a, b) = (*a as usize, *b as usize);
+                    let forward = key[a].cmp(&key[b]);
+                    let primary = if ascending { forward } else { forward.reverse() };
+                    primary.then_with(|| id_rank[a].cmp(&id_rank[b]))
+                });
+                orders[order_slot(*sort, ascending)] = order;
+            }
+        }
         let mut metadata: BTreeMap<String, MetadataColumn> = BTreeMap::new();
         for (i, agent) in agents.iter().enumerate() {
             flatten("", &agent.metadata, &mut |path, value| {
-                let column = metadata.entry(path.to_string()).or_insert_with(|| MetadataColumn {
-                    per_agent: vec![Vec::new(); agents.len()],
-                    ..MetadataColumn::default()
-                });
+                let column = metadata.entry(path.to_string()).or_default();
                 let id = *column.lookup.entry(value.clone()).or_insert_with(|| {
                     column.values.push(value);
+                    column.postings.push(Vec::new());
                     (column.values.len() - 1) as u32
                 });
-                column.per_agent[i].push(id);
+                let postings = &mut column.postings[id as usize];
+                if postings.last() != Some(&(i as u32)) {
+                    postings.push(i as u32);
+                }
             });
         }
         let mut signals: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for (i, agent) in agents.iter().enumerate() {
             for (name, value) in &agent.trust_signals {
-                signals.entry(name.clone()).or_insert_with(|| vec![f64::NAN; agents.len()])[i] = *value;
+                signals.entry(name.clone()).or_insert_with(|| vec![f64::NAN; n])[i] = *value;
             }
         }
         AgentIndex {
@@ -347,97 +386,90 @@ impl AgentIndex {
             kind,
             verification,
             capabilities,
+            available,
+            trust: agents.iter().map(|a| a.trust_score).collect(),
             capability_codes,
-            updated_rank,
-            created_rank,
-            name_rank,
-            available_rank,
+            orders,
             id_rank,
             agents,
         }
     }
 }
 
-/// A query's filters resolved against an index's interned names.
-struct Filters<'a> {
-    query: &'a SearchQuery,
-    /// `None`: no filter; `Some(ids)`: the agent's value must be one of them.
-    registries: Option<Vec<u16>>,
-    adapters: Option<Vec<u16>>,
-    protocols: Option<Vec<u16>>,
-    kind: Option<Vec<u16>>,
-    verification: Option<Vec<u16>>,
-    /// Every bit must be set; `None` when a capability names nothing.
-    capabilities: Option<u32>,
-    /// Per `minSignals` entry: the signal's column (`None`: no agent has
-    /// it) and the minimum.
-    signals: Vec<(Option<&'a Vec<f64>>, f64)>,
-    /// Per metadata path in the query: its column and which of its values
-    /// match a pattern (`None`: no agent has the path).
-    metadata: Vec<Option<(&'a MetadataColumn, Vec<bool>)>>,
+/// Trust scores ordered by `total_cmp` (they are finite, 0 to 100).
+#[derive(PartialEq, PartialOrd)]
+struct OrderedTrust(f64);
+
+impl Eq for OrderedTrust {}
+
+impl Ord for OrderedTrust {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
-impl<'a> Filters<'a> {
-    fn new(index: &'a AgentIndex, query: &'a SearchQuery) -> Filters<'a> {
-        let resolve = |wanted: &[String], names: &[String]| -> Option<Vec<u16>> {
-            (!wanted.is_empty()).then(|| {
-                (0..names.len() as u16)
-                    .filter(|i| wanted.iter().any(|w| w.eq_ignore_ascii_case(&names[*i as usize])))
-                    .collect()
-            })
-        };
-        let one = |wanted: &Option<String>| wanted.iter().cloned().collect::<Vec<_>>();
-        let mut bits = Some(0u32);
-        for wanted in &query.capabilities {
-            let code =
-                wanted.parse::<u8>().ok().filter(|c| *c < 32).or_else(|| index.capability_codes.get(wanted).copied());
-            bits = match (bits, code) {
-                (Some(b), Some(c)) => Some(b | 1 << c),
-                _ => None,
-            };
+/// The union of the sets of the values named in `wanted` (any case); `None`
+/// when nothing is wanted (no filter).
+fn union_of(wanted: &[String], names: &[String], sets: &[Bits], n: usize) -> Option<Bits> {
+    (!wanted.is_empty()).then(|| {
+        let mut out = Bits::empty(n);
+        for (name, set) in names.iter().zip(sets) {
+            if wanted.iter().any(|w| w.eq_ignore_ascii_case(name)) {
+                out.unite(set);
+            }
         }
-        Filters {
-            query,
-            registries: resolve(&query.registries, &index.names.registries),
-            adapters: resolve(&query.adapters, &index.names.adapters),
-            protocols: resolve(&query.protocols, &index.names.protocols),
-            kind: resolve(&one(&query.kind), &index.names.kinds),
-            verification: resolve(&one(&query.verification_status), &index.names.verification),
-            capabilities: bits,
-            signals: query.min_signals.iter().map(|(k, min)| (index.signals.get(k), *min)).collect(),
-            metadata: query
-                .metadata
-                .iter()
-                .map(|(path, patterns)| {
-                    let column = index.metadata.get(&path.join("."))?;
-                    let matching = column.values.iter().map(|v| patterns.iter().any(|p| glob(p, v))).collect();
-                    Some((column, matching))
-                })
-                .collect(),
-        }
-    }
+        out
+    })
+}
 
-    /// Whether agent `i` passes every filter.
-    fn keeps(&self, index: &AgentIndex, i: usize) -> bool {
-        let q = self.query;
-        let within = |ids: &Option<Vec<u16>>, value: u16| ids.as_ref().is_none_or(|ids| ids.contains(&value));
-        let Some(bits) = self.capabilities else { return false };
-        within(&self.registries, index.registry[i])
-            && within(&self.adapters, index.adapter[i])
-            && within(&self.kind, index.kind[i])
-            && within(&self.verification, index.verification[i])
-            && self.protocols.as_ref().is_none_or(|ids| index.protocols[i].iter().any(|p| ids.contains(p)))
-            && index.capabilities[i] & bits == bits
-            && (!q.online || index.agents[i].available)
-            && (!q.verified || index.agents[i].verification_status == "registered")
-            && q.min_trust.is_none_or(|t| index.agents[i].trust_score >= t)
-            && self.signals.iter().all(|(column, min)| column.is_some_and(|c| c[i] >= *min))
-            && self.metadata.iter().all(|resolved| {
-                resolved
-                    .as_ref()
-                    .is_some_and(|(column, matching)| column.per_agent[i].iter().any(|id| matching[*id as usize]))
-            })
+/// The agents passing every filter of `query` (its `q` aside).
+fn keep(index: &AgentIndex, query: &SearchQuery) -> Bits {
+    let n = index.agents.len();
+    let names = &index.names;
+    let mut keep = Bits::full(n);
+    let one = |wanted: &Option<String>| wanted.iter().cloned().collect::<Vec<_>>();
+    let verified = query.verified.then(|| vec!["registered".to_string()]).unwrap_or_default();
+    for set in [
+        union_of(&query.registries, &names.registries, &index.registry, n),
+        union_of(&query.adapters, &names.adapters, &index.adapter, n),
+        union_of(&query.protocols, &names.protocols, &index.protocols, n),
+        union_of(&one(&query.kind), &names.kinds, &index.kind, n),
+        union_of(&one(&query.verification_status), &names.verification, &index.verification, n),
+        union_of(&verified, &names.verification, &index.verification, n),
+        query.online.then(|| index.available.clone()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        keep.intersect(&set);
     }
+    for wanted in &query.capabilities {
+        let code =
+            wanted.parse::<u8>().ok().filter(|c| *c < 32).or_else(|| index.capability_codes.get(wanted).copied());
+        match code {
+            Some(c) => keep.intersect(&index.capabilities[c as usize]),
+            None => return Bits::empty(n),
+        }
+    }
+    for (path, patterns) in &query.metadata {
+        let Some(column) = index.metadata.get(&path.join(".")) else { return Bits::empty(n) };
+        let mut matching = Bits::empty(n);
+        for (value, postings) in column.values.iter().zip(&column.postings) {
+            if patterns.iter().any(|p| glob(p, value)) {
+                postings.iter().for_each(|i| matching.insert(*i as usize));
+            }
+        }
+        keep.intersect(&matching);
+    }
+    // Numeric thresholds test only the agents still in.
+    if let Some(t) = query.min_trust {
+        keep.retain(|i| index.trust[i] >= t);
+    }
+    for (signal, min) in &query.min_signals {
+        let Some(column) = index.signals.get(signal) else { return Bits::empty(n) };
+        keep.retain(|i| column[i] >= *min);
+    }
+    keep
 }
 
 /// One page of a search, as indices into the agents.
@@ -463,105 +495,81 @@ pub struct Aggregations {
     pub verification: BTreeMap<String, usize>,
 }
 
+fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
+    let named = |values: &[String], sets: &[Bits]| -> BTreeMap<String, usize> {
+        values.iter().zip(sets).map(|(k, set)| (k.clone(), matched.count_with(set))).filter(|(_, n)| *n > 0).collect()
+    };
+    let labels: BTreeMap<u8, &String> = index.capability_codes.iter().map(|(slug, code)| (*code, slug)).collect();
+    let names = &index.names;
+    Aggregations {
+        registries: named(&names.registries, &index.registry),
+        adapters: named(&names.adapters, &index.adapter),
+        protocols: named(&names.protocols, &index.protocols),
+        kinds: named(&names.kinds, &index.kind),
+        verification: named(&names.verification, &index.verification),
+        capabilities: index
+            .capabilities
+            .iter()
+            .enumerate()
+            .map(|(code, set)| (code, matched.count_with(set)))
+            .filter(|(_, n)| *n > 0)
+            .map(|(code, n)| (labels.get(&(code as u8)).map_or(code.to_string(), |l| l.to_string()), n))
+            .collect(),
+    }
+}
+
 /// Agents passing every filter of `query` (its `q` aside), in index order.
 pub fn filtered(index: &AgentIndex, query: &SearchQuery) -> Vec<usize> {
-    let filters = Filters::new(index, query);
-    (0..index.agents.len()).filter(|i| filters.keeps(index, *i)).collect()
+    keep(index, query).iter().collect()
 }
 
 /// Runs `query` over the index.
 pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
-    let filters = Filters::new(index, query);
-    let mut scored: Vec<(usize, f32)> = match &query.q {
-        Some(q) => index
+    let n = index.agents.len();
+    let mut matched = keep(index, query);
+    let scored: Option<Vec<(usize, f32)>> = query.q.as_ref().map(|q| {
+        let hits: Vec<(usize, f32)> = index
             .text
             .search(q)
             .into_iter()
             .map(|(doc, score)| (doc as usize, score))
-            .filter(|(doc, _)| filters.keeps(index, *doc))
-            .collect(),
-        None => (0..index.agents.len()).filter(|i| filters.keeps(index, *i)).map(|i| (i, 0.0)).collect(),
-    };
-    let aggregations = query.include_aggregations.then(|| {
-        let names = &index.names;
-        let mut counts: [Vec<usize>; 5] = [
-            vec![0; names.registries.len()],
-            vec![0; names.adapters.len()],
-            vec![0; names.protocols.len()],
-            vec![0; names.kinds.len()],
-            vec![0; names.verification.len()],
-        ];
-        let mut capabilities = [0usize; 32];
-        for (i, _) in &scored {
-            counts[0][index.registry[*i] as usize] += 1;
-            counts[1][index.adapter[*i] as usize] += 1;
-            for p in &index.protocols[*i] {
-                counts[2][*p as usize] += 1;
-            }
-            counts[3][index.kind[*i] as usize] += 1;
-            counts[4][index.verification[*i] as usize] += 1;
-            let mut bits = index.capabilities[*i];
-            while bits != 0 {
-                capabilities[bits.trailing_zeros() as usize] += 1;
-                bits &= bits - 1;
-            }
-        }
-        let named = |values: &[String], counts: &[usize]| -> BTreeMap<String, usize> {
-            values.iter().zip(counts).filter(|(_, n)| **n > 0).map(|(k, n)| (k.clone(), *n)).collect()
-        };
-        let labels: BTreeMap<u8, &String> = index.capability_codes.iter().map(|(slug, code)| (*code, slug)).collect();
-        Aggregations {
-            registries: named(&names.registries, &counts[0]),
-            adapters: named(&names.adapters, &counts[1]),
-            protocols: named(&names.protocols, &counts[2]),
-            kinds: named(&names.kinds, &counts[3]),
-            verification: named(&names.verification, &counts[4]),
-            capabilities: capabilities
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-                .map(|(code, n)| (labels.get(&(code as u8)).map_or(code.to_string(), |l| l.to_string()), *n))
-                .collect(),
-        }
+            .filter(|(doc, _)| matched.contains(*doc))
+            .collect();
+        matched = Bits::from_positions(n, hits.iter().map(|(doc, _)| *doc));
+        hits
     });
-    let total = scored.len();
-    let by_relevance = query.q.is_some() && query.sort_by.is_none();
-    let sort_by = query.sort_by.unwrap_or(SortBy::MostRecent);
-    // Natural directions; `sortOrder` overrides.
-    let natural_ascending = matches!(sort_by, SortBy::Oldest | SortBy::Name);
-    let ascending = query.ascending.unwrap_or(natural_ascending);
-    let order = |a: &(usize, f32), b: &(usize, f32)| {
-        let (x, y) = (a.0, b.0);
-        let primary = if by_relevance {
-            b.1.total_cmp(&a.1)
-        } else {
-            let forward = match sort_by {
-                SortBy::MostRecent => index.updated_rank[x].cmp(&index.updated_rank[y]),
-                SortBy::Oldest => index.created_rank[x].cmp(&index.created_rank[y]),
-                SortBy::Name => index.name_rank[x].cmp(&index.name_rank[y]),
-                SortBy::MostAvailable => index.available_rank[x].cmp(&index.available_rank[y]),
-                SortBy::TrustScore => index.agents[x].trust_score.total_cmp(&index.agents[y].trust_score),
-            };
-            if ascending {
-                forward
-            } else {
-                forward.reverse()
-            }
-        };
-        primary.then_with(|| index.id_rank[x].cmp(&index.id_rank[y]))
-    };
+    let total = matched.count();
+    let aggregations = query.include_aggregations.then(|| aggregate(index, &matched));
     let start = (query.page - 1).saturating_mul(query.limit);
     let end = start.saturating_add(query.limit).min(total);
-    let hits = if start >= total {
-        Vec::new()
-    } else {
-        // Only the first `end` need ordering.
-        if end < scored.len() {
-            scored.select_nth_unstable_by(end - 1, order);
-            scored.truncate(end);
+    let hits = match scored {
+        _ if start >= total => Vec::new(),
+        // With `q` and no `sortBy`: by relevance, ties by id. Only the
+        // first `end` need ordering.
+        Some(mut scored) if query.sort_by.is_none() => {
+            let order = |a: &(usize, f32), b: &(usize, f32)| {
+                b.1.total_cmp(&a.1).then_with(|| index.id_rank[a.0].cmp(&index.id_rank[b.0]))
+            };
+            if end < scored.len() {
+                scored.select_nth_unstable_by(end - 1, order);
+                scored.truncate(end);
+            }
+            scored.sort_unstable_by(order);
+            scored[start..].iter().map(|(i, _)| *i).collect()
         }
-        scored.sort_unstable_by(order);
-        scored[start..].iter().map(|(i, _)| *i).collect()
+        // Otherwise walk the sort's order until the page is full.
+        _ => {
+            let sort_by = query.sort_by.unwrap_or(SortBy::MostRecent);
+            // Natural directions; `sortOrder` overrides.
+            let ascending = query.ascending.unwrap_or(matches!(sort_by, SortBy::Oldest | SortBy::Name));
+            index.orders[order_slot(sort_by, ascending)]
+                .iter()
+                .map(|i| *i as usize)
+                .filter(|i| matched.contains(*i))
+                .skip(start)
+                .take(end - start)
+                .collect()
+        }
     };
     Page { hits, total, page: query.page, limit: query.limit, aggregations }
 }

@@ -84,22 +84,28 @@ impl TextIndex {
         terms.dedup();
         let n = self.documents as f32;
         let lists: Vec<&Vec<(u32, f32)>> = terms.iter().filter_map(|t| self.postings.get(t)).collect();
-        // Scores accumulate in a dense array: far cheaper than a map when a
-        // common term matches most of the index.
-        let mut scores = vec![0.0f32; self.documents];
-        let mut touched: Vec<u32> = Vec::new();
-        for list in lists {
-            let df = list.len() as f32;
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-            for &(doc, impact) in list {
-                let slot = &mut scores[doc as usize];
-                if *slot == 0.0 {
-                    touched.push(doc);
-                }
-                *slot += idf * impact;
-            }
+        // Scores accumulate in a dense array, far cheaper than a map when a
+        // common term matches most of the index. The array is kept per
+        // thread and only its touched slots are cleared after.
+        thread_local! {
+            static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
         }
-        touched.into_iter().map(|doc| (doc, scores[doc as usize])).collect()
+        SCORES.with_borrow_mut(|scores| {
+            scores.resize(self.documents.max(scores.len()), 0.0);
+            let mut touched: Vec<u32> = Vec::new();
+            for list in lists {
+                let df = list.len() as f32;
+                let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                for &(doc, impact) in list {
+                    let slot = &mut scores[doc as usize];
+                    if *slot == 0.0 {
+                        touched.push(doc);
+                    }
+                    *slot += idf * impact;
+                }
+            }
+            touched.into_iter().map(|doc| (doc, std::mem::take(&mut scores[doc as usize]))).collect()
+        })
     }
 }
 

@@ -1,0 +1,121 @@
+//! A fixed-size set of agent positions, one bit each: search filters are
+//! intersections and unions of these, a total is a population count, and an
+//! aggregation bucket is the population count of an intersection, each a
+//! pass over `n / 64` words instead of a test per agent.
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bits {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Bits {
+    pub fn empty(len: usize) -> Bits {
+        Bits { words: vec![0; len.div_ceil(64)], len }
+    }
+
+    pub fn full(len: usize) -> Bits {
+        let mut bits = Bits { words: vec![u64::MAX; len.div_ceil(64)], len };
+        if len % 64 != 0 {
+            let last = bits.words.len() - 1;
+            bits.words[last] = (1u64 << (len % 64)) - 1;
+        }
+        bits
+    }
+
+    pub fn from_positions(len: usize, positions: impl IntoIterator<Item = usize>) -> Bits {
+        let mut bits = Bits::empty(len);
+        positions.into_iter().for_each(|i| bits.insert(i));
+        bits
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn insert(&mut self, i: usize) {
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    pub fn contains(&self, i: usize) -> bool {
+        self.words[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    pub fn intersect(&mut self, other: &Bits) {
+        self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a &= b);
+    }
+
+    pub fn unite(&mut self, other: &Bits) {
+        self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a |= b);
+    }
+
+    pub fn count(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The size of the intersection, without building it.
+    pub fn count_with(&self, other: &Bits) -> usize {
+        self.words.iter().zip(&other.words).map(|(a, b)| (a & b).count_ones() as usize).sum()
+    }
+
+    /// Keeps only the members `keep` accepts (it sees only members).
+    pub fn retain(&mut self, mut keep: impl FnMut(usize) -> bool) {
+        for (w, word) in self.words.iter_mut().enumerate() {
+            let mut rest = *word;
+            while rest != 0 {
+                let bit = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                if !keep(w * 64 + bit) {
+                    *word &= !(1u64 << bit);
+                }
+            }
+        }
+    }
+
+    /// Members in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(w, word)| {
+            let mut rest = *word;
+            std::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let bit = rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    w * 64 + bit
+                })
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_operations_agree_with_a_plain_set() {
+        for len in [0usize, 1, 63, 64, 65, 130, 1000] {
+            let a: Vec<usize> = (0..len).filter(|i| i % 3 == 0 || i % 7 == 1).collect();
+            let b: Vec<usize> = (0..len).filter(|i| i % 2 == 0).collect();
+            let (x, y) = (Bits::from_positions(len, a.clone()), Bits::from_positions(len, b.clone()));
+            assert_eq!(x.iter().collect::<Vec<_>>(), a, "{len}");
+            assert_eq!(Bits::full(len).count(), len);
+            assert_eq!(Bits::full(len).iter().collect::<Vec<_>>(), (0..len).collect::<Vec<_>>());
+            let both: Vec<usize> = a.iter().copied().filter(|i| b.contains(i)).collect();
+            let mut and = x.clone();
+            and.intersect(&y);
+            assert_eq!(and.iter().collect::<Vec<_>>(), both);
+            assert_eq!(x.count_with(&y), both.len());
+            let mut or = x.clone();
+            or.unite(&y);
+            assert_eq!(or.count(), a.len() + b.len() - both.len());
+            let mut kept = x.clone();
+            kept.retain(|i| i % 2 == 1);
+            assert_eq!(kept.iter().collect::<Vec<_>>(), a.iter().copied().filter(|i| i % 2 == 1).collect::<Vec<_>>());
+            assert!(a.iter().all(|i| x.contains(*i)) && (0..len).filter(|i| !a.contains(i)).all(|i| !x.contains(i)));
+        }
+    }
+}
