@@ -16,7 +16,7 @@ impl Bits {
 
     pub fn full(len: usize) -> Bits {
         let mut bits = Bits { words: vec![u64::MAX; len.div_ceil(64)], len };
-        if len % 64 != 0 {
+        if !len.is_multiple_of(64) {
             let last = bits.words.len() - 1;
             bits.words[last] = (1u64 << (len % 64)) - 1;
         }

@@ -397,10 +397,21 @@ impl AgentIndex {
 }
 
 /// Trust scores ordered by `total_cmp` (they are finite, 0 to 100).
-#[derive(PartialEq, PartialOrd)]
 struct OrderedTrust(f64);
 
+impl PartialEq for OrderedTrust {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
 impl Eq for OrderedTrust {}
+
+impl PartialOrd for OrderedTrust {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl Ord for OrderedTrust {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
@@ -428,7 +439,7 @@ fn keep(index: &AgentIndex, query: &SearchQuery) -> Bits {
     let names = &index.names;
     let mut keep = Bits::full(n);
     let one = |wanted: &Option<String>| wanted.iter().cloned().collect::<Vec<_>>();
-    let verified = query.verified.then(|| vec!["registered".to_string()]).unwrap_or_default();
+    let verified = if query.verified { vec!["registered".to_string()] } else { Vec::new() };
     for set in [
         union_of(&query.registries, &names.registries, &index.registry, n),
         union_of(&query.adapters, &names.adapters, &index.adapter, n),
