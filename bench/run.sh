@@ -127,5 +127,33 @@ for round in 1 2 3; do
     "$(rate http://127.0.0.1:4080/hcs20/stats)"
 done
 
+say "broker (section A): a 100k-agent build, then GET /api/v1/search over its snapshot, wrk -t2 -d10s"
+agents="$OUT/agents-100000"
+if [ ! -s "$agents/agents.json" ]; then
+  "$BIN/generator" datagen --preset agents --agents 100000 --out "$agents" 2>/dev/null
+fi
+cp datasets/broker/catalog.json "$agents/"
+BROKER="$run_dir/broker"
+timed "$BIN/generator" build --ledger-dir datasets/ledger --broker-dir "$agents" \
+  --site-dir "$BROKER/site" --data-dir "$BROKER/data"
+started=$(date +%s.%N)
+"$BIN/api" --bind 127.0.0.1:4082 --site-dir "$BROKER/site" --data-dir "$BROKER/data" 2>/dev/null &
+broker_pid=$!
+trap 'kill $mirror_pid $api_pid $broker_pid 2>/dev/null || true; nginx -c "$conf" -s stop 2>/dev/null || true' EXIT
+for _ in $(seq 1 1200); do curl -sf localhost:4082/api/v1/stats >/dev/null && break; sleep 0.1; done
+printf 'api ready (build loaded: files, snapshot, index) in %.1f s, RSS %d MiB\n' \
+  "$(awk -v now="$(date +%s.%N)" -v then="$started" 'BEGIN { print now - then }')" "$(($(ps -o rss= -p $broker_pid) / 1024))"
+search() { wrk -t2 -c"$1" -d10s --latency -s bench/search.lua http://127.0.0.1:4082; }
+for round in 1 2 3; do
+  for c in 8 32; do
+    out=$(search "$c")
+    printf 'round %s: search -c%s %s/s p50 %s p99 %s\n' "$round" "$c" \
+      "$(awk '/Requests\/sec/{print $2}' <<<"$out")" "$(awk '$1=="50%"{print $2}' <<<"$out")" \
+      "$(awk '$1=="99%"{print $2}' <<<"$out")"
+    if grep -q Non-2xx <<<"$out"; then grep Non-2xx <<<"$out"; fi
+  done
+done
+kill $broker_pid 2>/dev/null || true
+
 # shellcheck disable=SC2086
 [ -z "$stale" ] || rm -rf $stale

@@ -19,6 +19,3 @@ request = function()
   i = i + 1
   return wrk.format("GET", queries[(i % #queries) + 1])
 end
-done = function(summary, latency, requests)
-  io.write(string.format("latency p50 %.2f ms p99 %.2f ms\n", latency:percentile(50) / 1000, latency:percentile(99) / 1000))
-end

@@ -135,7 +135,9 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     };
     let broker = match &config.broker {
         Some(b) => {
+            let lap = Lap::new();
             let mut sources = broker::load(&b.dir).context("broker sources")?;
+            lap.mark("load broker sources");
             let records = broker::journal::read(&b.journal).context("the broker journal")?;
             broker::journal::apply(&mut sources, &records).context("the broker journal")?;
             Some(sources)
@@ -248,7 +250,9 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
                     snapshot::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta)?;
                 }
                 if let Some(sources) = &broker {
+                    let lap = Lap::new();
                     broker::store::write(warehouse.conn(), sources, embeddings.as_ref())?;
+                    lap.mark("broker tables");
                 }
                 snapshot::write_meta(warehouse.conn(), &manifest.build, &computed.meta)?;
                 let snapshot_path = layout.snapshot(&manifest);

@@ -118,6 +118,7 @@ fn file(route: String, path: String, value: &impl Serialize, last_modified: Time
 
 /// Every static route of section A.
 pub fn files(sources: &Sources) -> Vec<File> {
+    let lap = crate::Lap::new();
     let Sources { agents, catalog, feedback } = sources;
     let catalog_time = time(&catalog.updated_at);
     let index_time = agents.iter().map(|a| time(&a.updated_at)).max().unwrap_or(catalog_time);
@@ -141,22 +142,21 @@ pub fn files(sources: &Sources) -> Vec<File> {
             json!({"protocols": catalog.protocols.iter().map(|p| &p.id).collect::<Vec<_>>()}),
             catalog_time,
         ),
-        fixed(FACETS, facets(agents, catalog, None), both),
         fixed(ADDITIONAL_REGISTRIES, json!({"registries": catalog.additional_registries}), catalog_time),
         fixed(CREDIT_PROVIDERS, json!({"providers": catalog.credit_providers}), catalog_time),
         fixed(FEDERATION, serde_json::to_value(&catalog.federation).expect("serialises"), catalog_time),
     ];
-    for adapter in &adapters {
-        let path = format!("api/v1/search/facets/adapter/{}.json", file_name(adapter));
-        files.push(file(
-            facets_route(Some(adapter)),
-            path,
-            &facets(agents, catalog, Some(adapter)),
-            both,
-            CATALOG_CACHE,
-        ));
+    lap.mark("broker catalogs");
+    for (adapter, body) in facets(agents, catalog, &adapters) {
+        let path = match &adapter {
+            Some(a) => format!("api/v1/search/facets/adapter/{}.json", file_name(a)),
+            None => "api/v1/search/facets.json".to_string(),
+        };
+        files.push(file(facets_route(adapter.as_deref()), path, &body, both, CATALOG_CACHE));
     }
+    lap.mark("broker facets");
     files.extend(agent_files(agents, feedback));
+    lap.mark("broker agent files");
     files
 }
 
@@ -209,28 +209,33 @@ pub fn providers(catalog: &Catalog) -> Value {
     json!({"providers": adapters, "protocols": protocols})
 }
 
-/// `GET /search/facets`, for every adapter or one. Options are the values
-/// agents actually have (capabilities by slug); a facet applies to the
-/// adapters whose agents carry it, and a per-adapter list holds only the
-/// facets that apply to that adapter, with its agents' options.
-pub fn facets(agents: &[Agent], catalog: &Catalog, adapter: Option<&str>) -> Value {
-    let registry_names: HashMap<&str, &str> =
-        catalog.registries.iter().map(|r| (r.id.as_str(), r.name.as_str())).collect();
-    let adapter_names: HashMap<&str, &str> =
-        catalog.adapters.iter().map(|a| (a.id.as_str(), a.name.as_str())).collect();
-    let protocol_names: HashMap<&str, &str> =
-        catalog.protocols.iter().map(|p| (p.id.as_str(), p.name.as_str())).collect();
-    let option = |names: &HashMap<&str, &str>, v: &str| (v.to_string(), names.get(v).unwrap_or(&v).to_string());
-    let mut out = Vec::new();
-    for facet in &catalog.facets {
-        let mut options: BTreeSet<FacetOption> = BTreeSet::new();
-        let mut applies: BTreeSet<&str> = BTreeSet::new();
-        for agent in agents {
+/// `GET /search/facets` for every adapter (`None`) and for each of
+/// `adapters`, in one pass over the agents. Options are the values agents
+/// actually have (capabilities by slug); a facet applies to the adapters
+/// whose agents carry it, and a per-adapter list holds only the facets that
+/// apply to that adapter, with its agents' options.
+pub fn facets(agents: &[Agent], catalog: &Catalog, adapters: &[String]) -> Vec<(Option<String>, Value)> {
+    let names = |pairs: Vec<(&str, &str)>| -> HashMap<String, String> {
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let registry_names = names(catalog.registries.iter().map(|r| (r.id.as_str(), r.name.as_str())).collect());
+    let adapter_names = names(catalog.adapters.iter().map(|a| (a.id.as_str(), a.name.as_str())).collect());
+    let protocol_names = names(catalog.protocols.iter().map(|p| (p.id.as_str(), p.name.as_str())).collect());
+    let capability_slugs: HashMap<&str, String> =
+        agents.iter().flat_map(|a| &a.capability_labels).map(|l| (l.as_str(), slug(l))).collect();
+    // Per facet: the adapters it applies to, and per adapter its options.
+    let mut applies: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); catalog.facets.len()];
+    let mut options: Vec<BTreeMap<&str, BTreeSet<(String, String)>>> = vec![BTreeMap::new(); catalog.facets.len()];
+    let named = |names: &HashMap<String, String>, v: &str| (v.to_string(), names.get(v).map_or(v, |n| n).to_string());
+    for agent in agents {
+        for (f, facet) in catalog.facets.iter().enumerate() {
             let values: Vec<(String, String)> = match facet.key.as_str() {
-                "registries" => vec![option(&registry_names, &agent.registry)],
-                "adapters" => vec![option(&adapter_names, &agent.adapter)],
-                "protocols" => agent.protocols.iter().map(|p| option(&protocol_names, p)).collect(),
-                "capabilities" => agent.capability_labels.iter().map(|l| (slug(l), l.clone())).collect(),
+                "registries" => vec![named(&registry_names, &agent.registry)],
+                "adapters" => vec![named(&adapter_names, &agent.adapter)],
+                "protocols" => agent.protocols.iter().map(|p| named(&protocol_names, p)).collect(),
+                "capabilities" => {
+                    agent.capability_labels.iter().map(|l| (capability_slugs[l.as_str()].clone(), l.clone())).collect()
+                }
                 "type" => vec![(agent.kind.clone(), agent.kind.clone())],
                 "verificationStatus" => vec![(agent.verification_status.clone(), agent.verification_status.clone())],
                 key => match key.strip_prefix("metadata.") {
@@ -241,21 +246,37 @@ pub fn facets(agents: &[Agent], catalog: &Catalog, adapter: Option<&str>) -> Val
             if values.is_empty() {
                 continue;
             }
-            applies.insert(&agent.adapter);
-            if adapter.is_none_or(|a| a == agent.adapter) && facet.kind == "string" {
-                options.extend(values.into_iter().map(|(value, label)| FacetOption { value, label }));
+            applies[f].insert(&agent.adapter);
+            if facet.kind == "string" {
+                options[f].entry(&agent.adapter).or_default().extend(values);
             }
         }
-        if adapter.is_some_and(|a| !applies.contains(a)) || applies.is_empty() {
-            continue;
-        }
-        out.push(Facet {
-            adapters: Some(applies.iter().map(|a| a.to_string()).collect()),
-            options: (facet.kind == "string").then(|| options.into_iter().collect()),
-            ..facet.clone()
-        });
     }
-    json!({"facets": out})
+    let list = |adapter: Option<&str>| -> Value {
+        let mut out = Vec::new();
+        for (f, facet) in catalog.facets.iter().enumerate() {
+            if applies[f].is_empty() || adapter.is_some_and(|a| !applies[f].contains(a)) {
+                continue;
+            }
+            let chosen: BTreeSet<&(String, String)> = options[f]
+                .iter()
+                .filter(|(a, _)| adapter.is_none_or(|wanted| wanted == **a))
+                .flat_map(|(_, values)| values)
+                .collect();
+            out.push(Facet {
+                adapters: Some(applies[f].iter().map(|a| a.to_string()).collect()),
+                options: (facet.kind == "string").then(|| {
+                    chosen
+                        .into_iter()
+                        .map(|(value, label)| FacetOption { value: value.clone(), label: label.clone() })
+                        .collect()
+                }),
+                ..facet.clone()
+            });
+        }
+        json!({"facets": out})
+    };
+    std::iter::once((None, list(None))).chain(adapters.iter().map(|a| (Some(a.clone()), list(Some(a))))).collect()
 }
 
 /// A metadata value as facet options: a scalar, or each scalar of an array.
@@ -376,6 +397,37 @@ struct SimilarHit<'a> {
     shared_capabilities: Vec<u8>,
 }
 
+/// `GET /agents/{uaid}`: the agent and its trust metadata. Typed and
+/// borrowed, so 100k agents serialise without building JSON trees.
+#[derive(Serialize)]
+struct Detail<'a> {
+    agent: &'a Agent,
+    trust: Trust<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Trust<'a> {
+    score: f64,
+    signals: &'a BTreeMap<String, f64>,
+    verification_status: &'a str,
+    /// The ERC-8004 feedback summary, for ERC-8004 agents.
+    feedback: Option<Value>,
+}
+
+#[derive(Serialize)]
+struct SimilarBody<'a> {
+    uaid: &'a str,
+    hits: Vec<SimilarHit<'a>>,
+    total: usize,
+}
+
+/// `GET /resolve/{uaid}`.
+#[derive(Serialize)]
+struct Resolved<'a> {
+    agent: &'a Agent,
+}
+
 /// Capability codes as a bit set.
 fn mask(agent: &Agent) -> u32 {
     agent.capabilities.iter().fold(0, |m, c| m | 1 << c)
@@ -393,21 +445,37 @@ pub fn similar(agents: &[Agent], limit: usize) -> Vec<Vec<usize>> {
     for (i, agent) in agents.iter().enumerate() {
         groups.entry(mask(agent)).or_default().push(i);
     }
-    for members in groups.values_mut() {
-        members.sort_by(|a, b| better(*a, *b));
-    }
-    // The best `limit + 1` of each group are all any agent can need (one
-    // may be itself).
+    // Each group, best first, cut to the `limit + 1` any agent can need
+    // (one may be itself).
+    let groups: Vec<(u32, Vec<usize>)> = groups
+        .into_iter()
+        .map(|(m, mut members)| {
+            members.sort_by(|a, b| better(*a, *b));
+            members.truncate(limit + 1);
+            (m, members)
+        })
+        .collect();
+    let rank = |x: &(u32, usize), y: &(u32, usize)| y.0.cmp(&x.0).then_with(|| better(x.1, y.1));
     let mut best: HashMap<u32, Vec<usize>> = HashMap::with_capacity(groups.len());
-    for &m in groups.keys() {
-        let mut candidates: Vec<(u32, usize)> = groups
-            .iter()
-            .filter(|(g, _)| *g & m != 0)
-            .flat_map(|(g, members)| members.iter().take(limit + 1).map(move |i| ((g & m).count_ones(), *i)))
-            .collect();
-        candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| better(a.1, b.1)));
-        candidates.truncate(limit + 1);
-        best.insert(m, candidates.into_iter().map(|(_, i)| i).collect());
+    for (m, _) in &groups {
+        // The best `limit + 1` (shared, agent) pairs, kept sorted.
+        let mut top: Vec<(u32, usize)> = Vec::with_capacity(limit + 2);
+        for (g, members) in &groups {
+            let shared = (g & m).count_ones();
+            if shared == 0 {
+                continue;
+            }
+            for &i in members {
+                let candidate = (shared, i);
+                if top.len() > limit && rank(&candidate, &top[limit]).is_ge() {
+                    break; // the rest of this group ranks lower still
+                }
+                let at = top.partition_point(|t| rank(t, &candidate).is_lt());
+                top.insert(at, candidate);
+                top.truncate(limit + 1);
+            }
+        }
+        best.insert(*m, top.into_iter().map(|(_, i)| i).collect());
     }
     agents
         .iter()
@@ -476,7 +544,9 @@ fn published_entries<'a>(catalog: &'a Catalog, entries: impl Iterator<Item = &'a
 /// Detail, similar, resolve and (for ERC-8004 agents) feedback files of
 /// every agent, rendered over the cores.
 fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
+    let lap = crate::Lap::new();
     let similar = similar(agents, SIMILAR_LIMIT);
+    lap.mark("broker similar agents");
     let mut by_agent: HashMap<&str, Vec<&FeedbackEntry>> = HashMap::new();
     for f in feedback {
         by_agent.entry(f.uaid.as_str()).or_default().push(f);
@@ -494,15 +564,15 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
             .unwrap_or(time(&agent.created_at));
         let feedback_summary =
             (agent.registry == FEEDBACK_REGISTRY).then(|| feedback_body(agent, entries, false)["summary"].clone());
-        let detail = json!({
-            "agent": agent,
-            "trust": {
-                "score": agent.trust_score,
-                "signals": agent.trust_signals,
-                "verificationStatus": agent.verification_status,
-                "feedback": feedback_summary,
+        let detail = Detail {
+            agent,
+            trust: Trust {
+                score: agent.trust_score,
+                signals: &agent.trust_signals,
+                verification_status: &agent.verification_status,
+                feedback: feedback_summary,
             },
-        });
+        };
         let detail_time = match agent.registry == FEEDBACK_REGISTRY {
             true => updated.max(feedback_time),
             false => updated,
@@ -538,14 +608,14 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
             file(
                 format!("{route}/similar"),
                 format!("api/v1/agents/{name}/similar.json"),
-                &json!({"uaid": agent.uaid, "hits": hits, "total": hits.len()}),
+                &SimilarBody { uaid: &agent.uaid, total: hits.len(), hits },
                 similar_time,
                 AGENT_CACHE,
             ),
             file(
                 resolve_route(&agent.uaid),
                 format!("api/v1/resolve/{name}.json"),
-                &json!({"agent": agent}),
+                &Resolved { agent },
                 updated,
                 AGENT_CACHE,
             ),
