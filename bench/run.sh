@@ -25,6 +25,21 @@ timed() {
   grep -o 'files=[0-9]*' "$log" | tail -1 || true
 }
 
+# Three rounds of wrk -t2 -d10s at 8 and 32 connections with a Lua script:
+# each round's rate, p50 and p99 (wrk --latency). Arguments: label, script, URL.
+latency_rounds() {
+  local out
+  for round in 1 2 3; do
+    for c in 8 32; do
+      out=$(wrk -t2 -c"$c" -d10s --latency -s "$2" "$3")
+      printf 'round %s: %s -c%s %s/s p50 %s p99 %s\n' "$round" "$1" "$c" \
+        "$(awk '/Requests\/sec/{print $2}' <<<"$out")" "$(awk '$1=="50%"{print $2}' <<<"$out")" \
+        "$(awk '$1=="99%"{print $2}' <<<"$out")"
+      if grep -q Non-2xx <<<"$out"; then grep Non-2xx <<<"$out"; fi
+    done
+  done
+}
+
 # Builds go to fresh folders and the old ones are deleted at the end: right
 # after tens of thousands of files are deleted, ext4 creates new ones
 # several times slower (it skips recently freed inodes), which would
@@ -109,16 +124,7 @@ done
 
 say "guard (section B): MCP tools/call and JSON routes with rate limiting on, wrk -t2 -d10s"
 # p99 from wrk --latency; rates are medians of 3 rounds.
-mcp() { wrk -t2 -c"$1" -d10s --latency -s bench/mcp-call.lua http://127.0.0.1:4080/api/guard/public-mcp; }
-for round in 1 2 3; do
-  for c in 8 32; do
-    out=$(mcp "$c")
-    printf 'round %s: tools/call -c%s %s/s p50 %s p99 %s\n' "$round" "$c" \
-      "$(awk '/Requests\/sec/{print $2}' <<<"$out")" "$(awk '$1=="50%"{print $2}' <<<"$out")" \
-      "$(awk '$1=="99%"{print $2}' <<<"$out")"
-    if grep -q Non-2xx <<<"$out"; then grep Non-2xx <<<"$out"; fi
-  done
-done
+latency_rounds tools/call bench/mcp-call.lua http://127.0.0.1:4080/api/guard/public-mcp
 guard_etag=$(curl -sI localhost:4080/guard/facts.json | tr -d '\r' | awk -F': ' 'tolower($1)=="etag"{print $2}')
 for round in 1 2 3; do
   printf 'round %s: /guard/facts.json 200 %s/s, 304 %s/s; unlimited /hcs20/stats 200 %s/s\n' "$round" \
@@ -143,16 +149,7 @@ trap 'kill $mirror_pid $api_pid $broker_pid 2>/dev/null || true; nginx -c "$conf
 for _ in $(seq 1 1200); do curl -sf localhost:4082/api/v1/stats >/dev/null && break; sleep 0.1; done
 printf 'api ready (build loaded: files, snapshot, index) in %.1f s, RSS %d MiB\n' \
   "$(awk -v now="$(date +%s.%N)" -v then="$started" 'BEGIN { print now - then }')" "$(($(ps -o rss= -p $broker_pid) / 1024))"
-search() { wrk -t2 -c"$1" -d10s --latency -s bench/search.lua http://127.0.0.1:4082; }
-for round in 1 2 3; do
-  for c in 8 32; do
-    out=$(search "$c")
-    printf 'round %s: search -c%s %s/s p50 %s p99 %s\n' "$round" "$c" \
-      "$(awk '/Requests\/sec/{print $2}' <<<"$out")" "$(awk '$1=="50%"{print $2}' <<<"$out")" \
-      "$(awk '$1=="99%"{print $2}' <<<"$out")"
-    if grep -q Non-2xx <<<"$out"; then grep Non-2xx <<<"$out"; fi
-  done
-done
+latency_rounds search bench/search.lua http://127.0.0.1:4082
 kill $broker_pid 2>/dev/null || true
 
 # shellcheck disable=SC2086

@@ -48,16 +48,10 @@ struct Config {
     /// pages of an allowed host (comma-separated).
     #[arg(long = "mcp-origin", env = "ALMANAC_MCP_ORIGINS", value_delimiter = ',')]
     mcp_origins: Vec<String>,
-    /// An OpenAI-compatible API base (`.../v1`) that embeds search queries;
-    /// with the build's agent embeddings (same model) it turns on hybrid
-    /// `POST /api/v1/search`. None: that route answers 501.
-    #[arg(long, env = "ALMANAC_EMBEDDINGS_URL")]
-    embeddings_url: Option<String>,
-    #[arg(long, env = "ALMANAC_EMBEDDINGS_MODEL", default_value = "text-embedding-3-small")]
-    embeddings_model: String,
-    /// Bearer token for the embedding provider.
-    #[arg(long, env = "ALMANAC_EMBEDDINGS_KEY")]
-    embeddings_key: Option<String>,
+    /// The provider that embeds search queries; with the build's agent
+    /// embeddings (same model) it turns on hybrid `POST /api/v1/search`.
+    #[command(flatten)]
+    embeddings: almanac::broker::embed::ProviderArgs,
     /// Time allowed for embedding one query, in milliseconds.
     #[arg(long, env = "ALMANAC_EMBEDDINGS_TIMEOUT_MS", default_value_t = 5_000)]
     embeddings_timeout_ms: u64,
@@ -126,16 +120,8 @@ async fn main() -> Result<()> {
         ),
         proxies: config.trusted_proxies.clone(),
     };
-    let vectors = match config.embeddings_url {
-        Some(url) => {
-            Some(broker::Vectors::new(almanac::broker::embed::Provider::new(almanac::broker::embed::ProviderConfig {
-                url,
-                model: config.embeddings_model,
-                key: config.embeddings_key,
-                timeout: Duration::from_millis(config.embeddings_timeout_ms),
-                batch: 1,
-            })?))
-        }
+    let vectors = match config.embeddings.config(Duration::from_millis(config.embeddings_timeout_ms), 1) {
+        Some(provider) => Some(broker::Vectors::new(almanac::broker::embed::Provider::new(provider)?)),
         None => None,
     };
     let app = Arc::new(router::App { live, limits, guard, broker_max_body: config.search_max_body, vectors });

@@ -81,15 +81,9 @@ struct BuildArgs {
     /// The api's journal of live broker events (default: <data-dir>/journal).
     #[arg(long, env = "ALMANAC_JOURNAL_DIR")]
     journal_dir: Option<PathBuf>,
-    /// An OpenAI-compatible API base (`.../v1`) that embeds the agents for
-    /// hybrid search; none: the build has no vectors.
-    #[arg(long, env = "ALMANAC_EMBEDDINGS_URL")]
-    embeddings_url: Option<String>,
-    #[arg(long, env = "ALMANAC_EMBEDDINGS_MODEL", default_value = "text-embedding-3-small")]
-    embeddings_model: String,
-    /// Bearer token for the embedding provider.
-    #[arg(long, env = "ALMANAC_EMBEDDINGS_KEY")]
-    embeddings_key: Option<String>,
+    /// The provider that embeds the agents.
+    #[command(flatten)]
+    embeddings: almanac::broker::embed::ProviderArgs,
     /// Seconds per embedding request.
     #[arg(long, env = "ALMANAC_EMBEDDINGS_TIMEOUT", default_value_t = 60)]
     embeddings_timeout: u64,
@@ -197,13 +191,7 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
             true => Some(BrokerConfig {
                 dir: args.broker_dir,
                 journal,
-                embeddings: args.embeddings_url.map(|url| almanac::broker::embed::ProviderConfig {
-                    url,
-                    model: args.embeddings_model,
-                    key: args.embeddings_key,
-                    timeout: Duration::from_secs(args.embeddings_timeout),
-                    batch: args.embeddings_batch,
-                }),
+                embeddings: args.embeddings.config(Duration::from_secs(args.embeddings_timeout), args.embeddings_batch),
             }),
             false => {
                 tracing::warn!(dir = %args.broker_dir.display(), "no broker sources; building without section A");

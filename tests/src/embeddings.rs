@@ -73,17 +73,7 @@ impl EmbeddingServer {
                 "usage": {"prompt_tokens": 0, "total_tokens": 0}});
                 warp::reply::with_status(warp::reply::json(&answer), StatusCode::OK)
             });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind embedding server");
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(
-            warp::serve(route)
-                .incoming(listener)
-                .graceful(async {
-                    let _ = rx.await;
-                })
-                .run(),
-        );
+        let (addr, tx) = crate::serve_on_loopback(route).await;
         EmbeddingServer { addr, counters, shutdown: Some(tx) }
     }
 

@@ -38,3 +38,25 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Serves `filter` on a free loopback port until the returned sender fires
+/// or is dropped: the peers the tests start (a mirror node, an embedding
+/// provider) run this way.
+pub async fn serve_on_loopback<F>(filter: F) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>)
+where
+    F: warp::Filter<Error = warp::Rejection> + Clone + Send + Sync + 'static,
+    F::Extract: warp::Reply,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+    let addr = listener.local_addr().expect("a bound address");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(
+        warp::serve(filter)
+            .incoming(listener)
+            .graceful(async {
+                let _ = rx.await;
+            })
+            .run(),
+    );
+    (addr, tx)
+}

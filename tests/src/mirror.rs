@@ -44,17 +44,7 @@ impl MirrorServer {
                 let (topics, knobs, log) = state.clone();
                 async move { answer(&topics, &knobs, &log, &topic, &query).await }
             });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind mirror");
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(
-            warp::serve(route)
-                .incoming(listener)
-                .graceful(async {
-                    let _ = rx.await;
-                })
-                .run(),
-        );
+        let (addr, tx) = crate::serve_on_loopback(route).await;
         MirrorServer { addr, knobs, topics, log, shutdown: Some(tx) }
     }
 
