@@ -186,7 +186,9 @@ impl App {
             return self.health(method);
         }
         if method == Method::OPTIONS {
-            return preflight(headers);
+            // The broker's searches are POSTs with JSON bodies.
+            let methods = if path.starts_with("/api/v1/") { "GET, HEAD, POST, OPTIONS" } else { ALLOW };
+            return preflight(headers, methods);
         }
         if let Some(uaid) = path.strip_prefix("/api/v1/uaids/validate/") {
             if method != Method::GET && method != Method::HEAD {
@@ -319,9 +321,9 @@ pub(crate) fn serve(method: &Method, headers: &HeaderMap, r: &Representation) ->
     response.body(body.map(Into::into).unwrap_or_default()).expect("valid static response")
 }
 
-/// CORS preflight: any origin may read with GET or HEAD, sending the
-/// conditional headers it likes.
-fn preflight(headers: &HeaderMap) -> Reply {
+/// CORS preflight: any origin may use `methods`, sending the headers it
+/// likes (conditional ones, or a JSON content type).
+fn preflight(headers: &HeaderMap, methods: &str) -> Reply {
     let requested = headers
         .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
         .cloned()
@@ -329,10 +331,10 @@ fn preflight(headers: &HeaderMap) -> Reply {
     Response::builder()
         .status(StatusCode::NO_CONTENT)
         .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-        .header(header::ACCESS_CONTROL_ALLOW_METHODS, ALLOW)
+        .header(header::ACCESS_CONTROL_ALLOW_METHODS, methods)
         .header(header::ACCESS_CONTROL_ALLOW_HEADERS, requested)
         .header(header::ACCESS_CONTROL_MAX_AGE, "86400")
-        .header(header::ALLOW, ALLOW)
+        .header(header::ALLOW, methods)
         .body(Default::default())
         .expect("valid preflight response")
 }

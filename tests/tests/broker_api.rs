@@ -109,6 +109,19 @@ async fn every_discovery_answer_holds_to_the_contract() {
     let (status, body) = f.post("/api/v1/search/capabilities", r#"{"capabilities":["text-generation"]}"#).await;
     assert_eq!(status, 200);
     shape::check(&body, &contract::search(), "$").unwrap();
+    // Browsers may POST searches from any origin.
+    let preflight = f
+        .client
+        .request(reqwest::Method::OPTIONS, f.api.url("/api/v1/search"))
+        .header("Origin", "https://app.example")
+        .header("Access-Control-Request-Method", "POST")
+        .header("Access-Control-Request-Headers", "content-type")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 204);
+    assert!(preflight.headers()["access-control-allow-methods"].to_str().unwrap().contains("POST"));
+    assert_eq!(preflight.headers()["access-control-allow-headers"], "content-type");
     // Without vector search, POST /search is 501 (the client falls back).
     let (status, body) = f.post("/api/v1/search", r#"{"query":"code"}"#).await;
     assert_eq!(status, 501, "{body}");
