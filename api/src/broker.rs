@@ -39,6 +39,8 @@ pub struct Broker {
     hits: Vec<Box<str>>,
     pub embeddings: Option<Embeddings>,
     has_feedback: Vec<bool>,
+    /// Registry namespaces that have agents.
+    registries: std::collections::HashSet<String>,
     /// When the api loaded this build (RFC 3339).
     loaded_at: String,
 }
@@ -49,6 +51,7 @@ impl Broker {
         let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
         let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.clone(), i as u32)).collect();
         let has_feedback = sources.agents.iter().map(|a| a.registry == FEEDBACK_REGISTRY).collect();
+        let registries = sources.agents.iter().map(|a| a.registry.clone()).collect();
         Broker {
             index: AgentIndex::build(sources.agents),
             catalog: sources.catalog,
@@ -56,6 +59,7 @@ impl Broker {
             hits,
             embeddings,
             has_feedback,
+            registries,
             loaded_at: chrono_now(),
         }
     }
@@ -218,7 +222,7 @@ fn agent_route(
 /// `GET /registries/{registry}/search`: `GET /search`'s parameters within
 /// one registry (404 for a registry with no agents).
 fn registry_search(broker: &Broker, registry: &str, query: &str) -> Reply {
-    if !broker.index.agents.iter().any(|a| a.registry == registry) {
+    if !broker.registries.contains(registry) {
         return json_error(
             StatusCode::NOT_FOUND,
             "registry_not_found",
