@@ -41,13 +41,16 @@ pub struct Broker {
     has_feedback: Vec<bool>,
     /// Registry namespaces that have agents.
     registries: std::collections::HashSet<String>,
-    /// When the api loaded this build (RFC 3339).
-    loaded_at: String,
+    /// When the api loaded this index (RFC 3339).
+    pub loaded_at: String,
+    /// The snapshot's fingerprint of the broker tables: a build with the
+    /// same one shares this index instead of loading its own.
+    pub fingerprint: String,
 }
 
 impl Broker {
     pub fn new(stored: Stored) -> Broker {
-        let Stored { sources, embeddings } = stored;
+        let Stored { sources, embeddings, fingerprint } = stored;
         let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
         let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.clone(), i as u32)).collect();
         let has_feedback = sources.agents.iter().map(|a| a.registry == FEEDBACK_REGISTRY).collect();
@@ -61,6 +64,7 @@ impl Broker {
             has_feedback,
             registries,
             loaded_at: chrono_now(),
+            fingerprint,
         }
     }
 

@@ -255,6 +255,9 @@ impl App {
             "ready": build.is_some(),
             "build": build.as_ref().map(|b| b.id.clone()),
             "rateLimit": {"guardClients": self.guard.json.tracked(), "mcpClients": self.guard.mcp.tracked()},
+            "broker": build.as_ref().and_then(|b| b.broker.as_ref()).map(|b| serde_json::json!({
+                "agents": b.index.agents.len(), "loadedAt": b.loaded_at, "fingerprint": b.fingerprint,
+            })),
         });
         live_json(&body, "no-store")
     }

@@ -40,7 +40,7 @@ pub struct Build {
     pub guard: Option<crate::mcp::Published>,
     /// The agent index and catalogs (section A); `None` when the build
     /// publishes none.
-    pub broker: Option<crate::broker::Broker>,
+    pub broker: Option<Arc<crate::broker::Broker>>,
 }
 
 impl Build {
@@ -88,9 +88,8 @@ impl Build {
         let snapshot_path = layout.snapshot(&manifest);
         let analytics = snapshot::load_analytics(&snapshot_path, limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
-        let broker = almanac::broker::store::load(&snapshot_path)
-            .with_context(|| format!("loading the agent index of build {id}"))?
-            .map(crate::broker::Broker::new);
+        let broker =
+            load_broker(&snapshot_path, previous).with_context(|| format!("loading the agent index of build {id}"))?;
         tracing::info!(
             build = id,
             routes = routes.len(),
@@ -100,6 +99,19 @@ impl Build {
         );
         Ok(Build { id: id.to_string(), routes, analytics, guard, broker })
     }
+}
+
+/// The build's agent index: the previous build's when the snapshot's broker
+/// tables are the same (most builds change only the ledger), else loaded.
+fn load_broker(snapshot: &Path, previous: Option<&Build>) -> Result<Option<Arc<crate::broker::Broker>>> {
+    use almanac::broker::store;
+    let fingerprint = store::fingerprint(snapshot)?;
+    let kept = previous.and_then(|p| p.broker.as_ref()).filter(|b| fingerprint.as_ref() == Some(&b.fingerprint));
+    if let Some(broker) = kept {
+        tracing::info!("agent index unchanged; kept");
+        return Ok(Some(broker.clone()));
+    }
+    Ok(store::load(snapshot)?.map(|stored| Arc::new(crate::broker::Broker::new(stored))))
 }
 
 /// Reads a manifest's file, refusing any path that would leave the build

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use duckdb::arrow::array::{Array, ArrayRef, Float32Array, Float64Array, ListArray, StringArray};
 use duckdb::arrow::datatypes::{DataType, Field, Float32Type};
 use duckdb::Connection;
+use sha2::{Digest, Sha256};
 
 use super::catalog::{Catalog, FeedbackEntry};
 use super::{Agent, Sources};
@@ -40,15 +41,19 @@ pub struct Embeddings {
 pub struct Stored {
     pub sources: Sources,
     pub embeddings: Option<Embeddings>,
+    /// SHA-256 of everything above: equal fingerprints, equal contents.
+    pub fingerprint: String,
 }
 
 /// Replaces the broker tables with `sources` (in one transaction).
 pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embeddings>) -> Result<()> {
     let tx = conn.unchecked_transaction()?;
     tx.execute_batch(SCHEMA)?;
+    let mut fingerprint = Sha256::new();
     let agents = &sources.agents;
     for (start, part) in (0..agents.len()).step_by(50_000).zip(agents.chunks(50_000)) {
         let records: Vec<String> = part.iter().map(|a| serde_json::to_string(a).expect("agents serialise")).collect();
+        records.iter().for_each(|r| fingerprint.update(r.as_bytes()));
         let vectors: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(
             (start..start + part.len())
                 .map(|i| embeddings.map(|e| e.vectors[i].iter().map(|v| Some(*v)).collect::<Vec<_>>())),
@@ -73,6 +78,7 @@ pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embedding
     }
     let feedback = &sources.feedback;
     let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
+    records.iter().for_each(|r| fingerprint.update(r.as_bytes()));
     let batch = columnar::batch(vec![
         ("uaid", columnar::strings(feedback.iter().map(|f| Some(&f.uaid)))),
         ("client", columnar::strings(feedback.iter().map(|f| Some(&f.client)))),
@@ -84,30 +90,46 @@ pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embedding
     ])?;
     columnar::append(&tx, "broker_feedback", batch)?;
     let catalog = serde_json::to_string(&sources.catalog).expect("catalog serialises");
+    fingerprint.update(catalog.as_bytes());
     tx.execute("INSERT INTO broker_catalog VALUES (?)", [catalog])?;
     if let Some(e) = embeddings {
+        fingerprint.update(e.model.as_bytes());
+        e.vectors.iter().flatten().for_each(|x| fingerprint.update(x.to_le_bytes()));
         tx.execute("INSERT INTO broker_meta VALUES ('embedding_model', ?)", [&e.model])?;
     }
+    let fingerprint = crate::routes::hex(&fingerprint.finalize());
+    tx.execute("INSERT INTO broker_meta VALUES ('fingerprint', ?)", [fingerprint])?;
     tx.commit().context("writing the broker tables")
+}
+
+fn meta(conn: &Connection, key: &str) -> Result<Option<String>> {
+    let exists: i64 =
+        conn.query_row("SELECT count(*) FROM information_schema.tables WHERE table_name = 'broker_meta'", [], |r| {
+            r.get(0)
+        })?;
+    if exists == 0 {
+        return Ok(None);
+    }
+    match conn.query_row("SELECT value FROM broker_meta WHERE key = ?", [key], |r| r.get(0)) {
+        Ok(value) => Ok(Some(value)),
+        Err(duckdb::Error::QueryReturnedNoRows) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The fingerprint of a snapshot's broker tables, without loading them
+/// (the api keeps its index when a new build's is the same).
+pub fn fingerprint(path: &Path) -> Result<Option<String>> {
+    meta(&crate::snapshot::open_read_only(path)?, "fingerprint")
 }
 
 /// The broker tables of a snapshot; `None` when the build has none.
 pub fn load(path: &Path) -> Result<Option<Stored>> {
     let conn = crate::snapshot::open_read_only(path)?;
-    let exists: i64 = conn.query_row(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'broker_catalog'",
-        [],
-        |r| r.get(0),
-    )?;
-    if exists == 0 {
-        return Ok(None);
-    }
+    let Some(fingerprint) = meta(&conn, "fingerprint")? else { return Ok(None) };
     let catalog: String = conn.query_row("SELECT record FROM broker_catalog", [], |r| r.get(0))?;
     let catalog: Catalog = serde_json::from_str(&catalog).context("broker_catalog")?;
-    let model: Option<String> = conn
-        .query_row("SELECT value FROM broker_meta WHERE key = 'embedding_model'", [], |r| r.get(0))
-        .map(Some)
-        .or_else(|e| if matches!(e, duckdb::Error::QueryReturnedNoRows) { Ok(None) } else { Err(e) })?;
+    let model = meta(&conn, "embedding_model")?;
     let mut agents: Vec<Agent> = Vec::new();
     let mut vectors: Vec<Vec<f32>> = Vec::new();
     let mut stmt = conn.prepare("SELECT record, embedding FROM broker_agents ORDER BY position")?;
@@ -133,7 +155,7 @@ pub fn load(path: &Path) -> Result<Option<Stored>> {
         Some(model) if vectors.len() == agents.len() => Some(Embeddings { model, vectors }),
         _ => None,
     };
-    Ok(Some(Stored { sources: Sources { agents, catalog, feedback }, embeddings }))
+    Ok(Some(Stored { sources: Sources { agents, catalog, feedback }, embeddings, fingerprint }))
 }
 
 const CACHE_SCHEMA: &str =
