@@ -38,9 +38,6 @@ pub struct Broker {
     /// Each agent's search hit, serialised once.
     hits: Vec<Box<str>>,
     pub embeddings: Option<Embeddings>,
-    has_feedback: Vec<bool>,
-    /// Registry namespaces that have agents.
-    registries: std::collections::HashSet<String>,
     /// When the api loaded this index (RFC 3339).
     pub loaded_at: String,
     /// The snapshot's fingerprint of the broker tables: a build with the
@@ -53,16 +50,12 @@ impl Broker {
         let Stored { sources, embeddings, fingerprint } = stored;
         let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
         let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.clone(), i as u32)).collect();
-        let has_feedback = sources.agents.iter().map(|a| a.registry == FEEDBACK_REGISTRY).collect();
-        let registries = sources.agents.iter().map(|a| a.registry.clone()).collect();
         Broker {
             index: AgentIndex::build(sources.agents),
             catalog: sources.catalog,
             by_uaid,
             hits,
             embeddings,
-            has_feedback,
-            registries,
             loaded_at: chrono_now(),
             fingerprint,
         }
@@ -183,12 +176,12 @@ fn agent_route(
         return Some(method_not_allowed("GET, HEAD, OPTIONS"));
     }
     let uaid = decode(uaid)?;
-    let Some((i, _)) = broker.agent(&uaid) else {
+    let Some((_, agent)) = broker.agent(&uaid) else {
         return Some(json_error(StatusCode::NOT_FOUND, "agent_not_found", &format!("no indexed agent {uaid}"), None));
     };
     let route = match kind {
         "feedback" => {
-            if !broker.has_feedback[i] {
+            if agent.registry != FEEDBACK_REGISTRY {
                 return Some(json_error(
                     StatusCode::BAD_REQUEST,
                     "feedback_unsupported",
@@ -226,7 +219,7 @@ fn agent_route(
 /// `GET /registries/{registry}/search`: `GET /search`'s parameters within
 /// one registry (404 for a registry with no agents).
 fn registry_search(broker: &Broker, registry: &str, query: &str) -> Reply {
-    if !broker.registries.contains(registry) {
+    if !broker.index.has_registry(registry) {
         return json_error(
             StatusCode::NOT_FOUND,
             "registry_not_found",
@@ -293,22 +286,13 @@ fn capability_search(broker: &Broker, body: &Bytes) -> Reply {
             Value::String(s) if !s.trim().is_empty() => names.push(s.trim().to_string()),
             Value::Number(n) if n.as_u64().is_some_and(|n| n <= 18) => names.push(n.to_string()),
             _ => {
-                return json_error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_body",
-                    &format!("capability {c} is neither a label nor a code from 0 to 18"),
-                    Some("capabilities"),
-                )
+                let message = format!("capability {c} is neither a label nor a code from 0 to 18");
+                return InvalidBody::new(message, Some("capabilities")).reply();
             }
         }
     }
     if names.is_empty() {
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_body",
-            "capabilities must name at least one",
-            Some("capabilities"),
-        );
+        return InvalidBody::new("capabilities must name at least one", Some("capabilities")).reply();
     }
     raw.append_pair("capabilities", &names.join(","));
     for (key, value) in [
@@ -500,7 +484,8 @@ pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &By
         return json_error(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", message, None);
     }
     let candidates = almanac::broker::query::filtered(&broker.index, &q);
-    let fused = fuse(broker, &embeddings.vectors, &embedded, query, candidates.clone());
+    let total = candidates.len();
+    let fused = fuse(broker, &embeddings.vectors, &embedded, query, candidates);
     let hits: Vec<Value> = fused
         .iter()
         .skip(offset)
@@ -510,7 +495,7 @@ pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &By
             json!({"agent": agent, "score": score})
         })
         .collect();
-    let body = json!({"hits": hits, "total": candidates.len(), "took": started.elapsed().as_millis() as u64});
+    let body = json!({"hits": hits, "total": total, "took": started.elapsed().as_millis() as u64});
     live_json(&body, "no-store")
 }
 

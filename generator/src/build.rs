@@ -569,33 +569,15 @@ fn announced_topics(warehouse: &Warehouse, registry: EntityId) -> Result<Vec<Ent
 
 /// Renders routes, in parallel over the cores.
 pub fn render(analytics: &Analytics, routes: Vec<Route>) -> Vec<site::File> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = routes.len().div_ceil(workers).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = routes
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|route| {
-                            let rendered = route.render(analytics).expect("static routes name existing tokens");
-                            site::File {
-                                route: route.canonical(),
-                                path: route.file(),
-                                body: rendered.body,
-                                last_modified: rendered.last_modified,
-                                content_type: JSON,
-                                cache_control: rendered.cache.header(),
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        let mut files = Vec::with_capacity(routes.len());
-        for handle in handles {
-            files.extend(handle.join().expect("renderer panicked"));
+    crate::parallel_map(&routes, |route| {
+        let rendered = route.render(analytics).expect("static routes name existing tokens");
+        site::File {
+            route: route.canonical(),
+            path: route.file(),
+            body: rendered.body,
+            last_modified: rendered.last_modified,
+            content_type: JSON,
+            cache_control: rendered.cache.header(),
         }
-        files
     })
 }

@@ -5,9 +5,11 @@
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
-use duckdb::arrow::array::{Array, ArrayRef, BinaryArray, BooleanArray, StringArray, UInt32Array, UInt64Array};
+use duckdb::arrow::array::{
+    Array, ArrayRef, BinaryArray, BooleanArray, Float32Array, ListArray, StringArray, UInt32Array, UInt64Array,
+};
 use duckdb::arrow::compute::cast;
-use duckdb::arrow::datatypes::{DataType, Field, Schema};
+use duckdb::arrow::datatypes::{DataType, Field, Float32Type, Schema};
 use duckdb::arrow::record_batch::RecordBatch;
 use duckdb::Connection;
 
@@ -44,6 +46,28 @@ pub fn bools(values: impl IntoIterator<Item = Option<bool>>) -> ArrayRef {
 
 pub fn binaries<'a>(values: impl IntoIterator<Item = Option<&'a [u8]>>) -> ArrayRef {
     Arc::new(values.into_iter().collect::<BinaryArray>())
+}
+
+/// A `FLOAT[]` column: one list per row, `None` for NULL.
+pub fn float_lists<'a>(rows: impl IntoIterator<Item = Option<&'a [f32]>>) -> ArrayRef {
+    Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(
+        rows.into_iter().map(|row| row.map(|v| v.iter().map(|x| Some(*x)).collect::<Vec<_>>())),
+    ))
+}
+
+/// Column `i` of a batch as `FLOAT[]` lists (`None` for NULL).
+pub fn float_lists_of(batch: &RecordBatch, i: usize) -> Result<Vec<Option<Vec<f32>>>> {
+    let lists: ListArray = column(batch, i, DataType::List(Arc::new(Field::new("item", DataType::Float32, true))))?;
+    (0..lists.len())
+        .map(|row| {
+            if lists.is_null(row) {
+                return Ok(None);
+            }
+            let values = lists.value(row);
+            let floats = values.as_any().downcast_ref::<Float32Array>().ok_or_else(|| anyhow!("not FLOAT[]"))?;
+            Ok(Some(floats.values().to_vec()))
+        })
+        .collect()
 }
 
 /// Column `i` of a batch read back, as the Arrow type asked for (DuckDB may

@@ -6,16 +6,15 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bits {
     words: Vec<u64>,
-    len: usize,
 }
 
 impl Bits {
     pub fn empty(len: usize) -> Bits {
-        Bits { words: vec![0; len.div_ceil(64)], len }
+        Bits { words: vec![0; len.div_ceil(64)] }
     }
 
     pub fn full(len: usize) -> Bits {
-        let mut bits = Bits { words: vec![u64::MAX; len.div_ceil(64)], len };
+        let mut bits = Bits { words: vec![u64::MAX; len.div_ceil(64)] };
         if !len.is_multiple_of(64) {
             let last = bits.words.len() - 1;
             bits.words[last] = (1u64 << (len % 64)) - 1;
@@ -27,14 +26,6 @@ impl Bits {
         let mut bits = Bits::empty(len);
         positions.into_iter().for_each(|i| bits.insert(i));
         bits
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     pub fn insert(&mut self, i: usize) {

@@ -256,7 +256,8 @@ pub const NETWORKS: [(u64, &str); 3] =
 /// The registry whose agents carry ERC-8004 feedback.
 pub const FEEDBACK_REGISTRY: &str = "erc-8004";
 
-fn rfc3339(value: &str) -> bool {
+/// Whether `value` is an RFC 3339 time.
+pub fn rfc3339(value: &str) -> bool {
     chrono::DateTime::parse_from_rfc3339(value).is_ok()
 }
 

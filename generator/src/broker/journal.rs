@@ -92,7 +92,7 @@ pub fn read(dir: &Path) -> Result<Vec<(Position, Record)>> {
                 bail!("{position}: the line has no newline, and a later journal file exists");
             }
             let record: Record = serde_json::from_str(line).with_context(|| format!("{position}"))?;
-            if chrono::DateTime::parse_from_rfc3339(&record.at).is_err() {
+            if !super::catalog::rfc3339(&record.at) {
                 bail!("{position}: at {:?} is not an RFC 3339 time", record.at);
             }
             out.push((position, record));
@@ -111,6 +111,10 @@ pub fn normalise(query: &str) -> String {
 
 /// Applies the records to the sources, in order, and checks the result.
 pub fn apply(sources: &mut Sources, records: &[(Position, Record)]) -> Result<()> {
+    if records.is_empty() {
+        // The sources were checked when loaded; nothing to check again.
+        return Ok(());
+    }
     let mut last_seq: Option<(u64, &Position)> = None;
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for (position, record) in records {

@@ -141,7 +141,7 @@ pub fn validate(agent: &Agent) -> Result<()> {
         fail("type", format!("{:?} is not one of {}", agent.kind, KINDS.join(", ")))?;
     }
     for (field, value) in [("createdAt", &agent.created_at), ("updatedAt", &agent.updated_at)] {
-        if chrono::DateTime::parse_from_rfc3339(value).is_err() {
+        if !catalog::rfc3339(value) {
             fail(field, format!("{value:?} is not an RFC 3339 time"))?;
         }
     }

@@ -300,6 +300,11 @@ fn order_slot(sort: SortBy, ascending: bool) -> usize {
 }
 
 impl AgentIndex {
+    /// Whether any agent is in `registry` (matched as the filter does).
+    pub fn has_registry(&self, registry: &str) -> bool {
+        self.names.registries.iter().any(|r| r.eq_ignore_ascii_case(registry))
+    }
+
     pub fn build(agents: Vec<Agent>) -> AgentIndex {
         let n = agents.len();
         let text = TextIndex::build(&agents);

@@ -492,21 +492,19 @@ struct PublishedEntry<'a> {
     entry: &'a FeedbackEntry,
 }
 
-/// ERC-8004 feedback of one agent (the reference client's
-/// `agentFeedbackResponseSchema`), with a summary over the entries that
+/// The newest time an entry was given or revoked.
+fn newest_feedback<'a>(entries: &[&'a FeedbackEntry]) -> Option<&'a String> {
+    entries.iter().flat_map(|e| std::iter::once(&e.created_at).chain(e.revoked_at.as_ref())).max()
+}
+
+/// The summary of an agent's ERC-8004 feedback, over the entries that
 /// stand: revoked feedback counts for nothing.
-pub fn feedback_body(agent: &Agent, entries: &[&FeedbackEntry], include_revoked: bool) -> Value {
+fn feedback_summary(entries: &[&FeedbackEntry]) -> Value {
     let standing: Vec<&&FeedbackEntry> = entries.iter().filter(|e| !e.revoked).collect();
     let average = match standing.is_empty() {
         true => 0.0,
         false => (standing.iter().map(|e| e.score as f64).sum::<f64>() / standing.len() as f64 * 10.0).round() / 10.0,
     };
-    let listed: Vec<PublishedEntry> = entries
-        .iter()
-        .filter(|e| include_revoked || !e.revoked)
-        .map(|entry| PublishedEntry { registry: FEEDBACK_REGISTRY, entry })
-        .collect();
-    let updated = entries.iter().flat_map(|e| std::iter::once(&e.created_at).chain(e.revoked_at.as_ref())).max();
     let mut summary = json!({
         "averageScore": average,
         "totalFeedbacks": standing.len(),
@@ -516,9 +514,20 @@ pub fn feedback_body(agent: &Agent, entries: &[&FeedbackEntry], include_revoked:
     if let Some(network) = entries.first().map(|e| &e.network) {
         summary["network"] = json!(network);
     }
-    if let Some(updated) = updated {
+    if let Some(updated) = newest_feedback(entries) {
         summary["updatedAt"] = json!(updated);
     }
+    summary
+}
+
+/// ERC-8004 feedback of one agent (the reference client's
+/// `agentFeedbackResponseSchema`).
+fn feedback_body(agent: &Agent, entries: &[&FeedbackEntry], summary: &Value, include_revoked: bool) -> Value {
+    let listed: Vec<PublishedEntry> = entries
+        .iter()
+        .filter(|e| include_revoked || !e.revoked)
+        .map(|entry| PublishedEntry { registry: FEEDBACK_REGISTRY, entry })
+        .collect();
     json!({
         "uaid": agent.uaid,
         "agentId": agent.original_id.parse::<u64>().ok(),
@@ -556,21 +565,15 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
         let name = file_name(&agent.uaid);
         let updated = time(&agent.updated_at);
         let entries = by_agent.get(agent.uaid.as_str()).map_or(&[][..], |v| v.as_slice());
-        let feedback_time = entries
-            .iter()
-            .flat_map(|e| std::iter::once(&e.created_at).chain(e.revoked_at.as_ref()))
-            .map(|t| time(t))
-            .max()
-            .unwrap_or(time(&agent.created_at));
-        let feedback_summary =
-            (agent.registry == FEEDBACK_REGISTRY).then(|| feedback_body(agent, entries, false)["summary"].clone());
+        let feedback_time = time(newest_feedback(entries).unwrap_or(&agent.created_at));
+        let feedback_summary = (agent.registry == FEEDBACK_REGISTRY).then(|| feedback_summary(entries));
         let detail = Detail {
             agent,
             trust: Trust {
                 score: agent.trust_score,
                 signals: &agent.trust_signals,
                 verification_status: &agent.verification_status,
-                feedback: feedback_summary,
+                feedback: feedback_summary.clone(),
             },
         };
         let detail_time = match agent.registry == FEEDBACK_REGISTRY {
@@ -620,12 +623,12 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
                 AGENT_CACHE,
             ),
         ];
-        if agent.registry == FEEDBACK_REGISTRY {
+        if let Some(summary) = &feedback_summary {
             for (include_revoked, file_path) in [(false, "feedback"), (true, "feedback/revoked")] {
                 out.push(file(
                     feedback_route(&agent.uaid, include_revoked),
                     format!("api/v1/agents/{name}/{file_path}.json"),
-                    &feedback_body(agent, entries, include_revoked),
+                    &feedback_body(agent, entries, summary, include_revoked),
                     feedback_time,
                     AGENT_CACHE,
                 ));
@@ -633,14 +636,6 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
         }
         out
     };
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = agents.len().div_ceil(workers).max(1);
     let indices: Vec<usize> = (0..agents.len()).collect();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = indices
-            .chunks(chunk)
-            .map(|part| scope.spawn(|| part.iter().flat_map(|i| one(*i)).collect::<Vec<_>>()))
-            .collect();
-        handles.into_iter().flat_map(|h| h.join().expect("rendering agents panicked")).collect()
-    })
+    crate::parallel_map(&indices, |i| one(*i)).into_iter().flatten().collect()
 }

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use duckdb::arrow::array::{Array, ArrayRef, Float32Array, Float64Array, ListArray, StringArray};
-use duckdb::arrow::datatypes::{DataType, Field, Float32Type};
+use duckdb::arrow::array::{Float64Array, StringArray};
+use duckdb::arrow::datatypes::DataType;
 use duckdb::Connection;
 use sha2::{Digest, Sha256};
 
@@ -54,10 +54,8 @@ pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embedding
     for (start, part) in (0..agents.len()).step_by(50_000).zip(agents.chunks(50_000)) {
         let records: Vec<String> = part.iter().map(|a| serde_json::to_string(a).expect("agents serialise")).collect();
         records.iter().for_each(|r| fingerprint.update(r.as_bytes()));
-        let vectors: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(
-            (start..start + part.len())
-                .map(|i| embeddings.map(|e| e.vectors[i].iter().map(|v| Some(*v)).collect::<Vec<_>>())),
-        ));
+        let vectors =
+            columnar::float_lists((start..start + part.len()).map(|i| embeddings.map(|e| e.vectors[i].as_slice())));
         let batch = columnar::batch(vec![
             ("position", columnar::u32s((start..start + part.len()).map(|i| Some(i as u32)))),
             ("id", columnar::strings(part.iter().map(|a| Some(&a.id)))),
@@ -135,15 +133,10 @@ pub fn load(path: &Path) -> Result<Option<Stored>> {
     let mut stmt = conn.prepare("SELECT record, embedding FROM broker_agents ORDER BY position")?;
     for batch in stmt.query_arrow([])? {
         let records: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
-        let embedded: ListArray =
-            columnar::column(&batch, 1, DataType::List(Arc::new(Field::new("item", DataType::Float32, true))))?;
-        for i in 0..batch.num_rows() {
+        let embedded = columnar::float_lists_of(&batch, 1).context("broker_agents.embedding")?;
+        for (i, vector) in embedded.into_iter().enumerate() {
             agents.push(serde_json::from_str(records.value(i)).context("broker_agents.record")?);
-            if model.is_some() && !embedded.is_null(i) {
-                let values = embedded.value(i);
-                let floats = values.as_any().downcast_ref::<Float32Array>().context("embedding is not FLOAT[]")?;
-                vectors.push(floats.values().to_vec());
-            }
+            vectors.extend(vector.filter(|_| model.is_some()));
         }
     }
     let mut feedback: Vec<FeedbackEntry> = Vec::new();
@@ -168,12 +161,9 @@ pub fn cached_embeddings(conn: &Connection, model: &str) -> Result<std::collecti
     let mut stmt = conn.prepare("SELECT key, vector FROM broker_embedding_cache WHERE model = ?")?;
     for batch in stmt.query_arrow([model])? {
         let keys: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
-        let vectors: ListArray =
-            columnar::column(&batch, 1, DataType::List(Arc::new(Field::new("item", DataType::Float32, true))))?;
-        for i in 0..batch.num_rows() {
-            let values = vectors.value(i);
-            let floats = values.as_any().downcast_ref::<Float32Array>().context("cached embedding is not FLOAT[]")?;
-            out.insert(keys.value(i).to_string(), floats.values().to_vec());
+        let vectors = columnar::float_lists_of(&batch, 1).context("broker_embedding_cache.vector")?;
+        for (i, vector) in vectors.into_iter().enumerate() {
+            out.insert(keys.value(i).to_string(), vector.context("a cached embedding is NULL")?);
         }
     }
     Ok(out)
@@ -185,9 +175,7 @@ pub fn cache_embeddings(conn: &Connection, model: &str, entries: &[(String, Vec<
     if entries.is_empty() {
         return Ok(());
     }
-    let vectors: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(
-        entries.iter().map(|(_, v)| Some(v.iter().map(|x| Some(*x)).collect::<Vec<_>>())),
-    ));
+    let vectors = columnar::float_lists(entries.iter().map(|(_, v)| Some(v.as_slice())));
     let batch = columnar::batch(vec![
         ("model", columnar::strings(entries.iter().map(|_| Some(model)))),
         ("key", columnar::strings(entries.iter().map(|(k, _)| Some(k)))),
