@@ -1,26 +1,63 @@
 # almanac: the verbs a newcomer looks for.
 #
-# One cargo profile (release) for run, test and bench, so DuckDB's C++ is
-# compiled once per machine and the tests exercise the binaries that ship.
+# One cargo profile (release) for run, test and bench, so the tests exercise
+# the binaries that ship.
 
 SHELL   := bash
 CARGO   ?= cargo
-# One build cache per machine, outside any clone (as .ci/run does): a
-# fresh clone then never compiles DuckDB's C++ again.
+# One build cache per machine, outside any clone (as .ci/run does), so a
+# fresh clone reuses what an earlier one compiled.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/almanac/target
 TARGET  := $(CARGO_TARGET_DIR)
 BIN     := $(TARGET)/release
+
+# DuckDB. Default: the DuckDB project's prebuilt libduckdb.so (1.5.6, pinned
+# with its integrity in duckdb/fetch.sh), fetched once per machine into
+# DUCKDB_CACHE and linked dynamically; the binaries find it by their run
+# path (duckdb/rpath.rs), with no LD_LIBRARY_PATH. `make DUCKDB=bundled ...`
+# compiles DuckDB from source instead (about 30 minutes on 2 cores), for
+# platforms the prebuilt library does not cover.
+DUCKDB       ?= prebuilt
+DUCKDB_CACHE ?= $(HOME)/.cache/almanac/duckdb-1.5.6
+ifeq ($(DUCKDB),prebuilt)
+export DUCKDB_LIB_DIR := $(DUCKDB_CACHE)
+CARGO_FEATURES :=
+else ifeq ($(DUCKDB),bundled)
+unexport DUCKDB_LIB_DIR
+CARGO_FEATURES := --features generator/bundled
+else
+$(error DUCKDB is "prebuilt" (the default) or "bundled", not "$(DUCKDB)")
+endif
+PREFIX  ?= /opt/almanac
 SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all build site run test bench datasets fmt lint clean conformance client
+.PHONY: all duckdb build install site run test bench datasets fmt lint clean conformance client
 
 all: build
 
+## duckdb: fetch the pinned prebuilt DuckDB library into DUCKDB_CACHE
+## (once; later runs find it there and touch no network)
+duckdb:
+ifeq ($(DUCKDB),prebuilt)
+	@bash duckdb/fetch.sh $(DUCKDB_CACHE) >/dev/null
+endif
+
 ## build: compile the generator and the api
-build:
-	$(CARGO) build --release --workspace --bins
+build: duckdb
+	$(CARGO) build --release --workspace --bins $(CARGO_FEATURES)
+
+## install: the binaries and libduckdb.so side by side in PREFIX/bin
+## [/opt/almanac]: one folder to copy to a server
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BIN)/generator $(BIN)/api $(DESTDIR)$(PREFIX)/bin/
+ifeq ($(DUCKDB),prebuilt)
+	install -m 644 $(DUCKDB_CACHE)/libduckdb.so $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/almanac
+	install -m 644 $(DUCKDB_CACHE)/LICENSE $(DESTDIR)$(PREFIX)/share/doc/almanac/LICENSE.duckdb
+endif
 
 ## site: generate the site from datasets/ into site/ (and data/)
 site: build
@@ -51,7 +88,7 @@ $(CLIENT)/node_modules/.installed: $(CLIENT)/package.json $(CLIENT)/package-lock
 ## conformance suite, the reference broker client), then a total
 test: build conformance client
 	@mkdir -p $(TARGET)
-	set -o pipefail; $(CARGO) test --release --workspace --no-fail-fast --lib --bins --tests 2>&1 \
+	set -o pipefail; $(CARGO) test --release --workspace $(CARGO_FEATURES) --no-fail-fast --lib --bins --tests 2>&1 \
 	  | tee $(TARGET)/test.log; status=$$?; \
 	  awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' $(TARGET)/test.log; \
 	  exit $$status
@@ -70,8 +107,8 @@ datasets: build
 fmt:
 	$(CARGO) fmt --all
 
-lint:
-	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+lint: duckdb
+	$(CARGO) clippy --release --workspace --all-targets $(CARGO_FEATURES) -- -D warnings
 
 clean:
 	rm -rf $(SITE) $(DATA)
