@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb build install site run test bench datasets fmt lint clean conformance client
+.PHONY: all duckdb build install site run test bench datasets fmt lint clean conformance client readers
 
 all: build
 
@@ -84,9 +84,23 @@ $(CLIENT)/node_modules/.installed: $(CLIENT)/package.json $(CLIENT)/package-lock
 	cd $(CLIENT) && npm install --no-audit --no-fund
 	touch $@
 
+## readers: the DuckDB releases analysts open the snapshots with (Python
+## packages, one virtualenv each, cached once per machine); the tests check
+## that each opens a snapshot and answers as the generator's DuckDB does
+READER_VERSIONS := 1.1.0 1.4.4 2.0.0
+READERS_DIR     := $(HOME)/.cache/almanac/python
+READERS         := $(foreach v,$(READER_VERSIONS),$(READERS_DIR)/duckdb-$(v)/.installed)
+export ALMANAC_DUCKDB_READERS := $(foreach v,$(READER_VERSIONS),$(READERS_DIR)/duckdb-$(v)/bin/python)
+readers: $(READERS)
+$(READERS_DIR)/duckdb-%/.installed:
+	rm -rf $(@D) && python3 -m venv $(@D)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check duckdb==$*
+	touch $@
+
 ## test: every test (unit, data-driven, end-to-end on loopback, the MCP
-## conformance suite, the reference broker client), then a total
-test: build conformance client
+## conformance suite, the reference broker client, the analysts' DuckDB
+## releases), then a total
+test: build conformance client readers
 	@mkdir -p $(TARGET)
 	set -o pipefail; $(CARGO) test --release --workspace $(CARGO_FEATURES) --no-fail-fast --lib --bins --tests 2>&1 \
 	  | tee $(TARGET)/test.log; status=$$?; \

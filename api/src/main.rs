@@ -96,10 +96,11 @@ async fn main() -> Result<()> {
     let layout = Layout::new(&config.site_dir, &config.data_dir);
     let limits = Limits { max_page_size: config.max_page_size.max(almanac::analytics::DEFAULT_PAGE_SIZE) };
     let live = Arc::new(state::Live::default());
-    if !reload::check(&layout, limits, &live).await {
+    let mut watcher = reload::Watcher::new(layout, limits, live.clone());
+    if watcher.check().await == reload::Outcome::NoBuild {
         tracing::warn!(site = %config.site_dir.display(), "no build published yet; serving health only until one is");
     }
-    tokio::spawn(reload::watch(layout, limits, live.clone(), Duration::from_millis(config.reload_ms.max(10))));
+    tokio::spawn(watcher.run(Duration::from_millis(config.reload_ms.max(10))));
 
     let listener =
         tokio::net::TcpListener::bind(config.bind).await.with_context(|| format!("binding {}", config.bind))?;

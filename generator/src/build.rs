@@ -20,6 +20,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use crate::analytics::Analytics;
+use crate::database;
 use crate::entity::EntityId;
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
 use crate::ledger::{captured, mirror};
@@ -149,7 +150,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         side_files.extend(broker::render::files(sources));
         lap.mark("render broker");
     }
-    let mut warehouse = Warehouse::open(&layout.warehouse())?;
+    let mut warehouse = open_warehouse(&layout.warehouse(), config.full)?;
     let embeddings = match (&broker, config.broker.as_ref().and_then(|b| b.embeddings.clone())) {
         (Some(sources), Some(provider)) => {
             Some(embed(&warehouse, provider, sources).await.context("embedding agents")?)
@@ -256,7 +257,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
                 }
                 snapshot::write_meta(warehouse.conn(), &manifest.build, &computed.meta)?;
                 let snapshot_path = layout.snapshot(&manifest);
-                match snapshot_path.exists() {
+                match snapshot::reusable(&snapshot_path)? {
                     true => Ok(()),
                     false => snapshot::copy_to(warehouse.conn(), warehouse.path(), &snapshot_path),
                 }
@@ -282,6 +283,25 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let pruned = site::prune(layout, config.keep_builds).context("pruning old builds")?;
     tracing::info!(step = "publish", build = %manifest.build, published = report.published, pruned, ms = ms(started));
     Ok(report)
+}
+
+/// Opens the warehouse. One this DuckDB cannot read (written by DuckDB 2.0)
+/// fails the run before anything is written, unless the run is full: a full
+/// run sets the file aside and rebuilds a new warehouse from the sources.
+fn open_warehouse(path: &std::path::Path, full: bool) -> Result<Warehouse> {
+    match Warehouse::open(path) {
+        Err(error) if full && error.is::<database::Unreadable>() => {
+            let unreadable = error.downcast_ref::<database::Unreadable>().expect("checked");
+            let aside = database::set_aside(unreadable)?;
+            tracing::warn!(
+                reason = %unreadable,
+                aside = %aside.display(),
+                "set the unreadable warehouse aside (delete it when it is no longer wanted); rebuilding from the sources"
+            );
+            Warehouse::open(path)
+        }
+        opened => opened,
+    }
 }
 
 /// Embeds the agents, asking the provider only for texts no earlier run

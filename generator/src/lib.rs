@@ -6,6 +6,7 @@ pub mod analytics;
 pub mod broker;
 pub mod build;
 pub mod columnar;
+pub mod database;
 pub mod datagen;
 pub mod entity;
 pub mod guard;

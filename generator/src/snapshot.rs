@@ -17,10 +17,11 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use duckdb::arrow::array::{StringArray, UInt64Array};
 use duckdb::arrow::datatypes::DataType;
-use duckdb::{params, AccessMode, Config, Connection};
+use duckdb::{params, Connection};
 
 use crate::analytics::{Analytics, EventRow, HoldingRow, TokenSummary};
 use crate::columnar;
+use crate::database::{self, Access, Unreadable};
 use crate::entity::EntityId;
 use crate::hcs20::{Changes, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
 use crate::timestamp::Timestamp;
@@ -348,9 +349,31 @@ fn insert_operations(conn: &Connection, operations: &[OperationRow]) -> Result<(
     Ok(())
 }
 
+/// Opens a snapshot for reading. One this DuckDB cannot read (written by
+/// DuckDB 2.0) is an [`Unreadable`] error that says how to replace it.
 pub fn open_read_only(path: &Path) -> Result<Connection> {
-    let config = Config::default().access_mode(AccessMode::ReadOnly)?;
-    Connection::open_with_flags(path, config).with_context(|| format!("opening {}", path.display()))
+    database::open(path, Access::ReadOnly).map_err(|error| match error.is::<Unreadable>() {
+        true => error.context(
+            "the build's snapshot cannot be opened: run `generator build --full` to write it anew with this DuckDB",
+        ),
+        false => error,
+    })
+}
+
+/// Whether a snapshot already written for a build can be kept: it exists
+/// and this DuckDB reads it (one written by DuckDB 2.0 is written anew).
+pub fn reusable(path: &Path) -> Result<bool> {
+    if !path.exists() {
+        return Ok(false);
+    }
+    match database::open(path, Access::ReadOnly) {
+        Ok(_) => Ok(true),
+        Err(error) if error.is::<Unreadable>() => {
+            tracing::warn!(error = format!("{error:#}"), "writing the snapshot anew");
+            Ok(false)
+        }
+        Err(error) => Err(error),
+    }
 }
 
 fn parse(s: String) -> duckdb::Result<EntityId> {

@@ -16,6 +16,7 @@ use duckdb::arrow::datatypes::DataType;
 use duckdb::{params, Connection};
 
 use crate::columnar;
+use crate::database::{self, Access, Unreadable};
 
 use crate::entity::EntityId;
 use crate::hcs20::{Chunk, Message};
@@ -48,7 +49,13 @@ impl Warehouse {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let conn = Connection::open(path).with_context(|| format!("opening the warehouse {}", path.display()))?;
+        let conn = database::open(path, Access::ReadWrite).map_err(|error| match error.is::<Unreadable>() {
+            true => error.context(
+                "the warehouse cannot be opened: rebuild it from the sources with `generator build --full` \
+                 (which sets the unreadable file aside), or delete it",
+            ),
+            false => error.context("opening the warehouse"),
+        })?;
         conn.execute_batch(SCHEMA).context("creating the warehouse schema")?;
         Ok(Warehouse { conn, path: path.to_path_buf() })
     }

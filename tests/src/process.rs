@@ -53,6 +53,16 @@ impl Api {
 
     /// [`Api::start`] with more command-line flags.
     pub fn start_with(site: &Path, data: &Path, extra: &[&str]) -> Api {
+        Api::spawn(site, data, extra, "warn", Stdio::inherit())
+    }
+
+    /// [`Api::start_with`], writing the api's info-level log to `log`.
+    pub fn start_logged(site: &Path, data: &Path, extra: &[&str], log: &Path) -> Api {
+        let file = std::fs::File::create(log).expect("creating the api's log");
+        Api::spawn(site, data, extra, "info", Stdio::from(file))
+    }
+
+    fn spawn(site: &Path, data: &Path, extra: &[&str], level: &str, stderr: Stdio) -> Api {
         let port = free_port();
         let child = Command::new(binary("api"))
             .args(["--bind", &format!("127.0.0.1:{port}"), "--reload-ms", "50"])
@@ -61,21 +71,25 @@ impl Api {
             .arg("--data-dir")
             .arg(data)
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", level)
             .stdout(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("starting the api");
-        let api = Api { child, base: format!("http://127.0.0.1:{port}") };
+        let mut api = Api { child, base: format!("http://127.0.0.1:{port}") };
         api.wait_ready(Duration::from_secs(30));
         api
     }
 
-    fn wait_ready(&self, timeout: Duration) {
+    fn wait_ready(&mut self, timeout: Duration) {
         let started = Instant::now();
         let addr = self.base.trim_start_matches("http://").to_string();
         while started.elapsed() < timeout {
             if std::net::TcpStream::connect(&addr).is_ok() {
                 return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the api exited before listening on {addr}: {status}");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
