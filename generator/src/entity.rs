@@ -1,8 +1,11 @@
 //! Ledger entity ids (`shard.realm.num`), used for accounts and topics alike.
 //!
-//! Hedera writes accounts and topics the same way. A user may append the
-//! five-letter checksum (`0.0.123-vfmkw`); it names the same entity, so it is
-//! dropped when parsing and never written back.
+//! Hedera writes accounts and topics the same way: `shard.realm.num`, ASCII
+//! digits without leading zeros (`0` alone is fine), nothing around them. A
+//! user may append the five-letter checksum (`0.0.123-vfmkw`); it names the
+//! same entity, so it is dropped when parsing and never written back. Any
+//! other spelling is no id: read loosely, `0.0.0123` would name 0.0.123, a
+//! different account than the writer's.
 
 use std::fmt;
 use std::str::FromStr;
@@ -48,6 +51,9 @@ impl FromStr for EntityId {
         let mut digits = 0;
         for &b in id {
             match b {
+                // No leading zeros (`0` alone is fine): `0.0.0123` is not a
+                // spelling of 0.0.123 but no id at all.
+                b'0'..=b'9' if digits == 1 && parts[part] == 0 => return Err(bad()),
                 b'0'..=b'9' => {
                     // Digits only: `u64::from_str` would also take a `+`.
                     digits += 1;
@@ -149,7 +155,15 @@ mod tests {
         check("0.0.4350190", Some("0.0.4350190"));
         check("1.2.3", Some("1.2.3"));
         check("0.0.123-vfmkw", Some("0.0.123")); // checksum dropped
-        check("0.0.0123", Some("0.0.123")); // leading zeros name the same entity
+        check("0.0.0123", None); // no leading zeros
+        check("00.0.1234", None);
+        check("0.00.1234", None);
+        check("0.0.00", None);
+        check("0.0.0", Some("0.0.0")); // zero alone is fine
+        check("10.20.30", Some("10.20.30"));
+        check("0.0.1234 ", None);
+        check("0.0.1234\n", None);
+        check("0.0.１２３", None); // ASCII digits only
         check("0.0.123-VFMKW", None); // checksums are lower-case letters
         check("0.0.123-abc", None);
         check("0.0", None);
