@@ -91,51 +91,154 @@ async fn answer(
         let status = knobs.failure_status.lock().unwrap().unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         return json(status, serde_json::json!({"_status": {"messages": [{"message": "try again"}]}}));
     }
-    let id: Option<EntityId> = topic.parse().ok();
+    let Ok(id) = topic.parse::<EntityId>() else {
+        return bad_request("Invalid parameter: topic.id");
+    };
+    let query = match Query::parse(query) {
+        Ok(query) => query,
+        Err(message) => return bad_request(&message),
+    };
     let topics = topics.lock().unwrap();
-    let Some(messages) = id.and_then(|id| topics.get(&id)) else {
+    let Some(messages) = topics.get(&id) else {
         return json(
             StatusCode::NOT_FOUND,
             serde_json::json!({"_status": {"messages": [{"message": "No such topic id - 0.0.0"}]}}),
         );
     };
-    let mut limit = 25u64;
-    let mut descending = false;
-    let mut after = 0u64;
-    let mut until = u64::MAX;
-    for (key, value) in form_pairs(query) {
-        match key.as_str() {
-            "limit" => limit = value.parse().unwrap_or(25).clamp(1, 100),
-            "order" => descending = value == "desc",
-            "sequencenumber" => {
-                let (op, n) = value.split_once(':').unwrap_or(("eq", &value));
-                let n: u64 = n.parse().unwrap_or(0);
-                match op {
-                    "gt" => after = after.max(n),
-                    "gte" => after = after.max(n.saturating_sub(1)),
-                    "lt" => until = until.min(n.saturating_sub(1)),
-                    "lte" => until = until.min(n),
-                    _ => (after, until) = (n.saturating_sub(1), n),
-                }
-            }
-            _ => {}
-        }
-    }
     // Messages are kept in sequence order: find the range by bisection.
-    let start = messages.partition_point(|m| m.sequence_number <= after);
-    let end = messages.partition_point(|m| m.sequence_number <= until);
-    let selected = &messages[start..end.max(start)];
-    let page: Vec<MirrorMessage> = if descending {
-        selected.iter().rev().take(limit as usize).cloned().collect()
-    } else {
-        selected.iter().take(limit as usize).cloned().collect()
+    let start = messages.partition_point(|m| m.sequence_number <= query.after);
+    let end = messages.partition_point(|m| m.sequence_number <= query.until);
+    let selected = messages[start..end.max(start)].iter().filter(|m| query.in_time(&m.consensus_timestamp));
+    let page: Vec<MirrorMessage> = match query.descending {
+        true => selected.rev().take(query.limit as usize).cloned().collect(),
+        false => selected.take(query.limit as usize).cloned().collect(),
     };
-    let next = (page.len() as u64 == limit && !descending).then(|| {
+    let next = (page.len() as u64 == query.limit && !query.descending).then(|| {
         let last = page.last().unwrap().sequence_number;
-        let bound = if until == u64::MAX { String::new() } else { format!("&sequencenumber=lte:{until}") };
-        format!("/api/v1/topics/{topic}/messages?limit={limit}&order=asc&sequencenumber=gt:{last}{bound}")
+        let bound = match query.until {
+            u64::MAX => String::new(),
+            until => format!("&sequencenumber=lte:{until}"),
+        };
+        format!("/api/v1/topics/{topic}/messages?limit={}&order=asc&sequencenumber=gt:{last}{bound}", query.limit)
     });
     json(StatusCode::OK, serde_json::to_value(Page { messages: page, links: Links { next } }).unwrap())
+}
+
+/// A topic messages request's parameters, validated as the Hedera (Hiero)
+/// mirror node's REST API validates them, so that a request the real node
+/// refuses fails here too:
+///
+/// - only `encoding`, `limit`, `order`, `sequencenumber` and `timestamp`;
+///   any other parameter is refused;
+/// - a value is `op:value` or `value` (`eq`), the operator one of `gt`,
+///   `gte`, `lt`, `lte`, `eq`, `ne`; at most 100 values per parameter;
+/// - `sequencenumber` and `limit` are positive longs (1 to 2^63 - 1, at most
+///   19 digits): `sequencenumber=gt:0` is refused; `limit` above 100 is
+///   capped at 100, and is 25 when absent;
+/// - `order` is `asc` or `desc` in any case; `timestamp` is seconds with up
+///   to 9 decimals (`^\d{1,10}(\.\d{1,9})?$`).
+///
+/// What the real node accepts but this one does not model (`ne`, UTF-8
+/// encoding) is refused with a message saying so, never silently ignored.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Query {
+    pub limit: u64,
+    pub descending: bool,
+    /// Sequence numbers in `(after, until]`.
+    pub after: u64,
+    pub until: u64,
+    /// Consensus times in `[from, to]`, as (seconds, nanoseconds).
+    pub from: (u64, u32),
+    pub to: (u64, u32),
+}
+
+impl Query {
+    pub fn parse(query: &str) -> Result<Query, String> {
+        let mut q = Query { limit: 25, descending: false, after: 0, until: u64::MAX, from: (0, 0), to: (u64::MAX, 0) };
+        let pairs = form_pairs(query);
+        for key in pairs.iter().map(|(k, _)| k) {
+            if pairs.iter().filter(|(k, _)| k == key).count() > 100 {
+                return Err(format!("Too many values for parameter: {key}"));
+            }
+        }
+        for (key, value) in &pairs {
+            let invalid = || format!("Invalid parameter: {key}");
+            let (op, value) = match value.split(':').collect::<Vec<_>>()[..] {
+                [value] => ("eq", value),
+                [op, value] => (op, value),
+                _ => return Err(invalid()),
+            };
+            if !matches!(op, "gt" | "gte" | "lt" | "lte" | "eq" | "ne") {
+                return Err(invalid());
+            }
+            match key.as_str() {
+                "limit" => q.limit = positive_long(value).ok_or_else(invalid)?.min(100),
+                "order" => match value.to_ascii_lowercase().as_str() {
+                    "asc" => q.descending = false,
+                    "desc" => q.descending = true,
+                    _ => return Err(invalid()),
+                },
+                "encoding" => match value.to_ascii_lowercase().as_str() {
+                    "base64" => {}
+                    "utf-8" | "utf8" => return Err("encoding=utf-8 is not modelled by this test mirror".into()),
+                    _ => return Err(invalid()),
+                },
+                "sequencenumber" => {
+                    let n = positive_long(value).ok_or_else(invalid)?;
+                    match op {
+                        "gt" => q.after = q.after.max(n),
+                        "gte" => q.after = q.after.max(n - 1),
+                        "lt" => q.until = q.until.min(n - 1),
+                        "lte" => q.until = q.until.min(n),
+                        "eq" => (q.after, q.until) = (q.after.max(n - 1), q.until.min(n)),
+                        _ => return Err("sequencenumber=ne is not modelled by this test mirror".into()),
+                    }
+                }
+                "timestamp" => {
+                    let at = timestamp(value).ok_or_else(invalid)?;
+                    let after = |t: (u64, u32)| if t.1 == 999_999_999 { (t.0 + 1, 0) } else { (t.0, t.1 + 1) };
+                    let before =
+                        |t: (u64, u32)| if t.1 == 0 { (t.0.saturating_sub(1), 999_999_999) } else { (t.0, t.1 - 1) };
+                    match op {
+                        "gt" => q.from = q.from.max(after(at)),
+                        "gte" => q.from = q.from.max(at),
+                        "lt" => q.to = q.to.min(before(at)),
+                        "lte" => q.to = q.to.min(at),
+                        "eq" => (q.from, q.to) = (q.from.max(at), q.to.min(at)),
+                        _ => return Err("timestamp=ne is not modelled by this test mirror".into()),
+                    }
+                }
+                _ => return Err(format!("Unknown query parameter: {key}")),
+            }
+        }
+        Ok(q)
+    }
+
+    /// Whether a message's consensus time (`seconds.nanoseconds`) is in range.
+    fn in_time(&self, consensus: &str) -> bool {
+        timestamp(consensus).is_some_and(|t| self.from <= t && t <= self.to)
+    }
+}
+
+/// 1 to 2^63 - 1, written with 1 to 19 ASCII digits.
+fn positive_long(value: &str) -> Option<u64> {
+    let digits = (1..=19).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_digit());
+    value.parse::<u64>().ok().filter(|n| digits && (1..=i64::MAX as u64).contains(n))
+}
+
+/// Seconds (1 to 10 digits) with an optional fraction of 1 to 9 digits.
+fn timestamp(value: &str) -> Option<(u64, u32)> {
+    let (seconds, fraction) = value.split_once('.').unwrap_or((value, ""));
+    let digits = |s: &str, max: usize| (1..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(seconds, 10) || (value.contains('.') && !digits(fraction, 9)) {
+        return None;
+    }
+    let nanos = format!("{fraction:0<9}").parse().ok()?;
+    Some((seconds.parse().ok()?, nanos))
+}
+
+fn bad_request(message: &str) -> warp::reply::Response {
+    json(StatusCode::BAD_REQUEST, serde_json::json!({"_status": {"messages": [{"message": message}]}}))
 }
 
 fn sorted(mut topics: HashMap<EntityId, Vec<MirrorMessage>>) -> HashMap<EntityId, Vec<MirrorMessage>> {
@@ -155,4 +258,68 @@ fn json(status: StatusCode, value: serde_json::Value) -> warp::reply::Response {
         .header("content-type", "application/json")
         .body(value.to_string().into())
         .unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (query, the range it selects as (limit, descending, after, until), or
+    /// the start of the real node's refusal)
+    fn check(query: &str, expected: Result<(u64, bool, u64, u64), &str>) {
+        let got = Query::parse(query).map(|q| (q.limit, q.descending, q.after, q.until));
+        match (&got, expected) {
+            (Ok(got), Ok(want)) => assert_eq!(*got, want, "{query}"),
+            (Err(message), Err(prefix)) => assert!(message.starts_with(prefix), "{query}: {message}"),
+            _ => panic!("{query}: got {got:?}, expected {expected:?}"),
+        }
+    }
+
+    #[test]
+    fn the_real_nodes_parameter_rules() {
+        const MAX: u64 = u64::MAX;
+        check("", Ok((25, false, 0, MAX)));
+        check("limit=100&order=asc&sequencenumber=gt:5&sequencenumber=lte:105", Ok((100, false, 5, 105)));
+        check("limit=1&order=desc", Ok((1, true, 0, MAX)));
+        check("order=DESC", Ok((25, true, 0, MAX)));
+        check("limit=1000", Ok((100, false, 0, MAX))); // capped, not refused
+        check("sequencenumber=gte:1", Ok((25, false, 0, MAX)));
+        check("sequencenumber=7", Ok((25, false, 6, 7)));
+        check("sequencenumber=lt:7", Ok((25, false, 0, 6)));
+        check("timestamp=gte:1700000000.000000001&timestamp=lt:1800000000", Ok((25, false, 0, MAX)));
+        check("encoding=base64", Ok((25, false, 0, MAX)));
+        // Sequence numbers and limits are positive: zero is refused.
+        check("sequencenumber=gt:0", Err("Invalid parameter: sequencenumber"));
+        check("sequencenumber=0", Err("Invalid parameter: sequencenumber"));
+        check("sequencenumber=gt:-1", Err("Invalid parameter: sequencenumber"));
+        check("sequencenumber=gt:+1", Err("Invalid parameter: sequencenumber"));
+        check("sequencenumber=gt:9223372036854775808", Err("Invalid parameter: sequencenumber"));
+        check("sequencenumber=gt:9223372036854775807", Ok((25, false, 9223372036854775807, MAX)));
+        check("sequencenumber=gt:01", Ok((25, false, 1, MAX))); // digits, so valid
+        check("limit=0", Err("Invalid parameter: limit"));
+        check("limit=", Err("Invalid parameter: limit"));
+        check("limit=ten", Err("Invalid parameter: limit"));
+        check("order=up", Err("Invalid parameter: order"));
+        check("sequencenumber=between:1", Err("Invalid parameter: sequencenumber"));
+        check("sequencenumber=gt:1:2", Err("Invalid parameter: sequencenumber"));
+        check("timestamp=1700000000.0000000001", Err("Invalid parameter: timestamp"));
+        check("timestamp=17000000000", Err("Invalid parameter: timestamp"));
+        check("timestamp=1700000000.", Err("Invalid parameter: timestamp"));
+        check("encoding=hex", Err("Invalid parameter: encoding"));
+        check("page=2", Err("Unknown query parameter: page"));
+        check("Limit=5", Err("Unknown query parameter: Limit"));
+        check(&"sequencenumber=gt:1&".repeat(101), Err("Too many values for parameter: sequencenumber"));
+        // Accepted by the real node, not modelled here: refused, not ignored.
+        check("sequencenumber=ne:5", Err("sequencenumber=ne is not modelled"));
+        check("encoding=utf-8", Err("encoding=utf-8 is not modelled"));
+    }
+
+    #[test]
+    fn consensus_times_compare_as_seconds_and_nanoseconds() {
+        let q = Query::parse("timestamp=gt:1700000000.5&timestamp=lte:1700000001").unwrap();
+        assert!(!q.in_time("1700000000.500000000"));
+        assert!(q.in_time("1700000000.500000001"));
+        assert!(q.in_time("1700000001.000000000"));
+        assert!(!q.in_time("1700000001.000000001"));
+    }
 }

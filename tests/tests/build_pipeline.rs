@@ -147,8 +147,10 @@ async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
     for q in new_requests.iter().filter(|q| q.contains("order=asc")) {
         let topic: almanac::entity::EntityId = q.split('?').next().unwrap().parse().unwrap();
         let had = first.topic_messages()[&topic].len() as u64;
-        let after: u64 =
-            q.split("sequencenumber=gt:").nth(1).and_then(|v| v.split('&').next()).unwrap().parse().unwrap();
+        // Our ranges say `gte:first`; the mirror's next links say `gt:last`.
+        let bound = |op: &str| -> Option<u64> { q.split(op).nth(1)?.split('&').next()?.parse().ok() };
+        let after =
+            bound("sequencenumber=gte:").map(|first| first - 1).or_else(|| bound("sequencenumber=gt:")).unwrap();
         assert!(after >= had, "refetched what the warehouse has: {q} (had {had})");
     }
     let pages2 = TempDir::new("mirror-pages2");

@@ -2,7 +2,7 @@
 //!
 //! Sequence numbers are dense per topic, so once the newest sequence number
 //! is known the range after the cursor is split into pages of at most 100
-//! (`sequencenumber=gt:a&sequencenumber=lte:b`) and up to `concurrency` of
+//! (`sequencenumber=gte:a&sequencenumber=lte:b`) and up to `concurrency` of
 //! them are fetched at once. A page that comes back short (a gap the node
 //! has not filled yet) is completed by following its `links.next`.
 
@@ -119,8 +119,11 @@ impl Mirror {
     async fn fetch_range(&self, topic: EntityId, after: u64, until: u64) -> Result<Vec<Message>> {
         let mut out = Vec::with_capacity((until - after) as usize);
         let mut url = format!(
-            "{}/api/v1/topics/{topic}/messages?limit={PAGE_LIMIT}&order=asc&sequencenumber=gt:{after}&sequencenumber=lte:{until}",
-            self.config.base_url
+            "{}/api/v1/topics/{topic}/messages?limit={PAGE_LIMIT}&order=asc&sequencenumber=gte:{first}&sequencenumber=lte:{until}",
+            self.config.base_url,
+            // `gte`, not `gt:{after}`: the mirror node accepts only positive
+            // sequence numbers, so `gt:0` (a topic's first fetch) is a 400.
+            first = after + 1,
         );
         loop {
             let page = self.get_page(topic, &url).await?;
