@@ -104,7 +104,10 @@ async fn main() -> Result<()> {
 
     let listener =
         tokio::net::TcpListener::bind(config.bind).await.with_context(|| format!("binding {}", config.bind))?;
-    tracing::info!(addr = %listener.local_addr()?, "api listening");
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "api listening");
+    // On stdout too, for whoever started the api with port 0 (the tests).
+    println!("api listening on http://{addr}");
     let mut access = mcp::Access::loopback();
     access.hosts.extend(config.mcp_hosts.iter().cloned());
     access.origins = config.mcp_origins.clone();

@@ -1,9 +1,9 @@
 //! The project's binaries as child processes on loopback.
 
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Path of a workspace binary, built by `make test` before the tests run.
 pub fn binary(name: &str) -> PathBuf {
@@ -36,10 +36,6 @@ pub fn build(site: &Path, data: &Path, extra: &[&str]) -> String {
     log
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// A running api, stopped on drop.
 pub struct Api {
     child: Child,
@@ -63,37 +59,39 @@ impl Api {
     }
 
     fn spawn(site: &Path, data: &Path, extra: &[&str], level: &str, stderr: Stdio) -> Api {
-        let port = free_port();
-        let child = Command::new(binary("api"))
-            .args(["--bind", &format!("127.0.0.1:{port}"), "--reload-ms", "50"])
+        // Port 0: the system picks a free port and the api says which, so
+        // no other process can take it between a choice and the bind.
+        let mut child = Command::new(binary("api"))
+            .args(["--bind", "127.0.0.1:0", "--reload-ms", "50"])
             .arg("--site-dir")
             .arg(site)
             .arg("--data-dir")
             .arg(data)
             .args(extra)
             .env("RUST_LOG", level)
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
             .expect("starting the api");
-        let mut api = Api { child, base: format!("http://127.0.0.1:{port}") };
-        api.wait_ready(Duration::from_secs(30));
-        api
-    }
-
-    fn wait_ready(&mut self, timeout: Duration) {
-        let started = Instant::now();
-        let addr = self.base.trim_start_matches("http://").to_string();
-        while started.elapsed() < timeout {
-            if std::net::TcpStream::connect(&addr).is_ok() {
-                return;
+        let stdout = child.stdout.take().expect("a piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Read every line (the pipe must not fill); the first that names
+            // the address is the one wanted.
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("api listening on ") {
+                    let _ = tx.send(addr.to_string());
+                }
             }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the api exited before listening on {addr}: {status}");
+        });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(base) => Api { child, base },
+            Err(_) => {
+                let status = child.try_wait().ok().flatten();
+                let _ = child.kill();
+                panic!("the api did not say where it listens (exit status: {status:?})");
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("api did not start listening on {addr}");
     }
 
     pub fn url(&self, path: &str) -> String {
