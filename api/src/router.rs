@@ -29,6 +29,8 @@ const ALLOW: &str = "GET, HEAD, OPTIONS";
 
 pub struct App {
     pub live: Arc<Live>,
+    /// Where builds are published.
+    pub layout: almanac::site::Layout,
     pub limits: Limits,
     pub guard: GuardLimits,
     /// Largest body of a broker POST (search), in bytes (413 above).

@@ -1,0 +1,126 @@
+//! The api's settings: every flag, with its environment variable and
+//! default, parsed at the edge (the binary) and turned into an [`App`] here,
+//! so that tests build the same application from the same defaults.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use almanac::routes::Limits;
+use almanac::site::Layout;
+use anyhow::Result;
+use clap::Parser;
+
+use crate::router::{App, GuardLimits};
+use crate::state::Live;
+use crate::{broker, limit, mcp};
+
+#[derive(Parser)]
+#[command(name = "api", version, about = "almanac's api: the published site and the live routes")]
+pub struct Config {
+    /// Address to listen on.
+    #[arg(long, env = "ALMANAC_BIND", default_value = "127.0.0.1:4000")]
+    pub bind: SocketAddr,
+    /// Folder of the build directories and the `current` link.
+    #[arg(long, env = "ALMANAC_SITE_DIR", default_value = "site")]
+    pub site_dir: PathBuf,
+    /// Folder of the snapshots.
+    #[arg(long, env = "ALMANAC_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+    /// How often to look for a newly published build, in milliseconds.
+    #[arg(long, env = "ALMANAC_RELOAD_MS", default_value_t = 1000)]
+    pub reload_ms: u64,
+    /// Largest pageSize of holders and transactions (the generator's
+    /// --max-page-size or less).
+    #[arg(long, env = "ALMANAC_MAX_PAGE_SIZE", default_value_t = 100)]
+    pub max_page_size: usize,
+    /// Host names (any port) the MCP endpoint answers to, besides the
+    /// loopback names; DNS-rebinding protection (comma-separated).
+    #[arg(long = "mcp-host", env = "ALMANAC_MCP_HOSTS", value_delimiter = ',')]
+    pub mcp_hosts: Vec<String>,
+    /// Origins allowed to call the MCP endpoint from a browser, besides
+    /// pages of an allowed host (comma-separated).
+    #[arg(long = "mcp-origin", env = "ALMANAC_MCP_ORIGINS", value_delimiter = ',')]
+    pub mcp_origins: Vec<String>,
+    /// The provider that embeds search queries; with the build's agent
+    /// embeddings (same model) it turns on hybrid `POST /api/v1/search`.
+    #[command(flatten)]
+    pub embeddings: almanac::broker::embed::ProviderArgs,
+    /// Time allowed for embedding one query, in milliseconds.
+    #[arg(long, env = "ALMANAC_EMBEDDINGS_TIMEOUT_MS", default_value_t = 5_000)]
+    pub embeddings_timeout_ms: u64,
+    /// Largest body of a broker search request, in bytes (413 above).
+    #[arg(long, env = "ALMANAC_SEARCH_MAX_BODY", default_value_t = 65_536)]
+    pub search_max_body: usize,
+    /// Largest MCP request body, in bytes (413 above).
+    #[arg(long, env = "ALMANAC_MCP_MAX_BODY", default_value_t = 65_536)]
+    pub mcp_max_body: usize,
+    /// Guard JSON routes: requests per minute per client.
+    #[arg(long, env = "ALMANAC_GUARD_RATE", default_value_t = 600)]
+    pub guard_rate: u32,
+    /// Guard JSON routes: burst above that pace.
+    #[arg(long, env = "ALMANAC_GUARD_BURST", default_value_t = 120)]
+    pub guard_burst: u32,
+    /// MCP endpoint: requests per minute per client.
+    #[arg(long, env = "ALMANAC_MCP_RATE", default_value_t = 300)]
+    pub mcp_rate: u32,
+    /// MCP endpoint: burst above that pace.
+    #[arg(long, env = "ALMANAC_MCP_BURST", default_value_t = 60)]
+    pub mcp_burst: u32,
+    /// Clients tracked per limiter; beyond it, new clients share one bucket
+    /// until the next cleanup.
+    #[arg(long, env = "ALMANAC_LIMIT_CLIENTS", default_value_t = 100_000)]
+    pub limit_clients: usize,
+    /// Seconds between cleanups of idle clients' buckets.
+    #[arg(long, env = "ALMANAC_LIMIT_CLEANUP", default_value_t = 60)]
+    pub limit_cleanup: u64,
+    /// Proxies whose X-Forwarded-For is trusted (comma-separated addresses).
+    #[arg(long = "trusted-proxy", env = "ALMANAC_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+}
+
+impl Config {
+    /// The published site's folders.
+    pub fn layout(&self) -> Layout {
+        Layout::new(&self.site_dir, &self.data_dir)
+    }
+
+    /// How often to look for a new build.
+    pub fn reload_every(&self) -> Duration {
+        Duration::from_millis(self.reload_ms.max(10))
+    }
+
+    /// How often idle clients' rate-limit buckets are dropped.
+    pub fn cleanup_every(&self) -> Duration {
+        Duration::from_secs(self.limit_cleanup.max(1))
+    }
+
+    /// The application these settings describe, with no build loaded yet.
+    pub fn app(&self) -> Result<Arc<App>> {
+        let limits = Limits { max_page_size: self.max_page_size.max(almanac::analytics::DEFAULT_PAGE_SIZE) };
+        let mut access = mcp::Access::loopback();
+        access.hosts.extend(self.mcp_hosts.iter().cloned());
+        access.origins = self.mcp_origins.clone();
+        let limiter = |per_minute, burst| limit::Limiter::new(limit::Rate { per_minute, burst }, self.limit_clients);
+        let guard = GuardLimits {
+            access,
+            max_body: self.mcp_max_body,
+            json: limiter(self.guard_rate, self.guard_burst),
+            mcp: limiter(self.mcp_rate, self.mcp_burst),
+            proxies: self.trusted_proxies.clone(),
+        };
+        let vectors = match self.embeddings.clone().config(Duration::from_millis(self.embeddings_timeout_ms), 1) {
+            Some(provider) => Some(broker::Vectors::new(almanac::broker::embed::Provider::new(provider)?)),
+            None => None,
+        };
+        Ok(Arc::new(App {
+            live: Arc::new(Live::default()),
+            layout: self.layout(),
+            limits,
+            guard,
+            broker_max_body: self.search_max_body,
+            vectors,
+        }))
+    }
+}
