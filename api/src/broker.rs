@@ -21,10 +21,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::{HeaderMap, Method, StatusCode};
-use warp::reply::Response as Reply;
 
-use crate::error::{json_error, method_not_allowed};
-use crate::router::{live_bytes, live_json, serve};
+use crate::reply::{self, method_not_allowed, Reply};
 use crate::state::Build;
 
 /// Live search answers may be cached briefly: they change with builds.
@@ -95,7 +93,7 @@ impl Broker {
 }
 
 fn bad_parameter(bad: almanac::routes::BadParameter) -> Reply {
-    json_error(StatusCode::BAD_REQUEST, "invalid_parameter", &bad.message, Some(bad.parameter))
+    reply::error(StatusCode::BAD_REQUEST, "invalid_parameter", &bad.message, Some(bad.parameter))
 }
 
 fn readable(method: &Method) -> bool {
@@ -114,23 +112,23 @@ pub fn respond(
     body: &Bytes,
 ) -> Option<Reply> {
     let broker = build.broker.as_ref()?;
-    let file = |route: &str| build.routes.get(route).map(|r| serve(method, headers, r));
+    let file = |route: &str| build.routes.get(route).map(|r| reply::representation(method, headers, r));
     let get_only =
         |answer: &dyn Fn() -> Reply| if readable(method) { answer() } else { method_not_allowed("GET, HEAD, OPTIONS") };
     let reply = match path {
         "/api/v1/search" => get_only(&|| match SearchQuery::parse(query) {
-            Ok(q) => live_bytes(broker.page_body(&broker.search(&q)), SEARCH_CACHE),
+            Ok(q) => reply::bytes(broker.page_body(&broker.search(&q)), SEARCH_CACHE),
             Err(bad) => bad_parameter(bad),
         }),
         "/api/v1/search/capabilities" if method == Method::POST => capability_search(broker, body),
         "/api/v1/search/capabilities" => method_not_allowed("POST"),
-        "/api/v1/search/status" => get_only(&|| live_json(&search_status(broker, vectors), "no-store")),
+        "/api/v1/search/status" => get_only(&|| reply::json(&search_status(broker, vectors), "no-store")),
         "/api/v1/search/facets" => get_only(&|| {
             let adapter = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "adapter").map(|(_, v)| v);
             let adapter = adapter.as_deref().map(str::trim).filter(|a| !a.is_empty());
             file(&render::facets_route(adapter)).unwrap_or_else(|| {
                 // An adapter nobody knows has no facets.
-                live_json(&json!({"facets": []}), render::CATALOG_CACHE)
+                reply::json(&json!({"facets": []}), render::CATALOG_CACHE)
             })
         }),
         "/api/v1/agents/badge" => get_only(&|| badge(broker, query)),
@@ -138,7 +136,7 @@ pub fn respond(
             Ok(q) if q == EntryQuery::default() => {
                 file(render::REGISTRY_ADAPTERS).expect("the default query is a file")
             }
-            Ok(q) => live_json(&render::registry_adapters(&broker.catalog, &q), render::CATALOG_CACHE),
+            Ok(q) => reply::json(&render::registry_adapters(&broker.catalog, &q), render::CATALOG_CACHE),
             Err(bad) => bad_parameter(bad),
         }),
         _ => return agent_route(broker, build, method, path, query, headers),
@@ -177,12 +175,12 @@ fn agent_route(
     }
     let uaid = decode(uaid)?;
     let Some((_, agent)) = broker.agent(&uaid) else {
-        return Some(json_error(StatusCode::NOT_FOUND, "agent_not_found", &format!("no indexed agent {uaid}"), None));
+        return Some(reply::error(StatusCode::NOT_FOUND, "agent_not_found", &format!("no indexed agent {uaid}"), None));
     };
     let route = match kind {
         "feedback" => {
             if agent.registry != FEEDBACK_REGISTRY {
-                return Some(json_error(
+                return Some(reply::error(
                     StatusCode::BAD_REQUEST,
                     "feedback_unsupported",
                     &format!("agent {uaid} is not in the {FEEDBACK_REGISTRY} registry and has no ERC-8004 feedback"),
@@ -194,7 +192,7 @@ fn agent_route(
                 None | Some("false") => false,
                 Some("true") => true,
                 Some(_) => {
-                    return Some(json_error(
+                    return Some(reply::error(
                         StatusCode::BAD_REQUEST,
                         "invalid_parameter",
                         "includeRevoked must be true or false",
@@ -206,8 +204,8 @@ fn agent_route(
         }
         _ => path.to_string(),
     };
-    Some(build.routes.get(&route).map(|r| serve(method, headers, r)).unwrap_or_else(|| {
-        json_error(
+    Some(build.routes.get(&route).map(|r| reply::representation(method, headers, r)).unwrap_or_else(|| {
+        reply::error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "missing_file",
             &format!("the build has no file for {route}"),
@@ -220,7 +218,7 @@ fn agent_route(
 /// one registry (404 for a registry with no agents).
 fn registry_search(broker: &Broker, registry: &str, query: &str) -> Reply {
     if !broker.index.has_registry(registry) {
-        return json_error(
+        return reply::error(
             StatusCode::NOT_FOUND,
             "registry_not_found",
             &format!("no agents in registry {registry}"),
@@ -230,7 +228,7 @@ fn registry_search(broker: &Broker, registry: &str, query: &str) -> Reply {
     match SearchQuery::parse(query) {
         Ok(mut q) => {
             q.registries = vec![registry.to_string()];
-            live_bytes(broker.page_body(&broker.search(&q)), SEARCH_CACHE)
+            reply::bytes(broker.page_body(&broker.search(&q)), SEARCH_CACHE)
         }
         Err(bad) => bad_parameter(bad),
     }
@@ -264,7 +262,7 @@ impl InvalidBody {
     }
 
     fn reply(self) -> Reply {
-        json_error(StatusCode::BAD_REQUEST, "invalid_body", &self.message, self.parameter)
+        reply::error(StatusCode::BAD_REQUEST, "invalid_body", &self.message, self.parameter)
     }
 }
 
@@ -309,7 +307,7 @@ fn capability_search(broker: &Broker, body: &Bytes) -> Reply {
     match SearchQuery::parse(&raw.finish()) {
         Ok(mut q) => {
             q.include_aggregations = false;
-            live_bytes(broker.page_body(&broker.search(&q)), SEARCH_CACHE)
+            reply::bytes(broker.page_body(&broker.search(&q)), SEARCH_CACHE)
         }
         Err(bad) => bad_parameter(bad),
     }
@@ -431,12 +429,12 @@ pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &By
     };
     let query = request.query.trim();
     if query.is_empty() {
-        return json_error(StatusCode::BAD_REQUEST, "invalid_body", "query must not be empty", Some("query"));
+        return reply::error(StatusCode::BAD_REQUEST, "invalid_body", "query must not be empty", Some("query"));
     }
     let limit = request.limit.unwrap_or(VECTOR_DEFAULT_LIMIT);
     if !(1..=VECTOR_MAX_LIMIT).contains(&limit) {
         let message = format!("limit must be an integer from 1 to {VECTOR_MAX_LIMIT}");
-        return json_error(StatusCode::BAD_REQUEST, "invalid_body", &message, Some("limit"));
+        return reply::error(StatusCode::BAD_REQUEST, "invalid_body", &message, Some("limit"));
     }
     let offset = request.offset.unwrap_or(0);
     let filter = request.filter.unwrap_or_default();
@@ -460,7 +458,7 @@ pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &By
     }
     let (Some(vectors), None) = (vectors, vector_unavailable(broker, vectors)) else {
         let reason = vector_unavailable(broker, vectors).unwrap_or_default();
-        return json_error(
+        return reply::error(
             StatusCode::NOT_IMPLEMENTED,
             "vector_search_unavailable",
             &format!("vector search is off: {reason}"),
@@ -475,13 +473,13 @@ pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &By
         Err(e) => {
             let message = format!("embedding the query failed: {e:#}");
             *vectors.last_error.lock().expect("lock") = Some(message.clone());
-            return json_error(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", &message, None);
+            return reply::error(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", &message, None);
         }
     };
     let embeddings = broker.embeddings.as_ref().expect("checked above");
     if embeddings.vectors.first().is_some_and(|v| v.len() != embedded.len()) {
         let message = "the query embedding's length differs from the agents'";
-        return json_error(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", message, None);
+        return reply::error(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", message, None);
     }
     let candidates = almanac::broker::query::filtered(&broker.index, &q);
     let total = candidates.len();
@@ -496,7 +494,7 @@ pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &By
         })
         .collect();
     let body = json!({"hits": hits, "total": total, "took": started.elapsed().as_millis() as u64});
-    live_json(&body, "no-store")
+    reply::json(&body, "no-store")
 }
 
 /// Reciprocal rank fusion of the cosine ranking and the BM25F ranking over
@@ -531,17 +529,17 @@ fn badge(broker: &Broker, query: &str) -> Reply {
     let params: HashMap<String, String> =
         form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.trim().to_string())).collect();
     let Some(uaid) = params.get("uaid").filter(|u| !u.is_empty()) else {
-        return json_error(StatusCode::BAD_REQUEST, "invalid_parameter", "uaid is required", Some("uaid"));
+        return reply::error(StatusCode::BAD_REQUEST, "invalid_parameter", "uaid is required", Some("uaid"));
     };
     let metric = params.get("metric").map_or("status", String::as_str);
     if !BADGE_METRICS.contains(&metric) {
         let message = format!("metric must be one of {}", BADGE_METRICS.join(", "));
-        return json_error(StatusCode::BAD_REQUEST, "invalid_parameter", &message, Some("metric"));
+        return reply::error(StatusCode::BAD_REQUEST, "invalid_parameter", &message, Some("metric"));
     }
     let style = params.get("style").map(String::as_str);
     if style.is_some_and(|s| !BADGE_STYLES.contains(&s)) {
         let message = format!("style must be one of {}", BADGE_STYLES.join(", "));
-        return json_error(StatusCode::BAD_REQUEST, "invalid_parameter", &message, Some("style"));
+        return reply::error(StatusCode::BAD_REQUEST, "invalid_parameter", &message, Some("style"));
     }
     let (default_label, message, color, is_error) = match broker.agent(uaid) {
         None => (metric.to_string(), "not found".to_string(), "lightgrey", true),
@@ -587,7 +585,7 @@ fn badge(broker: &Broker, query: &str) -> Reply {
     if is_error {
         body["isError"] = json!(true);
     }
-    live_json(&body, &format!("public, max-age={BADGE_CACHE_SECONDS}"))
+    reply::json(&body, &format!("public, max-age={BADGE_CACHE_SECONDS}"))
 }
 
 /// The current UTC time, RFC 3339 (a live answer's own time, never a file's).

@@ -6,10 +6,10 @@
 pub mod broker;
 pub mod conditional;
 pub mod config;
-pub mod error;
 pub mod limit;
 pub mod mcp;
 pub mod reload;
+pub mod reply;
 pub mod router;
 pub mod server;
 pub mod state;

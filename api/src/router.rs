@@ -8,23 +8,20 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::reply::Reply;
 use almanac::manifest;
 use almanac::routes::{Limits, Route};
 use bytes::{Buf, Bytes};
 use futures_util::{Stream, StreamExt};
 use warp::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
-use warp::reply::Response as Reply;
 use warp::Filter;
 
-use crate::conditional::{self, Outcome, Preconditions};
-use crate::error::{json_error, method_not_allowed, not_found};
 use crate::limit::{self, Limiter};
 use crate::mcp;
-use crate::state::{Build, Live, Representation};
+use crate::reply::Representation;
+use crate::reply::{self, method_not_allowed, not_found};
+use crate::state::{Build, Live};
 
-/// Caches may store one variant per encoding once compressed variants are
-/// offered; sent on every static answer and its 304s.
-const VARY: &str = "Accept-Encoding";
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
 pub struct App {
@@ -110,11 +107,11 @@ pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = warp::Re
                         Ok(bytes) => bytes,
                         Err(BodyError::TooLarge) => {
                             let message = format!("the request body is larger than {limit} bytes");
-                            return Ok(json_error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message, None));
+                            return Ok(reply::error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message, None));
                         }
                         Err(BodyError::Unreadable) => {
                             let message = "the request body could not be read";
-                            return Ok(json_error(StatusCode::BAD_REQUEST, "bad_body", message, None));
+                            return Ok(reply::error(StatusCode::BAD_REQUEST, "bad_body", message, None));
                         }
                     };
                 }
@@ -142,7 +139,7 @@ impl App {
             Ok(bytes) => bytes,
             Err(BodyError::TooLarge) => return mcp::too_large(limit),
             Err(BodyError::Unreadable) => {
-                return json_error(StatusCode::BAD_REQUEST, "bad_body", "the request body could not be read", None)
+                return reply::error(StatusCode::BAD_REQUEST, "bad_body", "the request body could not be read", None)
             }
         };
         let build = self.live.get();
@@ -153,7 +150,12 @@ impl App {
     /// `POST /api/v1/search` (it waits on the embedding provider).
     async fn vector_search(&self, body: &Bytes) -> Reply {
         let Some(build) = self.live.get() else {
-            return json_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no build has been published yet", None);
+            return reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "no build has been published yet",
+                None,
+            );
         };
         match &build.broker {
             Some(broker) => crate::broker::vector_search(broker, self.vectors.as_ref(), body).await,
@@ -165,7 +167,7 @@ impl App {
     fn throttle(&self, limiter: &Limiter, peer: Option<SocketAddr>, headers: &HeaderMap) -> Option<Reply> {
         let wait = limiter.check(limit::client(peer, headers, &self.guard.proxies)).err()?;
         let seconds = limit::retry_after(wait);
-        let mut reply = json_error(
+        let mut reply = reply::error(
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limited",
             &format!("too many requests; retry in {seconds} s"),
@@ -177,7 +179,7 @@ impl App {
 
     pub fn respond(&self, method: &Method, raw_path: &str, query: &str, headers: &HeaderMap, body: &Bytes) -> Reply {
         let Ok(path) = percent_encoding::percent_decode_str(raw_path).decode_utf8() else {
-            return json_error(
+            return reply::error(
                 StatusCode::BAD_REQUEST,
                 "invalid_path",
                 "the path is not valid UTF-8 once decoded",
@@ -200,12 +202,17 @@ impl App {
         }
         let readable = method == Method::GET || method == Method::HEAD;
         let Some(build) = self.live.get() else {
-            return json_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no build has been published yet", None);
+            return reply::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "no build has been published yet",
+                None,
+            );
         };
         if raw_path.starts_with("/api/v1/") {
             // One segment per path parameter: a UAID may hold an encoded `/`.
             let Some(canonical) = almanac::broker::render::canonical_path(raw_path) else {
-                return json_error(StatusCode::BAD_REQUEST, "invalid_path", "the path is not valid UTF-8", None);
+                return reply::error(StatusCode::BAD_REQUEST, "invalid_path", "the path is not valid UTF-8", None);
             };
             let vectors = self.vectors.as_ref();
             if let Some(reply) = crate::broker::respond(&build, vectors, method, &canonical, query, headers, body) {
@@ -213,15 +220,15 @@ impl App {
             }
         }
         match Route::parse(&path, query, self.limits) {
-            Err(bad) => json_error(StatusCode::BAD_REQUEST, "invalid_parameter", &bad.message, Some(bad.parameter)),
+            Err(bad) => reply::error(StatusCode::BAD_REQUEST, "invalid_parameter", &bad.message, Some(bad.parameter)),
             Ok(Some(_)) if !readable => method_not_allowed(ALLOW),
             Ok(Some(route)) => match build.routes.get(&route.canonical()) {
-                Some(representation) => serve(method, headers, representation),
+                Some(representation) => reply::representation(method, headers, representation),
                 None => self.render(&build, &route, method, headers),
             },
             Ok(None) => match build.routes.get(path.as_ref()) {
                 Some(_) if !readable => method_not_allowed(ALLOW),
-                Some(representation) => serve(method, headers, representation),
+                Some(representation) => reply::representation(method, headers, representation),
                 None => not_found(&path),
             },
         }
@@ -241,9 +248,9 @@ impl App {
                     content_type: almanac::JSON.to_string(),
                     cache_control: rendered.cache.header(),
                 };
-                serve(method, headers, &representation)
+                reply::representation(method, headers, &representation)
             }
-            Err(unknown) => json_error(StatusCode::NOT_FOUND, "tick_not_found", &unknown.to_string(), None),
+            Err(unknown) => reply::error(StatusCode::NOT_FOUND, "tick_not_found", &unknown.to_string(), None),
         }
     }
 
@@ -261,23 +268,8 @@ impl App {
                 "agents": b.index.agents.len(), "loadedAt": b.loaded_at, "fingerprint": b.fingerprint,
             })),
         });
-        live_json(&body, "no-store")
+        reply::json(&body, "no-store")
     }
-}
-
-/// A JSON answer computed on the request, readable from any origin.
-pub(crate) fn live_json(body: &serde_json::Value, cache_control: &str) -> Reply {
-    live_bytes(body.to_string().into_bytes(), cache_control)
-}
-
-/// [`live_json`] for a body already serialised.
-pub(crate) fn live_bytes(body: Vec<u8>, cache_control: &str) -> Reply {
-    Response::builder()
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CACHE_CONTROL, cache_control)
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-        .body(Bytes::from(body).into())
-        .expect("valid JSON response")
 }
 
 /// `GET /api/v1/uaids/validate/{uaid}` (the path already percent-decoded):
@@ -287,43 +279,7 @@ fn validate_uaid(text: &str) -> Reply {
     let parsed = text.parse::<almanac::uaid::Uaid>();
     let formats: Vec<String> = parsed.iter().map(|u| format!("uaid:{}", u.target.as_str())).collect();
     let body = serde_json::json!({"uaid": text, "valid": parsed.is_ok(), "formats": formats});
-    live_json(&body, "public, max-age=86400")
-}
-
-/// A static answer, or 304 / 412 as the request's preconditions say.
-pub(crate) fn serve(method: &Method, headers: &HeaderMap, r: &Representation) -> Reply {
-    let value = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
-    let preconditions = Preconditions {
-        if_match: value(header::IF_MATCH),
-        if_none_match: value(header::IF_NONE_MATCH),
-        if_modified_since: value(header::IF_MODIFIED_SINCE),
-        if_unmodified_since: value(header::IF_UNMODIFIED_SINCE),
-    };
-    let (status, body) = match conditional::evaluate(&preconditions, &r.etag, r.last_modified) {
-        Outcome::PreconditionFailed => {
-            return json_error(
-                StatusCode::PRECONDITION_FAILED,
-                "precondition_failed",
-                "a precondition of the request failed",
-                None,
-            )
-        }
-        Outcome::NotModified => (StatusCode::NOT_MODIFIED, None),
-        Outcome::Proceed if method == Method::HEAD => (StatusCode::OK, None),
-        Outcome::Proceed => (StatusCode::OK, Some(r.body.clone())),
-    };
-    let mut response = Response::builder()
-        .status(status)
-        .header(header::ETAG, &r.etag)
-        .header(header::LAST_MODIFIED, &r.last_modified_text)
-        .header(header::CACHE_CONTROL, &r.cache_control)
-        .header(header::VARY, VARY)
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-        .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "ETag");
-    if status == StatusCode::OK {
-        response = response.header(header::CONTENT_TYPE, &r.content_type).header(header::CONTENT_LENGTH, r.body.len());
-    }
-    response.body(body.map(Into::into).unwrap_or_default()).expect("valid static response")
+    reply::json(&body, "public, max-age=86400")
 }
 
 /// CORS preflight: any origin may use `methods`, sending the headers it

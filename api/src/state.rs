@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use almanac::analytics::Analytics;
 use almanac::guard;
@@ -20,16 +20,7 @@ use almanac::snapshot;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 
-/// One answer with everything its headers need.
-#[derive(Debug, Clone)]
-pub struct Representation {
-    pub body: Bytes,
-    pub etag: String,
-    pub last_modified: SystemTime,
-    pub last_modified_text: String,
-    pub content_type: String,
-    pub cache_control: String,
-}
+pub use crate::reply::Representation;
 
 pub struct Build {
     pub id: String,

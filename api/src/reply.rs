@@ -1,0 +1,202 @@
+//! Answers. One type for every answer ([`Reply`], an HTTP response whose
+//! body is either buffered or streamed), and the ways the api makes one:
+//! JSON computed on the request, JSON errors, a published representation
+//! with its validators (or 304 / 412), and a stream of chunks sent as they
+//! are produced (server-sent events for chat).
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use serde::Serialize;
+use warp::http::{header, HeaderMap, Method, Response, StatusCode};
+use warp::Reply as _;
+
+use crate::conditional::{self, Outcome, Preconditions};
+
+/// An HTTP answer; its body is buffered ([`Bytes`]) or a stream.
+pub type Reply = warp::reply::Response;
+
+/// Caches may store one variant per encoding once compressed variants are
+/// offered; sent on every static answer and its 304s.
+const VARY: &str = "Accept-Encoding";
+
+/// A published answer: the exact bytes and the headers the manifest gives
+/// them.
+#[derive(Clone, Debug)]
+pub struct Representation {
+    pub body: Bytes,
+    pub etag: String,
+    pub last_modified: SystemTime,
+    pub last_modified_text: String,
+    pub content_type: String,
+    pub cache_control: String,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a str,
+    code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameter: Option<&'a str>,
+}
+
+/// A JSON error: `{"error": message, "code": code}`, plus the offending
+/// `parameter` of a validation error. Never stored by caches.
+pub fn error(status: StatusCode, code: &str, message: &str, parameter: Option<&str>) -> Reply {
+    let body = serde_json::to_vec(&ErrorBody { error: message, code, parameter }).expect("error body serialises");
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, "no-store")
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .body(Bytes::from(body).into())
+        .expect("valid error response")
+}
+
+pub fn not_found(path: &str) -> Reply {
+    error(StatusCode::NOT_FOUND, "not_found", &format!("no route {path}"), None)
+}
+
+pub fn method_not_allowed(allow: &str) -> Reply {
+    let mut response = error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed", None);
+    response.headers_mut().insert(header::ALLOW, allow.parse().expect("static header"));
+    response
+}
+
+/// A JSON answer computed on the request, readable from any origin.
+pub fn json(body: &serde_json::Value, cache_control: &str) -> Reply {
+    bytes(body.to_string().into_bytes(), cache_control)
+}
+
+/// [`json`] for a body already serialised.
+pub fn bytes(body: Vec<u8>, cache_control: &str) -> Reply {
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, cache_control)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .body(Bytes::from(body).into())
+        .expect("valid JSON response")
+}
+
+/// A published representation, or 304 / 412 as the request's
+/// preconditions say (RFC 9110 section 13), with no body for `HEAD`.
+pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) -> Reply {
+    let value = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let preconditions = Preconditions {
+        if_match: value(header::IF_MATCH),
+        if_none_match: value(header::IF_NONE_MATCH),
+        if_modified_since: value(header::IF_MODIFIED_SINCE),
+        if_unmodified_since: value(header::IF_UNMODIFIED_SINCE),
+    };
+    let (status, body) = match conditional::evaluate(&preconditions, &r.etag, r.last_modified) {
+        Outcome::PreconditionFailed => {
+            return error(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition_failed",
+                "a precondition of the request failed",
+                None,
+            )
+        }
+        Outcome::NotModified => (StatusCode::NOT_MODIFIED, None),
+        Outcome::Proceed if method == Method::HEAD => (StatusCode::OK, None),
+        Outcome::Proceed => (StatusCode::OK, Some(r.body.clone())),
+    };
+    let mut response = Response::builder()
+        .status(status)
+        .header(header::ETAG, &r.etag)
+        .header(header::LAST_MODIFIED, &r.last_modified_text)
+        .header(header::CACHE_CONTROL, &r.cache_control)
+        .header(header::VARY, VARY)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "ETag");
+    if status == StatusCode::OK {
+        response = response.header(header::CONTENT_TYPE, &r.content_type).header(header::CONTENT_LENGTH, r.body.len());
+    }
+    response.body(body.map(Into::into).unwrap_or_default()).expect("valid static response")
+}
+
+/// A streamed answer: each chunk is sent as soon as `chunks` yields it.
+/// When the client goes away the stream is dropped, so whatever feeds it
+/// (a channel's sender, an upstream connection) learns at once and stops.
+/// An `Err` item ends the response abruptly (the client sees a truncated
+/// body, as with any failed upstream).
+pub fn stream<S, E>(content_type: &str, cache_control: &str, chunks: S) -> Reply
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + Sync + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    let mut response = warp::reply::stream(chunks).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, content_type.parse().expect("a valid content type"));
+    headers.insert(header::CACHE_CONTROL, cache_control.parse().expect("a valid cache policy"));
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*".parse().expect("static header"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures_util::StreamExt;
+    use tokio::sync::mpsc;
+    use warp::Filter;
+
+    use super::*;
+
+    /// Serves one streamed answer fed by the returned sender, on loopback.
+    async fn streaming_server() -> (String, mpsc::Receiver<mpsc::Sender<Result<Bytes, std::io::Error>>>) {
+        let (senders_tx, senders_rx) = mpsc::channel(4);
+        let route = warp::any().map(move || {
+            let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+            senders_tx.try_send(tx).expect("one request at a time");
+            stream(
+                "text/event-stream",
+                "no-store",
+                futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }),
+            )
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(warp::serve(route).incoming(listener).run());
+        (format!("http://{addr}/"), senders_rx)
+    }
+
+    #[tokio::test]
+    async fn chunks_reach_the_client_as_they_are_produced() {
+        let (url, mut senders) = streaming_server().await;
+        let response = reqwest::get(&url).await.unwrap();
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        assert_eq!(response.headers()["cache-control"], "no-store");
+        let tx = senders.recv().await.unwrap();
+        let mut body = response.bytes_stream();
+        // Each chunk is read before the next exists: nothing is buffered
+        // until the end.
+        for event in ["data: one\n\n", "data: two\n\n", "data: three\n\n"] {
+            tx.send(Ok(Bytes::from(event))).await.unwrap();
+            let mut got = Vec::new();
+            while got.len() < event.len() {
+                let chunk = tokio::time::timeout(Duration::from_secs(5), body.next()).await.expect("chunk in time");
+                got.extend_from_slice(&chunk.unwrap().unwrap());
+            }
+            assert_eq!(got, event.as_bytes());
+        }
+        drop(tx);
+        assert!(body.next().await.is_none(), "the stream ends when its producer does");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_goes_away_mid_stream_releases_the_producer() {
+        let (url, mut senders) = streaming_server().await;
+        let response = reqwest::get(&url).await.unwrap();
+        let tx = senders.recv().await.unwrap();
+        tx.send(Ok(Bytes::from("data: first\n\n"))).await.unwrap();
+        let mut body = response.bytes_stream();
+        body.next().await.unwrap().unwrap();
+        drop(body);
+        // The server drops the stream, and with it the receiver: the
+        // producer's channel closes instead of filling forever.
+        tokio::time::timeout(Duration::from_secs(5), tx.closed()).await.expect("the producer is released");
+        assert!(tx.send(Ok(Bytes::from("data: lost\n\n"))).await.is_err());
+    }
+}
