@@ -12,10 +12,11 @@ use crate::reply::Reply;
 use almanac::manifest;
 use almanac::routes::{Limits, Route};
 use bytes::{Buf, Bytes};
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use warp::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use warp::Filter;
 
+use crate::body::{read_body, BodyError};
 use crate::limit::{self, Limiter};
 use crate::mcp;
 use crate::reply::Representation;
@@ -34,39 +35,6 @@ pub struct App {
     pub broker_max_body: usize,
     /// The embedding provider for hybrid search, if configured.
     pub vectors: Option<crate::broker::Vectors>,
-}
-
-enum BodyError {
-    TooLarge,
-    Unreadable,
-}
-
-/// Reads a request body, refusing it (without reading further) once it
-/// passes `limit` bytes, declared or streamed.
-async fn read_body<S, B>(headers: &HeaderMap, body: S, limit: usize) -> Result<Bytes, BodyError>
-where
-    S: Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
-{
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(BodyError::TooLarge);
-    }
-    let mut body = std::pin::pin!(body);
-    let mut bytes = Vec::new();
-    while let Some(chunk) = body.next().await {
-        let mut chunk = chunk.map_err(|_| BodyError::Unreadable)?;
-        if bytes.len() + chunk.remaining() > limit {
-            return Err(BodyError::TooLarge);
-        }
-        while chunk.has_remaining() {
-            let part = chunk.chunk();
-            bytes.extend_from_slice(part);
-            let n = part.len();
-            chunk.advance(n);
-        }
-    }
-    Ok(Bytes::from(bytes))
 }
 
 /// Section B's live settings: who may call the MCP endpoint, how big a
