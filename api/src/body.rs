@@ -67,7 +67,7 @@ mod tests {
             pulled.fetch_add(1, Ordering::SeqCst);
         });
         let got = read_body(&headers, stream, limit).await;
-        assert_eq!(got.as_deref().map_err(|e| e), expected.as_ref().map(|b| *b), "{declared:?}, bound {limit}");
+        assert_eq!(got.as_deref(), expected.as_ref().map(|b| *b), "{declared:?}, bound {limit}");
         pulled.load(Ordering::SeqCst)
     }
 
