@@ -7,6 +7,7 @@ pub mod body;
 pub mod broker;
 pub mod conditional;
 pub mod config;
+pub mod cors;
 pub mod limit;
 pub mod mcp;
 pub mod reload;

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use warp::http::{header, HeaderMap, Method, Response, StatusCode};
 use warp::reply::Response as Reply;
 
-use crate::tools;
+use crate::{cors, tools};
 use almanac::guard::Datasets;
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -161,7 +161,7 @@ pub fn respond(
     body: &Bytes,
 ) -> Reply {
     if method == Method::OPTIONS {
-        return preflight();
+        return preflight(headers);
     }
     if method != Method::POST {
         let mut reply = reply(error(
@@ -338,10 +338,7 @@ pub fn decode_header(value: &str) -> Option<String> {
 }
 
 fn reply(answer: Answer) -> Reply {
-    let builder = Response::builder()
-        .status(answer.status)
-        .header(header::CACHE_CONTROL, "no-store")
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    let builder = Response::builder().status(answer.status).header(header::CACHE_CONTROL, "no-store");
     let bytes = match answer.body {
         Some(Body::Json(body)) => Bytes::from(serde_json::to_vec(&body).expect("answers serialise")),
         Some(Body::Result { id, result }) => {
@@ -370,16 +367,9 @@ pub fn too_large(limit: usize) -> Reply {
     ))
 }
 
-fn preflight() -> Reply {
-    Response::builder()
-        .status(StatusCode::NO_CONTENT)
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-        .header(header::ACCESS_CONTROL_ALLOW_METHODS, "POST, OPTIONS")
-        .header(header::ACCESS_CONTROL_ALLOW_HEADERS, "Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name")
-        .header(header::ACCESS_CONTROL_MAX_AGE, "86400")
-        .header(header::ALLOW, "POST, OPTIONS")
-        .body(Default::default())
-        .expect("valid preflight response")
+fn preflight(headers: &HeaderMap) -> Reply {
+    let allow = cors::AllowHeaders::Only("Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name");
+    cors::preflight(headers, "POST, OPTIONS", allow)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Answers. One type for every answer ([`Reply`], an HTTP response whose
-//! body is either buffered or streamed), and the ways the api makes one:
+//! body is either buffered or streamed), and the ways the api makes one
+//! (CORS headers are added to every answer by [`crate::cors`]):
 //! JSON computed on the request, JSON errors, a published representation
 //! with its validators (or 304 / 412), and a stream of chunks sent as they
 //! are produced (server-sent events for chat).
@@ -49,7 +50,6 @@ pub fn error(status: StatusCode, code: &str, message: &str, parameter: Option<&s
         .status(status)
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::CACHE_CONTROL, "no-store")
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
         .body(Bytes::from(body).into())
         .expect("valid error response")
 }
@@ -74,7 +74,6 @@ pub fn bytes(body: Vec<u8>, cache_control: &str) -> Reply {
     Response::builder()
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::CACHE_CONTROL, cache_control)
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
         .body(Bytes::from(body).into())
         .expect("valid JSON response")
 }
@@ -107,9 +106,7 @@ pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) 
         .header(header::ETAG, &r.etag)
         .header(header::LAST_MODIFIED, &r.last_modified_text)
         .header(header::CACHE_CONTROL, &r.cache_control)
-        .header(header::VARY, VARY)
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-        .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "ETag");
+        .header(header::VARY, VARY);
     if status == StatusCode::OK {
         response = response.header(header::CONTENT_TYPE, &r.content_type).header(header::CONTENT_LENGTH, r.body.len());
     }
@@ -130,7 +127,6 @@ where
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, content_type.parse().expect("a valid content type"));
     headers.insert(header::CACHE_CONTROL, cache_control.parse().expect("a valid cache policy"));
-    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*".parse().expect("static header"));
     response
 }
 

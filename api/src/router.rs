@@ -13,10 +13,11 @@ use almanac::manifest;
 use almanac::routes::{Limits, Route};
 use bytes::{Buf, Bytes};
 use futures_util::Stream;
-use warp::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use warp::http::{header, HeaderMap, Method, StatusCode};
 use warp::Filter;
 
 use crate::body::{read_body, BodyError};
+use crate::cors;
 use crate::limit::{self, Limiter};
 use crate::mcp;
 use crate::reply::Representation;
@@ -59,36 +60,51 @@ pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = warp::Re
         .and(warp::body::stream())
         .and_then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, peer, body| {
             let app = app.clone();
-            async move {
-                if path.as_str() == mcp::PATH {
-                    return Ok::<_, Infallible>(app.mcp(&method, &headers, peer, body).await);
-                }
-                if path.as_str().starts_with("/guard/") {
-                    if let Some(refusal) = app.throttle(&app.guard.json, peer, &headers) {
-                        return Ok(refusal);
-                    }
-                }
-                let mut body_bytes = Bytes::new();
-                if method == Method::POST && path.as_str().starts_with("/api/v1/") {
-                    let limit = app.broker_max_body;
-                    body_bytes = match read_body(&headers, body, limit).await {
-                        Ok(bytes) => bytes,
-                        Err(BodyError::TooLarge) => {
-                            let message = format!("the request body is larger than {limit} bytes");
-                            return Ok(reply::error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message, None));
-                        }
-                        Err(BodyError::Unreadable) => {
-                            let message = "the request body could not be read";
-                            return Ok(reply::error(StatusCode::BAD_REQUEST, "bad_body", message, None));
-                        }
-                    };
-                }
-                if method == Method::POST && path.as_str() == "/api/v1/search" {
-                    return Ok(app.vector_search(&body_bytes).await);
-                }
-                Ok(app.respond(&method, path.as_str(), &query, &headers, &body_bytes))
-            }
+            async move { Ok::<_, Infallible>(cors::public(handle(app, method, path, query, headers, peer, body).await)) }
         })
+}
+
+/// One request, start to finish (CORS headers are added by the caller).
+async fn handle<S, B>(
+    app: Arc<App>,
+    method: Method,
+    path: warp::path::FullPath,
+    query: String,
+    headers: HeaderMap,
+    peer: Option<SocketAddr>,
+    body: S,
+) -> Reply
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    if path.as_str() == mcp::PATH {
+        return app.mcp(&method, &headers, peer, body).await;
+    }
+    if path.as_str().starts_with("/guard/") {
+        if let Some(refusal) = app.throttle(&app.guard.json, peer, &headers) {
+            return refusal;
+        }
+    }
+    let mut body_bytes = Bytes::new();
+    if method == Method::POST && path.as_str().starts_with("/api/v1/") {
+        let limit = app.broker_max_body;
+        body_bytes = match read_body(&headers, body, limit).await {
+            Ok(bytes) => bytes,
+            Err(BodyError::TooLarge) => {
+                let message = format!("the request body is larger than {limit} bytes");
+                return reply::error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message, None);
+            }
+            Err(BodyError::Unreadable) => {
+                let message = "the request body could not be read";
+                return reply::error(StatusCode::BAD_REQUEST, "bad_body", message, None);
+            }
+        };
+    }
+    if method == Method::POST && path.as_str() == "/api/v1/search" {
+        return app.vector_search(&body_bytes).await;
+    }
+    app.respond(&method, path.as_str(), &query, &headers, &body_bytes)
 }
 
 impl App {
@@ -160,7 +176,8 @@ impl App {
         if method == Method::OPTIONS {
             // The broker's searches are POSTs with JSON bodies.
             let methods = if path.starts_with("/api/v1/") { "GET, HEAD, POST, OPTIONS" } else { ALLOW };
-            return preflight(headers, methods);
+            let allow = cors::AllowHeaders::Requested { default: "If-None-Match, If-Modified-Since" };
+            return cors::preflight(headers, methods, allow);
         }
         if let Some(uaid) = path.strip_prefix("/api/v1/uaids/validate/") {
             if method != Method::GET && method != Method::HEAD {
@@ -248,22 +265,4 @@ fn validate_uaid(text: &str) -> Reply {
     let formats: Vec<String> = parsed.iter().map(|u| format!("uaid:{}", u.target.as_str())).collect();
     let body = serde_json::json!({"uaid": text, "valid": parsed.is_ok(), "formats": formats});
     reply::json(&body, "public, max-age=86400")
-}
-
-/// CORS preflight: any origin may use `methods`, sending the headers it
-/// likes (conditional ones, or a JSON content type).
-fn preflight(headers: &HeaderMap, methods: &str) -> Reply {
-    let requested = headers
-        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
-        .cloned()
-        .unwrap_or(HeaderValue::from_static("If-None-Match, If-Modified-Since"));
-    Response::builder()
-        .status(StatusCode::NO_CONTENT)
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-        .header(header::ACCESS_CONTROL_ALLOW_METHODS, methods)
-        .header(header::ACCESS_CONTROL_ALLOW_HEADERS, requested)
-        .header(header::ACCESS_CONTROL_MAX_AGE, "86400")
-        .header(header::ALLOW, methods)
-        .body(Default::default())
-        .expect("valid preflight response")
 }
