@@ -22,8 +22,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::{HeaderMap, Method, StatusCode};
 
+use crate::published::Build;
 use crate::reply::{self, method_not_allowed, Reply};
-use crate::state::Build;
 
 /// Live search answers may be cached briefly: they change with builds.
 const SEARCH_CACHE: &str = "public, max-age=30";

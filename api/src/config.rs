@@ -12,8 +12,8 @@ use almanac::site::Layout;
 use anyhow::Result;
 use clap::Parser;
 
+use crate::published::Live;
 use crate::router::{App, GuardLimits};
-use crate::state::Live;
 use crate::{broker, limit, mcp};
 
 #[derive(Parser)]

@@ -10,11 +10,11 @@ pub mod config;
 pub mod cors;
 pub mod limit;
 pub mod mcp;
+pub mod published;
 pub mod reload;
 pub mod reply;
 pub mod router;
 pub mod server;
-pub mod state;
 pub mod tools;
 
 pub use config::Config;

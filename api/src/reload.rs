@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use almanac::routes::Limits;
 use almanac::site::Layout;
 
-use crate::state::{Build, Live};
+use crate::published::{Build, Live};
 
 /// What a check did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

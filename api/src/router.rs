@@ -20,9 +20,9 @@ use crate::body::{read_body, BodyError};
 use crate::cors;
 use crate::limit::{self, Limiter};
 use crate::mcp;
+use crate::published::{Build, Live};
 use crate::reply::Representation;
 use crate::reply::{self, method_not_allowed, not_found};
-use crate::state::{Build, Live};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
