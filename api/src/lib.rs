@@ -10,6 +10,7 @@ pub mod config;
 pub mod cors;
 pub mod limit;
 pub mod mcp;
+pub mod path;
 pub mod published;
 pub mod reload;
 pub mod reply;

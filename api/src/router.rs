@@ -17,12 +17,12 @@ use warp::http::{header, HeaderMap, Method, StatusCode};
 use warp::Filter;
 
 use crate::body::{read_body, BodyError};
-use crate::cors;
 use crate::limit::{self, Limiter};
 use crate::mcp;
 use crate::published::{Build, Live};
 use crate::reply::Representation;
 use crate::reply::{self, method_not_allowed, not_found};
+use crate::{cors, path};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
@@ -78,16 +78,22 @@ where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
-    if path.as_str() == mcp::PATH {
+    // Every decision below is made on the path's normal form, so that no
+    // spelling of a path escapes its quota or its bound.
+    let raw = path.as_str();
+    let Ok(path) = path::normalize(raw) else {
+        return reply::error(StatusCode::BAD_REQUEST, "invalid_path", "the path is not valid UTF-8 once decoded", None);
+    };
+    if path == mcp::PATH {
         return app.mcp(&method, &headers, peer, body).await;
     }
-    if path.as_str().starts_with("/guard/") {
+    if path.starts_with("/guard/") {
         if let Some(refusal) = app.throttle(&app.guard.json, peer, &headers) {
             return refusal;
         }
     }
     let mut body_bytes = Bytes::new();
-    if method == Method::POST && path.as_str().starts_with("/api/v1/") {
+    if method == Method::POST && path.starts_with("/api/v1/") {
         let limit = app.broker_max_body;
         body_bytes = match read_body(&headers, body, limit).await {
             Ok(bytes) => bytes,
@@ -101,10 +107,10 @@ where
             }
         };
     }
-    if method == Method::POST && path.as_str() == "/api/v1/search" {
+    if method == Method::POST && path == "/api/v1/search" {
         return app.vector_search(&body_bytes).await;
     }
-    app.respond(&method, path.as_str(), &query, &headers, &body_bytes)
+    app.respond(&method, raw, &path, &query, &headers, &body_bytes)
 }
 
 impl App {
@@ -161,15 +167,17 @@ impl App {
         Some(reply)
     }
 
-    pub fn respond(&self, method: &Method, raw_path: &str, query: &str, headers: &HeaderMap, body: &Bytes) -> Reply {
-        let Ok(path) = percent_encoding::percent_decode_str(raw_path).decode_utf8() else {
-            return reply::error(
-                StatusCode::BAD_REQUEST,
-                "invalid_path",
-                "the path is not valid UTF-8 once decoded",
-                None,
-            );
-        };
+    /// Answers a request whose path is `path` in normal form ([`path::normalize`];
+    /// `raw_path` as it arrived, for the broker's own spelling of UAIDs).
+    pub fn respond(
+        &self,
+        method: &Method,
+        raw_path: &str,
+        path: &str,
+        query: &str,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> Reply {
         if path == "/health" || path == "/api/v1/health" {
             return self.health(method);
         }
@@ -183,7 +191,7 @@ impl App {
             if method != Method::GET && method != Method::HEAD {
                 return method_not_allowed(ALLOW);
             }
-            return validate_uaid(uaid);
+            return validate_uaid(&path::decode_segment(uaid));
         }
         let readable = method == Method::GET || method == Method::HEAD;
         let Some(build) = self.live.get() else {
@@ -204,17 +212,17 @@ impl App {
                 return reply;
             }
         }
-        match Route::parse(&path, query, self.limits) {
+        match Route::parse(path, query, self.limits) {
             Err(bad) => reply::error(StatusCode::BAD_REQUEST, "invalid_parameter", &bad.message, Some(bad.parameter)),
             Ok(Some(_)) if !readable => method_not_allowed(ALLOW),
             Ok(Some(route)) => match build.routes.get(&route.canonical()) {
                 Some(representation) => reply::representation(method, headers, representation),
                 None => self.render(&build, &route, method, headers),
             },
-            Ok(None) => match build.routes.get(path.as_ref()) {
+            Ok(None) => match build.routes.get(path) {
                 Some(_) if !readable => method_not_allowed(ALLOW),
                 Some(representation) => reply::representation(method, headers, representation),
-                None => not_found(&path),
+                None => not_found(path),
             },
         }
     }

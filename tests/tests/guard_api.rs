@@ -459,6 +459,17 @@ async fn rate_limits() {
     assert_eq!(status, 429, "{reply}");
     assert!(headers.contains_key("retry-after"));
 
+    // The quota follows the resource, however its path is spelled: a
+    // percent-encoded letter is the same path (RFC 3986 section 6.2.2.2),
+    // an encoded slash is another one, and no file has that name.
+    let spelled =
+        |path: &'static str| site.client.get(site.api.url(path)).header("x-forwarded-for", "203.0.113.9").send();
+    for path in ["/guard/facts.json", "/%67uard/facts.json", "/guard/%66acts.json"] {
+        assert_eq!(spelled(path).await.unwrap().status(), 200, "{path}");
+    }
+    assert_eq!(spelled("/%67uard/facts.json").await.unwrap().status(), 429, "an encoded letter escapes no quota");
+    assert_eq!(spelled("/guard%2Ffacts.json").await.unwrap().status(), 404, "an encoded slash names no file");
+
     // Many distinct clients: the limiter tracks at most its cap (plus the
     // shared overflow bucket).
     for i in 0..500u32 {
