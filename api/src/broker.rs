@@ -3,94 +3,24 @@
 //! capability search, badges, and the parameter sets no file covers. Static
 //! routes (catalogs, agent detail, similar, resolve, feedback) are files of
 //! the build; this module only finds the right one for a request.
-//!
-//! **Live overlay.** Every lookup of an agent by UAID goes through
-//! [`Broker::agent`], and every search through [`Broker::search`]: the
-//! place where agents registered since the build (a later issue) will be
-//! consulted before the snapshot's index.
 
 use std::collections::HashMap;
 
-use almanac::broker::catalog::{Catalog, FEEDBACK_REGISTRY};
+use almanac::broker::catalog::FEEDBACK_REGISTRY;
 use almanac::broker::embed::Provider;
-use almanac::broker::query::{search, AgentIndex, Page, SearchQuery};
+use almanac::broker::query::SearchQuery;
 use almanac::broker::render::{self, EntryQuery};
-use almanac::broker::store::{Embeddings, Stored};
-use almanac::broker::Agent;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::{HeaderMap, Method, StatusCode};
 
+use crate::agents::Agents;
 use crate::published::Build;
 use crate::reply::{self, method_not_allowed, Reply};
 
 /// Live search answers may be cached briefly: they change with builds.
 const SEARCH_CACHE: &str = "public, max-age=30";
-
-/// The broker side of one build.
-pub struct Broker {
-    pub index: AgentIndex,
-    pub catalog: Catalog,
-    by_uaid: HashMap<String, u32>,
-    /// Each agent's search hit, serialised once.
-    hits: Vec<Box<str>>,
-    pub embeddings: Option<Embeddings>,
-    /// When the api loaded this index (RFC 3339).
-    pub loaded_at: String,
-    /// The snapshot's fingerprint of the broker tables: a build with the
-    /// same one shares this index instead of loading its own.
-    pub fingerprint: String,
-}
-
-impl Broker {
-    pub fn new(stored: Stored) -> Broker {
-        let Stored { sources, embeddings, fingerprint } = stored;
-        let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
-        let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.clone(), i as u32)).collect();
-        Broker {
-            index: AgentIndex::build(sources.agents),
-            catalog: sources.catalog,
-            by_uaid,
-            hits,
-            embeddings,
-            loaded_at: chrono_now(),
-            fingerprint,
-        }
-    }
-
-    /// The agent with this UAID, if indexed.
-    pub fn agent(&self, uaid: &str) -> Option<(usize, &Agent)> {
-        let i = *self.by_uaid.get(uaid)? as usize;
-        Some((i, &self.index.agents[i]))
-    }
-
-    pub fn search(&self, query: &SearchQuery) -> Page {
-        search(&self.index, query)
-    }
-
-    /// `{hits, total, page, limit}` (and `aggregations` when asked), the
-    /// hits spliced from their serialised form.
-    fn page_body(&self, page: &Page) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + page.hits.iter().map(|i| self.hits[*i].len() + 1).sum::<usize>());
-        out.extend_from_slice(b"{\"hits\":[");
-        for (n, i) in page.hits.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(self.hits[*i].as_bytes());
-        }
-        out.extend_from_slice(
-            format!("],\"total\":{},\"page\":{},\"limit\":{}", page.total, page.page, page.limit).as_bytes(),
-        );
-        if let Some(aggregations) = &page.aggregations {
-            out.extend_from_slice(b",\"aggregations\":");
-            serde_json::to_writer(&mut out, aggregations).expect("aggregations serialise");
-        }
-        out.push(b'}');
-        out
-    }
-}
 
 fn bad_parameter(bad: almanac::routes::BadParameter) -> Reply {
     reply::error(StatusCode::BAD_REQUEST, "invalid_parameter", &bad.message, Some(bad.parameter))
@@ -147,7 +77,7 @@ pub fn respond(
 /// `/agents/{uaid}[/similar|/feedback]`, `/resolve/{uaid}` and
 /// `/registries/{registry}/search`.
 fn agent_route(
-    broker: &Broker,
+    broker: &Agents,
     build: &Build,
     method: &Method,
     path: &str,
@@ -216,7 +146,7 @@ fn agent_route(
 
 /// `GET /registries/{registry}/search`: `GET /search`'s parameters within
 /// one registry (404 for a registry with no agents).
-fn registry_search(broker: &Broker, registry: &str, query: &str) -> Reply {
+fn registry_search(broker: &Agents, registry: &str, query: &str) -> Reply {
     if !broker.index.has_registry(registry) {
         return reply::error(
             StatusCode::NOT_FOUND,
@@ -272,7 +202,7 @@ fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, InvalidBo
 
 /// `POST /search/capabilities`: agents advertising every capability named
 /// (codes or labels), in `GET /search`'s order and page shape.
-fn capability_search(broker: &Broker, body: &Bytes) -> Reply {
+fn capability_search(broker: &Agents, body: &Bytes) -> Reply {
     let request: CapabilityRequest = match parse_body(body) {
         Ok(r) => r,
         Err(invalid) => return invalid.reply(),
@@ -326,7 +256,7 @@ impl Vectors {
 }
 
 /// Why vector search is off for this build, if it is.
-fn vector_unavailable(broker: &Broker, vectors: Option<&Vectors>) -> Option<String> {
+fn vector_unavailable(broker: &Agents, vectors: Option<&Vectors>) -> Option<String> {
     let Some(vectors) = vectors else { return Some("the deployment has no embedding provider".into()) };
     match &broker.embeddings {
         None => Some("the build has no agent embeddings".into()),
@@ -340,7 +270,7 @@ fn vector_unavailable(broker: &Broker, vectors: Option<&Vectors>) -> Option<Stri
 }
 
 /// `GET /search/status`: whether hybrid search is on, and its health.
-fn search_status(broker: &Broker, vectors: Option<&Vectors>) -> Value {
+fn search_status(broker: &Agents, vectors: Option<&Vectors>) -> Value {
     let reason = vector_unavailable(broker, vectors);
     let (mode, enabled, healthy, error) = match vectors {
         None => ("disabled", false, false, None),
@@ -421,7 +351,7 @@ fn strings(field: &'static str, value: &Option<Value>) -> Result<Vec<String>, In
 /// relevance, and the two rankings are fused (reciprocal rank fusion).
 /// 501 when the deployment or the build has no vectors (the client then
 /// falls back to `GET /search`).
-pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &Bytes) -> Reply {
+pub async fn vector_search(broker: &Agents, vectors: Option<&Vectors>, body: &Bytes) -> Reply {
     let started = std::time::Instant::now();
     let request: VectorRequest = match parse_body(body) {
         Ok(r) => r,
@@ -489,7 +419,7 @@ pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &By
         .skip(offset)
         .take(limit)
         .map(|(i, score)| {
-            let agent: Value = serde_json::from_str(&broker.hits[*i]).expect("hits are JSON");
+            let agent: Value = serde_json::from_str(broker.hit(*i)).expect("hits are JSON");
             json!({"agent": agent, "score": score})
         })
         .collect();
@@ -499,7 +429,7 @@ pub async fn vector_search(broker: &Broker, vectors: Option<&Vectors>, body: &By
 
 /// Reciprocal rank fusion of the cosine ranking and the BM25F ranking over
 /// `candidates`; best first, ties by agent id.
-fn fuse(broker: &Broker, agents: &[Vec<f32>], query: &[f32], text: &str, candidates: Vec<usize>) -> Vec<(usize, f64)> {
+fn fuse(broker: &Agents, agents: &[Vec<f32>], query: &[f32], text: &str, candidates: Vec<usize>) -> Vec<(usize, f64)> {
     let index = &broker.index;
     let mut by_vector: Vec<(usize, f32)> =
         candidates.iter().map(|i| (*i, almanac::broker::embed::dot(query, &agents[*i]))).collect();
@@ -525,7 +455,7 @@ pub const BADGE_METRICS: [&str; 5] = ["status", "trust", "registry", "protocol",
 const BADGE_CACHE_SECONDS: u64 = 300;
 
 /// `GET /agents/badge`: a shields.io endpoint badge for one agent.
-fn badge(broker: &Broker, query: &str) -> Reply {
+fn badge(broker: &Agents, query: &str) -> Reply {
     let params: HashMap<String, String> =
         form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.trim().to_string())).collect();
     let Some(uaid) = params.get("uaid").filter(|u| !u.is_empty()) else {
@@ -586,10 +516,4 @@ fn badge(broker: &Broker, query: &str) -> Reply {
         body["isError"] = json!(true);
     }
     reply::json(&body, &format!("public, max-age={BADGE_CACHE_SECONDS}"))
-}
-
-/// The current UTC time, RFC 3339 (a live answer's own time, never a file's).
-fn chrono_now() -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    almanac::timestamp::Timestamp(now.as_nanos() as u64).iso8601()
 }

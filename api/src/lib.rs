@@ -3,6 +3,7 @@
 //! generator publishes them. The binary (`main.rs`) parses [`Config`] and
 //! calls [`serve`].
 
+pub mod agents;
 pub mod body;
 pub mod broker;
 pub mod conditional;

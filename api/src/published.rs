@@ -31,7 +31,7 @@ pub struct Build {
     pub guard: Option<crate::mcp::Published>,
     /// The agent index and catalogs (section A); `None` when the build
     /// publishes none.
-    pub broker: Option<Arc<crate::broker::Broker>>,
+    pub broker: Option<Arc<crate::agents::Agents>>,
 }
 
 impl Build {
@@ -94,7 +94,7 @@ impl Build {
 
 /// The build's agent index: the previous build's when the snapshot's broker
 /// tables are the same (most builds change only the ledger), else loaded.
-fn load_broker(snapshot: &Path, previous: Option<&Build>) -> Result<Option<Arc<crate::broker::Broker>>> {
+fn load_broker(snapshot: &Path, previous: Option<&Build>) -> Result<Option<Arc<crate::agents::Agents>>> {
     use almanac::broker::store;
     let fingerprint = store::fingerprint(snapshot)?;
     let kept = previous.and_then(|p| p.broker.as_ref()).filter(|b| fingerprint.as_ref() == Some(&b.fingerprint));
@@ -102,7 +102,7 @@ fn load_broker(snapshot: &Path, previous: Option<&Build>) -> Result<Option<Arc<c
         tracing::info!("agent index unchanged; kept");
         return Ok(Some(broker.clone()));
     }
-    Ok(store::load(snapshot)?.map(|stored| Arc::new(crate::broker::Broker::new(stored))))
+    Ok(store::load(snapshot)?.map(|stored| Arc::new(crate::agents::Agents::new(stored))))
 }
 
 /// Reads a manifest's file, refusing any path that would leave the build

@@ -1,6 +1,6 @@
 //! Answers. One type for every answer ([`Reply`], an HTTP response whose
 //! body is either buffered or streamed), and the ways the api makes one
-//! (CORS headers are added to every answer by [`crate::cors`]):
+//! (CORS headers are added to every answer by the `cors` module):
 //! JSON computed on the request, JSON errors, a published representation
 //! with its validators (or 304 / 412), and a stream of chunks sent as they
 //! are produced (server-sent events for chat).

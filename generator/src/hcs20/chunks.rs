@@ -9,8 +9,8 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
-use super::message::{Reason, Rejection};
-use super::rules::OperationRow;
+use super::message::Reason;
+use super::verdict::OperationRow;
 use super::Message;
 use crate::entity::EntityId;
 use crate::timestamp::Timestamp;
@@ -94,23 +94,4 @@ pub fn assemble<'a>(messages: impl Iterator<Item = &'a Message>) -> (Vec<Envelop
         }
     }
     (envelopes, rejected)
-}
-
-impl OperationRow {
-    fn rejected(message: &Message, reason: Reason) -> OperationRow {
-        OperationRow {
-            topic: message.topic,
-            sequence: message.sequence,
-            consensus: message.consensus,
-            payer: message.payer,
-            chunks: message.chunk.as_ref().map_or(1, |c| c.total),
-            op: None,
-            tick: None,
-            amount: None,
-            from: None,
-            to: None,
-            memo: None,
-            rejection: Some(Rejection::new(reason)),
-        }
-    }
 }

@@ -9,9 +9,11 @@
 pub mod chunks;
 pub mod message;
 pub mod rules;
+pub mod verdict;
 
 pub use message::{OpKind, Operation, Reason, Rejection};
-pub use rules::{Changes, Event, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
+pub use rules::{Changes, Event, EventKind, Holding, Ledger, Token, TokenId, TopicInfo, Topics};
+pub use verdict::OperationRow;
 
 use message::{decode, Decoded};
 

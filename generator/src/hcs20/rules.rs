@@ -7,6 +7,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::chunks::Envelope;
 use super::message::{Decoded, OpKind, Operation, Reason, Rejection};
+use super::verdict::OperationRow;
 use crate::entity::EntityId;
 use crate::timestamp::Timestamp;
 
@@ -106,24 +107,6 @@ pub struct Event {
     pub consensus: Timestamp,
     pub topic: EntityId,
     pub sequence: u64,
-}
-
-/// One row of the warehouse's `operations` table: every message, applied or
-/// not, with the reason when not.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OperationRow {
-    pub topic: EntityId,
-    pub sequence: u64,
-    pub consensus: Timestamp,
-    pub payer: EntityId,
-    pub chunks: u32,
-    pub op: Option<OpKind>,
-    pub tick: Option<String>,
-    pub amount: Option<u64>,
-    pub from: Option<EntityId>,
-    pub to: Option<EntityId>,
-    pub memo: Option<String>,
-    pub rejection: Option<Rejection>,
 }
 
 #[derive(Clone, Debug)]

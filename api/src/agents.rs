@@ -1,0 +1,91 @@
+//! A build's agents as the api holds them: the search index, the catalog,
+//! UAID lookups and each agent's search hit serialised once. Loaded from
+//! the build's snapshot by `published`, read by the handlers in
+//! `broker`.
+//!
+//! **Live overlay.** Every lookup of an agent by UAID goes through
+//! [`Agents::agent`], and every search through [`Agents::search`]: the
+//! place where agents registered since the build (a later issue) will be
+//! consulted before the snapshot's index.
+
+use std::collections::HashMap;
+
+use almanac::broker::catalog::Catalog;
+use almanac::broker::query::{search, AgentIndex, Page, SearchQuery};
+use almanac::broker::store::{Embeddings, Stored};
+use almanac::broker::Agent;
+
+/// The agents of one build, indexed for the live routes.
+pub struct Agents {
+    pub index: AgentIndex,
+    pub catalog: Catalog,
+    by_uaid: HashMap<String, u32>,
+    /// Each agent's search hit, serialised once.
+    hits: Vec<Box<str>>,
+    pub embeddings: Option<Embeddings>,
+    /// When the api loaded this index (RFC 3339).
+    pub loaded_at: String,
+    /// The snapshot's fingerprint of the broker tables: a build with the
+    /// same one shares this index instead of loading its own.
+    pub fingerprint: String,
+}
+
+impl Agents {
+    pub fn new(stored: Stored) -> Agents {
+        let Stored { sources, embeddings, fingerprint } = stored;
+        let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
+        let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.clone(), i as u32)).collect();
+        Agents {
+            index: AgentIndex::build(sources.agents),
+            catalog: sources.catalog,
+            by_uaid,
+            hits,
+            embeddings,
+            loaded_at: chrono_now(),
+            fingerprint,
+        }
+    }
+
+    /// The agent with this UAID, if indexed.
+    pub fn agent(&self, uaid: &str) -> Option<(usize, &Agent)> {
+        let i = *self.by_uaid.get(uaid)? as usize;
+        Some((i, &self.index.agents[i]))
+    }
+
+    /// Agent `i`'s search hit, as JSON.
+    pub fn hit(&self, i: usize) -> &str {
+        &self.hits[i]
+    }
+
+    pub fn search(&self, query: &SearchQuery) -> Page {
+        search(&self.index, query)
+    }
+
+    /// `{hits, total, page, limit}` (and `aggregations` when asked), the
+    /// hits spliced from their serialised form.
+    pub fn page_body(&self, page: &Page) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + page.hits.iter().map(|i| self.hits[*i].len() + 1).sum::<usize>());
+        out.extend_from_slice(b"{\"hits\":[");
+        for (n, i) in page.hits.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(self.hits[*i].as_bytes());
+        }
+        out.extend_from_slice(
+            format!("],\"total\":{},\"page\":{},\"limit\":{}", page.total, page.page, page.limit).as_bytes(),
+        );
+        if let Some(aggregations) = &page.aggregations {
+            out.extend_from_slice(b",\"aggregations\":");
+            serde_json::to_writer(&mut out, aggregations).expect("aggregations serialise");
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// The current UTC time, RFC 3339 (a live answer's own time, never a file's).
+fn chrono_now() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    almanac::timestamp::Timestamp(now.as_nanos() as u64).iso8601()
+}
