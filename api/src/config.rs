@@ -86,16 +86,6 @@ impl Config {
         Layout::new(&self.site_dir, &self.data_dir)
     }
 
-    /// How often to look for a new build.
-    pub fn reload_every(&self) -> Duration {
-        Duration::from_millis(self.reload_ms.max(10))
-    }
-
-    /// How often idle clients' rate-limit buckets are dropped.
-    pub fn cleanup_every(&self) -> Duration {
-        Duration::from_secs(self.limit_cleanup.max(1))
-    }
-
     /// The application these settings describe, with no build loaded yet.
     pub fn app(&self) -> Result<Arc<App>> {
         let limits = Limits { max_page_size: self.max_page_size.max(almanac::analytics::DEFAULT_PAGE_SIZE) };
@@ -117,6 +107,8 @@ impl Config {
         Ok(Arc::new(App {
             live: Arc::new(Live::default()),
             layout: self.layout(),
+            reload_every: Duration::from_millis(self.reload_ms.max(10)),
+            cleanup_every: Duration::from_secs(self.limit_cleanup.max(1)),
             limits,
             guard,
             broker_max_body: self.search_max_body,

@@ -21,4 +21,4 @@ pub mod tools;
 
 pub use config::Config;
 pub use router::App;
-pub use server::{serve, Every};
+pub use server::serve;

@@ -1,7 +1,7 @@
 //! `api`: parses the settings, binds, and serves until SIGINT or SIGTERM.
 
 use anyhow::{Context, Result};
-use api::{serve, Config, Every};
+use api::{serve, Config};
 use clap::Parser;
 
 #[tokio::main]
@@ -16,8 +16,7 @@ async fn main() -> Result<()> {
     let listener =
         tokio::net::TcpListener::bind(config.bind).await.with_context(|| format!("binding {}", config.bind))?;
     let addr = listener.local_addr()?;
-    let every = Every { reload: config.reload_every(), cleanup: config.cleanup_every() };
-    let serving = tokio::spawn(serve(listener, app, every, shutdown()));
+    let serving = tokio::spawn(serve(listener, app, shutdown()));
     tracing::info!(%addr, "api listening");
     // On stdout too, for whoever started the api with port 0 (the tests).
     println!("api listening on http://{addr}");

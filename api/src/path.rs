@@ -15,8 +15,12 @@ use std::borrow::Cow;
 pub struct InvalidPath;
 
 /// The normal form of a request path; an error when it is not UTF-8 once
-/// decoded. A `%` not followed by two hex digits is kept as it is.
-pub fn normalize(raw: &str) -> Result<String, InvalidPath> {
+/// decoded. A `%` not followed by two hex digits is kept as it is. Borrowed
+/// when there is nothing to decode, as for nearly every request.
+pub fn normalize(raw: &str) -> Result<Cow<'_, str>, InvalidPath> {
+    if !raw.contains('%') {
+        return Ok(Cow::Borrowed(raw));
+    }
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -37,7 +41,7 @@ pub fn normalize(raw: &str) -> Result<String, InvalidPath> {
         }
         i += 3;
     }
-    String::from_utf8(out).map_err(|_| InvalidPath)
+    String::from_utf8(out).map(Cow::Owned).map_err(|_| InvalidPath)
 }
 
 /// A segment of a normalised path with its kept escapes (`%2F`, `%25`)

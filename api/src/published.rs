@@ -20,7 +20,7 @@ use almanac::snapshot;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 
-pub use crate::reply::Representation;
+use crate::reply::Representation;
 
 pub struct Build {
     pub id: String,

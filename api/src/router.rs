@@ -30,6 +30,10 @@ pub struct App {
     pub live: Arc<Live>,
     /// Where builds are published.
     pub layout: almanac::site::Layout,
+    /// How often to look for a new build.
+    pub reload_every: std::time::Duration,
+    /// How often idle clients' rate-limit buckets are dropped.
+    pub cleanup_every: std::time::Duration,
     pub limits: Limits,
     pub guard: GuardLimits,
     /// Largest body of a broker POST (search), in bytes (413 above).

@@ -4,26 +4,16 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::reload::{Outcome, Watcher};
 use crate::router::{self, App};
 
-/// How often [`serve`] looks for new builds and drops idle clients' rate
-/// limit buckets.
-#[derive(Debug, Clone, Copy)]
-pub struct Every {
-    pub reload: Duration,
-    pub cleanup: Duration,
-}
-
 /// Loads the published build (if any), then answers on `listener` until
 /// `shutdown` resolves; requests in flight then finish. New builds are
-/// picked up every `every.reload` meanwhile.
+/// picked up every `app.reload_every` meanwhile.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Arc<App>,
-    every: Every,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let mut watcher = Watcher::new(app.layout.clone(), app.limits, app.live.clone());
@@ -31,10 +21,10 @@ pub async fn serve(
         let site = app.layout.site.display().to_string();
         tracing::warn!(site, "no build published yet; serving health only until one is");
     }
-    let watching = tokio::spawn(watcher.run(every.reload));
+    let watching = tokio::spawn(watcher.run(app.reload_every));
     let cleaner = app.clone();
     let cleaning = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every.cleanup);
+        let mut tick = tokio::time::interval(cleaner.cleanup_every);
         loop {
             tick.tick().await;
             cleaner.guard.json.clean();

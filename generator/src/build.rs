@@ -289,19 +289,18 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
 /// fails the run before anything is written, unless the run is full: a full
 /// run sets the file aside and rebuilds a new warehouse from the sources.
 fn open_warehouse(path: &std::path::Path, full: bool) -> Result<Warehouse> {
-    match Warehouse::open(path) {
-        Err(error) if full && error.is::<database::Unreadable>() => {
-            let unreadable = error.downcast_ref::<database::Unreadable>().expect("checked");
-            let aside = database::set_aside(unreadable)?;
-            tracing::warn!(
-                reason = %unreadable,
-                aside = %aside.display(),
-                "set the unreadable warehouse aside (delete it when it is no longer wanted); rebuilding from the sources"
-            );
-            Warehouse::open(path)
-        }
-        opened => opened,
-    }
+    let error = match Warehouse::open(path) {
+        Err(error) if full => error,
+        opened => return opened,
+    };
+    let Some(unreadable) = error.downcast_ref::<database::Unreadable>() else { return Err(error) };
+    let aside = database::set_aside(unreadable)?;
+    tracing::warn!(
+        reason = %unreadable,
+        aside = %aside.display(),
+        "set the unreadable warehouse aside (delete it when it is no longer wanted); rebuilding from the sources"
+    );
+    Warehouse::open(path)
 }
 
 /// Embeds the agents, asking the provider only for texts no earlier run

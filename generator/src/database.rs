@@ -68,6 +68,15 @@ pub fn open(path: &Path, access: Access) -> Result<Connection> {
     }
 }
 
+/// Adds `fix` (what the operator should do) to an [`Unreadable`] error;
+/// any other error is returned as it is.
+pub fn advise(error: anyhow::Error, fix: &'static str) -> anyhow::Error {
+    match error.is::<Unreadable>() {
+        true => error.context(fix),
+        false => error,
+    }
+}
+
 /// Whether DuckDB's error is about the file's format rather than about
 /// access to it. DuckDB reports both as IO errors, so its wording decides;
 /// the tests pin it against a real file of each kind.
@@ -94,16 +103,9 @@ pub struct Header {
 /// library's version as 32 NUL-padded bytes. `None` when the file is not a
 /// DuckDB database.
 pub fn header(path: &Path) -> std::io::Result<Option<Header>> {
-    let mut bytes = [0u8; 84];
-    let mut file = std::fs::File::open(path)?;
-    let mut filled = 0;
-    while filled < bytes.len() {
-        match file.read(&mut bytes[filled..])? {
-            0 => break,
-            n => filled += n,
-        }
-    }
-    if filled < bytes.len() || &bytes[8..12] != b"DUCK" {
+    let mut bytes = Vec::with_capacity(84);
+    std::fs::File::open(path)?.take(84).read_to_end(&mut bytes)?;
+    if bytes.len() < 84 || &bytes[8..12] != b"DUCK" {
         return Ok(None);
     }
     let storage = u64::from_le_bytes(bytes[12..20].try_into().expect("eight bytes"));

@@ -352,12 +352,9 @@ fn insert_operations(conn: &Connection, operations: &[OperationRow]) -> Result<(
 /// Opens a snapshot for reading. One this DuckDB cannot read (written by
 /// DuckDB 2.0) is an [`Unreadable`] error that says how to replace it.
 pub fn open_read_only(path: &Path) -> Result<Connection> {
-    database::open(path, Access::ReadOnly).map_err(|error| match error.is::<Unreadable>() {
-        true => error.context(
-            "the build's snapshot cannot be opened: run `generator build --full` to write it anew with this DuckDB",
-        ),
-        false => error,
-    })
+    const FIX: &str =
+        "the build's snapshot cannot be opened: run `generator build --full` to write it anew with this DuckDB";
+    database::open(path, Access::ReadOnly).map_err(|error| database::advise(error, FIX))
 }
 
 /// Whether a snapshot already written for a build can be kept: it exists

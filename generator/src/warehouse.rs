@@ -16,7 +16,7 @@ use duckdb::arrow::datatypes::DataType;
 use duckdb::{params, Connection};
 
 use crate::columnar;
-use crate::database::{self, Access, Unreadable};
+use crate::database::{self, Access};
 
 use crate::entity::EntityId;
 use crate::hcs20::{Chunk, Message};
@@ -49,13 +49,9 @@ impl Warehouse {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let conn = database::open(path, Access::ReadWrite).map_err(|error| match error.is::<Unreadable>() {
-            true => error.context(
-                "the warehouse cannot be opened: rebuild it from the sources with `generator build --full` \
-                 (which sets the unreadable file aside), or delete it",
-            ),
-            false => error.context("opening the warehouse"),
-        })?;
+        const FIX: &str = "the warehouse cannot be opened: rebuild it from the sources with \
+                           `generator build --full` (which sets the unreadable file aside), or delete it";
+        let conn = database::open(path, Access::ReadWrite).map_err(|error| database::advise(error, FIX))?;
         conn.execute_batch(SCHEMA).context("creating the warehouse schema")?;
         Ok(Warehouse { conn, path: path.to_path_buf() })
     }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use api::{serve, Config, Every};
+use api::{serve, Config};
 use clap::Parser;
 use tests::process::build;
 use tests::{workspace_root, TempDir};
@@ -22,14 +22,13 @@ async fn serve_answers_until_shutdown_and_lets_requests_in_flight_finish() {
     .await
     .unwrap();
 
-    let config =
-        Config::parse_from(["api", "--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()]);
+    let dirs = ["--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
+    let config = Config::parse_from(["api", "--reload-ms", "50"].into_iter().chain(dirs));
     let app = config.app().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let every = Every { reload: Duration::from_millis(50), cleanup: Duration::from_secs(60) };
-    let server = tokio::spawn(serve(listener, app, every, async {
+    let server = tokio::spawn(serve(listener, app, async {
         let _ = stopped.await;
     }));
 
