@@ -84,8 +84,7 @@ where
 {
     // Every decision below is made on the path's normal form, so that no
     // spelling of a path escapes its quota or its bound.
-    let raw = path.as_str();
-    let Ok(path) = path::normalize(raw) else {
+    let Ok(path) = path::normalize(path.as_str()) else {
         return reply::error(StatusCode::BAD_REQUEST, "invalid_path", "the path is not valid UTF-8 once decoded", None);
     };
     if path == mcp::PATH {
@@ -114,7 +113,7 @@ where
     if method == Method::POST && path == "/api/v1/search" {
         return app.vector_search(&body_bytes).await;
     }
-    app.respond(&method, raw, &path, &query, &headers, &body_bytes)
+    app.respond(&method, &path, &query, &headers, &body_bytes)
 }
 
 impl App {
@@ -171,17 +170,8 @@ impl App {
         Some(reply)
     }
 
-    /// Answers a request whose path is `path` in normal form ([`path::normalize`];
-    /// `raw_path` as it arrived, for the broker's own spelling of UAIDs).
-    pub fn respond(
-        &self,
-        method: &Method,
-        raw_path: &str,
-        path: &str,
-        query: &str,
-        headers: &HeaderMap,
-        body: &Bytes,
-    ) -> Reply {
+    /// Answers a request whose path is `path` in normal form ([`path::normalize`]).
+    pub fn respond(&self, method: &Method, path: &str, query: &str, headers: &HeaderMap, body: &Bytes) -> Reply {
         if path == "/health" || path == "/api/v1/health" {
             return self.health(method);
         }
@@ -206,9 +196,10 @@ impl App {
                 None,
             );
         };
-        if raw_path.starts_with("/api/v1/") {
-            // One segment per path parameter: a UAID may hold an encoded `/`.
-            let Some(canonical) = almanac::broker::render::canonical_path(raw_path) else {
+        if path.starts_with("/api/v1/") {
+            // One segment per path parameter: a UAID may hold an encoded `/`,
+            // which the normal form keeps encoded.
+            let Some(canonical) = almanac::broker::render::canonical_path(path) else {
                 return reply::error(StatusCode::BAD_REQUEST, "invalid_path", "the path is not valid UTF-8", None);
             };
             let vectors = self.vectors.as_ref();

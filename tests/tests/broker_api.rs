@@ -159,6 +159,12 @@ async fn agents_resolve_by_any_spelling_of_their_uaid() {
         let lower = canonical.replace("%3A", "%3a").replace("%3B", "%3b");
         let loose = agent.uaid.replace('/', "%2F");
         for spelling in [&canonical, &lower, &loose] {
+            // The route's own letters may be escaped too (`%61` is `a`).
+            for prefix in ["/api/v1/agents", "/%61pi/v1/%61gents"] {
+                let (status, body) = f.get(&format!("{prefix}/{spelling}")).await;
+                assert_eq!(status, 200, "{prefix}/{spelling}: {body}");
+                assert_eq!(body["agent"]["uaid"], json!(agent.uaid));
+            }
             let (status, body) = f.get(&format!("/api/v1/agents/{spelling}")).await;
             assert_eq!(status, 200, "{spelling}: {body}");
             assert_eq!(body["agent"]["uaid"], json!(agent.uaid));
