@@ -1,6 +1,9 @@
 //! Request bodies, read up to a bound: a body declared or streamed larger
-//! than the bound is refused without reading the rest, so no client can
-//! make the api hold more than the bound in memory.
+//! than the bound is refused, so no client can make the api hold more than
+//! the bound in memory. A streamed body that passes the bound is read on
+//! and discarded, up to the bound again: a client that sent a little too
+//! much in one go then reads its 413 instead of a reset connection (closing
+//! a socket with unread data resets it).
 
 use bytes::{Buf, Bytes};
 use futures_util::{Stream, StreamExt};
@@ -14,8 +17,9 @@ pub enum BodyError {
     Unreadable,
 }
 
-/// Reads a request body, refusing it (without reading further) once it
-/// passes `limit` bytes, declared (`Content-Length`) or streamed.
+/// Reads a request body, refusing it once it passes `limit` bytes,
+/// declared (`Content-Length`: nothing is read) or streamed (up to `limit`
+/// more bytes are then read and dropped).
 pub async fn read_body<S, B, E>(headers: &HeaderMap, body: S, limit: usize) -> Result<Bytes, BodyError>
 where
     S: Stream<Item = Result<B, E>>,
@@ -30,6 +34,14 @@ where
     while let Some(chunk) = body.next().await {
         let mut chunk = chunk.map_err(|_| BodyError::Unreadable)?;
         if bytes.len() + chunk.remaining() > limit {
+            drop(bytes);
+            let mut dropped = 0usize;
+            while let Some(Ok(chunk)) = body.next().await {
+                dropped += chunk.remaining();
+                if dropped > limit {
+                    break;
+                }
+            }
             return Err(BodyError::TooLarge);
         }
         while chunk.has_remaining() {
@@ -86,12 +98,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_over_the_bound_is_not_read_further() {
+    async fn a_body_over_the_bound_is_not_read_further_than_the_bound_again() {
         // Declared too large: refused before a byte is read.
         let pulled = check(Some(5), chunks(&["abcde"]), 4, Err(BodyError::TooLarge)).await;
         assert_eq!(pulled, 0);
-        // Streamed too large: reading stops at the chunk that passes it.
-        let pulled = check(None, chunks(&["abc", "de", "fgh", "ijk"]), 4, Err(BodyError::TooLarge)).await;
-        assert_eq!(pulled, 2);
+        // Streamed a little too large: the rest is read and dropped.
+        let pulled = check(None, chunks(&["abc", "de", "f"]), 4, Err(BodyError::TooLarge)).await;
+        assert_eq!(pulled, 3);
+        // Streamed far too large: dropping stops past the bound again.
+        let pulled = check(None, chunks(&["abc", "de", "fgh", "ijk", "lmn", "opq"]), 4, Err(BodyError::TooLarge)).await;
+        assert_eq!(pulled, 4);
     }
 }

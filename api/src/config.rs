@@ -12,9 +12,12 @@ use almanac::site::Layout;
 use anyhow::Result;
 use clap::Parser;
 
+use crate::app::{App, GuardLimits};
+use crate::broker::vectors::Vectors;
+use crate::guard::mcp;
+use crate::limit;
 use crate::published::Live;
-use crate::router::{App, GuardLimits};
-use crate::{broker, limit, mcp};
+use crate::routes::{table, Table};
 
 #[derive(Parser)]
 #[command(name = "api", version, about = "almanac's api: the published site and the live routes")]
@@ -101,10 +104,11 @@ impl Config {
             proxies: self.trusted_proxies.clone(),
         };
         let vectors = match self.embeddings.clone().config(Duration::from_millis(self.embeddings_timeout_ms), 1) {
-            Some(provider) => Some(broker::Vectors::new(almanac::broker::embed::Provider::new(provider)?)),
+            Some(provider) => Some(Vectors::new(almanac::broker::embed::Provider::new(provider)?)),
             None => None,
         };
         Ok(Arc::new(App {
+            table: Table::new(table()),
             live: Arc::new(Live::default()),
             layout: self.layout(),
             reload_every: Duration::from_millis(self.reload_ms.max(10)),

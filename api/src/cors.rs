@@ -30,7 +30,7 @@ pub enum AllowHeaders {
 }
 
 /// The answer to a preflight (`OPTIONS`) for a route answering `methods`.
-pub fn preflight(request: &HeaderMap, methods: &str, allow: AllowHeaders) -> Reply {
+pub fn preflight(request: &HeaderMap, methods: HeaderValue, allow: AllowHeaders) -> Reply {
     let headers = match allow {
         AllowHeaders::Requested { default } => {
             request.get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned().unwrap_or(HeaderValue::from_static(default))
@@ -39,7 +39,7 @@ pub fn preflight(request: &HeaderMap, methods: &str, allow: AllowHeaders) -> Rep
     };
     let reply = Response::builder()
         .status(StatusCode::NO_CONTENT)
-        .header(header::ACCESS_CONTROL_ALLOW_METHODS, methods)
+        .header(header::ACCESS_CONTROL_ALLOW_METHODS, methods.clone())
         .header(header::ACCESS_CONTROL_ALLOW_HEADERS, headers)
         .header(header::ACCESS_CONTROL_MAX_AGE, MAX_AGE)
         .header(header::ALLOW, methods)
@@ -58,7 +58,7 @@ mod tests {
 
     #[test]
     fn every_answer_is_public_and_exposes_its_etag() {
-        let reply = public(crate::reply::error(StatusCode::NOT_FOUND, "not_found", "no route /x", None));
+        let reply = public(crate::reply::Error::not_found("/x").into_reply());
         assert_eq!(header(&reply, header::ACCESS_CONTROL_ALLOW_ORIGIN), Some("*"));
         assert_eq!(header(&reply, header::ACCESS_CONTROL_EXPOSE_HEADERS), Some("ETag"));
         assert_eq!(reply.status(), StatusCode::NOT_FOUND, "the answer is otherwise unchanged");
@@ -72,7 +72,7 @@ mod tests {
             if let Some(asked) = asked {
                 request.insert(header::ACCESS_CONTROL_REQUEST_HEADERS, HeaderValue::from_static(asked));
             }
-            let reply = preflight(&request, "GET, HEAD, POST, OPTIONS", allow);
+            let reply = preflight(&request, HeaderValue::from_static("GET, HEAD, POST, OPTIONS"), allow);
             assert_eq!(reply.status(), StatusCode::NO_CONTENT);
             assert_eq!(header(&reply, header::ACCESS_CONTROL_ALLOW_HEADERS), Some(expected), "{asked:?}");
             assert_eq!(header(&reply, header::ACCESS_CONTROL_ALLOW_METHODS), Some("GET, HEAD, POST, OPTIONS"));

@@ -3,22 +3,25 @@
 //! generator publishes them. The binary (`main.rs`) parses [`Config`] and
 //! calls [`serve`].
 
-pub mod agents;
+pub mod app;
 pub mod body;
 pub mod broker;
 pub mod conditional;
 pub mod config;
 pub mod cors;
+pub mod guard;
+pub mod hcs20;
 pub mod limit;
-pub mod mcp;
 pub mod path;
+pub mod pipeline;
 pub mod published;
 pub mod reload;
 pub mod reply;
-pub mod router;
+pub mod request;
+pub mod routes;
 pub mod server;
-pub mod tools;
+pub mod service;
 
+pub use app::App;
 pub use config::Config;
-pub use router::App;
 pub use server::serve;

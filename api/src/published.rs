@@ -28,10 +28,10 @@ pub struct Build {
     pub analytics: Analytics,
     /// The guard datasets (section B), parsed from the very bytes the JSON
     /// routes serve; `None` when the build publishes none.
-    pub guard: Option<crate::mcp::Published>,
+    pub guard: Option<crate::guard::mcp::Published>,
     /// The agent index and catalogs (section A); `None` when the build
     /// publishes none.
-    pub broker: Option<Arc<crate::agents::Agents>>,
+    pub broker: Option<Arc<crate::broker::agents::Agents>>,
 }
 
 impl Build {
@@ -70,7 +70,7 @@ impl Build {
             );
         }
         let guard = match guard::ROUTES.iter().any(|r| routes.contains_key(*r)) {
-            true => Some(crate::mcp::Published::new(
+            true => Some(crate::guard::mcp::Published::new(
                 guard::parse(|route| routes.get(route).map(|r| r.body.to_vec()))
                     .with_context(|| format!("reading the guard datasets of build {id}"))?,
             )),
@@ -94,7 +94,7 @@ impl Build {
 
 /// The build's agent index: the previous build's when the snapshot's broker
 /// tables are the same (most builds change only the ledger), else loaded.
-fn load_broker(snapshot: &Path, previous: Option<&Build>) -> Result<Option<Arc<crate::agents::Agents>>> {
+fn load_broker(snapshot: &Path, previous: Option<&Build>) -> Result<Option<Arc<crate::broker::agents::Agents>>> {
     use almanac::broker::store;
     let fingerprint = store::fingerprint(snapshot)?;
     let kept = previous.and_then(|p| p.broker.as_ref()).filter(|b| fingerprint.as_ref() == Some(&b.fingerprint));
@@ -102,7 +102,7 @@ fn load_broker(snapshot: &Path, previous: Option<&Build>) -> Result<Option<Arc<c
         tracing::info!("agent index unchanged; kept");
         return Ok(Some(broker.clone()));
     }
-    Ok(store::load(snapshot)?.map(|stored| Arc::new(crate::agents::Agents::new(stored))))
+    Ok(store::load(snapshot)?.map(|stored| Arc::new(crate::broker::agents::Agents::new(stored))))
 }
 
 /// Reads a manifest's file, refusing any path that would leave the build

@@ -7,10 +7,11 @@
 
 use std::time::SystemTime;
 
+use almanac::http::{Cache, JSON};
 use bytes::Bytes;
 use futures_util::Stream;
 use serde::Serialize;
-use warp::http::{header, HeaderMap, Method, Response, StatusCode};
+use warp::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use warp::Reply as _;
 
 use crate::conditional::{self, Outcome, Preconditions};
@@ -42,40 +43,94 @@ struct ErrorBody<'a> {
     parameter: Option<&'a str>,
 }
 
-/// A JSON error: `{"error": message, "code": code}`, plus the offending
-/// `parameter` of a validation error. Never stored by caches.
-pub fn error(status: StatusCode, code: &str, message: &str, parameter: Option<&str>) -> Reply {
-    let body = serde_json::to_vec(&ErrorBody { error: message, code, parameter }).expect("error body serialises");
+/// What a handler gives back: an answer, or a refusal the pipeline turns
+/// into the endpoint's error form.
+pub type Answer = Result<Reply, Error>;
+
+/// A refusal: an error status, a machine-readable `code`, a message for
+/// people, the parameter at fault if any, and headers the status calls for
+/// (`Allow` with 405, `Retry-After` with 429).
+#[derive(Debug)]
+pub struct Error {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub parameter: Option<&'static str>,
+    /// Boxed: refusals travel in `Result`s, which stay small without it.
+    pub headers: Option<Box<HeaderMap>>,
+}
+
+impl Error {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Error {
+        Error { status, code, message: message.into(), parameter: None, headers: None }
+    }
+
+    /// 400 naming a query or path parameter.
+    pub fn parameter(parameter: &'static str, message: impl Into<String>) -> Error {
+        Error { parameter: Some(parameter), ..Error::new(StatusCode::BAD_REQUEST, "invalid_parameter", message) }
+    }
+
+    pub fn not_found(path: &str) -> Error {
+        Error::new(StatusCode::NOT_FOUND, "not_found", format!("no route {path}"))
+    }
+
+    pub fn method_not_allowed(allow: HeaderValue) -> Error {
+        Error::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed")
+            .with(header::ALLOW, allow)
+    }
+
+    /// The refusal with a header its status calls for.
+    pub fn with(mut self, name: header::HeaderName, value: HeaderValue) -> Error {
+        self.headers.get_or_insert_default().insert(name, value);
+        self
+    }
+
+    /// The JSON-RPC or JSON reply gets these headers.
+    pub fn add_headers(headers: Option<Box<HeaderMap>>, reply: &mut Reply) {
+        if let Some(headers) = headers {
+            reply.headers_mut().extend(*headers);
+        }
+    }
+
+    pub fn unavailable() -> Error {
+        Error::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no build has been published yet")
+    }
+
+    /// The JSON form: `{"error": message, "code": code[, "parameter"]}`,
+    /// never stored by caches.
+    pub fn into_reply(self) -> Reply {
+        let body = ErrorBody { error: &self.message, code: self.code, parameter: self.parameter };
+        let mut reply = error_reply(self.status, &body);
+        Error::add_headers(self.headers, &mut reply);
+        reply
+    }
+}
+
+impl From<almanac::http::BadParameter> for Error {
+    fn from(bad: almanac::http::BadParameter) -> Error {
+        Error::parameter(bad.parameter, bad.message)
+    }
+}
+
+fn error_reply(status: StatusCode, body: &ErrorBody) -> Reply {
+    let body = serde_json::to_vec(body).expect("error body serialises");
     Response::builder()
         .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CACHE_CONTROL, "no-store")
+        .header(header::CONTENT_TYPE, JSON)
+        .header(header::CACHE_CONTROL, Cache::NoStore.header())
         .body(Bytes::from(body).into())
         .expect("valid error response")
 }
 
-pub fn not_found(path: &str) -> Reply {
-    error(StatusCode::NOT_FOUND, "not_found", &format!("no route {path}"), None)
-}
-
-pub fn method_not_allowed(allow: &str) -> Reply {
-    let mut response = error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed", None);
-    response.headers_mut().insert(header::ALLOW, allow.parse().expect("static header"));
-    response
-}
-
-/// A JSON answer computed on the request, readable from any origin.
-pub fn json(body: &serde_json::Value, cache_control: &str) -> Reply {
-    bytes(body.to_string().into_bytes(), cache_control)
+/// A JSON answer computed on the request. Its `Cache-Control` comes from
+/// the route table (the pipeline adds it).
+pub fn json(body: &serde_json::Value) -> Reply {
+    bytes(body.to_string().into_bytes())
 }
 
 /// [`json`] for a body already serialised.
-pub fn bytes(body: Vec<u8>, cache_control: &str) -> Reply {
-    Response::builder()
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CACHE_CONTROL, cache_control)
-        .body(Bytes::from(body).into())
-        .expect("valid JSON response")
+pub fn bytes(body: Vec<u8>) -> Reply {
+    Response::builder().header(header::CONTENT_TYPE, JSON).body(Bytes::from(body).into()).expect("valid JSON response")
 }
 
 /// A published representation, or 304 / 412 as the request's
@@ -90,12 +145,8 @@ pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) 
     };
     let (status, body) = match conditional::evaluate(&preconditions, &r.etag, r.last_modified) {
         Outcome::PreconditionFailed => {
-            return error(
-                StatusCode::PRECONDITION_FAILED,
-                "precondition_failed",
-                "a precondition of the request failed",
-                None,
-            )
+            let message = "a precondition of the request failed";
+            return Error::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message).into_reply();
         }
         Outcome::NotModified => (StatusCode::NOT_MODIFIED, None),
         Outcome::Proceed if method == Method::HEAD => (StatusCode::OK, None),

@@ -5,8 +5,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::app::App;
+use crate::pipeline;
 use crate::reload::{Outcome, Watcher};
-use crate::router::{self, App};
 
 /// Loads the published build (if any), then answers on `listener` until
 /// `shutdown` resolves; requests in flight then finish. New builds are
@@ -31,7 +32,7 @@ pub async fn serve(
             cleaner.guard.mcp.clean();
         }
     });
-    warp::serve(router::filter(app)).incoming(listener).graceful(shutdown).run().await;
+    warp::serve(pipeline::filter(app)).incoming(listener).graceful(shutdown).run().await;
     watching.abort();
     cleaning.abort();
 }

@@ -23,14 +23,15 @@ use crate::analytics::Analytics;
 use crate::database;
 use crate::entity::EntityId;
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
+use crate::http::JSON;
 use crate::ledger::{captured, mirror};
 use crate::manifest::{Entry, Manifest};
 use crate::routes::{Limits, Route};
 use crate::site::{self, Layout};
 use crate::snapshot::{self, Meta};
 use crate::warehouse::Warehouse;
+use crate::Lap;
 use crate::{broker, guard};
-use crate::{Lap, JSON};
 
 /// Where messages come from.
 #[derive(Debug, Clone)]
@@ -596,7 +597,7 @@ pub fn render(analytics: &Analytics, routes: Vec<Route>) -> Vec<site::File> {
             body: rendered.body,
             last_modified: rendered.last_modified,
             content_type: JSON,
-            cache_control: rendered.cache.header(),
+            cache: rendered.cache,
         }
     })
 }

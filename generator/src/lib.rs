@@ -11,6 +11,7 @@ pub mod datagen;
 pub mod entity;
 pub mod guard;
 pub mod hcs20;
+pub mod http;
 pub mod ledger;
 pub mod manifest;
 pub mod routes;
@@ -19,9 +20,6 @@ pub mod snapshot;
 pub mod timestamp;
 pub mod uaid;
 pub mod warehouse;
-
-/// Content type of every JSON answer.
-pub const JSON: &str = "application/json";
 
 /// `f` over `items` on every core, results in `items`' order.
 pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {

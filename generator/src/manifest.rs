@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::routes::hex;
+use crate::http::hex;
 
 pub const FILE_NAME: &str = "_manifest.json";
 pub const FORMAT: u32 = 1;

@@ -8,13 +8,13 @@
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use std::collections::BTreeSet;
 
 use crate::analytics::{Analytics, TokenSummary, DEFAULT_PAGE_SIZE};
 use crate::entity::EntityId;
 use crate::hcs20::message::normalise_tick;
+use crate::http::{file_name, BadParameter, Cache};
 use crate::timestamp::Timestamp;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -27,55 +27,12 @@ pub enum Route {
     Transactions { token: Option<(EntityId, String)>, page_size: usize },
 }
 
-/// Shared-cache lifetimes of section C (spec section 8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheClass {
-    /// Account balances and holder lists: 60 s.
-    Balances,
-    /// The token list: 2 minutes.
-    TokenLists,
-    /// Statistics and rankings: 5 minutes.
-    EcosystemStats,
-    /// Recent transactions: 30 s.
-    Transactions,
-}
-
-impl CacheClass {
-    pub fn seconds(self) -> u32 {
-        match self {
-            CacheClass::Balances => 60,
-            CacheClass::TokenLists => 120,
-            CacheClass::EcosystemStats => 300,
-            CacheClass::Transactions => 30,
-        }
-    }
-
-    pub fn header(self) -> String {
-        let s = self.seconds();
-        format!("public, max-age={s}, s-maxage={s}, stale-while-revalidate={s}")
-    }
-}
-
-/// A request the api must answer 400: names the parameter at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct BadParameter {
-    pub parameter: &'static str,
-    pub message: String,
-}
-
-impl BadParameter {
-    pub fn new(parameter: &'static str, message: impl Into<String>) -> Self {
-        BadParameter { parameter, message: message.into() }
-    }
-}
-
 /// The bytes of one answer and what its headers are made of.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rendered {
     pub body: Vec<u8>,
     pub last_modified: Timestamp,
-    pub cache: CacheClass,
+    pub cache: Cache,
 }
 
 /// Bounds the api applies to query parameters.
@@ -94,67 +51,68 @@ impl Default for Limits {
 
 /// Characters left as they are in a canonical query value.
 const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
-/// Characters left as they are in a tick's file name: no dots, so no
-/// `..`, and nothing a static host might treat specially.
-const FILE_NAME: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
 
 impl Route {
     /// Parses a request. `Ok(None)`: not a section C path. `query` is the raw
-    /// query string without `?`.
+    /// query string without `?`; a trailing `/` is ignored.
     pub fn parse(path: &str, query: &str, limits: Limits) -> Result<Option<Route>, BadParameter> {
         let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
         let route = match path {
             "/hcs20" => Route::Ticks,
             "/hcs20/stats" => Route::Stats,
             "/hcs20/ecosystem-stats" => Route::EcosystemStats,
-            "/hcs20/holders" => {
-                let q = Query::parse(query)?;
-                let tick =
-                    q.tick("tick")?.ok_or_else(|| BadParameter::new("tick", "query parameter tick is required"))?;
-                let topic = q
-                    .entity("topic")?
-                    .ok_or_else(|| BadParameter::new("topic", "query parameter topic is required"))?;
-                Route::Holders {
-                    topic,
-                    tick,
-                    page: q.number("page", 1, usize::MAX)?.unwrap_or(1),
-                    page_size: q.number("pageSize", 1, limits.max_page_size)?.unwrap_or(DEFAULT_PAGE_SIZE),
-                }
-            }
-            "/hcs20/transactions" => {
-                let q = Query::parse(query)?;
-                let tick = q.tick("tick")?;
-                let topic = q.entity("topic")?;
-                let token = match (tick, topic) {
-                    (Some(tick), Some(topic)) => Some((topic, tick)),
-                    (None, None) => None,
-                    (Some(_), None) => {
-                        return Err(BadParameter::new("topic", "query parameter topic is required when tick is given"))
-                    }
-                    (None, Some(_)) => {
-                        return Err(BadParameter::new("tick", "query parameter tick is required when topic is given"))
-                    }
-                };
-                Route::Transactions {
-                    token,
-                    page_size: q.number("pageSize", 1, limits.max_page_size)?.unwrap_or(DEFAULT_PAGE_SIZE),
-                }
-            }
+            "/hcs20/holders" => Route::holders(query, limits)?,
+            "/hcs20/transactions" => Route::transactions(query, limits)?,
             _ => match path.strip_prefix("/hcs20/account/") {
-                Some(raw) => {
-                    let id = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
-                    let account = id.parse().map_err(|_| {
-                        BadParameter::new(
-                            "accountId",
-                            format!("path parameter accountId must be a ledger account id shard.realm.num, got {id:?}"),
-                        )
-                    })?;
-                    Route::Account(account)
-                }
+                Some(raw) => Route::account(&percent_encoding::percent_decode_str(raw).decode_utf8_lossy())?,
                 None => return Ok(None),
             },
         };
         Ok(Some(route))
+    }
+
+    /// `/hcs20/account/{accountId}`, the id already percent-decoded.
+    pub fn account(id: &str) -> Result<Route, BadParameter> {
+        let account = id.parse().map_err(|_| {
+            BadParameter::new(
+                "accountId",
+                format!("path parameter accountId must be a ledger account id shard.realm.num, got {id:?}"),
+            )
+        })?;
+        Ok(Route::Account(account))
+    }
+
+    /// `/hcs20/holders?tick&topic[&page][&pageSize]`.
+    pub fn holders(query: &str, limits: Limits) -> Result<Route, BadParameter> {
+        let q = Query::parse(query)?;
+        let tick = q.tick("tick")?.ok_or_else(|| BadParameter::new("tick", "query parameter tick is required"))?;
+        let topic =
+            q.entity("topic")?.ok_or_else(|| BadParameter::new("topic", "query parameter topic is required"))?;
+        Ok(Route::Holders {
+            topic,
+            tick,
+            page: q.number("page", 1, usize::MAX)?.unwrap_or(1),
+            page_size: q.number("pageSize", 1, limits.max_page_size)?.unwrap_or(DEFAULT_PAGE_SIZE),
+        })
+    }
+
+    /// `/hcs20/transactions[?tick&topic][&pageSize]`.
+    pub fn transactions(query: &str, limits: Limits) -> Result<Route, BadParameter> {
+        let q = Query::parse(query)?;
+        let token = match (q.tick("tick")?, q.entity("topic")?) {
+            (Some(tick), Some(topic)) => Some((topic, tick)),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(BadParameter::new("topic", "query parameter topic is required when tick is given"))
+            }
+            (None, Some(_)) => {
+                return Err(BadParameter::new("tick", "query parameter tick is required when topic is given"))
+            }
+        };
+        Ok(Route::Transactions {
+            token,
+            page_size: q.number("pageSize", 1, limits.max_page_size)?.unwrap_or(DEFAULT_PAGE_SIZE),
+        })
     }
 
     /// The manifest key: one spelling per answer.
@@ -191,12 +149,12 @@ impl Route {
         }
     }
 
-    pub fn cache(&self) -> CacheClass {
+    pub fn cache(&self) -> Cache {
         match self {
-            Route::Ticks => CacheClass::TokenLists,
-            Route::Stats | Route::EcosystemStats => CacheClass::EcosystemStats,
-            Route::Account(_) | Route::Holders { .. } => CacheClass::Balances,
-            Route::Transactions { .. } => CacheClass::Transactions,
+            Route::Ticks => Cache::TokenLists,
+            Route::Stats | Route::EcosystemStats => Cache::EcosystemStats,
+            Route::Account(_) | Route::Holders { .. } => Cache::Balances,
+            Route::Transactions { .. } => Cache::Transactions,
         }
     }
 
@@ -283,21 +241,6 @@ fn json<T: Serialize>((value, last_modified): (T, Timestamp)) -> (Vec<u8>, Times
 
 fn query_value(text: &str) -> String {
     utf8_percent_encode(text, QUERY_VALUE).to_string()
-}
-
-/// A tick as a file name: unreserved characters kept, the rest
-/// percent-encoded; a very long tick is named by its hash instead.
-pub fn file_name(tick: &str) -> String {
-    let encoded = utf8_percent_encode(tick, FILE_NAME).to_string();
-    if encoded.len() <= 120 {
-        return encoded;
-    }
-    let digest = Sha256::digest(tick.as_bytes());
-    format!("~{}", hex(&digest[..16]))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Query parameters, decoded (`+` is a space), each allowed once.

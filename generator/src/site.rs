@@ -78,7 +78,7 @@ pub struct File {
     pub body: Vec<u8>,
     pub last_modified: Timestamp,
     pub content_type: &'static str,
-    pub cache_control: String,
+    pub cache: crate::http::Cache,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub fn manifest_of(files: &[File], kept: &[Entry]) -> Result<Manifest> {
             etag: manifest::etag(&f.body),
             last_modified: f.last_modified.http_date(),
             content_type: f.content_type.to_string(),
-            cache_control: f.cache_control.clone(),
+            cache_control: f.cache.header().to_string(),
             length: f.body.len() as u64,
         })
         .chain(kept.iter().cloned())

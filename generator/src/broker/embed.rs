@@ -138,7 +138,7 @@ pub fn text(agent: &Agent) -> String {
 /// The cache key of a text under a model.
 pub fn key(model: &str, text: &str) -> String {
     let digest = Sha256::digest(format!("{model}\n{text}").as_bytes());
-    crate::routes::hex(&digest)
+    crate::http::hex(&digest)
 }
 
 /// Embeds every agent, asking the provider only for texts `cached` lacks;

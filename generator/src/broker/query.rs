@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::bits::Bits;
 use super::text::TextIndex;
 use super::{Agent, KINDS, VERIFICATION};
-use crate::routes::BadParameter;
+use crate::http::BadParameter;
 
 pub const DEFAULT_LIMIT: usize = 20;
 pub const MAX_LIMIT: usize = 500;

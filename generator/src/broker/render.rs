@@ -8,7 +8,7 @@
 //! every segment percent-encoded as `encodeURIComponent` does (the
 //! reference client's encoding), so a UAID is one segment even when its
 //! `nativeId` holds a `/`. [`canonical_path`] brings any spelling of a
-//! request path to that form. A file is named by [`crate::routes::file_name`]:
+//! request path to that form. A file is named by [`crate::http::file_name`]:
 //! `a-z A-Z 0-9 - _` kept, every other byte percent-encoded (no `.`, `/` or
 //! `:`, so the name is valid on every file system and object store), and a
 //! value whose name would pass 120 bytes is named `~` and 32 hex digits of
@@ -23,14 +23,10 @@ use serde_json::{json, Value};
 use super::catalog::{metadata_at, Catalog, Facet, FacetOption, FeedbackEntry, RegistryEntry, FEEDBACK_REGISTRY};
 use super::query::slug;
 use super::{Agent, Sources};
-use crate::routes::{file_name, BadParameter};
+use crate::http::{file_name, BadParameter, Cache, JSON};
 use crate::site::File;
 use crate::timestamp::Timestamp;
 
-/// Catalogs change when they are reviewed.
-pub const CATALOG_CACHE: &str = "public, max-age=300, s-maxage=3600, stale-while-revalidate=86400";
-/// Agent records change with every index run.
-pub const AGENT_CACHE: &str = "public, max-age=60, s-maxage=300, stale-while-revalidate=3600";
 /// Agents listed by `/agents/{uaid}/similar`.
 pub const SIMILAR_LIMIT: usize = 8;
 /// `GET /adapters/registry/adapters` paging.
@@ -105,14 +101,14 @@ fn time(text: &str) -> Timestamp {
     Timestamp(at.timestamp().max(0) as u64 * 1_000_000_000)
 }
 
-fn file(route: String, path: String, value: &impl Serialize, last_modified: Timestamp, cache: &str) -> File {
+fn file(route: String, path: String, value: &impl Serialize, last_modified: Timestamp, cache: Cache) -> File {
     File {
         route,
         path,
         body: serde_json::to_vec(value).expect("broker answers serialise"),
         last_modified,
-        content_type: crate::JSON,
-        cache_control: cache.to_string(),
+        content_type: JSON,
+        cache,
     }
 }
 
@@ -126,7 +122,7 @@ pub fn files(sources: &Sources) -> Vec<File> {
     let adapters = adapter_ids(agents, catalog);
     let fixed = |route: &str, value: Value, at: Timestamp| {
         let path = format!("{}.json", route.trim_start_matches('/'));
-        file(route.to_string(), path, &value, at, CATALOG_CACHE)
+        file(route.to_string(), path, &value, at, Cache::Catalog)
     };
     let mut files = vec![
         fixed(STATS, stats(agents), index_time),
@@ -152,7 +148,7 @@ pub fn files(sources: &Sources) -> Vec<File> {
             Some(a) => format!("api/v1/search/facets/adapter/{}.json", file_name(a)),
             None => "api/v1/search/facets.json".to_string(),
         };
-        files.push(file(facets_route(adapter.as_deref()), path, &body, both, CATALOG_CACHE));
+        files.push(file(facets_route(adapter.as_deref()), path, &body, both, Cache::Catalog));
     }
     lap.mark("broker facets");
     files.extend(agent_files(agents, feedback));
@@ -607,20 +603,20 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
         let similar_time = similar[i].iter().map(|j| time(&agents[*j].updated_at)).fold(updated, Timestamp::max);
         let route = agent_route(&agent.uaid);
         let mut out = vec![
-            file(route.clone(), format!("api/v1/agents/{name}.json"), &detail, detail_time, AGENT_CACHE),
+            file(route.clone(), format!("api/v1/agents/{name}.json"), &detail, detail_time, Cache::Agent),
             file(
                 format!("{route}/similar"),
                 format!("api/v1/agents/{name}/similar.json"),
                 &SimilarBody { uaid: &agent.uaid, total: hits.len(), hits },
                 similar_time,
-                AGENT_CACHE,
+                Cache::Agent,
             ),
             file(
                 resolve_route(&agent.uaid),
                 format!("api/v1/resolve/{name}.json"),
                 &Resolved { agent },
                 updated,
-                AGENT_CACHE,
+                Cache::Agent,
             ),
         ];
         if let Some(summary) = &feedback_summary {
@@ -630,7 +626,7 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
                     format!("api/v1/agents/{name}/{file_path}.json"),
                     &feedback_body(agent, entries, summary, include_revoked),
                     feedback_time,
-                    AGENT_CACHE,
+                    Cache::Agent,
                 ));
             }
         }

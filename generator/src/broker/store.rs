@@ -95,7 +95,7 @@ pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embedding
         e.vectors.iter().flatten().for_each(|x| fingerprint.update(x.to_le_bytes()));
         tx.execute("INSERT INTO broker_meta VALUES ('embedding_model', ?)", [&e.model])?;
     }
-    let fingerprint = crate::routes::hex(&fingerprint.finalize());
+    let fingerprint = crate::http::hex(&fingerprint.finalize());
     tx.execute("INSERT INTO broker_meta VALUES ('fingerprint', ?)", [fingerprint])?;
     tx.commit().context("writing the broker tables")
 }

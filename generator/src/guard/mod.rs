@@ -38,9 +38,6 @@ pub const POLICIES: &str = "/guard/security/policies.json";
 pub const BENCHMARK: &str = "/guard/research/ai-coding-agent-runtime-security-benchmark/data.json";
 pub const ROUTES: [&str; 5] = [FACTS, CAMPAIGNS, COVERAGE, POLICIES, BENCHMARK];
 
-/// Shared-cache lifetime of the datasets: they change when a review does.
-pub const CACHE_CONTROL: &str = "public, max-age=300, s-maxage=3600, stale-while-revalidate=86400";
-
 pub const SEVERITIES: [&str; 4] = ["low", "medium", "high", "critical"];
 pub const SUPPORT_LEVELS: [&str; 3] = ["protected", "beta", "monitor-only"];
 pub const STATUSES: [&str; 3] = ["verified", "partial", "regressed"];
@@ -465,8 +462,8 @@ pub fn render(datasets: &Datasets) -> Vec<File> {
             path: route.trim_start_matches('/').to_string(),
             body,
             last_modified: Timestamp(midnight.max(0) as u64 * 1_000_000_000),
-            content_type: crate::JSON,
-            cache_control: CACHE_CONTROL.to_string(),
+            content_type: crate::http::JSON,
+            cache: crate::http::Cache::Catalog,
         }
     }
     vec![

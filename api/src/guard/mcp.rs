@@ -1,17 +1,19 @@
 //! `POST /api/guard/public-mcp`: a stateless MCP server, protocol version
 //! 2026-07-28, over the guard datasets of the live build.
 //!
-//! Checks run in this order, each answering as soon as it fails:
-//! 1. method (POST; OPTIONS preflight; anything else 405);
-//! 2. `Host` and `Origin` against the allow-lists (403): DNS rebinding;
-//! 3. body size (413, enforced while the body is read, in `router`);
-//! 4. JSON-RPC shape: parse error -32700, batches and bad envelopes -32600;
-//! 5. `params._meta` carries the protocol version and client capabilities
+//! Checks run in this order, each answering as soon as it fails (the
+//! first three by the pipeline, from the route table, as JSON-RPC errors):
+//! 1. the MCP quota (429);
+//! 2. method (POST; OPTIONS preflight; anything else 405);
+//! 3. body size (413, enforced while the body is read);
+//! 4. `Host` and `Origin` against the allow-lists (403): DNS rebinding;
+//! 5. JSON-RPC shape: parse error -32700, batches and bad envelopes -32600;
+//! 6. `params._meta` carries the protocol version and client capabilities
 //!    (-32602);
-//! 6. headers: `MCP-Protocol-Version` equals the `_meta` version,
+//! 7. headers: `MCP-Protocol-Version` equals the `_meta` version,
 //!    `Mcp-Method` the body's method, `Mcp-Name` the tool name (-32020);
 //!    then the version must be one we speak (-32022);
-//! 7. the method: `server/discover`, `tools/list`, `tools/call`; any other,
+//! 8. the method: `server/discover`, `tools/list`, `tools/call`; any other,
 //!    `initialize` and `ping` included, is -32601 with 404.
 //!
 //! No sessions: `Mcp-Session-Id` is neither read nor issued. A notification
@@ -19,10 +21,10 @@
 
 use bytes::Bytes;
 use serde_json::{json, Value};
-use warp::http::{header, HeaderMap, Method, Response, StatusCode};
+use warp::http::{header, HeaderMap, Response, StatusCode};
 use warp::reply::Response as Reply;
 
-use crate::{cors, tools};
+use super::tools;
 use almanac::guard::Datasets;
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -152,32 +154,21 @@ fn result(id: &Value, result: Value) -> Answer {
     Answer { status: StatusCode::OK, body: Some(Body::Json(json!({"jsonrpc": "2.0", "id": id, "result": result}))) }
 }
 
-/// Answers one request to the endpoint. `body` is already bounded in size.
-pub fn respond(
-    access: &Access,
-    published: Option<&Published>,
-    method: &Method,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Reply {
-    if method == Method::OPTIONS {
-        return preflight(headers);
-    }
-    if method != Method::POST {
-        let mut reply = reply(error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            &Value::Null,
-            INVALID_REQUEST,
-            "the MCP endpoint takes POST only (stateless: no GET stream, no DELETE of a session)",
-            None,
-        ));
-        reply.headers_mut().insert(header::ALLOW, "POST, OPTIONS".parse().expect("static header"));
-        return reply;
-    }
+/// Answers one `POST` to the endpoint. `body` is already bounded in size.
+pub fn respond(access: &Access, published: Option<&Published>, headers: &HeaderMap, body: &Bytes) -> Reply {
     if let Some(refusal) = check_access(access, headers) {
         return reply(refusal);
     }
     reply(answer(published, headers, body))
+}
+
+/// A refusal made before the exchange (a method the endpoint does not
+/// take, a body over its bound, a spent quota) as a JSON-RPC error, with
+/// the headers its status calls for.
+pub fn refusal(error: crate::reply::Error) -> Reply {
+    let mut reply = reply(self::error(error.status, &Value::Null, INVALID_REQUEST, &error.message, None));
+    crate::reply::Error::add_headers(error.headers, &mut reply);
+    reply
 }
 
 fn check_access(access: &Access, headers: &HeaderMap) -> Option<Answer> {
@@ -354,22 +345,6 @@ fn reply(answer: Answer) -> Reply {
         None => return builder.body(Default::default()).expect("valid MCP response"),
     };
     builder.header(header::CONTENT_TYPE, "application/json").body(bytes.into()).expect("valid MCP response")
-}
-
-/// The body size bound was exceeded (checked while reading the body).
-pub fn too_large(limit: usize) -> Reply {
-    reply(error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        &Value::Null,
-        INVALID_REQUEST,
-        &format!("request bodies are limited to {limit} bytes"),
-        None,
-    ))
-}
-
-fn preflight(headers: &HeaderMap) -> Reply {
-    let allow = cors::AllowHeaders::Only("Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name");
-    cors::preflight(headers, "POST, OPTIONS", allow)
 }
 
 #[cfg(test)]

@@ -1,0 +1,198 @@
+//! Section A's routes, answered from the agent index the api loads from a
+//! build's snapshot (never DuckDB on a request): search, per-registry and
+//! capability search, the parameter sets no file covers, UAID validation;
+//! agent detail, similar agents, resolution and feedback are files of the
+//! build, found here by the decoded UAID. Hybrid search is [`vectors`], the
+//! badge [`badge`].
+
+pub mod agents;
+pub mod badge;
+pub mod vectors;
+
+use almanac::broker::catalog::FEEDBACK_REGISTRY;
+use almanac::broker::query::SearchQuery;
+use almanac::broker::render::{self, EntryQuery};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use warp::http::StatusCode;
+
+use crate::published::Build;
+use crate::reply::{self, Answer, Error};
+use crate::request::Request;
+use agents::Agents;
+
+/// The build and its agents; 404 when the build publishes none.
+fn agents(request: &Request) -> Result<(&Build, &Agents), Error> {
+    let build = request.build()?;
+    let agents = build.broker.as_deref().ok_or_else(|| Error::not_found(&request.path))?;
+    Ok((build, agents))
+}
+
+/// A request body refused with 400 `invalid_body`.
+fn invalid_body(message: impl Into<String>, parameter: Option<&'static str>) -> Error {
+    Error { parameter, ..Error::new(StatusCode::BAD_REQUEST, "invalid_body", message) }
+}
+
+fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error> {
+    serde_json::from_slice(body).map_err(|e| invalid_body(format!("the request body is not valid: {e}"), None))
+}
+
+/// A published file of the build, by its manifest route.
+fn file(request: &Request, build: &Build, route: &str) -> Option<warp::reply::Response> {
+    build.routes.get(route).map(|r| reply::representation(&request.method, &request.headers, r))
+}
+
+/// `GET /search`: text search with filters, sorts, pages, aggregations.
+pub async fn search(request: Request) -> Answer {
+    let (_, broker) = agents(&request)?;
+    let query = SearchQuery::parse(&request.query)?;
+    Ok(reply::bytes(broker.page_body(&broker.search(&query))))
+}
+
+/// `GET /registries/{registry}/search`: `GET /search`'s parameters within
+/// one registry (404 for a registry with no agents).
+pub async fn registry_search(request: Request) -> Answer {
+    let (_, broker) = agents(&request)?;
+    let registry = request.params.get("registry");
+    if !broker.index.has_registry(registry) {
+        let message = format!("no agents in registry {registry}");
+        return Err(Error::new(StatusCode::NOT_FOUND, "registry_not_found", message));
+    }
+    let mut query = SearchQuery::parse(&request.query)?;
+    query.registries = vec![registry.to_string()];
+    Ok(reply::bytes(broker.page_body(&broker.search(&query))))
+}
+
+/// `GET /search/facets[?adapter]`: a file per adapter; an adapter nobody
+/// knows has no facets.
+pub async fn facets(request: Request) -> Answer {
+    let (build, _) = agents(&request)?;
+    let adapter = request.query_value("adapter");
+    let adapter = adapter.as_deref().map(str::trim).filter(|a| !a.is_empty());
+    Ok(file(&request, build, &render::facets_route(adapter)).unwrap_or_else(|| reply::json(&json!({"facets": []}))))
+}
+
+/// `GET /adapters/registry/adapters`: the default page is a file; other
+/// pages and filters are computed from the catalog.
+pub async fn registry_adapters(request: Request) -> Answer {
+    let (build, broker) = agents(&request)?;
+    let query = EntryQuery::parse(&request.query)?;
+    if query == EntryQuery::default() {
+        return file(&request, build, render::REGISTRY_ADAPTERS).ok_or_else(|| missing(render::REGISTRY_ADAPTERS));
+    }
+    Ok(reply::json(&render::registry_adapters(&broker.catalog, &query)))
+}
+
+/// `GET /agents/{uaid}`.
+pub async fn agent(request: Request) -> Answer {
+    agent_file(&request, render::agent_route)
+}
+
+/// `GET /agents/{uaid}/similar`.
+pub async fn similar(request: Request) -> Answer {
+    agent_file(&request, |uaid| format!("{}/similar", render::agent_route(uaid)))
+}
+
+/// `GET /resolve/{uaid}`.
+pub async fn resolve(request: Request) -> Answer {
+    agent_file(&request, render::resolve_route)
+}
+
+/// `GET /agents/{uaid}/feedback[?includeRevoked]`: ERC-8004 agents only.
+pub async fn feedback(request: Request) -> Answer {
+    let (_, broker) = agents(&request)?;
+    let uaid = request.params.get("uaid");
+    let (_, agent) = broker.agent(uaid).ok_or_else(|| unknown_agent(uaid))?;
+    if agent.registry != FEEDBACK_REGISTRY {
+        let message = format!("agent {uaid} is not in the {FEEDBACK_REGISTRY} registry and has no ERC-8004 feedback");
+        return Err(Error::new(StatusCode::BAD_REQUEST, "feedback_unsupported", message));
+    }
+    let include = match request.query_value("includeRevoked").as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(Error::parameter("includeRevoked", "includeRevoked must be true or false")),
+    };
+    agent_file(&request, |uaid| render::feedback_route(uaid, include))
+}
+
+fn unknown_agent(uaid: &str) -> Error {
+    Error::new(StatusCode::NOT_FOUND, "agent_not_found", format!("no indexed agent {uaid}"))
+}
+
+/// The file `route(uaid)` of an indexed agent; 404 for an unknown UAID.
+fn agent_file(request: &Request, route: impl Fn(&str) -> String) -> Answer {
+    let (build, broker) = agents(request)?;
+    let uaid = request.params.get("uaid");
+    broker.agent(uaid).ok_or_else(|| unknown_agent(uaid))?;
+    let route = route(uaid);
+    file(request, build, &route).ok_or_else(|| missing(&route))
+}
+
+/// The build lacks a file its own index promises: a broken build.
+fn missing(route: &str) -> Error {
+    Error::new(StatusCode::INTERNAL_SERVER_ERROR, "missing_file", format!("the build has no file for {route}"))
+}
+
+/// `GET /uaids/validate/{uaid}`: `{uaid, valid, formats}`, `formats`
+/// naming the HCS-14 target a valid UAID uses. A pure function of the
+/// path, so shared caches may keep it.
+pub async fn validate_uaid(request: Request) -> Answer {
+    let text = request.params.get("uaid");
+    let parsed = text.parse::<almanac::uaid::Uaid>();
+    let formats: Vec<String> = parsed.iter().map(|u| format!("uaid:{}", u.target.as_str())).collect();
+    Ok(reply::json(&json!({"uaid": text, "valid": parsed.is_ok(), "formats": formats})))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CapabilityRequest {
+    capabilities: Vec<Value>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    page: Option<usize>,
+    #[serde(default)]
+    registries: Option<Vec<String>>,
+    #[serde(default)]
+    protocols: Option<Vec<String>>,
+    #[serde(default)]
+    min_trust: Option<f64>,
+}
+
+/// `POST /search/capabilities`: agents advertising every capability named
+/// (codes or labels), in `GET /search`'s order and page shape.
+pub async fn capability_search(http: Request) -> Answer {
+    let (_, broker) = agents(&http)?;
+    let request: CapabilityRequest = parse_body(&http.body)?;
+    let mut raw = form_urlencoded::Serializer::new(String::new());
+    let mut names = Vec::new();
+    for c in &request.capabilities {
+        match c {
+            Value::String(s) if !s.trim().is_empty() => names.push(s.trim().to_string()),
+            Value::Number(n) if n.as_u64().is_some_and(|n| n <= 18) => names.push(n.to_string()),
+            _ => {
+                let message = format!("capability {c} is neither a label nor a code from 0 to 18");
+                return Err(invalid_body(message, Some("capabilities")));
+            }
+        }
+    }
+    if names.is_empty() {
+        return Err(invalid_body("capabilities must name at least one", Some("capabilities")));
+    }
+    raw.append_pair("capabilities", &names.join(","));
+    for (key, value) in [
+        ("limit", request.limit.map(|l| l.to_string())),
+        ("page", request.page.map(|p| p.to_string())),
+        ("registries", request.registries.map(|r| r.join(","))),
+        ("protocols", request.protocols.map(|p| p.join(","))),
+        ("minTrust", request.min_trust.map(|m| m.to_string())),
+    ] {
+        if let Some(value) = value {
+            raw.append_pair(key, &value);
+        }
+    }
+    let mut query = SearchQuery::parse(&raw.finish())?;
+    query.include_aggregations = false;
+    Ok(reply::bytes(broker.page_body(&broker.search(&query))))
+}

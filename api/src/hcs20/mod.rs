@@ -1,0 +1,61 @@
+//! Section C's routes. Each request is parsed into the generator's
+//! [`Route`], whose canonical spelling names the pre-rendered file; a
+//! parameter set no file covers (another page size, an account that never
+//! held a token) is computed by the same query functions, from the model
+//! the api loaded from the build's snapshot.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use almanac::http::JSON;
+use almanac::manifest;
+use almanac::routes::Route;
+use bytes::Bytes;
+use warp::http::StatusCode;
+
+use crate::reply::{self, Answer, Error, Representation};
+use crate::request::Request;
+
+pub async fn ticks(request: Request) -> Answer {
+    answer(&request, Route::Ticks)
+}
+
+pub async fn stats(request: Request) -> Answer {
+    answer(&request, Route::Stats)
+}
+
+pub async fn ecosystem_stats(request: Request) -> Answer {
+    answer(&request, Route::EcosystemStats)
+}
+
+pub async fn holders(request: Request) -> Answer {
+    answer(&request, Route::holders(&request.query, request.app.limits)?)
+}
+
+pub async fn transactions(request: Request) -> Answer {
+    answer(&request, Route::transactions(&request.query, request.app.limits)?)
+}
+
+pub async fn account(request: Request) -> Answer {
+    answer(&request, Route::account(request.params.get("accountId"))?)
+}
+
+/// The file of `route` if the build has one, else the answer computed.
+fn answer(request: &Request, route: Route) -> Answer {
+    let build = request.build()?;
+    if let Some(representation) = build.routes.get(&route.canonical()) {
+        return Ok(reply::representation(&request.method, &request.headers, representation));
+    }
+    let rendered = route
+        .render(&build.analytics)
+        .map_err(|unknown| Error::new(StatusCode::NOT_FOUND, "tick_not_found", unknown.to_string()))?;
+    let seconds = rendered.last_modified.seconds();
+    let representation = Representation {
+        etag: manifest::etag(&rendered.body),
+        body: Bytes::from(rendered.body),
+        last_modified: UNIX_EPOCH + Duration::from_secs(seconds),
+        last_modified_text: rendered.last_modified.http_date(),
+        content_type: JSON.to_string(),
+        cache_control: rendered.cache.header().to_string(),
+    };
+    Ok(reply::representation(&request.method, &request.headers, &representation))
+}

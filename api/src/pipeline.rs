@@ -1,0 +1,149 @@
+//! One request, top to bottom. Every request passes through [`handle`]:
+//!
+//! 1. **path**: its normal form ([`crate::path`]), the only spelling any
+//!    later step sees;
+//! 2. **route**: the endpoint in the route table (404 when none);
+//! 3. **limit**: the endpoint's quota (429);
+//! 4. **method**: a preflight is answered from the table, a method the
+//!    endpoint lacks is 405 with `Allow`;
+//! 5. **body**: read up to the operation's bound (413), or not at all;
+//! 6. **handler**: the operation's, with one [`Request`];
+//! 7. **reply**: a refusal in the endpoint's error form, the operation's
+//!    cache policy on a live answer; CORS headers on everything, as it
+//!    leaves ([`filter`]).
+//!
+//! Nothing here touches the filesystem: answers come from the build held in
+//! memory, so no request path can reach a file.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use futures_util::Stream;
+use warp::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use warp::Filter;
+
+use crate::app::App;
+use crate::body::{read_body, BodyError};
+use crate::reply::{Error, Reply};
+use crate::request::Request;
+use crate::routes::{Cors, Dialect, Endpoint};
+use crate::{cors, limit, path};
+
+/// Request headers a page may send to a public route when its preflight
+/// names none.
+const PUBLIC_REQUEST_HEADERS: &str = "If-None-Match, If-Modified-Since";
+
+/// The whole api as one warp filter.
+pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = warp::Rejection> + Clone {
+    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
+    warp::method()
+        .and(warp::path::full())
+        .and(query)
+        .and(warp::header::headers_cloned())
+        .and(warp::addr::remote())
+        .and(warp::body::stream())
+        .and_then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, peer, body| {
+            let app = app.clone();
+            async move {
+                Ok::<_, Infallible>(cors::public(handle(app, method, path.as_str(), query, headers, peer, body).await))
+            }
+        })
+}
+
+/// One request, start to finish (CORS headers are added by the caller).
+pub async fn handle<S, B>(
+    app: Arc<App>,
+    method: Method,
+    raw_path: &str,
+    query: String,
+    headers: HeaderMap,
+    peer: Option<SocketAddr>,
+    body: S,
+) -> Reply
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let Ok(path) = path::normalize(raw_path) else {
+        let message = "the path is not valid UTF-8 once decoded";
+        return Error::new(StatusCode::BAD_REQUEST, "invalid_path", message).into_reply();
+    };
+    let Some(found) = app.table.find(&path) else {
+        return Error::not_found(&path).into_reply();
+    };
+    let endpoint = found.endpoint;
+    let client = limit::client(peer, &headers, &app.guard.proxies);
+    if let Some(limiter) = app.limiter(endpoint.rate) {
+        if let Err(wait) = limiter.check(client) {
+            return refuse(endpoint, rate_limited(wait));
+        }
+    }
+    if method == Method::OPTIONS {
+        return preflight(endpoint, &headers);
+    }
+    let Some(operation) = endpoint.operation_for(&method) else {
+        return refuse(endpoint, Error::method_not_allowed(endpoint.allow.clone()));
+    };
+    let body = match app.body_limit(operation.body) {
+        None => Bytes::new(),
+        Some(limit) => match read_body(&headers, body, limit).await {
+            Ok(bytes) => bytes,
+            Err(BodyError::TooLarge) => {
+                let message = format!("the request body is larger than {limit} bytes");
+                return refuse(endpoint, Error::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message));
+            }
+            Err(BodyError::Unreadable) => {
+                let message = "the request body could not be read";
+                return refuse(endpoint, Error::new(StatusCode::BAD_REQUEST, "bad_body", message));
+            }
+        },
+    };
+    let build = app.live.get();
+    let request = Request {
+        app: app.clone(),
+        method,
+        path: found.path,
+        params: found.params,
+        query,
+        headers,
+        body,
+        client,
+        build,
+    };
+    match (operation.handler)(request).await {
+        Ok(mut reply) => {
+            if reply.status().is_success() && !reply.headers().contains_key(header::CACHE_CONTROL) {
+                reply.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(operation.cache.header()));
+            }
+            reply
+        }
+        Err(error) => refuse(endpoint, error),
+    }
+}
+
+/// A refusal in the endpoint's error form.
+fn refuse(endpoint: &Endpoint, error: Error) -> Reply {
+    match endpoint.errors {
+        Dialect::Json => error.into_reply(),
+        Dialect::JsonRpc => crate::guard::mcp::refusal(error),
+    }
+}
+
+/// 429 with `Retry-After` when the client is over its quota.
+fn rate_limited(wait: std::time::Duration) -> Error {
+    let seconds = limit::retry_after(wait);
+    let message = format!("too many requests; retry in {seconds} s");
+    Error::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message).with(header::RETRY_AFTER, seconds.into())
+}
+
+/// A preflight for the endpoint's methods and the request headers its CORS
+/// policy allows.
+fn preflight(endpoint: &Endpoint, headers: &HeaderMap) -> Reply {
+    let allow = match endpoint.cors {
+        Cors::Public => cors::AllowHeaders::Requested { default: PUBLIC_REQUEST_HEADERS },
+        Cors::Headers(list) => cors::AllowHeaders::Only(list),
+    };
+    cors::preflight(headers, endpoint.allow.clone(), allow)
+}

@@ -1,0 +1,46 @@
+//! One request as a handler sees it: everything the pipeline has read and
+//! decided before the handler runs.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use warp::http::{HeaderMap, Method};
+
+use crate::app::App;
+use crate::published::Build;
+use crate::reply::Error;
+use crate::routes::Params;
+
+pub struct Request {
+    pub app: Arc<App>,
+    pub method: Method,
+    /// The path in normal form, as matched (a trailing `/` dropped).
+    pub path: String,
+    /// The pattern's parameters, percent-decoded.
+    pub params: Params,
+    /// The raw query string, without `?`.
+    pub query: String,
+    pub headers: HeaderMap,
+    /// The body, read up to the operation's bound (empty when the
+    /// operation reads none).
+    pub body: Bytes,
+    /// Who is asking: the peer, or the address a trusted proxy forwarded.
+    pub client: IpAddr,
+    /// The build published when the request arrived; a swap meanwhile
+    /// does not change what this request sees.
+    pub build: Option<Arc<Build>>,
+}
+
+impl Request {
+    /// The published build, or 503 while there is none.
+    pub fn build(&self) -> Result<&Build, Error> {
+        self.build.as_deref().ok_or_else(Error::unavailable)
+    }
+
+    /// The query parameter `name`, decoded (`+` is a space); the first if
+    /// it is repeated.
+    pub fn query_value(&self, name: &str) -> Option<String> {
+        form_urlencoded::parse(self.query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+    }
+}

@@ -1,0 +1,411 @@
+//! The route table: every route the api answers, in one place, as data.
+//!
+//! An [`Endpoint`] is a path pattern (`/api/v1/agents/{uaid}`) with what is
+//! true of every method on it: its rate class, its CORS preflight, and the
+//! form its errors take. Each [`Operation`] on it is a method with its
+//! handler, body bound, authentication requirement and cache policy. The
+//! pipeline reads nothing else: 404, 405 with `Allow`, preflights, quotas and
+//! body bounds all come from here, so an OpenAPI document or the README's
+//! route list can be generated from [`table`] and cannot disagree with it.
+//!
+//! Patterns are matched against the path's normal form ([`crate::path`]);
+//! a parameter is one segment, percent-decoded once, here ([`Params`]).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use almanac::broker::render;
+use almanac::guard;
+use almanac::http::Cache;
+use warp::http::{HeaderValue, Method};
+
+use crate::reply::Answer;
+use crate::request::Request;
+use crate::{broker, hcs20, service};
+
+/// What every handler is: a request in, an answer out, asynchronously.
+pub type Handler = fn(Request) -> Pin<Box<dyn Future<Output = Answer> + Send>>;
+
+/// An `async fn(Request) -> Answer` as a [`Handler`].
+macro_rules! handler {
+    ($f:path) => {{
+        fn boxed(request: Request) -> Pin<Box<dyn Future<Output = Answer> + Send>> {
+            Box::pin($f(request))
+        }
+        boxed as Handler
+    }};
+}
+
+/// Which per-client quota a request spends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rate {
+    Unlimited,
+    /// The guard's JSON files (spec section 7).
+    Guard,
+    /// The MCP endpoint.
+    Mcp,
+}
+
+/// How much of a request body is read, by which configured bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyLimit {
+    /// The body is not read.
+    None,
+    /// Broker searches (`--search-max-body`).
+    Search,
+    /// MCP requests (`--mcp-max-body`).
+    Mcp,
+}
+
+/// Who may call an operation. Every route is public today; the broker's
+/// live side adds API keys and the operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Auth {
+    Public,
+}
+
+/// Which request headers a preflight allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cors {
+    /// Whatever the page asks for (the data is public and no route uses
+    /// cookies).
+    Public,
+    /// Exactly these.
+    Headers(&'static str),
+}
+
+/// The form of an endpoint's errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// `{"error", "code"[, "parameter"]}`.
+    Json,
+    /// A JSON-RPC 2.0 error object (the MCP endpoint).
+    JsonRpc,
+}
+
+pub struct Operation {
+    pub method: Method,
+    /// A stable name (an OpenAPI operation id).
+    pub name: &'static str,
+    pub handler: Handler,
+    pub body: BodyLimit,
+    pub auth: Auth,
+    /// The `Cache-Control` of its successful answers: a published file
+    /// carries the same policy in the manifest; a live answer gets it from
+    /// here.
+    pub cache: Cache,
+}
+
+pub struct Endpoint {
+    pub pattern: &'static str,
+    pub rate: Rate,
+    pub cors: Cors,
+    pub errors: Dialect,
+    pub operations: Vec<Operation>,
+    /// The `Allow` header: the operations' methods, `HEAD` with `GET`, and
+    /// `OPTIONS`.
+    pub allow: HeaderValue,
+}
+
+impl Endpoint {
+    fn new(pattern: &'static str) -> Endpoint {
+        Endpoint {
+            pattern,
+            rate: Rate::Unlimited,
+            cors: Cors::Public,
+            errors: Dialect::Json,
+            operations: Vec::new(),
+            allow: HeaderValue::from_static("OPTIONS"),
+        }
+    }
+
+    fn get(self, name: &'static str, handler: Handler, cache: Cache) -> Endpoint {
+        self.operation(Method::GET, name, handler, BodyLimit::None, cache)
+    }
+
+    fn post(self, name: &'static str, handler: Handler, body: BodyLimit, cache: Cache) -> Endpoint {
+        self.operation(Method::POST, name, handler, body, cache)
+    }
+
+    fn operation(
+        mut self,
+        method: Method,
+        name: &'static str,
+        handler: Handler,
+        body: BodyLimit,
+        cache: Cache,
+    ) -> Self {
+        self.operations.push(Operation { method, name, handler, body, auth: Auth::Public, cache });
+        let mut methods = Vec::new();
+        for op in &self.operations {
+            methods.push(op.method.as_str());
+            if op.method == Method::GET {
+                methods.push("HEAD");
+            }
+        }
+        methods.push("OPTIONS");
+        self.allow = HeaderValue::from_str(&methods.join(", ")).expect("method names are header-safe");
+        self
+    }
+
+    fn rate(mut self, rate: Rate) -> Endpoint {
+        self.rate = rate;
+        self
+    }
+
+    fn cors(mut self, cors: Cors) -> Endpoint {
+        self.cors = cors;
+        self
+    }
+
+    fn errors(mut self, errors: Dialect) -> Endpoint {
+        self.errors = errors;
+        self
+    }
+
+    /// The operation answering `method`; `HEAD` is answered by `GET`.
+    pub fn operation_for(&self, method: &Method) -> Option<&Operation> {
+        let method = if method == Method::HEAD { &Method::GET } else { method };
+        self.operations.iter().find(|op| op.method == *method)
+    }
+}
+
+/// A published file with no parameters: the same handler everywhere.
+fn file(pattern: &'static str, name: &'static str, cache: Cache) -> Endpoint {
+    Endpoint::new(pattern).get(name, handler!(service::file), cache)
+}
+
+/// Every route the api answers.
+pub fn table() -> Vec<Endpoint> {
+    let mcp_headers = "Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name";
+    let mut endpoints = vec![
+        // The service itself.
+        Endpoint::new("/health").get("health", handler!(service::health), Cache::NoStore),
+        Endpoint::new("/api/v1/health").get("brokerHealth", handler!(service::health), Cache::NoStore),
+        // Section C: HCS-20 analytics. Each is a file for the parameter
+        // sets the generator pre-renders and computed for the others.
+        Endpoint::new("/hcs20").get("hcs20Ticks", handler!(hcs20::ticks), Cache::TokenLists),
+        Endpoint::new("/hcs20/stats").get("hcs20Stats", handler!(hcs20::stats), Cache::EcosystemStats),
+        Endpoint::new("/hcs20/ecosystem-stats").get(
+            "hcs20EcosystemStats",
+            handler!(hcs20::ecosystem_stats),
+            Cache::EcosystemStats,
+        ),
+        Endpoint::new("/hcs20/holders").get("hcs20Holders", handler!(hcs20::holders), Cache::Balances),
+        Endpoint::new("/hcs20/transactions").get(
+            "hcs20Transactions",
+            handler!(hcs20::transactions),
+            Cache::Transactions,
+        ),
+        Endpoint::new("/hcs20/account/{accountId}").get("hcs20Account", handler!(hcs20::account), Cache::Balances),
+        // Section B: the guard's files and the MCP endpoint.
+        file(guard::FACTS, "guardFacts", Cache::Catalog).rate(Rate::Guard),
+        file(guard::CAMPAIGNS, "guardCampaigns", Cache::Catalog).rate(Rate::Guard),
+        file(guard::COVERAGE, "guardCoverage", Cache::Catalog).rate(Rate::Guard),
+        file(guard::POLICIES, "guardPolicies", Cache::Catalog).rate(Rate::Guard),
+        file(guard::BENCHMARK, "guardBenchmark", Cache::Catalog).rate(Rate::Guard),
+        Endpoint::new(crate::guard::mcp::PATH)
+            .post("guardMcp", handler!(crate::guard::mcp_endpoint), BodyLimit::Mcp, Cache::NoStore)
+            .rate(Rate::Mcp)
+            .cors(Cors::Headers(mcp_headers))
+            .errors(Dialect::JsonRpc),
+        // Section A: the broker's read side.
+        Endpoint::new("/api/v1/search").get("search", handler!(broker::search), Cache::Search).post(
+            "vectorSearch",
+            handler!(broker::vectors::search),
+            BodyLimit::Search,
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/search/capabilities").post(
+            "searchCapabilities",
+            handler!(broker::capability_search),
+            BodyLimit::Search,
+            Cache::Search,
+        ),
+        Endpoint::new("/api/v1/search/status").get("searchStatus", handler!(broker::vectors::status), Cache::NoStore),
+        Endpoint::new(render::FACETS).get("facets", handler!(broker::facets), Cache::Catalog),
+        Endpoint::new("/api/v1/registries/{registry}/search").get(
+            "registrySearch",
+            handler!(broker::registry_search),
+            Cache::Search,
+        ),
+        Endpoint::new("/api/v1/agents/badge").get("badge", handler!(broker::badge::badge), Cache::Badge),
+        Endpoint::new("/api/v1/agents/{uaid}").get("agent", handler!(broker::agent), Cache::Agent),
+        Endpoint::new("/api/v1/agents/{uaid}/similar").get("similarAgents", handler!(broker::similar), Cache::Agent),
+        Endpoint::new("/api/v1/agents/{uaid}/feedback").get("agentFeedback", handler!(broker::feedback), Cache::Agent),
+        Endpoint::new("/api/v1/resolve/{uaid}").get("resolveUaid", handler!(broker::resolve), Cache::Agent),
+        Endpoint::new("/api/v1/uaids/validate/{uaid}").get(
+            "validateUaid",
+            handler!(broker::validate_uaid),
+            Cache::Pure,
+        ),
+        Endpoint::new(render::REGISTRY_ADAPTERS).get(
+            "registryAdapters",
+            handler!(broker::registry_adapters),
+            Cache::Catalog,
+        ),
+    ];
+    for (pattern, name) in [
+        (render::STATS, "stats"),
+        (render::REGISTRIES, "registries"),
+        (render::ADAPTERS, "adapters"),
+        (render::ADAPTER_DETAILS, "adapterDetails"),
+        (render::CATEGORIES, "adapterCategories"),
+        (render::PROVIDERS, "providers"),
+        (render::POPULAR, "popularSearches"),
+        (render::PROTOCOLS, "protocols"),
+        (render::ADDITIONAL_REGISTRIES, "additionalRegistries"),
+        (render::CREDIT_PROVIDERS, "creditProviders"),
+        (render::FEDERATION, "federatedRegistries"),
+    ] {
+        endpoints.push(file(pattern, name, Cache::Catalog));
+    }
+    endpoints
+}
+
+/// Path parameters, each percent-decoded once.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// The parameter `name`; the table guarantees that its pattern has it.
+    pub fn get(&self, name: &str) -> &str {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or_default()
+    }
+}
+
+/// The table, indexed for matching.
+pub struct Table {
+    router: matchit::Router<usize>,
+    endpoints: Vec<Endpoint>,
+}
+
+/// A matched request: its endpoint, its parameters, and the path as
+/// matched (without the trailing `/` that was ignored).
+pub struct Found<'t> {
+    pub endpoint: &'t Endpoint,
+    pub params: Params,
+    pub path: String,
+}
+
+impl Table {
+    /// Indexes `endpoints`. A pattern that is malformed or claimed twice
+    /// is a programming error: it panics when the api starts (and in the
+    /// tests).
+    pub fn new(endpoints: Vec<Endpoint>) -> Table {
+        let mut router = matchit::Router::new();
+        for (i, endpoint) in endpoints.iter().enumerate() {
+            if let Err(e) = router.insert(endpoint.pattern, i) {
+                panic!("route {}: {e}", endpoint.pattern);
+            }
+        }
+        Table { router, endpoints }
+    }
+
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// The endpoint for `path` (in normal form). A trailing `/` is
+    /// ignored, so `/hcs20/` is `/hcs20`.
+    pub fn find(&self, path: &str) -> Option<Found<'_>> {
+        let trimmed = path.strip_suffix('/').filter(|p| !p.is_empty());
+        let (matched, path) = match self.router.at(path) {
+            Ok(m) => (m, path),
+            Err(_) => {
+                let path = trimmed?;
+                (self.router.at(path).ok()?, path)
+            }
+        };
+        let params =
+            matched.params.iter().map(|(k, v)| (k.to_string(), crate::path::decode_segment(v).into_owned())).collect();
+        Some(Found { endpoint: &self.endpoints[*matched.value], params: Params(params), path: path.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pattern and its parameters, or no match.
+    type Expected = Option<(&'static str, &'static [(&'static str, &'static str)])>;
+
+    fn check(table: &Table, path: &str, expected: Expected) {
+        let found = table.find(path);
+        let got = found.as_ref().map(|f| (f.endpoint.pattern, f.params.clone()));
+        let expected = expected.map(|(pattern, params)| {
+            (pattern, Params(params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()))
+        });
+        assert_eq!(got, expected, "{path}");
+    }
+
+    #[test]
+    fn paths_find_their_endpoint_and_decoded_parameters() {
+        let table = Table::new(table());
+        let cases: &[(&str, Expected)] = &[
+            ("/hcs20", Some(("/hcs20", &[]))),
+            ("/hcs20/", Some(("/hcs20", &[]))),
+            ("/hcs20/account/0.0.1", Some(("/hcs20/account/{accountId}", &[("accountId", "0.0.1")]))),
+            ("/hcs20/account/0.0.1/", Some(("/hcs20/account/{accountId}", &[("accountId", "0.0.1")]))),
+            // An encoded `/` stays inside its segment and is decoded once.
+            ("/hcs20/account/..%2F..%2Fetc", Some(("/hcs20/account/{accountId}", &[("accountId", "../../etc")]))),
+            ("/hcs20/account/a%252F", Some(("/hcs20/account/{accountId}", &[("accountId", "a%2F")]))),
+            ("/hcs20/account/a/b", None),
+            ("/hcs20x", None),
+            ("/", None),
+            ("//", None),
+            // A static segment wins over a parameter.
+            ("/api/v1/agents/badge", Some(("/api/v1/agents/badge", &[]))),
+            ("/api/v1/agents/uaid:aid:x%2Fy", Some(("/api/v1/agents/{uaid}", &[("uaid", "uaid:aid:x/y")]))),
+            ("/api/v1/agents/u/similar", Some(("/api/v1/agents/{uaid}/similar", &[("uaid", "u")]))),
+            ("/api/v1/agents/u/other", None),
+            ("/api/v1/registries/a b/search", Some(("/api/v1/registries/{registry}/search", &[("registry", "a b")]))),
+            ("/guard/facts.json", Some((guard::FACTS, &[]))),
+            ("/guard%2Ffacts.json", None),
+            ("/api/guard/public-mcp", Some(("/api/guard/public-mcp", &[]))),
+        ];
+        for (path, expected) in cases {
+            check(&table, path, *expected);
+        }
+    }
+
+    #[test]
+    fn allow_lists_every_method_with_head_and_options() {
+        let table = Table::new(table());
+        let allow = |path: &str| table.find(path).unwrap().endpoint.allow.to_str().unwrap().to_string();
+        assert_eq!(allow("/hcs20/stats"), "GET, HEAD, OPTIONS");
+        assert_eq!(allow("/api/v1/search"), "GET, HEAD, POST, OPTIONS");
+        assert_eq!(allow("/api/v1/search/capabilities"), "POST, OPTIONS");
+        assert_eq!(allow("/api/guard/public-mcp"), "POST, OPTIONS");
+    }
+
+    #[test]
+    fn head_is_answered_by_get_and_nothing_else_is_invented() {
+        let table = Table::new(table());
+        let stats = table.find("/hcs20/stats").unwrap().endpoint;
+        assert_eq!(stats.operation_for(&Method::HEAD).unwrap().method, Method::GET);
+        assert!(stats.operation_for(&Method::POST).is_none());
+        assert!(stats.operation_for(&Method::OPTIONS).is_none());
+    }
+
+    #[test]
+    fn names_are_unique_and_guard_routes_are_limited() {
+        let table = Table::new(table());
+        let mut names: Vec<&str> = table.endpoints().iter().flat_map(|e| e.operations.iter().map(|o| o.name)).collect();
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "operation names are unique");
+        for endpoint in table.endpoints() {
+            let guarded = endpoint.pattern.starts_with("/guard/");
+            assert_eq!(endpoint.rate == Rate::Guard, guarded, "{}", endpoint.pattern);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "route /hcs20")]
+    fn a_pattern_claimed_twice_is_refused_at_start() {
+        let twice = |_: usize| Endpoint::new("/hcs20").get("x", handler!(service::health), Cache::NoStore);
+        Table::new(vec![twice(0), twice(1)]);
+    }
+}

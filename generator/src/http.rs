@@ -1,0 +1,112 @@
+//! The HTTP values every surface's answers are made of: the content type,
+//! the cache policies (one table for sections A, B and C, so that the
+//! generator's files, the manifest and the api's live answers agree), the
+//! 400 error that names a parameter, and the spelling of names in files.
+
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use sha2::{Digest, Sha256};
+
+/// Content type of every JSON answer.
+pub const JSON: &str = "application/json";
+
+/// How long shared and private caches may keep an answer. Every answer of
+/// the service, static or live, has one of these (spec section 8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cache {
+    /// Reference data that changes only with builds: catalogs, guard files.
+    Catalog,
+    /// An agent's detail, similar agents, resolution and feedback.
+    Agent,
+    /// HCS-20 account balances and holder lists: 60 s.
+    Balances,
+    /// The HCS-20 token list: 2 minutes.
+    TokenLists,
+    /// HCS-20 statistics and rankings: 5 minutes.
+    EcosystemStats,
+    /// Recent HCS-20 transactions: 30 s.
+    Transactions,
+    /// A live search answer: it changes with builds and the live store.
+    Search,
+    /// A shields.io badge (the badge says how long it may be kept).
+    Badge,
+    /// A pure function of the request (a UAID's validation): a day.
+    Pure,
+    /// Health, status, errors and anything per-caller: never stored.
+    NoStore,
+}
+
+impl Cache {
+    /// The `Cache-Control` value.
+    pub fn header(self) -> &'static str {
+        match self {
+            Cache::Catalog => "public, max-age=300, s-maxage=3600, stale-while-revalidate=86400",
+            Cache::Agent => "public, max-age=60, s-maxage=300, stale-while-revalidate=3600",
+            Cache::Balances => "public, max-age=60, s-maxage=60, stale-while-revalidate=60",
+            Cache::TokenLists => "public, max-age=120, s-maxage=120, stale-while-revalidate=120",
+            Cache::EcosystemStats => "public, max-age=300, s-maxage=300, stale-while-revalidate=300",
+            Cache::Transactions => "public, max-age=30, s-maxage=30, stale-while-revalidate=30",
+            Cache::Search => "public, max-age=30",
+            Cache::Badge => "public, max-age=300",
+            Cache::Pure => "public, max-age=86400",
+            Cache::NoStore => "no-store",
+        }
+    }
+}
+
+/// A request the api must answer 400: names the parameter at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BadParameter {
+    pub parameter: &'static str,
+    pub message: String,
+}
+
+impl BadParameter {
+    pub fn new(parameter: &'static str, message: impl Into<String>) -> Self {
+        BadParameter { parameter, message: message.into() }
+    }
+}
+
+/// Characters left as they are in a file name: no dots, so no `..`, and
+/// nothing a static host might treat specially.
+const FILE_NAME: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
+
+/// A name (a tick, a UAID) as one file name: unreserved characters kept,
+/// the rest percent-encoded; a very long name is named by its hash instead.
+pub fn file_name(name: &str) -> String {
+    let encoded = utf8_percent_encode(name, FILE_NAME).to_string();
+    if encoded.len() <= 120 {
+        return encoded;
+    }
+    let digest = Sha256::digest(name.as_bytes());
+    format!("~{}", hex(&digest[..16]))
+}
+
+/// Lower-case hexadecimal.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_cannot_climb_out_of_their_folder() {
+        for (name, expected) in [("pts", "pts"), ("../x", "%2E%2E%2Fx"), ("é", "%C3%A9"), ("a b", "a%20b")] {
+            assert_eq!(file_name(name), expected, "{name}");
+        }
+        let long = file_name(&"x".repeat(500));
+        assert!(long.starts_with('~') && long.len() == 33, "{long}");
+    }
+
+    #[test]
+    fn every_stored_policy_is_public_and_bounded() {
+        use Cache::*;
+        for cache in [Catalog, Agent, Balances, TokenLists, EcosystemStats, Transactions, Search, Badge, Pure] {
+            let header = cache.header();
+            assert!(header.starts_with("public, max-age="), "{cache:?}: {header}");
+        }
+        assert_eq!(NoStore.header(), "no-store");
+    }
+}
