@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use almanac::routes::Limits;
+use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
 
 use crate::broker::vectors::Vectors;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use almanac::routes::Limits;
+use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
 use anyhow::Result;
 use clap::Parser;
@@ -91,7 +91,7 @@ impl Config {
 
     /// The application these settings describe, with no build loaded yet.
     pub fn app(&self) -> Result<Arc<App>> {
-        let limits = Limits { max_page_size: self.max_page_size.max(almanac::analytics::DEFAULT_PAGE_SIZE) };
+        let limits = Limits { max_page_size: self.max_page_size.max(almanac::hcs20::analytics::DEFAULT_PAGE_SIZE) };
         let mut access = mcp::Access::loopback();
         access.hosts.extend(self.mcp_hosts.iter().cloned());
         access.origins = self.mcp_origins.clone();

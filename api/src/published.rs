@@ -6,17 +6,17 @@
 //! current one behind an `Arc`: a request takes its own reference, so a swap
 //! never disturbs a request in flight.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use almanac::analytics::Analytics;
 use almanac::guard;
+use almanac::hcs20::analytics::Analytics;
+use almanac::hcs20::routes::Limits;
+use almanac::hcs20::tables;
 use almanac::manifest::Manifest;
-use almanac::routes::Limits;
 use almanac::site::Layout;
-use almanac::snapshot;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 
@@ -24,7 +24,10 @@ use crate::reply::Representation;
 
 pub struct Build {
     pub id: String,
-    pub routes: HashMap<String, Representation>,
+    /// Every manifest route's representation, by route (a fast hash: the
+    /// keys are ours, not an attacker's choice of collisions to aim at,
+    /// and a request only looks one up).
+    pub routes: FxHashMap<String, Representation>,
     pub analytics: Analytics,
     /// The guard datasets (section B), parsed from the very bytes the JSON
     /// routes serve; `None` when the build publishes none.
@@ -41,12 +44,12 @@ impl Build {
         let started = Instant::now();
         let dir = layout.build_dir(id);
         let manifest = Manifest::load(&dir)?;
-        let mut routes = HashMap::with_capacity(manifest.routes.len());
+        let mut routes = FxHashMap::with_capacity_and_hasher(manifest.routes.len(), Default::default());
         let mut read = 0usize;
         for entry in &manifest.routes {
             let reused = previous
                 .and_then(|p| p.routes.get(&entry.route))
-                .filter(|r| r.etag == entry.etag)
+                .filter(|r| r.etag() == entry.etag)
                 .map(|r| r.body.clone());
             let body = match reused {
                 Some(body) => body,
@@ -55,19 +58,10 @@ impl Build {
                     Bytes::from(read_inside(&dir, &entry.file)?)
                 }
             };
-            let last_modified = httpdate::parse_http_date(&entry.last_modified)
-                .with_context(|| format!("{}: bad Last-Modified", entry.route))?;
-            routes.insert(
-                entry.route.clone(),
-                Representation {
-                    body,
-                    etag: entry.etag.clone(),
-                    last_modified,
-                    last_modified_text: entry.last_modified.clone(),
-                    content_type: entry.content_type.clone(),
-                    cache_control: entry.cache_control.clone(),
-                },
-            );
+            let representation =
+                Representation::new(body, &entry.etag, &entry.last_modified, &entry.content_type, &entry.cache_control)
+                    .with_context(|| format!("{}: a header of the manifest", entry.route))?;
+            routes.insert(entry.route.clone(), representation);
         }
         let guard = match guard::ROUTES.iter().any(|r| routes.contains_key(*r)) {
             true => Some(crate::guard::mcp::Published::new(
@@ -77,7 +71,7 @@ impl Build {
             false => None,
         };
         let snapshot_path = layout.snapshot(&manifest);
-        let analytics = snapshot::load_analytics(&snapshot_path, limits.max_page_size)
+        let analytics = tables::load_analytics(&snapshot_path, limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
         let broker =
             load_broker(&snapshot_path, previous).with_context(|| format!("loading the agent index of build {id}"))?;

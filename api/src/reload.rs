@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use almanac::routes::Limits;
+use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
 
 use crate::published::{Build, Live};

@@ -24,15 +24,54 @@ pub type Reply = warp::reply::Response;
 const VARY: &str = "Accept-Encoding";
 
 /// A published answer: the exact bytes and the headers the manifest gives
-/// them.
+/// them, made header values once, when the build is loaded, so that
+/// answering (and above all answering 304) copies nothing.
 #[derive(Clone, Debug)]
 pub struct Representation {
     pub body: Bytes,
-    pub etag: String,
+    /// Strong and quoted: `"…"`.
+    pub etag: HeaderValue,
     pub last_modified: SystemTime,
-    pub last_modified_text: String,
-    pub content_type: String,
-    pub cache_control: String,
+    pub last_modified_text: HeaderValue,
+    pub content_type: HeaderValue,
+    pub cache_control: HeaderValue,
+}
+
+/// A manifest value that cannot be a header value (a damaged build).
+#[derive(Debug, thiserror::Error)]
+#[error("{field} {value:?} is not a valid header value")]
+pub struct BadHeader {
+    field: &'static str,
+    value: String,
+}
+
+impl Representation {
+    /// From the manifest's spelling of each header.
+    pub fn new(
+        body: Bytes,
+        etag: &str,
+        last_modified: &str,
+        content_type: &str,
+        cache_control: &str,
+    ) -> Result<Representation, BadHeader> {
+        let value =
+            |field, text: &str| HeaderValue::from_str(text).map_err(|_| BadHeader { field, value: text.to_string() });
+        let date = httpdate::parse_http_date(last_modified)
+            .map_err(|_| BadHeader { field: "Last-Modified", value: last_modified.to_string() })?;
+        Ok(Representation {
+            body,
+            etag: value("ETag", etag)?,
+            last_modified: date,
+            last_modified_text: value("Last-Modified", last_modified)?,
+            content_type: value("Content-Type", content_type)?,
+            cache_control: value("Cache-Control", cache_control)?,
+        })
+    }
+
+    /// The entity tag as text (header values made from text are text).
+    pub fn etag(&self) -> &str {
+        self.etag.to_str().unwrap_or_default()
+    }
 }
 
 #[derive(Serialize)]
@@ -143,7 +182,7 @@ pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) 
         if_modified_since: value(header::IF_MODIFIED_SINCE),
         if_unmodified_since: value(header::IF_UNMODIFIED_SINCE),
     };
-    let (status, body) = match conditional::evaluate(&preconditions, &r.etag, r.last_modified) {
+    let (status, body) = match conditional::evaluate(&preconditions, r.etag(), r.last_modified) {
         Outcome::PreconditionFailed => {
             let message = "a precondition of the request failed";
             return Error::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message).into_reply();
@@ -152,16 +191,19 @@ pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) 
         Outcome::Proceed if method == Method::HEAD => (StatusCode::OK, None),
         Outcome::Proceed => (StatusCode::OK, Some(r.body.clone())),
     };
-    let mut response = Response::builder()
-        .status(status)
-        .header(header::ETAG, &r.etag)
-        .header(header::LAST_MODIFIED, &r.last_modified_text)
-        .header(header::CACHE_CONTROL, &r.cache_control)
-        .header(header::VARY, VARY);
+    let mut response = Response::new(body.map(Into::into).unwrap_or_default());
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.reserve(8);
+    headers.insert(header::ETAG, r.etag.clone());
+    headers.insert(header::LAST_MODIFIED, r.last_modified_text.clone());
+    headers.insert(header::CACHE_CONTROL, r.cache_control.clone());
+    headers.insert(header::VARY, HeaderValue::from_static(VARY));
     if status == StatusCode::OK {
-        response = response.header(header::CONTENT_TYPE, &r.content_type).header(header::CONTENT_LENGTH, r.body.len());
+        headers.insert(header::CONTENT_TYPE, r.content_type.clone());
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(r.body.len()));
     }
-    response.body(body.map(Into::into).unwrap_or_default()).expect("valid static response")
+    response
 }
 
 /// A streamed answer: each chunk is sent as soon as `chunks` yields it.

@@ -19,16 +19,17 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::analytics::Analytics;
 use crate::database;
 use crate::entity::EntityId;
+use crate::hcs20::analytics::Analytics;
+use crate::hcs20::ledger::{captured, mirror};
+use crate::hcs20::routes::{Limits, Route};
+use crate::hcs20::tables::{self, Meta};
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
 use crate::http::JSON;
-use crate::ledger::{captured, mirror};
 use crate::manifest::{Entry, Manifest};
-use crate::routes::{Limits, Route};
 use crate::site::{self, Layout};
-use crate::snapshot::{self, Meta};
+use crate::snapshot;
 use crate::warehouse::Warehouse;
 use crate::Lap;
 use crate::{broker, guard};
@@ -108,7 +109,7 @@ struct Computed {
 
 struct Tables {
     ledger: hcs20::Ledger,
-    recent: Vec<crate::analytics::EventRow>,
+    recent: Vec<crate::hcs20::analytics::EventRow>,
 }
 
 /// What the apply step decided.
@@ -188,7 +189,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         let judging = scope.spawn(move || {
             if let Ok(operations) = operations_in.recv() {
                 let lap = Lap::new();
-                snapshot::write_operations(judge.conn(), &operations)?;
+                tables::write_operations(judge.conn(), &operations)?;
                 lap.mark("operations");
             }
             anyhow::Ok(())
@@ -249,14 +250,14 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
             });
             let snapshotted = written().and_then(|()| {
                 if let Some(t) = &computed.tables {
-                    snapshot::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta)?;
+                    tables::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta)?;
                 }
                 if let Some(sources) = &broker {
                     let lap = Lap::new();
                     broker::store::write(warehouse.conn(), sources, embeddings.as_ref())?;
                     lap.mark("broker tables");
                 }
-                snapshot::write_meta(warehouse.conn(), &manifest.build, &computed.meta)?;
+                tables::write_meta(warehouse.conn(), &manifest.build, &computed.meta)?;
                 let snapshot_path = layout.snapshot(&manifest);
                 match snapshot::reusable(&snapshot_path)? {
                     true => Ok(()),
@@ -375,7 +376,7 @@ fn incremental(
     report: &mut BuildReport,
 ) -> Result<Step> {
     // The warehouse's derived tables must be the live build's.
-    let meta = snapshot::read_meta(warehouse.conn())?.filter(|m| {
+    let meta = tables::read_meta(warehouse.conn())?.filter(|m| {
         m.build == live.build && m.topics == config.topics && m.recent_limit == config.limits.max_page_size
     });
     let Some(meta) = meta else {
@@ -401,7 +402,7 @@ fn incremental(
 
     let lap = Lap::new();
     let conn = warehouse.conn();
-    let mut ledger = snapshot::load_ledger(conn, &meta, &accounts_named(&new))?;
+    let mut ledger = tables::load_ledger(conn, &meta, &accounts_named(&new))?;
     lap.mark("resume ledger");
     let operations = ledger.apply_messages(&new);
     let changes = ledger.changes.take().unwrap_or_default();
@@ -424,9 +425,9 @@ fn incremental(
     let linking = link_kept(config, live, &kept);
     lap.mark("keep");
 
-    snapshot::apply_delta(conn, &ledger, &changes, &operations, config.limits.max_page_size)?;
+    tables::apply_delta(conn, &ledger, &changes, &operations, config.limits.max_page_size)?;
     lap.mark("delta");
-    let model = snapshot::load_partial(conn, &token_keys, &accounts, config.limits.max_page_size)?;
+    let model = tables::load_partial(conn, &token_keys, &accounts, config.limits.max_page_size)?;
     lap.mark("load partial model");
 
     let mut routes = Route::global_static();

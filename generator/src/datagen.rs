@@ -16,10 +16,10 @@ use base64::Engine;
 use sha2::{Digest, Sha384};
 
 use crate::entity::EntityId;
+use crate::hcs20::ledger::captured::page_file_name;
+use crate::hcs20::ledger::mirror::PAGE_LIMIT;
+use crate::hcs20::ledger::{ChunkInfo, Links, MirrorMessage, Page};
 use crate::hcs20::Topics;
-use crate::ledger::captured::page_file_name;
-use crate::ledger::mirror::PAGE_LIMIT;
-use crate::ledger::{ChunkInfo, Links, MirrorMessage, Page};
 use crate::timestamp::Timestamp;
 
 /// First consensus time of every corpus: 2024-01-01T00:00:00Z.

@@ -2,7 +2,6 @@
 //! the analytics queries and the site writer. The api links this library so
 //! that both sides answer every query through the same functions.
 
-pub mod analytics;
 pub mod broker;
 pub mod build;
 pub mod columnar;
@@ -12,9 +11,7 @@ pub mod entity;
 pub mod guard;
 pub mod hcs20;
 pub mod http;
-pub mod ledger;
 pub mod manifest;
-pub mod routes;
 pub mod site;
 pub mod snapshot;
 pub mod timestamp;

@@ -9,9 +9,9 @@ use clap::{Args, Parser, Subcommand};
 use almanac::build::{self, BrokerConfig, BuildConfig, GuardConfig, Source};
 use almanac::datagen;
 use almanac::entity::EntityId;
+use almanac::hcs20::ledger::mirror::MirrorConfig;
+use almanac::hcs20::routes::Limits;
 use almanac::hcs20::Topics;
-use almanac::ledger::mirror::MirrorConfig;
-use almanac::routes::Limits;
 use almanac::site::Layout;
 
 #[derive(Parser)]
@@ -168,7 +168,10 @@ async fn main() -> Result<()> {
 }
 
 fn build_config(args: BuildArgs) -> Result<BuildConfig> {
-    anyhow::ensure!(args.max_page_size >= almanac::analytics::DEFAULT_PAGE_SIZE, "--max-page-size must be at least 25");
+    anyhow::ensure!(
+        args.max_page_size >= almanac::hcs20::analytics::DEFAULT_PAGE_SIZE,
+        "--max-page-size must be at least 25"
+    );
     let source = match args.mirror {
         Some(url) => Source::Mirror(MirrorConfig {
             concurrency: args.mirror_concurrency.max(1),

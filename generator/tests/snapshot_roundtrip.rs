@@ -2,11 +2,11 @@
 //! renders from the model the rules built. Every route, at default and other
 //! parameters, must give the same bytes both ways.
 
-use almanac::analytics::Analytics;
 use almanac::datagen::random_corpus;
+use almanac::hcs20::analytics::Analytics;
+use almanac::hcs20::routes::{Limits, Route};
+use almanac::hcs20::tables;
 use almanac::hcs20::{replay, Message, Topics};
-use almanac::routes::{Limits, Route};
-use almanac::snapshot;
 
 #[test]
 fn snapshot_model_renders_every_route_identically() {
@@ -22,7 +22,7 @@ fn snapshot_model_renders_every_route_identically() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("test.duckdb");
-    let meta = snapshot::Meta {
+    let meta = tables::Meta {
         build: String::new(),
         topics,
         recent_limit: limits.max_page_size,
@@ -31,10 +31,10 @@ fn snapshot_model_renders_every_route_identically() {
     };
     {
         let conn = duckdb::Connection::open(&path).unwrap();
-        snapshot::write_operations(&conn, &operations).unwrap();
-        snapshot::write_full(&conn, &ledger, built.recent_events(), &meta).unwrap();
+        tables::write_operations(&conn, &operations).unwrap();
+        tables::write_full(&conn, &ledger, built.recent_events(), &meta).unwrap();
     }
-    let loaded = snapshot::load_analytics(&path, limits.max_page_size).unwrap();
+    let loaded = tables::load_analytics(&path, limits.max_page_size).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 
     let mut routes = Route::all_static(&built);

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use almanac::entity::EntityId;
-use almanac::ledger::{Links, MirrorMessage, Page};
+use almanac::hcs20::ledger::{Links, MirrorMessage, Page};
 use warp::http::{Response, StatusCode};
 use warp::Filter;
 

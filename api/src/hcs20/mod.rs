@@ -4,11 +4,9 @@
 //! held a token) is computed by the same query functions, from the model
 //! the api loaded from the build's snapshot.
 
-use std::time::{Duration, UNIX_EPOCH};
-
+use almanac::hcs20::routes::Route;
 use almanac::http::JSON;
 use almanac::manifest;
-use almanac::routes::Route;
 use bytes::Bytes;
 use warp::http::StatusCode;
 
@@ -48,14 +46,14 @@ fn answer(request: &Request, route: Route) -> Answer {
     let rendered = route
         .render(&build.analytics)
         .map_err(|unknown| Error::new(StatusCode::NOT_FOUND, "tick_not_found", unknown.to_string()))?;
-    let seconds = rendered.last_modified.seconds();
-    let representation = Representation {
-        etag: manifest::etag(&rendered.body),
-        body: Bytes::from(rendered.body),
-        last_modified: UNIX_EPOCH + Duration::from_secs(seconds),
-        last_modified_text: rendered.last_modified.http_date(),
-        content_type: JSON.to_string(),
-        cache_control: rendered.cache.header().to_string(),
-    };
+    let etag = manifest::etag(&rendered.body);
+    let representation = Representation::new(
+        Bytes::from(rendered.body),
+        &etag,
+        &rendered.last_modified.http_date(),
+        JSON,
+        rendered.cache.header(),
+    )
+    .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", e.to_string()))?;
     Ok(reply::representation(&request.method, &request.headers, &representation))
 }

@@ -6,9 +6,13 @@
 //! decisions taken where the standard is silent are listed in the README's
 //! rules section; each has a test in `rules`.
 
+pub mod analytics;
 pub mod chunks;
+pub mod ledger;
 pub mod message;
+pub mod routes;
 pub mod rules;
+pub mod tables;
 pub mod verdict;
 
 pub use message::{OpKind, Operation, Reason, Rejection};

@@ -14,8 +14,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use almanac::entity::EntityId;
+use almanac::hcs20::ledger::{captured, MirrorMessage, Page};
 use almanac::hcs20::{replay, Topics};
-use almanac::ledger::{captured, MirrorMessage, Page};
 use anyhow::{bail, Context, Result};
 
 fn main() -> Result<()> {

@@ -2,7 +2,7 @@
 //!
 //! One model, two ways in: the generator builds it from the rules' ledger
 //! ([`Analytics::from_ledger`]), the api from a build's snapshot
-//! ([`crate::snapshot::load_analytics`]). Both go through
+//! ([`crate::hcs20::tables::load_analytics`]). Both go through
 //! [`Analytics::from_parts`], and every route is answered by the functions
 //! here, so a pre-rendered file and a live answer for other parameters can
 //! never disagree.

@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use std::collections::BTreeSet;
 
-use crate::analytics::{Analytics, TokenSummary, DEFAULT_PAGE_SIZE};
 use crate::entity::EntityId;
+use crate::hcs20::analytics::{Analytics, TokenSummary, DEFAULT_PAGE_SIZE};
 use crate::hcs20::message::normalise_tick;
 use crate::http::{file_name, BadParameter, Cache};
 use crate::timestamp::Timestamp;
@@ -160,11 +160,11 @@ impl Route {
 
     /// Renders the answer. `Err` when the route names a token that does not
     /// exist.
-    pub fn render(&self, analytics: &Analytics) -> Result<Rendered, crate::analytics::UnknownToken> {
+    pub fn render(&self, analytics: &Analytics) -> Result<Rendered, crate::hcs20::analytics::UnknownToken> {
         let token = |topic: EntityId, tick: &str| {
             analytics
                 .token_index(topic, tick)
-                .ok_or_else(|| crate::analytics::UnknownToken { topic, tick: tick.to_string() })
+                .ok_or_else(|| crate::hcs20::analytics::UnknownToken { topic, tick: tick.to_string() })
         };
         let (body, last_modified) = match self {
             Route::Ticks => json(analytics.ticks()),
