@@ -115,8 +115,8 @@ bench: build
 ## their generators (deterministic)
 datasets: build
 	rm -rf datasets/ledger
-	$(BIN)/generator datagen --preset rules --out datasets/ledger
-	$(BIN)/generator datagen --preset agents --agents 300 --out datasets/broker
+	$(BIN)/datagen --preset rules --out datasets/ledger
+	$(BIN)/datagen --preset agents --agents 300 --out datasets/broker
 
 fmt:
 	$(CARGO) fmt --all

@@ -52,7 +52,7 @@ MIRROR="$run_dir/mirror"
 corpus="$OUT/corpus-$N"
 if [ ! -d "$corpus" ]; then
   say "writing a $N-message corpus"
-  "$BIN/generator" datagen --messages "$N" --seed 1 --out "$corpus"
+  "$BIN/datagen" --messages "$N" --seed 1 --out "$corpus"
 fi
 
 say "broker search relevance: BM25F index over 100k generated agents, in process"
@@ -77,7 +77,7 @@ kill $mirror_pid 2>/dev/null || true
 say "incremental: 1,000 more messages on the full build"
 more="$OUT/corpus-$N-plus"
 rm -rf "$more"; cp -al "$corpus" "$more"
-"$BIN/generator" datagen --messages "$((N + 1000))" --scale "$N" --seed 1 --out "$OUT/corpus-$N-next" >/dev/null 2>&1
+"$BIN/datagen" --messages "$((N + 1000))" --scale "$N" --seed 1 --out "$OUT/corpus-$N-next" >/dev/null 2>&1
 # Only the pages past the old end are new; link them in beside the old ones.
 for d in "$OUT/corpus-$N-next"/*/; do
   t=$(basename "$d"); mkdir -p "$more/$t"
@@ -147,7 +147,7 @@ done
 say "broker (section A): a 100k-agent build, then GET /api/v1/search over its snapshot, wrk -t2 -d10s"
 agents="$OUT/agents-100000"
 if [ ! -s "$agents/agents.json" ]; then
-  "$BIN/generator" datagen --preset agents --agents 100000 --out "$agents" 2>/dev/null
+  "$BIN/datagen" --preset agents --agents 100000 --out "$agents" 2>/dev/null
 fi
 cp datasets/broker/catalog.json "$agents/"
 BROKER="$run_dir/broker"

@@ -6,7 +6,6 @@ pub mod broker;
 pub mod build;
 pub mod columnar;
 pub mod database;
-pub mod datagen;
 pub mod entity;
 pub mod guard;
 pub mod hcs20;

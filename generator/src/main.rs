@@ -3,11 +3,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use almanac::build::{self, BrokerConfig, BuildConfig, GuardConfig, Source};
-use almanac::datagen;
 use almanac::entity::EntityId;
 use almanac::hcs20::ledger::mirror::MirrorConfig;
 use almanac::hcs20::routes::Limits;
@@ -25,8 +24,6 @@ struct Cli {
 enum Command {
     /// Ingest new messages, recompute, and publish a build if anything changed.
     Build(Box<BuildArgs>),
-    /// Write a deterministic HCS-20 corpus as captured mirror pages.
-    Datagen(DatagenArgs),
 }
 
 #[derive(Args)]
@@ -95,29 +92,6 @@ struct BuildArgs {
     full: bool,
 }
 
-#[derive(Args)]
-struct DatagenArgs {
-    /// Output folder (one folder per topic is written into it).
-    #[arg(long)]
-    out: PathBuf,
-    /// `rules`: the checked-in ledger corpus; `random`: --messages of
-    /// realistic traffic; `agents`: an agent index of --agents agents and
-    /// their ERC-8004 feedback (`<out>/agents.json`, `<out>/feedback.json`).
-    #[arg(long, default_value = "random")]
-    preset: String,
-    #[arg(long, default_value_t = 10_000)]
-    messages: usize,
-    /// Size ticks and accounts for this many messages (default: --messages);
-    /// a corpus continues any smaller one of the same scale and seed.
-    #[arg(long)]
-    scale: Option<usize>,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Agents in an `agents` index.
-    #[arg(long, default_value_t = 300)]
-    agents: usize,
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
@@ -134,34 +108,6 @@ async fn main() -> Result<()> {
                 incremental = report.incremental, applied = report.applied, rejected = report.rejected,
                 files = report.files, written = report.written, linked = report.linked, "build done"
             );
-        }
-        Command::Datagen(args) if args.preset == "agents" => {
-            use almanac::broker::{generate, AgentsFile, FeedbackFile};
-            let agents = generate::agents(args.agents, args.seed);
-            let feedback = generate::feedback(&agents, args.seed);
-            std::fs::create_dir_all(&args.out)?;
-            let write = |name: &str, bytes: serde_json::Result<Vec<u8>>| -> Result<()> {
-                let path = args.out.join(name);
-                let mut bytes = bytes?;
-                bytes.push(b'\n');
-                std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
-            };
-            write("agents.json", serde_json::to_vec_pretty(&AgentsFile { agents }))?;
-            write("feedback.json", serde_json::to_vec_pretty(&FeedbackFile { feedback }))?;
-            tracing::info!(agents = args.agents, out = %args.out.display(), "agent index and feedback written");
-        }
-        Command::Datagen(args) => {
-            let (corpus, pretty) = match args.preset.as_str() {
-                "rules" => (datagen::rules_corpus(Topics::MAINNET), true),
-                "random" => {
-                    let scale = args.scale.unwrap_or(args.messages);
-                    (datagen::random_corpus_scaled(args.messages, scale, args.seed, Topics::MAINNET), false)
-                }
-                other => anyhow::bail!("unknown preset {other:?}: expected rules, random or agents"),
-            };
-            let files =
-                corpus.write_pages(&args.out, pretty).with_context(|| format!("writing {}", args.out.display()))?;
-            tracing::info!(messages = corpus.len(), files, out = %args.out.display(), "corpus written");
         }
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! node on loopback ([`mirror`]), and the project's binaries run as child
 //! processes ([`process`]).
 
+pub mod datagen;
 pub mod embeddings;
 pub mod mirror;
 pub mod process;

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use almanac::datagen::random_corpus_scaled;
 use almanac::hcs20::Topics;
 use almanac::manifest::Manifest;
 use reqwest::StatusCode;
+use tests::datagen::random_corpus_scaled;
 const SCALE: usize = 5_000;
 
 use tests::mirror::MirrorServer;
@@ -64,10 +64,15 @@ fn two_builds_of_the_same_sources_are_byte_identical() {
     assert_eq!(current(&a.path().join("site")).1.build, ma.build);
 }
 
+/// Runs the `datagen` binary.
+fn datagen(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(tests::process::binary("datagen")).args(args).output().expect("running datagen")
+}
+
 #[test]
 fn datasets_ledger_is_what_datagen_writes() {
     let dir = TempDir::new("datagen");
-    let out = generator(&["datagen", "--preset", "rules", "--out", dir.path().to_str().unwrap()]);
+    let out = datagen(&["--preset", "rules", "--out", dir.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let checked_in = tree(&workspace_root().join("datasets/ledger"));
     let fresh = tree(dir.path());
@@ -78,7 +83,7 @@ fn datasets_ledger_is_what_datagen_writes() {
 #[test]
 fn datasets_broker_agents_is_what_datagen_writes() {
     let dir = TempDir::new("datagen-agents");
-    let out = generator(&["datagen", "--preset", "agents", "--agents", "300", "--out", dir.path().to_str().unwrap()]);
+    let out = datagen(&["--preset", "agents", "--agents", "300", "--out", dir.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     for name in ["feedback.json", "agents.json"] {
         let fresh = std::fs::read(dir.path().join(name)).unwrap();

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use almanac::datagen::random_corpus_scaled;
 use almanac::hcs20::Topics;
 use almanac::manifest::Manifest;
+use tests::datagen::random_corpus_scaled;
 const SCALE: usize = 5_000;
 
 use tests::process::{binary, build, Api};

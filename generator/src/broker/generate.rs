@@ -9,7 +9,6 @@ use serde_json::json;
 
 use super::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
 use super::{Agent, AiAgent, Profile, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
-use crate::datagen::Rng;
 use crate::uaid::{self, AgentData};
 
 /// HCS-11 AI capability codes 0 to 18, by label.
@@ -322,6 +321,33 @@ pub fn feedback(agents: &[Agent], seed: u64) -> Vec<FeedbackEntry> {
         }
     }
     out
+}
+
+/// A small, fast, seedable generator (SplitMix64): stable across platforms
+/// and crate versions, which a corpus on disk needs.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
 }
 
 #[cfg(test)]

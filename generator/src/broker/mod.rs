@@ -9,6 +9,10 @@
 pub mod bits;
 pub mod catalog;
 pub mod embed;
+/// Deterministic agent indexes for tests and benchmarks: not part of a
+/// production build (the `datagen` feature, which the `tests` crate turns
+/// on).
+#[cfg(any(test, feature = "datagen"))]
 pub mod generate;
 pub mod journal;
 pub mod query;

@@ -15,42 +15,16 @@ use anyhow::{Context, Result};
 use base64::Engine;
 use sha2::{Digest, Sha384};
 
-use crate::entity::EntityId;
-use crate::hcs20::ledger::captured::page_file_name;
-use crate::hcs20::ledger::mirror::PAGE_LIMIT;
-use crate::hcs20::ledger::{ChunkInfo, Links, MirrorMessage, Page};
-use crate::hcs20::Topics;
-use crate::timestamp::Timestamp;
+use almanac::broker::generate::Rng;
+use almanac::entity::EntityId;
+use almanac::hcs20::ledger::captured::page_file_name;
+use almanac::hcs20::ledger::mirror::PAGE_LIMIT;
+use almanac::hcs20::ledger::{ChunkInfo, Links, MirrorMessage, Page};
+use almanac::hcs20::Topics;
+use almanac::timestamp::Timestamp;
 
 /// First consensus time of every corpus: 2024-01-01T00:00:00Z.
 const START: u64 = 1_704_067_200_000_000_000;
-
-/// A small, fast, seedable generator (SplitMix64): stable across platforms
-/// and crate versions, which a corpus on disk needs.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// Messages being laid out in consensus order, then split into pages.
 pub struct Corpus {

@@ -2,11 +2,11 @@
 //! renders from the model the rules built. Every route, at default and other
 //! parameters, must give the same bytes both ways.
 
-use almanac::datagen::random_corpus;
 use almanac::hcs20::analytics::Analytics;
 use almanac::hcs20::routes::{Limits, Route};
 use almanac::hcs20::tables;
 use almanac::hcs20::{replay, Message, Topics};
+use tests::datagen::random_corpus;
 
 #[test]
 fn snapshot_model_renders_every_route_identically() {
@@ -30,7 +30,7 @@ fn snapshot_model_renders_every_route_identically() {
         applied: Default::default(),
     };
     {
-        let conn = duckdb::Connection::open(&path).unwrap();
+        let conn = almanac::database::open(&path, almanac::database::Access::ReadWrite).unwrap();
         tables::write_operations(&conn, &operations).unwrap();
         tables::write_full(&conn, &ledger, built.recent_events(), &meta).unwrap();
     }
