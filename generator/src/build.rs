@@ -26,6 +26,7 @@ use crate::hcs20::ledger::{captured, mirror};
 use crate::hcs20::routes::{Limits, Route};
 use crate::hcs20::tables::{self, Meta};
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
+use crate::fault;
 use crate::http::JSON;
 use crate::manifest::{Entry, Manifest};
 use crate::site::{self, Layout};
@@ -152,6 +153,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         side_files.extend(broker::render::files(sources));
         lap.mark("render broker");
     }
+    fault::point("sources");
     let mut warehouse = open_warehouse(&layout.warehouse(), config.full)?;
     let embeddings = match (&broker, config.broker.as_ref().and_then(|b| b.embeddings.clone())) {
         (Some(sources), Some(provider)) => {
@@ -167,6 +169,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let fetched = ingest(config, &mut warehouse, fresh).await.context("ingest")?;
     report.fetched = fetched.messages.len();
     tracing::info!(step = "ingest", fetched = report.fetched, ms = ms(started));
+    fault::point("ingested");
 
     let previous = layout.current().context("reading the live build")?;
     let manifest = std::thread::scope(|scope| -> Result<Option<Manifest>> {
@@ -182,6 +185,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
                 storer.append(*topic, &fetched.messages[range.clone()])?;
             }
             lap.mark("store messages");
+            fault::point("stored");
             anyhow::Ok(())
         });
         let (operations_out, operations_in) = std::sync::mpsc::sync_channel::<Vec<hcs20::OperationRow>>(1);
@@ -223,6 +227,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
                 return Ok(None);
             }
         };
+        fault::point("applied");
         tracing::info!(
             step = "apply",
             incremental = report.incremental,
@@ -247,7 +252,8 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
                     previous.as_ref(),
                 ),
                 None => site::stage(layout, &manifest, &computed.files, &computed.kept, previous.as_ref()),
-            });
+            }
+            .inspect(|_| fault::point("staged")));
             let snapshotted = written().and_then(|()| {
                 if let Some(t) = &computed.tables {
                     tables::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta)?;
@@ -259,10 +265,11 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
                 }
                 tables::write_meta(warehouse.conn(), &manifest.build, &computed.meta)?;
                 let snapshot_path = layout.snapshot(&manifest);
-                match snapshot::reusable(&snapshot_path)? {
-                    true => Ok(()),
-                    false => snapshot::copy_to(warehouse.conn(), warehouse.path(), &snapshot_path),
+                if !snapshot::reusable(&snapshot_path)? {
+                    snapshot::copy_to(warehouse.conn(), warehouse.path(), &snapshot_path)?;
                 }
+                fault::point("snapshot");
+                Ok(())
             });
             (staging.join().expect("staging panicked"), snapshotted)
         });
@@ -281,8 +288,10 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     report.published = previous.as_ref().map(|(_, m)| &m.build) != Some(&manifest.build);
     if report.published {
         site::publish(layout, &manifest).context("publish")?;
+        fault::point("published");
     }
     let pruned = site::prune(layout, config.keep_builds).context("pruning old builds")?;
+    fault::point("pruned");
     tracing::info!(step = "publish", build = %manifest.build, published = report.published, pruned, ms = ms(started));
     Ok(report)
 }

@@ -7,6 +7,7 @@ pub mod build;
 pub mod columnar;
 pub mod database;
 pub mod entity;
+pub mod fault;
 pub mod guard;
 pub mod hcs20;
 pub mod http;

@@ -1,0 +1,38 @@
+//! Fault points: named places in a run where a test can end the generator
+//! as `kill -9` would (no destructor runs, nothing more is written), so
+//! that crash safety is tested at every step, deterministically, instead
+//! of by killing after guessed delays.
+//!
+//! Only a build with the `faults` feature (which the `tests` crate turns
+//! on) reads `ALMANAC_FAULT`; elsewhere [`point`] does nothing.
+
+/// Every fault point, in the order a run that publishes reaches them.
+pub const POINTS: [&str; 8] = [
+    // Sources loaded and rendered; the warehouse not yet opened.
+    "sources",
+    // New messages fetched (and, into a warehouse with cursors, stored).
+    "ingested",
+    // Messages fetched into an empty warehouse stored by their connection.
+    "stored",
+    // The run's answers computed in memory.
+    "applied",
+    // The build's folder staged and named `builds/<id>`, not yet live.
+    "staged",
+    // The warehouse named for the build and copied to its snapshot.
+    "snapshot",
+    // `current` flipped to the new build; old builds not yet pruned.
+    "published",
+    // Old builds pruned; the run is about to report.
+    "pruned",
+];
+
+/// Ends the process at once when `ALMANAC_FAULT` names `name` (with the
+/// `faults` feature).
+#[inline]
+pub fn point(name: &'static str) {
+    debug_assert!(POINTS.contains(&name), "{name} is not a fault point");
+    #[cfg(feature = "faults")]
+    if std::env::var("ALMANAC_FAULT").is_ok_and(|wanted| wanted == name) {
+        std::process::abort();
+    }
+}
