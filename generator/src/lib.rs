@@ -18,16 +18,10 @@ pub mod timestamp;
 pub mod uaid;
 pub mod warehouse;
 
-/// `f` over `items` on every core, results in `items`' order.
-pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = items.len().div_ceil(workers).max(1);
-    std::thread::scope(|scope| {
-        let f = &f;
-        let handles: Vec<_> =
-            items.chunks(chunk).map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<R>>())).collect();
-        handles.into_iter().flat_map(|h| h.join().expect("a worker panicked")).collect()
-    })
+/// `f` over `items` on the thread pool, results in `items`' order.
+pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync + Send) -> Vec<R> {
+    use rayon::prelude::*;
+    items.par_iter().map(f).collect()
 }
 
 /// Debug-level timings of the parts of a step (`RUST_LOG=almanac=debug`).

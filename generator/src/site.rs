@@ -281,30 +281,11 @@ fn sync_dir(dir: &Path) -> Result<()> {
     fs::File::open(dir)?.sync_all().with_context(|| format!("syncing {}", dir.display()))
 }
 
-/// Runs `f` over `items` on every core, adding up the pairs it returns.
-fn parallel_sum<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<(usize, usize)> + Sync) -> Result<(usize, usize)> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = items.len().div_ceil(workers).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| {
-                let f = &f;
-                scope.spawn(move || -> Result<(usize, usize)> {
-                    let mut sum = (0, 0);
-                    for item in part {
-                        let (a, b) = f(item)?;
-                        sum = (sum.0 + a, sum.1 + b);
-                    }
-                    Ok(sum)
-                })
-            })
-            .collect();
-        let mut total = (0, 0);
-        for handle in handles {
-            let (a, b) = handle.join().expect("writer panicked")?;
-            total = (total.0 + a, total.1 + b);
-        }
-        Ok(total)
-    })
+/// Runs `f` over `items` on the thread pool, adding up the pairs it returns.
+fn parallel_sum<T: Sync>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<(usize, usize)> + Sync + Send,
+) -> Result<(usize, usize)> {
+    use rayon::prelude::*;
+    items.par_iter().map(f).try_reduce(|| (0, 0), |a, b| Ok((a.0 + b.0, a.1 + b.1)))
 }

@@ -99,46 +99,33 @@ impl Ledger {
     }
 }
 
-/// Envelopes decoded per batch handed from the decoders to the applier.
+/// Envelopes decoded per worker thread in one window: the applier applies
+/// one window while the pool decodes the next.
 const DECODE_BATCH: usize = 16_384;
 
 /// Calls `apply` on every envelope with its decoded body, in order, while
-/// decoder threads (one per core) work ahead on later batches.
+/// the thread pool decodes the next window of envelopes.
 fn decode_pipelined<'a>(
     envelopes: &'a [chunks::Envelope<'a>],
-    mut apply: impl FnMut(&'a chunks::Envelope<'a>, Decoded),
+    mut apply: impl FnMut(&'a chunks::Envelope<'a>, Decoded) + Send,
 ) {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).max(1);
-    let batches: Vec<&[chunks::Envelope]> = envelopes.chunks(DECODE_BATCH).collect();
-    if batches.len() <= 1 {
-        for envelope in envelopes {
-            apply(envelope, decode(&envelope.body));
-        }
-        return;
+    use rayon::prelude::*;
+    let window = DECODE_BATCH * rayon::current_num_threads().max(1);
+    let decode_all = |part: &'a [chunks::Envelope<'a>]| -> Vec<Decoded> {
+        part.par_iter().with_min_len(1_024).map(|e| decode(&e.body)).collect()
+    };
+    let mut windows = envelopes.chunks(window);
+    let Some(first) = windows.next() else { return };
+    let mut current = (first, decode_all(first));
+    for next in windows {
+        let (part, decoded) = current;
+        let apply = &mut apply;
+        let (decoded_next, ()) = rayon::join(
+            || decode_all(next),
+            move || part.iter().zip(decoded).for_each(|(envelope, d)| apply(envelope, d)),
+        );
+        current = (next, decoded_next);
     }
-    std::thread::scope(|scope| {
-        // Worker w decodes batches w, w + workers, ...; a bounded channel
-        // per worker keeps it at most two batches ahead.
-        let receivers: Vec<_> = (0..workers)
-            .map(|w| {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Decoded>>(2);
-                let mine: Vec<&[chunks::Envelope]> = batches.iter().skip(w).step_by(workers).copied().collect();
-                scope.spawn(move || {
-                    for batch in mine {
-                        let decoded = batch.iter().map(|e| decode(&e.body)).collect();
-                        if tx.send(decoded).is_err() {
-                            return;
-                        }
-                    }
-                });
-                rx
-            })
-            .collect();
-        for (i, batch) in batches.iter().enumerate() {
-            let decoded = receivers[i % workers].recv().expect("decoder thread ended early");
-            for (envelope, d) in batch.iter().zip(decoded) {
-                apply(envelope, d);
-            }
-        }
-    });
+    let (part, decoded) = current;
+    part.iter().zip(decoded).for_each(|(envelope, d)| apply(envelope, d));
 }

@@ -58,25 +58,17 @@ pub fn read_topic(dir: &Path, topic: EntityId, after: u64) -> Result<Vec<Message
         }
     }
     files.sort();
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len().max(1));
-    let chunk = files.len().div_ceil(workers).max(1);
-    let parsed: Vec<Result<Vec<Message>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|paths| {
-                scope.spawn(move || -> Result<Vec<Message>> {
-                    let mut out = Vec::new();
-                    for path in paths {
-                        let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-                        let page = parse_page(&bytes, topic).with_context(|| path.display().to_string())?;
-                        out.extend(page.messages.into_iter().filter(|m| m.sequence > after));
-                    }
-                    Ok(out)
-                })
+    let parsed: Vec<Result<Vec<Message>>> = {
+        use rayon::prelude::*;
+        files
+            .par_iter()
+            .map(|path| -> Result<Vec<Message>> {
+                let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+                let page = parse_page(&bytes, topic).with_context(|| path.display().to_string())?;
+                Ok(page.messages.into_iter().filter(|m| m.sequence > after).collect())
             })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("page reader panicked")).collect()
-    });
+            .collect()
+    };
     let parts = parsed.into_iter().collect::<Result<Vec<_>>>()?;
     let mut messages = Vec::with_capacity(parts.iter().map(Vec::len).sum());
     for part in parts {
