@@ -1,38 +1,45 @@
-//! One generator run, as a list of named steps:
+//! One generator run, as a list of named steps ([`run`]), each a function
+//! that runs in a span of its name:
 //!
-//! 1. **ingest**: fetch each topic's new messages into the warehouse,
-//!    following registrations to new topics until none are left;
-//! 2. **apply**: incrementally, when the new messages all follow the live
-//!    build's (resume its snapshot, apply them, re-render what they touch);
-//!    otherwise **replay** every stored message and render every route;
-//! 3. **stage**: write the build directory beside the live one, hard-linking
-//!    files whose bytes did not change;
-//! 4. **snapshot**: finish the build's DuckDB snapshot;
-//! 5. **publish**: flip `current`, bring the warehouse's derived tables up
-//!    to date, prune old builds.
+//! 1. **sources** (`load_sources`): load and validate the guard and broker
+//!    sources, render their files;
+//! 2. **ingest** (`ingest`): fetch each topic's new messages into the
+//!    warehouse, following registrations to new topics until none are left
+//!    (and **embed** the agents, with a provider);
+//! 3. **apply** (`apply`): incrementally, when the new messages all follow
+//!    the live build's (resume its tables, apply them, re-render what they
+//!    touch); otherwise **replay** every stored message and render every
+//!    route;
+//! 4. **stage** (`stage_and_snapshot`): write the build directory beside
+//!    the live one, hard-linking files whose bytes did not change, while the
+//!    warehouse gets the build's tables and is copied to its snapshot;
+//! 5. **publish** (`publish`): flip `current`, prune old builds.
 //!
-//! Both paths give byte-identical builds for the same data (tested).
+//! DuckDB appends on one core: `Writers` stores new messages and a
+//! replay's operations on connections of their own while steps 3 and 4 go
+//! on. Both paths give byte-identical builds for the same data (tested), and
+//! a run ended at any fault point ([`crate::fault`]) leaves the live build
+//! as it was.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
+use tracing::{debug_span, info_span, Instrument};
 
 use crate::database;
 use crate::entity::EntityId;
+use crate::fault;
 use crate::hcs20::analytics::Analytics;
 use crate::hcs20::ledger::{captured, mirror};
 use crate::hcs20::routes::{Limits, Route};
 use crate::hcs20::tables::{self, Meta};
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
-use crate::fault;
 use crate::http::JSON;
 use crate::manifest::{Entry, Manifest};
 use crate::site::{self, Layout};
 use crate::snapshot;
 use crate::warehouse::Warehouse;
-use crate::Lap;
 use crate::{broker, guard};
 
 /// Where messages come from.
@@ -103,12 +110,12 @@ struct Computed {
     kept: std::sync::Arc<[Entry]>,
     meta: Meta,
     /// A full replay's derived tables, written while the files are staged.
-    tables: Option<Tables>,
+    tables: Option<Replayed>,
     /// The staging directory an incremental run began, linking `kept`.
     linking: Option<std::thread::JoinHandle<Result<site::Staging>>>,
 }
 
-struct Tables {
+struct Replayed {
     ledger: hcs20::Ledger,
     recent: Vec<crate::hcs20::analytics::EventRow>,
 }
@@ -123,14 +130,57 @@ enum Step {
     UpToDate(Manifest),
 }
 
+/// One run: the steps, in order. Each step is a function below and runs in
+/// a span of its name (`RUST_LOG=info` shows each step's time as it ends).
 pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let mut report = BuildReport::default();
-    let layout = &config.layout;
-    // A bad guard record fails the build before anything else is done.
-    // Sources other than the ledger are rendered whole every run (a bad
-    // record fails the build before anything is written); files whose
-    // bytes did not change are linked from the live build.
-    let mut side_files = match &config.guard {
+    let sources = info_span!("sources").in_scope(|| load_sources(config))?;
+    fault::point("sources");
+    let mut warehouse = open_warehouse(&config.layout.warehouse(), config.full)?;
+    let embeddings = embed_agents(config, &warehouse, sources.broker.as_ref()).instrument(info_span!("embed")).await?;
+    // Into an empty warehouse, what is fetched is everything there is: it is
+    // replayed from memory while a second connection stores it.
+    let fresh = warehouse.cursors()?.is_empty();
+    let fetched = ingest(config, &mut warehouse, fresh).instrument(info_span!("ingest")).await.context("ingest")?;
+    report.fetched = fetched.messages.len();
+    tracing::info!(fetched = report.fetched, "ingested");
+    fault::point("ingested");
+
+    let previous = config.layout.current().context("reading the live build")?;
+    let manifest = std::thread::scope(|scope| -> Result<Option<Manifest>> {
+        let mut writers = Writers::start(scope, &warehouse, &fetched)?;
+        let applied = info_span!("apply").in_scope(|| {
+            apply(config, &warehouse, previous.as_ref(), fresh, &fetched, &sources.files, &mut writers, &mut report)
+        });
+        let Some(computed) = applied? else {
+            writers.finish()?;
+            return Ok(None);
+        };
+        let tables = Tables { warehouse: &warehouse, broker: sources.broker.as_ref(), embeddings: embeddings.as_ref() };
+        let manifest = info_span!("stage")
+            .in_scope(|| stage_and_snapshot(config, computed, previous.as_ref(), writers, tables, &mut report))?;
+        Ok(Some(manifest))
+    })?;
+    let Some(manifest) = manifest else { return Ok(report) };
+    drop(fetched);
+    info_span!("publish").in_scope(|| publish(config, previous.as_ref(), &manifest, &mut report))?;
+    Ok(report)
+}
+
+/// What the sources other than the ledger give a run.
+struct Sources {
+    /// The files of sections A and B, rendered whole every run (a bad
+    /// record fails the build before anything is written); files whose
+    /// bytes did not change are linked from the live build.
+    files: Vec<site::File>,
+    /// Section A's sources, for the warehouse's broker tables.
+    broker: Option<broker::Sources>,
+}
+
+/// Step 1: load and validate the guard and broker sources (the broker's
+/// with the api's journal applied) and render their files.
+fn load_sources(config: &BuildConfig) -> Result<Sources> {
+    let mut files = match &config.guard {
         Some(guard) => {
             let sources = guard::load(&guard.dir).context("guard sources")?;
             guard::render(&guard::project(&sources, guard.today))
@@ -139,161 +189,199 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     };
     let broker = match &config.broker {
         Some(b) => {
-            let lap = Lap::new();
-            let mut sources = broker::load(&b.dir).context("broker sources")?;
-            lap.mark("load broker sources");
+            let mut sources =
+                debug_span!("load broker sources").in_scope(|| broker::load(&b.dir)).context("broker sources")?;
             let records = broker::journal::read(&b.journal).context("the broker journal")?;
             broker::journal::apply(&mut sources, &records).context("the broker journal")?;
+            files.extend(debug_span!("render broker").in_scope(|| broker::render::files(&sources)));
             Some(sources)
         }
         None => None,
     };
-    if let Some(sources) = &broker {
-        let lap = Lap::new();
-        side_files.extend(broker::render::files(sources));
-        lap.mark("render broker");
-    }
-    fault::point("sources");
-    let mut warehouse = open_warehouse(&layout.warehouse(), config.full)?;
-    let embeddings = match (&broker, config.broker.as_ref().and_then(|b| b.embeddings.clone())) {
-        (Some(sources), Some(provider)) => {
-            Some(embed(&warehouse, provider, sources).await.context("embedding agents")?)
-        }
-        _ => None,
-    };
+    Ok(Sources { files, broker })
+}
 
-    let started = Instant::now();
-    // Into an empty warehouse, what is fetched is everything there is: it is
-    // replayed from memory while a second connection stores it.
-    let fresh = warehouse.cursors()?.is_empty();
-    let fetched = ingest(config, &mut warehouse, fresh).await.context("ingest")?;
-    report.fetched = fetched.messages.len();
-    tracing::info!(step = "ingest", fetched = report.fetched, ms = ms(started));
-    fault::point("ingested");
+/// The warehouse's writers besides its main connection: DuckDB appends on
+/// one core, so new messages and a full replay's operations (different
+/// tables, never in conflict) are stored on connections of their own, on
+/// threads of the run's scope, while the replay, the rendering and the
+/// staging go on.
+struct Writers<'scope> {
+    storing: std::thread::ScopedJoinHandle<'scope, Result<()>>,
+    judging: std::thread::ScopedJoinHandle<'scope, Result<()>>,
+    /// To the operations' writer; dropped when a run has none to write.
+    operations: Option<std::sync::mpsc::SyncSender<Vec<hcs20::OperationRow>>>,
+}
 
-    let previous = layout.current().context("reading the live build")?;
-    let manifest = std::thread::scope(|scope| -> Result<Option<Manifest>> {
-        // DuckDB appends on one core. Other connections store the new
-        // messages and a full replay's operations (different tables, so
-        // the two never conflict), while the replay, the rendering and the
-        // staging of files go on.
+impl<'scope> Writers<'scope> {
+    /// Starts storing what `fetched` holds that the warehouse lacks, and
+    /// waiting for a replay's operations.
+    fn start<'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        warehouse: &'env Warehouse,
+        fetched: &'env Fetched,
+    ) -> Result<Writers<'scope>> {
         let mut storer = warehouse.writer()?;
-        let fetched = &fetched;
         let storing = scope.spawn(move || {
-            let lap = Lap::new();
+            let _span = debug_span!("store messages").entered();
             for (topic, range) in &fetched.unstored {
                 storer.append(*topic, &fetched.messages[range.clone()])?;
             }
-            lap.mark("store messages");
             fault::point("stored");
             anyhow::Ok(())
         });
-        let (operations_out, operations_in) = std::sync::mpsc::sync_channel::<Vec<hcs20::OperationRow>>(1);
+        let (operations, operations_in) = std::sync::mpsc::sync_channel::<Vec<hcs20::OperationRow>>(1);
         let judge = warehouse.writer()?;
         let judging = scope.spawn(move || {
             if let Ok(operations) = operations_in.recv() {
-                let lap = Lap::new();
+                let _span = debug_span!("operations").entered();
                 tables::write_operations(judge.conn(), &operations)?;
-                lap.mark("operations");
             }
             anyhow::Ok(())
         });
-        let written = || -> Result<()> {
-            storing.join().expect("storing messages panicked").context("storing messages")?;
-            judging.join().expect("writing operations panicked").context("writing operations")
-        };
+        Ok(Writers { storing, judging, operations: Some(operations) })
+    }
 
-        let started = Instant::now();
-        let step = match &previous {
-            Some((_, live)) if !config.full && !fresh => {
-                incremental(config, &warehouse, live, &side_files, &mut report)?
-            }
-            _ => Step::Replay,
-        };
-        let mut computed = match step {
-            Step::Apply(computed) => {
-                drop(operations_out);
-                *computed
-            }
-            Step::Replay => {
-                let everything = fresh.then_some(fetched.messages.as_slice());
-                full(config, &warehouse, everything, &side_files, operations_out, &mut report)?
-            }
-            Step::UpToDate(live) => {
-                tracing::info!(build = %live.build, "nothing new since the live build");
-                report.build = live.build;
-                drop(operations_out);
-                written()?;
-                return Ok(None);
-            }
-        };
-        fault::point("applied");
-        tracing::info!(
-            step = "apply",
-            incremental = report.incremental,
-            applied = report.applied,
-            rejected = report.rejected,
-            files = computed.files.len(),
-            kept = computed.kept.len(),
-            ms = ms(started)
-        );
+    /// Hands a full replay's operations to their writer.
+    fn write_operations(&mut self, operations: Vec<hcs20::OperationRow>) {
+        if let Some(sender) = self.operations.take() {
+            // The writer is gone only if it failed; its error is reported
+            // by `finish`.
+            let _ = sender.send(operations);
+        }
+    }
 
-        // Stage the files while the warehouse gets the derived tables, is
-        // named for the build and copied to its snapshot.
-        let started = Instant::now();
-        let manifest = site::manifest_of(&computed.files, &computed.kept)?;
-        let linking = computed.linking.take();
-        let (staged, snapshotted) = std::thread::scope(|inner| {
-            let staging = inner.spawn(|| match linking {
-                Some(linking) => linking.join().expect("linking panicked")?.finish(
-                    layout,
-                    &manifest,
-                    &computed.files,
-                    previous.as_ref(),
-                ),
-                None => site::stage(layout, &manifest, &computed.files, &computed.kept, previous.as_ref()),
+    /// Waits for both writers; their errors are the run's.
+    fn finish(mut self) -> Result<()> {
+        self.operations = None;
+        self.storing.join().expect("storing messages panicked").context("storing messages")?;
+        self.judging.join().expect("writing operations panicked").context("writing operations")
+    }
+}
+
+/// Step 3: what the new build holds. Incrementally when the new messages
+/// allow it, else a full replay; `None` when nothing changed since the live
+/// build.
+#[allow(clippy::too_many_arguments)]
+fn apply(
+    config: &BuildConfig,
+    warehouse: &Warehouse,
+    previous: Option<&(PathBuf, Manifest)>,
+    fresh: bool,
+    fetched: &Fetched,
+    side_files: &[site::File],
+    writers: &mut Writers,
+    report: &mut BuildReport,
+) -> Result<Option<Computed>> {
+    let step = match previous {
+        Some((_, live)) if !config.full && !fresh => incremental(config, warehouse, live, side_files, report)?,
+        _ => Step::Replay,
+    };
+    let computed = match step {
+        Step::Apply(computed) => *computed,
+        Step::Replay => {
+            let everything = fresh.then_some(fetched.messages.as_slice());
+            full(config, warehouse, everything, side_files, writers, report)?
+        }
+        Step::UpToDate(live) => {
+            tracing::info!(build = %live.build, "nothing new since the live build");
+            report.build = live.build;
+            return Ok(None);
+        }
+    };
+    fault::point("applied");
+    tracing::info!(
+        incremental = report.incremental,
+        applied = report.applied,
+        rejected = report.rejected,
+        files = computed.files.len(),
+        kept = computed.kept.len(),
+        "applied"
+    );
+    Ok(Some(computed))
+}
+
+/// The warehouse's tables a build writes besides section C's.
+struct Tables<'a> {
+    warehouse: &'a Warehouse,
+    broker: Option<&'a broker::Sources>,
+    embeddings: Option<&'a broker::store::Embeddings>,
+}
+
+/// Step 4: stage the build's folder while the warehouse gets the derived
+/// tables, is named for the build, and is copied to its snapshot.
+fn stage_and_snapshot(
+    config: &BuildConfig,
+    mut computed: Computed,
+    previous: Option<&(PathBuf, Manifest)>,
+    writers: Writers,
+    tables: Tables,
+    report: &mut BuildReport,
+) -> Result<Manifest> {
+    let layout = &config.layout;
+    let manifest = site::manifest_of(&computed.files, &computed.kept)?;
+    let linking = computed.linking.take();
+    let (staged, snapshotted) = std::thread::scope(|inner| {
+        let staging = inner.spawn(|| {
+            let _span = debug_span!("write files").entered();
+            match linking {
+                Some(linking) => {
+                    linking.join().expect("linking panicked")?.finish(layout, &manifest, &computed.files, previous)
+                }
+                None => site::stage(layout, &manifest, &computed.files, &computed.kept, previous),
             }
-            .inspect(|_| fault::point("staged")));
-            let snapshotted = written().and_then(|()| {
-                if let Some(t) = &computed.tables {
-                    tables::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta)?;
-                }
-                if let Some(sources) = &broker {
-                    let lap = Lap::new();
-                    broker::store::write(warehouse.conn(), sources, embeddings.as_ref())?;
-                    lap.mark("broker tables");
-                }
-                tables::write_meta(warehouse.conn(), &manifest.build, &computed.meta)?;
-                let snapshot_path = layout.snapshot(&manifest);
-                if !snapshot::reusable(&snapshot_path)? {
-                    snapshot::copy_to(warehouse.conn(), warehouse.path(), &snapshot_path)?;
-                }
-                fault::point("snapshot");
-                Ok(())
-            });
-            (staging.join().expect("staging panicked"), snapshotted)
+            .inspect(|_| fault::point("staged"))
         });
-        let staged = staged.context("stage")?;
-        snapshotted.context("snapshot")?;
-        report.build = manifest.build.clone();
-        (report.files, report.written, report.linked) = (staged.files, staged.written, staged.linked);
-        tracing::info!(step = "stage+snapshot", build = %manifest.build, written = staged.written,
-            linked = staged.linked, reused = staged.reused, ms = ms(started));
-        Ok(Some(manifest))
-    })?;
-    let Some(manifest) = manifest else { return Ok(report) };
-    drop(fetched);
+        let snapshotted = writers.finish().and_then(|()| write_snapshot(layout, &manifest, &computed, &tables));
+        (staging.join().expect("staging panicked"), snapshotted)
+    });
+    let staged = staged.context("stage")?;
+    snapshotted.context("snapshot")?;
+    report.build = manifest.build.clone();
+    (report.files, report.written, report.linked) = (staged.files, staged.written, staged.linked);
+    tracing::info!(build = %manifest.build, written = staged.written, linked = staged.linked, reused = staged.reused,
+        "staged");
+    Ok(manifest)
+}
 
-    let started = Instant::now();
-    report.published = previous.as_ref().map(|(_, m)| &m.build) != Some(&manifest.build);
+/// The warehouse's derived and broker tables, named for the build, copied
+/// to the build's snapshot.
+fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, tables: &Tables) -> Result<()> {
+    let _span = debug_span!("snapshot").entered();
+    let conn = tables.warehouse.conn();
+    if let Some(t) = &computed.tables {
+        tables::write_full(conn, &t.ledger, &t.recent, &computed.meta)?;
+    }
+    if let Some(sources) = tables.broker {
+        debug_span!("broker tables").in_scope(|| broker::store::write(conn, sources, tables.embeddings))?;
+    }
+    tables::write_meta(conn, &manifest.build, &computed.meta)?;
+    let snapshot_path = layout.snapshot(manifest);
+    if !snapshot::reusable(&snapshot_path)? {
+        snapshot::copy_to(conn, tables.warehouse.path(), &snapshot_path)?;
+    }
+    fault::point("snapshot");
+    Ok(())
+}
+
+/// Step 5: flip `current` to the build (unless it is the live one), then
+/// prune old builds.
+fn publish(
+    config: &BuildConfig,
+    previous: Option<&(PathBuf, Manifest)>,
+    manifest: &Manifest,
+    report: &mut BuildReport,
+) -> Result<()> {
+    let layout = &config.layout;
+    report.published = previous.map(|(_, m)| &m.build) != Some(&manifest.build);
     if report.published {
-        site::publish(layout, &manifest).context("publish")?;
+        site::publish(layout, manifest).context("publish")?;
         fault::point("published");
     }
     let pruned = site::prune(layout, config.keep_builds).context("pruning old builds")?;
     fault::point("pruned");
-    tracing::info!(step = "publish", build = %manifest.build, published = report.published, pruned, ms = ms(started));
-    Ok(report)
+    tracing::info!(build = %manifest.build, published = report.published, pruned, "published");
+    Ok(())
 }
 
 /// Opens the warehouse. One this DuckDB cannot read (written by DuckDB 2.0)
@@ -314,24 +402,23 @@ fn open_warehouse(path: &std::path::Path, full: bool) -> Result<Warehouse> {
     Warehouse::open(path)
 }
 
-/// Embeds the agents, asking the provider only for texts no earlier run
-/// embedded with the same model.
-async fn embed(
+/// Step 2 (with a provider): embed the agents, asking the provider only
+/// for texts no earlier run embedded with the same model.
+async fn embed_agents(
+    config: &BuildConfig,
     warehouse: &Warehouse,
-    provider: broker::embed::ProviderConfig,
-    sources: &broker::Sources,
-) -> Result<broker::store::Embeddings> {
-    let started = Instant::now();
+    sources: Option<&broker::Sources>,
+) -> Result<Option<broker::store::Embeddings>> {
+    let (Some(sources), Some(provider)) = (sources, config.broker.as_ref().and_then(|b| b.embeddings.clone())) else {
+        return Ok(None);
+    };
     let provider = broker::embed::Provider::new(provider)?;
     let cached = broker::store::cached_embeddings(warehouse.conn(), provider.model())?;
-    let (vectors, computed) = broker::embed::agents(&provider, &sources.agents, &cached).await?;
+    let (vectors, computed) =
+        broker::embed::agents(&provider, &sources.agents, &cached).await.context("embedding agents")?;
     broker::store::cache_embeddings(warehouse.conn(), provider.model(), &computed)?;
-    tracing::info!(step = "embed", agents = vectors.len(), computed = computed.len(), ms = ms(started));
-    Ok(broker::store::Embeddings { model: provider.model().to_string(), vectors })
-}
-
-pub(crate) fn ms(started: Instant) -> u64 {
-    started.elapsed().as_millis() as u64
+    tracing::info!(agents = vectors.len(), computed = computed.len(), "embedded");
+    Ok(Some(broker::store::Embeddings { model: provider.model().to_string(), vectors }))
 }
 
 /// Replays every stored message and renders every route. The operations go
@@ -342,7 +429,7 @@ fn full(
     warehouse: &Warehouse,
     everything: Option<&[Message]>,
     side_files: &[site::File],
-    operations_out: std::sync::mpsc::SyncSender<Vec<hcs20::OperationRow>>,
+    writers: &mut Writers,
     report: &mut BuildReport,
 ) -> Result<Computed> {
     report.incremental = false;
@@ -364,13 +451,12 @@ fn full(
     };
     report.applied = operations.len();
     report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
-    // The writer is gone only if it failed; its error is reported on join.
-    let _ = operations_out.send(operations);
+    writers.write_operations(operations);
     let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
     let mut files = render(&analytics, Route::all_static(&analytics));
     files.extend_from_slice(side_files);
     let recent = analytics.recent_events().to_vec();
-    Ok(Computed { files, kept: Vec::new().into(), meta, tables: Some(Tables { ledger, recent }), linking: None })
+    Ok(Computed { files, kept: Vec::new().into(), meta, tables: Some(Replayed { ledger, recent }), linking: None })
 }
 
 /// Applies only the messages the live build has not seen, when that gives
@@ -409,13 +495,11 @@ fn incremental(
         return Ok(Step::Replay);
     }
 
-    let lap = Lap::new();
     let conn = warehouse.conn();
-    let mut ledger = tables::load_ledger(conn, &meta, &accounts_named(&new))?;
-    lap.mark("resume ledger");
-    let operations = ledger.apply_messages(&new);
+    let mut ledger =
+        debug_span!("resume ledger").in_scope(|| tables::load_ledger(conn, &meta, &accounts_named(&new)))?;
+    let operations = debug_span!("apply messages").in_scope(|| ledger.apply_messages(&new));
     let changes = ledger.changes.take().unwrap_or_default();
-    lap.mark("apply");
     let token_keys: BTreeSet<(EntityId, String)> = changes
         .tokens
         .iter()
@@ -432,21 +516,19 @@ fn incremental(
         .cloned()
         .collect();
     let linking = link_kept(config, live, &kept);
-    lap.mark("keep");
 
-    tables::apply_delta(conn, &ledger, &changes, &operations, config.limits.max_page_size)?;
-    lap.mark("delta");
-    let model = tables::load_partial(conn, &token_keys, &accounts, config.limits.max_page_size)?;
-    lap.mark("load partial model");
+    debug_span!("delta")
+        .in_scope(|| tables::apply_delta(conn, &ledger, &changes, &operations, config.limits.max_page_size))?;
+    let model = debug_span!("load partial model")
+        .in_scope(|| tables::load_partial(conn, &token_keys, &accounts, config.limits.max_page_size))?;
 
     let mut routes = Route::global_static();
     for token in model.tokens.iter().filter(|t| token_keys.contains(&(t.topic, t.tick.clone()))) {
         routes.extend(Route::token_static(token));
     }
     routes.extend(accounts.iter().map(|a| Route::Account(*a)));
-    let mut files = render(&model, routes);
+    let mut files = debug_span!("render").in_scope(|| render(&model, routes));
     files.extend_from_slice(side_files);
-    lap.mark("render");
 
     report.incremental = true;
     report.applied = operations.len();

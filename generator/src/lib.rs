@@ -23,18 +23,3 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + 
     use rayon::prelude::*;
     items.par_iter().map(f).collect()
 }
-
-/// Debug-level timings of the parts of a step (`RUST_LOG=almanac=debug`).
-pub(crate) struct Lap(std::cell::Cell<std::time::Instant>);
-
-impl Lap {
-    pub(crate) fn new() -> Lap {
-        Lap(std::cell::Cell::new(std::time::Instant::now()))
-    }
-
-    /// Logs the time since the previous mark (or since `new`).
-    pub(crate) fn mark(&self, what: &str) {
-        tracing::debug!(what, ms = build::ms(self.0.get()), "lap");
-        self.0.set(std::time::Instant::now());
-    }
-}

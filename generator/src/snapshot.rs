@@ -13,10 +13,9 @@ use crate::database::{self, Access, Unreadable};
 
 /// Checkpoints the database and copies its file to `path` (through a
 /// temporary name): the build's immutable snapshot.
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn copy_to(conn: &Connection, database: &Path, path: &Path) -> Result<()> {
-    let timer = crate::Lap::new();
     conn.execute_batch("CHECKPOINT")?;
-    timer.mark("checkpoint");
     let temp = temp_path(path)?;
     std::fs::copy(database, &temp).with_context(|| format!("copying {}", database.display()))?;
     std::fs::File::open(&temp)?.sync_all()?;

@@ -113,8 +113,8 @@ fn file(route: String, path: String, value: &impl Serialize, last_modified: Time
 }
 
 /// Every static route of section A.
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn files(sources: &Sources) -> Vec<File> {
-    let lap = crate::Lap::new();
     let Sources { agents, catalog, feedback } = sources;
     let catalog_time = time(&catalog.updated_at);
     let index_time = agents.iter().map(|a| time(&a.updated_at)).max().unwrap_or(catalog_time);
@@ -142,7 +142,6 @@ pub fn files(sources: &Sources) -> Vec<File> {
         fixed(CREDIT_PROVIDERS, json!({"providers": catalog.credit_providers}), catalog_time),
         fixed(FEDERATION, serde_json::to_value(&catalog.federation).expect("serialises"), catalog_time),
     ];
-    lap.mark("broker catalogs");
     for (adapter, body) in facets(agents, catalog, &adapters) {
         let path = match &adapter {
             Some(a) => format!("api/v1/search/facets/adapter/{}.json", file_name(a)),
@@ -150,9 +149,7 @@ pub fn files(sources: &Sources) -> Vec<File> {
         };
         files.push(file(facets_route(adapter.as_deref()), path, &body, both, Cache::Catalog));
     }
-    lap.mark("broker facets");
     files.extend(agent_files(agents, feedback));
-    lap.mark("broker agent files");
     files
 }
 
@@ -548,10 +545,9 @@ fn published_entries<'a>(catalog: &'a Catalog, entries: impl Iterator<Item = &'a
 
 /// Detail, similar, resolve and (for ERC-8004 agents) feedback files of
 /// every agent, rendered over the cores.
+#[tracing::instrument(level = "debug", skip_all)]
 fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
-    let lap = crate::Lap::new();
     let similar = similar(agents, SIMILAR_LIMIT);
-    lap.mark("broker similar agents");
     let mut by_agent: HashMap<&str, Vec<&FeedbackEntry>> = HashMap::new();
     for f in feedback {
         by_agent.entry(f.uaid.as_str()).or_default().push(f);

@@ -90,18 +90,16 @@ pub fn write_operations(conn: &Connection, operations: &[OperationRow]) -> Resul
 
 /// Replaces the other derived tables with those of a full replay. `recent`
 /// are the model's kept events (its `recent_events`).
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn write_full(conn: &Connection, ledger: &Ledger, recent: &[EventRow], meta: &Meta) -> Result<()> {
     let tx = conn.unchecked_transaction()?;
     tx.execute_batch(SCHEMA)?;
-    let timer = crate::Lap::new();
     insert_topics(&tx, ledger.topics.values())?;
     insert_tokens(&tx, ledger, (0..ledger.tokens.len() as u32).map(TokenId))?;
     insert_holdings(&tx, ledger, ledger.balances.keys().copied())?;
     insert_events(&tx, "recent_events", recent)?;
-    timer.mark("derived tables");
     write_meta_rows(&tx, PENDING, meta)?;
     tx.commit().context("writing the derived tables")?;
-    timer.mark("commit");
     Ok(())
 }
 
@@ -423,13 +421,13 @@ pub fn load_analytics(path: &Path, recent_limit: usize) -> Result<Analytics> {
 /// The part of the model an incremental build re-renders: every token,
 /// the holdings of the changed tokens and accounts, their recent events,
 /// and the ecosystem's; the holder total is counted in the snapshot.
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn load_partial(
     conn: &Connection,
     tokens_changed: &BTreeSet<(EntityId, String)>,
     accounts_changed: &BTreeSet<EntityId>,
     recent_limit: usize,
 ) -> Result<Analytics> {
-    let lap = crate::Lap::new();
     let tokens: Vec<TokenSummary> = tokens(conn)?.iter().map(TokenSummary::from).collect();
     // One plain scan, filtered here: cheaper than a join when, as usual, the
     // changed tokens include the popular ones and so most holdings.
@@ -437,9 +435,7 @@ pub fn load_partial(
         tokens_changed.iter().map(|(topic, tick)| (*topic, tick.as_str())).collect();
     let mut holdings = holdings(conn, None)?;
     holdings.retain(|h| accounts_changed.contains(&h.account) || wanted.contains(&(h.topic, h.tick.as_str())));
-    lap.mark("partial holdings");
     let events = recent_events(conn)?;
-    lap.mark("partial events");
     let total: u64 =
         conn.query_row("SELECT count(DISTINCT account) FROM holdings WHERE balance > 0", [], |r| r.get(0))?;
     let mut model = Analytics::from_parts(tokens, holdings, events, recent_limit);
