@@ -496,9 +496,10 @@ fn incremental(
     }
 
     let conn = warehouse.conn();
-    let mut ledger =
-        debug_span!("resume ledger").in_scope(|| tables::load_ledger(conn, &meta, &accounts_named(&new)))?;
-    let operations = debug_span!("apply messages").in_scope(|| ledger.apply_messages(&new));
+    // Each body is decoded once: for the accounts to resume, then the rules.
+    let batch = debug_span!("decode").in_scope(|| hcs20::Batch::new(&new));
+    let mut ledger = debug_span!("resume ledger").in_scope(|| tables::load_ledger(conn, &meta, &batch.accounts()))?;
+    let operations = debug_span!("apply messages").in_scope(|| ledger.apply_batch(batch));
     let changes = ledger.changes.take().unwrap_or_default();
     let token_keys: BTreeSet<(EntityId, String)> = changes
         .tokens
@@ -586,29 +587,6 @@ fn needs_replay(new: &[Message], meta: &Meta) -> Option<&'static str> {
         return Some("a chunked submission spans the live build and this run");
     }
     None
-}
-
-/// Accounts whose balances the messages may touch.
-fn accounts_named(messages: &[Message]) -> BTreeSet<EntityId> {
-    let mut order: Vec<&Message> = messages.iter().collect();
-    order.sort_unstable_by_key(|m| m.order_key());
-    let (envelopes, _) = hcs20::chunks::assemble(order.into_iter());
-    let mut accounts = BTreeSet::new();
-    for envelope in &envelopes {
-        match decode(&envelope.body).1 {
-            Ok(Operation::Mint { to, .. }) => {
-                accounts.insert(to);
-            }
-            Ok(Operation::Burn { from, .. }) => {
-                accounts.insert(from);
-            }
-            Ok(Operation::Transfer { from, to, .. }) => {
-                accounts.extend([from, to]);
-            }
-            _ => {}
-        }
-    }
-    accounts
 }
 
 /// The last sequence number per topic, over `messages` and `start`.

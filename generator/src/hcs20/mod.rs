@@ -21,6 +21,8 @@ pub use verdict::OperationRow;
 
 use message::{decode, Decoded};
 
+use std::collections::BTreeSet;
+
 use crate::entity::EntityId;
 use crate::timestamp::Timestamp;
 
@@ -62,33 +64,96 @@ pub fn replay(messages: &[Message], topics: Topics) -> (Ledger, Vec<OperationRow
     (ledger, rows)
 }
 
+/// Messages in consensus order, chunked submissions reassembled, every
+/// body decoded once: an incremental run needs the bodies twice (which
+/// accounts they touch, then the rules), a full replay only once and
+/// decodes as it applies ([`Ledger::apply_messages`]).
+pub struct Batch<'a> {
+    envelopes: Vec<chunks::Envelope<'a>>,
+    /// Parts of chunked submissions that were refused, not yet in order.
+    chunk_rows: Vec<OperationRow>,
+    decoded: Vec<Decoded>,
+}
+
+/// Sorts `messages` into consensus order and reassembles chunks.
+fn assemble(messages: &[Message]) -> (Vec<chunks::Envelope<'_>>, Vec<OperationRow>) {
+    let mut order: Vec<&Message> = messages.iter().collect();
+    order.sort_unstable_by_key(|m| m.order_key());
+    chunks::assemble(order.into_iter())
+}
+
+impl<'a> Batch<'a> {
+    pub fn new(messages: &'a [Message]) -> Batch<'a> {
+        use rayon::prelude::*;
+        let (envelopes, chunk_rows) = assemble(messages);
+        let decoded = envelopes.par_iter().with_min_len(1_024).map(|e| decode(&e.body)).collect();
+        Batch { envelopes, chunk_rows, decoded }
+    }
+
+    /// Accounts whose balances the batch may touch.
+    pub fn accounts(&self) -> BTreeSet<EntityId> {
+        let mut accounts = BTreeSet::new();
+        for (_, operation) in &self.decoded {
+            match operation {
+                Ok(Operation::Mint { to, .. }) => {
+                    accounts.insert(*to);
+                }
+                Ok(Operation::Burn { from, .. }) => {
+                    accounts.insert(*from);
+                }
+                Ok(Operation::Transfer { from, to, .. }) => {
+                    accounts.extend([*from, *to]);
+                }
+                _ => {}
+            }
+        }
+        accounts
+    }
+}
+
 impl Ledger {
     /// Applies messages in consensus order (whatever order they are given
     /// in) and returns one row per message, in that order. Every message
     /// must be newer than those already applied.
     ///
-    /// Decoding bodies is independent per message and runs on every core;
-    /// applying them is sequential.
+    /// Decoding bodies is independent per message and runs on the thread
+    /// pool, a window ahead; applying them is sequential.
     pub fn apply_messages(&mut self, messages: &[Message]) -> Vec<OperationRow> {
-        let mut order: Vec<&Message> = messages.iter().collect();
-        order.sort_unstable_by_key(|m| m.order_key());
-        let (envelopes, mut chunk_rows) = chunks::assemble(order.iter().copied());
-        drop(order);
-        self.events.reserve(envelopes.len());
+        let (envelopes, chunk_rows) = assemble(messages);
         // Registrations first: a topic's privacy governs all its messages.
         let registry = self.well_known.registry;
         let registrations: Vec<(&chunks::Envelope, Decoded)> =
             envelopes.iter().filter(|e| e.topic == registry).map(|e| (e, decode(&e.body))).collect();
         self.learn_topics(registrations.iter().map(|(e, d)| (*e, d)));
         drop(registrations);
+        self.apply_in_order(&envelopes, chunk_rows, |envelopes, apply| decode_pipelined(envelopes, apply))
+    }
+
+    /// [`Ledger::apply_messages`] for a batch already decoded.
+    pub fn apply_batch(&mut self, batch: Batch) -> Vec<OperationRow> {
+        let Batch { envelopes, chunk_rows, decoded } = batch;
+        self.learn_topics(envelopes.iter().zip(&decoded));
+        let mut decoded = decoded.into_iter();
+        self.apply_in_order(&envelopes, chunk_rows, |envelopes, apply| {
+            for envelope in envelopes {
+                apply(envelope, decoded.next().expect("one decoded body per envelope"));
+            }
+        })
+    }
+
+    /// Applies `envelopes` with the bodies `feed` decodes, slotting the
+    /// refused chunk parts in between by consensus time.
+    fn apply_in_order<'e>(
+        &mut self,
+        envelopes: &'e [chunks::Envelope<'e>],
+        mut chunk_rows: Vec<OperationRow>,
+        feed: impl FnOnce(&'e [chunks::Envelope<'e>], &mut (dyn FnMut(&'e chunks::Envelope<'e>, Decoded) + Send)),
+    ) -> Vec<OperationRow> {
+        self.events.reserve(envelopes.len());
         let mut rows = Vec::with_capacity(envelopes.len() + chunk_rows.len());
         chunk_rows.sort_unstable_by_key(|row| (row.consensus, row.topic, row.sequence));
         let mut pending = chunk_rows.into_iter().peekable();
-        // Bodies are decoded on other threads, a chunk ahead, while this one
-        // applies them in order.
-        decode_pipelined(&envelopes, |envelope, decoded| {
-            // Envelopes come in consensus order; slot the rejected chunk
-            // parts in between.
+        feed(envelopes, &mut |envelope, decoded| {
             while pending.peek().is_some_and(|row| row.consensus < envelope.consensus) {
                 rows.extend(pending.next());
             }
