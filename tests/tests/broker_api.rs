@@ -345,7 +345,7 @@ async fn badges_follow_the_shields_endpoint_schema() {
             assert!(body.get("isError").is_none(), "{query}");
         }
     };
-    check(format!("uaid={uaid}"), "status", agent.verification_status.clone()).await;
+    check(format!("uaid={uaid}"), "status", agent.verification_status.as_str().to_string()).await;
     check(format!("uaid={uaid}&metric=trust"), "trust", agent.trust_score.to_string()).await;
     check(format!("uaid={uaid}&metric=registry"), "registry", agent.registry.clone()).await;
     check(format!("uaid={uaid}&metric=protocol&label=speaks"), "speaks", agent.protocols.join(" | ")).await;

@@ -53,7 +53,7 @@ pub async fn badge(request: Request) -> Answer {
             ),
             _ => (
                 "status".into(),
-                a.verification_status.clone(),
+                a.verification_status.as_str().to_string(),
                 match a.verification_status.as_str() {
                     "registered" => "brightgreen",
                     "indexed" => "blue",

@@ -240,8 +240,11 @@ fn agent(rng: &mut Rng, i: usize, shares: &[u64], capability_shares: &[u64]) -> 
         trust_signals,
         available,
         availability_status: if available { "online" } else { "offline" }.into(),
-        verification_status: ["registered", "indexed", "indexed", "pending"][rng.below(4) as usize].into(),
-        kind: if registry.mcp { "mcp-servers" } else { "ai-agents" }.into(),
+        verification_status: {
+            use super::Verification::*;
+            [Registered, Indexed, Indexed, Pending][rng.below(4) as usize]
+        },
+        kind: if registry.mcp { super::AgentKind::McpServers } else { super::AgentKind::AiAgents },
         communication_supported: registry.protocol != "olas",
         routing_supported: matches!(registry.protocol, "hcs-10" | "a2a" | "mcp"),
         created_at,
@@ -362,9 +365,9 @@ mod tests {
         super::super::validate_index(&a).unwrap();
         let registries: std::collections::BTreeSet<&str> = a.iter().map(|x| x.registry.as_str()).collect();
         assert_eq!(registries.len(), REGISTRIES.len());
-        assert!(a.iter().any(|x| x.kind == "mcp-servers") && a.iter().any(|x| x.kind == "ai-agents"));
+        assert!(a.iter().any(|x| x.kind.as_str() == "mcp-servers") && a.iter().any(|x| x.kind.as_str() == "ai-agents"));
         for status in super::super::VERIFICATION {
-            assert!(a.iter().any(|x| x.verification_status == status), "{status}");
+            assert!(a.iter().any(|x| x.verification_status.as_str() == status), "{status}");
         }
         let f = feedback(&a, 7);
         assert_eq!(f, feedback(&a, 7));

@@ -37,9 +37,58 @@ pub const PROFILE_AI_AGENT: u8 = 1;
 pub const PROFILE_MCP_SERVER: u8 = 2;
 
 /// Where an agent stands with the broker.
-pub const VERIFICATION: [&str; 3] = ["registered", "indexed", "pending"];
-/// The `type` search filter.
-pub const KINDS: [&str; 2] = ["ai-agents", "mcp-servers"];
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verification {
+    Registered,
+    Indexed,
+    Pending,
+}
+
+impl Verification {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Verification::Registered => "registered",
+            Verification::Indexed => "indexed",
+            Verification::Pending => "pending",
+        }
+    }
+}
+
+/// What an agent is: its `type`, and the `type` search filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentKind {
+    AiAgents,
+    McpServers,
+}
+
+impl AgentKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::AiAgents => "ai-agents",
+            AgentKind::McpServers => "mcp-servers",
+        }
+    }
+}
+
+impl AsRef<str> for Verification {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for AgentKind {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+/// Every verification status, as spelled on the wire.
+pub const VERIFICATION: [&str; 3] =
+    [Verification::Registered.as_str(), Verification::Indexed.as_str(), Verification::Pending.as_str()];
+/// Every agent type, as spelled on the wire.
+pub const KINDS: [&str; 2] = [AgentKind::AiAgents.as_str(), AgentKind::McpServers.as_str()];
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -64,9 +113,9 @@ pub struct Agent {
     pub trust_signals: BTreeMap<String, f64>,
     pub available: bool,
     pub availability_status: String,
-    pub verification_status: String,
+    pub verification_status: Verification,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: AgentKind,
     pub communication_supported: bool,
     pub routing_supported: bool,
     pub created_at: String,
@@ -134,15 +183,6 @@ pub fn validate(agent: &Agent) -> Result<()> {
     }
     if let Some((name, v)) = agent.trust_signals.iter().find(|(_, v)| !(0.0..=100.0).contains(*v)) {
         fail("trustSignals", format!("{name} = {v} is outside 0 to 100"))?;
-    }
-    if !VERIFICATION.contains(&agent.verification_status.as_str()) {
-        fail(
-            "verificationStatus",
-            format!("{:?} is not one of {}", agent.verification_status, VERIFICATION.join(", ")),
-        )?;
-    }
-    if !KINDS.contains(&agent.kind.as_str()) {
-        fail("type", format!("{:?} is not one of {}", agent.kind, KINDS.join(", ")))?;
     }
     for (field, value) in [("createdAt", &agent.created_at), ("updatedAt", &agent.updated_at)] {
         if !catalog::rfc3339(value) {
@@ -218,5 +258,40 @@ impl Sources {
         validate_index(&self.agents).context("agents.json")?;
         catalog::validate(&self.catalog, &self.agents).context("catalog.json")?;
         catalog::validate_feedback(&self.feedback, &self.agents).context("feedback.json")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An agent with `field` set to `value`: read, or refused naming what
+    /// the field may hold.
+    fn check(field: &str, value: &str, expected: Result<&str, &str>) {
+        let mut agent = serde_json::to_value(generate::agents(1, 7).pop().unwrap()).unwrap();
+        agent[field] = value.into();
+        let read = serde_json::from_value::<Agent>(agent);
+        match (read, expected) {
+            (Ok(a), Ok(spelled)) => {
+                let got = if field == "type" { a.kind.as_str() } else { a.verification_status.as_str() };
+                assert_eq!(got, spelled, "{field}={value}");
+            }
+            (Err(e), Err(named)) => assert!(e.to_string().contains(named), "{field}={value}: {e}"),
+            (got, expected) => panic!("{field}={value}: {:?}, expected {expected:?}", got.map(|a| a.id)),
+        }
+    }
+
+    #[test]
+    fn closed_sets_are_read_exactly_as_spelled_on_the_wire() {
+        for status in VERIFICATION {
+            check("verificationStatus", status, Ok(status));
+        }
+        for kind in KINDS {
+            check("type", kind, Ok(kind));
+        }
+        check("verificationStatus", "verified", Err("`registered`, `indexed`, `pending`"));
+        check("verificationStatus", "Registered", Err("`registered`"));
+        check("type", "ai_agents", Err("`ai-agents` or `mcp-servers`"));
+        check("type", "", Err("`ai-agents`"));
     }
 }

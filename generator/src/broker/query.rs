@@ -320,8 +320,8 @@ impl AgentIndex {
             for p in &agent.protocols {
                 add(&mut names.protocols, &mut protocols, n, &p.to_lowercase(), i);
             }
-            add(&mut names.kinds, &mut kind, n, &agent.kind, i);
-            add(&mut names.verification, &mut verification, n, &agent.verification_status, i);
+            add(&mut names.kinds, &mut kind, n, agent.kind.as_str(), i);
+            add(&mut names.verification, &mut verification, n, agent.verification_status.as_str(), i);
             for c in &agent.capabilities {
                 capabilities[usize::from(*c).min(31)].insert(i);
             }
@@ -667,9 +667,9 @@ mod tests {
                 "minSignals=uptime:95,verifiedOwner:100",
                 Box::new(|a| a.trust_signals["uptime"] >= 95.0 && a.trust_signals["verifiedOwner"] >= 100.0),
             ),
-            ("verificationStatus=pending", Box::new(|a| a.verification_status == "pending")),
-            ("type=mcp-servers", Box::new(|a| a.kind == "mcp-servers")),
-            ("verified=true", Box::new(|a| a.verification_status == "registered")),
+            ("verificationStatus=pending", Box::new(|a| a.verification_status == crate::broker::Verification::Pending)),
+            ("type=mcp-servers", Box::new(|a| a.kind == crate::broker::AgentKind::McpServers)),
+            ("verified=true", Box::new(|a| a.verification_status == crate::broker::Verification::Registered)),
             ("verified=false", Box::new(|_| true)),
             ("online=true", Box::new(|a| a.available)),
             ("metadata.isFree=true", Box::new(|a| a.metadata["isFree"] == true)),

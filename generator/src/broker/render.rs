@@ -172,7 +172,7 @@ pub fn stats(agents: &[Agent]) -> Value {
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
     for a in agents {
         *registries.entry(&a.registry).or_default() += 1;
-        *kinds.entry(&a.kind).or_default() += 1;
+        *kinds.entry(a.kind.as_str()).or_default() += 1;
         for label in &a.capability_labels {
             *capabilities.entry(label).or_default() += 1;
         }
@@ -229,8 +229,11 @@ pub fn facets(agents: &[Agent], catalog: &Catalog, adapters: &[String]) -> Vec<(
                 "capabilities" => {
                     agent.capability_labels.iter().map(|l| (capability_slugs[l.as_str()].clone(), l.clone())).collect()
                 }
-                "type" => vec![(agent.kind.clone(), agent.kind.clone())],
-                "verificationStatus" => vec![(agent.verification_status.clone(), agent.verification_status.clone())],
+                "type" => vec![(agent.kind.as_str().to_string(), agent.kind.as_str().to_string())],
+                "verificationStatus" => {
+                    let status = agent.verification_status.as_str().to_string();
+                    vec![(status.clone(), status)]
+                }
                 key => match key.strip_prefix("metadata.") {
                     Some(path) => scalars(metadata_at(&agent.metadata, path)),
                     None => vec![(String::new(), String::new())],
@@ -564,7 +567,7 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
             trust: Trust {
                 score: agent.trust_score,
                 signals: &agent.trust_signals,
-                verification_status: &agent.verification_status,
+                verification_status: agent.verification_status.as_str(),
                 feedback: feedback_summary.clone(),
             },
         };
@@ -590,8 +593,8 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
                     adapter: &a.adapter,
                     trust_score: a.trust_score,
                     available: a.available,
-                    verification_status: &a.verification_status,
-                    kind: &a.kind,
+                    verification_status: a.verification_status.as_str(),
+                    kind: a.kind.as_str(),
                     shared_capabilities: shared,
                 }
             })
