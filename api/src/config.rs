@@ -49,7 +49,7 @@ pub struct Config {
     /// The provider that embeds search queries; with the build's agent
     /// embeddings (same model) it turns on hybrid `POST /api/v1/search`.
     #[command(flatten)]
-    pub embeddings: almanac::broker::embed::ProviderArgs,
+    pub embeddings: almanac::cli::ProviderArgs,
     /// Time allowed for embedding one query, in milliseconds.
     #[arg(long, env = "ALMANAC_EMBEDDINGS_TIMEOUT_MS", default_value_t = 5_000)]
     pub embeddings_timeout_ms: u64,

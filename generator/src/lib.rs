@@ -3,6 +3,8 @@
 //! that both sides answer every query through the same functions.
 
 pub mod broker;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod build;
 pub mod columnar;
 pub mod database;
