@@ -44,6 +44,12 @@ impl Build {
         let started = Instant::now();
         let dir = layout.build_dir(id);
         let manifest = Manifest::load(&dir)?;
+        // Test-only failures (`almanac::fault`), on swaps, not the first load.
+        let inject = |point: &'static str| match previous.is_some() && almanac::fault::fails_once(point) {
+            true => Err(anyhow::anyhow!("injected fault at {point}")),
+            false => Ok(()),
+        };
+        inject("load-manifest")?;
         let mut routes = FxHashMap::with_capacity_and_hasher(manifest.routes.len(), Default::default());
         let mut read = 0usize;
         for entry in &manifest.routes {
@@ -63,6 +69,7 @@ impl Build {
                     .with_context(|| format!("{}: a header of the manifest", entry.route))?;
             routes.insert(entry.route.clone(), representation);
         }
+        inject("load-files")?;
         let guard = match guard::ROUTES.iter().any(|r| routes.contains_key(*r)) {
             true => Some(crate::guard::mcp::Published::new(
                 guard::parse(|route| routes.get(route).map(|r| r.body.to_vec()))
@@ -75,6 +82,7 @@ impl Build {
             .with_context(|| format!("loading the snapshot of build {id}"))?;
         let broker =
             load_broker(&snapshot_path, previous).with_context(|| format!("loading the agent index of build {id}"))?;
+        inject("load-snapshot")?;
         tracing::info!(
             build = id,
             routes = routes.len(),

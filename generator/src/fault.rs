@@ -3,8 +3,12 @@
 //! that crash safety is tested at every step, deterministically, instead
 //! of by killing after guessed delays.
 //!
+//! The api has fault points too ([`SWAP_POINTS`]): there loading a new
+//! build fails once, as a damaged or vanishing file would make it fail.
+//!
 //! Only a build with the `faults` feature (which the `tests` crate turns
-//! on) reads `ALMANAC_FAULT`; elsewhere [`point`] does nothing.
+//! on) reads `ALMANAC_FAULT`; elsewhere [`point`] and [`fails_once`] do
+//! nothing.
 
 /// Every fault point, in the order a run that publishes reaches them.
 pub const POINTS: [&str; 8] = [
@@ -35,4 +39,29 @@ pub fn point(name: &'static str) {
     if std::env::var("ALMANAC_FAULT").is_ok_and(|wanted| wanted == name) {
         std::process::abort();
     }
+}
+
+/// The api's fault points while it swaps in a new build, in order.
+pub const SWAP_POINTS: [&str; 3] = [
+    // The new build's manifest read.
+    "load-manifest",
+    // Its files read (or shared with the serving build).
+    "load-files",
+    // Its snapshot loaded: the last step before the swap.
+    "load-snapshot",
+];
+
+/// Whether the failure `name` is to be injected now: the first time the
+/// api reaches it, when `ALMANAC_FAULT` names it (with the `faults`
+/// feature).
+pub fn fails_once(name: &'static str) -> bool {
+    debug_assert!(SWAP_POINTS.contains(&name), "{name} is not a swap fault point");
+    #[cfg(feature = "faults")]
+    {
+        static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if std::env::var("ALMANAC_FAULT").is_ok_and(|wanted| wanted == name) {
+            return !FIRED.swap(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    false
 }

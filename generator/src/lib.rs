@@ -3,9 +3,9 @@
 //! that both sides answer every query through the same functions.
 
 pub mod broker;
+pub mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod build;
 pub mod columnar;
 pub mod database;
 pub mod entity;

@@ -54,8 +54,13 @@ impl Api {
 
     /// [`Api::start_with`], writing the api's info-level log to `log`.
     pub fn start_logged(site: &Path, data: &Path, extra: &[&str], log: &Path) -> Api {
+        Api::start_logged_with_env(site, data, extra, log, &[])
+    }
+
+    /// [`Api::start_logged`] with environment variables set for the api.
+    pub fn start_logged_with_env(site: &Path, data: &Path, extra: &[&str], log: &Path, env: &[(&str, &str)]) -> Api {
         let file = std::fs::File::create(log).expect("creating the api's log");
-        Api::spawn(site, data, extra, "info", Stdio::from(file), false)
+        Api::spawn_with_env(site, data, extra, "info", Stdio::from(file), false, env)
     }
 
     /// [`Api::start_with`] for a fixture shared by a whole test binary
@@ -66,6 +71,18 @@ impl Api {
     }
 
     fn spawn(site: &Path, data: &Path, extra: &[&str], level: &str, stderr: Stdio, shared: bool) -> Api {
+        Api::spawn_with_env(site, data, extra, level, stderr, shared, &[])
+    }
+
+    fn spawn_with_env(
+        site: &Path,
+        data: &Path,
+        extra: &[&str],
+        level: &str,
+        stderr: Stdio,
+        shared: bool,
+        env: &[(&str, &str)],
+    ) -> Api {
         // Port 0: the system picks a free port and the api says which, so
         // no other process can take it between a choice and the bind.
         let mut command = Command::new(binary("api"));
@@ -77,6 +94,7 @@ impl Api {
             .arg(data)
             .args(extra)
             .env("RUST_LOG", level)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr);
         let mut child = match shared {

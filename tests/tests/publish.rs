@@ -96,6 +96,40 @@ fn a_run_ended_at_any_step_leaves_the_previous_build_serving() {
     assert_eq!(body.status(), 200);
 }
 
+#[test]
+fn a_swap_that_fails_at_any_step_leaves_the_previous_build_serving() {
+    let topics = Topics::MAINNET;
+    for (n, point) in almanac::fault::SWAP_POINTS.iter().enumerate() {
+        let root = TempDir::new("swap-fault");
+        let corpus = root.path().join("corpus");
+        let (site, data) = (root.path().join("site"), root.path().join("data"));
+        let grow = |messages: usize| {
+            random_corpus_scaled(messages, SCALE, 7 + n as u64, topics).write_pages(&corpus, false).unwrap();
+            build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
+            live_manifest(&site).build
+        };
+        let first = grow(10_000);
+        let log = root.path().join("api.log");
+        let api = Api::start_logged_with_env(&site, &data, &[], &log, &[("ALMANAC_FAULT", point)]);
+        assert_eq!(served_build(&api, &first), first, "{point}: the first load is not a swap");
+
+        // The next build fails to load at the point: the api says so and
+        // keeps serving the first.
+        let second = grow(12_000);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&log).unwrap().contains("could not load the published build") {
+            assert!(Instant::now() < deadline, "{point}: the swap was never tried");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(std::fs::read_to_string(&log).unwrap().contains(&format!("injected fault at {point}")), "{point}");
+        assert_eq!(served_build(&api, &first), first, "{point}: still the previous build, not {second}");
+
+        // The build after it loads.
+        let third = grow(14_000);
+        assert_eq!(served_build(&api, &third), third, "{point}: the next build is served");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn api_swaps_builds_under_concurrent_requests_without_losing_one() {
     let topics = Topics::MAINNET;
