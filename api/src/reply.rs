@@ -68,6 +68,14 @@ impl Representation {
         })
     }
 
+    /// A representation computed on the request (the generator's type):
+    /// headers made as the manifest would make them.
+    pub fn computed(r: almanac::http::Representation) -> Result<Representation, BadHeader> {
+        let etag = almanac::manifest::etag(&r.body);
+        let last_modified = r.last_modified.http_date();
+        Representation::new(Bytes::from(r.body), &etag, &last_modified, r.content_type, r.cache.header())
+    }
+
     /// The entity tag as text (header values made from text are text).
     pub fn etag(&self) -> &str {
         self.etag.to_str().unwrap_or_default()

@@ -35,7 +35,6 @@ use crate::hcs20::ledger::{captured, mirror};
 use crate::hcs20::routes::{Limits, Route};
 use crate::hcs20::tables::{self, Meta};
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
-use crate::http::JSON;
 use crate::manifest::{Entry, Manifest};
 use crate::site::{self, Layout};
 use crate::snapshot;
@@ -563,7 +562,7 @@ fn unchanged(files: &[site::File], live: &Manifest, limits: Limits) -> bool {
     let same = files.iter().all(|f| {
         routes
             .get(f.route.as_str())
-            .is_some_and(|e| e.etag == crate::manifest::etag(&f.body) && e.last_modified == f.last_modified.http_date())
+            .is_some_and(|e| **e == Entry::new(f.route.clone(), f.path.clone(), &f.representation))
     });
     let rendered: BTreeSet<&str> = files.iter().map(|f| f.route.as_str()).collect();
     same && live.routes.iter().all(|e| route_of(e, limits).is_some() || rendered.contains(e.route.as_str()))
@@ -661,13 +660,6 @@ fn announced_topics(warehouse: &Warehouse, registry: EntityId) -> Result<Vec<Ent
 pub fn render(analytics: &Analytics, routes: Vec<Route>) -> Vec<site::File> {
     crate::parallel_map(&routes, |route| {
         let rendered = route.render(analytics).expect("static routes name existing tokens");
-        site::File {
-            route: route.canonical(),
-            path: route.file(),
-            body: rendered.body,
-            last_modified: rendered.last_modified,
-            content_type: JSON,
-            cache: rendered.cache,
-        }
+        site::File { route: route.canonical(), path: route.file(), representation: rendered }
     })
 }

@@ -6,6 +6,8 @@
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use sha2::{Digest, Sha256};
 
+use crate::timestamp::Timestamp;
+
 /// Content type of every JSON answer.
 pub const JSON: &str = "application/json";
 
@@ -50,6 +52,26 @@ impl Cache {
             Cache::Pure => "public, max-age=86400",
             Cache::NoStore => "no-store",
         }
+    }
+}
+
+/// One answer: its exact bytes and what its headers are made of. The
+/// generator writes it to a file and a manifest entry; the api serves it,
+/// and makes live answers of the same type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Representation {
+    pub body: Vec<u8>,
+    /// The newest source time behind the answer (`Last-Modified`).
+    pub last_modified: Timestamp,
+    pub content_type: &'static str,
+    pub cache: Cache,
+}
+
+impl Representation {
+    /// `value` as compact JSON.
+    pub fn json(value: &impl serde::Serialize, last_modified: Timestamp, cache: Cache) -> Representation {
+        let body = serde_json::to_vec(value).expect("answers serialise");
+        Representation { body, last_modified, content_type: JSON, cache }
     }
 }
 

@@ -41,6 +41,21 @@ pub struct Entry {
     pub length: u64,
 }
 
+impl Entry {
+    /// The entry of a representation published at `route` in `file`.
+    pub fn new(route: String, file: String, r: &crate::http::Representation) -> Entry {
+        Entry {
+            route,
+            file,
+            etag: etag(&r.body),
+            last_modified: r.last_modified.http_date(),
+            content_type: r.content_type.to_string(),
+            cache_control: r.cache.header().to_string(),
+            length: r.body.len() as u64,
+        }
+    }
+}
+
 /// A strong entity tag from the SHA-256 of the exact bytes sent (128 bits
 /// of it, quoted).
 pub fn etag(body: &[u8]) -> String {

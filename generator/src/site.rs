@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::manifest::{self, Entry, Manifest};
-use crate::timestamp::Timestamp;
 
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -75,10 +74,7 @@ impl Layout {
 pub struct File {
     pub route: String,
     pub path: String,
-    pub body: Vec<u8>,
-    pub last_modified: Timestamp,
-    pub content_type: &'static str,
-    pub cache: crate::http::Cache,
+    pub representation: crate::http::Representation,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,15 +92,7 @@ pub struct StageReport {
 pub fn manifest_of(files: &[File], kept: &[Entry]) -> Result<Manifest> {
     let entries: Vec<Entry> = files
         .iter()
-        .map(|f| Entry {
-            route: f.route.clone(),
-            file: f.path.clone(),
-            etag: manifest::etag(&f.body),
-            last_modified: f.last_modified.http_date(),
-            content_type: f.content_type.to_string(),
-            cache_control: f.cache.header().to_string(),
-            length: f.body.len() as u64,
-        })
+        .map(|f| Entry::new(f.route.clone(), f.path.clone(), &f.representation))
         .chain(kept.iter().cloned())
         .collect();
     let manifest = Manifest::new(entries);
@@ -193,7 +181,7 @@ impl Staging {
                     return Ok((0, 1));
                 }
             }
-            fs::write(&target, &file.body).with_context(|| format!("writing {}", target.display()))?;
+            fs::write(&target, &file.representation.body).with_context(|| format!("writing {}", target.display()))?;
             Ok((1, 0))
         })?;
         report.written = written;

@@ -5,9 +5,6 @@
 //! the api loaded from the build's snapshot.
 
 use almanac::hcs20::routes::Route;
-use almanac::http::JSON;
-use almanac::manifest;
-use bytes::Bytes;
 use warp::http::StatusCode;
 
 use crate::reply::{self, Answer, Error, Representation};
@@ -46,14 +43,7 @@ fn answer(request: &Request, route: Route) -> Answer {
     let rendered = route
         .render(&build.analytics)
         .map_err(|unknown| Error::new(StatusCode::NOT_FOUND, "tick_not_found", unknown.to_string()))?;
-    let etag = manifest::etag(&rendered.body);
-    let representation = Representation::new(
-        Bytes::from(rendered.body),
-        &etag,
-        &rendered.last_modified.http_date(),
-        JSON,
-        rendered.cache.header(),
-    )
-    .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", e.to_string()))?;
+    let representation = Representation::computed(rendered)
+        .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", e.to_string()))?;
     Ok(reply::representation(&request.method, &request.headers, &representation))
 }

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use super::catalog::{metadata_at, Catalog, Facet, FacetOption, FeedbackEntry, RegistryEntry, FEEDBACK_REGISTRY};
 use super::query::slug;
 use super::{Agent, Sources};
-use crate::http::{file_name, BadParameter, Cache, JSON};
+use crate::http::{file_name, BadParameter, Cache, Representation};
 use crate::site::File;
 use crate::timestamp::Timestamp;
 
@@ -102,14 +102,7 @@ fn time(text: &str) -> Timestamp {
 }
 
 fn file(route: String, path: String, value: &impl Serialize, last_modified: Timestamp, cache: Cache) -> File {
-    File {
-        route,
-        path,
-        body: serde_json::to_vec(value).expect("broker answers serialise"),
-        last_modified,
-        content_type: JSON,
-        cache,
-    }
+    File { route, path, representation: Representation::json(value, last_modified, cache) }
 }
 
 /// Every static route of section A.

@@ -460,10 +460,12 @@ pub fn render(datasets: &Datasets) -> Vec<File> {
         File {
             route: route.to_string(),
             path: route.trim_start_matches('/').to_string(),
-            body,
-            last_modified: Timestamp(midnight.max(0) as u64 * 1_000_000_000),
-            content_type: crate::http::JSON,
-            cache: crate::http::Cache::Catalog,
+            representation: crate::http::Representation {
+                body,
+                last_modified: Timestamp(midnight.max(0) as u64 * 1_000_000_000),
+                content_type: crate::http::JSON,
+                cache: crate::http::Cache::Catalog,
+            },
         }
     }
     vec![

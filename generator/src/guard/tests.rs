@@ -188,8 +188,8 @@ fn last_modified_is_the_newest_review_behind_the_file() {
     let newest = out.facts.facts.iter().flat_map(|f| [&f.reviewed_at, &f.verified_at]).max().unwrap();
     assert_eq!(&out.facts.last_reviewed, newest);
     let files = render(&out);
-    assert_eq!(files[0].last_modified.http_date(), "Fri, 02 Oct 2026 00:00:00 GMT");
+    assert_eq!(files[0].representation.last_modified.http_date(), "Fri, 02 Oct 2026 00:00:00 GMT");
     // The files parse back into the same datasets.
-    let parsed = parse(|route| files.iter().find(|f| f.route == route).map(|f| f.body.clone())).unwrap();
+    let parsed = parse(|route| files.iter().find(|f| f.route == route).map(|f| f.representation.body.clone())).unwrap();
     assert_eq!(parsed, out);
 }

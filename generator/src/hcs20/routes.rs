@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use crate::entity::EntityId;
 use crate::hcs20::analytics::{Analytics, TokenSummary, DEFAULT_PAGE_SIZE};
 use crate::hcs20::message::normalise_tick;
-use crate::http::{file_name, BadParameter, Cache};
+use crate::http::{file_name, BadParameter, Cache, Representation, JSON};
 use crate::timestamp::Timestamp;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -25,14 +25,6 @@ pub enum Route {
     Account(EntityId),
     Holders { topic: EntityId, tick: String, page: usize, page_size: usize },
     Transactions { token: Option<(EntityId, String)>, page_size: usize },
-}
-
-/// The bytes of one answer and what its headers are made of.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rendered {
-    pub body: Vec<u8>,
-    pub last_modified: Timestamp,
-    pub cache: Cache,
 }
 
 /// Bounds the api applies to query parameters.
@@ -160,7 +152,7 @@ impl Route {
 
     /// Renders the answer. `Err` when the route names a token that does not
     /// exist.
-    pub fn render(&self, analytics: &Analytics) -> Result<Rendered, crate::hcs20::analytics::UnknownToken> {
+    pub fn render(&self, analytics: &Analytics) -> Result<Representation, crate::hcs20::analytics::UnknownToken> {
         let token = |topic: EntityId, tick: &str| {
             analytics
                 .token_index(topic, tick)
@@ -179,7 +171,7 @@ impl Route {
                 json(analytics.transactions(index, (*page_size).min(analytics.recent_limit)))
             }
         };
-        Ok(Rendered { body, last_modified, cache: self.cache() })
+        Ok(Representation { body, last_modified, content_type: JSON, cache: self.cache() })
     }
 
     /// Every route the generator pre-renders: the fixed ones, each account
