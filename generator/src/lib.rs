@@ -2,6 +2,36 @@
 //! the analytics queries and the site writer. The api links this library so
 //! that both sides answer every query through the same functions.
 
+/// A closed set of values spelled on the wire: an enum read and written by
+/// serde as exactly these texts (anything else is refused, naming the
+/// choices), `as_str` for the text, and `$all`, every text in order.
+macro_rules! vocabulary {
+    ($(#[$doc:meta])* $name:ident, $all:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                self.as_str()
+            }
+        }
+
+        /// Every spelling, in order.
+        pub const $all: &[&str] = &[$($text),+];
+    };
+}
+
 pub mod broker;
 pub mod build;
 #[cfg(feature = "cli")]

@@ -60,7 +60,7 @@ const TOOLS: &[Tool] = &[
                       and affected surface.",
         args: &[
             arg("text", "Words that must all appear in the name, summary, steps, detection or mitigation."),
-            Arg { one_of: &guard::SEVERITIES, ..arg("severity", "Only campaigns of this severity.") },
+            Arg { one_of: guard::SEVERITIES, ..arg("severity", "Only campaigns of this severity.") },
             arg("surface", "Only campaigns affecting this surface (for example mcp-server)."),
         ],
         records: "campaigns",
@@ -89,7 +89,7 @@ const TOOLS: &[Tool] = &[
         description: "Returns defensive policy guidance attached to reviewed campaigns.",
         args: &[
             arg("campaignId", "Only policies of this campaign."),
-            Arg { one_of: &guard::ACTIONS, ..arg("action", "Only policies with this action.") },
+            Arg { one_of: guard::ACTIONS, ..arg("action", "Only policies with this action.") },
         ],
         records: "policies",
     },
@@ -222,7 +222,7 @@ pub fn call(data: &Datasets, name: &str, arguments: Option<&Value>) -> Result<Ou
                     .collect::<Vec<_>>()
                     .join("\n");
                 let matches = words.iter().all(|w| haystack.contains(w.as_str()))
-                    && get("severity").is_none_or(|s| c.severity == s)
+                    && get("severity").is_none_or(|s| c.severity.as_str() == s)
                     && get("surface").is_none_or(|s| c.surfaces.iter().any(|x| x == s));
                 if matches {
                     out.add(c, &c.id, &c.evidence, &c.limitations);
@@ -250,7 +250,8 @@ pub fn call(data: &Datasets, name: &str, arguments: Option<&Value>) -> Result<Ou
         }
         "get_policies" => {
             for p in data.policies.policies.iter().filter(|p| {
-                get("campaignId").is_none_or(|c| p.campaign_id == c) && get("action").is_none_or(|a| p.action == a)
+                get("campaignId").is_none_or(|c| p.campaign_id == c)
+                    && get("action").is_none_or(|a| p.action.as_str() == a)
             }) {
                 out.add(p, &p.id, &p.evidence, &p.limitations);
             }

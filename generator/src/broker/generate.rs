@@ -367,7 +367,7 @@ mod tests {
         assert_eq!(registries.len(), REGISTRIES.len());
         assert!(a.iter().any(|x| x.kind.as_str() == "mcp-servers") && a.iter().any(|x| x.kind.as_str() == "ai-agents"));
         for status in super::super::VERIFICATION {
-            assert!(a.iter().any(|x| x.verification_status.as_str() == status), "{status}");
+            assert!(a.iter().any(|x| x.verification_status.as_str() == *status), "{status}");
         }
         let f = feedback(&a, 7);
         assert_eq!(f, feedback(&a, 7));

@@ -36,59 +36,22 @@ pub const PROFILE_PERSONAL: u8 = 0;
 pub const PROFILE_AI_AGENT: u8 = 1;
 pub const PROFILE_MCP_SERVER: u8 = 2;
 
-/// Where an agent stands with the broker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verification {
-    Registered,
-    Indexed,
-    Pending,
-}
-
-impl Verification {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Verification::Registered => "registered",
-            Verification::Indexed => "indexed",
-            Verification::Pending => "pending",
-        }
+vocabulary! {
+    /// Where an agent stands with the broker.
+    Verification, VERIFICATION {
+        Registered = "registered",
+        Indexed = "indexed",
+        Pending = "pending",
     }
 }
 
-/// What an agent is: its `type`, and the `type` search filter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AgentKind {
-    AiAgents,
-    McpServers,
-}
-
-impl AgentKind {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            AgentKind::AiAgents => "ai-agents",
-            AgentKind::McpServers => "mcp-servers",
-        }
+vocabulary! {
+    /// What an agent is: its `type`, and the `type` search filter.
+    AgentKind, KINDS {
+        AiAgents = "ai-agents",
+        McpServers = "mcp-servers",
     }
 }
-
-impl AsRef<str> for Verification {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl AsRef<str> for AgentKind {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
-/// Every verification status, as spelled on the wire.
-pub const VERIFICATION: [&str; 3] =
-    [Verification::Registered.as_str(), Verification::Indexed.as_str(), Verification::Pending.as_str()];
-/// Every agent type, as spelled on the wire.
-pub const KINDS: [&str; 2] = [AgentKind::AiAgents.as_str(), AgentKind::McpServers.as_str()];
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

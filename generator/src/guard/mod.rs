@@ -38,11 +38,43 @@ pub const POLICIES: &str = "/guard/security/policies.json";
 pub const BENCHMARK: &str = "/guard/research/ai-coding-agent-runtime-security-benchmark/data.json";
 pub const ROUTES: [&str; 5] = [FACTS, CAMPAIGNS, COVERAGE, POLICIES, BENCHMARK];
 
-pub const SEVERITIES: [&str; 4] = ["low", "medium", "high", "critical"];
-pub const SUPPORT_LEVELS: [&str; 3] = ["protected", "beta", "monitor-only"];
-pub const STATUSES: [&str; 3] = ["verified", "partial", "regressed"];
-pub const ACTIONS: [&str; 5] = ["allow", "warn", "block", "sandbox-required", "require-reapproval"];
-pub const OUTCOMES: [&str; 6] = ["prevented", "prompted", "allowed", "detection_only", "unsupported", "false_positive"];
+vocabulary! {
+    /// How dangerous a campaign is.
+    Severity, SEVERITIES { Low = "low", Medium = "medium", High = "high", Critical = "critical" }
+}
+
+vocabulary! {
+    /// How far the product covers a runtime.
+    SupportLevel, SUPPORT_LEVELS { Protected = "protected", Beta = "beta", MonitorOnly = "monitor-only" }
+}
+
+vocabulary! {
+    /// Where a coverage assertion stands.
+    CoverageStatus, STATUSES { Verified = "verified", Partial = "partial", Regressed = "regressed" }
+}
+
+vocabulary! {
+    /// What a policy does.
+    Action, ACTIONS {
+        Allow = "allow",
+        Warn = "warn",
+        Block = "block",
+        SandboxRequired = "sandbox-required",
+        RequireReapproval = "require-reapproval",
+    }
+}
+
+vocabulary! {
+    /// How one benchmark cell came out.
+    Outcome, OUTCOMES {
+        Prevented = "prevented",
+        Prompted = "prompted",
+        Allowed = "allowed",
+        DetectionOnly = "detection_only",
+        Unsupported = "unsupported",
+        FalsePositive = "false_positive",
+    }
+}
 
 /// The source records of all five datasets, validated.
 #[derive(Clone, Debug)]
@@ -126,13 +158,6 @@ impl At<'_> {
             .or_else(|_| self.fail(field, format!("{value:?} is not a date (YYYY-MM-DD)")))
     }
 
-    fn one_of(&self, field: &str, value: &str, allowed: &[&str]) -> Result<()> {
-        if !allowed.contains(&value) {
-            return self.fail(field, format!("{value:?} is not one of {}", allowed.join(", ")));
-        }
-        Ok(())
-    }
-
     fn url(&self, field: &str, value: &str) -> Result<()> {
         let rest = value.strip_prefix("https://").unwrap_or("");
         if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
@@ -191,7 +216,6 @@ pub fn validate(s: &Sources) -> Result<()> {
         let at = At { file: "campaigns.json", record: &r.id };
         at.text("name", &r.name)?;
         at.text("summary", &r.summary)?;
-        at.one_of("severity", &r.severity, &SEVERITIES)?;
         if at.date("lastSeen", &r.last_seen)? < at.date("firstSeen", &r.first_seen)? {
             at.fail("lastSeen", "is before firstSeen")?;
         }
@@ -217,9 +241,7 @@ pub fn validate(s: &Sources) -> Result<()> {
         let at = At { file: "coverage.json", record: &r.id };
         at.text("harness", &r.harness)?;
         at.text("riskClass", &r.risk_class)?;
-        at.one_of("supportLevel", &r.support_level, &SUPPORT_LEVELS)?;
         at.text("method", &r.method)?;
-        at.one_of("status", &r.status, &STATUSES)?;
         at.evidence(&r.evidence)?;
         if at.date("expires", &r.expires)? <= at.date("collected", &r.collected)? {
             at.fail("expires", "must be after collected")?;
@@ -234,7 +256,6 @@ pub fn validate(s: &Sources) -> Result<()> {
             at.fail("campaignId", format!("{:?} names no campaign", r.campaign_id))?;
         }
         at.text("title", &r.title)?;
-        at.one_of("action", &r.action, &ACTIONS)?;
         at.text("rationale", &r.rationale)?;
         at.evidence(&r.evidence)?;
         at.review(&r.review)?;
@@ -261,7 +282,6 @@ pub fn validate(s: &Sources) -> Result<()> {
             if !r.comparators.contains(&result.comparator) {
                 at.fail("results.comparator", format!("{:?} is not a comparator of the run", result.comparator))?;
             }
-            at.one_of("results.outcome", &result.outcome, &OUTCOMES)?;
             if result.latency_ms.p95 < result.latency_ms.median {
                 at.fail("results.latencyMs", "p95 is below the median")?;
             }
@@ -320,7 +340,7 @@ pub fn project(s: &Sources, today: NaiveDate) -> Datasets {
             id: r.id.clone(),
             name: r.name.clone(),
             summary: r.summary.clone(),
-            severity: r.severity.clone(),
+            severity: r.severity,
             first_seen: r.first_seen.clone(),
             last_seen: r.last_seen.clone(),
             surfaces: r.surfaces.clone(),
@@ -344,9 +364,9 @@ pub fn project(s: &Sources, today: NaiveDate) -> Datasets {
             id: r.id.clone(),
             harness: r.harness.clone(),
             risk_class: r.risk_class.clone(),
-            support_level: r.support_level.clone(),
+            support_level: r.support_level,
             method: r.method.clone(),
-            status: r.status.clone(),
+            status: r.status,
             evidence: r.evidence.clone(),
             collected: r.collected.clone(),
             expires: r.expires.clone(),
@@ -366,7 +386,7 @@ pub fn project(s: &Sources, today: NaiveDate) -> Datasets {
             id: r.id.clone(),
             campaign_id: r.campaign_id.clone(),
             title: r.title.clone(),
-            action: r.action.clone(),
+            action: r.action,
             rationale: r.rationale.clone(),
             evidence: r.evidence.clone(),
             limitations: r.limitations.clone(),
@@ -395,7 +415,7 @@ pub fn project(s: &Sources, today: NaiveDate) -> Datasets {
                     scenario: x.scenario.clone(),
                     harness: x.harness.clone(),
                     comparator: x.comparator.clone(),
-                    outcome: x.outcome.clone(),
+                    outcome: x.outcome,
                     latency_ms: x.latency_ms.clone(),
                     notes: x.notes.clone(),
                 })

@@ -69,7 +69,7 @@ pub struct Campaign {
     pub name: String,
     pub summary: String,
     /// `low`, `medium`, `high` or `critical`.
-    pub severity: String,
+    pub severity: super::Severity,
     pub first_seen: String,
     pub last_seen: String,
     /// Affected surfaces (`mcp-server`, `ide-extension`, ...).
@@ -103,10 +103,10 @@ pub struct Assertion {
     pub harness: String,
     pub risk_class: String,
     /// `protected`, `beta` or `monitor-only`.
-    pub support_level: String,
+    pub support_level: super::SupportLevel,
     pub method: String,
     /// `verified`, `partial` or `regressed`.
-    pub status: String,
+    pub status: super::CoverageStatus,
     pub evidence: Vec<Evidence>,
     pub collected: String,
     pub expires: String,
@@ -132,7 +132,7 @@ pub struct Policy {
     pub campaign_id: String,
     pub title: String,
     /// `allow`, `warn`, `block`, `sandbox-required` or `require-reapproval`.
-    pub action: String,
+    pub action: super::Action,
     pub rationale: String,
     pub evidence: Vec<Evidence>,
     pub limitations: Vec<String>,
@@ -193,7 +193,7 @@ pub struct RunResult {
     pub comparator: String,
     /// `prevented`, `prompted`, `allowed`, `detection_only`, `unsupported`
     /// or `false_positive`.
-    pub outcome: String,
+    pub outcome: super::Outcome,
     pub latency_ms: Latency,
     pub notes: String,
 }

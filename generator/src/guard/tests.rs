@@ -137,7 +137,7 @@ fn malformed_records_fail_the_build_naming_them() {
         "benchmark.json",
         0,
         |r| r["results"][0]["outcome"] = json!("blocked"),
-        &["benchmark.json", "run-2026-09-14", "results.outcome"],
+        &["benchmark.json", "run-2026-09-14", "results[0].outcome", "`prevented`"],
     );
     check("a result harness", "benchmark.json", 0, |r| r["results"][0]["harness"] = json!("vim"), &["results.harness"]);
     check(
