@@ -17,7 +17,7 @@ use sha2::{Digest, Sha384};
 /// The parameters HCS-14 names, in the order they are written.
 pub const KNOWN_PARAMS: [&str; 6] = ["uid", "registry", "proto", "nativeId", "domain", "src"];
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
     /// `aid`: derived from canonical agent data.
     Aid,
@@ -34,12 +34,67 @@ impl Target {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A valid UAID. It reads and writes as its text (serde included), which
+/// is always the canonical spelling: parameters in the standard order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Uaid {
+    /// The canonical text; first, so that ordering is by text.
+    text: String,
     pub target: Target,
     pub id: String,
     /// `(key, value)` in canonical order; `uid` is always first.
     pub params: Vec<(String, String)>,
+}
+
+impl Uaid {
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::ops::Deref for Uaid {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl AsRef<str> for Uaid {
+    fn as_ref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl PartialEq<str> for Uaid {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
+    }
+}
+
+impl PartialEq<&str> for Uaid {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
+impl PartialEq<String> for Uaid {
+    fn eq(&self, other: &String) -> bool {
+        &self.text == other
+    }
+}
+
+impl serde::Serialize for Uaid {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Uaid {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Uaid, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,7 +136,12 @@ impl Uaid {
         if !owned.iter().any(|(k, _)| k == "uid") {
             owned.push(("uid".into(), "0".into()));
         }
-        Ok(Uaid { target, id: id.to_string(), params: canonical_order(owned) })
+        let params = canonical_order(owned);
+        let mut text = format!("uaid:{}:{id}", target.as_str());
+        for (k, v) in &params {
+            text.push_str(&format!(";{k}={v}"));
+        }
+        Ok(Uaid { text, target, id: id.to_string(), params })
     }
 }
 
@@ -140,11 +200,7 @@ impl FromStr for Uaid {
 
 impl fmt::Display for Uaid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "uaid:{}:{}", self.target.as_str(), self.id)?;
-        for (k, v) in &self.params {
-            write!(f, ";{k}={v}")?;
-        }
-        Ok(())
+        f.write_str(&self.text)
     }
 }
 
@@ -231,10 +287,20 @@ mod tests {
         }
     }
 
-    /// Parses `text`: `Ok(canonical)` or the error expected.
+    /// Parses `text`: `Ok(canonical)` or the error expected; serde reads
+    /// and writes the same (a UAID in JSON is its canonical text).
     fn check(text: &str, expected: Result<&str, UaidError>) {
         let parsed = text.parse::<Uaid>().map(|u| u.to_string());
         assert_eq!(parsed.as_deref().map_err(Clone::clone), expected, "{text}");
+        let read = serde_json::from_value::<Uaid>(serde_json::json!(text));
+        match expected {
+            Ok(canonical) => {
+                let uaid = read.unwrap();
+                assert_eq!(uaid.as_str(), canonical, "{text}");
+                assert_eq!(serde_json::to_value(&uaid).unwrap(), serde_json::json!(canonical), "{text}");
+            }
+            Err(e) => assert!(read.unwrap_err().to_string().contains(&e.to_string()), "{text}"),
+        }
     }
 
     #[test]

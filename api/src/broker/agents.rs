@@ -34,7 +34,7 @@ impl Agents {
     pub fn new(stored: Stored) -> Agents {
         let Stored { sources, embeddings, fingerprint } = stored;
         let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
-        let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.clone(), i as u32)).collect();
+        let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.to_string(), i as u32)).collect();
         Agents {
             index: AgentIndex::build(sources.agents),
             catalog: sources.catalog,

@@ -171,7 +171,7 @@ fn agent(rng: &mut Rng, i: usize, shares: &[u64], capability_shares: &[u64]) -> 
         native_id: native_id.clone(),
         skills: capabilities.iter().map(|c| u64::from(*c)).collect(),
     };
-    let uaid = uaid::aid(&data, Some(&uid)).expect("generated agents are valid").to_string();
+    let uaid = uaid::aid(&data, Some(&uid)).expect("generated agents are valid");
     let labels: Vec<String> = capabilities.iter().map(|c| CAPABILITIES[*c as usize].to_string()).collect();
     let description = format!(
         "{name} offers {} for {} users, reachable over {}.",
@@ -263,7 +263,7 @@ fn agent(rng: &mut Rng, i: usize, shares: &[u64], capability_shares: &[u64]) -> 
                 model: MODELS[rng.below(MODELS.len() as u64) as usize].into(),
                 capabilities,
             }),
-            uaid,
+            uaid: uaid.to_string(),
         },
     }
 }
@@ -299,7 +299,7 @@ pub fn feedback(agents: &[Agent], seed: u64) -> Vec<FeedbackEntry> {
             });
             let stamp = |t: chrono::DateTime<chrono::FixedOffset>| t.to_utc().format("%Y-%m-%dT%H:%M:%SZ").to_string();
             out.push(FeedbackEntry {
-                uaid: agent.uaid.clone(),
+                uaid: agent.uaid.to_string(),
                 network: network.to_string(),
                 chain_id,
                 agent_id: agent.original_id.parse().expect("ERC-8004 token ids are numbers"),

@@ -235,8 +235,8 @@ mod tests {
         renamed.name = "Renamed Agent".into();
         let erc = base.agents.iter().find(|a| a.registry == "erc-8004").unwrap().clone();
         let mut entry =
-            base.feedback.iter().find(|f| f.uaid == erc.uaid).cloned().unwrap_or_else(|| {
-                generate::feedback(&base.agents, 3).into_iter().find(|f| f.uaid == erc.uaid).unwrap()
+            base.feedback.iter().find(|f| erc.uaid == f.uaid).cloned().unwrap_or_else(|| {
+                generate::feedback(&base.agents, 3).into_iter().find(|f| erc.uaid == f.uaid).unwrap()
             });
         entry.client = "0xfeedfeedfeedfeedfeedfeedfeedfeedfeedfeed".into();
 
@@ -267,7 +267,7 @@ mod tests {
             vec![line(5, serde_json::json!({"event": "delete", "uaid": erc.uaid}))],
             Ok(&|s| {
                 assert!(s.agents.iter().all(|a| a.uaid != erc_uaid));
-                assert!(s.feedback.iter().all(|f| f.uaid != erc_uaid));
+                assert!(s.feedback.iter().all(|f| erc_uaid != f.uaid));
             }),
         );
         check(vec![line(1, serde_json::json!({"event": "delete", "uaid": "uaid:aid:x;uid=0"}))], Err("not indexed"));
@@ -277,7 +277,7 @@ mod tests {
             Ok(&|s| assert!(s.feedback.iter().any(|f| f.client == client))),
         );
         let mut orphan = entry.clone();
-        orphan.uaid = known.uaid.clone();
+        orphan.uaid = known.uaid.to_string();
         if known.registry != "erc-8004" {
             check(vec![line(1, serde_json::json!({"event": "feedback", "entry": orphan}))], Err("not in the erc-8004"));
         }

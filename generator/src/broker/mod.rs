@@ -58,7 +58,7 @@ vocabulary! {
 pub struct Agent {
     /// The broker's id of the agent (unique).
     pub id: String,
-    pub uaid: String,
+    pub uaid: Uaid,
     pub registry: String,
     pub name: String,
     pub description: String,
@@ -128,14 +128,12 @@ pub fn validate(agent: &Agent) -> Result<()> {
             fail(field, "must not be empty".into())?;
         }
     }
-    let uaid: Uaid = match agent.uaid.parse() {
-        Ok(u) => u,
-        Err(e) => return fail("uaid", e.to_string()),
-    };
+    // The UAID itself was checked as it was read.
+    let uaid = &agent.uaid;
     if uaid.target == Target::Aid && uaid.param("registry").is_some_and(|r| r != agent.registry) {
         fail("uaid", format!("its registry parameter is not {:?}", agent.registry))?;
     }
-    if agent.profile.uaid != agent.uaid {
+    if agent.uaid != agent.profile.uaid {
         fail("profile.uaid", "differs from uaid".into())?;
     }
     if let Some(code) = agent.capabilities.iter().find(|c| **c > 18) {
