@@ -13,11 +13,10 @@ use anyhow::Result;
 use clap::Parser;
 
 use crate::app::{App, GuardLimits};
-use crate::broker::vectors::Vectors;
+use crate::broker::provider::Vectors;
 use crate::guard::mcp;
 use crate::limit;
 use crate::published::Live;
-use crate::routes::{table, Table};
 
 #[derive(Parser)]
 #[command(name = "api", version, about = "almanac's api: the published site and the live routes")]
@@ -108,7 +107,6 @@ impl Config {
             None => None,
         };
         Ok(Arc::new(App {
-            table: Table::new(table()),
             live: Arc::new(Live::default()),
             layout: self.layout(),
             reload_every: Duration::from_millis(self.reload_ms.max(10)),

@@ -26,9 +26,10 @@ use warp::Filter;
 
 use crate::app::App;
 use crate::body::{read_body, BodyError};
+use crate::limit::Limiter;
 use crate::reply::{Error, Reply};
 use crate::request::Request;
-use crate::routes::{Cors, Dialect, Endpoint};
+use crate::routes::{self, BodyLimit, Cors, Dialect, Endpoint, Rate, Table};
 use crate::{cors, limit, path};
 
 /// Request headers a page may send to a public route when its preflight
@@ -37,6 +38,7 @@ const PUBLIC_REQUEST_HEADERS: &str = "If-None-Match, If-Modified-Since";
 
 /// The whole api as one warp filter.
 pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = warp::Rejection> + Clone {
+    let table = Arc::new(Table::new(routes::table()));
     let query = warp::query::raw().or(warp::any().map(String::new)).unify();
     warp::method()
         .and(warp::path::full())
@@ -45,15 +47,18 @@ pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = warp::Re
         .and(warp::addr::remote())
         .and(warp::body::stream())
         .and_then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, peer, body| {
-            let app = app.clone();
+            let (app, table) = (app.clone(), table.clone());
             async move {
-                Ok::<_, Infallible>(cors::public(handle(app, method, path.as_str(), query, headers, peer, body).await))
+                let reply = handle(&table, app, method, path.as_str(), query, headers, peer, body).await;
+                Ok::<_, Infallible>(cors::public(reply))
             }
         })
 }
 
 /// One request, start to finish (CORS headers are added by the caller).
+#[allow(clippy::too_many_arguments)]
 pub async fn handle<S, B>(
+    table: &Table,
     app: Arc<App>,
     method: Method,
     raw_path: &str,
@@ -70,12 +75,12 @@ where
         let message = "the path is not valid UTF-8 once decoded";
         return Error::new(StatusCode::BAD_REQUEST, "invalid_path", message).into_reply();
     };
-    let Some(found) = app.table.find(&path) else {
+    let Some(found) = table.find(&path) else {
         return Error::not_found(&path).into_reply();
     };
     let endpoint = found.endpoint;
     let client = limit::client(peer, &headers, &app.guard.proxies);
-    if let Some(limiter) = app.limiter(endpoint.rate) {
+    if let Some(limiter) = limiter(&app, endpoint.rate) {
         if let Err(wait) = limiter.check(client) {
             return refuse(endpoint, rate_limited(wait));
         }
@@ -86,7 +91,7 @@ where
     let Some(operation) = endpoint.operation_for(&method) else {
         return refuse(endpoint, Error::method_not_allowed(endpoint.allow.clone()));
     };
-    let body = match app.body_limit(operation.body) {
+    let body = match body_limit(&app, operation.body) {
         None => Bytes::new(),
         Some(limit) => match read_body(&headers, body, limit).await {
             Ok(bytes) => bytes,
@@ -120,6 +125,24 @@ where
             reply
         }
         Err(error) => refuse(endpoint, error),
+    }
+}
+
+/// The quota a rate class spends, if it has one.
+fn limiter(app: &App, rate: Rate) -> Option<&Limiter> {
+    match rate {
+        Rate::Unlimited => None,
+        Rate::Guard => Some(&app.guard.json),
+        Rate::Mcp => Some(&app.guard.mcp),
+    }
+}
+
+/// The configured bound of a body class, in bytes.
+fn body_limit(app: &App, body: BodyLimit) -> Option<usize> {
+    match body {
+        BodyLimit::None => None,
+        BodyLimit::Search => Some(app.broker_max_body),
+        BodyLimit::Mcp => Some(app.guard.max_body),
     }
 }
 

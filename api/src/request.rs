@@ -10,7 +10,6 @@ use warp::http::{HeaderMap, Method};
 use crate::app::App;
 use crate::published::Build;
 use crate::reply::Error;
-use crate::routes::Params;
 
 pub struct Request {
     pub app: Arc<App>,
@@ -42,5 +41,20 @@ impl Request {
     /// it is repeated.
     pub fn query_value(&self, name: &str) -> Option<String> {
         form_urlencoded::parse(self.query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+    }
+}
+
+/// Path parameters, each percent-decoded once.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    pub fn new(decoded: Vec<(String, String)>) -> Params {
+        Params(decoded)
+    }
+
+    /// The parameter `name`; the table guarantees that its pattern has it.
+    pub fn get(&self, name: &str) -> &str {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or_default()
     }
 }

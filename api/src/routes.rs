@@ -20,7 +20,7 @@ use almanac::http::Cache;
 use warp::http::{HeaderValue, Method};
 
 use crate::reply::Answer;
-use crate::request::Request;
+use crate::request::{Params, Request};
 use crate::{broker, hcs20, service};
 
 /// What every handler is: a request in, an answer out, asynchronously.
@@ -263,17 +263,6 @@ pub fn table() -> Vec<Endpoint> {
     endpoints
 }
 
-/// Path parameters, each percent-decoded once.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Params(Vec<(String, String)>);
-
-impl Params {
-    /// The parameter `name`; the table guarantees that its pattern has it.
-    pub fn get(&self, name: &str) -> &str {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or_default()
-    }
-}
-
 /// The table, indexed for matching.
 pub struct Table {
     router: matchit::Router<usize>,
@@ -319,7 +308,7 @@ impl Table {
         };
         let params =
             matched.params.iter().map(|(k, v)| (k.to_string(), crate::path::decode_segment(v).into_owned())).collect();
-        Some(Found { endpoint: &self.endpoints[*matched.value], params: Params(params), path: path.to_string() })
+        Some(Found { endpoint: &self.endpoints[*matched.value], params: Params::new(params), path: path.to_string() })
     }
 }
 
@@ -334,7 +323,7 @@ mod tests {
         let found = table.find(path);
         let got = found.as_ref().map(|f| (f.endpoint.pattern, f.params.clone()));
         let expected = expected.map(|(pattern, params)| {
-            (pattern, Params(params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()))
+            (pattern, Params::new(params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()))
         });
         assert_eq!(got, expected, "{path}");
     }

@@ -7,6 +7,7 @@
 
 pub mod agents;
 pub mod badge;
+pub mod provider;
 pub mod vectors;
 
 use almanac::broker::catalog::FEEDBACK_REGISTRY;

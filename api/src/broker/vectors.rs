@@ -8,23 +8,11 @@ use serde_json::{json, Value};
 use warp::http::StatusCode;
 
 use super::agents::Agents;
+use super::provider::Vectors;
 use super::{agents, invalid_body, parse_body};
 use crate::reply::{self, Answer, Error};
 use crate::request::Request;
-use almanac::broker::embed::Provider;
 use almanac::broker::query::SearchQuery;
-
-/// The api's embedding provider, and how its last call went.
-pub struct Vectors {
-    pub provider: Provider,
-    last_error: std::sync::Mutex<Option<String>>,
-}
-
-impl Vectors {
-    pub fn new(provider: Provider) -> Vectors {
-        Vectors { provider, last_error: Default::default() }
-    }
-}
 
 /// Why vector search is off for this build, if it is.
 fn vector_unavailable(broker: &Agents, vectors: Option<&Vectors>) -> Option<String> {
@@ -53,7 +41,7 @@ fn search_status(broker: &Agents, vectors: Option<&Vectors>) -> Value {
         Some(_) if broker.embeddings.is_none() => ("disabled", false, false, None),
         // Embeddings of another model: configured, but unusable.
         Some(_) if reason.is_some() => ("error", true, false, reason.clone()),
-        Some(v) => match v.last_error.lock().expect("lock").clone() {
+        Some(v) => match v.last_error() {
             Some(e) => ("degraded", true, false, Some(e)),
             None => ("healthy", true, true, None),
         },
@@ -165,12 +153,12 @@ pub async fn search(request: Request) -> Answer {
     };
     let embedded = match vectors.provider.embed(&[query.to_string()]).await {
         Ok(mut v) => {
-            *vectors.last_error.lock().expect("lock") = None;
+            vectors.record(None);
             v.remove(0)
         }
         Err(e) => {
             let message = format!("embedding the query failed: {e:#}");
-            *vectors.last_error.lock().expect("lock") = Some(message.clone());
+            vectors.record(Some(message.clone()));
             return Err(Error::new(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", message));
         }
     };
