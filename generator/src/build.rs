@@ -268,19 +268,19 @@ fn apply(
     previous: Option<&(PathBuf, Manifest)>,
     fresh: bool,
     fetched: &Fetched,
-    side_files: &[site::File],
+    other_files: &[site::File],
     writers: &mut Writers,
     report: &mut BuildReport,
 ) -> Result<Option<Computed>> {
     let step = match previous {
-        Some((_, live)) if !config.full && !fresh => incremental(config, warehouse, live, side_files, report)?,
+        Some((_, live)) if !config.full && !fresh => incremental(config, warehouse, live, other_files, report)?,
         _ => Step::Replay,
     };
-    let computed = match step {
+    let mut computed = match step {
         Step::Apply(computed) => *computed,
         Step::Replay => {
             let everything = fresh.then_some(fetched.messages.as_slice());
-            full(config, warehouse, everything, side_files, writers, report)?
+            full(config, warehouse, everything, writers, report)?
         }
         Step::UpToDate(live) => {
             tracing::info!(build = %live.build, "nothing new since the live build");
@@ -288,6 +288,8 @@ fn apply(
             return Ok(None);
         }
     };
+    // The build's files: section C's, then the other surfaces'.
+    computed.files.extend_from_slice(other_files);
     fault::point("applied");
     tracing::info!(
         incremental = report.incremental,
@@ -427,7 +429,6 @@ fn full(
     config: &BuildConfig,
     warehouse: &Warehouse,
     everything: Option<&[Message]>,
-    side_files: &[site::File],
     writers: &mut Writers,
     report: &mut BuildReport,
 ) -> Result<Computed> {
@@ -452,8 +453,7 @@ fn full(
     report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
     writers.write_operations(operations);
     let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
-    let mut files = render(&analytics, Route::all_static(&analytics));
-    files.extend_from_slice(side_files);
+    let files = render(&analytics, Route::all_static(&analytics));
     let recent = analytics.recent_events().to_vec();
     Ok(Computed { files, kept: Vec::new().into(), meta, tables: Some(Replayed { ledger, recent }), linking: None })
 }
@@ -466,7 +466,7 @@ fn incremental(
     config: &BuildConfig,
     warehouse: &Warehouse,
     live: &Manifest,
-    side_files: &[site::File],
+    other_files: &[site::File],
     report: &mut BuildReport,
 ) -> Result<Step> {
     // The warehouse's derived tables must be the live build's.
@@ -478,15 +478,15 @@ fn incremental(
     };
     let new = warehouse.messages_after(&meta.applied)?;
     if new.is_empty() {
-        if unchanged(side_files, live, config.limits) {
+        if unchanged(other_files, live, config.limits) {
             return Ok(Step::UpToDate(live.clone()));
         }
-        // Only guard data changed: keep every section C file.
+        // Only the other surfaces' data changed: keep every section C file.
         let kept: std::sync::Arc<[Entry]> =
             live.routes.iter().filter(|e| route_of(e, config.limits).is_some()).cloned().collect();
         let linking = link_kept(config, live, &kept);
         report.incremental = true;
-        let files = side_files.to_vec();
+        let files = Vec::new();
         return Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None, linking: Some(linking) })));
     }
     if let Some(reason) = needs_replay(&new, &meta) {
@@ -527,8 +527,7 @@ fn incremental(
         routes.extend(Route::token_static(token));
     }
     routes.extend(accounts.iter().map(|a| Route::Account(*a)));
-    let mut files = debug_span!("render").in_scope(|| render(&model, routes));
-    files.extend_from_slice(side_files);
+    let files = debug_span!("render").in_scope(|| render(&model, routes));
 
     report.incremental = true;
     report.applied = operations.len();
