@@ -75,7 +75,7 @@ struct BuildArgs {
     /// feedback.json; skipped with a warning when agents.json is missing.
     #[arg(long, env = "ALMANAC_BROKER_DIR", default_value = "datasets/broker")]
     broker_dir: PathBuf,
-    /// The api's journal of live broker events (default: <data-dir>/journal).
+    /// The api's journal of live broker events (default: `<data-dir>/journal`).
     #[arg(long, env = "ALMANAC_JOURNAL_DIR")]
     journal_dir: Option<PathBuf>,
     /// The provider that embeds the agents.
