@@ -2,7 +2,7 @@
 //! datasets of the live build (the same bytes the JSON routes serve, parsed
 //! once when the build is loaded).
 //!
-//! Each tool's arguments are declared once ([`Arg`]); the declaration gives
+//! Each tool's arguments are declared once (`Arg`); the declaration gives
 //! both the `inputSchema` the tool advertises and the validation a call's
 //! arguments go through. Every result lists the evidence (ids and URLs) and
 //! the limitations of the records it returns.
