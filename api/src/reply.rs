@@ -241,6 +241,77 @@ mod tests {
 
     use super::*;
 
+    /// The reply's status, the headers named, and its body.
+    async fn read(reply: Reply, names: &[header::HeaderName]) -> (u16, Vec<Option<String>>, Vec<u8>) {
+        use http_body_util::BodyExt;
+        let status = reply.status().as_u16();
+        let headers = names.iter().map(|n| reply.headers().get(n).map(|v| v.to_str().unwrap().to_string())).collect();
+        let body = reply.into_body().collect().await.unwrap().to_bytes().to_vec();
+        (status, headers, body)
+    }
+
+    #[tokio::test]
+    async fn a_representation_answers_as_its_preconditions_say() {
+        let r = Representation::new(
+            Bytes::from_static(b"{\"a\":1}"),
+            "\"e1\"",
+            "Mon, 01 Jan 2024 00:00:00 GMT",
+            "application/json",
+            "public, max-age=60",
+        )
+        .unwrap();
+        let names = [header::ETAG, header::CACHE_CONTROL, header::CONTENT_TYPE, header::CONTENT_LENGTH];
+        /// (method, request headers) → status, whether the entity headers
+        /// are sent, body.
+        type Case = (Method, &'static [(&'static str, &'static str)], u16, bool, &'static [u8]);
+        let cases: &[Case] = &[
+            (Method::GET, &[], 200, true, b"{\"a\":1}"),
+            (Method::HEAD, &[], 200, true, b""),
+            (Method::GET, &[("if-none-match", "\"e1\"")], 304, false, b""),
+            (Method::GET, &[("if-none-match", "W/\"e1\", \"x\"")], 304, false, b""),
+            (Method::GET, &[("if-none-match", "\"e2\"")], 200, true, b"{\"a\":1}"),
+            (Method::GET, &[("if-modified-since", "Mon, 01 Jan 2024 00:00:00 GMT")], 304, false, b""),
+            (Method::GET, &[("if-modified-since", "Sun, 31 Dec 2023 00:00:00 GMT")], 200, true, b"{\"a\":1}"),
+        ];
+        for (method, request, status, entity, body) in cases {
+            let mut headers = HeaderMap::new();
+            for (k, v) in *request {
+                headers.insert(*k, v.parse().unwrap());
+            }
+            let (got, values, bytes) = read(representation(method, &headers, &r), &names).await;
+            assert_eq!(got, *status, "{method} {request:?}");
+            assert_eq!(values[0].as_deref(), Some("\"e1\""), "{method} {request:?}: the ETag is always sent");
+            assert_eq!(values[1].as_deref(), Some("public, max-age=60"), "{method} {request:?}");
+            assert_eq!(values[2].is_some(), *entity, "{method} {request:?}: Content-Type");
+            assert_eq!(values[3].as_deref(), entity.then_some("7"), "{method} {request:?}: Content-Length");
+            assert_eq!(&bytes[..], *body, "{method} {request:?}");
+        }
+        let mut failing = HeaderMap::new();
+        failing.insert(header::IF_MATCH, "\"e2\"".parse().unwrap());
+        let (status, values, body) = read(representation(&Method::GET, &failing, &r), &names).await;
+        assert_eq!((status, values[1].as_deref()), (412, Some("no-store")));
+        assert!(String::from_utf8(body).unwrap().contains("precondition_failed"));
+    }
+
+    #[tokio::test]
+    async fn refusals_are_json_never_stored_and_carry_their_headers() {
+        let names = [header::CONTENT_TYPE, header::CACHE_CONTROL, header::ALLOW];
+        let (status, values, body) =
+            read(Error::parameter("page", "page must be 1 or more").into_reply(), &names).await;
+        assert_eq!(status, 400);
+        assert_eq!(values[..2], [Some("application/json".into()), Some("no-store".into())]);
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"error": "page must be 1 or more", "code": "invalid_parameter", "parameter": "page"})
+        );
+        let allow = HeaderValue::from_static("GET, HEAD, OPTIONS");
+        let (status, values, body) = read(Error::method_not_allowed(allow).into_reply(), &names).await;
+        assert_eq!((status, values[2].as_deref()), (405, Some("GET, HEAD, OPTIONS")));
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert!(body.get("parameter").is_none(), "no parameter: the field is omitted, not null");
+    }
+
     /// Serves one streamed answer fed by the returned sender, on loopback.
     async fn streaming_server() -> (String, mpsc::Receiver<mpsc::Sender<Result<Bytes, std::io::Error>>>) {
         let (senders_tx, senders_rx) = mpsc::channel(4);
