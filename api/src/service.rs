@@ -2,14 +2,20 @@
 
 use serde_json::json;
 
-use crate::reply::{self, Answer, Error};
+use crate::published::Build;
+use crate::reply::{self, Answer, Error, Reply};
 use crate::request::Request;
+
+/// The build's file for manifest route `route`, answered under the
+/// request's preconditions; `None` when the build has no such file.
+pub fn published(request: &Request, build: &Build, route: &str) -> Option<Reply> {
+    build.routes.get(route).map(|r| reply::representation(&request.method, &request.headers, r))
+}
 
 /// A route whose answer is one published file, found by its path.
 pub async fn file(request: Request) -> Answer {
     let build = request.build()?;
-    let representation = build.routes.get(&request.path).ok_or_else(|| Error::not_found(&request.path))?;
-    Ok(reply::representation(&request.method, &request.headers, representation))
+    published(&request, build, &request.path).ok_or_else(|| Error::not_found(&request.path))
 }
 
 /// `/health`: whether a build is loaded, which, and the quotas' load.

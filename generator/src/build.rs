@@ -155,9 +155,10 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
             writers.finish()?;
             return Ok(None);
         };
-        let tables = Tables { warehouse: &warehouse, broker: sources.broker.as_ref(), embeddings: embeddings.as_ref() };
+        let data =
+            TableData { warehouse: &warehouse, broker: sources.broker.as_ref(), embeddings: embeddings.as_ref() };
         let manifest = info_span!("stage")
-            .in_scope(|| stage_and_snapshot(config, computed, previous.as_ref(), writers, tables, &mut report))?;
+            .in_scope(|| stage_and_snapshot(config, computed, previous.as_ref(), writers, data, &mut report))?;
         Ok(Some(manifest))
     })?;
     let Some(manifest) = manifest else { return Ok(report) };
@@ -303,7 +304,7 @@ fn apply(
 }
 
 /// The warehouse's tables a build writes besides section C's.
-struct Tables<'a> {
+struct TableData<'a> {
     warehouse: &'a Warehouse,
     broker: Option<&'a broker::Sources>,
     embeddings: Option<&'a broker::store::Embeddings>,
@@ -316,7 +317,7 @@ fn stage_and_snapshot(
     mut computed: Computed,
     previous: Option<&(PathBuf, Manifest)>,
     writers: Writers,
-    tables: Tables,
+    data: TableData,
     report: &mut BuildReport,
 ) -> Result<Manifest> {
     let layout = &config.layout;
@@ -333,7 +334,7 @@ fn stage_and_snapshot(
             }
             .inspect(|_| fault::point("staged"))
         });
-        let snapshotted = writers.finish().and_then(|()| write_snapshot(layout, &manifest, &computed, &tables));
+        let snapshotted = writers.finish().and_then(|()| write_snapshot(layout, &manifest, &computed, &data));
         (staging.join().expect("staging panicked"), snapshotted)
     });
     let staged = staged.context("stage")?;
@@ -347,19 +348,19 @@ fn stage_and_snapshot(
 
 /// The warehouse's derived and broker tables, named for the build, copied
 /// to the build's snapshot.
-fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, tables: &Tables) -> Result<()> {
+fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, data: &TableData) -> Result<()> {
     let _span = debug_span!("snapshot").entered();
-    let conn = tables.warehouse.conn();
+    let conn = data.warehouse.conn();
     if let Some(t) = &computed.tables {
         tables::write_full(conn, &t.ledger, &t.recent, &computed.meta)?;
     }
-    if let Some(sources) = tables.broker {
-        debug_span!("broker tables").in_scope(|| broker::store::write(conn, sources, tables.embeddings))?;
+    if let Some(sources) = data.broker {
+        debug_span!("broker tables").in_scope(|| broker::store::write(conn, sources, data.embeddings))?;
     }
     tables::write_meta(conn, &manifest.build, &computed.meta)?;
     let snapshot_path = layout.snapshot(manifest);
     if !snapshot::reusable(&snapshot_path)? {
-        snapshot::copy_to(conn, tables.warehouse.path(), &snapshot_path)?;
+        snapshot::copy_to(conn, data.warehouse.path(), &snapshot_path)?;
     }
     fault::point("snapshot");
     Ok(())
@@ -657,8 +658,12 @@ fn announced_topics(warehouse: &Warehouse, registry: EntityId) -> Result<Vec<Ent
 
 /// Renders routes, in parallel over the cores.
 pub fn render(analytics: &Analytics, routes: Vec<Route>) -> Vec<site::File> {
-    crate::parallel_map(&routes, |route| {
-        let rendered = route.render(analytics).expect("static routes name existing tokens");
-        site::File { route: route.canonical(), path: route.file(), representation: rendered }
-    })
+    use rayon::prelude::*;
+    routes
+        .par_iter()
+        .map(|route| {
+            let rendered = route.render(analytics).expect("static routes name existing tokens");
+            site::File { route: route.canonical(), path: route.file(), representation: rendered }
+        })
+        .collect()
 }

@@ -49,9 +49,3 @@ pub mod snapshot;
 pub mod timestamp;
 pub mod uaid;
 pub mod warehouse;
-
-/// `f` over `items` on the thread pool, results in `items`' order.
-pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync + Send) -> Vec<R> {
-    use rayon::prelude::*;
-    items.par_iter().map(f).collect()
-}

@@ -49,7 +49,7 @@ impl Api {
 
     /// [`Api::start`] with more command-line flags.
     pub fn start_with(site: &Path, data: &Path, extra: &[&str]) -> Api {
-        Api::spawn(site, data, extra, "warn", Stdio::inherit(), false)
+        Api::spawn(site, data, extra, "warn", Stdio::inherit(), false, &[])
     }
 
     /// [`Api::start_with`], writing the api's info-level log to `log`.
@@ -60,21 +60,17 @@ impl Api {
     /// [`Api::start_logged`] with environment variables set for the api.
     pub fn start_logged_with_env(site: &Path, data: &Path, extra: &[&str], log: &Path, env: &[(&str, &str)]) -> Api {
         let file = std::fs::File::create(log).expect("creating the api's log");
-        Api::spawn_with_env(site, data, extra, "info", Stdio::from(file), false, env)
+        Api::spawn(site, data, extra, "info", Stdio::from(file), false, env)
     }
 
     /// [`Api::start_with`] for a fixture shared by a whole test binary
     /// (kept in a `static`, so never dropped): the api ends when the test
     /// process does.
     pub fn start_shared(site: &Path, data: &Path, extra: &[&str]) -> Api {
-        Api::spawn(site, data, extra, "warn", Stdio::inherit(), true)
+        Api::spawn(site, data, extra, "warn", Stdio::inherit(), true, &[])
     }
 
-    fn spawn(site: &Path, data: &Path, extra: &[&str], level: &str, stderr: Stdio, shared: bool) -> Api {
-        Api::spawn_with_env(site, data, extra, level, stderr, shared, &[])
-    }
-
-    fn spawn_with_env(
+    fn spawn(
         site: &Path,
         data: &Path,
         extra: &[&str],

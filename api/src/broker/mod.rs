@@ -21,6 +21,7 @@ use warp::http::StatusCode;
 use crate::published::Build;
 use crate::reply::{self, Answer, Error};
 use crate::request::Request;
+use crate::service::published;
 use agents::Agents;
 
 /// The build and its agents; 404 when the build publishes none.
@@ -37,11 +38,6 @@ fn invalid_body(message: impl Into<String>, parameter: Option<&'static str>) -> 
 
 fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error> {
     serde_json::from_slice(body).map_err(|e| invalid_body(format!("the request body is not valid: {e}"), None))
-}
-
-/// A published file of the build, by its manifest route.
-fn file(request: &Request, build: &Build, route: &str) -> Option<warp::reply::Response> {
-    build.routes.get(route).map(|r| reply::representation(&request.method, &request.headers, r))
 }
 
 /// `GET /search`: text search with filters, sorts, pages, aggregations.
@@ -71,7 +67,8 @@ pub async fn facets(request: Request) -> Answer {
     let (build, _) = agents(&request)?;
     let adapter = request.query_value("adapter");
     let adapter = adapter.as_deref().map(str::trim).filter(|a| !a.is_empty());
-    Ok(file(&request, build, &render::facets_route(adapter)).unwrap_or_else(|| reply::json(&json!({"facets": []}))))
+    Ok(published(&request, build, &render::facets_route(adapter))
+        .unwrap_or_else(|| reply::json(&json!({"facets": []}))))
 }
 
 /// `GET /adapters/registry/adapters`: the default page is a file; other
@@ -80,7 +77,7 @@ pub async fn registry_adapters(request: Request) -> Answer {
     let (build, broker) = agents(&request)?;
     let query = EntryQuery::parse(&request.query)?;
     if query == EntryQuery::default() {
-        return file(&request, build, render::REGISTRY_ADAPTERS).ok_or_else(|| missing(render::REGISTRY_ADAPTERS));
+        return published(&request, build, render::REGISTRY_ADAPTERS).ok_or_else(|| missing(render::REGISTRY_ADAPTERS));
     }
     Ok(reply::json(&render::registry_adapters(&broker.catalog, &query)))
 }
@@ -127,7 +124,7 @@ fn agent_file(request: &Request, route: impl Fn(&str) -> String) -> Answer {
     let uaid = request.params.get("uaid");
     broker.agent(uaid).ok_or_else(|| unknown_agent(uaid))?;
     let route = route(uaid);
-    file(request, build, &route).ok_or_else(|| missing(&route))
+    published(request, build, &route).ok_or_else(|| missing(&route))
 }
 
 /// The build lacks a file its own index promises: a broken build.

@@ -9,6 +9,7 @@ use warp::http::StatusCode;
 
 use crate::reply::{self, Answer, Error, Representation};
 use crate::request::Request;
+use crate::service::published;
 
 pub async fn ticks(request: Request) -> Answer {
     answer(&request, Route::Ticks)
@@ -37,8 +38,8 @@ pub async fn account(request: Request) -> Answer {
 /// The file of `route` if the build has one, else the answer computed.
 fn answer(request: &Request, route: Route) -> Answer {
     let build = request.build()?;
-    if let Some(representation) = build.routes.get(&route.canonical()) {
-        return Ok(reply::representation(&request.method, &request.headers, representation));
+    if let Some(reply) = published(request, build, &route.canonical()) {
+        return Ok(reply);
     }
     let rendered = route
         .render(&build.analytics)

@@ -7,8 +7,8 @@
 //! **Routes and file names.** A route is the path as a client sends it:
 //! every segment percent-encoded as `encodeURIComponent` does (the
 //! reference client's encoding), so a UAID is one segment even when its
-//! `nativeId` holds a `/`. [`canonical_path`] brings any spelling of a
-//! request path to that form. A file is named by [`crate::http::file_name`]:
+//! `nativeId` holds a `/` (the api decodes a path parameter and spells the
+//! route again with [`segment`]). A file is named by [`crate::http::file_name`]:
 //! `a-z A-Z 0-9 - _` kept, every other byte percent-encoded (no `.`, `/` or
 //! `:`, so the name is valid on every file system and object store), and a
 //! value whose name would pass 120 bytes is named `~` and 32 hex digits of
@@ -16,7 +16,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -62,14 +63,6 @@ const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
 /// One path segment, encoded as the reference client encodes it.
 pub fn segment(value: &str) -> String {
     utf8_percent_encode(value, COMPONENT).to_string()
-}
-
-/// The canonical spelling of a raw request path: each segment decoded, then
-/// encoded as [`segment`] does. `None` when a segment is not UTF-8.
-pub fn canonical_path(raw: &str) -> Option<String> {
-    let parts: Option<Vec<String>> =
-        raw.split('/').map(|s| percent_decode_str(s).decode_utf8().ok().map(|d| segment(&d))).collect();
-    Some(parts?.join("/"))
 }
 
 pub fn agent_route(uaid: &str) -> String {
@@ -625,5 +618,5 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
         out
     };
     let indices: Vec<usize> = (0..agents.len()).collect();
-    crate::parallel_map(&indices, |i| one(*i)).into_iter().flatten().collect()
+    indices.par_iter().map(|i| one(*i)).collect::<Vec<_>>().into_iter().flatten().collect()
 }
