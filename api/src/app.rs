@@ -10,6 +10,7 @@ use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
 
 use crate::broker::provider::Vectors;
+use crate::connection::Connections;
 use crate::guard::mcp;
 use crate::limit::Limiter;
 use crate::published::Live;
@@ -28,6 +29,8 @@ pub struct App {
     pub broker_max_body: usize,
     /// The embedding provider for hybrid search, if configured.
     pub vectors: Option<Vectors>,
+    /// The open connections and their bounds.
+    pub connections: Arc<Connections>,
 }
 
 /// Section B's live settings: who may call the MCP endpoint, how big a

@@ -5,8 +5,10 @@
 //! much in one go then reads its 413 instead of a reset connection (closing
 //! a socket with unread data resets it).
 
-use bytes::{Buf, Bytes};
-use futures_util::{Stream, StreamExt};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
 use warp::http::{header, HeaderMap};
 
 #[derive(Debug, PartialEq, Eq)]
@@ -15,15 +17,24 @@ pub enum BodyError {
     TooLarge,
     /// The connection failed while the body arrived (400).
     Unreadable,
+    /// The body did not arrive within its deadline (408).
+    TooSlow,
 }
 
 /// Reads a request body, refusing it once it passes `limit` bytes,
 /// declared (`Content-Length`: nothing is read) or streamed (up to `limit`
-/// more bytes are then read and dropped).
-pub async fn read_body<S, B, E>(headers: &HeaderMap, body: S, limit: usize) -> Result<Bytes, BodyError>
+/// more bytes are then read and dropped), or when it is not all there
+/// within `deadline`.
+pub async fn read_body<B>(headers: &HeaderMap, body: B, limit: usize, deadline: Duration) -> Result<Bytes, BodyError>
 where
-    S: Stream<Item = Result<B, E>>,
-    B: Buf,
+    B: http_body::Body<Data = Bytes>,
+{
+    tokio::time::timeout(deadline, read_bounded(headers, body, limit)).await.unwrap_or(Err(BodyError::TooSlow))
+}
+
+async fn read_bounded<B>(headers: &HeaderMap, body: B, limit: usize) -> Result<Bytes, BodyError>
+where
+    B: http_body::Body<Data = Bytes>,
 {
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
@@ -31,25 +42,21 @@ where
     }
     let mut body = std::pin::pin!(body);
     let mut bytes = Vec::new();
-    while let Some(chunk) = body.next().await {
-        let mut chunk = chunk.map_err(|_| BodyError::Unreadable)?;
-        if bytes.len() + chunk.remaining() > limit {
+    while let Some(frame) = body.frame().await {
+        // Trailers carry nothing a handler reads.
+        let Ok(chunk) = frame.map_err(|_| BodyError::Unreadable)?.into_data() else { continue };
+        if bytes.len() + chunk.len() > limit {
             drop(bytes);
             let mut dropped = 0usize;
-            while let Some(Ok(chunk)) = body.next().await {
-                dropped += chunk.remaining();
+            while let Some(Ok(frame)) = body.frame().await {
+                dropped += frame.data_ref().map_or(0, Bytes::len);
                 if dropped > limit {
                     break;
                 }
             }
             return Err(BodyError::TooLarge);
         }
-        while chunk.has_remaining() {
-            let part = chunk.chunk();
-            bytes.extend_from_slice(part);
-            let n = part.len();
-            chunk.advance(n);
-        }
+        bytes.extend_from_slice(&chunk);
     }
     Ok(Bytes::from(bytes))
 }
@@ -57,6 +64,8 @@ where
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures_util::StreamExt;
 
     use super::*;
 
@@ -75,10 +84,12 @@ mod tests {
             headers.insert(header::CONTENT_LENGTH, n.into());
         }
         let pulled = AtomicUsize::new(0);
-        let stream = futures_util::stream::iter(chunks).inspect(|_| {
+        let stream = futures_util::stream::iter(chunks).map(|chunk| {
             pulled.fetch_add(1, Ordering::SeqCst);
+            chunk.map(http_body::Frame::data)
         });
-        let got = read_body(&headers, stream, limit).await;
+        let body = http_body_util::StreamBody::new(stream);
+        let got = read_body(&headers, body, limit, Duration::from_secs(5)).await;
         assert_eq!(got.as_deref(), expected.as_ref().map(|b| *b), "{declared:?}, bound {limit}");
         pulled.load(Ordering::SeqCst)
     }
@@ -95,6 +106,16 @@ mod tests {
         check(None, chunks(&["ab", "cd", "e"]), 4, Err(BodyError::TooLarge)).await;
         let broken = vec![Ok(Bytes::from_static(b"ab")), Err(std::io::Error::other("reset"))];
         check(None, broken, 4, Err(BodyError::Unreadable)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_does_not_arrive_in_time_is_refused() {
+        let headers = HeaderMap::new();
+        let first = futures_util::stream::iter([Ok::<_, std::io::Error>(http_body::Frame::data(Bytes::from("ab")))]);
+        let stalled = first.chain(futures_util::stream::pending());
+        let body = http_body_util::StreamBody::new(stalled);
+        let got = read_body(&headers, body, 4, Duration::from_secs(10)).await;
+        assert_eq!(got, Err(BodyError::TooSlow));
     }
 
     #[tokio::test]

@@ -14,6 +14,7 @@ use clap::Parser;
 
 use crate::app::{App, GuardLimits};
 use crate::broker::provider::Vectors;
+use crate::connection::{self, Connections};
 use crate::guard::mcp;
 use crate::limit;
 use crate::published::Live;
@@ -77,6 +78,31 @@ pub struct Config {
     /// Seconds between cleanups of idle clients' buckets.
     #[arg(long, env = "ALMANAC_LIMIT_CLEANUP", default_value_t = 60)]
     pub limit_cleanup: u64,
+    /// Most connections open at once; past it a new connection takes the
+    /// place of the one idle longest, or is answered 503 and closed. Keep
+    /// it below the process's file-descriptor limit.
+    #[arg(long, env = "ALMANAC_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Time a client has to send a whole request head, counted from the
+    /// connection or from its first byte after idle, in milliseconds.
+    #[arg(long, env = "ALMANAC_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// Time a keep-alive connection may wait between requests, in
+    /// milliseconds.
+    #[arg(long, env = "ALMANAC_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
+    pub idle_timeout_ms: u64,
+    /// Time a client has to send a whole request body, in milliseconds
+    /// (408 past it).
+    #[arg(long, env = "ALMANAC_BODY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub body_timeout_ms: u64,
+    /// Time a write may wait for a client that does not read, in
+    /// milliseconds.
+    #[arg(long, env = "ALMANAC_SEND_TIMEOUT_MS", default_value_t = 30_000)]
+    pub send_timeout_ms: u64,
+    /// Largest request head (request line and header fields), in bytes;
+    /// 431 above (8192 at least).
+    #[arg(long, env = "ALMANAC_MAX_HEAD_BYTES", default_value_t = 16_384)]
+    pub max_head_bytes: usize,
     /// Proxies whose X-Forwarded-For is trusted (comma-separated addresses).
     #[arg(long = "trusted-proxy", env = "ALMANAC_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<std::net::IpAddr>,
@@ -115,6 +141,14 @@ impl Config {
             guard,
             broker_max_body: self.search_max_body,
             vectors,
+            connections: Connections::new(connection::Limits {
+                max_connections: self.max_connections.max(1),
+                header_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
+                idle_timeout: Duration::from_millis(self.idle_timeout_ms.max(1)),
+                send_timeout: Duration::from_millis(self.send_timeout_ms.max(1)),
+                body_timeout: Duration::from_millis(self.body_timeout_ms.max(1)),
+                max_head_bytes: self.max_head_bytes.max(8192),
+            }),
         }))
     }
 }

@@ -8,6 +8,7 @@ pub mod body;
 pub mod broker;
 pub mod conditional;
 pub mod config;
+pub mod connection;
 pub mod cors;
 pub mod guard;
 pub mod hcs20;

@@ -10,68 +10,45 @@
 //! 6. **handler**: the operation's, with one [`Request`];
 //! 7. **reply**: a refusal in the endpoint's error form, the operation's
 //!    cache policy on a live answer; CORS headers on everything, as it
-//!    leaves ([`filter`]).
+//!    leaves.
 //!
 //! Nothing here touches the filesystem: answers come from the build held in
 //! memory, so no request path can reach a file.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes};
-use futures_util::Stream;
-use warp::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use warp::Filter;
+use bytes::Bytes;
+use warp::http::{self, header, HeaderMap, HeaderValue, Method, StatusCode};
 
 use crate::app::App;
 use crate::body::{read_body, BodyError};
 use crate::limit::Limiter;
 use crate::reply::{Error, Reply};
 use crate::request::Request;
-use crate::routes::{self, BodyLimit, Cors, Dialect, Endpoint, Rate, Table};
+use crate::routes::{BodyLimit, Cors, Dialect, Endpoint, Rate, Table};
 use crate::{cors, limit, path};
 
 /// Request headers a page may send to a public route when its preflight
 /// names none.
 const PUBLIC_REQUEST_HEADERS: &str = "If-None-Match, If-Modified-Since";
 
-/// The whole api as one warp filter.
-pub fn filter(app: Arc<App>) -> impl Filter<Extract = (Reply,), Error = warp::Rejection> + Clone {
-    let table = Arc::new(Table::new(routes::table()));
-    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
-    warp::method()
-        .and(warp::path::full())
-        .and(query)
-        .and(warp::header::headers_cloned())
-        .and(warp::addr::remote())
-        .and(warp::body::stream())
-        .and_then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, peer, body| {
-            let (app, table) = (app.clone(), table.clone());
-            async move {
-                let reply = handle(&table, app, method, path.as_str(), query, headers, peer, body).await;
-                Ok::<_, Infallible>(cors::public(reply))
-            }
-        })
+/// One request, start to finish, CORS headers included.
+pub async fn handle<B>(table: &Table, app: Arc<App>, request: http::Request<B>, peer: SocketAddr) -> Reply
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let (parts, body) = request.into_parts();
+    cors::public(answer(table, app, parts, body, peer).await)
 }
 
-/// One request, start to finish (CORS headers are added by the caller).
-#[allow(clippy::too_many_arguments)]
-pub async fn handle<S, B>(
-    table: &Table,
-    app: Arc<App>,
-    method: Method,
-    raw_path: &str,
-    query: String,
-    headers: HeaderMap,
-    peer: Option<SocketAddr>,
-    body: S,
-) -> Reply
+/// The steps, in order; a refusal ends them.
+async fn answer<B>(table: &Table, app: Arc<App>, parts: http::request::Parts, body: B, peer: SocketAddr) -> Reply
 where
-    S: Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
+    B: http_body::Body<Data = Bytes>,
 {
-    let Ok(path) = path::normalize(raw_path) else {
+    let http::request::Parts { method, uri, headers, .. } = parts;
+    let Ok(path) = path::normalize(uri.path()) else {
         let message = "the path is not valid UTF-8 once decoded";
         return Error::new(StatusCode::BAD_REQUEST, "invalid_path", message).into_reply();
     };
@@ -79,7 +56,7 @@ where
         return Error::not_found(&path).into_reply();
     };
     let endpoint = found.endpoint;
-    let client = limit::client(peer, &headers, &app.guard.proxies);
+    let client = limit::client(Some(peer), &headers, &app.guard.proxies);
     if let Some(limiter) = limiter(&app, endpoint.rate) {
         if let Err(wait) = limiter.check(client) {
             return refuse(endpoint, rate_limited(wait));
@@ -93,11 +70,15 @@ where
     };
     let body = match body_limit(&app, operation.body) {
         None => Bytes::new(),
-        Some(limit) => match read_body(&headers, body, limit).await {
+        Some(limit) => match read_body(&headers, body, limit, app.connections.limits().body_timeout).await {
             Ok(bytes) => bytes,
             Err(BodyError::TooLarge) => {
                 let message = format!("the request body is larger than {limit} bytes");
                 return refuse(endpoint, Error::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message));
+            }
+            Err(BodyError::TooSlow) => {
+                let message = "the request body did not arrive in time";
+                return refuse(endpoint, Error::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", message));
             }
             Err(BodyError::Unreadable) => {
                 let message = "the request body could not be read";
@@ -111,7 +92,7 @@ where
         method,
         path: found.path,
         params: found.params,
-        query,
+        query: uri.query().unwrap_or_default().to_string(),
         headers,
         body,
         client,

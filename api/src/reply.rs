@@ -233,11 +233,11 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use futures_util::StreamExt;
     use tokio::sync::mpsc;
-    use warp::Filter;
 
     use super::*;
 
@@ -312,27 +312,39 @@ mod tests {
         assert!(body.get("parameter").is_none(), "no parameter: the field is omitted, not null");
     }
 
-    /// Serves one streamed answer fed by the returned sender, on loopback.
-    async fn streaming_server() -> (String, mpsc::Receiver<mpsc::Sender<Result<Bytes, std::io::Error>>>) {
+    /// Serves one streamed answer fed by the returned sender, on loopback,
+    /// through the api's own connection loop.
+    async fn streaming_server() -> (
+        String,
+        mpsc::Receiver<mpsc::Sender<Result<Bytes, std::io::Error>>>,
+        Arc<crate::connection::Connections>,
+    ) {
         let (senders_tx, senders_rx) = mpsc::channel(4);
-        let route = warp::any().map(move || {
+        let answer = move |_request, _peer| {
             let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
             senders_tx.try_send(tx).expect("one request at a time");
-            stream(
-                "text/event-stream",
-                "no-store",
-                futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }),
-            )
-        });
+            let chunks = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+            std::future::ready(stream("text/event-stream", "no-store", chunks))
+        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(warp::serve(route).incoming(listener).run());
-        (format!("http://{addr}/"), senders_rx)
+        let seconds = Duration::from_secs(5);
+        let limits = crate::connection::Limits {
+            max_connections: 16,
+            header_timeout: seconds,
+            idle_timeout: seconds,
+            send_timeout: seconds,
+            body_timeout: seconds,
+            max_head_bytes: 8192,
+        };
+        let connections = crate::connection::Connections::new(limits);
+        tokio::spawn(crate::server::accept(listener, connections.clone(), std::future::pending(), answer));
+        (format!("http://{addr}/"), senders_rx, connections)
     }
 
     #[tokio::test]
     async fn chunks_reach_the_client_as_they_are_produced() {
-        let (url, mut senders) = streaming_server().await;
+        let (url, mut senders, _) = streaming_server().await;
         let response = reqwest::get(&url).await.unwrap();
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         assert_eq!(response.headers()["cache-control"], "no-store");
@@ -355,8 +367,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_that_goes_away_mid_stream_releases_the_producer() {
-        let (url, mut senders) = streaming_server().await;
+        let (url, mut senders, connections) = streaming_server().await;
         let response = reqwest::get(&url).await.unwrap();
+        assert_eq!(connections.count(), 1);
         let tx = senders.recv().await.unwrap();
         tx.send(Ok(Bytes::from("data: first\n\n"))).await.unwrap();
         let mut body = response.bytes_stream();
@@ -366,5 +379,11 @@ mod tests {
         // producer's channel closes instead of filling forever.
         tokio::time::timeout(Duration::from_secs(5), tx.closed()).await.expect("the producer is released");
         assert!(tx.send(Ok(Bytes::from("data: lost\n\n"))).await.is_err());
+        // And the connection's place is free again.
+        let start = std::time::Instant::now();
+        while connections.count() > 0 {
+            assert!(start.elapsed() < Duration::from_secs(5), "the connection is released");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 }

@@ -1,22 +1,35 @@
 //! Running the api: [`serve`] takes a bound listener and a shutdown
 //! future, so the binary wires the real address and signals and a test
 //! binds port 0 and stops it when it likes.
+//!
+//! The connection loop is ours, not warp's: HTTP/1.1 through hyper's
+//! connection builder (where the size of a request head is bounded), each
+//! connection watched by [`crate::connection`] (how many, and how long
+//! each part of an exchange may take). Each request is handed whole to
+//! [`pipeline::handle`]; the route table does the routing.
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+
 use crate::app::App;
+use crate::connection::{Connections, Tracked, Watched, OVER_CAPACITY};
 use crate::pipeline;
 use crate::reload::{Outcome, Watcher};
+use crate::reply::Reply;
+use crate::routes::{self, Table};
 
 /// Loads the published build (if any), then answers on `listener` until
 /// `shutdown` resolves; requests in flight then finish. New builds are
 /// picked up every `app.reload_every` meanwhile.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: Arc<App>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) {
+pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let mut watcher = Watcher::new(app.layout.clone(), app.limits, app.live.clone());
     if watcher.check().await == Outcome::NoBuild {
         let site = app.layout.site.display().to_string();
@@ -32,7 +45,93 @@ pub async fn serve(
             cleaner.guard.mcp.clean();
         }
     });
-    warp::serve(pipeline::filter(app)).incoming(listener).graceful(shutdown).run().await;
+    let table = Arc::new(Table::new(routes::table()));
+    let connections = app.connections.clone();
+    let answer = move |request, peer| {
+        let (app, table) = (app.clone(), table.clone());
+        async move { pipeline::handle(&table, app, request, peer).await }
+    };
+    accept(listener, connections, shutdown, answer).await;
     watching.abort();
     cleaning.abort();
+}
+
+/// Accepts connections until `shutdown`, each served on a task of its own
+/// and watched by `connections`, and gives every request to `answer`; then
+/// stops accepting and waits for the open connections to finish the
+/// requests they have begun.
+pub async fn accept<A, F>(
+    listener: TcpListener,
+    connections: Arc<Connections>,
+    shutdown: impl Future<Output = ()>,
+    answer: A,
+) where
+    A: Fn(hyper::Request<Incoming>, SocketAddr) -> F + Clone + Send + 'static,
+    F: Future<Output = Reply> + Send,
+{
+    let sweeping = tokio::spawn(connections.clone().sweep());
+    let mut http = http1::Builder::new();
+    let head = connections.limits().max_head_bytes.max(8192);
+    // Heads are bounded here; time is bounded by the connection's watch,
+    // not by a hyper timer per request. One flat write per answer: the
+    // head and a small body leave in one buffer.
+    http.max_buf_size(head).max_header_size(head).writev(false);
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(error) => {
+                    accept_failed(error).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Some(admitted) = connections.admit() else {
+            over_capacity(stream);
+            continue;
+        };
+        let watch = admitted.watch.clone();
+        let answer = answer.clone();
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            watch.busy();
+            let (reply, watch) = (answer(request, peer), watch.clone());
+            async move { Ok::<_, Infallible>(reply.await.map(|body| Tracked::new(body, watch))) }
+        });
+        let io = TokioIo::new(Watched::new(stream, admitted.watch.clone()));
+        let connection = graceful.watch(http.serve_connection(io, service));
+        tokio::spawn(async move {
+            tokio::select! {
+                ended = connection => if let Err(error) = ended {
+                    tracing::debug!(%peer, %error, "connection ended with an error");
+                },
+                () = admitted.watch.ended() => tracing::debug!(%peer, "connection timed out"),
+            }
+            drop(admitted);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    sweeping.abort();
+}
+
+/// A connection over the cap: told so in one write, if the socket takes it
+/// at once, and closed.
+fn over_capacity(stream: TcpStream) {
+    let _ = stream.try_write(OVER_CAPACITY);
+    tracing::debug!("connection refused: too many open connections");
+}
+
+/// An accept that failed. A connection reset before it was accepted is
+/// nothing; running out of file descriptors is, and accepting again at
+/// once would spin, so the loop waits a little first.
+async fn accept_failed(error: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(error.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
+        return;
+    }
+    tracing::error!(%error, "accepting a connection failed");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
