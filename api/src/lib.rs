@@ -12,6 +12,7 @@ pub mod connection;
 pub mod cors;
 pub mod guard;
 pub mod hcs20;
+pub mod head;
 pub mod limit;
 pub mod path;
 pub mod pipeline;

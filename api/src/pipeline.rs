@@ -1,5 +1,7 @@
 //! One request, top to bottom. Every request passes through [`handle`]:
 //!
+//! 0. **head**: the request target's form, `Host` and framing
+//!    ([`crate::head`]; 400 and the connection closed);
 //! 1. **path**: its normal form ([`crate::path`]), the only spelling any
 //!    later step sees;
 //! 2. **route**: the endpoint in the route table (404 when none);
@@ -27,6 +29,7 @@ use crate::limit::Limiter;
 use crate::reply::{Error, Reply};
 use crate::request::Request;
 use crate::routes::{BodyLimit, Cors, Dialect, Endpoint, Rate, Table};
+use crate::head::{self, Target};
 use crate::{cors, limit, path};
 
 /// Request headers a page may send to a public route when its preflight
@@ -47,8 +50,16 @@ async fn answer<B>(table: &Table, app: Arc<App>, parts: http::request::Parts, bo
 where
     B: http_body::Body<Data = Bytes>,
 {
-    let http::request::Parts { method, uri, headers, .. } = parts;
-    let Ok(path) = path::normalize(uri.path()) else {
+    let http::request::Parts { method, uri, version, headers, .. } = parts;
+    let target = match head::check(&method, &uri, version, &headers) {
+        Ok(Target::Path(path)) => path,
+        Ok(Target::Server) => return server_options(),
+        Err(bad) => {
+            let close = HeaderValue::from_static("close");
+            return Error::new(StatusCode::BAD_REQUEST, bad.code, bad.message).with(header::CONNECTION, close).into_reply();
+        }
+    };
+    let Ok(path) = path::normalize(target) else {
         let message = "the path is not valid UTF-8 once decoded";
         return Error::new(StatusCode::BAD_REQUEST, "invalid_path", message).into_reply();
     };
@@ -107,6 +118,14 @@ where
         }
         Err(error) => refuse(endpoint, error),
     }
+}
+
+/// `OPTIONS *`: what the server as a whole answers to.
+fn server_options() -> Reply {
+    let mut reply = Reply::new(Default::default());
+    *reply.status_mut() = StatusCode::NO_CONTENT;
+    reply.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD, POST, OPTIONS"));
+    reply
 }
 
 /// The quota a rate class spends, if it has one.
