@@ -38,6 +38,8 @@ pub struct App {
 pub struct GuardLimits {
     pub access: mcp::Access,
     pub max_body: usize,
+    /// How much of the tool results each build keeps.
+    pub mcp_cache: mcp::CacheBounds,
     pub json: Limiter,
     pub mcp: Limiter,
     /// Peers whose `X-Forwarded-For` is believed.

@@ -59,6 +59,14 @@ pub struct Config {
     /// Largest MCP request body, in bytes (413 above).
     #[arg(long, env = "ALMANAC_MCP_MAX_BODY", default_value_t = 65_536)]
     pub mcp_max_body: usize,
+    /// MCP tool results kept per build, in bytes (calls and results
+    /// together); what is asked often stays.
+    #[arg(long, env = "ALMANAC_MCP_CACHE_BYTES", default_value_t = 16 << 20)]
+    pub mcp_cache_bytes: u64,
+    /// Longest MCP tool call (name and arguments as JSON, in bytes) whose
+    /// result is kept.
+    #[arg(long, env = "ALMANAC_MCP_CACHE_KEY_BYTES", default_value_t = 1024)]
+    pub mcp_cache_key_bytes: usize,
     /// Guard JSON routes: requests per minute per client.
     #[arg(long, env = "ALMANAC_GUARD_RATE", default_value_t = 600)]
     pub guard_rate: u32,
@@ -124,6 +132,7 @@ impl Config {
         let guard = GuardLimits {
             access,
             max_body: self.mcp_max_body,
+            mcp_cache: mcp::CacheBounds { bytes: self.mcp_cache_bytes, key_bytes: self.mcp_cache_key_bytes },
             json: limiter(self.guard_rate, self.guard_burst),
             mcp: limiter(self.mcp_rate, self.mcp_burst),
             proxies: self.trusted_proxies.clone(),

@@ -5,7 +5,8 @@
 //! 1. **path**: its normal form ([`crate::path`]), the only spelling any
 //!    later step sees;
 //! 2. **route**: the endpoint in the route table (404 when none);
-//! 3. **limit**: the endpoint's quota (429);
+//! 3. **limit**: the endpoint's quota (429; a JSON-RPC endpoint reads the
+//!    body first, to answer with the request's id);
 //! 4. **method**: a preflight is answered from the table, a method the
 //!    endpoint lacks is 405 with `Allow`;
 //! 5. **body**: read up to the operation's bound (413), or not at all;
@@ -68,16 +69,19 @@ where
     };
     let endpoint = found.endpoint;
     let client = limit::client(Some(peer), &headers, &app.guard.proxies);
-    if let Some(limiter) = limiter(&app, endpoint.rate) {
-        if let Err(wait) = limiter.check(client) {
-            return refuse(endpoint, rate_limited(wait));
-        }
+    let over_quota = limiter(&app, endpoint.rate).and_then(|limiter| limiter.check(client).err());
+    // A JSON-RPC refusal carries the request's id, so such a client over
+    // its quota has its body read (within the same bound and deadline)
+    // before it is told; anyone else is told at once.
+    let tell_at_once = endpoint.errors == Dialect::Json || method == Method::OPTIONS;
+    if let (Some(wait), true) = (over_quota, tell_at_once) {
+        return refuse(endpoint, rate_limited(wait), None);
     }
     if method == Method::OPTIONS {
         return preflight(endpoint, &headers);
     }
     let Some(operation) = endpoint.operation_for(&method) else {
-        return refuse(endpoint, Error::method_not_allowed(endpoint.allow.clone()));
+        return refuse(endpoint, Error::method_not_allowed(endpoint.allow.clone()), None);
     };
     let body = match body_limit(&app, operation.body) {
         None => Bytes::new(),
@@ -85,18 +89,21 @@ where
             Ok(bytes) => bytes,
             Err(BodyError::TooLarge) => {
                 let message = format!("the request body is larger than {limit} bytes");
-                return refuse(endpoint, Error::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message));
+                return refuse(endpoint, Error::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message), None);
             }
             Err(BodyError::TooSlow) => {
                 let message = "the request body did not arrive in time";
-                return refuse(endpoint, Error::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", message));
+                return refuse(endpoint, Error::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", message), None);
             }
             Err(BodyError::Unreadable) => {
                 let message = "the request body could not be read";
-                return refuse(endpoint, Error::new(StatusCode::BAD_REQUEST, "bad_body", message));
+                return refuse(endpoint, Error::new(StatusCode::BAD_REQUEST, "bad_body", message), None);
             }
         },
     };
+    if let Some(wait) = over_quota {
+        return refuse(endpoint, rate_limited(wait), Some(&body));
+    }
     let build = app.live.get();
     let request = Request {
         app: app.clone(),
@@ -116,7 +123,7 @@ where
             }
             reply
         }
-        Err(error) => refuse(endpoint, error),
+        Err(error) => refuse(endpoint, error, None),
     }
 }
 
@@ -146,11 +153,12 @@ fn body_limit(app: &App, body: BodyLimit) -> Option<usize> {
     }
 }
 
-/// A refusal in the endpoint's error form.
-fn refuse(endpoint: &Endpoint, error: Error) -> Reply {
+/// A refusal in the endpoint's error form (a JSON-RPC one names the id of
+/// the request in `body`, when it was read).
+fn refuse(endpoint: &Endpoint, error: Error, body: Option<&Bytes>) -> Reply {
     match endpoint.errors {
         Dialect::Json => error.into_reply(),
-        Dialect::JsonRpc => crate::guard::mcp::refusal(error),
+        Dialect::JsonRpc => crate::guard::mcp::refusal(error, body),
     }
 }
 

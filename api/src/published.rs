@@ -16,11 +16,18 @@ use almanac::hcs20::analytics::Analytics;
 use almanac::hcs20::routes::Limits;
 use almanac::hcs20::tables;
 use almanac::manifest::Manifest;
-use almanac::site::Layout;
+use almanac::site::{BuildFiles, Layout};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 
 use crate::reply::Representation;
+
+/// What loading a build takes besides its files.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub limits: Limits,
+    pub mcp_cache: crate::guard::mcp::CacheBounds,
+}
 
 pub struct Build {
     pub id: String,
@@ -39,8 +46,12 @@ pub struct Build {
 
 impl Build {
     /// Loads a build: manifest, every file (bytes of an unchanged ETag are
-    /// shared with `previous` rather than read again), and the snapshot.
-    pub fn load(layout: &Layout, id: &str, limits: Limits, previous: Option<&Build>) -> Result<Build> {
+    /// shared with `previous` rather than read again; others are checked
+    /// against their length and ETag, and read only inside the build
+    /// directory), and the snapshot (which must record this build). A file
+    /// that is not what the manifest says fails the whole build, naming
+    /// the file: the api then keeps serving the build it has.
+    pub fn load(layout: &Layout, id: &str, settings: Settings, previous: Option<&Build>) -> Result<Build> {
         let started = Instant::now();
         let dir = layout.build_dir(id);
         let manifest = Manifest::load(&dir)?;
@@ -50,6 +61,7 @@ impl Build {
             false => Ok(()),
         };
         inject("load-manifest")?;
+        let files = BuildFiles::open(&dir)?;
         let mut routes = FxHashMap::with_capacity_and_hasher(manifest.routes.len(), Default::default());
         let mut read = 0usize;
         for entry in &manifest.routes {
@@ -61,7 +73,8 @@ impl Build {
                 Some(body) => body,
                 None => {
                     read += 1;
-                    Bytes::from(read_inside(&dir, &entry.file)?)
+                    let bytes = files.read(entry).with_context(|| format!("build {id} is damaged"))?;
+                    Bytes::from(bytes)
                 }
             };
             let representation =
@@ -74,11 +87,13 @@ impl Build {
             true => Some(crate::guard::mcp::Published::new(
                 guard::parse(|route| routes.get(route).map(|r| r.body.to_vec()))
                     .with_context(|| format!("reading the guard datasets of build {id}"))?,
+                settings.mcp_cache,
             )),
             false => None,
         };
         let snapshot_path = layout.snapshot(&manifest);
-        let analytics = tables::load_analytics(&snapshot_path, limits.max_page_size)
+        drop(almanac::snapshot::open_for_build(&snapshot_path, id)?);
+        let analytics = tables::load_analytics(&snapshot_path, settings.limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
         let broker =
             load_broker(&snapshot_path, previous).with_context(|| format!("loading the agent index of build {id}"))?;
@@ -105,18 +120,6 @@ fn load_broker(snapshot: &Path, previous: Option<&Build>) -> Result<Option<Arc<c
         return Ok(Some(broker.clone()));
     }
     Ok(store::load(snapshot)?.map(|stored| Arc::new(crate::broker::agents::Agents::new(stored))))
-}
-
-/// Reads a manifest's file, refusing any path that would leave the build
-/// directory (the manifest is ours, but a file on disk is no proof of that).
-fn read_inside(dir: &Path, file: &str) -> Result<Vec<u8>> {
-    let relative = Path::new(file);
-    anyhow::ensure!(
-        relative.components().all(|c| matches!(c, std::path::Component::Normal(_))),
-        "manifest file {file:?} is not inside the build"
-    );
-    let path = dir.join(relative);
-    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
 }
 
 /// The live build, if one is published.

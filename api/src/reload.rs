@@ -3,17 +3,16 @@
 //! The generator publishes by renaming the `current` link. The api checks
 //! the link every `interval`; when it names another build, that build is
 //! loaded off the request path and swapped in. A build that fails to load is
-//! logged once and the one being served stays; it is tried again when its
-//! files change.
+//! logged and the one being served stays; it is tried again when its files
+//! change, or after a wait that doubles up to a minute.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
 
-use crate::published::{Build, Live};
+use crate::published::{Build, Live, Settings};
 
 /// What a check did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,14 +30,26 @@ pub enum Outcome {
 /// Watches `site/current` and loads the build it names.
 pub struct Watcher {
     layout: Layout,
-    limits: Limits,
+    settings: Settings,
     live: Arc<Live>,
-    /// The build that last failed to load, and what its files looked like
-    /// then: it is tried again when they change (a `generator build --full`
-    /// writes a new snapshot under the same build id), not at every tick,
-    /// and its error is logged once.
-    failed: Option<(String, Stamp)>,
+    /// The build that last failed to load, and when to try it again.
+    failed: Option<Failed>,
 }
+
+/// A published build that could not be loaded. It is tried again at once
+/// when its files change (a `generator build` that repairs it writes its
+/// manifest anew), else after a wait that doubles from one second to a
+/// minute; its error is logged when it first appears or changes.
+struct Failed {
+    id: String,
+    stamp: Stamp,
+    error: String,
+    retry_at: Instant,
+    wait: Duration,
+}
+
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const LONGEST_RETRY: Duration = Duration::from_secs(60);
 
 /// Modification times of a build's manifest and of the snapshots folder
 /// (a snapshot is written anew by a rename into it).
@@ -50,8 +61,8 @@ fn stamp(layout: &Layout, id: &str) -> Stamp {
 }
 
 impl Watcher {
-    pub fn new(layout: Layout, limits: Limits, live: Arc<Live>) -> Watcher {
-        Watcher { layout, limits, live, failed: None }
+    pub fn new(layout: Layout, settings: Settings, live: Arc<Live>) -> Watcher {
+        Watcher { layout, settings, live, failed: None }
     }
 
     /// Loads the current build if it differs from the live one.
@@ -62,14 +73,15 @@ impl Watcher {
             return Outcome::Unchanged;
         }
         let stamp = stamp(&self.layout, &id);
-        if self.failed.as_ref().is_some_and(|(failed, at)| *failed == id && *at == stamp) {
+        let waiting = self.failed.as_ref().filter(|f| f.id == id && f.stamp == stamp);
+        if waiting.is_some_and(|f| Instant::now() < f.retry_at) {
             return Outcome::Unchanged;
         }
-        let (layout, limits) = (self.layout.clone(), self.limits);
+        let (layout, settings) = (self.layout.clone(), self.settings);
         let previous = serving.clone();
         let build = id.clone();
         let loaded =
-            tokio::task::spawn_blocking(move || Build::load(&layout, &build, limits, previous.as_deref())).await;
+            tokio::task::spawn_blocking(move || Build::load(&layout, &build, settings, previous.as_deref())).await;
         let error = match loaded {
             Ok(Ok(build)) => {
                 tracing::info!(build = %build.id, "serving new build");
@@ -80,15 +92,19 @@ impl Watcher {
             Ok(Err(error)) => format!("{error:#}"),
             Err(error) => format!("build loader panicked: {error}"),
         };
-        match &serving {
-            Some(old) => {
-                tracing::error!(build = %id, serving = %old.id, error, "could not load the published build; still serving the previous one")
+        let again = self.failed.take().filter(|f| f.id == id && f.error == error);
+        let wait = again.as_ref().map_or(FIRST_RETRY, |f| (f.wait * 2).min(LONGEST_RETRY));
+        let retry_in = format!("{} s", wait.as_secs());
+        match (&again, &serving) {
+            (Some(_), _) => tracing::debug!(build = %id, error, retry_in, "the published build still does not load"),
+            (None, Some(old)) => {
+                tracing::error!(build = %id, serving = %old.id, error, retry_in, "could not load the published build; still serving the previous one")
             }
-            None => {
-                tracing::error!(build = %id, error, "could not load the published build; serving health only until a build loads")
+            (None, None) => {
+                tracing::error!(build = %id, error, retry_in, "could not load the published build; serving health only until a build loads")
             }
         }
-        self.failed = Some((id, stamp));
+        self.failed = Some(Failed { id, stamp, error, retry_at: Instant::now() + wait, wait });
         Outcome::Failed
     }
 

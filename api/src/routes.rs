@@ -181,6 +181,7 @@ pub fn table() -> Vec<Endpoint> {
     let mut endpoints = vec![
         // The service itself.
         Endpoint::new("/health").get("health", handler!(service::health), Cache::NoStore),
+        Endpoint::new("/health/live").get("liveness", handler!(service::live), Cache::NoStore),
         Endpoint::new("/api/v1/health").get("brokerHealth", handler!(service::health), Cache::NoStore),
         // Section C: HCS-20 analytics. Each is a file for the parameter
         // sets the generator pre-renders and computed for the others.

@@ -22,6 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::app::App;
 use crate::connection::{Connections, Tracked, Watched, OVER_CAPACITY};
 use crate::pipeline;
+use crate::published::Settings;
 use crate::reload::{Outcome, Watcher};
 use crate::reply::Reply;
 use crate::routes::{self, Table};
@@ -30,7 +31,8 @@ use crate::routes::{self, Table};
 /// `shutdown` resolves; requests in flight then finish. New builds are
 /// picked up every `app.reload_every` meanwhile.
 pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()> + Send + 'static) {
-    let mut watcher = Watcher::new(app.layout.clone(), app.limits, app.live.clone());
+    let settings = Settings { limits: app.limits, mcp_cache: app.guard.mcp_cache };
+    let mut watcher = Watcher::new(app.layout.clone(), settings, app.live.clone());
     if watcher.check().await == Outcome::NoBuild {
         let site = app.layout.site.display().to_string();
         tracing::warn!(site, "no build published yet; serving health only until one is");

@@ -18,18 +18,35 @@ pub async fn file(request: Request) -> Answer {
     published(&request, build, &request.path).ok_or_else(|| Error::not_found(&request.path))
 }
 
-/// `/health`: whether a build is loaded, which, and the quotas' load.
+/// `/health`: readiness, what a load balancer asks. 200 with `"status":
+/// "ok"` while a build is served; 503 with `"status": "starting"` until
+/// one is loaded. The body also tells which build, the quotas' load and the
+/// MCP result cache's size.
 pub async fn health(request: Request) -> Answer {
     let app = &request.app;
     let build = request.build.as_ref();
     let body = json!({
-        "status": "ok",
+        "status": if build.is_some() { "ok" } else { "starting" },
         "ready": build.is_some(),
         "build": build.map(|b| b.id.clone()),
+        "connections": app.connections.count(),
         "rateLimit": {"guardClients": app.guard.json.tracked(), "mcpClients": app.guard.mcp.tracked()},
+        "mcpCache": build.and_then(|b| b.guard.as_ref()).map(|g| json!({
+            "bytes": g.cached_bytes(), "boundBytes": app.guard.mcp_cache.bytes,
+        })),
         "broker": build.and_then(|b| b.broker.as_ref()).map(|b| json!({
             "agents": b.index.agents.len(), "loadedAt": b.loaded_at, "fingerprint": b.fingerprint,
         })),
     });
-    Ok(reply::json(&body))
+    let mut reply = reply::json(&body);
+    if build.is_none() {
+        *reply.status_mut() = warp::http::StatusCode::SERVICE_UNAVAILABLE;
+    }
+    Ok(reply)
+}
+
+/// `/health/live`: liveness, what a supervisor asks before restarting the
+/// process. 200 whenever the api answers at all, build or not.
+pub async fn live(_: Request) -> Answer {
+    Ok(reply::json(&json!({"status": "ok"})))
 }

@@ -145,7 +145,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     tracing::info!(fetched = report.fetched, "ingested");
     fault::point("ingested");
 
-    let previous = config.layout.current().context("reading the live build")?;
+    let previous = trusted(config.layout.current().context("reading the live build")?);
     let manifest = std::thread::scope(|scope| -> Result<Option<Manifest>> {
         let mut writers = Writers::start(scope, &warehouse, &fetched)?;
         let applied = info_span!("apply").in_scope(|| {
@@ -165,6 +165,19 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     drop(fetched);
     info_span!("publish").in_scope(|| publish(config, previous.as_ref(), &manifest, &mut report))?;
     Ok(report)
+}
+
+/// The live build, when its files are what its manifest says. Nothing is
+/// taken from a damaged one (a truncated or edited file): the run replays
+/// everything and writes every file anew, so damage is never linked into
+/// later builds.
+fn trusted(live: Option<(PathBuf, Manifest)>) -> Option<(PathBuf, Manifest)> {
+    let (dir, manifest) = live?;
+    let damage = debug_span!("verify live build").in_scope(|| site::damaged(&dir, &manifest));
+    let Some(first) = damage.first() else { return Some((dir, manifest)) };
+    tracing::warn!(build = %manifest.build, damaged = damage.len(), first = %first,
+        "the live build's files are not what its manifest says; nothing is taken from it and every file is written anew");
+    None
 }
 
 /// What the sources other than the ledger give a run.
@@ -359,7 +372,7 @@ fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, dat
     }
     tables::write_meta(conn, &manifest.build, &computed.meta)?;
     let snapshot_path = layout.snapshot(manifest);
-    if !snapshot::reusable(&snapshot_path)? {
+    if !snapshot::reusable(&snapshot_path, &manifest.build)? {
         snapshot::copy_to(conn, data.warehouse.path(), &snapshot_path)?;
     }
     fault::point("snapshot");

@@ -70,6 +70,12 @@ pub fn open(path: &Path, access: Access) -> Result<Connection> {
 
 /// Adds `fix` (what the operator should do) to an [`Unreadable`] error;
 /// any other error is returned as it is.
+/// Whether the database has a table `name` in its main schema.
+pub fn has_table(conn: &Connection, name: &str) -> Result<bool> {
+    let sql = "SELECT count(*) > 0 FROM information_schema.tables WHERE table_name = ? AND table_schema = 'main'";
+    Ok(conn.query_row(sql, [name], |row| row.get(0))?)
+}
+
 pub fn advise(error: anyhow::Error, fix: &'static str) -> anyhow::Error {
     match error.is::<Unreadable>() {
         true => error.context(fix),

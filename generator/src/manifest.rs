@@ -56,6 +56,29 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// Whether `bytes` are what this entry describes: its length, and the
+    /// hash its ETag is made from.
+    pub fn check(&self, bytes: &[u8]) -> Result<(), Damage> {
+        let damage = |problem: String| Err(Damage { file: self.file.clone(), problem });
+        if bytes.len() as u64 != self.length {
+            return damage(format!("is {} bytes, the manifest says {}", bytes.len(), self.length));
+        }
+        if etag(bytes) != self.etag {
+            return damage(format!("does not hash to its ETag {}", self.etag));
+        }
+        Ok(())
+    }
+}
+
+/// A file of a build that is not what the manifest says it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file} {problem}")]
+pub struct Damage {
+    pub file: String,
+    pub problem: String,
+}
+
 /// A strong entity tag from the SHA-256 of the exact bytes sent (128 bits
 /// of it, quoted).
 pub fn etag(body: &[u8]) -> String {

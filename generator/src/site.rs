@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::manifest::{self, Entry, Manifest};
+use crate::manifest::{self, Damage, Entry, Manifest};
 
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -162,7 +162,7 @@ impl Staging {
     ) -> Result<StageReport> {
         let mut report = StageReport { files: files.len() + self.kept, ..StageReport::default() };
         let final_dir = layout.build_dir(&manifest.build);
-        if Manifest::load(&final_dir).is_ok_and(|m| &m == manifest) {
+        if Manifest::load(&final_dir).is_ok_and(|m| &m == manifest) && damaged(&final_dir, manifest).is_empty() {
             fs::remove_dir_all(&self.dir).with_context(|| format!("clearing {}", self.dir.display()))?;
             report.reused = true;
             return Ok(report);
@@ -189,12 +189,19 @@ impl Staging {
 
         write_synced(&staging.join(manifest::FILE_NAME), &manifest.to_bytes())?;
         if final_dir.exists() {
-            // A kept build of the same id but other content cannot exist (the
-            // id is a hash of the content); what is there is a partial
-            // leftover.
-            fs::remove_dir_all(&final_dir)?;
+            // A build of the same id but other content cannot exist (the id
+            // is a hash of the content): what is there is a partial leftover
+            // or a damaged build, perhaps the live one. It is set aside in one
+            // rename and removed once the new directory has its name, so
+            // `current` names a missing directory only between two renames
+            // (the api keeps serving what it has loaded meanwhile).
+            let aside = layout.builds().join(format!(".damaged-{}-{}", manifest.build, std::process::id()));
+            fs::rename(&final_dir, &aside).with_context(|| format!("setting aside {}", final_dir.display()))?;
+            fs::rename(staging, &final_dir).with_context(|| format!("naming build {}", manifest.build))?;
+            fs::remove_dir_all(&aside).with_context(|| format!("removing {}", aside.display()))?;
+        } else {
+            fs::rename(staging, &final_dir).with_context(|| format!("naming build {}", manifest.build))?;
         }
-        fs::rename(staging, &final_dir).with_context(|| format!("naming build {}", manifest.build))?;
         sync_dir(&layout.builds())?;
         Ok(report)
     }
@@ -229,7 +236,7 @@ pub fn prune(layout: &Layout, keep: usize) -> Result<usize> {
     for entry in fs::read_dir(layout.builds())? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().to_string();
-        if name.starts_with(".staging-") {
+        if name.starts_with(".staging-") || name.starts_with(".damaged-") {
             fs::remove_dir_all(entry.path())?;
             continue;
         }
@@ -267,6 +274,68 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
 
 fn sync_dir(dir: &Path) -> Result<()> {
     fs::File::open(dir)?.sync_all().with_context(|| format!("syncing {}", dir.display()))
+}
+
+/// A build directory read back, trusting nothing on disk: a file is read
+/// only when its path stays inside the directory through real folders (no
+/// symbolic link, which could lead anywhere), and is checked against its
+/// manifest entry.
+pub struct BuildFiles<'a> {
+    dir: &'a Path,
+    /// Folders under `dir` already seen to be real folders.
+    folders: std::sync::Mutex<BTreeSet<PathBuf>>,
+}
+
+impl<'a> BuildFiles<'a> {
+    /// The files of the build directory `dir`, which must itself be a
+    /// folder, not a link to one.
+    pub fn open(dir: &'a Path) -> Result<BuildFiles<'a>> {
+        let meta = fs::symlink_metadata(dir).with_context(|| format!("reading {}", dir.display()))?;
+        anyhow::ensure!(meta.is_dir(), "{} is not a folder (a build directory is never a link)", dir.display());
+        Ok(BuildFiles { dir, folders: Default::default() })
+    }
+
+    /// The bytes of `entry`'s file, when they are what the manifest says.
+    pub fn read(&self, entry: &Entry) -> Result<Vec<u8>, Damage> {
+        let bytes = self.read_inside(&entry.file).map_err(|problem| Damage { file: entry.file.clone(), problem })?;
+        entry.check(&bytes)?;
+        Ok(bytes)
+    }
+
+    fn read_inside(&self, file: &str) -> Result<Vec<u8>, String> {
+        let relative = Path::new(file);
+        if !relative.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+            return Err("is not a path inside the build".into());
+        }
+        let mut folder = PathBuf::new();
+        for part in relative.parent().into_iter().flat_map(Path::components) {
+            folder.push(part);
+            if self.folders.lock().expect("folders lock").contains(&folder) {
+                continue;
+            }
+            match fs::symlink_metadata(self.dir.join(&folder)) {
+                Ok(meta) if meta.is_dir() => self.folders.lock().expect("folders lock").insert(folder.clone()),
+                Ok(_) => return Err(format!("is under {}, which is not a folder", folder.display())),
+                Err(error) => return Err(format!("cannot be read: {error}")),
+            };
+        }
+        let path = self.dir.join(relative);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_file() => fs::read(&path).map_err(|error| format!("cannot be read: {error}")),
+            Ok(_) => Err("is not a regular file".into()),
+            Err(error) => Err(format!("cannot be read: {error}")),
+        }
+    }
+}
+
+/// Every file of the build in `dir` that is not what its manifest says
+/// (read and hashed on the thread pool).
+pub fn damaged(dir: &Path, manifest: &Manifest) -> Vec<Damage> {
+    use rayon::prelude::*;
+    match BuildFiles::open(dir) {
+        Ok(files) => manifest.routes.par_iter().filter_map(|entry| files.read(entry).err()).collect(),
+        Err(error) => vec![Damage { file: dir.display().to_string(), problem: format!("{error:#}") }],
+    }
 }
 
 /// Runs `f` over `items` on the thread pool, adding up the pairs it returns.

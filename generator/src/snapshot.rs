@@ -41,14 +41,44 @@ pub fn open_read_only(path: &Path) -> Result<Connection> {
     database::open(path, Access::ReadOnly).map_err(|error| database::advise(error, FIX))
 }
 
-/// Whether a snapshot already written for a build can be kept: it exists
-/// and this DuckDB reads it (one written by DuckDB 2.0 is written anew).
-pub fn reusable(path: &Path) -> Result<bool> {
+/// The build a snapshot belongs to, from its `build` table (`None` when it
+/// has no record of one).
+pub fn build_of(conn: &Connection) -> Result<Option<String>> {
+    if !database::has_table(conn, "build")? {
+        return Ok(None);
+    }
+    let mut ids = conn.prepare("SELECT value FROM build WHERE key = 'id'")?;
+    let id = ids.query_map([], |row| row.get::<_, String>(0))?.next().transpose()?;
+    Ok(id)
+}
+
+/// Opens the snapshot of build `build` for reading, refusing one that
+/// records another build (a snapshot copied or renamed by hand).
+pub fn open_for_build(path: &Path, build: &str) -> Result<Connection> {
+    let conn = open_read_only(path)?;
+    match build_of(&conn)? {
+        Some(owner) if owner == build => Ok(conn),
+        owner => anyhow::bail!(
+            "{} belongs to build {}, not to build {build}",
+            path.display(),
+            owner.as_deref().unwrap_or("(none recorded)")
+        ),
+    }
+}
+
+/// Whether a snapshot already written for a build can be kept: it exists,
+/// this DuckDB reads it (one written by DuckDB 2.0 is written anew), and
+/// it records that build.
+pub fn reusable(path: &Path, build: &str) -> Result<bool> {
     if !path.exists() {
         return Ok(false);
     }
     match database::open(path, Access::ReadOnly) {
-        Ok(_) => Ok(true),
+        Ok(conn) if build_of(&conn)?.as_deref() == Some(build) => Ok(true),
+        Ok(_) => {
+            tracing::warn!(snapshot = %path.display(), build, "the snapshot records another build; writing it anew");
+            Ok(false)
+        }
         Err(error) if error.is::<Unreadable>() => {
             tracing::warn!(error = format!("{error:#}"), "writing the snapshot anew");
             Ok(false)

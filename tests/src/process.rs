@@ -122,6 +122,20 @@ impl Api {
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
+
+    /// The build `/health` names, once it names `expected` (the api looks
+    /// for new builds every 50 ms), or whatever it names after 10 s.
+    pub fn served_build(&self, expected: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let health: serde_json::Value = reqwest::blocking::get(self.url("/health")).unwrap().json().unwrap();
+            let build = health["build"].as_str().unwrap_or_default().to_string();
+            if build == expected || std::time::Instant::now() > deadline {
+                return build;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Api {

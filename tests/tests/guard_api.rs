@@ -470,6 +470,10 @@ async fn rate_limits() {
     let (status, headers, reply) = post(&site, &list, &[("x-forwarded-for", Some("203.0.113.1"))]).await;
     assert_eq!(status, 429, "{reply}");
     assert!(headers.contains_key("retry-after"));
+    // In JSON-RPC, with the request's id, so the client can tell which
+    // request was refused.
+    assert_eq!((reply["jsonrpc"].as_str(), &reply["id"]), (Some("2.0"), &json!(1)), "{reply}");
+    assert_eq!(reply["error"]["code"], -32029, "{reply}");
 
     // The quota follows the resource, however its path is spelled: a
     // percent-encoded letter is the same path (RFC 3986 section 6.2.2.2),
@@ -491,6 +495,30 @@ async fn rate_limits() {
     let health: Value = site.client.get(site.api.url("/health")).send().await.unwrap().json().await.unwrap();
     let tracked = health["rateLimit"]["guardClients"].as_u64().unwrap();
     assert!(tracked <= 51, "{tracked} clients tracked with a cap of 50");
+}
+
+/// The tool results a build keeps are bounded in bytes, and a call too long
+/// to be worth keeping is answered without being kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tool_result_cache_is_bounded_in_bytes() {
+    let site = site(&[UNLIMITED.as_slice(), &["--mcp-cache-bytes", "65536", "--mcp-cache-key-bytes", "512"]].concat());
+    let cached = || async {
+        let health: Value = site.client.get(site.api.url("/health")).send().await.unwrap().json().await.unwrap();
+        health["mcpCache"]["bytes"].as_u64().unwrap()
+    };
+    for i in 0..400 {
+        let text = format!("{i:04} {}", "x".repeat(400));
+        let (status, _, reply) = post(&site, &call(i, "search_campaigns", json!({"text": text})), &[]).await;
+        assert_eq!(status, 200, "{reply}");
+    }
+    let full = cached().await;
+    assert!(full > 0 && full <= 65536, "{full} bytes kept under a bound of 65536");
+    for i in 0..20 {
+        let text = format!("{i:04} {}", "y".repeat(1000));
+        let (status, _, reply) = post(&site, &call(i, "search_campaigns", json!({"text": text})), &[]).await;
+        assert_eq!(status, 200, "{reply}");
+    }
+    assert_eq!(cached().await, full, "calls longer than the key bound are not kept");
 }
 
 #[test]

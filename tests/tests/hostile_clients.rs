@@ -1,6 +1,6 @@
 //! The api against clients that are slow, idle, greedy or malformed, on
 //! loopback through raw sockets: what each gets, and that others are
-//! served meanwhile. No build is published: `/health` answers and the
+//! served meanwhile. No build is published: `/health/live` answers and the
 //! routes that read a body read it (the body comes before the build).
 
 use std::time::Duration;
@@ -32,7 +32,7 @@ async fn start(flags: &[&str]) -> Api {
     Api { addr, _stop: stop, _root: root }
 }
 
-const HEALTH: &[u8] = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+const HEALTH: &[u8] = b"GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n";
 
 /// Reads one response head (and whatever arrived with it); `None` when
 /// the connection closed first. Gives up after 10 s.
@@ -80,13 +80,26 @@ async fn get_health(api: &Api) -> u16 {
     status(&response(&mut stream).await.expect("an answer"))
 }
 
+/// Without a build the api is alive but not ready: a load balancer asking
+/// `/health` sends it no traffic yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_build_the_api_is_alive_but_not_ready() {
+    let api = start(&[]).await;
+    let mut stream = TcpStream::connect(api.addr).await.unwrap();
+    stream.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n").await.unwrap();
+    let answer = response(&mut stream).await.unwrap();
+    assert_eq!(status(&answer), 503, "{answer}");
+    assert!(answer.contains("\"status\":\"starting\""), "{answer}");
+    assert_eq!(get_health(&api).await, 200, "/health/live");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_sent_too_slowly_is_cut_off_while_others_are_served() {
     let api = start(&["--header-timeout-ms", "300"]).await;
     let mut slow = Vec::new();
     for _ in 0..200 {
         let mut stream = TcpStream::connect(api.addr).await.unwrap();
-        stream.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n").await.unwrap();
+        stream.write_all(b"GET /health/live HTTP/1.1\r\nHost: localhost\r\n").await.unwrap();
         slow.push(stream);
     }
     // Trickle a field line every 50 ms: each byte is progress, but the
@@ -139,11 +152,11 @@ async fn a_body_that_stalls_is_refused_with_408() {
 async fn a_head_larger_than_the_bound_is_431() {
     let api = start(&["--max-head-bytes", "8192"]).await;
     let mut stream = TcpStream::connect(api.addr).await.unwrap();
-    let big = format!("GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n", "a".repeat(20_000));
+    let big = format!("GET /health/live HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n", "a".repeat(20_000));
     let _ = stream.write_all(big.as_bytes()).await;
     assert_eq!(status(&response(&mut stream).await.expect("an answer")), 431);
     // Just under the bound is fine.
-    let fits = format!("GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n", "a".repeat(7_000));
+    let fits = format!("GET /health/live HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n", "a".repeat(7_000));
     let mut stream = TcpStream::connect(api.addr).await.unwrap();
     stream.write_all(fits.as_bytes()).await.unwrap();
     assert_eq!(status(&response(&mut stream).await.expect("an answer")), 200);
@@ -173,7 +186,7 @@ async fn at_the_connection_cap_idle_connections_give_way_and_busy_ones_do_not() 
     let mut busy = Vec::new();
     for _ in 0..4 {
         let mut stream = TcpStream::connect(api.addr).await.unwrap();
-        stream.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+        stream.write_all(b"GET /health/live HTTP/1.1\r\n").await.unwrap();
         busy.push(stream);
     }
     // The dropped idle connections free their places as the server sees
@@ -207,7 +220,7 @@ async fn length_and_chunked_together_close_the_connection_after_the_answer() {
     let mut stream = TcpStream::connect(api.addr).await.unwrap();
     let smuggled = "POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
                     Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n\
-                    GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+                    GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n";
     stream.write_all(smuggled.as_bytes()).await.unwrap();
     let mut all = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut all)).await.expect("closed").unwrap();
@@ -226,20 +239,20 @@ async fn every_malformed_request_gets_an_answer() {
         ("CONNECT", b"CONNECT a:1 HTTP/1.1\r\nHost: a:1\r\n\r\n", 400),
         ("asterisk-form GET", b"GET * HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
         ("OPTIONS *", b"OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n", 204),
-        ("absolute-form, same host", b"GET http://localhost/health HTTP/1.1\r\nHost: localhost\r\n\r\n", 200),
+        ("absolute-form, same host", b"GET http://localhost/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n", 200),
         ("absolute-form, other host", b"GET http://evil.example/health HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
-        ("no Host in HTTP/1.1", b"GET /health HTTP/1.1\r\n\r\n", 400),
-        ("no Host in HTTP/1.0", b"GET /health HTTP/1.0\r\n\r\n", 200),
-        ("Host twice", b"GET /health HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n", 400),
-        ("leading empty lines", b"\r\n\r\nGET /health HTTP/1.1\r\nHost: localhost\r\n\r\n", 200),
+        ("no Host in HTTP/1.1", b"GET /health/live HTTP/1.1\r\n\r\n", 400),
+        ("no Host in HTTP/1.0", b"GET /health/live HTTP/1.0\r\n\r\n", 200),
+        ("Host twice", b"GET /health/live HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n", 400),
+        ("leading empty lines", b"\r\n\r\nGET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n", 200),
         ("not HTTP", b"HELLO\r\n\r\n", 400),
-        ("unknown version", b"GET /health HTTP/3.7\r\nHost: localhost\r\n\r\n", 400),
+        ("unknown version", b"GET /health/live HTTP/3.7\r\nHost: localhost\r\n\r\n", 400),
         ("NUL in the target", b"GET /he\0alth HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
         ("non-ASCII in the target", b"GET /h\xc3\xa9alth HTTP/1.1\r\nHost: localhost\r\n\r\n", 404),
-        ("space in a field name", b"GET /health HTTP/1.1\r\nHost: localhost\r\nBad Name: x\r\n\r\n", 400),
-        ("field line without a colon", b"GET /health HTTP/1.1\r\nHost: localhost\r\nnocolon\r\n\r\n", 400),
-        ("control byte in a value", b"GET /health HTTP/1.1\r\nHost: localhost\r\nX: a\x01b\r\n\r\n", 400),
-        ("obsolete line folding", b"GET /health HTTP/1.1\r\nHost: localhost\r\nX: a\r\n b\r\n\r\n", 400),
+        ("space in a field name", b"GET /health/live HTTP/1.1\r\nHost: localhost\r\nBad Name: x\r\n\r\n", 400),
+        ("field line without a colon", b"GET /health/live HTTP/1.1\r\nHost: localhost\r\nnocolon\r\n\r\n", 400),
+        ("control byte in a value", b"GET /health/live HTTP/1.1\r\nHost: localhost\r\nX: a\x01b\r\n\r\n", 400),
+        ("obsolete line folding", b"GET /health/live HTTP/1.1\r\nHost: localhost\r\nX: a\r\n b\r\n\r\n", 400),
         ("negative length", b"POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nContent-Length: -1\r\n\r\n", 400),
         ("two lengths", b"POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1, 2\r\n\r\n", 400),
         ("gzip coding", b"POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
@@ -247,7 +260,7 @@ async fn every_malformed_request_gets_an_answer() {
         ("dot segments", b"GET /../../etc/passwd HTTP/1.1\r\nHost: localhost\r\n\r\n", 404),
         ("bad escape", b"GET /%ZZ HTTP/1.1\r\nHost: localhost\r\n\r\n", 404),
         ("escape that is not UTF-8", b"GET /%FF HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
-        ("unknown method", b"BREW /health HTTP/1.1\r\nHost: localhost\r\n\r\n", 405),
+        ("unknown method", b"BREW /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n", 405),
     ];
     let mut failures = Vec::new();
     for (name, request, expected) in cases {

@@ -31,20 +31,6 @@ fn assert_complete(site: &Path) -> Manifest {
     manifest
 }
 
-/// The build the api says it serves, once it says `expected` (it looks
-/// for new builds every 50 ms), or whatever it says after 10 s.
-fn served_build(api: &Api, expected: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let health: serde_json::Value = reqwest::blocking::get(api.url("/health")).unwrap().json().unwrap();
-        let build = health["build"].as_str().unwrap_or_default().to_string();
-        if build == expected || Instant::now() > deadline {
-            return build;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_run_ended_at_any_step_leaves_the_previous_build_serving() {
     use std::os::unix::process::ExitStatusExt;
@@ -77,7 +63,7 @@ fn a_run_ended_at_any_step_leaves_the_previous_build_serving() {
         let live = assert_complete(&site);
         let published = matches!(*point, "published" | "pruned");
         assert_eq!(live.build != before, published, "{point}: only a run past the flip is live");
-        assert_eq!(served_build(&api, &live.build), live.build, "{point}: the api serves the live build");
+        assert_eq!(api.served_build(&live.build), live.build, "{point}: the api serves the live build");
     }
 
     // Then a normal run works, gives exactly what a clean replay of the
@@ -91,7 +77,7 @@ fn a_run_ended_at_any_step_leaves_the_previous_build_serving() {
     );
     let live = live_manifest(&site).build;
     assert_eq!(live, live_manifest(&clean.path().join("site")).build);
-    assert_eq!(served_build(&api, &live), live);
+    assert_eq!(api.served_build(&live), live);
     let body = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
     assert_eq!(body.status(), 200);
 }
@@ -111,7 +97,7 @@ fn a_swap_that_fails_at_any_step_leaves_the_previous_build_serving() {
         let first = grow(10_000);
         let log = root.path().join("api.log");
         let api = Api::start_logged_with_env(&site, &data, &[], &log, &[("ALMANAC_FAULT", point)]);
-        assert_eq!(served_build(&api, &first), first, "{point}: the first load is not a swap");
+        assert_eq!(api.served_build(&first), first, "{point}: the first load is not a swap");
 
         // The next build fails to load at the point: the api says so and
         // keeps serving the first.
@@ -122,11 +108,11 @@ fn a_swap_that_fails_at_any_step_leaves_the_previous_build_serving() {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(std::fs::read_to_string(&log).unwrap().contains(&format!("injected fault at {point}")), "{point}");
-        assert_eq!(served_build(&api, &first), first, "{point}: still the previous build, not {second}");
+        assert_eq!(api.served_build(&first), first, "{point}: still the previous build, not {second}");
 
         // The build after it loads.
         let third = grow(14_000);
-        assert_eq!(served_build(&api, &third), third, "{point}: the next build is served");
+        assert_eq!(api.served_build(&third), third, "{point}: the next build is served");
     }
 }
 

@@ -26,24 +26,45 @@ use warp::reply::Response as Reply;
 
 use super::tools;
 use almanac::guard::Datasets;
-use std::collections::HashMap;
-use std::sync::RwLock;
 
 /// A build's guard datasets, and the serialized results of the tool calls
-/// made on them so far: a result is a pure function of the build and the
-/// call, so each distinct call is computed once per build.
+/// made on them: a result is a pure function of the build and the call, so
+/// a call asked again is answered from memory. The cache is bounded in
+/// bytes (keys and results together) and keeps what is asked often: its
+/// policy (S3-FIFO, `quick_cache`) lets a stream of distinct one-off calls
+/// pass through without evicting the popular ones.
 pub struct Published {
     pub datasets: Datasets,
-    results: RwLock<HashMap<String, Bytes>>,
+    results: quick_cache::sync::Cache<String, Bytes, Size>,
+    bounds: CacheBounds,
 }
 
-/// Distinct calls whose results are kept per build; beyond it, results are
-/// computed every time.
-const CACHED_CALLS: usize = 4096;
+/// How much of the results of tool calls a build keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheBounds {
+    /// Keys and results together, in bytes.
+    pub bytes: u64,
+    /// Longest call (tool name and arguments as JSON) kept; a longer one
+    /// is answered, never kept.
+    pub key_bytes: usize,
+}
+
+/// Weighs a cached result by the bytes it holds.
+#[derive(Clone)]
+struct Size;
+
+impl quick_cache::Weighter<String, Bytes> for Size {
+    fn weight(&self, key: &String, result: &Bytes) -> u64 {
+        (key.len() + result.len()) as u64
+    }
+}
 
 impl Published {
-    pub fn new(datasets: Datasets) -> Published {
-        Published { datasets, results: RwLock::new(HashMap::new()) }
+    pub fn new(datasets: Datasets, bounds: CacheBounds) -> Published {
+        // An estimate of the number of entries (results are a few hundred
+        // bytes to a few kilobytes); the weight is the bound.
+        let entries = (bounds.bytes / 1024).clamp(16, 1 << 20) as usize;
+        Published { datasets, results: quick_cache::sync::Cache::with_weighter(entries, bounds.bytes, Size), bounds }
     }
 
     /// The `result` of a successful call, serialized; tool errors and
@@ -51,8 +72,8 @@ impl Published {
     fn call(&self, name: &str, arguments: Option<&Value>) -> Result<Result<Bytes, String>, tools::Refused> {
         // serde_json's maps are ordered, so equal arguments print equal.
         let key = format!("{name}\u{0}{}", arguments.map(Value::to_string).unwrap_or_default());
-        if let Some(hit) = self.results.read().expect("lock poisoned").get(&key) {
-            return Ok(Ok(hit.clone()));
+        if let Some(hit) = self.results.get(&key) {
+            return Ok(Ok(hit));
         }
         let structured = match tools::call(&self.datasets, name, arguments)? {
             Ok(structured) => structured,
@@ -66,11 +87,15 @@ impl Published {
             "isError": false,
         });
         let bytes = Bytes::from(serde_json::to_vec(&result).expect("results serialise"));
-        let mut results = self.results.write().expect("lock poisoned");
-        if results.len() < CACHED_CALLS {
-            results.insert(key, bytes.clone());
+        if key.len() <= self.bounds.key_bytes {
+            self.results.insert(key, bytes.clone());
         }
         Ok(Ok(bytes))
+    }
+
+    /// Bytes the cached results hold now.
+    pub fn cached_bytes(&self) -> u64 {
+        self.results.weight()
     }
 }
 
@@ -90,6 +115,9 @@ const INVALID_PARAMS: i64 = -32602;
 const INTERNAL_ERROR: i64 = -32603;
 const HEADER_MISMATCH: i64 = -32020;
 const UNSUPPORTED_VERSION: i64 = -32022;
+/// Server-defined (the JSON-RPC range -32000 to -32099): over the quota;
+/// `Retry-After` says when to try again.
+const RATE_LIMITED: i64 = -32029;
 
 /// Who may call: the `Host` names (any port) and `Origin`s accepted.
 #[derive(Clone, Debug)]
@@ -165,8 +193,16 @@ pub fn respond(access: &Access, published: Option<&Published>, headers: &HeaderM
 /// A refusal made before the exchange (a method the endpoint does not
 /// take, a body over its bound, a spent quota) as a JSON-RPC error, with
 /// the headers its status calls for.
-pub fn refusal(error: crate::reply::Error) -> Reply {
-    let mut reply = reply(self::error(error.status, &Value::Null, INVALID_REQUEST, &error.message, None));
+pub fn refusal(error: crate::reply::Error, body: Option<&Bytes>) -> Reply {
+    // The request's id when its body was read and names a valid one, so a
+    // client can match the refusal to its request.
+    let id = body
+        .and_then(|b| serde_json::from_slice::<Value>(b).ok())
+        .and_then(|request| request.get("id").cloned())
+        .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
+        .unwrap_or(Value::Null);
+    let code = if error.status == StatusCode::TOO_MANY_REQUESTS { RATE_LIMITED } else { INVALID_REQUEST };
+    let mut reply = reply(self::error(error.status, &id, code, &error.message, None));
     crate::reply::Error::add_headers(error.headers, &mut reply);
     reply
 }

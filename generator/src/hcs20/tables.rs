@@ -192,12 +192,7 @@ pub fn read_meta(conn: &Connection) -> Result<Option<Meta>> {
 }
 
 fn try_read_meta(conn: &Connection) -> Result<Option<Meta>> {
-    let exists: bool = conn.query_row(
-        "SELECT count(*) > 0 FROM information_schema.tables WHERE table_name = 'build' AND table_schema = 'main'",
-        [],
-        |r| r.get(0),
-    )?;
-    if !exists {
+    if !crate::database::has_table(conn, "build")? {
         return Ok(None);
     }
     let mut stmt = conn.prepare("SELECT key, value FROM build")?;

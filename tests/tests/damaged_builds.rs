@@ -1,0 +1,124 @@
+//! Published files are not trusted blindly. A build whose files are not
+//! what its manifest says (truncated, edited, replaced by a link out of the
+//! build, or paired with another build's snapshot) is refused by the api,
+//! which keeps serving the build it has and names the damage; it is loaded
+//! once repaired. The generator takes nothing from a damaged live build: it
+//! writes every file anew, so damage never reaches a later build.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use almanac::hcs20::Topics;
+use almanac::manifest::{Entry, Manifest};
+use almanac::site::Layout;
+use tests::datagen::random_corpus_scaled;
+use tests::process::{build, Api};
+use tests::TempDir;
+
+fn live(site: &Path) -> (PathBuf, Manifest) {
+    let dir = std::fs::canonicalize(site.join("current")).unwrap();
+    let manifest = Manifest::load(&dir).unwrap();
+    (dir, manifest)
+}
+
+/// Waits until the log holds `text`; panics after 10 s.
+fn logged(log: &Path, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(log).unwrap_or_default().contains(text) {
+        assert!(Instant::now() < deadline, "the api never logged {text:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A file of the build with enough bytes to damage, and its route.
+fn victim(manifest: &Manifest) -> &Entry {
+    manifest.routes.iter().find(|e| e.route == "/hcs20/stats").expect("a stats file")
+}
+
+#[test]
+fn damaged_builds_are_refused_and_never_carried_forward() {
+    let topics = Topics::MAINNET;
+    let root = TempDir::new("damage");
+    let corpus = root.path().join("corpus");
+    let (site, data) = (root.path().join("site"), root.path().join("data"));
+    let layout = Layout::new(&site, &data);
+    let grow = |messages: usize| {
+        random_corpus_scaled(messages, 5_000, 11, topics).write_pages(&corpus, false).unwrap();
+        build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
+        live(&site)
+    };
+    let (_, first) = grow(10_000);
+    let (second_dir, second) = grow(12_000);
+    let entry = victim(&second).clone();
+    let file = second_dir.join(&entry.file);
+    let pristine = std::fs::read(&file).unwrap();
+    let outside = root.path().join("outside.json");
+    std::fs::write(&outside, &pristine).unwrap();
+    let snapshots = layout.snapshots();
+    let (first_snapshot, second_snapshot) = (snapshots.join(&first.snapshot), snapshots.join(&second.snapshot));
+    let second_snapshot_bytes = std::fs::read(&second_snapshot).unwrap();
+
+    type Damage = fn(&Path, &[u8], &Path, &Path, &Path);
+    let cases: &[(&str, Damage, &str)] = &[
+        ("truncated", |file, bytes, _, _, _| std::fs::write(file, &bytes[..bytes.len() / 2]).unwrap(), "bytes, the manifest says"),
+        (
+            "edited, same length",
+            |file, bytes, _, _, _| {
+                let mut edited = bytes.to_vec();
+                edited[bytes.len() / 2] ^= 0x20;
+                std::fs::write(file, edited).unwrap()
+            },
+            "does not hash to its ETag",
+        ),
+        (
+            "a link out of the build",
+            |file, _, outside, _, _| {
+                std::fs::remove_file(file).unwrap();
+                std::os::unix::fs::symlink(outside, file).unwrap();
+            },
+            "is not a regular file",
+        ),
+        (
+            "another build's snapshot",
+            |_, _, _, first_snapshot, second_snapshot| {
+                std::fs::copy(first_snapshot, second_snapshot).unwrap();
+            },
+            "not to build",
+        ),
+    ];
+    for (name, damage, says) in cases {
+        // The api serves the first build; the second is then published
+        // damaged.
+        almanac::site::publish(&layout, &first).unwrap();
+        let log = root.path().join(format!("api-{}.log", name.replace(' ', "-")));
+        let api = Api::start_logged(&site, &data, &[], &log);
+        assert_eq!(api.served_build(&first.build), first.build, "{name}");
+        damage(&file, &pristine, &outside, &first_snapshot, &second_snapshot);
+        almanac::site::publish(&layout, &second).unwrap();
+        logged(&log, "could not load the published build");
+        logged(&log, says);
+        assert_eq!(api.served_build(&first.build), first.build, "{name}: the previous build still serves");
+        let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+        assert_eq!(stats.headers()["etag"].to_str().unwrap(), victim(&first).etag, "{name}: the previous bytes");
+
+        // Repaired by hand, it is tried again and served.
+        let _ = std::fs::remove_file(&file);
+        std::fs::write(&file, &pristine).unwrap();
+        std::fs::write(&second_snapshot, &second_snapshot_bytes).unwrap();
+        assert_eq!(api.served_build(&second.build), second.build, "{name}: retried once repaired");
+    }
+
+    // Damage in the live build is not linked into the next one: a run with
+    // nothing new writes the damaged build anew.
+    std::fs::write(&file, &pristine[..10]).unwrap();
+    build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
+    let (dir, manifest) = live(&site);
+    assert_eq!(manifest.build, second.build, "the same data gives the same build");
+    assert!(almanac::site::damaged(&dir, &manifest).is_empty(), "every file is what the manifest says");
+    assert_eq!(std::fs::read(dir.join(&entry.file)).unwrap(), pristine);
+    // And so is a run with something new (its kept files are linked only
+    // from a sound build).
+    std::fs::write(dir.join(&entry.file), &pristine[..10]).unwrap();
+    let (dir, manifest) = grow(13_000);
+    assert!(almanac::site::damaged(&dir, &manifest).is_empty());
+}
