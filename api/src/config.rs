@@ -74,10 +74,10 @@ pub struct Config {
     #[arg(long, env = "ALMANAC_GUARD_BURST", default_value_t = 120)]
     pub guard_burst: u32,
     /// MCP endpoint: requests per minute per client.
-    #[arg(long, env = "ALMANAC_MCP_RATE", default_value_t = 300)]
+    #[arg(long, env = "ALMANAC_MCP_RATE", default_value_t = 600)]
     pub mcp_rate: u32,
     /// MCP endpoint: burst above that pace.
-    #[arg(long, env = "ALMANAC_MCP_BURST", default_value_t = 60)]
+    #[arg(long, env = "ALMANAC_MCP_BURST", default_value_t = 240)]
     pub mcp_burst: u32,
     /// Clients tracked per limiter; beyond it, new clients share one bucket
     /// until the next cleanup.
