@@ -97,7 +97,13 @@ mod tests {
     use super::*;
 
     /// (method, target, version, header lines) → the target, or the code.
-    fn check_case(method: &str, target: &str, version: Version, fields: &[(&str, &str)], expected: Result<Target, &str>) {
+    fn check_case(
+        method: &str,
+        target: &str,
+        version: Version,
+        fields: &[(&str, &str)],
+        expected: Result<Target, &str>,
+    ) {
         let method = Method::from_bytes(method.as_bytes()).unwrap();
         let uri: Uri = target.parse().unwrap();
         let mut headers = HeaderMap::new();

@@ -9,7 +9,8 @@
 //!    body first, to answer with the request's id);
 //! 4. **method**: a preflight is answered from the table, a method the
 //!    endpoint lacks is 405 with `Allow`;
-//! 5. **body**: read up to the operation's bound (413), or not at all;
+//! 5. **body**: JSON only (415), read up to the operation's bound (413)
+//!    within the body deadline (408), or not at all;
 //! 6. **handler**: the operation's, with one [`Request`];
 //! 7. **reply**: a refusal in the endpoint's error form, the operation's
 //!    cache policy on a live answer; CORS headers on everything, as it
@@ -26,11 +27,11 @@ use warp::http::{self, header, HeaderMap, HeaderValue, Method, StatusCode};
 
 use crate::app::App;
 use crate::body::{read_body, BodyError};
+use crate::head::{self, Target};
 use crate::limit::Limiter;
 use crate::reply::{Error, Reply};
 use crate::request::Request;
 use crate::routes::{BodyLimit, Cors, Dialect, Endpoint, Rate, Table};
-use crate::head::{self, Target};
 use crate::{cors, limit, path};
 
 /// Request headers a page may send to a public route when its preflight
@@ -43,7 +44,11 @@ where
     B: http_body::Body<Data = Bytes>,
 {
     let (parts, body) = request.into_parts();
-    cors::public(answer(table, app, parts, body, peer).await)
+    let mut reply = cors::public(answer(table, app, parts, body, peer).await);
+    // Every answer is what its Content-Type says: no browser may guess
+    // otherwise (a JSON body read as HTML or script).
+    reply.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    reply
 }
 
 /// The steps, in order; a refusal ends them.
@@ -57,7 +62,9 @@ where
         Ok(Target::Server) => return server_options(),
         Err(bad) => {
             let close = HeaderValue::from_static("close");
-            return Error::new(StatusCode::BAD_REQUEST, bad.code, bad.message).with(header::CONNECTION, close).into_reply();
+            return Error::new(StatusCode::BAD_REQUEST, bad.code, bad.message)
+                .with(header::CONNECTION, close)
+                .into_reply();
         }
     };
     let Ok(path) = path::normalize(target) else {
@@ -83,7 +90,19 @@ where
     let Some(operation) = endpoint.operation_for(&method) else {
         return refuse(endpoint, Error::method_not_allowed(endpoint.allow.clone()), None);
     };
-    let body = match body_limit(&app, operation.body) {
+    let limit = body_limit(&app, operation.body);
+    if limit.is_some() && !is_json(&headers) {
+        // A body this api reads is JSON. Refusing any other type also keeps
+        // a cross-site form post (text/plain, no preflight) from reaching a
+        // route that acts on a body.
+        let message = "the request body must be JSON (Content-Type: application/json)";
+        return refuse(
+            endpoint,
+            Error::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", message),
+            None,
+        );
+    }
+    let body = match limit {
         None => Bytes::new(),
         Some(limit) => match read_body(&headers, body, limit, app.connections.limits().body_timeout).await {
             Ok(bytes) => bytes,
@@ -135,6 +154,14 @@ fn server_options() -> Reply {
     reply
 }
 
+/// Whether the request says its body is JSON: `application/json` or a
+/// `+json` type, parameters (a charset) allowed.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
 /// The quota a rate class spends, if it has one.
 fn limiter(app: &App, rate: Rate) -> Option<&Limiter> {
     match rate {
@@ -177,4 +204,29 @@ fn preflight(endpoint: &Endpoint, headers: &HeaderMap) -> Reply {
         Cors::Headers(list) => cors::AllowHeaders::Only(list),
     };
     cors::preflight(headers, endpoint.allow.clone(), allow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types() {
+        let check = |value: Option<&str>, json: bool| {
+            let mut headers = HeaderMap::new();
+            if let Some(value) = value {
+                headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            }
+            assert_eq!(is_json(&headers), json, "{value:?}");
+        };
+        check(Some("application/json"), true);
+        check(Some("Application/JSON; charset=utf-8"), true);
+        check(Some("application/problem+json"), true);
+        check(None, false);
+        check(Some("text/plain"), false);
+        check(Some("application/x-www-form-urlencoded"), false);
+        check(Some("multipart/form-data; boundary=x"), false);
+        check(Some("text/json+html"), false);
+        check(Some("application/jsonp"), false);
+    }
 }

@@ -184,9 +184,10 @@ pub fn bytes(body: Vec<u8>) -> Reply {
 /// preconditions say (RFC 9110 section 13), with no body for `HEAD`.
 pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) -> Reply {
     let value = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let (if_match, if_none_match) = (list_field(headers, header::IF_MATCH), list_field(headers, header::IF_NONE_MATCH));
     let preconditions = Preconditions {
-        if_match: value(header::IF_MATCH),
-        if_none_match: value(header::IF_NONE_MATCH),
+        if_match: if_match.as_deref(),
+        if_none_match: if_none_match.as_deref(),
         if_modified_since: value(header::IF_MODIFIED_SINCE),
         if_unmodified_since: value(header::IF_UNMODIFIED_SINCE),
     };
@@ -212,6 +213,19 @@ pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) 
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(r.body.len()));
     }
     response
+}
+
+/// A list field's lines as one value, joined by commas as RFC 9110 section
+/// 5.3 combines them; a line that is not visible ASCII names no entity tag
+/// but still counts as sent (so an `If-Match` of garbage fails, not
+/// passes). Borrowed for the usual single line.
+fn list_field(headers: &HeaderMap, name: header::HeaderName) -> Option<std::borrow::Cow<'_, str>> {
+    let mut lines = headers.get_all(name).iter().map(|v| v.to_str().unwrap_or(""));
+    let first = lines.next()?;
+    Some(match lines.next() {
+        None => first.into(),
+        Some(second) => [first, second].into_iter().chain(lines).collect::<Vec<_>>().join(", ").into(),
+    })
 }
 
 /// A streamed answer: each chunk is sent as soon as `chunks` yields it.
@@ -263,20 +277,23 @@ mod tests {
         let names = [header::ETAG, header::CACHE_CONTROL, header::CONTENT_TYPE, header::CONTENT_LENGTH];
         /// (method, request headers) → status, whether the entity headers
         /// are sent, body.
-        type Case = (Method, &'static [(&'static str, &'static str)], u16, bool, &'static [u8]);
+        type Case = (Method, &'static [(&'static str, &'static [u8])], u16, bool, &'static [u8]);
         let cases: &[Case] = &[
             (Method::GET, &[], 200, true, b"{\"a\":1}"),
             (Method::HEAD, &[], 200, true, b""),
-            (Method::GET, &[("if-none-match", "\"e1\"")], 304, false, b""),
-            (Method::GET, &[("if-none-match", "W/\"e1\", \"x\"")], 304, false, b""),
-            (Method::GET, &[("if-none-match", "\"e2\"")], 200, true, b"{\"a\":1}"),
-            (Method::GET, &[("if-modified-since", "Mon, 01 Jan 2024 00:00:00 GMT")], 304, false, b""),
-            (Method::GET, &[("if-modified-since", "Sun, 31 Dec 2023 00:00:00 GMT")], 200, true, b"{\"a\":1}"),
+            (Method::GET, &[("if-none-match", b"\"e1\"")], 304, false, b""),
+            (Method::GET, &[("if-none-match", b"W/\"e1\", \"x\"")], 304, false, b""),
+            (Method::GET, &[("if-none-match", b"\"e2\"")], 200, true, b"{\"a\":1}"),
+            (Method::GET, &[("if-modified-since", b"Mon, 01 Jan 2024 00:00:00 GMT")], 304, false, b""),
+            (Method::GET, &[("if-modified-since", b"Sun, 31 Dec 2023 00:00:00 GMT")], 200, true, b"{\"a\":1}"),
+            // Field lines of one list are combined (RFC 9110 section 5.3).
+            (Method::GET, &[("if-none-match", b"\"x\""), ("if-none-match", b"\"e1\"")], 304, false, b""),
+            (Method::GET, &[("if-match", b"\"x\""), ("if-match", b"\"e1\"")], 200, true, b"{\"a\":1}"),
         ];
         for (method, request, status, entity, body) in cases {
             let mut headers = HeaderMap::new();
             for (k, v) in *request {
-                headers.insert(*k, v.parse().unwrap());
+                headers.append(*k, HeaderValue::from_bytes(v).unwrap());
             }
             let (got, values, bytes) = read(representation(method, &headers, &r), &names).await;
             assert_eq!(got, *status, "{method} {request:?}");
@@ -291,6 +308,12 @@ mod tests {
         let (status, values, body) = read(representation(&Method::GET, &failing, &r), &names).await;
         assert_eq!((status, values[1].as_deref()), (412, Some("no-store")));
         assert!(String::from_utf8(body).unwrap().contains("precondition_failed"));
+        // An If-Match that is not visible ASCII matches nothing: 412, not
+        // ignored.
+        let mut garbage = HeaderMap::new();
+        garbage.insert(header::IF_MATCH, HeaderValue::from_bytes(b"\"e1\xff\"").unwrap());
+        let (status, _, _) = read(representation(&Method::GET, &garbage, &r), &names).await;
+        assert_eq!(status, 412);
     }
 
     #[tokio::test]
@@ -314,16 +337,15 @@ mod tests {
 
     /// Serves one streamed answer fed by the returned sender, on loopback,
     /// through the api's own connection loop.
-    async fn streaming_server() -> (
-        String,
-        mpsc::Receiver<mpsc::Sender<Result<Bytes, std::io::Error>>>,
-        Arc<crate::connection::Connections>,
-    ) {
+    async fn streaming_server(
+    ) -> (String, mpsc::Receiver<mpsc::Sender<Result<Bytes, std::io::Error>>>, Arc<crate::connection::Connections>)
+    {
         let (senders_tx, senders_rx) = mpsc::channel(4);
         let answer = move |_request, _peer| {
             let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
             senders_tx.try_send(tx).expect("one request at a time");
-            let chunks = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+            let chunks =
+                futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
             std::future::ready(stream("text/event-stream", "no-store", chunks))
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

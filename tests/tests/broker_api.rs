@@ -63,7 +63,8 @@ impl Fixture {
     }
 
     async fn post(&self, path: &str, body: &str) -> (u16, Value) {
-        let response = self.client.post(self.api.url(path)).body(body.to_string()).send().await.unwrap();
+        let request = self.client.post(self.api.url(path)).header("content-type", "application/json");
+        let response = request.body(body.to_string()).send().await.unwrap();
         (response.status().as_u16(), response.json().await.unwrap())
     }
 
@@ -515,7 +516,14 @@ async fn hybrid_search_with_a_real_embedding_provider() {
     let response = f.client.get(other.url("/api/v1/search/status")).send().await.unwrap();
     let status: Value = response.json().await.unwrap();
     assert_eq!(status["vectorStatus"]["mode"], json!("error"));
-    let response = f.client.post(other.url("/api/v1/search")).body(r#"{"query":"x"}"#).send().await.unwrap();
+    let response = f
+        .client
+        .post(other.url("/api/v1/search"))
+        .header("content-type", "application/json")
+        .body(r#"{"query":"x"}"#)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 501);
 }
 

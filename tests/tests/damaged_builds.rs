@@ -60,7 +60,11 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
 
     type Damage = fn(&Path, &[u8], &Path, &Path, &Path);
     let cases: &[(&str, Damage, &str)] = &[
-        ("truncated", |file, bytes, _, _, _| std::fs::write(file, &bytes[..bytes.len() / 2]).unwrap(), "bytes, the manifest says"),
+        (
+            "truncated",
+            |file, bytes, _, _, _| std::fs::write(file, &bytes[..bytes.len() / 2]).unwrap(),
+            "bytes, the manifest says",
+        ),
         (
             "edited, same length",
             |file, bytes, _, _, _| {

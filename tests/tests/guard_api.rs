@@ -273,9 +273,28 @@ async fn mcp_errors() {
     check(site, "a missing required argument", call(12, "get_campaign", json!({})), &[], 400, Some(-32602)).await;
     check(site, "arguments not an object", call(13, "get_product_facts", json!([1])), &[], 400, Some(-32602)).await;
 
-    // A notification answers 202 with no body.
-    let (status, _, reply) = post(site, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), &[]).await;
+    // A header that must be single, sent twice: which copy a check read
+    // and which one a proxy acted on could differ.
+    for name in ["Origin", "Mcp-Method", "Mcp-Name", "MCP-Protocol-Version"] {
+        let value = match name {
+            "Origin" => "http://localhost",
+            "Mcp-Method" => "tools/call",
+            "Mcp-Name" => "get_product_facts",
+            _ => VERSION,
+        };
+        let twice = [(name, Some(value)), (name, Some(value))];
+        check(site, &format!("{name} twice"), facts.clone(), &twice, 400, Some(-32600)).await;
+    }
+
+    // A notification answers 202 with no body, once its headers name its
+    // method and a version we speak.
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, reply) = post(site, &initialized, &[]).await;
     assert_eq!((status.as_u16(), reply), (202, Value::Null));
+    let (status, _, reply) = post(site, &initialized, &[("mcp-protocol-version", None)]).await;
+    assert_eq!((status.as_u16(), &reply["error"]["code"]), (400, &json!(-32020)), "no version: {reply}");
+    let (status, _, reply) = post(site, &initialized, &[("mcp-protocol-version", Some("v999"))]).await;
+    assert_eq!((status.as_u16(), &reply["error"]["code"]), (400, &json!(-32022)), "unknown version: {reply}");
 
     // Transport rules.
     for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
@@ -407,7 +426,11 @@ async fn conformance_suite() {
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "the conformance suite failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "the conformance suite failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     // The run covered the whole list, not a part of it.
     let scenarios = stdout.lines().filter(|l| l.starts_with('✓') || l.starts_with('✗')).count();
     assert!(scenarios >= 50, "{scenarios} scenarios ran:\n{stdout}");

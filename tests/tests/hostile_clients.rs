@@ -211,6 +211,34 @@ async fn at_the_connection_cap_idle_connections_give_way_and_busy_ones_do_not() 
     }
 }
 
+/// A route that reads a body takes JSON only: a cross-site form post
+/// (`text/plain`, sent by browsers without a preflight) is 415, in the
+/// endpoint's error form. Every answer says `nosniff`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_must_be_json_and_answers_are_not_sniffed() {
+    let api = start(&[]).await;
+    for (path, kind) in
+        [("/api/v1/search", "\"code\":\"unsupported_media_type\""), ("/api/guard/public-mcp", "\"jsonrpc\"")]
+    {
+        let mut stream = TcpStream::connect(api.addr).await.unwrap();
+        let body = r#"{"query":"x"}"#;
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = response(&mut stream).await.expect("an answer");
+        // The JSON body may come after the head.
+        let mut rest = vec![0u8; 4096];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(200), stream.read(&mut rest)).await {
+            answer.push_str(&String::from_utf8_lossy(&rest[..n]));
+        }
+        assert_eq!(status(&answer), 415, "{path}: {answer}");
+        assert!(answer.contains(kind), "{path}: {answer}");
+        assert!(answer.to_ascii_lowercase().contains("x-content-type-options: nosniff"), "{path}: {answer}");
+    }
+}
+
 /// A request with both a length and a chunked body is read as chunked and
 /// answered, and its connection closed (RFC 9112 section 6.1): whatever
 /// follows it on the connection is never taken for a request.
@@ -256,7 +284,12 @@ async fn every_malformed_request_gets_an_answer() {
         ("negative length", b"POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nContent-Length: -1\r\n\r\n", 400),
         ("two lengths", b"POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1, 2\r\n\r\n", 400),
         ("gzip coding", b"POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
-        ("bad chunk size", b"POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n", 400),
+        (
+            "bad chunk size",
+            b"POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+              Transfer-Encoding: chunked\r\n\r\nZZ\r\n",
+            400,
+        ),
         ("dot segments", b"GET /../../etc/passwd HTTP/1.1\r\nHost: localhost\r\n\r\n", 404),
         ("bad escape", b"GET /%ZZ HTTP/1.1\r\nHost: localhost\r\n\r\n", 404),
         ("escape that is not UTF-8", b"GET /%FF HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),

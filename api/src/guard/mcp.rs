@@ -182,8 +182,17 @@ fn result(id: &Value, result: Value) -> Answer {
     Answer { status: StatusCode::OK, body: Some(Body::Json(json!({"jsonrpc": "2.0", "id": id, "result": result}))) }
 }
 
+/// Headers a request may carry once at most: with two, which one a check
+/// reads and which one an intermediary acted on could differ (`Host` is
+/// checked for every route, in `head`).
+const SINGLE: [&str; 4] = ["origin", "mcp-method", "mcp-name", "mcp-protocol-version"];
+
 /// Answers one `POST` to the endpoint. `body` is already bounded in size.
 pub fn respond(access: &Access, published: Option<&Published>, headers: &HeaderMap, body: &Bytes) -> Reply {
+    if let Some(name) = SINGLE.iter().find(|name| headers.get_all(**name).iter().nth(1).is_some()) {
+        let message = format!("the {name} header is sent more than once");
+        return reply(error(StatusCode::BAD_REQUEST, &Value::Null, INVALID_REQUEST, &message, None));
+    }
     if let Some(refusal) = check_access(access, headers) {
         return reply(refusal);
     }
@@ -251,11 +260,22 @@ fn answer(published: Option<&Published>, headers: &HeaderMap, body: &Bytes) -> A
         return error(bad, &reply_id, INVALID_PARAMS, "params must be an object", None);
     }
     let Some(id) = id else {
-        // A notification: nothing to answer, once its headers agree.
+        // A notification: nothing to answer, once its headers agree with
+        // it and name a version we speak.
         if let Err(message) = header_matches(headers, "mcp-method", method) {
             return error(bad, &Value::Null, HEADER_MISMATCH, &message, None);
         }
-        return Answer { status: StatusCode::ACCEPTED, body: None };
+        let meta = params.and_then(|p| p.get("_meta"));
+        let version = meta.and_then(|m| m.get(META_VERSION)).and_then(Value::as_str);
+        let version = match version {
+            Some(version) => header_matches(headers, "mcp-protocol-version", version).map(|()| version.to_string()),
+            None => protocol_header(headers),
+        };
+        return match version {
+            Err(message) => error(bad, &Value::Null, HEADER_MISMATCH, &message, None),
+            Ok(version) if !SUPPORTED.contains(&version.as_str()) => unsupported(&Value::Null, &version),
+            Ok(_) => Answer { status: StatusCode::ACCEPTED, body: None },
+        };
     };
 
     let meta = params.and_then(|p| p.get("_meta"));
@@ -286,13 +306,7 @@ fn answer(published: Option<&Published>, headers: &HeaderMap, body: &Bytes) -> A
         }
     }
     if !SUPPORTED.contains(&version) {
-        return error(
-            bad,
-            &id,
-            UNSUPPORTED_VERSION,
-            &format!("protocol version {version:?} is not supported"),
-            Some(json!({"supported": SUPPORTED, "requested": version})),
-        );
+        return unsupported(&id, version);
     }
 
     match method {
@@ -337,6 +351,24 @@ fn answer(published: Option<&Published>, headers: &HeaderMap, body: &Bytes) -> A
         }
         other => error(StatusCode::NOT_FOUND, &id, METHOD_NOT_FOUND, &format!("method {other:?} not found"), None),
     }
+}
+
+fn unsupported(id: &Value, version: &str) -> Answer {
+    error(
+        StatusCode::BAD_REQUEST,
+        id,
+        UNSUPPORTED_VERSION,
+        &format!("protocol version {version:?} is not supported"),
+        Some(json!({"supported": SUPPORTED, "requested": version})),
+    )
+}
+
+/// The `MCP-Protocol-Version` header, which every request must carry.
+fn protocol_header(headers: &HeaderMap) -> Result<String, String> {
+    let name = "mcp-protocol-version";
+    let raw = headers.get(name).ok_or_else(|| format!("the {name} header is required"))?;
+    let value = raw.to_str().map_err(|_| format!("the {name} header is not text"))?;
+    Ok(value.trim().to_string())
 }
 
 /// Whether header `name` is present and, trimmed and decoded, equals
