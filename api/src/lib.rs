@@ -23,6 +23,7 @@ pub mod request;
 pub mod routes;
 pub mod server;
 pub mod service;
+pub mod wording;
 
 pub use app::App;
 pub use config::Config;

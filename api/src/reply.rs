@@ -5,6 +5,7 @@
 //! with its validators (or 304 / 412), and a stream of chunks sent as they
 //! are produced (server-sent events for chat).
 
+use std::borrow::Cow;
 use std::time::SystemTime;
 
 use almanac::http::{Cache, JSON};
@@ -102,7 +103,7 @@ pub struct Error {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
-    pub parameter: Option<&'static str>,
+    pub parameter: Option<Cow<'static, str>>,
     /// Boxed: refusals travel in `Result`s, which stay small without it.
     pub headers: Option<Box<HeaderMap>>,
 }
@@ -113,12 +114,13 @@ impl Error {
     }
 
     /// 400 naming a query or path parameter.
-    pub fn parameter(parameter: &'static str, message: impl Into<String>) -> Error {
-        Error { parameter: Some(parameter), ..Error::new(StatusCode::BAD_REQUEST, "invalid_parameter", message) }
+    pub fn parameter(parameter: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Error {
+        let parameter = Some(parameter.into());
+        Error { parameter, ..Error::new(StatusCode::BAD_REQUEST, "invalid_parameter", message) }
     }
 
     pub fn not_found(path: &str) -> Error {
-        Error::new(StatusCode::NOT_FOUND, "not_found", format!("no route {path}"))
+        Error::new(StatusCode::NOT_FOUND, "not_found", format!("no route {}", excerpt(path)))
     }
 
     pub fn method_not_allowed(allow: HeaderValue) -> Error {
@@ -146,7 +148,7 @@ impl Error {
     /// The JSON form: `{"error": message, "code": code[, "parameter"]}`,
     /// never stored by caches.
     pub fn into_reply(self) -> Reply {
-        let body = ErrorBody { error: &self.message, code: self.code, parameter: self.parameter };
+        let body = ErrorBody { error: &self.message, code: self.code, parameter: self.parameter.as_deref() };
         let mut reply = error_reply(self.status, &body);
         Error::add_headers(self.headers, &mut reply);
         reply
@@ -219,13 +221,23 @@ pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) 
 /// 5.3 combines them; a line that is not visible ASCII names no entity tag
 /// but still counts as sent (so an `If-Match` of garbage fails, not
 /// passes). Borrowed for the usual single line.
-fn list_field(headers: &HeaderMap, name: header::HeaderName) -> Option<std::borrow::Cow<'_, str>> {
+fn list_field(headers: &HeaderMap, name: header::HeaderName) -> Option<Cow<'_, str>> {
     let mut lines = headers.get_all(name).iter().map(|v| v.to_str().unwrap_or(""));
     let first = lines.next()?;
     Some(match lines.next() {
         None => first.into(),
         Some(second) => [first, second].into_iter().chain(lines).collect::<Vec<_>>().join(", ").into(),
     })
+}
+
+/// At most the first 64 characters of client input, for an error message:
+/// enough to recognise it, too little to reflect a payload back.
+pub fn excerpt(input: &str) -> Cow<'_, str> {
+    const KEEP: usize = 64;
+    match input.char_indices().nth(KEEP) {
+        None => Cow::Borrowed(input),
+        Some((end, _)) => Cow::Owned(format!("{}…", &input[..end])),
+    }
 }
 
 /// A streamed answer: each chunk is sent as soon as `chunks` yields it.

@@ -37,10 +37,14 @@ impl Request {
         self.build.as_deref().ok_or_else(Error::unavailable)
     }
 
-    /// The query parameter `name`, decoded (`+` is a space); the first if
-    /// it is repeated.
-    pub fn query_value(&self, name: &str) -> Option<String> {
-        form_urlencoded::parse(self.query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+    /// The query parameter `name`, decoded (`+` is a space); 400 when it
+    /// is given more than once.
+    pub fn query_value(&self, name: &'static str) -> Result<Option<String>, Error> {
+        let mut values = form_urlencoded::parse(self.query.as_bytes()).filter(|(k, _)| k == name);
+        match (values.next(), values.next()) {
+            (_, Some(_)) => Err(almanac::http::BadParameter::repeated(name).into()),
+            (value, None) => Ok(value.map(|(_, v)| v.into_owned())),
+        }
     }
 }
 

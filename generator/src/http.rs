@@ -87,6 +87,12 @@ impl BadParameter {
     pub fn new(parameter: &'static str, message: impl Into<String>) -> Self {
         BadParameter { parameter, message: message.into() }
     }
+
+    /// A parameter that takes one value, given several times: which one
+    /// was meant is not ours to guess.
+    pub fn repeated(parameter: &'static str) -> Self {
+        BadParameter::new(parameter, format!("query parameter {parameter} is given more than once"))
+    }
 }
 
 /// Characters left as they are in a file name: no dots, so no `..`, and

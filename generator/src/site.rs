@@ -267,9 +267,8 @@ pub fn prune(layout: &Layout, keep: usize) -> Result<usize> {
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    Ok(())
+    file.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
+    file.sync_all().with_context(|| format!("syncing {}", path.display()))
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {

@@ -17,8 +17,10 @@ use crate::database::{self, Access, Unreadable};
 pub fn copy_to(conn: &Connection, database: &Path, path: &Path) -> Result<()> {
     conn.execute_batch("CHECKPOINT")?;
     let temp = temp_path(path)?;
-    std::fs::copy(database, &temp).with_context(|| format!("copying {}", database.display()))?;
-    std::fs::File::open(&temp)?.sync_all()?;
+    std::fs::copy(database, &temp).with_context(|| format!("copying {} to {}", database.display(), temp.display()))?;
+    std::fs::File::open(&temp)
+        .and_then(|file| file.sync_all())
+        .with_context(|| format!("syncing {}", temp.display()))?;
     std::fs::rename(&temp, path).with_context(|| format!("naming {}", path.display()))
 }
 

@@ -324,6 +324,14 @@ async fn capability_search_needs_every_capability() {
         assert_eq!(status, 400, "{bad}: {body}");
         assert!(body["error"].is_string() && body["code"].is_string(), "{bad}");
     }
+    // A body error names the field and the rule in JSON's words, and echoes
+    // no more than a short excerpt of the input.
+    let (_, body) = f.post("/api/v1/search/capabilities", r#"{"capabilities":[1],"limit":"ten"}"#).await;
+    assert_eq!(body["parameter"], "limit", "{body}");
+    assert_eq!(body["error"], "limit: expected a non-negative integer, got a string", "{body}");
+    let long_field = format!(r#"{{"capabilities":[1],"{}":1}}"#, "f".repeat(5_000));
+    let (_, body) = f.post("/api/v1/search/capabilities", &long_field).await;
+    assert!(body["error"].as_str().unwrap().len() < 300, "{body}");
     let huge = format!(r#"{{"capabilities":["{}"]}}"#, "x".repeat(70_000));
     let (status, body) = f.post("/api/v1/search/capabilities", &huge).await;
     assert_eq!((status, body["code"].as_str()), (413, Some("body_too_large")));

@@ -181,3 +181,35 @@ async fn api_swaps_builds_under_concurrent_requests_without_losing_one() {
     }
     assert!(served.load(Ordering::Relaxed) > 100, "clients should have been busy during the swaps");
 }
+
+/// A disk that fills while a build is staged: the run fails naming the file
+/// it could not write and the device's error, and publishes nothing. The
+/// site folder is a 256 KiB tmpfs, mounted in a mount namespace of the
+/// generator's own (`unshare`), so nothing outside the test sees it.
+#[test]
+fn a_full_disk_while_staging_names_the_file_and_publishes_nothing() {
+    let root = TempDir::new("full-disk");
+    let (site, data) = (root.path().join("site"), root.path().join("data"));
+    std::fs::create_dir_all(&site).unwrap();
+    let ledger = tests::workspace_root().join("datasets/ledger");
+    let output = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@""#)
+        .arg(&site)
+        .arg(binary("generator"))
+        .args(["build", "--ledger-dir", ledger.to_str().unwrap()])
+        .arg("--site-dir")
+        .arg(&site)
+        .arg("--data-dir")
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the build fit in 256 KiB? {stderr}");
+    assert!(stderr.contains("No space left on device"), "the device's error: {stderr}");
+    let named = stderr.lines().any(|line| line.contains("writing ") && line.contains(&*site.to_string_lossy()));
+    assert!(named, "the file it failed on: {stderr}");
+    // The tmpfs went with the namespace; nothing was published under it.
+    assert!(!site.join("current").exists());
+}

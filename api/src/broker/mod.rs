@@ -33,11 +33,30 @@ fn agents(request: &Request) -> Result<(&Build, &Agents), Error> {
 
 /// A request body refused with 400 `invalid_body`.
 fn invalid_body(message: impl Into<String>, parameter: Option<&'static str>) -> Error {
-    Error { parameter, ..Error::new(StatusCode::BAD_REQUEST, "invalid_body", message) }
+    Error { parameter: parameter.map(Into::into), ..Error::new(StatusCode::BAD_REQUEST, "invalid_body", message) }
 }
 
+/// The body as `T`, or a 400 that names the field at fault (as `parameter`,
+/// a dotted path) and the rule it broke in plain words: no Rust type names,
+/// and no more of the input than a short excerpt.
 fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error> {
-    serde_json::from_slice(body).map_err(|e| invalid_body(format!("the request body is not valid: {e}"), None))
+    let mut json = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut json).map_err(|error| {
+        // The path holds names from the input (an unknown field's, say).
+        let path = crate::reply::excerpt(&error.path().to_string()).into_owned();
+        let inner = error.into_inner();
+        if !inner.is_data() {
+            let message = format!("the request body is not JSON (line {}, column {})", inner.line(), inner.column());
+            return invalid_body(message, None);
+        }
+        let rule = crate::wording::serde_rule(&inner.to_string());
+        match path.as_str() {
+            "." => invalid_body(format!("the request body: {rule}"), None),
+            field => {
+                Error { parameter: Some(field.to_string().into()), ..invalid_body(format!("{field}: {rule}"), None) }
+            }
+        }
+    })
 }
 
 /// `GET /search`: text search with filters, sorts, pages, aggregations.
@@ -65,7 +84,7 @@ pub async fn registry_search(request: Request) -> Answer {
 /// knows has no facets.
 pub async fn facets(request: Request) -> Answer {
     let (build, _) = agents(&request)?;
-    let adapter = request.query_value("adapter");
+    let adapter = request.query_value("adapter")?;
     let adapter = adapter.as_deref().map(str::trim).filter(|a| !a.is_empty());
     Ok(published(&request, build, &render::facets_route(adapter))
         .unwrap_or_else(|| reply::json(&json!({"facets": []}))))
@@ -106,7 +125,7 @@ pub async fn feedback(request: Request) -> Answer {
         let message = format!("agent {uaid} is not in the {FEEDBACK_REGISTRY} registry and has no ERC-8004 feedback");
         return Err(Error::new(StatusCode::BAD_REQUEST, "feedback_unsupported", message));
     }
-    let include = match request.query_value("includeRevoked").as_deref() {
+    let include = match request.query_value("includeRevoked")?.as_deref() {
         None | Some("false") => false,
         Some("true") => true,
         Some(_) => return Err(Error::parameter("includeRevoked", "includeRevoked must be true or false")),

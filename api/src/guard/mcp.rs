@@ -25,6 +25,7 @@ use warp::http::{header, HeaderMap, Response, StatusCode};
 use warp::reply::Response as Reply;
 
 use super::tools;
+use crate::reply::excerpt;
 use almanac::guard::Datasets;
 
 /// A build's guard datasets, and the serialized results of the tool calls
@@ -349,7 +350,10 @@ fn answer(published: Option<&Published>, headers: &HeaderMap, body: &Bytes) -> A
                 ),
             }
         }
-        other => error(StatusCode::NOT_FOUND, &id, METHOD_NOT_FOUND, &format!("method {other:?} not found"), None),
+        other => {
+            let message = format!("method {:?} not found", excerpt(other));
+            error(StatusCode::NOT_FOUND, &id, METHOD_NOT_FOUND, &message, None)
+        }
     }
 }
 
@@ -358,7 +362,7 @@ fn unsupported(id: &Value, version: &str) -> Answer {
         StatusCode::BAD_REQUEST,
         id,
         UNSUPPORTED_VERSION,
-        &format!("protocol version {version:?} is not supported"),
+        &format!("protocol version {:?} is not supported", excerpt(version)),
         Some(json!({"supported": SUPPORTED, "requested": version})),
     )
 }
@@ -380,7 +384,11 @@ fn header_matches(headers: &HeaderMap, name: &str, expected: &str) -> Result<(),
     let value = raw.to_str().map_err(|_| format!("the {name} header is not text"))?;
     let value = decode_header(value.trim()).ok_or_else(|| format!("the {name} header has invalid base64"))?;
     if value != expected {
-        return Err(format!("the {name} header {value:?} does not match the body's {expected:?}"));
+        return Err(format!(
+            "the {name} header {:?} does not match the body's {:?}",
+            excerpt(&value),
+            excerpt(expected)
+        ));
     }
     Ok(())
 }

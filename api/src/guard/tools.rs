@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::reply::excerpt;
 use almanac::guard::public::Evidence;
 use almanac::guard::{self, Datasets};
 use serde::Serialize;
@@ -185,7 +186,8 @@ pub type Outcome = Result<Value, String>;
 
 /// Runs tool `name` with `arguments` over the datasets.
 pub fn call(data: &Datasets, name: &str, arguments: Option<&Value>) -> Result<Outcome, Refused> {
-    let tool = TOOLS.iter().find(|t| t.name == name).ok_or_else(|| Refused(format!("unknown tool {name:?}")))?;
+    let tool =
+        TOOLS.iter().find(|t| t.name == name).ok_or_else(|| Refused(format!("unknown tool {:?}", excerpt(name))))?;
     let args = arguments_of(tool, arguments)?;
     let get = |key: &str| args.get(key).map(String::as_str);
     let mut out = Collected::default();
@@ -299,7 +301,7 @@ fn arguments_of(tool: &Tool, arguments: Option<&Value>) -> Result<BTreeMap<Strin
     let mut out = BTreeMap::new();
     for (key, value) in given {
         let Some(arg) = tool.args.iter().find(|a| a.name == key) else {
-            return Err(Refused(format!("{} takes no argument {key:?}", tool.name)));
+            return Err(Refused(format!("{} takes no argument {:?}", tool.name, excerpt(key))));
         };
         let Some(text) = value.as_str() else {
             return Err(Refused(format!("argument {key:?} must be a string")));

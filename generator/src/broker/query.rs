@@ -76,11 +76,36 @@ pub fn slug(label: &str) -> String {
     super::text::tokens(label).collect::<Vec<_>>().join("-")
 }
 
+/// Parameters of one value.
+const SINGLE: [&str; 11] = [
+    "q",
+    "page",
+    "limit",
+    "minTrust",
+    "includeAggregations",
+    "verificationStatus",
+    "type",
+    "verified",
+    "online",
+    "sortBy",
+    "sortOrder",
+];
+
 impl SearchQuery {
-    /// Parses a raw query string. Unknown parameters are ignored.
+    /// Parses a raw query string. Unknown parameters are ignored; one of
+    /// a single value given twice is refused.
     pub fn parse(raw: &str) -> Result<SearchQuery, BadParameter> {
         let mut out = SearchQuery { page: 1, limit: DEFAULT_LIMIT, include_aggregations: true, ..Default::default() };
+        let mut seen = Vec::new();
         for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+            // Lists (and metadata paths) may be given as repeated keys, as
+            // the reference client sends them; every other parameter once.
+            if let Some(single) = SINGLE.iter().find(|s| **s == key) {
+                if seen.contains(single) {
+                    return Err(BadParameter::repeated(single));
+                }
+                seen.push(single);
+            }
             let value = value.trim();
             match key.as_ref() {
                 "q" => out.q = Some(value.to_string()).filter(|q| !q.is_empty()),
@@ -607,7 +632,8 @@ mod tests {
             assert_eq!(got, parameter, "{raw}");
         };
         check("", None);
-        check("page=1&limit=500&minTrust=0&minTrust=100", None);
+        check("page=1&limit=500&minTrust=0", None);
+        check("minTrust=100", None);
         check("page=0", Some("page"));
         check("page=x", Some("page"));
         check("limit=0", Some("limit"));
@@ -626,6 +652,14 @@ mod tests {
         check("sortOrder=up", Some("sortOrder"));
         check("metadata..x=1", Some("metadata"));
         check("unknown=whatever", None);
+        // One value each, unless a list: repeated lists add up.
+        check("limit=5&limit=5", Some("limit"));
+        check("q=a&q=b", Some("q"));
+        check("sortBy=name&sortBy=name", Some("sortBy"));
+        check("registries=a&registries=b&capabilities=x&capabilities=y&protocols=p&protocols=q", None);
+        check("metadata.region=eu&metadata.region=us&minSignals=a:1&minSignals=b:2", None);
+        let lists = SearchQuery::parse("registries=a&registries=b,c").unwrap();
+        assert_eq!(lists.registries, ["a", "b", "c"]);
     }
 
     #[test]

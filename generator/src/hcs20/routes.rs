@@ -245,7 +245,7 @@ impl Query {
         for (i, (key, _)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(k, _)| k == key) {
                 if let Some(name) = ["tick", "topic", "page", "pageSize"].into_iter().find(|n| n == key) {
-                    return Err(BadParameter::new(name, format!("query parameter {name} is given more than once")));
+                    return Err(BadParameter::repeated(name));
                 }
             }
         }
