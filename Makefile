@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb build install site run test bench datasets fmt lint clean conformance client readers
+.PHONY: all duckdb build install site run test bench fuzz datasets fmt lint clean conformance client readers
 
 all: build
 
@@ -106,6 +106,22 @@ test: build conformance client readers
 	  | tee $(TARGET)/test.log; status=$$?; \
 	  awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' $(TARGET)/test.log; \
 	  exit $$status
+
+## fuzz: each fuzz target (fuzz/fuzz_targets) for FUZZ_SECONDS, with
+## nightly and cargo-fuzz (installed here when missing; `make build` and
+## `make test` need neither); prints each target's executions and findings.
+## A crash stops the run and leaves its input in fuzz/artifacts/<target>/.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := hcs20_message uaid search_query mcp conditional
+fuzz: duckdb
+	rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && for target in $(FUZZ_TARGETS); do \
+	  CARGO_TARGET_DIR=$(HOME)/.cache/almanac/target-fuzz LD_LIBRARY_PATH=$(DUCKDB_CACHE) \
+	    $(CARGO) +nightly fuzz run $$target -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    2> >(grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+== ERROR|SUMMARY)' | sed "s/^/$$target: /" >&2) \
+	    || exit 1; \
+	done
 
 ## bench: the benchmarks; prints figures (see README)
 bench: build

@@ -62,6 +62,26 @@ async fn every_published_route_is_in_the_table_and_served_as_the_manifest_says()
         assert_eq!(headers["content-type"], entry.content_type.as_str(), "{}", entry.route);
         assert_eq!(response.bytes().await.unwrap().len() as u64, entry.length, "{}", entry.route);
     }
+
+    // OPTIONS and 405 agree on Allow, endpoint by endpoint: both come from
+    // the table.
+    for endpoint in routes.endpoints() {
+        let mut path = String::new();
+        for part in endpoint.pattern.split_inclusive(['{', '}']) {
+            match part.strip_suffix('{') {
+                Some(text) => path.push_str(text),
+                None if part.ends_with('}') => path.push('x'),
+                None => path.push_str(part),
+            }
+        }
+        let allow = |method: reqwest::Method| {
+            let request = client.request(method, format!("{base}{path}")).send();
+            async move { request.await.unwrap().headers().get("allow").map(|v| v.to_str().unwrap().to_string()) }
+        };
+        let (options, patch) = (allow(reqwest::Method::OPTIONS).await, allow(reqwest::Method::PATCH).await);
+        assert_eq!(options.as_deref(), Some(endpoint.allow.to_str().unwrap()), "{path}: OPTIONS");
+        assert_eq!(options, patch, "{path}: OPTIONS and 405 agree");
+    }
     stop.send(()).unwrap();
     server.await.unwrap();
 }
