@@ -133,6 +133,21 @@ for round in 1 2 3; do
     "$(rate -H "If-None-Match: $nginx_etag" http://127.0.0.1:4081/hcs20/stats)"
 done
 
+say "slow clients: 2,000 idle and 2,000 trickling connections (a slowloris, each closed one replaced), wrk -t2 -c8 -d8s on /hcs20/stats"
+# The api's defaults: a head must be in within 10 s, 10,000 connections.
+latency() {
+  wrk -t2 -c8 -d8s --latency http://127.0.0.1:4080/hcs20/stats |
+    awk '/Requests\/sec/{r=$2} $1=="50%"{p50=$2} $1=="99%"{p99=$2} END{printf "%s req/s, p50 %s, p99 %s", r, p50, p99}'
+}
+rss() { printf '%d MiB' "$(( $(ps -o rss= -p "$api_pid") / 1024 ))"; }
+printf 'quiet: %s; api RSS %s\n' "$(latency)" "$(rss)"
+"$BIN/bench" slow 127.0.0.1:4080 2000 2000 40 &
+slow_pid=$!
+sleep 10
+open_now=$(curl -s localhost:4080/health | grep -o '"connections":[0-9]*' | cut -d: -f2)
+printf 'under attack: %s; %s connections open; api RSS %s\n' "$(latency)" "$open_now" "$(rss)"
+wait "$slow_pid"
+
 say "guard (section B): MCP tools/call and JSON routes with rate limiting on, wrk -t2 -d10s"
 # p99 from wrk --latency; rates are medians of 3 rounds.
 latency_rounds tools/call bench/mcp-call.lua http://127.0.0.1:4080/api/guard/public-mcp

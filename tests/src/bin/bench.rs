@@ -8,6 +8,10 @@
 //! - `bench text [AGENTS]`: build the relevance index of a generated agent
 //!   index (100k) and time a mix of searches (text, filters, sorts, pages),
 //!   in process, one thread.
+//! - `bench slow ADDR IDLE TRICKLE SECONDS`: hold IDLE connections that
+//!   send nothing and TRICKLE that send a request head one field line a
+//!   second, opening a new one whenever the server closes one, for
+//!   SECONDS; then print how many were opened.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,7 +28,11 @@ fn main() -> Result<()> {
         Some("ingest") => ingest(Path::new(&args[1]), args.get(2).map_or(Ok(3), |r| r.parse())?),
         Some("mirror") => mirror(Path::new(&args[1]), args[2].parse()?, Path::new(&args[3])),
         Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
-        _ => bail!("usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS]"),
+        Some("slow") => slow(&args[1], args[2].parse()?, args[3].parse()?, args[4].parse()?),
+        _ => bail!(
+            "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS] \
+             | bench slow ADDR IDLE TRICKLE SECONDS"
+        ),
     }
 }
 
@@ -139,5 +147,55 @@ fn text(n: usize) -> Result<()> {
         pct(0.99).as_secs_f64() * 1e3,
         times.len() as f64 / total.as_secs_f64()
     );
+    Ok(())
+}
+
+/// Slow clients, as an attacker runs them (a slowloris): connections that
+/// send nothing, and connections that send a head a field line at a time,
+/// each replaced as soon as the server closes it.
+fn slow(addr: &str, idle: usize, trickle: usize, seconds: u64) -> Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let addr: std::net::SocketAddr = addr.parse()?;
+    let opened = Arc::new(AtomicUsize::new(0));
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    runtime.block_on(async {
+        let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
+        let mut tasks = Vec::new();
+        for n in 0..idle + trickle {
+            let (opened, trickles) = (opened.clone(), n >= idle);
+            tasks.push(tokio::spawn(async move {
+                while tokio::time::Instant::now() < until {
+                    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    };
+                    opened.fetch_add(1, Ordering::Relaxed);
+                    let mut buf = [0u8; 512];
+                    if trickles {
+                        let _ = stream.write_all(b"GET /hcs20/stats HTTP/1.1\r\nHost: localhost\r\n").await;
+                        while tokio::time::Instant::now() < until {
+                            if stream.write_all(b"X-Slow: 1\r\n").await.is_err() {
+                                break;
+                            }
+                            let wait = tokio::time::sleep(Duration::from_secs(1));
+                            tokio::select! {
+                                _ = wait => {}
+                                read = stream.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { break },
+                            }
+                        }
+                    } else {
+                        let _ = tokio::time::timeout_at(until, stream.read(&mut buf)).await;
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+    println!("slow clients: {} idle, {} trickling, {} connections opened in {seconds} s", idle, trickle, opened.load(Ordering::Relaxed));
     Ok(())
 }
