@@ -11,7 +11,16 @@ async fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let config = Config::parse();
+    let mut config = Config::parse();
+    if let Some(open_files) = raise_open_files() {
+        // Room for what a build swap and the process itself keep open.
+        let room = open_files.saturating_sub(256).max(1) as usize;
+        if config.max_connections > room {
+            tracing::warn!(max_connections = config.max_connections, open_files, lowered_to = room,
+                "the connection cap is above the open-file limit; lowered");
+            config.max_connections = room;
+        }
+    }
     let app = config.app()?;
     let listener =
         tokio::net::TcpListener::bind(config.bind).await.with_context(|| format!("binding {}", config.bind))?;
@@ -23,6 +32,26 @@ async fn main() -> Result<()> {
     serving.await.context("the server stopped unexpectedly")?;
     tracing::info!("api stopped");
     Ok(())
+}
+
+/// Raises the soft limit on open files to the hard one (as nginx's
+/// `worker_rlimit_nofile` and Go's runtime do: every connection is a file)
+/// and returns it; `None` when it cannot be read.
+fn raise_open_files() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit write and read the one struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    Some(limit.rlim_cur as u64)
 }
 
 /// Resolves on SIGINT or SIGTERM; in-flight requests then finish.
