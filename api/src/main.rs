@@ -16,8 +16,12 @@ async fn main() -> Result<()> {
         // Room for what a build swap and the process itself keep open.
         let room = open_files.saturating_sub(256).max(1) as usize;
         if config.max_connections > room {
-            tracing::warn!(max_connections = config.max_connections, open_files, lowered_to = room,
-                "the connection cap is above the open-file limit; lowered");
+            tracing::warn!(
+                max_connections = config.max_connections,
+                open_files,
+                lowered_to = room,
+                "the connection cap is above the open-file limit; lowered"
+            );
             config.max_connections = room;
         }
     }
@@ -51,6 +55,7 @@ fn raise_open_files() -> Option<u64> {
             }
         }
     }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is u64 here, not on every platform
     Some(limit.rlim_cur as u64)
 }
 

@@ -137,3 +137,47 @@ async fn accept_failed(error: std::io::Error) {
     tracing::error!(%error, "accepting a connection failed");
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+    use crate::connection::Limits;
+
+    /// A client that asks for a large answer and never reads it: the
+    /// server's writes wait, and past the send timeout the connection is
+    /// closed and its place freed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_does_not_read_is_dropped_after_the_send_timeout() {
+        let minute = Duration::from_secs(60);
+        let limits = Limits {
+            max_connections: 16,
+            header_timeout: minute,
+            idle_timeout: minute,
+            send_timeout: Duration::from_millis(300),
+            body_timeout: minute,
+            max_head_bytes: 8192,
+        };
+        let connections = Connections::new(limits);
+        let answer = |_, _| std::future::ready(crate::reply::bytes(vec![b'x'; 64 << 20]));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(accept(listener, connections.clone(), std::future::pending(), answer));
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").await.unwrap();
+        let started = Instant::now();
+        while connections.count() == 0 {
+            assert!(started.elapsed() < Duration::from_secs(5), "the connection is admitted");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        while connections.count() > 0 {
+            assert!(started.elapsed() < Duration::from_secs(10), "the stalled connection is closed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(started.elapsed() >= Duration::from_millis(250), "not before the send timeout");
+        drop(stream);
+    }
+}

@@ -196,6 +196,11 @@ fn slow(addr: &str, idle: usize, trickle: usize, seconds: u64) -> Result<()> {
             let _ = task.await;
         }
     });
-    println!("slow clients: {} idle, {} trickling, {} connections opened in {seconds} s", idle, trickle, opened.load(Ordering::Relaxed));
+    println!(
+        "slow clients: {} idle, {} trickling, {} connections opened in {seconds} s",
+        idle,
+        trickle,
+        opened.load(Ordering::Relaxed)
+    );
     Ok(())
 }
