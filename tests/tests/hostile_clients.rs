@@ -308,3 +308,33 @@ async fn every_malformed_request_gets_an_answer() {
     assert!(failures.is_empty(), "expected other answers:\n{}", failures.join("\n"));
     assert_eq!(get_health(&api).await, 200, "the server is still up");
 }
+
+/// Clients that go away at any point of an exchange are routine, not
+/// errors: the api's log (the binary's, at info level) holds no ERROR after
+/// a hundred of them, and the api still answers.
+#[test]
+fn clients_that_go_away_are_not_errors_in_the_log() {
+    use std::io::Write;
+    let root = TempDir::new("hostile-log");
+    let (site, data) = (root.path().join("site"), root.path().join("data"));
+    let log = root.path().join("api.log");
+    let api = tests::process::Api::start_logged(&site, &data, &[], &log);
+    let addr = api.base.trim_start_matches("http://").to_string();
+    let partial: [&[u8]; 4] = [
+        b"GET /health/li",
+        b"GET /health/live HTTP/1.1\r\nHost: local",
+        b"POST /api/v1/search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{\"q",
+        b"GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ];
+    for n in 0..100 {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let _ = stream.write_all(partial[n % partial.len()]);
+        // Gone at once, mid-head, mid-body or before reading the answer.
+        drop(stream);
+    }
+    let health = reqwest::blocking::get(api.url("/health/live")).unwrap();
+    assert_eq!(health.status(), 200);
+    std::thread::sleep(Duration::from_millis(200));
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.contains("ERROR"), "{logged}");
+}
