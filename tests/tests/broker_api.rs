@@ -329,6 +329,8 @@ async fn capability_search_needs_every_capability() {
     let (_, body) = f.post("/api/v1/search/capabilities", r#"{"capabilities":[1],"limit":"ten"}"#).await;
     assert_eq!(body["parameter"], "limit", "{body}");
     assert_eq!(body["error"], "limit: expected a non-negative integer, got a string", "{body}");
+    let (_, body) = f.post("/api/v1/search/capabilities", r#"[["text-generation"]]"#).await;
+    assert_eq!(body["error"], "the request body must be a JSON object", "{body}");
     let long_field = format!(r#"{{"capabilities":[1],"{}":1}}"#, "f".repeat(5_000));
     let (_, body) = f.post("/api/v1/search/capabilities", &long_field).await;
     assert!(body["error"].as_str().unwrap().len() < 300, "{body}");

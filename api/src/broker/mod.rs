@@ -40,6 +40,13 @@ fn invalid_body(message: impl Into<String>, parameter: Option<&'static str>) -> 
 /// a dotted path) and the rule it broke in plain words: no Rust type names,
 /// and no more of the input than a short excerpt.
 fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error> {
+    // serde reads a struct from an array too (by position); a body here
+    // is an object with named fields.
+    if body.trim_ascii_start().first().is_some_and(|b| *b != b'{')
+        && serde_json::from_slice::<serde_json::Value>(body).is_ok()
+    {
+        return Err(invalid_body("the request body must be a JSON object", None));
+    }
     let mut json = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(&mut json).map_err(|error| {
         // The path holds names from the input (an unknown field's, say).
