@@ -128,13 +128,24 @@ fn over_capacity(stream: TcpStream) {
 
 /// An accept that failed. A connection reset before it was accepted is
 /// nothing; running out of file descriptors is, and accepting again at
-/// once would spin, so the loop waits a little first.
+/// once would spin, so the loop waits a little first. Logged at most once
+/// a minute, with how many failed since.
 async fn accept_failed(error: std::io::Error) {
     use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static FAILED: AtomicU64 = AtomicU64::new(0);
+    static LOGGED_AT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
     if matches!(error.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
         return;
     }
-    tracing::error!(%error, "accepting a connection failed");
+    let failed = FAILED.fetch_add(1, Relaxed) + 1;
+    let mut logged_at = LOGGED_AT.lock().expect("accept log lock");
+    if logged_at.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(60)) {
+        tracing::error!(%error, failed, "accepting a connection failed");
+        *logged_at = Some(std::time::Instant::now());
+        FAILED.store(0, Relaxed);
+    }
+    drop(logged_at);
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
 
