@@ -139,13 +139,14 @@ async fn accept_failed(error: std::io::Error) {
         return;
     }
     let failed = FAILED.fetch_add(1, Relaxed) + 1;
-    let mut logged_at = LOGGED_AT.lock().expect("accept log lock");
-    if logged_at.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(60)) {
-        tracing::error!(%error, failed, "accepting a connection failed");
-        *logged_at = Some(std::time::Instant::now());
-        FAILED.store(0, Relaxed);
+    {
+        let mut logged_at = LOGGED_AT.lock().expect("accept log lock");
+        if logged_at.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(60)) {
+            tracing::error!(%error, failed, "accepting a connection failed");
+            *logged_at = Some(std::time::Instant::now());
+            FAILED.store(0, Relaxed);
+        }
     }
-    drop(logged_at);
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
 
