@@ -4,6 +4,7 @@
 //! calls [`serve`].
 
 pub mod app;
+pub mod auth;
 pub mod body;
 pub mod broker;
 pub mod conditional;
