@@ -156,7 +156,7 @@ impl Config {
                 idle_timeout: Duration::from_millis(self.idle_timeout_ms.max(1)),
                 send_timeout: Duration::from_millis(self.send_timeout_ms.max(1)),
                 body_timeout: Duration::from_millis(self.body_timeout_ms.max(1)),
-                max_head_bytes: self.max_head_bytes.max(8192),
+                max_head_bytes: self.max_head_bytes,
             }),
         }))
     }

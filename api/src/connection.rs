@@ -83,9 +83,6 @@ pub struct Watch {
     deadline: AtomicU64,
     /// When a write began to wait for the client (`NEVER` when none waits).
     blocked_since: AtomicU64,
-    /// Set when the connection last became idle (for choosing whom to
-    /// evict at the cap).
-    idle_since: AtomicU64,
     /// Fired by the sweeper (or an eviction): the connection's task drops
     /// the connection, which closes the socket.
     end: Notify,
@@ -99,7 +96,6 @@ impl Watch {
             phase: AtomicU8::new(HEAD),
             deadline: AtomicU64::new(deadline),
             blocked_since: AtomicU64::new(NEVER),
-            idle_since: AtomicU64::new(NEVER),
             end: Notify::new(),
         }
     }
@@ -120,10 +116,8 @@ impl Watch {
 
     /// The answer's body is done: the connection waits for the next head.
     pub fn idle(&self) {
-        let now = self.clock.now();
         self.phase.store(IDLE, Relaxed);
-        self.idle_since.store(now, Relaxed);
-        self.deadline.store(now.saturating_add(self.clock.idle_ms), Relaxed);
+        self.deadline.store(self.clock.now().saturating_add(self.clock.idle_ms), Relaxed);
     }
 
     fn write_waits(&self) {
@@ -208,7 +202,9 @@ impl Connections {
                 .watches
                 .iter()
                 .filter(|(_, w)| w.phase.load(Relaxed) == IDLE)
-                .min_by_key(|(_, w)| w.idle_since.load(Relaxed))
+                // The earliest idle deadline: the longest without a byte
+                // either way.
+                .min_by_key(|(_, w)| w.deadline.load(Relaxed))
                 .map(|(id, _)| *id)?;
             if let Some(evicted) = open.watches.remove(&idlest) {
                 evicted.end.notify_one();

@@ -65,8 +65,8 @@ impl Limiter {
 }
 
 /// The client a request counts against.
-pub fn client(peer: Option<SocketAddr>, headers: &HeaderMap, proxies: &[IpAddr]) -> IpAddr {
-    let peer = peer.map_or(IpAddr::from([0, 0, 0, 0]), |p| p.ip());
+pub fn client(peer: SocketAddr, headers: &HeaderMap, proxies: &[IpAddr]) -> IpAddr {
+    let peer = peer.ip();
     let mut client = peer;
     if proxies.contains(&peer) {
         // Right to left: the nearest hop that is not one of our proxies.
@@ -124,7 +124,7 @@ mod tests {
                 headers.insert("x-forwarded-for", xff.parse().unwrap());
             }
             let peer: SocketAddr = peer.parse().unwrap();
-            assert_eq!(client(Some(peer), &headers, proxies), expected.parse::<IpAddr>().unwrap(), "{peer} {xff:?}");
+            assert_eq!(client(peer, &headers, proxies), expected.parse::<IpAddr>().unwrap(), "{peer} {xff:?}");
         };
         check("192.0.2.7:5000", None, &[], "192.0.2.7");
         check("[2001:db8:1:2:3:4:5:6]:5000", None, &[], "2001:db8:1:2::");

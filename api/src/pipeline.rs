@@ -75,7 +75,7 @@ where
         return Error::not_found(&path).into_reply();
     };
     let endpoint = found.endpoint;
-    let client = limit::client(Some(peer), &headers, &app.guard.proxies);
+    let client = limit::client(peer, &headers, &app.guard.proxies);
     let over_quota = limiter(&app, endpoint.rate).and_then(|limiter| limiter.check(client).err());
     // A JSON-RPC refusal carries the request's id, so such a client over
     // its quota has its body read (within the same bound and deadline)
@@ -158,8 +158,11 @@ fn server_options() -> Reply {
 /// `+json` type, parameters (a charset) allowed.
 fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
-    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    let Some((kind, subtype)) = essence.split_once('/') else { return false };
+    kind.eq_ignore_ascii_case("application")
+        && (subtype.eq_ignore_ascii_case("json")
+            || subtype.get(subtype.len().saturating_sub(5)..).is_some_and(|end| end.eq_ignore_ascii_case("+json")))
 }
 
 /// The quota a rate class spends, if it has one.

@@ -7,7 +7,6 @@
 //! never disturbs a request in flight.
 
 use rustc_hash::FxHashMap;
-use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -61,7 +60,7 @@ impl Build {
             false => Ok(()),
         };
         inject("load-manifest")?;
-        let files = BuildFiles::open(&dir)?;
+        let files = BuildFiles::open(&dir, &manifest)?;
         let mut routes = FxHashMap::with_capacity_and_hasher(manifest.routes.len(), Default::default());
         let mut read = 0usize;
         for entry in &manifest.routes {
@@ -91,12 +90,11 @@ impl Build {
             )),
             false => None,
         };
-        let snapshot_path = layout.snapshot(&manifest);
-        drop(almanac::snapshot::open_for_build(&snapshot_path, id)?);
-        let analytics = tables::load_analytics(&snapshot_path, settings.limits.max_page_size)
+        let snapshot = almanac::snapshot::open_for_build(&layout.snapshot(&manifest), id)?;
+        let analytics = tables::load_analytics(&snapshot, settings.limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
         let broker =
-            load_broker(&snapshot_path, previous).with_context(|| format!("loading the agent index of build {id}"))?;
+            load_broker(&snapshot, previous).with_context(|| format!("loading the agent index of build {id}"))?;
         inject("load-snapshot")?;
         tracing::info!(
             build = id,
@@ -111,7 +109,10 @@ impl Build {
 
 /// The build's agent index: the previous build's when the snapshot's broker
 /// tables are the same (most builds change only the ledger), else loaded.
-fn load_broker(snapshot: &Path, previous: Option<&Build>) -> Result<Option<Arc<crate::broker::agents::Agents>>> {
+fn load_broker(
+    snapshot: &almanac::snapshot::Connection,
+    previous: Option<&Build>,
+) -> Result<Option<Arc<crate::broker::agents::Agents>>> {
     use almanac::broker::store;
     let fingerprint = store::fingerprint(snapshot)?;
     let kept = previous.and_then(|p| p.broker.as_ref()).filter(|b| fingerprint.as_ref() == Some(&b.fingerprint));

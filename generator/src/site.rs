@@ -11,7 +11,7 @@
 //! Files whose bytes did not change since the previous build are hard-linked
 //! from it rather than written again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -281,17 +281,39 @@ fn sync_dir(dir: &Path) -> Result<()> {
 /// manifest entry.
 pub struct BuildFiles<'a> {
     dir: &'a Path,
-    /// Folders under `dir` already seen to be real folders.
-    folders: std::sync::Mutex<BTreeSet<PathBuf>>,
+    /// Every folder the manifest's files are in, and why it cannot hold
+    /// them (`None`: a real folder, reached through real folders). Checked
+    /// once, when the build is opened.
+    folders: BTreeMap<PathBuf, Option<String>>,
 }
 
 impl<'a> BuildFiles<'a> {
-    /// The files of the build directory `dir`, which must itself be a
-    /// folder, not a link to one.
-    pub fn open(dir: &'a Path) -> Result<BuildFiles<'a>> {
+    /// The files `manifest` lists in the build directory `dir`, which must
+    /// itself be a folder, not a link to one.
+    pub fn open(dir: &'a Path, manifest: &Manifest) -> Result<BuildFiles<'a>> {
         let meta = fs::symlink_metadata(dir).with_context(|| format!("reading {}", dir.display()))?;
         anyhow::ensure!(meta.is_dir(), "{} is not a folder (a build directory is never a link)", dir.display());
-        Ok(BuildFiles { dir, folders: Default::default() })
+        // Parents before children (BTreeMap order), so a folder under a
+        // bad one inherits its verdict.
+        let mut folders: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
+        for entry in &manifest.routes {
+            let mut folder = PathBuf::new();
+            for part in Path::new(&entry.file).parent().into_iter().flat_map(Path::components) {
+                folder.push(part);
+                folders.entry(folder.clone()).or_default();
+            }
+        }
+        let folder_list: Vec<PathBuf> = folders.keys().cloned().collect();
+        for folder in folder_list {
+            let inherited = folder.parent().and_then(|p| folders.get(p).cloned().flatten());
+            let verdict = inherited.or_else(|| match fs::symlink_metadata(dir.join(&folder)) {
+                Ok(meta) if meta.is_dir() => None,
+                Ok(_) => Some(format!("is under {}, which is not a folder", folder.display())),
+                Err(error) => Some(format!("cannot be read: {error}")),
+            });
+            folders.insert(folder, verdict);
+        }
+        Ok(BuildFiles { dir, folders })
     }
 
     /// The bytes of `entry`'s file, when they are what the manifest says.
@@ -306,17 +328,8 @@ impl<'a> BuildFiles<'a> {
         if !relative.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
             return Err("is not a path inside the build".into());
         }
-        let mut folder = PathBuf::new();
-        for part in relative.parent().into_iter().flat_map(Path::components) {
-            folder.push(part);
-            if self.folders.lock().expect("folders lock").contains(&folder) {
-                continue;
-            }
-            match fs::symlink_metadata(self.dir.join(&folder)) {
-                Ok(meta) if meta.is_dir() => self.folders.lock().expect("folders lock").insert(folder.clone()),
-                Ok(_) => return Err(format!("is under {}, which is not a folder", folder.display())),
-                Err(error) => return Err(format!("cannot be read: {error}")),
-            };
+        if let Some(Some(problem)) = relative.parent().and_then(|folder| self.folders.get(folder)) {
+            return Err(problem.clone());
         }
         let path = self.dir.join(relative);
         match fs::symlink_metadata(&path) {
@@ -331,7 +344,7 @@ impl<'a> BuildFiles<'a> {
 /// (read and hashed on the thread pool).
 pub fn damaged(dir: &Path, manifest: &Manifest) -> Vec<Damage> {
     use rayon::prelude::*;
-    match BuildFiles::open(dir) {
+    match BuildFiles::open(dir, manifest) {
         Ok(files) => manifest.routes.par_iter().filter_map(|entry| files.read(entry).err()).collect(),
         Err(error) => vec![Damage { file: dir.display().to_string(), problem: format!("{error:#}") }],
     }

@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use duckdb::Connection;
+/// A snapshot opened for reading (what the api's loaders take).
+pub use duckdb::Connection;
 
 use crate::database::{self, Access, Unreadable};
 

@@ -34,7 +34,9 @@ fn snapshot_model_renders_every_route_identically() {
         tables::write_operations(&conn, &operations).unwrap();
         tables::write_full(&conn, &ledger, built.recent_events(), &meta).unwrap();
     }
-    let loaded = tables::load_analytics(&path, limits.max_page_size).unwrap();
+    let snapshot = almanac::snapshot::open_read_only(&path).unwrap();
+    let loaded = tables::load_analytics(&snapshot, limits.max_page_size).unwrap();
+    drop(snapshot);
     std::fs::remove_dir_all(&dir).unwrap();
 
     let mut routes = Route::all_static(&built);

@@ -270,7 +270,9 @@ fn answer(published: Option<&Published>, headers: &HeaderMap, body: &Bytes) -> A
         let version = meta.and_then(|m| m.get(META_VERSION)).and_then(Value::as_str);
         let version = match version {
             Some(version) => header_matches(headers, "mcp-protocol-version", version).map(|()| version.to_string()),
-            None => protocol_header(headers),
+            None => header_text(headers, "mcp-protocol-version", || {
+                "the mcp-protocol-version header is required".to_string()
+            }),
         };
         return match version {
             Err(message) => error(bad, &Value::Null, HEADER_MISMATCH, &message, None),
@@ -367,22 +369,19 @@ fn unsupported(id: &Value, version: &str) -> Answer {
     )
 }
 
-/// The `MCP-Protocol-Version` header, which every request must carry.
-fn protocol_header(headers: &HeaderMap) -> Result<String, String> {
-    let name = "mcp-protocol-version";
-    let raw = headers.get(name).ok_or_else(|| format!("the {name} header is required"))?;
+/// Header `name`, trimmed and with the base64 form decoded; `missing`
+/// words the refusal when it is absent.
+fn header_text(headers: &HeaderMap, name: &str, missing: impl FnOnce() -> String) -> Result<String, String> {
+    let raw = headers.get(name).ok_or_else(missing)?;
     let value = raw.to_str().map_err(|_| format!("the {name} header is not text"))?;
-    Ok(value.trim().to_string())
+    decode_header(value.trim()).ok_or_else(|| format!("the {name} header has invalid base64"))
 }
 
 /// Whether header `name` is present and, trimmed and decoded, equals
 /// `expected` exactly (values are case-sensitive; names are not).
 fn header_matches(headers: &HeaderMap, name: &str, expected: &str) -> Result<(), String> {
-    let Some(raw) = headers.get(name) else {
-        return Err(format!("the {name} header is required and must be {expected:?}"));
-    };
-    let value = raw.to_str().map_err(|_| format!("the {name} header is not text"))?;
-    let value = decode_header(value.trim()).ok_or_else(|| format!("the {name} header has invalid base64"))?;
+    let missing = || format!("the {name} header is required and must be {expected:?}");
+    let value = header_text(headers, name, missing)?;
     if value != expected {
         return Err(format!(
             "the {name} header {:?} does not match the body's {:?}",

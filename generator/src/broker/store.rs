@@ -4,7 +4,6 @@
 //! catalog. Replaced whole by every build that publishes; the api loads its
 //! search index from a build's snapshot once ([`load`]).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -101,11 +100,7 @@ pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embedding
 }
 
 fn meta(conn: &Connection, key: &str) -> Result<Option<String>> {
-    let exists: i64 =
-        conn.query_row("SELECT count(*) FROM information_schema.tables WHERE table_name = 'broker_meta'", [], |r| {
-            r.get(0)
-        })?;
-    if exists == 0 {
+    if !crate::database::has_table(conn, "broker_meta")? {
         return Ok(None);
     }
     match conn.query_row("SELECT value FROM broker_meta WHERE key = ?", [key], |r| r.get(0)) {
@@ -115,19 +110,18 @@ fn meta(conn: &Connection, key: &str) -> Result<Option<String>> {
     }
 }
 
-/// The fingerprint of a snapshot's broker tables, without loading them
-/// (the api keeps its index when a new build's is the same).
-pub fn fingerprint(path: &Path) -> Result<Option<String>> {
-    meta(&crate::snapshot::open_read_only(path)?, "fingerprint")
+/// The fingerprint of an open snapshot's broker tables, without loading
+/// them (the api keeps its index when a new build's is the same).
+pub fn fingerprint(conn: &Connection) -> Result<Option<String>> {
+    meta(conn, "fingerprint")
 }
 
-/// The broker tables of a snapshot; `None` when the build has none.
-pub fn load(path: &Path) -> Result<Option<Stored>> {
-    let conn = crate::snapshot::open_read_only(path)?;
-    let Some(fingerprint) = meta(&conn, "fingerprint")? else { return Ok(None) };
+/// The broker tables of an open snapshot; `None` when the build has none.
+pub fn load(conn: &Connection) -> Result<Option<Stored>> {
+    let Some(fingerprint) = meta(conn, "fingerprint")? else { return Ok(None) };
     let catalog: String = conn.query_row("SELECT record FROM broker_catalog", [], |r| r.get(0))?;
     let catalog: Catalog = serde_json::from_str(&catalog).context("broker_catalog")?;
-    let model = meta(&conn, "embedding_model")?;
+    let model = meta(conn, "embedding_model")?;
     let mut agents: Vec<Agent> = Vec::new();
     let mut vectors: Vec<Vec<f32>> = Vec::new();
     let mut stmt = conn.prepare("SELECT record, embedding FROM broker_agents ORDER BY position")?;

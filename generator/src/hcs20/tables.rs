@@ -12,7 +12,6 @@
 //! the epoch, exact), with `TIMESTAMP` views for convenience.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use anyhow::{Context, Result};
 use duckdb::arrow::array::{StringArray, UInt64Array};
@@ -23,7 +22,6 @@ use crate::columnar;
 use crate::entity::EntityId;
 use crate::hcs20::analytics::{Analytics, EventRow, HoldingRow, TokenSummary};
 use crate::hcs20::{Changes, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
-use crate::snapshot::open_read_only;
 use crate::timestamp::Timestamp;
 
 const SCHEMA: &str = "
@@ -405,12 +403,11 @@ fn recent_events(conn: &Connection) -> Result<Vec<EventRow>> {
     Ok(rows.collect::<duckdb::Result<Vec<_>>>()?)
 }
 
-/// Loads the api's model from a snapshot: tokens, every holding, and only
-/// the newest `recent_limit` events of each kind per token and overall.
-pub fn load_analytics(path: &Path, recent_limit: usize) -> Result<Analytics> {
-    let conn = open_read_only(path)?;
-    let tokens: Vec<TokenSummary> = tokens(&conn)?.iter().map(TokenSummary::from).collect();
-    Ok(Analytics::from_parts(tokens, holdings(&conn, None)?, recent_events(&conn)?, recent_limit))
+/// Loads the api's model from an open snapshot: tokens, every holding, and
+/// only the newest `recent_limit` events of each kind per token and overall.
+pub fn load_analytics(conn: &Connection, recent_limit: usize) -> Result<Analytics> {
+    let tokens: Vec<TokenSummary> = tokens(conn)?.iter().map(TokenSummary::from).collect();
+    Ok(Analytics::from_parts(tokens, holdings(conn, None)?, recent_events(conn)?, recent_limit))
 }
 
 /// The part of the model an incremental build re-renders: every token,
