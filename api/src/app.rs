@@ -9,13 +9,23 @@ use std::time::Duration;
 use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
 
+use crate::auth;
+use crate::broker::pricing::Pricing;
 use crate::broker::provider::Vectors;
 use crate::connection::Connections;
 use crate::guard::mcp;
 use crate::limit::Limiter;
 use crate::published::Live;
+use crate::store::Store;
 
 pub struct App {
+    /// The live store: the broker's accounts, keys, credits, registrations.
+    pub store: Store,
+    pub auth: auth::Settings,
+    pub pricing: Pricing,
+    pub journal: Journal,
+    /// Largest body of a live broker call, in bytes (413 above).
+    pub live_max_body: usize,
     pub live: Arc<Live>,
     /// Where builds are published.
     pub layout: Layout,
@@ -31,6 +41,14 @@ pub struct App {
     pub vectors: Option<Vectors>,
     /// The open connections and their bounds.
     pub connections: Arc<Connections>,
+}
+
+/// Where the journal of live changes goes, and how the writer is woken
+/// after a change is stored.
+pub struct Journal {
+    pub dir: std::path::PathBuf,
+    pub rotate_bytes: u64,
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 /// Section B's live settings: who may call the MCP endpoint, how big a

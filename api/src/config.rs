@@ -9,19 +9,28 @@ use std::time::Duration;
 
 use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Parser;
 
-use crate::app::{App, GuardLimits};
+use crate::app::{App, GuardLimits, Journal};
+use crate::auth::{
+    self,
+    ledger::{self, KeySource, Network},
+};
+use crate::broker::pricing::{self, Pricing};
 use crate::broker::provider::Vectors;
 use crate::connection::{self, Connections};
 use crate::guard::mcp;
 use crate::limit;
 use crate::published::Live;
+use crate::store::{self, Store};
 
 #[derive(Parser)]
 #[command(name = "api", version, about = "almanac's api: the published site and the live routes")]
 pub struct Config {
+    /// Instead of serving, a helper command.
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// Address to listen on.
     #[arg(long, env = "ALMANAC_BIND", default_value = "127.0.0.1:4000")]
     pub bind: SocketAddr,
@@ -111,9 +120,63 @@ pub struct Config {
     /// 431 above (8192 at least).
     #[arg(long, env = "ALMANAC_MAX_HEAD_BYTES", default_value_t = 16_384)]
     pub max_head_bytes: usize,
+    /// The live store's SQLite file (default: `<data-dir>/live/store.sqlite`).
+    #[arg(long, env = "ALMANAC_STORE")]
+    pub store: Option<PathBuf>,
+    /// Writes the live store gathers into one transaction (one disk sync).
+    #[arg(long, env = "ALMANAC_STORE_MAX_BATCH", default_value_t = 512)]
+    pub store_max_batch: usize,
+    /// Where the journal of live changes for the next build is written
+    /// (default: `<data-dir>/journal`, where the generator reads it).
+    #[arg(long, env = "ALMANAC_JOURNAL_DIR")]
+    pub journal_dir: Option<PathBuf>,
+    /// A journal file is closed and a new one begun past this size, in
+    /// bytes.
+    #[arg(long, env = "ALMANAC_JOURNAL_ROTATE_BYTES", default_value_t = 64 << 20)]
+    pub journal_rotate_bytes: u64,
+    /// The Hedera network whose accounts sign in (mainnet, testnet,
+    /// previewnet).
+    #[arg(long, env = "ALMANAC_LEDGER_NETWORK", default_value = "testnet")]
+    pub ledger_network: String,
+    /// A mirror node of that network, where account keys are looked up
+    /// (`GET {url}/api/v1/accounts/{id}`). Without it, keys come from
+    /// --ledger-accounts.
+    #[arg(long, env = "ALMANAC_MIRROR_URL")]
+    pub mirror_url: Option<String>,
+    /// Time allowed for one mirror node lookup, in milliseconds.
+    #[arg(long, env = "ALMANAC_MIRROR_TIMEOUT_MS", default_value_t = 5_000)]
+    pub mirror_timeout_ms: u64,
+    /// An accounts file (account id to key, as datasets/live/dev-accounts.json)
+    /// used when no mirror node is configured; default: those dev accounts.
+    #[arg(long, env = "ALMANAC_LEDGER_ACCOUNTS")]
+    pub ledger_accounts: Option<PathBuf>,
+    /// How long a sign-in challenge may be answered, in seconds.
+    #[arg(long, env = "ALMANAC_CHALLENGE_TTL_SECS", default_value_t = 300)]
+    pub challenge_ttl_secs: u64,
+    /// Longest (and default) lifetime of an API key, in minutes.
+    #[arg(long, env = "ALMANAC_API_KEY_MAX_MINUTES", default_value_t = 10_080)]
+    pub api_key_max_minutes: u64,
+    /// The operator's key, for operator-only calls (adapter registry
+    /// categories). Prefer the environment variable to the flag.
+    #[arg(long, env = "ALMANAC_OPERATOR_KEY", hide_env_values = true)]
+    pub operator_key: Option<String>,
+    /// A pricing file (as datasets/live/pricing.json, the default).
+    #[arg(long, env = "ALMANAC_PRICING")]
+    pub pricing: Option<PathBuf>,
+    /// Largest body of a live broker call (sign-in, registration, keys,
+    /// feedback), in bytes (413 above).
+    #[arg(long, env = "ALMANAC_LIVE_MAX_BODY", default_value_t = 262_144)]
+    pub live_max_body: usize,
     /// Proxies whose X-Forwarded-For is trusted (comma-separated addresses).
     #[arg(long = "trusted-proxy", env = "ALMANAC_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<std::net::IpAddr>,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Sign in to a running api with a dev key (or a keys file) and print
+    /// the API key it issues.
+    Login(crate::auth::login::LoginArgs),
 }
 
 impl Config {
@@ -141,7 +204,54 @@ impl Config {
             Some(provider) => Some(Vectors::new(almanac::broker::embed::Provider::new(provider)?)),
             None => None,
         };
+        let store_path = self.store.clone().unwrap_or_else(|| self.data_dir.join("live").join("store.sqlite"));
+        if let Some(parent) = store_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        let settings = store::Settings { max_batch: self.store_max_batch, ..store::Settings::default() };
+        let store = Store::open(&store_path, settings)?;
+        let network =
+            Network::parse(&self.ledger_network).filter(|n| matches!(n, Network::Hedera(_))).with_context(|| {
+                format!("--ledger-network {:?}: expected mainnet, testnet or previewnet", self.ledger_network)
+            })?;
+        let keys = match (&self.mirror_url, &self.ledger_accounts) {
+            (Some(url), _) => KeySource::mirror(url, Duration::from_millis(self.mirror_timeout_ms.max(1)))?,
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                KeySource::accounts(&text, &network).with_context(|| format!("{}", path.display()))?
+            }
+            (None, None) => {
+                tracing::warn!("no --mirror-url: accounts sign in with the checked-in dev keys only");
+                KeySource::accounts(ledger::DEV_ACCOUNTS, &network)?
+            }
+        };
+        let operator = self.operator_key.as_deref().map(str::trim).filter(|k| !k.is_empty()).map(|k| {
+            use sha2::Digest as _;
+            sha2::Sha256::digest(k.as_bytes()).into()
+        });
+        let pricing = match &self.pricing {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                Pricing::parse(&text).with_context(|| format!("{}", path.display()))?
+            }
+            None => Pricing::parse(pricing::BUILT_IN)?,
+        };
         Ok(Arc::new(App {
+            store,
+            auth: auth::Settings {
+                network,
+                keys,
+                challenge_ttl: Duration::from_secs(self.challenge_ttl_secs.max(1)),
+                key_max_minutes: self.api_key_max_minutes.max(1),
+                operator,
+            },
+            pricing,
+            journal: Journal {
+                dir: self.journal_dir.clone().unwrap_or_else(|| self.data_dir.join("journal")),
+                rotate_bytes: self.journal_rotate_bytes,
+                wake: Arc::new(tokio::sync::Notify::new()),
+            },
+            live_max_body: self.live_max_body,
             live: Arc::new(Live::default()),
             layout: self.layout(),
             reload_every: Duration::from_millis(self.reload_ms.max(10)),

@@ -14,6 +14,7 @@ pub mod cors;
 pub mod guard;
 pub mod hcs20;
 pub mod head;
+pub mod journal;
 pub mod limit;
 pub mod path;
 pub mod pipeline;
@@ -24,6 +25,7 @@ pub mod request;
 pub mod routes;
 pub mod server;
 pub mod service;
+pub mod store;
 pub mod wording;
 
 pub use app::App;

@@ -12,6 +12,11 @@ async fn main() -> Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let mut config = Config::parse();
+    if let Some(api::config::Command::Login(args)) = &config.command {
+        let answer = api::auth::login::login(args).await?;
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+        return Ok(());
+    }
     if let Some(open_files) = raise_open_files() {
         // Room for what a build swap and the process itself keep open.
         let room = open_files.saturating_sub(256).max(1) as usize;

@@ -9,10 +9,12 @@
 //!    body first, to answer with the request's id);
 //! 4. **method**: a preflight is answered from the table, a method the
 //!    endpoint lacks is 405 with `Allow`;
-//! 5. **body**: JSON only (415), read up to the operation's bound (413)
+//! 5. **who**: the principal an API key names, where the operation reads
+//!    keys (401 for a bad or missing key, 403 for the wrong one);
+//! 6. **body**: JSON only (415), read up to the operation's bound (413)
 //!    within the body deadline (408), or not at all;
-//! 6. **handler**: the operation's, with one [`Request`];
-//! 7. **reply**: a refusal in the endpoint's error form, the operation's
+//! 7. **handler**: the operation's, with one [`Request`];
+//! 8. **reply**: a refusal in the endpoint's error form, the operation's
 //!    cache policy on a live answer; CORS headers on everything, as it
 //!    leaves.
 //!
@@ -31,7 +33,7 @@ use crate::head::{self, Target};
 use crate::limit::Limiter;
 use crate::reply::{Error, Reply};
 use crate::request::Request;
-use crate::routes::{BodyLimit, Cors, Dialect, Endpoint, Rate, Table};
+use crate::routes::{Auth, BodyLimit, Cors, Dialect, Endpoint, Rate, Table};
 use crate::{cors, limit, path};
 
 /// Request headers a page may send to a public route when its preflight
@@ -90,6 +92,17 @@ where
     let Some(operation) = endpoint.operation_for(&method) else {
         return refuse(endpoint, Error::method_not_allowed(endpoint.allow.clone()), None);
     };
+    // Who is asking, before any body is read from them.
+    let principal = match operation.auth {
+        Auth::Public => None,
+        auth => match crate::auth::resolve(&app.auth, &app.store, &headers).await {
+            Ok(principal) => match crate::auth::admit(auth, principal.as_ref()) {
+                Ok(()) => principal,
+                Err(refusal) => return refuse(endpoint, refusal, None),
+            },
+            Err(refusal) => return refuse(endpoint, refusal, None),
+        },
+    };
     let limit = body_limit(&app, operation.body);
     if limit.is_some() && !is_json(&headers) {
         // A body this api reads is JSON. Refusing any other type also keeps
@@ -134,6 +147,7 @@ where
         body,
         client,
         build,
+        principal,
     };
     match (operation.handler)(request).await {
         Ok(mut reply) => {
@@ -180,6 +194,7 @@ fn body_limit(app: &App, body: BodyLimit) -> Option<usize> {
         BodyLimit::None => None,
         BodyLimit::Search => Some(app.broker_max_body),
         BodyLimit::Mcp => Some(app.guard.max_body),
+        BodyLimit::Live => Some(app.live_max_body),
     }
 }
 

@@ -119,6 +119,12 @@ impl Error {
         Error { parameter, ..Error::new(StatusCode::BAD_REQUEST, "invalid_parameter", message) }
     }
 
+    /// The refusal naming the request field at fault.
+    pub fn naming(mut self, parameter: impl Into<Cow<'static, str>>) -> Error {
+        self.parameter = Some(parameter.into());
+        self
+    }
+
     pub fn not_found(path: &str) -> Error {
         Error::new(StatusCode::NOT_FOUND, "not_found", format!("no route {}", excerpt(path)))
     }

@@ -8,7 +8,11 @@ use bytes::Bytes;
 use warp::http::{HeaderMap, Method};
 
 use crate::app::App;
+use crate::auth::Principal;
 use crate::published::Build;
+use serde::Deserialize;
+use warp::http::StatusCode;
+
 use crate::reply::Error;
 
 pub struct Request {
@@ -29,12 +33,21 @@ pub struct Request {
     /// The build published when the request arrived; a swap meanwhile
     /// does not change what this request sees.
     pub build: Option<Arc<Build>>,
+    /// Who the request's key names, when the operation reads keys
+    /// ([`crate::routes::Auth`]).
+    pub principal: Option<Principal>,
 }
 
 impl Request {
     /// The published build, or 503 while there is none.
     pub fn build(&self) -> Result<&Build, Error> {
         self.build.as_deref().ok_or_else(Error::unavailable)
+    }
+
+    /// The principal; an operation that needs one has it (the pipeline
+    /// answered 401 otherwise).
+    pub fn principal(&self) -> Result<&Principal, Error> {
+        self.principal.as_ref().ok_or_else(|| crate::auth::unauthorized("auth_required", "sign in first"))
     }
 
     /// The query parameter `name`, decoded (`+` is a space); 400 when it
@@ -61,4 +74,49 @@ impl Params {
     pub fn get(&self, name: &str) -> &str {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or_default()
     }
+}
+
+/// A request body refused with 400 `invalid_body`.
+pub fn invalid_body(message: impl Into<String>, parameter: Option<&'static str>) -> Error {
+    Error { parameter: parameter.map(Into::into), ..Error::new(StatusCode::BAD_REQUEST, "invalid_body", message) }
+}
+
+/// The body as `T`, or a 400 that names the field at fault (as `parameter`,
+/// a dotted path) and the rule it broke in plain words: no Rust type names,
+/// and no more of the input than a short excerpt.
+pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error> {
+    // serde reads a struct from an array too (by position); a body here
+    // is an object with named fields.
+    if body.trim_ascii_start().first().is_some_and(|b| *b != b'{')
+        && serde_json::from_slice::<serde_json::Value>(body).is_ok()
+    {
+        return Err(invalid_body("the request body must be a JSON object", None));
+    }
+    let mut json = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut json).map_err(|error| {
+        // The path holds names from the input (an unknown field's, say).
+        let path = crate::reply::excerpt(&error.path().to_string()).into_owned();
+        let inner = error.into_inner();
+        if !inner.is_data() {
+            let message = format!("the request body is not JSON (line {}, column {})", inner.line(), inner.column());
+            return invalid_body(message, None);
+        }
+        let raw = inner.to_string();
+        let rule = crate::wording::serde_rule(&raw);
+        // A missing field is named by serde in its message, not its path.
+        if let Some(name) = raw.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+            let field = match path.as_str() {
+                "." => name.to_string(),
+                parent => format!("{parent}.{name}"),
+            };
+            let message = format!("{field}: is required");
+            return Error { parameter: Some(field.into()), ..invalid_body(message, None) };
+        }
+        match path.as_str() {
+            "." => invalid_body(format!("the request body: {rule}"), None),
+            field => {
+                Error { parameter: Some(field.to_string().into()), ..invalid_body(format!("{field}: {rule}"), None) }
+            }
+        }
+    })
 }

@@ -19,6 +19,7 @@ use almanac::guard;
 use almanac::http::Cache;
 use warp::http::{HeaderValue, Method};
 
+pub use crate::auth::Auth;
 use crate::reply::Answer;
 use crate::request::{Params, Request};
 use crate::{broker, hcs20, service};
@@ -53,15 +54,10 @@ pub enum BodyLimit {
     None,
     /// Broker searches (`--search-max-body`).
     Search,
+    /// The broker's live calls (`--live-max-body`).
+    Live,
     /// MCP requests (`--mcp-max-body`).
     Mcp,
-}
-
-/// Who may call an operation. Every route is public today; the broker's
-/// live side adds API keys and the operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Auth {
-    Public,
 }
 
 /// Which request headers a preflight allows.
@@ -145,6 +141,12 @@ impl Endpoint {
         }
         methods.push("OPTIONS");
         self.allow = HeaderValue::from_str(&methods.join(", ")).expect("method names are header-safe");
+        self
+    }
+
+    /// The last operation added needs `auth`.
+    fn auth(mut self, auth: Auth) -> Endpoint {
+        self.operations.last_mut().expect("an operation to restrict").auth = auth;
         self
     }
 
@@ -245,6 +247,37 @@ pub fn table() -> Vec<Endpoint> {
             handler!(broker::registry_adapters),
             Cache::Catalog,
         ),
+        // Section A: the broker's live side.
+        Endpoint::new("/api/v1/auth/ledger/challenge").post(
+            "createLedgerChallenge",
+            handler!(crate::auth::signin::challenge),
+            BodyLimit::Live,
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/auth/ledger/verify").post(
+            "verifyLedgerChallenge",
+            handler!(crate::auth::signin::verify),
+            BodyLimit::Live,
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/credits/balance")
+            .get("creditBalance", handler!(broker::credits::balance), Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/credits/transactions")
+            .get("creditTransactions", handler!(broker::credits::transactions), Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/credits/purchase").post(
+            "purchaseCredits",
+            handler!(broker::credits::purchase),
+            BodyLimit::Live,
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/credits/payments/native/intent")
+            .post("nativePaymentIntent", handler!(broker::credits::not_configured), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/credits/payments/intent")
+            .post("cardPaymentIntent", handler!(broker::credits::not_configured), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key),
     ];
     for (pattern, name) in [
         (render::STATS, "stats"),

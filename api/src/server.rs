@@ -12,6 +12,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -47,6 +48,26 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
             cleaner.guard.mcp.clean();
         }
     });
+    // The journal writer: drains the outbox until the server stops, then
+    // once more.
+    let (stop_journal, journal_stopped) = tokio::sync::oneshot::channel::<()>();
+    let journal =
+        match crate::journal::Writer::open(&app.journal.dir, app.store.clone(), app.journal.rotate_bytes).await {
+            Ok(writer) => Some(tokio::spawn(crate::journal::run(
+                writer,
+                app.journal.wake.clone(),
+                Duration::from_secs(1),
+                async move {
+                    let _ = journal_stopped.await;
+                },
+            ))),
+            Err(e) => {
+                // The changes wait in the outbox (stored) until a start that can
+                // open the journal.
+                tracing::error!(error = format!("{e:#}"), "journal: cannot open; live changes wait in the outbox");
+                None
+            }
+        };
     let table = Arc::new(Table::new(routes::table()));
     let connections = app.connections.clone();
     let answer = move |request, peer| {
@@ -56,6 +77,10 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     accept(listener, connections, shutdown, answer).await;
     watching.abort();
     cleaning.abort();
+    let _ = stop_journal.send(());
+    if let Some(journal) = journal {
+        let _ = journal.await;
+    }
 }
 
 /// Accepts connections until `shutdown`, each served on a task of its own

@@ -34,12 +34,19 @@ pub const POINTS: [&str; 8] = [
 /// `faults` feature).
 #[inline]
 pub fn point(name: &'static str) {
-    debug_assert!(POINTS.contains(&name), "{name} is not a fault point");
+    debug_assert!(POINTS.contains(&name) || API_POINTS.contains(&name), "{name} is not a fault point");
     #[cfg(feature = "faults")]
     if std::env::var("ALMANAC_FAULT").is_ok_and(|wanted| wanted == name) {
         std::process::abort();
     }
 }
+
+/// The api's points where it can be ended as `kill -9` would.
+pub const API_POINTS: [&str; 1] = [
+    // Outbox events appended to the journal and synced, not yet deleted
+    // from the outbox.
+    "journal-appended",
+];
 
 /// The api's fault points while it swaps in a new build, in order.
 pub const SWAP_POINTS: [&str; 3] = [

@@ -5,6 +5,7 @@
 /// A closed set of values spelled on the wire: an enum read and written by
 /// serde as exactly these texts (anything else is refused, naming the
 /// choices), `as_str` for the text, and `$all`, every text in order.
+#[macro_export]
 macro_rules! vocabulary {
     ($(#[$doc:meta])* $name:ident, $all:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$doc])*
@@ -24,6 +25,17 @@ macro_rules! vocabulary {
         impl AsRef<str> for $name {
             fn as_ref(&self) -> &str {
                 self.as_str()
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = ();
+            /// Exactly one of the spellings.
+            fn from_str(text: &str) -> Result<$name, ()> {
+                match text {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(()),
+                }
             }
         }
 

@@ -26,6 +26,8 @@ pub struct MirrorServer {
     pub addr: SocketAddr,
     pub knobs: Arc<Knobs>,
     topics: Arc<Mutex<HashMap<EntityId, Vec<MirrorMessage>>>>,
+    /// Account id to its key (`_type`, raw hex), for `/api/v1/accounts/{id}`.
+    accounts: Arc<Mutex<HashMap<EntityId, (String, String)>>>,
     log: Arc<Mutex<Vec<String>>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -44,8 +46,28 @@ impl MirrorServer {
                 let (topics, knobs, log) = state.clone();
                 async move { answer(&topics, &knobs, &log, &topic, &query).await }
             });
-        let (addr, tx) = crate::serve_on_loopback(route).await;
-        MirrorServer { addr, knobs, topics, log, shutdown: Some(tx) }
+        let accounts = Arc::new(Mutex::new(HashMap::new()));
+        let known = accounts.clone();
+        let account = warp::path!("api" / "v1" / "accounts" / String).and(warp::get()).map(move |id: String| {
+            // The real node takes an id, an alias or an EVM address here;
+            // this one knows ids only, and refuses what is none of the three
+            // as it does.
+            let Ok(entity) = id.parse::<EntityId>() else {
+                return json(
+                    StatusCode::BAD_REQUEST,
+                    serde_json::json!({"_status": {"messages": [{"message": "Invalid parameter: idOrAliasOrEvmAddress"}]}}),
+                );
+            };
+            match known.lock().unwrap().get(&entity) {
+                Some((kind, key)) => json(
+                    StatusCode::OK,
+                    serde_json::json!({"account": entity.to_string(), "key": {"_type": kind, "key": key}, "deleted": false}),
+                ),
+                None => json(StatusCode::NOT_FOUND, serde_json::json!({"_status": {"messages": [{"message": "Not found"}]}})),
+            }
+        });
+        let (addr, tx) = crate::serve_on_loopback(route.or(account)).await;
+        MirrorServer { addr, knobs, topics, accounts, log, shutdown: Some(tx) }
     }
 
     pub fn url(&self) -> String {
@@ -59,6 +81,12 @@ impl MirrorServer {
 
     pub fn set_topics(&self, topics: HashMap<EntityId, Vec<MirrorMessage>>) {
         *self.topics.lock().unwrap() = sorted(topics);
+    }
+
+    /// Makes `account` exist with this key (`ED25519` or
+    /// `ECDSA_SECP256K1`, raw hex).
+    pub fn set_account(&self, account: EntityId, kind: &str, key_hex: &str) {
+        self.accounts.lock().unwrap().insert(account, (kind.to_string(), key_hex.to_string()));
     }
 
     pub fn fail_next(&self, count: usize, status: StatusCode) {

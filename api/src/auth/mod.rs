@@ -1,4 +1,204 @@
-//! Who is asking (spec section 5): ledger signatures today; challenges,
-//! API keys and the principal come with the live store.
+//! Who is asking (spec section 5): ledger sign-in (challenge, verify), the
+//! API keys it issues, the operator key, and the principal a request acts
+//! as.
+//!
+//! A key travels in `x-api-key`, the legacy `x-ledger-api-key`, or
+//! `Authorization` (`Bearer <key>` or the bare key), read in that order:
+//! the first one present is the one checked (a client may send a default
+//! `x-ledger-api-key` beside a newer `x-api-key`). Only the SHA-256 of an
+//! issued key is stored.
+//!
+//! `x-account-id` names the account a request bills and owns as. It may
+//! only name the principal's own account (the operator's may name any);
+//! otherwise 403.
 
+pub mod ledger;
+pub mod login;
 pub mod signature;
+pub mod signin;
+
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use warp::http::{HeaderMap, StatusCode};
+
+use crate::reply::Error;
+use crate::store::{self, auth as keys, Store};
+use ledger::{KeySource, Network};
+
+/// Sign-in settings.
+pub struct Settings {
+    /// The Hedera network this deployment's key source serves.
+    pub network: Network,
+    pub keys: KeySource,
+    /// How long a challenge may be answered.
+    pub challenge_ttl: Duration,
+    /// Longest (and default) lifetime of an issued key, in minutes.
+    pub key_max_minutes: u64,
+    /// SHA-256 of the operator key, when one is configured.
+    pub operator: Option<[u8; 32]>,
+}
+
+/// Who may call an operation (spec section 5), as the route table names
+/// it: the pipeline reads the key ([`resolve`]) for every kind but
+/// `Public`, before the body, and [`admit`] answers 401 or 403.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Auth {
+    /// Anyone; no key is read.
+    Public,
+    /// Anyone; a key, when sent, must be valid and names the principal.
+    Optional,
+    /// A valid API key (or the operator's).
+    Key,
+    /// The operator key.
+    Operator,
+}
+
+/// Who a request acts as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// The signed-in ledger account (the operator has none).
+    pub account: Option<String>,
+    pub network: Option<String>,
+    /// Holds the operator key.
+    pub operator: bool,
+}
+
+impl Principal {
+    /// The account the request bills and owns as: `x-account-id` when the
+    /// principal controls it (403 otherwise), else its own. 400 when the
+    /// operator names none.
+    pub fn billing(&self, headers: &HeaderMap) -> Result<String, Error> {
+        let named = header(headers, "x-account-id").map(str::to_string);
+        match (named, &self.account) {
+            (Some(named), _) if self.operator => Ok(named),
+            (Some(named), Some(own)) if named == *own => Ok(named),
+            (Some(_), _) => Err(forbidden("x-account-id names an account this API key does not control")),
+            (None, Some(own)) => Ok(own.clone()),
+            (None, None) => Err(Error::new(
+                StatusCode::BAD_REQUEST,
+                "account_id_required",
+                "name the account to act as in x-account-id",
+            )),
+        }
+    }
+}
+
+pub fn forbidden(message: &str) -> Error {
+    Error::new(StatusCode::FORBIDDEN, "forbidden", message.to_string())
+}
+
+pub fn unauthorized(code: &'static str, message: &str) -> Error {
+    Error::new(StatusCode::UNAUTHORIZED, code, message.to_string())
+}
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// The key a request presents, if any.
+fn presented(headers: &HeaderMap) -> Option<&str> {
+    header(headers, "x-api-key").or_else(|| header(headers, "x-ledger-api-key")).or_else(|| {
+        let value = header(headers, "authorization")?;
+        let key = match value.split_once(' ') {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+            Some(_) => return None,
+            None => value,
+        };
+        Some(key)
+    })
+}
+
+pub(crate) fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// The principal a request's key names: `None` without a key; 401 for a
+/// key that is unknown, revoked or expired.
+pub async fn resolve(settings: &Settings, store: &Store, headers: &HeaderMap) -> Result<Option<Principal>, Error> {
+    let Some(key) = presented(headers) else { return Ok(None) };
+    let hash = digest(key);
+    if settings.operator.is_some_and(|operator| constant_eq(&operator, &hash)) {
+        return Ok(Some(Principal { account: None, network: None, operator: true }));
+    }
+    let now = store::now_ms();
+    let store = store.clone();
+    let found = store.read(move |conn| keys::find_key(conn, &hash, now)).await.map_err(failed)?;
+    let found = found.ok_or_else(|| unauthorized("invalid_api_key", "the API key is unknown, revoked or expired"))?;
+    // Recorded at most once a minute per key, off the request's path.
+    if found.last_used_at.is_none_or(|t| now - t > 60_000) {
+        let id = found.id.clone();
+        tokio::spawn(async move { store.write(move |conn| keys::touch_key(conn, &id, now)).await });
+    }
+    Ok(Some(Principal { account: Some(found.account), network: Some(found.network), operator: false }))
+}
+
+/// What an operation's [`Auth`] asks of its principal: 401 without one
+/// where one is needed, 403 for a non-operator on an operator's route.
+pub fn admit(auth: Auth, principal: Option<&Principal>) -> Result<(), Error> {
+    match (auth, principal) {
+        (Auth::Public | Auth::Optional, _) => Ok(()),
+        (Auth::Key | Auth::Operator, None) => {
+            Err(unauthorized("auth_required", "sign in first: send an API key in x-api-key"))
+        }
+        (Auth::Key, Some(_)) => Ok(()),
+        (Auth::Operator, Some(p)) if p.operator => Ok(()),
+        (Auth::Operator, Some(_)) => Err(forbidden("only the operator may do this")),
+    }
+}
+
+fn constant_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A store failure as the 500 it is (logged; the message says no more).
+pub fn failed(failure: store::Failure) -> Error {
+    tracing::error!(error = %failure, "live store");
+    Error::new(StatusCode::INTERNAL_SERVER_ERROR, "store_failed", "the live store failed; try again")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warp::http::HeaderValue;
+
+    fn check(headers: &[(&'static str, &'static str)], expected: Option<&str>) {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        assert_eq!(presented(&map), expected, "{headers:?}");
+    }
+
+    #[test]
+    fn the_key_is_read_from_the_first_header_present() {
+        check(&[], None);
+        check(&[("x-api-key", "a")], Some("a"));
+        check(&[("x-ledger-api-key", "b")], Some("b"));
+        check(&[("x-ledger-api-key", "b"), ("x-api-key", "a")], Some("a"));
+        check(&[("authorization", "Bearer c")], Some("c"));
+        check(&[("authorization", "bearer  c ")], Some("c"));
+        check(&[("authorization", "c")], Some("c"));
+        check(&[("authorization", "Basic Zm9vOmJhcg==")], None);
+        check(&[("x-api-key", " "), ("authorization", "Bearer c")], Some("c"));
+    }
+
+    fn billing(principal: &Principal, header: Option<&'static str>) -> Result<String, u16> {
+        let mut map = HeaderMap::new();
+        if let Some(value) = header {
+            map.insert("x-account-id", HeaderValue::from_static(value));
+        }
+        principal.billing(&map).map_err(|e| e.status.as_u16())
+    }
+
+    #[test]
+    fn x_account_id_names_only_an_account_the_principal_controls() {
+        let user = Principal { account: Some("0.0.1001".into()), network: Some("testnet".into()), operator: false };
+        let operator = Principal { account: None, network: None, operator: true };
+        assert_eq!(billing(&user, None), Ok("0.0.1001".into()));
+        assert_eq!(billing(&user, Some("0.0.1001")), Ok("0.0.1001".into()));
+        assert_eq!(billing(&user, Some("0.0.1002")), Err(403));
+        assert_eq!(billing(&operator, Some("0.0.1002")), Ok("0.0.1002".into()));
+        assert_eq!(billing(&operator, None), Err(400));
+    }
+}

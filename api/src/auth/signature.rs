@@ -119,6 +119,80 @@ pub fn evm_address(key: &k256::ecdsa::VerifyingKey) -> [u8; 20] {
     hash[12..].try_into().expect("20 bytes")
 }
 
+/// A Hedera private key, to sign a challenge as a client does (the
+/// `login` command and the tests; the api itself never holds one).
+pub enum SigningKey {
+    Ed25519(ed25519_dalek::SigningKey),
+    Secp256k1(k256::ecdsa::SigningKey),
+}
+
+/// DER prefixes of Hedera's `PrivateKey.toStringDer()` (PKCS#8 for
+/// ed25519, RFC 5915 for secp256k1), each followed by the 32-byte key.
+const ED25519_PRIVATE_DER: &str = "302e020100300506032b657004220420";
+const SECP256K1_PRIVATE_DER: &str = "3030020100300706052b8104000a04220420";
+
+impl SigningKey {
+    /// From Hedera's DER hex.
+    pub fn from_der_hex(text: &str) -> Result<SigningKey, BadKey> {
+        let text = text.trim().trim_start_matches("0x").to_ascii_lowercase();
+        let raw = |rest: &str| -> Result<[u8; 32], BadKey> {
+            decode_hex(rest).and_then(|b| b.try_into().ok()).ok_or(BadKey("a private key is 32 bytes of hex"))
+        };
+        if let Some(rest) = text.strip_prefix(ED25519_PRIVATE_DER) {
+            return Ok(SigningKey::Ed25519(ed25519_dalek::SigningKey::from_bytes(&raw(rest)?)));
+        }
+        if let Some(rest) = text.strip_prefix(SECP256K1_PRIVATE_DER) {
+            let key =
+                k256::ecdsa::SigningKey::from_bytes(&raw(rest)?.into()).map_err(|_| BadKey("not a secp256k1 key"))?;
+            return Ok(SigningKey::Secp256k1(key));
+        }
+        Err(BadKey("privateKey is not a DER-encoded ed25519 or secp256k1 key in hex"))
+    }
+
+    pub fn public_key(&self) -> PublicKey {
+        match self {
+            SigningKey::Ed25519(key) => PublicKey::Ed25519(key.verifying_key()),
+            SigningKey::Secp256k1(key) => PublicKey::Secp256k1(*key.verifying_key()),
+        }
+    }
+
+    /// The 64-byte signature a Hedera wallet makes over `message`.
+    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
+        use ed25519_dalek::Signer as _;
+        match self {
+            SigningKey::Ed25519(key) => key.sign(message).to_bytes(),
+            SigningKey::Secp256k1(key) => {
+                let (signature, _) =
+                    key.sign_prehash_recoverable(&Keccak256::digest(message)).expect("a 32-byte prehash signs");
+                signature.to_bytes().into()
+            }
+        }
+    }
+}
+
+impl PublicKey {
+    /// Hedera's DER hex (`PublicKey.toString()`).
+    pub fn to_der_hex(&self) -> String {
+        match self {
+            PublicKey::Ed25519(key) => format!("{ED25519_DER}{}", hex(key.as_bytes())),
+            PublicKey::Secp256k1(key) => format!("{SECP256K1_DER}{}", hex(key.to_encoded_point(true).as_bytes())),
+        }
+    }
+}
+
+/// An EIP-191 `personal_sign` signature (65 bytes, `v` 27/28) by `key`.
+pub fn evm_sign(key: &k256::ecdsa::SigningKey, message: &[u8]) -> [u8; 65] {
+    let (signature, recovery) = key.sign_prehash_recoverable(&eip191_digest(message)).expect("a 32-byte prehash signs");
+    let mut out = [0u8; 65];
+    out[..64].copy_from_slice(&signature.to_bytes());
+    out[64] = 27 + recovery.to_byte();
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;

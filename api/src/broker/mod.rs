@@ -7,20 +7,21 @@
 
 pub mod agents;
 pub mod badge;
+pub mod credits;
+pub mod pricing;
 pub mod provider;
 pub mod vectors;
 
 use almanac::broker::catalog::FEEDBACK_REGISTRY;
 use almanac::broker::query::SearchQuery;
 use almanac::broker::render::{self, EntryQuery};
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
 
 use crate::published::Build;
 use crate::reply::{self, Answer, Error};
-use crate::request::Request;
+use crate::request::{invalid_body, parse_body, Request};
 use crate::service::published;
 use agents::Agents;
 
@@ -29,41 +30,6 @@ fn agents(request: &Request) -> Result<(&Build, &Agents), Error> {
     let build = request.build()?;
     let agents = build.broker.as_deref().ok_or_else(|| Error::not_found(&request.path))?;
     Ok((build, agents))
-}
-
-/// A request body refused with 400 `invalid_body`.
-fn invalid_body(message: impl Into<String>, parameter: Option<&'static str>) -> Error {
-    Error { parameter: parameter.map(Into::into), ..Error::new(StatusCode::BAD_REQUEST, "invalid_body", message) }
-}
-
-/// The body as `T`, or a 400 that names the field at fault (as `parameter`,
-/// a dotted path) and the rule it broke in plain words: no Rust type names,
-/// and no more of the input than a short excerpt.
-fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error> {
-    // serde reads a struct from an array too (by position); a body here
-    // is an object with named fields.
-    if body.trim_ascii_start().first().is_some_and(|b| *b != b'{')
-        && serde_json::from_slice::<serde_json::Value>(body).is_ok()
-    {
-        return Err(invalid_body("the request body must be a JSON object", None));
-    }
-    let mut json = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut json).map_err(|error| {
-        // The path holds names from the input (an unknown field's, say).
-        let path = crate::reply::excerpt(&error.path().to_string()).into_owned();
-        let inner = error.into_inner();
-        if !inner.is_data() {
-            let message = format!("the request body is not JSON (line {}, column {})", inner.line(), inner.column());
-            return invalid_body(message, None);
-        }
-        let rule = crate::wording::serde_rule(&inner.to_string());
-        match path.as_str() {
-            "." => invalid_body(format!("the request body: {rule}"), None),
-            field => {
-                Error { parameter: Some(field.to_string().into()), ..invalid_body(format!("{field}: {rule}"), None) }
-            }
-        }
-    })
 }
 
 /// `GET /search`: text search with filters, sorts, pages, aggregations.

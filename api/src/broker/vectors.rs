@@ -7,11 +7,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
 
+use super::agents;
 use super::agents::Agents;
 use super::provider::Vectors;
-use super::{agents, invalid_body, parse_body};
 use crate::reply::{self, Answer, Error};
 use crate::request::Request;
+use crate::request::{invalid_body, parse_body};
 use almanac::broker::query::SearchQuery;
 
 /// Why vector search is off for this build, if it is.

@@ -1,0 +1,171 @@
+//! Credits (spec section 4, Credits): balances, the transaction list, and
+//! the purchase routes.
+//!
+//! `POST /credits/purchase` is refused by design: the reference client
+//! sends the payer's Hedera **private key** there for the server to sign
+//! with. A broker must never take a user's key; the payment intent
+//! (`/credits/payments/native/intent`) gives the wallet a transaction to
+//! sign itself.
+
+use serde_json::json;
+use warp::http::StatusCode;
+
+use crate::auth::{self, failed, ledger};
+use crate::reply::{self, Answer, Error};
+use crate::request::Request;
+use crate::store::{self, credits};
+
+/// Most transactions one page lists.
+pub const MAX_TRANSACTIONS: usize = 200;
+const DEFAULT_TRANSACTIONS: usize = 50;
+
+/// An `accountId` query value in its canonical form: a Hedera id on the
+/// deployment's network, or an EVM address.
+fn account_parameter(request: &Request, value: &str) -> Result<String, Error> {
+    let network = &request.app.auth.network;
+    ledger::account(network, value)
+        .or_else(|| ledger::account(&ledger::Network::Evm(1), value))
+        .ok_or_else(|| Error::parameter("accountId", "accountId: expected a ledger account id (0.0.1234 or 0x…)"))
+}
+
+/// `GET /api/v1/credits/balance`: any account's balance; without
+/// `accountId`, the signed-in account's.
+pub async fn balance(request: Request) -> Answer {
+    let account = match request.query_value("accountId")? {
+        Some(value) => account_parameter(&request, &value)?,
+        None => match request.principal.as_ref().and_then(|p| p.account.clone()) {
+            Some(own) => own,
+            None => {
+                return Err(Error::new(
+                    StatusCode::BAD_REQUEST,
+                    "account_id_required",
+                    "accountId: name the account, or sign in",
+                )
+                .naming("accountId"))
+            }
+        },
+    };
+    let key = account.clone();
+    let balance = request.app.store.read(move |conn| credits::balance(conn, &key)).await.map_err(failed)?;
+    Ok(reply::json(&json!({
+        "accountId": account,
+        "balance": balance,
+        "timestamp": store::rfc3339(store::now_ms()),
+    })))
+}
+
+/// `GET /api/v1/credits/transactions`: the signed-in account's own (403
+/// for another's).
+pub async fn transactions(request: Request) -> Answer {
+    let principal = request.principal()?;
+    let account = match request.query_value("accountId")? {
+        Some(value) => {
+            let account = account_parameter(&request, &value)?;
+            if !principal.operator && principal.account.as_ref() != Some(&account) {
+                return Err(auth::forbidden("accountId is not the signed-in account"));
+            }
+            account
+        }
+        None => principal.billing(&request.headers)?,
+    };
+    let limit = number(&request, "limit", 1, MAX_TRANSACTIONS)?.unwrap_or(DEFAULT_TRANSACTIONS);
+    let offset = number(&request, "offset", 0, usize::MAX)?.unwrap_or(0);
+    let kind = request.query_value("type")?;
+    let (kind, spends) = match kind.as_deref() {
+        None => (None, None),
+        // The hosted broker's two directions, and this ledger's kinds.
+        Some("credit") => (None, Some(false)),
+        Some(text) => match text.parse::<credits::Kind>() {
+            Ok(kind) => (Some(kind), None),
+            Err(()) => {
+                let message = format!("type: expected credit or one of {}", credits::KINDS.join(", "));
+                return Err(Error::parameter("type", message));
+            }
+        },
+    };
+    let status = match request.query_value("status")? {
+        None => None,
+        Some(text) => Some(text.parse::<credits::Status>().map_err(|()| {
+            Error::parameter("status", format!("status: expected one of {}", credits::STATUSES.join(", ")))
+        })?),
+    };
+    let start = date(&request, "startDate", false)?;
+    let end = date(&request, "endDate", true)?;
+    if let (Some(start), Some(end)) = (start, end) {
+        if start > end {
+            return Err(Error::parameter("endDate", "endDate: is before startDate"));
+        }
+    }
+    let filter = credits::Filter { account: account.clone(), kind, spends, status, start, end, limit, offset };
+    let (entries, total) =
+        request.app.store.read(move |conn| credits::transactions(conn, &filter)).await.map_err(failed)?;
+    let transactions: Vec<_> = entries
+        .iter()
+        .map(|e| {
+            let mut row = json!({
+                "id": e.id.to_string(),
+                "accountId": e.account,
+                "type": if e.kind.spends() { "debit" } else { "credit" },
+                "amount": e.amount.abs(),
+                "balance": e.balance_after,
+                "description": e.reason,
+                "status": e.status.as_str(),
+                "reason": e.kind.as_str(),
+                "timestamp": store::rfc3339(e.created_at),
+            });
+            if let Some(reference) = &e.reference {
+                row["externalReference"] = json!(reference);
+            }
+            row
+        })
+        .collect();
+    Ok(reply::json(&json!({
+        "accountId": account,
+        "transactions": transactions,
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "timestamp": store::rfc3339(store::now_ms()),
+    })))
+}
+
+/// A whole-number query parameter within `min..=max`.
+fn number(request: &Request, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, Error> {
+    let Some(text) = request.query_value(name)? else { return Ok(None) };
+    match text.parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+        _ if max == usize::MAX => Err(Error::parameter(name, format!("{name}: expected a whole number from {min}"))),
+        _ => Err(Error::parameter(name, format!("{name}: expected a whole number from {min} to {max}"))),
+    }
+}
+
+/// An inclusive bound: an RFC 3339 time, or a date (its first or, for an
+/// end, last millisecond).
+fn date(request: &Request, name: &'static str, end: bool) -> Result<Option<i64>, Error> {
+    let Some(text) = request.query_value(name)? else { return Ok(None) };
+    if let Ok(time) = chrono::DateTime::parse_from_rfc3339(&text) {
+        return Ok(Some(time.timestamp_millis()));
+    }
+    if let Ok(day) = chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d") {
+        let start = day.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_millis();
+        return Ok(Some(if end { start + 86_400_000 - 1 } else { start }));
+    }
+    Err(Error::parameter(name, format!("{name}: expected an ISO 8601 time (2026-01-31T12:00:00Z) or date")))
+}
+
+/// `POST /api/v1/credits/purchase`: refused, always (see the module).
+pub async fn purchase(_request: Request) -> Answer {
+    Err(Error::new(
+        StatusCode::BAD_REQUEST,
+        "private_key_not_accepted",
+        "this broker never takes a private key: create a payment intent at \
+         POST /api/v1/credits/payments/native/intent, sign the returned transaction in your wallet, and submit it",
+    ))
+}
+
+/// The payment intents, until a treasury or a payment provider is
+/// configured: 503.
+pub async fn not_configured(request: Request) -> Answer {
+    let what = if request.path.ends_with("/native/intent") { "no treasury account" } else { "no payment provider" };
+    Err(Error::new(StatusCode::SERVICE_UNAVAILABLE, "not_configured", format!("{what} is configured on this broker")))
+}

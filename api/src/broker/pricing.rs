@@ -1,0 +1,58 @@
+//! What billed operations cost, in whole credits: read from a pricing
+//! file (`datasets/live/pricing.json` is built in; `--pricing` names
+//! another).
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pricing {
+    pub registration: Registration,
+    pub update: Update,
+    /// Credits one HBAR buys.
+    pub credits_per_hbar: f64,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Registration {
+    pub base: i64,
+    pub per_additional_registry: i64,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Update {
+    pub base: i64,
+}
+
+/// The checked-in prices.
+pub const BUILT_IN: &str = include_str!("../../../datasets/live/pricing.json");
+
+impl Pricing {
+    pub fn parse(text: &str) -> Result<Pricing> {
+        let pricing: Pricing = serde_json::from_str(text).context("the pricing file")?;
+        let prices = [pricing.registration.base, pricing.registration.per_additional_registry, pricing.update.base];
+        if prices.iter().any(|p| *p < 0) {
+            bail!("the pricing file: a price is negative");
+        }
+        if !(pricing.credits_per_hbar.is_finite() && pricing.credits_per_hbar > 0.0) {
+            bail!("the pricing file: creditsPerHbar must be above 0");
+        }
+        Ok(pricing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_prices_are_read_and_bad_ones_refused() {
+        Pricing::parse(BUILT_IN).unwrap();
+        let negative = BUILT_IN.replace("\"base\": 5", "\"base\": -5");
+        assert!(Pricing::parse(&negative).is_err());
+        assert!(Pricing::parse(&BUILT_IN.replace("\"creditsPerHbar\": 100", "\"creditsPerHbar\": 0")).is_err());
+    }
+}

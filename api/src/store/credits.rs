@@ -1,0 +1,226 @@
+//! The credit ledger: every change of a balance is a transaction with an
+//! idempotency key; a balance is the sum of an account's completed
+//! transactions and is never negative.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::Failure;
+
+almanac::vocabulary! {
+    /// What a transaction is.
+    Kind, KINDS {
+        Purchase = "purchase",
+        Debit = "debit",
+        Refund = "refund",
+        Redemption = "redemption",
+        Grant = "grant",
+    }
+}
+
+almanac::vocabulary! {
+    /// Where a transaction stands.
+    Status, STATUSES {
+        Pending = "pending",
+        Completed = "completed",
+        Failed = "failed",
+    }
+}
+
+impl Kind {
+    /// Whether the kind takes credits away (its amount is stored negative).
+    pub fn spends(self) -> bool {
+        self == Kind::Debit
+    }
+}
+
+/// A change to post: `credits` is the magnitude (the kind gives the sign).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub account: String,
+    pub kind: Kind,
+    pub credits: i64,
+    pub idempotency_key: String,
+    /// What it was for (`registration`, `chat message`, …).
+    pub reason: String,
+    /// What it refers to (a UAID, a transaction id), if anything.
+    pub reference: Option<String>,
+}
+
+/// One stored transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub id: i64,
+    pub account: String,
+    pub kind: Kind,
+    /// Signed: debits are negative.
+    pub amount: i64,
+    /// The balance once it was posted.
+    pub balance_after: i64,
+    pub status: Status,
+    pub idempotency_key: String,
+    pub reason: String,
+    pub reference: Option<String>,
+    pub created_at: i64,
+}
+
+/// The outcome of [`post`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Posted {
+    /// Stored now, or found stored under the same key (`replayed`).
+    Done { entry: Entry, balance: i64, replayed: bool },
+    /// A debit larger than the balance: nothing stored.
+    Short { balance: i64, shortfall: i64 },
+    /// The key was used for a different change: nothing stored.
+    Conflict { entry: Entry },
+}
+
+/// Posts `change` (completed at once): a debit only when the balance
+/// covers it. Run it inside [`super::Store::write`], whose single writer
+/// makes the check and the spending one step.
+pub fn post(conn: &Connection, change: &Change, now: i64) -> Result<Posted, Failure> {
+    if change.credits <= 0 {
+        return Err(Failure::Corrupt(format!("a transaction of {} credits", change.credits)));
+    }
+    let amount = if change.kind.spends() { -change.credits } else { change.credits };
+    if let Some(entry) = find(conn, &change.account, &change.idempotency_key)? {
+        let same = entry.kind == change.kind && entry.amount == amount && entry.reference == change.reference;
+        if !same {
+            return Ok(Posted::Conflict { entry });
+        }
+        let balance = balance(conn, &change.account)?;
+        return Ok(Posted::Done { entry, balance, replayed: true });
+    }
+    let balance = balance(conn, &change.account)?;
+    if balance + amount < 0 {
+        return Ok(Posted::Short { balance, shortfall: -(balance + amount) });
+    }
+    conn.execute(
+        "INSERT INTO accounts (account_id, balance, created_at) VALUES (?1, 0, ?2) ON CONFLICT DO NOTHING",
+        params![change.account, now],
+    )?;
+    conn.execute("UPDATE accounts SET balance = balance + ?2 WHERE account_id = ?1", params![change.account, amount])?;
+    conn.execute(
+        "INSERT INTO credit_transactions
+             (account_id, kind, amount, balance_after, status, idempotency_key, reason, reference, created_at)
+         VALUES (?1, ?2, ?3, ?4, 'completed', ?5, ?6, ?7, ?8)",
+        params![
+            change.account,
+            change.kind.as_str(),
+            amount,
+            balance + amount,
+            change.idempotency_key,
+            change.reason,
+            change.reference,
+            now
+        ],
+    )?;
+    let entry = Entry {
+        id: conn.last_insert_rowid(),
+        account: change.account.clone(),
+        kind: change.kind,
+        amount,
+        balance_after: balance + amount,
+        status: Status::Completed,
+        idempotency_key: change.idempotency_key.clone(),
+        reason: change.reason.clone(),
+        reference: change.reference.clone(),
+        created_at: now,
+    };
+    Ok(Posted::Done { entry, balance: balance + amount, replayed: false })
+}
+
+/// The account's balance (0 for an account never seen).
+pub fn balance(conn: &Connection, account: &str) -> Result<i64, Failure> {
+    let found =
+        conn.query_row("SELECT balance FROM accounts WHERE account_id = ?1", [account], |r| r.get(0)).optional()?;
+    Ok(found.unwrap_or(0))
+}
+
+/// The balance as the ledger's sum, for checks: always equal to
+/// [`balance`].
+pub fn ledger_sum(conn: &Connection, account: &str) -> Result<i64, Failure> {
+    Ok(conn.query_row(
+        "SELECT COALESCE(SUM(amount), 0) FROM credit_transactions WHERE account_id = ?1 AND status = 'completed'",
+        [account],
+        |r| r.get(0),
+    )?)
+}
+
+fn find(conn: &Connection, account: &str, key: &str) -> Result<Option<Entry>, Failure> {
+    let sql = format!("{SELECT} WHERE account_id = ?1 AND idempotency_key = ?2");
+    let row = conn.query_row(&sql, [account, key], row).optional()?;
+    row.map(entry).transpose()
+}
+
+/// Which transactions to list.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub account: String,
+    pub kind: Option<Kind>,
+    /// Only debits (`true`) or only credits (`false`).
+    pub spends: Option<bool>,
+    pub status: Option<Status>,
+    /// Inclusive bounds, in milliseconds.
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+/// A page of an account's transactions, newest first, and how many match.
+pub fn transactions(conn: &Connection, filter: &Filter) -> Result<(Vec<Entry>, u64), Failure> {
+    let conditions = "account_id = ?1 AND (?2 IS NULL OR kind = ?2) AND (?3 IS NULL OR status = ?3)
+         AND (?4 IS NULL OR created_at >= ?4) AND (?5 IS NULL OR created_at <= ?5)
+         AND (?6 IS NULL OR (amount < 0) = ?6)";
+    let kind = filter.kind.map(Kind::as_str);
+    let status = filter.status.map(Status::as_str);
+    let args = params![filter.account, kind, status, filter.start, filter.end, filter.spends];
+    let total: i64 =
+        conn.query_row(&format!("SELECT COUNT(*) FROM credit_transactions WHERE {conditions}"), args, |r| r.get(0))?;
+    let sql = format!("{SELECT} WHERE {conditions} ORDER BY created_at DESC, id DESC LIMIT ?7 OFFSET ?8");
+    let mut statement = conn.prepare(&sql)?;
+    let rows = statement.query_map(
+        params![
+            filter.account,
+            kind,
+            status,
+            filter.start,
+            filter.end,
+            filter.spends,
+            filter.limit as i64,
+            filter.offset as i64
+        ],
+        row,
+    )?;
+    let entries = rows.map(|r| entry(r?)).collect::<Result<Vec<_>, Failure>>()?;
+    Ok((entries, total as u64))
+}
+
+const SELECT: &str =
+    "SELECT id, account_id, kind, amount, balance_after, status, idempotency_key, reason, reference, created_at
+     FROM credit_transactions";
+
+type Row = (i64, String, String, i64, i64, String, String, String, Option<String>, i64);
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    let get = |i| r.get::<_, String>(i);
+    Ok((r.get(0)?, get(1)?, get(2)?, r.get(3)?, r.get(4)?, get(5)?, get(6)?, get(7)?, r.get(8)?, r.get(9)?))
+}
+
+fn entry(
+    (id, account, kind, amount, balance_after, status, idempotency_key, reason, reference, created_at): Row,
+) -> Result<Entry, Failure> {
+    let corrupt = |what: &str, value: &str| Failure::Corrupt(format!("transaction {id}: {what} {value:?}"));
+    Ok(Entry {
+        id,
+        kind: kind.parse().map_err(|_| corrupt("kind", &kind))?,
+        status: status.parse().map_err(|_| corrupt("status", &status))?,
+        account,
+        amount,
+        balance_after,
+        idempotency_key,
+        reason,
+        reference,
+        created_at,
+    })
+}

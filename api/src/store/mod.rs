@@ -1,0 +1,296 @@
+//! The live store: the api's durable state (accounts, API keys,
+//! challenges, credit transactions, registrations and their attempts,
+//! encryption keys, adapter submissions, feedback, and the outbox of the
+//! journal the next build reads).
+//!
+//! **The interface.** Handlers see [`Store`] and the domain functions of
+//! its submodules (`auth`, `credits`, …), which take and return plain
+//! values; no SQL type crosses it. A PostgreSQL implementation for several
+//! api replicas replaces what is behind those functions, not their callers.
+//!
+//! **SQLite.** One file under the data dir, in WAL mode with
+//! `synchronous=FULL`: a commit is on disk before it returns, so a change
+//! is stored before its 2xx is sent. All writes go through one writer
+//! thread that gathers the jobs waiting for it into one transaction (group
+//! commit: one fsync for many requests), each job in a savepoint of its
+//! own so that a job that fails leaves the others. Concurrent writers
+//! therefore never interleave: a debit that checks a balance and spends it
+//! is one step. Reads use a small pool of read-only connections, which see
+//! every committed write.
+//!
+//! **Versions.** [`MIGRATIONS`] are applied in order at open, each in one
+//! transaction that also sets `PRAGMA user_version`; a file whose version
+//! is above what this build knows was written by a newer almanac and is
+//! refused with an error that says so.
+
+pub mod auth;
+pub mod credits;
+pub mod outbox;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{mpsc, oneshot};
+
+/// The schema, one step per version: version `n` is the first `n` steps.
+/// A step is never edited once released; a change is a new step.
+pub const MIGRATIONS: &[&str] = &[include_str!("schema/001-live-store.sql")];
+
+/// A database failure (not a refusal: those are values of the domain
+/// functions). Answered 500.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Failure {
+    #[error("the live store failed: {0}")]
+    Database(Arc<rusqlite::Error>),
+    #[error("the live store is closed")]
+    Closed,
+    #[error("stored data is malformed: {0}")]
+    Corrupt(String),
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(e: rusqlite::Error) -> Failure {
+        Failure::Database(Arc::new(e))
+    }
+}
+
+/// Opening the store failed: the message says why and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(
+        "{path}: schema version {found} was written by a newer almanac (this one knows up to {known}); \
+         run that version, or point --store at another file"
+    )]
+    Newer { path: PathBuf, found: i64, known: i64 },
+    #[error("{path}: {source}")]
+    Sqlite { path: PathBuf, source: rusqlite::Error },
+}
+
+/// Settings of the store.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Jobs the writer may gather into one transaction.
+    pub max_batch: usize,
+    /// Jobs that may wait for the writer (callers wait beyond it).
+    pub queue: usize,
+    /// Read-only connections.
+    pub readers: usize,
+    /// How long a connection waits for a lock held by another process.
+    pub busy_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings { max_batch: 512, queue: 4096, readers: 4, busy_timeout: Duration::from_secs(5) }
+    }
+}
+
+/// A job for the writer: runs in its savepoint, returns what to do once
+/// the transaction's fate is known.
+type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
+type Finish = Box<dyn FnOnce(Result<(), Failure>) + Send>;
+
+/// The live store; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    path: Arc<PathBuf>,
+    writer: mpsc::Sender<Job>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    settings: Arc<Settings>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path`, brings its schema
+    /// up to date, and starts the writer thread (which ends when the last
+    /// clone of the store is dropped).
+    pub fn open(path: &Path, settings: Settings) -> Result<Store, OpenError> {
+        let fail = |source| OpenError::Sqlite { path: path.to_path_buf(), source };
+        let mut conn = Connection::open(path).map_err(fail)?;
+        configure(&conn, &settings).map_err(fail)?;
+        migrate(&mut conn, path)?;
+        let mut readers = Vec::new();
+        for _ in 0..settings.readers.max(1) {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let reader = Connection::open_with_flags(path, flags).map_err(fail)?;
+            reader.busy_timeout(settings.busy_timeout).map_err(fail)?;
+            readers.push(reader);
+        }
+        let (writer, jobs) = mpsc::channel(settings.queue.max(1));
+        let max_batch = settings.max_batch.max(1);
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || write_loop(conn, jobs, max_batch))
+            .map_err(|e| fail(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+        Ok(Store {
+            path: Arc::new(path.to_path_buf()),
+            writer,
+            readers: Arc::new(Mutex::new(readers)),
+            settings: Arc::new(settings),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in the writer's next transaction and answers once that
+    /// transaction is committed (on disk). When `f` fails, what it wrote
+    /// is undone and the rest of the transaction stands.
+    pub async fn write<T, F>(&self, f: F) -> Result<T, Failure>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        let (tell, told) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let result = savepoint(conn, f);
+            Box::new(move |committed: Result<(), Failure>| {
+                let _ = tell.send(committed.and(result));
+            })
+        });
+        self.writer.send(job).await.map_err(|_| Failure::Closed)?;
+        told.await.map_err(|_| Failure::Closed)?
+    }
+
+    /// Runs `f` on a read-only connection, off the async threads. It sees
+    /// every write whose `write` has returned.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, Failure>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        let readers = self.readers.clone();
+        let path = self.path.clone();
+        let settings = self.settings.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = readers.lock().expect("reader pool").pop();
+            let conn = match conn {
+                Some(conn) => conn,
+                // All busy: one more for now (kept after, up to twice the
+                // configured count).
+                None => {
+                    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+                    let conn = Connection::open_with_flags(path.as_path(), flags)?;
+                    conn.busy_timeout(settings.busy_timeout)?;
+                    conn
+                }
+            };
+            let result = f(&conn);
+            let mut pool = readers.lock().expect("reader pool");
+            if pool.len() < settings.readers.max(1) * 2 {
+                pool.push(conn);
+            }
+            result
+        })
+        .await
+        .map_err(|_| Failure::Closed)?
+    }
+}
+
+fn configure(conn: &Connection, settings: &Settings) -> rusqlite::Result<()> {
+    conn.busy_timeout(settings.busy_timeout)?;
+    // WAL: readers do not block the writer nor it them. FULL: the WAL is
+    // synced at every commit, so a committed change survives power loss.
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(rusqlite::Error::InvalidParameterName(format!("journal_mode is {mode}, not wal")));
+    }
+    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+}
+
+/// The schema version of the file.
+pub fn version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), OpenError> {
+    let fail = |source| OpenError::Sqlite { path: path.to_path_buf(), source };
+    let found = version(conn).map_err(fail)?;
+    let known = MIGRATIONS.len() as i64;
+    if found > known {
+        return Err(OpenError::Newer { path: path.to_path_buf(), found, known });
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+        let tx = conn.transaction().map_err(fail)?;
+        tx.execute_batch(step).map_err(fail)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1)).map_err(fail)?;
+        tx.commit().map_err(fail)?;
+        tracing::info!(path = %path.display(), version = i + 1, "live store migrated");
+    }
+    Ok(())
+}
+
+/// `f` inside a savepoint: released when it succeeds, rolled back when it
+/// fails.
+fn savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T, Failure>) -> Result<T, Failure> {
+    conn.execute_batch("SAVEPOINT job")?;
+    let result = f(conn);
+    match &result {
+        Ok(_) => conn.execute_batch("RELEASE job")?,
+        Err(_) => conn.execute_batch("ROLLBACK TO job; RELEASE job")?,
+    }
+    result
+}
+
+/// The writer thread: takes the jobs waiting (at most `max_batch`), runs
+/// them in one transaction, commits, then tells each job's caller.
+fn write_loop(conn: Connection, mut jobs: mpsc::Receiver<Job>, max_batch: usize) {
+    let mut batch = Vec::with_capacity(max_batch);
+    while let Some(first) = jobs.blocking_recv() {
+        batch.push(first);
+        while batch.len() < max_batch {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut finishes = Vec::with_capacity(batch.len());
+        let begun = conn.execute_batch("BEGIN IMMEDIATE");
+        let outcome = match begun {
+            Ok(()) => {
+                finishes.extend(batch.drain(..).map(|job| job(&conn)));
+                conn.execute_batch("COMMIT").map_err(Failure::from)
+            }
+            Err(e) => Err(Failure::from(e)),
+        };
+        if let Err(failure) = &outcome {
+            let _ = conn.execute_batch("ROLLBACK");
+            tracing::error!(error = %failure, "a live store transaction failed");
+        }
+        // Jobs never run (BEGIN failed) are told too: their callers see the
+        // failure instead of waiting.
+        for job in batch.drain(..) {
+            drop(job);
+        }
+        for finish in finishes {
+            finish(outcome.clone());
+        }
+    }
+}
+
+/// Now, in milliseconds since the Unix epoch (the store's times).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A time of the store as RFC 3339 in UTC with milliseconds (the wire's).
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// `bytes` of fresh randomness from the operating system.
+pub fn random<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    bytes
+}
+
+/// Lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests;

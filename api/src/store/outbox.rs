@@ -1,0 +1,52 @@
+//! The outbox: changes the next build must include (registrations,
+//! updates, deletions, feedback), stored in the same transaction as the
+//! change itself. The journal writer (`crate::journal`) appends them to
+//! the generator's journal with `seq` as the journal's sequence number,
+//! then deletes them here. If the api dies between those two writes, the
+//! next start finds the journal's last `seq` and deletes instead of
+//! appending again: each change reaches the journal exactly once.
+
+use almanac::broker::journal::Event;
+use rusqlite::{params, Connection};
+
+use super::Failure;
+
+/// Stores `event`, happened at `at` (ms), for the journal.
+pub fn push(conn: &Connection, at: i64, event: &Event) -> Result<i64, Failure> {
+    let text = serde_json::to_string(event).map_err(|e| Failure::Corrupt(e.to_string()))?;
+    conn.execute("INSERT INTO outbox (at, event) VALUES (?1, ?2)", params![at, text])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Up to `limit` waiting events after `after`, in order: `(seq, at, event)`.
+pub fn waiting(conn: &Connection, after: i64, limit: usize) -> Result<Vec<(i64, i64, Event)>, Failure> {
+    let mut statement = conn.prepare("SELECT seq, at, event FROM outbox WHERE seq > ?1 ORDER BY seq LIMIT ?2")?;
+    let rows = statement.query_map(params![after, limit as i64], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
+    })?;
+    rows.map(|row| {
+        let (seq, at, text) = row?;
+        let event = serde_json::from_str(&text).map_err(|e| Failure::Corrupt(format!("outbox {seq}: {e}")))?;
+        Ok((seq, at, event))
+    })
+    .collect()
+}
+
+/// Deletes the events up to `seq` (they are in the journal).
+pub fn delete_through(conn: &Connection, seq: i64) -> Result<usize, Failure> {
+    Ok(conn.execute("DELETE FROM outbox WHERE seq <= ?1", [seq])?)
+}
+
+/// Makes the next `seq` larger than `journaled` (a journal that already
+/// holds records from before this store, or from a store since replaced).
+pub fn follow(conn: &Connection, journaled: i64) -> Result<(), Failure> {
+    let current: i64 =
+        conn.query_row("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0)", [], |r| {
+            r.get(0)
+        })?;
+    if current < journaled {
+        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'outbox'", [])?;
+        conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('outbox', ?1)", [journaled])?;
+    }
+    Ok(())
+}
