@@ -178,5 +178,14 @@ printf 'api ready (build loaded: files, snapshot, index) in %.1f s, RSS %d MiB\n
 latency_rounds search bench/search.lua http://127.0.0.1:4082
 kill $broker_pid 2>/dev/null || true
 
+say "broker live side: durable debits through the live store, then sign-ins over HTTP"
+"$BIN/bench" debits "$run_dir" 5
+LIVE="$run_dir/live"
+"$BIN/api" --bind 127.0.0.1:4083 --site-dir "$LIVE/site" --data-dir "$LIVE/data" >/dev/null 2>&1 &
+live_pid=$!
+for _ in $(seq 1 100); do curl -sf localhost:4083/health/live >/dev/null && break; sleep 0.1; done
+"$BIN/bench" signin http://127.0.0.1:4083 5
+kill $live_pid 2>/dev/null || true
+
 # shellcheck disable=SC2086
 [ -z "$stale" ] || rm -rf $stale

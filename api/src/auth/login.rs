@@ -48,14 +48,13 @@ pub fn key_for(text: &str, account: &str) -> Result<SigningKey> {
     SigningKey::from_der_hex(&entry.private_key).with_context(|| format!("the key of {account}"))
 }
 
-/// Challenge, sign, verify; returns the verify answer.
-pub async fn login(args: &LoginArgs) -> Result<Value> {
+/// Challenge, sign, verify with `client`; returns the verify answer.
+pub async fn login(client: &reqwest::Client, args: &LoginArgs) -> Result<Value> {
     let text = match &args.keys {
         Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
         None => DEV_KEYS.to_string(),
     };
     let key = key_for(&text, &args.account)?;
-    let client = reqwest::Client::new();
     let base = args.base.trim_end_matches('/');
     let post = |path: &str, body: Value| {
         let request = client.post(format!("{base}/api/v1/auth/ledger/{path}")).json(&body);

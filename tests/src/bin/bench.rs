@@ -12,6 +12,11 @@
 //!   send nothing and TRICKLE that send a request head one field line a
 //!   second, opening a new one whenever the server closes one, for
 //!   SECONDS; then print how many were opened.
+//! - `bench debits DIR [SECONDS]`: durable credit debits per second through
+//!   the live store, 64 concurrent clients, one commit per debit against
+//!   group commit.
+//! - `bench signin BASE [SECONDS]`: ledger sign-ins per second against a
+//!   running api (16 clients, dev key).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -29,9 +34,11 @@ fn main() -> Result<()> {
         Some("mirror") => mirror(Path::new(&args[1]), args[2].parse()?, Path::new(&args[3])),
         Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
         Some("slow") => slow(&args[1], args[2].parse()?, args[3].parse()?, args[4].parse()?),
+        Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
+        Some("signin") => signin(&args[1], args.get(2).map_or(Ok(5), |s| s.parse())?),
         _ => bail!(
             "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS] \
-             | bench slow ADDR IDLE TRICKLE SECONDS"
+             | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS]"
         ),
     }
 }
@@ -202,5 +209,106 @@ fn slow(addr: &str, idle: usize, trickle: usize, seconds: u64) -> Result<()> {
         trickle,
         opened.load(Ordering::Relaxed)
     );
+    Ok(())
+}
+
+/// `bench debits DIR SECONDS`: durable debits (each committed with
+/// `synchronous=FULL` before it is answered) from 64 concurrent clients on
+/// 8 accounts, through the api's store; first with one commit per debit
+/// (the baseline), then with group commit as the api runs it.
+fn debits(dir: &Path, seconds: u64) -> Result<()> {
+    use api::store::credits::{self, Change, Kind, Posted};
+    use api::store::{Settings, Store};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let mut rates = Vec::new();
+    for (label, max_batch) in [("one commit per debit", 1), ("group commit", Settings::default().max_batch)] {
+        let path = dir.join(format!("debits-{max_batch}.sqlite"));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        let store = Store::open(&path, Settings { max_batch, ..Settings::default() })?;
+        let done = runtime.block_on(async {
+            for account in 0..8 {
+                let grant = Change {
+                    account: format!("0.0.{account}"),
+                    kind: Kind::Grant,
+                    credits: i64::MAX / 16,
+                    idempotency_key: "grant".into(),
+                    reason: "bench".into(),
+                    reference: None,
+                };
+                store.write(move |conn| credits::post(conn, &grant, 0)).await?;
+            }
+            let until = Instant::now() + Duration::from_secs(seconds);
+            let clients: Vec<_> = (0..64)
+                .map(|client| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        let mut n = 0u64;
+                        while Instant::now() < until {
+                            let debit = Change {
+                                account: format!("0.0.{}", client % 8),
+                                kind: Kind::Debit,
+                                credits: 1,
+                                idempotency_key: format!("{client}-{n}"),
+                                reason: "bench".into(),
+                                reference: None,
+                            };
+                            let posted = store.write(move |conn| credits::post(conn, &debit, 0)).await?;
+                            anyhow::ensure!(matches!(posted, Posted::Done { .. }), "{posted:?}");
+                            n += 1;
+                        }
+                        Ok::<u64, anyhow::Error>(n)
+                    })
+                })
+                .collect();
+            let mut total = 0;
+            for client in clients {
+                total += client.await??;
+            }
+            Ok::<u64, anyhow::Error>(total)
+        })?;
+        let rate = done as f64 / seconds as f64;
+        println!("durable debits, {label}: {rate:.0}/s ({done} in {seconds} s, 64 clients)");
+        rates.push(rate);
+    }
+    println!("group commit: {:.1}x one commit per debit", rates[1] / rates[0]);
+    Ok(())
+}
+
+/// `bench signin BASE SECONDS`: sign-ins (challenge, ed25519 signature,
+/// verify) from 16 concurrent clients against a running api.
+fn signin(base: &str, seconds: u64) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let total = runtime.block_on(async {
+        let until = Instant::now() + Duration::from_secs(seconds);
+        let http = reqwest::Client::new();
+        let clients: Vec<_> = (0..16)
+            .map(|_| {
+                let http = http.clone();
+                let args = api::auth::login::LoginArgs {
+                    base: base.to_string(),
+                    account: "0.0.1001".into(),
+                    network: "testnet".into(),
+                    keys: None,
+                };
+                tokio::spawn(async move {
+                    let mut n = 0u64;
+                    while Instant::now() < until {
+                        api::auth::login::login(&http, &args).await?;
+                        n += 1;
+                    }
+                    Ok::<u64, anyhow::Error>(n)
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for client in clients {
+            total += client.await??;
+        }
+        Ok::<u64, anyhow::Error>(total)
+    })?;
+    println!("sign-ins (challenge + verify over HTTP): {:.0}/s", total as f64 / seconds as f64);
     Ok(())
 }
