@@ -216,10 +216,7 @@ impl Config {
             })?;
         let keys = match (&self.mirror_url, &self.ledger_accounts) {
             (Some(url), _) => KeySource::mirror(url, Duration::from_millis(self.mirror_timeout_ms.max(1)))?,
-            (None, Some(path)) => {
-                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-                KeySource::accounts(&text, &network).with_context(|| format!("{}", path.display()))?
-            }
+            (None, Some(path)) => read(path, |text| KeySource::accounts(text, &network))?,
             (None, None) => {
                 tracing::warn!("no --mirror-url: accounts sign in with the checked-in dev keys only");
                 KeySource::accounts(ledger::DEV_ACCOUNTS, &network)?
@@ -230,10 +227,7 @@ impl Config {
             sha2::Sha256::digest(k.as_bytes()).into()
         });
         let pricing = match &self.pricing {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-                Pricing::parse(&text).with_context(|| format!("{}", path.display()))?
-            }
+            Some(path) => read(path, Pricing::parse)?,
             None => Pricing::parse(pricing::BUILT_IN)?,
         };
         Ok(Arc::new(App {
@@ -270,4 +264,10 @@ impl Config {
             }),
         }))
     }
+}
+
+/// A settings file read and parsed; an error names the file.
+fn read<T>(path: &std::path::Path, parse: impl FnOnce(&str) -> Result<T>) -> Result<T> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    parse(&text).with_context(|| format!("{}", path.display()))
 }

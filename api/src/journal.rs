@@ -14,12 +14,12 @@
 //! passes `rotate_bytes`.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use almanac::broker::journal::Record;
+use almanac::broker::journal::{self, Record};
 use anyhow::{Context, Result};
 use tokio::sync::Notify;
 
@@ -61,18 +61,20 @@ impl Writer {
         loop {
             let after = self.journaled;
             let events = self.store.read(move |conn| outbox::waiting(conn, after, BATCH)).await?;
-            let Some(&(last, _, _)) = events.last() else { return Ok(total) };
+            let (Some(&(first, _, _)), Some(&(last, _, _))) = (events.first(), events.last()) else {
+                return Ok(total);
+            };
+            total += events.len();
             let mut text = String::new();
-            for (seq, at, event) in events.iter().cloned() {
+            for (seq, at, event) in events {
                 let record = Record { seq: seq as u64, at: store::rfc3339(at), event };
                 text.push_str(&serde_json::to_string(&record).context("a journal record")?);
                 text.push('\n');
             }
-            self.append(text.as_bytes(), events[0].0)?;
+            self.append(text.as_bytes(), first)?;
             almanac::fault::point("journal-appended");
             self.journaled = last;
             self.store.write(move |conn| outbox::delete_through(conn, last)).await?;
-            total += events.len();
         }
     }
 
@@ -125,12 +127,7 @@ pub async fn run(mut writer: Writer, wake: Arc<Notify>, every: Duration, stop: i
 /// for appending. A last line without its newline (a write cut short) is
 /// cut off first.
 fn last_seq(dir: &Path) -> Result<(i64, Option<(File, u64)>)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<std::io::Result<_>>()?;
-    files.retain(|p| p.extension().is_some_and(|e| e == "jsonl"));
-    files.sort();
+    let files = journal::files(dir)?;
     let mut appendable = None;
     for (n, path) in files.iter().enumerate().rev() {
         let mut file = OpenOptions::new()
@@ -148,7 +145,7 @@ fn last_seq(dir: &Path) -> Result<(i64, Option<(File, u64)>)> {
         }
         let is_ours = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("api-"));
         if n + 1 == files.len() && is_ours {
-            file.seek(SeekFrom::End(0))?;
+            // Opened for appending: writes go to the end whatever was read.
             appendable = Some((file, complete as u64));
         }
         let mut lines = text[..complete].rsplit(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace));

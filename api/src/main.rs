@@ -13,7 +13,7 @@ async fn main() -> Result<()> {
         .init();
     let mut config = Config::parse();
     if let Some(api::config::Command::Login(args)) = &config.command {
-        let answer = api::auth::login::login(&reqwest::Client::new(), args).await?;
+        let answer = api::auth::login::login(&reqwest::Client::new(), args, &api::auth::login::key(args)?).await?;
         println!("{}", serde_json::to_string_pretty(&answer)?);
         return Ok(());
     }

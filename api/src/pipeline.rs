@@ -95,13 +95,13 @@ where
     // Who is asking, before any body is read from them.
     let principal = match operation.auth {
         Auth::Public => None,
-        auth => match crate::auth::resolve(&app.auth, &app.store, &headers).await {
-            Ok(principal) => match crate::auth::admit(auth, principal.as_ref()) {
-                Ok(()) => principal,
+        auth => {
+            let resolved = crate::auth::resolve(&app.auth, &app.store, &headers).await;
+            match resolved.and_then(|principal| crate::auth::admit(auth, principal.as_ref()).map(|()| principal)) {
+                Ok(principal) => principal,
                 Err(refusal) => return refuse(endpoint, refusal, None),
-            },
-            Err(refusal) => return refuse(endpoint, refusal, None),
-        },
+            }
+        }
     };
     let limit = body_limit(&app, operation.body);
     if limit.is_some() && !is_json(&headers) {

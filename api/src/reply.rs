@@ -119,6 +119,22 @@ impl Error {
         Error { parameter, ..Error::new(StatusCode::BAD_REQUEST, "invalid_parameter", message) }
     }
 
+    /// 400 `invalid_body`: a request body refused (name the field with
+    /// [`Error::naming`]).
+    pub fn invalid_body(message: impl Into<String>) -> Error {
+        Error::new(StatusCode::BAD_REQUEST, "invalid_body", message)
+    }
+
+    /// 401: no principal, or not the one claimed.
+    pub fn unauthorized(code: &'static str, message: impl Into<String>) -> Error {
+        Error::new(StatusCode::UNAUTHORIZED, code, message)
+    }
+
+    /// 403 `forbidden`: the principal may not do this.
+    pub fn forbidden(message: impl Into<String>) -> Error {
+        Error::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
     /// The refusal naming the request field at fault.
     pub fn naming(mut self, parameter: impl Into<Cow<'static, str>>) -> Error {
         self.parameter = Some(parameter.into());

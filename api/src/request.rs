@@ -11,7 +11,6 @@ use crate::app::App;
 use crate::auth::Principal;
 use crate::published::Build;
 use serde::Deserialize;
-use warp::http::StatusCode;
 
 use crate::reply::Error;
 
@@ -47,7 +46,7 @@ impl Request {
     /// The principal; an operation that needs one has it (the pipeline
     /// answered 401 otherwise).
     pub fn principal(&self) -> Result<&Principal, Error> {
-        self.principal.as_ref().ok_or_else(|| crate::auth::unauthorized("auth_required", "sign in first"))
+        self.principal.as_ref().ok_or_else(crate::auth::sign_in_required)
     }
 
     /// The query parameter `name`, decoded (`+` is a space); 400 when it
@@ -76,11 +75,6 @@ impl Params {
     }
 }
 
-/// A request body refused with 400 `invalid_body`.
-pub fn invalid_body(message: impl Into<String>, parameter: Option<&'static str>) -> Error {
-    Error { parameter: parameter.map(Into::into), ..Error::new(StatusCode::BAD_REQUEST, "invalid_body", message) }
-}
-
 /// The body as `T`, or a 400 that names the field at fault (as `parameter`,
 /// a dotted path) and the rule it broke in plain words: no Rust type names,
 /// and no more of the input than a short excerpt.
@@ -90,7 +84,7 @@ pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error
     if body.trim_ascii_start().first().is_some_and(|b| *b != b'{')
         && serde_json::from_slice::<serde_json::Value>(body).is_ok()
     {
-        return Err(invalid_body("the request body must be a JSON object", None));
+        return Err(Error::invalid_body("the request body must be a JSON object"));
     }
     let mut json = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(&mut json).map_err(|error| {
@@ -99,7 +93,7 @@ pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error
         let inner = error.into_inner();
         if !inner.is_data() {
             let message = format!("the request body is not JSON (line {}, column {})", inner.line(), inner.column());
-            return invalid_body(message, None);
+            return Error::invalid_body(message);
         }
         let raw = inner.to_string();
         let rule = crate::wording::serde_rule(&raw);
@@ -110,13 +104,11 @@ pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error
                 parent => format!("{parent}.{name}"),
             };
             let message = format!("{field}: is required");
-            return Error { parameter: Some(field.into()), ..invalid_body(message, None) };
+            return Error::invalid_body(message).naming(field);
         }
         match path.as_str() {
-            "." => invalid_body(format!("the request body: {rule}"), None),
-            field => {
-                Error { parameter: Some(field.to_string().into()), ..invalid_body(format!("{field}: {rule}"), None) }
-            }
+            "." => Error::invalid_body(format!("the request body: {rule}")),
+            field => Error::invalid_body(format!("{field}: {rule}")).naming(field.to_string()),
         }
     })
 }

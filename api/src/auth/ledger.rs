@@ -16,8 +16,9 @@ use base64::Engine as _;
 use serde::Deserialize;
 use warp::http::StatusCode;
 
-use super::signature::{self, PublicKey};
+use super::signature::{self, decode_hex, PublicKey};
 use crate::reply::Error;
+use almanac::http::hex;
 
 /// A ledger network as the client names it, with its canonical form.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,8 +173,7 @@ impl KeySource {
                 match PublicKey::from_raw(&key.kind, &key.key) {
                     Ok(key) => Ok(Some(Account { key, credits: 0 })),
                     // A key list or threshold key cannot sign a challenge alone.
-                    Err(_) => Err(Error::new(
-                        StatusCode::UNAUTHORIZED,
+                    Err(_) => Err(Error::unauthorized(
                         "unsupported_account_key",
                         format!(
                             "the account's key is {}: only a single ED25519 or ECDSA_SECP256K1 key can sign in",
@@ -198,7 +198,7 @@ pub struct Proof<'a> {
 /// Whether `proof` signs `message` for its account, the key fetched from
 /// `keys` for Hedera. Returns the first sign-in grant.
 pub async fn check(keys: &KeySource, proof: &Proof<'_>, message: &str) -> Result<i64, Error> {
-    let refused = |code: &'static str, message: &str| Error::new(StatusCode::UNAUTHORIZED, code, message.to_string());
+    let refused = Error::unauthorized;
     match proof.network {
         Network::Evm(_) => {
             if proof.kind.is_some_and(|k| k != "evm") {
@@ -209,7 +209,7 @@ pub async fn check(keys: &KeySource, proof: &Proof<'_>, message: &str) -> Result
                 .ok_or_else(|| bad_field("signature", "an EVM signature is 65 bytes of 0x hex"))?;
             let signer = signature::evm_signer(message.as_bytes(), &bytes)
                 .ok_or_else(|| refused("signature_invalid", "the signature is not valid"))?;
-            if format!("0x{}", crate::store::hex(&signer)) != proof.account {
+            if format!("0x{}", hex(&signer)) != proof.account {
                 return Err(refused("signature_invalid", "the signature was not made by the account"));
             }
             if let Some(public_key) = proof.public_key {
@@ -260,16 +260,7 @@ pub async fn check(keys: &KeySource, proof: &Proof<'_>, message: &str) -> Result
 }
 
 fn bad_field(field: &'static str, message: &str) -> Error {
-    Error::new(StatusCode::BAD_REQUEST, "invalid_body", format!("{field}: {message}")).naming(field)
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim();
-    let text = text.strip_prefix("0x").unwrap_or(text);
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+    Error::invalid_body(format!("{field}: {message}")).naming(field)
 }
 
 #[cfg(test)]

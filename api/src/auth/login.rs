@@ -48,13 +48,20 @@ pub fn key_for(text: &str, account: &str) -> Result<SigningKey> {
     SigningKey::from_der_hex(&entry.private_key).with_context(|| format!("the key of {account}"))
 }
 
-/// Challenge, sign, verify with `client`; returns the verify answer.
-pub async fn login(client: &reqwest::Client, args: &LoginArgs) -> Result<Value> {
-    let text = match &args.keys {
-        Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
-        None => DEV_KEYS.to_string(),
-    };
-    let key = key_for(&text, &args.account)?;
+/// The key `args` names: its account's in its keys file.
+pub fn key(args: &LoginArgs) -> Result<SigningKey> {
+    match &args.keys {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            key_for(&text, &args.account)
+        }
+        None => key_for(DEV_KEYS, &args.account),
+    }
+}
+
+/// Challenge, sign with `key`, verify, with `client`; returns the verify
+/// answer.
+pub async fn login(client: &reqwest::Client, args: &LoginArgs, key: &SigningKey) -> Result<Value> {
     let base = args.base.trim_end_matches('/');
     let post = |path: &str, body: Value| {
         let request = client.post(format!("{base}/api/v1/auth/ledger/{path}")).json(&body);

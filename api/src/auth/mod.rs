@@ -59,7 +59,6 @@ pub enum Auth {
 pub struct Principal {
     /// The signed-in ledger account (the operator has none).
     pub account: Option<String>,
-    pub network: Option<String>,
     /// Holds the operator key.
     pub operator: bool,
 }
@@ -73,7 +72,7 @@ impl Principal {
         match (named, &self.account) {
             (Some(named), _) if self.operator => Ok(named),
             (Some(named), Some(own)) if named == *own => Ok(named),
-            (Some(_), _) => Err(forbidden("x-account-id names an account this API key does not control")),
+            (Some(_), _) => Err(Error::forbidden("x-account-id names an account this API key does not control")),
             (None, Some(own)) => Ok(own.clone()),
             (None, None) => Err(Error::new(
                 StatusCode::BAD_REQUEST,
@@ -84,12 +83,9 @@ impl Principal {
     }
 }
 
-pub fn forbidden(message: &str) -> Error {
-    Error::new(StatusCode::FORBIDDEN, "forbidden", message.to_string())
-}
-
-pub fn unauthorized(code: &'static str, message: &str) -> Error {
-    Error::new(StatusCode::UNAUTHORIZED, code, message.to_string())
+/// 401 for an operation that needs a key and got none.
+pub fn sign_in_required() -> Error {
+    Error::unauthorized("auth_required", "sign in first: send an API key in x-api-key")
 }
 
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
@@ -119,18 +115,19 @@ pub async fn resolve(settings: &Settings, store: &Store, headers: &HeaderMap) ->
     let Some(key) = presented(headers) else { return Ok(None) };
     let hash = digest(key);
     if settings.operator.is_some_and(|operator| constant_eq(&operator, &hash)) {
-        return Ok(Some(Principal { account: None, network: None, operator: true }));
+        return Ok(Some(Principal { account: None, operator: true }));
     }
     let now = store::now_ms();
     let store = store.clone();
-    let found = store.read(move |conn| keys::find_key(conn, &hash, now)).await.map_err(failed)?;
-    let found = found.ok_or_else(|| unauthorized("invalid_api_key", "the API key is unknown, revoked or expired"))?;
+    let found = store.read(move |conn| keys::find_key(conn, &hash, now)).await?;
+    let found =
+        found.ok_or_else(|| Error::unauthorized("invalid_api_key", "the API key is unknown, revoked or expired"))?;
     // Recorded at most once a minute per key, off the request's path.
     if found.last_used_at.is_none_or(|t| now - t > 60_000) {
         let id = found.id.clone();
         tokio::spawn(async move { store.write(move |conn| keys::touch_key(conn, &id, now)).await });
     }
-    Ok(Some(Principal { account: Some(found.account), network: Some(found.network), operator: false }))
+    Ok(Some(Principal { account: Some(found.account), operator: false }))
 }
 
 /// What an operation's [`Auth`] asks of its principal: 401 without one
@@ -138,23 +135,15 @@ pub async fn resolve(settings: &Settings, store: &Store, headers: &HeaderMap) ->
 pub fn admit(auth: Auth, principal: Option<&Principal>) -> Result<(), Error> {
     match (auth, principal) {
         (Auth::Public | Auth::Optional, _) => Ok(()),
-        (Auth::Key | Auth::Operator, None) => {
-            Err(unauthorized("auth_required", "sign in first: send an API key in x-api-key"))
-        }
+        (Auth::Key | Auth::Operator, None) => Err(sign_in_required()),
         (Auth::Key, Some(_)) => Ok(()),
         (Auth::Operator, Some(p)) if p.operator => Ok(()),
-        (Auth::Operator, Some(_)) => Err(forbidden("only the operator may do this")),
+        (Auth::Operator, Some(_)) => Err(Error::forbidden("only the operator may do this")),
     }
 }
 
 fn constant_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// A store failure as the 500 it is (logged; the message says no more).
-pub fn failed(failure: store::Failure) -> Error {
-    tracing::error!(error = %failure, "live store");
-    Error::new(StatusCode::INTERNAL_SERVER_ERROR, "store_failed", "the live store failed; try again")
 }
 
 #[cfg(test)]
@@ -193,8 +182,8 @@ mod tests {
 
     #[test]
     fn x_account_id_names_only_an_account_the_principal_controls() {
-        let user = Principal { account: Some("0.0.1001".into()), network: Some("testnet".into()), operator: false };
-        let operator = Principal { account: None, network: None, operator: true };
+        let user = Principal { account: Some("0.0.1001".into()), operator: false };
+        let operator = Principal { account: None, operator: true };
         assert_eq!(billing(&user, None), Ok("0.0.1001".into()));
         assert_eq!(billing(&user, Some("0.0.1001")), Ok("0.0.1001".into()));
         assert_eq!(billing(&user, Some("0.0.1002")), Err(403));

@@ -10,6 +10,7 @@
 //!
 //! Pure functions: no key source and no clock here.
 
+use almanac::http::hex;
 use k256::ecdsa::signature::hazmat::PrehashVerifier as _;
 use sha3::{Digest, Keccak256};
 
@@ -189,11 +190,10 @@ pub fn evm_sign(key: &k256::ecdsa::SigningKey, message: &[u8]) -> [u8; 65] {
     out
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
+/// Bytes from hex, an `0x` prefix and surrounding space allowed.
+pub fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim();
+    let text = text.strip_prefix("0x").unwrap_or(text);
     if !text.len().is_multiple_of(2) {
         return None;
     }
@@ -205,10 +205,6 @@ mod tests {
     use ed25519_dalek::Signer as _;
 
     use super::*;
-
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
 
     const MESSAGE: &[u8] = b"Sign in to almanac: challenge 7f3a, account 0.0.1234, expires 2026-11-23T18:00:00Z";
 

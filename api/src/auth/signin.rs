@@ -1,13 +1,13 @@
 //! The sign-in handlers: `POST /api/v1/auth/ledger/challenge` and
 //! `/verify` (`broker-live.md` section 4).
 
+use almanac::http::hex;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::json;
-use warp::http::StatusCode;
 
 use super::ledger::{self, Network, Proof};
-use super::{digest, failed, unauthorized, Settings};
+use super::{digest, Settings};
 use crate::reply::{self, Answer, Error};
 use crate::request::{parse_body, Request};
 use crate::store::{self, auth as keys, credits};
@@ -21,9 +21,7 @@ struct ChallengeRequest {
 
 /// The network and canonical account of a request body, or 400.
 fn identify(settings: &Settings, network: &str, account: &str) -> Result<(Network, String), Error> {
-    let bad = |field: &'static str, message: String| {
-        Error::new(StatusCode::BAD_REQUEST, "invalid_body", message).naming(field)
-    };
+    let bad = |field: &'static str, message: String| Error::invalid_body(message).naming(field);
     let network = Network::parse(network).ok_or_else(|| {
         bad("network", "network: expected mainnet, testnet, previewnet or eip155:<chainId>".to_string())
     })?;
@@ -46,7 +44,7 @@ pub async fn challenge(request: Request) -> Answer {
     let settings = &request.app.auth;
     let (network, account) = identify(settings, &body.network, &body.account_id)?;
     let now = store::now_ms();
-    let id = store::hex(&store::random::<16>());
+    let id = hex(&store::random::<16>());
     let expires_at = now + settings.challenge_ttl.as_millis() as i64;
     let message = format!(
         "almanac registry broker sign-in\n\nAccount: {account}\nNetwork: {}\nChallenge: {id}\nIssued: {}\nExpires: {}",
@@ -64,8 +62,7 @@ pub async fn challenge(request: Request) -> Answer {
             keys::prune_challenges(conn, now - 3_600_000)?;
             keys::insert_challenge(conn, &stored)
         })
-        .await
-        .map_err(failed)?;
+        .await?;
     Ok(reply::json(&json!({
         "challengeId": challenge.id,
         "message": challenge.message,
@@ -96,25 +93,24 @@ pub async fn verify(request: Request) -> Answer {
         Some(m) if m.fract() == 0.0 && m >= 1.0 && m <= settings.key_max_minutes as f64 => m as u64,
         Some(_) => {
             let message = format!("expiresInMinutes: expected a whole number from 1 to {}", settings.key_max_minutes);
-            return Err(Error::new(StatusCode::BAD_REQUEST, "invalid_body", message).naming("expiresInMinutes"));
+            return Err(Error::invalid_body(message).naming("expiresInMinutes"));
         }
     };
     if body.signature.trim().is_empty() {
-        return Err(
-            Error::new(StatusCode::BAD_REQUEST, "invalid_body", "signature: must not be empty").naming("signature")
-        );
+        return Err(Error::invalid_body("signature: must not be empty").naming("signature"));
     }
     let now = store::now_ms();
     let id = body.challenge_id.clone();
     let store = request.app.store.clone();
-    let challenge = store.write(move |conn| keys::take_challenge(conn, &id, now)).await.map_err(failed)?;
-    let challenge =
-        challenge.ok_or_else(|| unauthorized("challenge_invalid", "the challenge is unknown or was already used"))?;
+    let challenge = store.write(move |conn| keys::take_challenge(conn, &id, now)).await?;
+    let challenge = challenge
+        .ok_or_else(|| Error::unauthorized("challenge_invalid", "the challenge is unknown or was already used"))?;
     if challenge.expires_at <= now {
-        return Err(unauthorized("challenge_expired", "the challenge expired; ask for a new one"));
+        return Err(Error::unauthorized("challenge_expired", "the challenge expired; ask for a new one"));
     }
     if challenge.account != account || challenge.network != network.canonical() {
-        return Err(unauthorized("challenge_mismatch", "the challenge was issued for another account or network"));
+        let message = "the challenge was issued for another account or network";
+        return Err(Error::unauthorized("challenge_mismatch", message));
     }
     let proof = Proof {
         network: &network,
@@ -127,7 +123,7 @@ pub async fn verify(request: Request) -> Answer {
 
     let secret = format!("almk_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(store::random::<32>()));
     let issued = keys::ApiKey {
-        id: format!("key_{}", store::hex(&store::random::<8>())),
+        id: format!("key_{}", hex(&store::random::<8>())),
         hash: digest(&secret),
         prefix: secret[..9].to_string(),
         last_four: secret[secret.len() - 4..].to_string(),
@@ -156,8 +152,7 @@ pub async fn verify(request: Request) -> Answer {
             }
             Ok(())
         })
-        .await
-        .map_err(failed)?;
+        .await?;
     Ok(reply::json(&json!({
         "key": secret,
         "apiKey": {

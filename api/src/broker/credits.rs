@@ -10,7 +10,7 @@
 use serde_json::json;
 use warp::http::StatusCode;
 
-use crate::auth::{self, failed, ledger};
+use crate::auth::ledger;
 use crate::reply::{self, Answer, Error};
 use crate::request::Request;
 use crate::store::{self, credits};
@@ -46,7 +46,7 @@ pub async fn balance(request: Request) -> Answer {
         },
     };
     let key = account.clone();
-    let balance = request.app.store.read(move |conn| credits::balance(conn, &key)).await.map_err(failed)?;
+    let balance = request.app.store.read(move |conn| credits::balance(conn, &key)).await?;
     Ok(reply::json(&json!({
         "accountId": account,
         "balance": balance,
@@ -62,7 +62,7 @@ pub async fn transactions(request: Request) -> Answer {
         Some(value) => {
             let account = account_parameter(&request, &value)?;
             if !principal.operator && principal.account.as_ref() != Some(&account) {
-                return Err(auth::forbidden("accountId is not the signed-in account"));
+                return Err(Error::forbidden("accountId is not the signed-in account"));
             }
             account
         }
@@ -97,8 +97,7 @@ pub async fn transactions(request: Request) -> Answer {
         }
     }
     let filter = credits::Filter { account: account.clone(), kind, spends, status, start, end, limit, offset };
-    let (entries, total) =
-        request.app.store.read(move |conn| credits::transactions(conn, &filter)).await.map_err(failed)?;
+    let (entries, total) = request.app.store.read(move |conn| credits::transactions(conn, &filter)).await?;
     let transactions: Vec<_> = entries
         .iter()
         .map(|e| {
@@ -131,12 +130,8 @@ pub async fn transactions(request: Request) -> Answer {
 
 /// A whole-number query parameter within `min..=max`.
 fn number(request: &Request, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, Error> {
-    let Some(text) = request.query_value(name)? else { return Ok(None) };
-    match text.parse::<usize>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
-        _ if max == usize::MAX => Err(Error::parameter(name, format!("{name}: expected a whole number from {min}"))),
-        _ => Err(Error::parameter(name, format!("{name}: expected a whole number from {min} to {max}"))),
-    }
+    let Some(raw) = request.query_value(name)? else { return Ok(None) };
+    Ok(Some(almanac::http::number(name, &raw, min, max)?))
 }
 
 /// An inclusive bound: an RFC 3339 time, or a date (its first or, for an

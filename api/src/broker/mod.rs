@@ -21,7 +21,7 @@ use warp::http::StatusCode;
 
 use crate::published::Build;
 use crate::reply::{self, Answer, Error};
-use crate::request::{invalid_body, parse_body, Request};
+use crate::request::{parse_body, Request};
 use crate::service::published;
 use agents::Agents;
 
@@ -163,12 +163,12 @@ pub async fn capability_search(http: Request) -> Answer {
             Value::Number(n) if n.as_u64().is_some_and(|n| n <= 18) => names.push(n.to_string()),
             _ => {
                 let message = format!("capability {c} is neither a label nor a code from 0 to 18");
-                return Err(invalid_body(message, Some("capabilities")));
+                return Err(Error::invalid_body(message).naming("capabilities"));
             }
         }
     }
     if names.is_empty() {
-        return Err(invalid_body("capabilities must name at least one", Some("capabilities")));
+        return Err(Error::invalid_body("capabilities must name at least one").naming("capabilities"));
     }
     raw.append_pair("capabilities", &names.join(","));
     for (key, value) in [

@@ -11,8 +11,8 @@ use super::agents;
 use super::agents::Agents;
 use super::provider::Vectors;
 use crate::reply::{self, Answer, Error};
+use crate::request::parse_body;
 use crate::request::Request;
-use crate::request::{invalid_body, parse_body};
 use almanac::broker::query::SearchQuery;
 
 /// Why vector search is off for this build, if it is.
@@ -94,7 +94,7 @@ struct VectorFilter {
 }
 
 fn strings(field: &'static str, value: &Option<Value>) -> Result<Vec<String>, Error> {
-    let invalid = || invalid_body(format!("filter.{field} must be a string or a list of strings"), Some(field));
+    let invalid = || Error::invalid_body(format!("filter.{field} must be a string or a list of strings")).naming(field);
     match value {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::String(s)) => Ok(vec![s.clone()]),
@@ -123,11 +123,13 @@ pub async fn search(request: Request) -> Answer {
     let body: VectorRequest = parse_body(&request.body)?;
     let query = body.query.trim();
     if query.is_empty() {
-        return Err(invalid_body("query must not be empty", Some("query")));
+        return Err(Error::invalid_body("query must not be empty").naming("query"));
     }
     let limit = body.limit.unwrap_or(VECTOR_DEFAULT_LIMIT);
     if !(1..=VECTOR_MAX_LIMIT).contains(&limit) {
-        return Err(invalid_body(format!("limit must be an integer from 1 to {VECTOR_MAX_LIMIT}"), Some("limit")));
+        return Err(
+            Error::invalid_body(format!("limit must be an integer from 1 to {VECTOR_MAX_LIMIT}")).naming("limit")
+        );
     }
     let offset = body.offset.unwrap_or(0);
     let filter = body.filter.unwrap_or_default();
@@ -141,7 +143,7 @@ pub async fn search(request: Request) -> Answer {
         let kinds = strings("type", &filter.kind)?;
         if let Some(kind) = kinds.iter().find(|k| !almanac::broker::KINDS.contains(&k.as_str())) {
             let message = format!("filter.type {kind:?} is not one of {}", almanac::broker::KINDS.join(", "));
-            return Err(invalid_body(message, Some("type")));
+            return Err(Error::invalid_body(message).naming("type"));
         }
         q.kind = (kinds.len() == 1).then(|| kinds[0].clone());
         Ok(())

@@ -93,37 +93,28 @@ pub fn insert_key(conn: &Connection, k: &ApiKey) -> Result<(), Failure> {
 pub fn find_key(conn: &Connection, hash: &[u8; 32], now: i64) -> Result<Option<ApiKey>, Failure> {
     let found = conn
         .query_row(
-            "SELECT id, hash, prefix, last_four, label, account_id, network, network_canonical, created_at,
-                    expires_at, last_used_at
+            "SELECT id, prefix, last_four, label, account_id, network, network_canonical, created_at, expires_at,
+                    last_used_at
              FROM api_keys WHERE hash = ?1 AND revoked_at IS NULL AND expires_at > ?2",
             params![&hash[..], now],
             |r| {
-                let hash: Vec<u8> = r.get(1)?;
-                Ok((
-                    hash,
-                    ApiKey {
-                        id: r.get(0)?,
-                        hash: [0; 32],
-                        prefix: r.get(2)?,
-                        last_four: r.get(3)?,
-                        label: r.get(4)?,
-                        account: r.get(5)?,
-                        network: r.get(6)?,
-                        network_canonical: r.get(7)?,
-                        created_at: r.get(8)?,
-                        expires_at: r.get(9)?,
-                        last_used_at: r.get(10)?,
-                    },
-                ))
+                Ok(ApiKey {
+                    id: r.get(0)?,
+                    hash: *hash,
+                    prefix: r.get(1)?,
+                    last_four: r.get(2)?,
+                    label: r.get(3)?,
+                    account: r.get(4)?,
+                    network: r.get(5)?,
+                    network_canonical: r.get(6)?,
+                    created_at: r.get(7)?,
+                    expires_at: r.get(8)?,
+                    last_used_at: r.get(9)?,
+                })
             },
         )
         .optional()?;
-    found
-        .map(|(stored, mut key)| {
-            key.hash = stored.try_into().map_err(|_| Failure::Corrupt(format!("api key {}: hash", key.id)))?;
-            Ok(key)
-        })
-        .transpose()
+    Ok(found)
 }
 
 /// Records that the key was used at `now`.

@@ -2,7 +2,7 @@
 //! idempotency key; a balance is the sum of an account's completed
 //! transactions and is never negative.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use super::Failure;
 
@@ -90,15 +90,16 @@ pub fn post(conn: &Connection, change: &Change, now: i64) -> Result<Posted, Fail
         let balance = balance(conn, &change.account)?;
         return Ok(Posted::Done { entry, balance, replayed: true });
     }
-    let balance = balance(conn, &change.account)?;
-    if balance + amount < 0 {
-        return Ok(Posted::Short { balance, shortfall: -(balance + amount) });
+    let before = balance(conn, &change.account)?;
+    let after = before + amount;
+    if after < 0 {
+        return Ok(Posted::Short { balance: before, shortfall: -after });
     }
     conn.execute(
-        "INSERT INTO accounts (account_id, balance, created_at) VALUES (?1, 0, ?2) ON CONFLICT DO NOTHING",
-        params![change.account, now],
+        "INSERT INTO accounts (account_id, balance, created_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (account_id) DO UPDATE SET balance = ?2",
+        params![change.account, after, now],
     )?;
-    conn.execute("UPDATE accounts SET balance = balance + ?2 WHERE account_id = ?1", params![change.account, amount])?;
     conn.execute(
         "INSERT INTO credit_transactions
              (account_id, kind, amount, balance_after, status, idempotency_key, reason, reference, created_at)
@@ -107,7 +108,7 @@ pub fn post(conn: &Connection, change: &Change, now: i64) -> Result<Posted, Fail
             change.account,
             change.kind.as_str(),
             amount,
-            balance + amount,
+            after,
             change.idempotency_key,
             change.reason,
             change.reference,
@@ -119,14 +120,14 @@ pub fn post(conn: &Connection, change: &Change, now: i64) -> Result<Posted, Fail
         account: change.account.clone(),
         kind: change.kind,
         amount,
-        balance_after: balance + amount,
+        balance_after: after,
         status: Status::Completed,
         idempotency_key: change.idempotency_key.clone(),
         reason: change.reason.clone(),
         reference: change.reference.clone(),
         created_at: now,
     };
-    Ok(Posted::Done { entry, balance: balance + amount, replayed: false })
+    Ok(Posted::Done { entry, balance: after, replayed: false })
 }
 
 /// The account's balance (0 for an account never seen).
@@ -148,8 +149,7 @@ pub fn ledger_sum(conn: &Connection, account: &str) -> Result<i64, Failure> {
 
 fn find(conn: &Connection, account: &str, key: &str) -> Result<Option<Entry>, Failure> {
     let sql = format!("{SELECT} WHERE account_id = ?1 AND idempotency_key = ?2");
-    let row = conn.query_row(&sql, [account, key], row).optional()?;
-    row.map(entry).transpose()
+    Ok(conn.query_row(&sql, [account, key], entry).optional()?)
 }
 
 /// Which transactions to list.
@@ -174,25 +174,14 @@ pub fn transactions(conn: &Connection, filter: &Filter) -> Result<(Vec<Entry>, u
          AND (?6 IS NULL OR (amount < 0) = ?6)";
     let kind = filter.kind.map(Kind::as_str);
     let status = filter.status.map(Status::as_str);
-    let args = params![filter.account, kind, status, filter.start, filter.end, filter.spends];
-    let total: i64 =
-        conn.query_row(&format!("SELECT COUNT(*) FROM credit_transactions WHERE {conditions}"), args, |r| r.get(0))?;
+    let matching = params![filter.account, kind, status, filter.start, filter.end, filter.spends];
+    let count = format!("SELECT COUNT(*) FROM credit_transactions WHERE {conditions}");
+    let total: i64 = conn.query_row(&count, matching, |r| r.get(0))?;
+    let (limit, offset) = (filter.limit as i64, filter.offset as i64);
+    let page: Vec<&dyn ToSql> = matching.iter().copied().chain([&limit as &dyn ToSql, &offset]).collect();
     let sql = format!("{SELECT} WHERE {conditions} ORDER BY created_at DESC, id DESC LIMIT ?7 OFFSET ?8");
     let mut statement = conn.prepare(&sql)?;
-    let rows = statement.query_map(
-        params![
-            filter.account,
-            kind,
-            status,
-            filter.start,
-            filter.end,
-            filter.spends,
-            filter.limit as i64,
-            filter.offset as i64
-        ],
-        row,
-    )?;
-    let entries = rows.map(|r| entry(r?)).collect::<Result<Vec<_>, Failure>>()?;
+    let entries = statement.query_map(page.as_slice(), entry)?.collect::<rusqlite::Result<Vec<_>>>()?;
     Ok((entries, total as u64))
 }
 
@@ -200,27 +189,26 @@ const SELECT: &str =
     "SELECT id, account_id, kind, amount, balance_after, status, idempotency_key, reason, reference, created_at
      FROM credit_transactions";
 
-type Row = (i64, String, String, i64, i64, String, String, String, Option<String>, i64);
-
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    let get = |i| r.get::<_, String>(i);
-    Ok((r.get(0)?, get(1)?, get(2)?, r.get(3)?, r.get(4)?, get(5)?, get(6)?, get(7)?, r.get(8)?, r.get(9)?))
-}
-
-fn entry(
-    (id, account, kind, amount, balance_after, status, idempotency_key, reason, reference, created_at): Row,
-) -> Result<Entry, Failure> {
-    let corrupt = |what: &str, value: &str| Failure::Corrupt(format!("transaction {id}: {what} {value:?}"));
+/// A row of [`SELECT`]; a kind or status outside its vocabulary is a
+/// conversion error naming the column.
+fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
+    fn closed<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<T> {
+        let text: String = r.get(column)?;
+        text.parse().map_err(|_| {
+            let problem = format!("{text:?} is not a known value");
+            rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, problem.into())
+        })
+    }
     Ok(Entry {
-        id,
-        kind: kind.parse().map_err(|_| corrupt("kind", &kind))?,
-        status: status.parse().map_err(|_| corrupt("status", &status))?,
-        account,
-        amount,
-        balance_after,
-        idempotency_key,
-        reason,
-        reference,
-        created_at,
+        id: r.get(0)?,
+        account: r.get(1)?,
+        kind: closed(r, 2)?,
+        amount: r.get(3)?,
+        balance_after: r.get(4)?,
+        status: closed(r, 5)?,
+        idempotency_key: r.get(6)?,
+        reason: r.get(7)?,
+        reference: r.get(8)?,
+        created_at: r.get(9)?,
     })
 }

@@ -56,6 +56,15 @@ impl From<rusqlite::Error> for Failure {
     }
 }
 
+/// A failure answered as the 500 it is (logged; the answer says no more).
+impl From<Failure> for crate::reply::Error {
+    fn from(failure: Failure) -> crate::reply::Error {
+        tracing::error!(error = %failure, "live store");
+        let status = warp::http::StatusCode::INTERNAL_SERVER_ERROR;
+        crate::reply::Error::new(status, "store_failed", "the live store failed; try again")
+    }
+}
+
 /// Opening the store failed: the message says why and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -66,6 +75,8 @@ pub enum OpenError {
     Newer { path: PathBuf, found: i64, known: i64 },
     #[error("{path}: {source}")]
     Sqlite { path: PathBuf, source: rusqlite::Error },
+    #[error("starting the live store's writer: {0}")]
+    Thread(std::io::Error),
 }
 
 /// Settings of the store.
@@ -110,29 +121,22 @@ impl Store {
         let mut conn = Connection::open(path).map_err(fail)?;
         configure(&conn, &settings).map_err(fail)?;
         migrate(&mut conn, path)?;
-        let mut readers = Vec::new();
-        for _ in 0..settings.readers.max(1) {
-            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            let reader = Connection::open_with_flags(path, flags).map_err(fail)?;
-            reader.busy_timeout(settings.busy_timeout).map_err(fail)?;
-            readers.push(reader);
-        }
+        let readers = (0..settings.readers.max(1))
+            .map(|_| open_reader(path, &settings))
+            .collect::<Result<_, _>>()
+            .map_err(fail)?;
         let (writer, jobs) = mpsc::channel(settings.queue.max(1));
         let max_batch = settings.max_batch.max(1);
         std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || write_loop(conn, jobs, max_batch))
-            .map_err(|e| fail(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+            .map_err(OpenError::Thread)?;
         Ok(Store {
             path: Arc::new(path.to_path_buf()),
             writer,
             readers: Arc::new(Mutex::new(readers)),
             settings: Arc::new(settings),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Runs `f` in the writer's next transaction and answers once that
@@ -165,17 +169,12 @@ impl Store {
         let path = self.path.clone();
         let settings = self.settings.clone();
         tokio::task::spawn_blocking(move || {
-            let conn = readers.lock().expect("reader pool").pop();
-            let conn = match conn {
+            let pooled = readers.lock().expect("reader pool").pop();
+            // All busy: one more for now (kept after, up to twice the
+            // configured count).
+            let conn = match pooled {
                 Some(conn) => conn,
-                // All busy: one more for now (kept after, up to twice the
-                // configured count).
-                None => {
-                    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-                    let conn = Connection::open_with_flags(path.as_path(), flags)?;
-                    conn.busy_timeout(settings.busy_timeout)?;
-                    conn
-                }
+                None => open_reader(&path, &settings)?,
             };
             let result = f(&conn);
             let mut pool = readers.lock().expect("reader pool");
@@ -187,6 +186,12 @@ impl Store {
         .await
         .map_err(|_| Failure::Closed)?
     }
+}
+
+fn open_reader(path: &Path, settings: &Settings) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    conn.busy_timeout(settings.busy_timeout)?;
+    Ok(conn)
 }
 
 fn configure(conn: &Connection, settings: &Settings) -> rusqlite::Result<()> {
@@ -259,11 +264,9 @@ fn write_loop(conn: Connection, mut jobs: mpsc::Receiver<Job>, max_batch: usize)
             let _ = conn.execute_batch("ROLLBACK");
             tracing::error!(error = %failure, "a live store transaction failed");
         }
-        // Jobs never run (BEGIN failed) are told too: their callers see the
-        // failure instead of waiting.
-        for job in batch.drain(..) {
-            drop(job);
-        }
+        // Jobs never run (BEGIN failed) are dropped with their senders:
+        // their callers see the store fail instead of waiting.
+        batch.clear();
         for finish in finishes {
             finish(outcome.clone());
         }
@@ -285,11 +288,6 @@ pub fn random<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).expect("the operating system's random source");
     bytes
-}
-
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

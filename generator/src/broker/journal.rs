@@ -62,17 +62,23 @@ impl std::fmt::Display for Position {
     }
 }
 
-/// Reads every record under `dir` in order (none when `dir` is missing).
-pub fn read(dir: &Path) -> Result<Vec<(Position, Record)>> {
-    if !dir.exists() {
-        return Ok(Vec::new());
-    }
+/// The journal's files under `dir`, in the order they are read.
+pub fn files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .map(|e| e.map(|e| e.path()))
         .collect::<std::io::Result<_>>()?;
     files.retain(|p| p.extension().is_some_and(|e| e == "jsonl"));
     files.sort();
+    Ok(files)
+}
+
+/// Reads every record under `dir` in order (none when `dir` is missing).
+pub fn read(dir: &Path) -> Result<Vec<(Position, Record)>> {
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let files = files(dir)?;
     let mut out = Vec::new();
     for (n, file) in files.iter().enumerate() {
         let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;

@@ -278,17 +278,7 @@ impl Query {
     }
 
     fn number(&self, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, BadParameter> {
-        let Some(raw) = self.get(name) else { return Ok(None) };
-        let n: usize = raw.parse().ok().filter(|_| raw.bytes().all(|b| b.is_ascii_digit())).ok_or_else(|| {
-            BadParameter::new(name, format!("query parameter {name} must be an integer, got {raw:?}"))
-        })?;
-        if n < min || n > max {
-            return Err(BadParameter::new(
-                name,
-                format!("query parameter {name} must be between {min} and {max}, got {n}"),
-            ));
-        }
-        Ok(Some(n))
+        self.get(name).map(|raw| crate::http::number(name, raw, min, max)).transpose()
     }
 }
 

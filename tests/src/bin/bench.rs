@@ -240,34 +240,23 @@ fn debits(dir: &Path, seconds: u64) -> Result<()> {
                 };
                 store.write(move |conn| credits::post(conn, &grant, 0)).await?;
             }
-            let until = Instant::now() + Duration::from_secs(seconds);
-            let clients: Vec<_> = (0..64)
-                .map(|client| {
-                    let store = store.clone();
-                    tokio::spawn(async move {
-                        let mut n = 0u64;
-                        while Instant::now() < until {
-                            let debit = Change {
-                                account: format!("0.0.{}", client % 8),
-                                kind: Kind::Debit,
-                                credits: 1,
-                                idempotency_key: format!("{client}-{n}"),
-                                reason: "bench".into(),
-                                reference: None,
-                            };
-                            let posted = store.write(move |conn| credits::post(conn, &debit, 0)).await?;
-                            anyhow::ensure!(matches!(posted, Posted::Done { .. }), "{posted:?}");
-                            n += 1;
-                        }
-                        Ok::<u64, anyhow::Error>(n)
-                    })
-                })
-                .collect();
-            let mut total = 0;
-            for client in clients {
-                total += client.await??;
-            }
-            Ok::<u64, anyhow::Error>(total)
+            for_clients(64, seconds, move |client, n| {
+                let store = store.clone();
+                async move {
+                    let debit = Change {
+                        account: format!("0.0.{}", client % 8),
+                        kind: Kind::Debit,
+                        credits: 1,
+                        idempotency_key: format!("{client}-{n}"),
+                        reason: "bench".into(),
+                        reference: None,
+                    };
+                    let posted = store.write(move |conn| credits::post(conn, &debit, 0)).await?;
+                    anyhow::ensure!(matches!(posted, Posted::Done { .. }), "{posted:?}");
+                    Ok(())
+                }
+            })
+            .await
         })?;
         let rate = done as f64 / seconds as f64;
         println!("durable debits, {label}: {rate:.0}/s ({done} in {seconds} s, 64 clients)");
@@ -281,34 +270,47 @@ fn debits(dir: &Path, seconds: u64) -> Result<()> {
 /// verify) from 16 concurrent clients against a running api.
 fn signin(base: &str, seconds: u64) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-    let total = runtime.block_on(async {
-        let until = Instant::now() + Duration::from_secs(seconds);
-        let http = reqwest::Client::new();
-        let clients: Vec<_> = (0..16)
-            .map(|_| {
-                let http = http.clone();
-                let args = api::auth::login::LoginArgs {
-                    base: base.to_string(),
-                    account: "0.0.1001".into(),
-                    network: "testnet".into(),
-                    keys: None,
-                };
-                tokio::spawn(async move {
-                    let mut n = 0u64;
-                    while Instant::now() < until {
-                        api::auth::login::login(&http, &args).await?;
-                        n += 1;
-                    }
-                    Ok::<u64, anyhow::Error>(n)
-                })
-            })
-            .collect();
-        let mut total = 0;
-        for client in clients {
-            total += client.await??;
-        }
-        Ok::<u64, anyhow::Error>(total)
-    })?;
+    let http = reqwest::Client::new();
+    let args = api::auth::login::LoginArgs {
+        base: base.to_string(),
+        account: "0.0.1001".into(),
+        network: "testnet".into(),
+        keys: None,
+    };
+    let key = std::sync::Arc::new(api::auth::login::key(&args)?);
+    let total = runtime.block_on(for_clients(16, seconds, move |_, _| {
+        let (http, args, key) = (http.clone(), args.clone(), key.clone());
+        async move { api::auth::login::login(&http, &args, &key).await.map(drop) }
+    }))?;
     println!("sign-ins (challenge + verify over HTTP): {:.0}/s", total as f64 / seconds as f64);
     Ok(())
+}
+
+/// Runs `clients` clients until `seconds` have passed, each doing `op`
+/// (told its client number and how many it did before) again and again;
+/// returns how many were done in all.
+async fn for_clients<F, Fut>(clients: usize, seconds: u64, op: F) -> Result<u64>
+where
+    F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send,
+{
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let tasks: Vec<_> = (0..clients)
+        .map(|client| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while Instant::now() < until {
+                    op(client, n).await?;
+                    n += 1;
+                }
+                Ok::<u64, anyhow::Error>(n)
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await??;
+    }
+    Ok(total)
 }
