@@ -10,8 +10,10 @@ use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
 
 use crate::auth;
+use crate::broker::overlay::Overlay;
 use crate::broker::pricing::Pricing;
 use crate::broker::provider::Vectors;
+use crate::broker::registrar;
 use crate::connection::Connections;
 use crate::guard::mcp;
 use crate::limit::Limiter;
@@ -21,6 +23,10 @@ use crate::store::Store;
 pub struct App {
     /// The live store: the broker's accounts, keys, credits, registrations.
     pub store: Store,
+    /// Agents registered, updated or deleted since the published build.
+    pub overlay: Overlay,
+    /// Delivery to additional registries.
+    pub registrar: registrar::Settings,
     pub auth: auth::Settings,
     pub pricing: Pricing,
     pub journal: Journal,

@@ -17,8 +17,10 @@ use crate::auth::{
     self,
     ledger::{self, KeySource, Network},
 };
+use crate::broker::overlay::Overlay;
 use crate::broker::pricing::{self, Pricing};
 use crate::broker::provider::Vectors;
+use crate::broker::registrar;
 use crate::connection::{self, Connections};
 use crate::guard::mcp;
 use crate::limit;
@@ -167,6 +169,24 @@ pub struct Config {
     /// feedback), in bytes (413 above).
     #[arg(long, env = "ALMANAC_LIVE_MAX_BODY", default_value_t = 262_144)]
     pub live_max_body: usize,
+    /// Additional registries' endpoints: a JSON file mapping catalog
+    /// network keys (`erc-8004:base-mainnet`) to URLs the registrar POSTs
+    /// registrations to. A key without one fails its deliveries.
+    #[arg(long, env = "ALMANAC_REGISTRY_ENDPOINTS")]
+    pub registry_endpoints: Option<PathBuf>,
+    /// Time allowed for one call to an additional registry, in ms.
+    #[arg(long, env = "ALMANAC_REGISTRY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub registry_timeout_ms: u64,
+    /// Calls per delivery to an additional registry, at most.
+    #[arg(long, env = "ALMANAC_REGISTRY_TRIES", default_value_t = 5)]
+    pub registry_tries: u32,
+    /// Wait before the second call to a registry (doubling after), in ms.
+    #[arg(long, env = "ALMANAC_REGISTRY_BACKOFF_MS", default_value_t = 1_000)]
+    pub registry_backoff_ms: u64,
+    /// How long a registration's answer waits for its additional
+    /// registries before answering 202, in ms.
+    #[arg(long, env = "ALMANAC_REGISTRATION_WAIT_MS", default_value_t = 2_000)]
+    pub registration_wait_ms: u64,
     /// Proxies whose X-Forwarded-For is trusted (comma-separated addresses).
     #[arg(long = "trusted-proxy", env = "ALMANAC_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<std::net::IpAddr>,
@@ -230,8 +250,21 @@ impl Config {
             Some(path) => read(path, Pricing::parse)?,
             None => Pricing::parse(pricing::BUILT_IN)?,
         };
+        let endpoints = match &self.registry_endpoints {
+            Some(path) => read(path, registrar::Settings::endpoints)?,
+            None => Default::default(),
+        };
+        let registrar = registrar::Settings::new(
+            endpoints,
+            Duration::from_millis(self.registry_timeout_ms.max(1)),
+            self.registry_tries,
+            Duration::from_millis(self.registry_backoff_ms),
+            Duration::from_millis(self.registration_wait_ms),
+        )?;
         Ok(Arc::new(App {
             store,
+            overlay: Overlay::default(),
+            registrar,
             auth: auth::Settings {
                 network,
                 keys,

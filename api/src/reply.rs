@@ -89,6 +89,9 @@ struct ErrorBody<'a> {
     code: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     parameter: Option<&'a str>,
+    /// Fields a refusal carries besides (a 402's `shortfallCredits`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    fields: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 /// What a handler gives back: an answer, or a refusal the pipeline turns
@@ -106,11 +109,13 @@ pub struct Error {
     pub parameter: Option<Cow<'static, str>>,
     /// Boxed: refusals travel in `Result`s, which stay small without it.
     pub headers: Option<Box<HeaderMap>>,
+    /// More fields for the JSON body.
+    pub fields: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl Error {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Error {
-        Error { status, code, message: message.into(), parameter: None, headers: None }
+        Error { status, code, message: message.into(), parameter: None, headers: None, fields: None }
     }
 
     /// 400 naming a query or path parameter.
@@ -150,6 +155,14 @@ impl Error {
             .with(header::ALLOW, allow)
     }
 
+    /// The refusal with more fields in its body (`fields` is an object).
+    pub fn with_fields(mut self, fields: serde_json::Value) -> Error {
+        if let serde_json::Value::Object(map) = fields {
+            self.fields.get_or_insert_default().extend(map);
+        }
+        self
+    }
+
     /// The refusal with a header its status calls for.
     pub fn with(mut self, name: header::HeaderName, value: HeaderValue) -> Error {
         self.headers.get_or_insert_default().insert(name, value);
@@ -170,7 +183,12 @@ impl Error {
     /// The JSON form: `{"error": message, "code": code[, "parameter"]}`,
     /// never stored by caches.
     pub fn into_reply(self) -> Reply {
-        let body = ErrorBody { error: &self.message, code: self.code, parameter: self.parameter.as_deref() };
+        let body = ErrorBody {
+            error: &self.message,
+            code: self.code,
+            parameter: self.parameter.as_deref(),
+            fields: self.fields.as_deref(),
+        };
         let mut reply = error_reply(self.status, &body);
         Error::add_headers(self.headers, &mut reply);
         reply

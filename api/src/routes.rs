@@ -123,6 +123,14 @@ impl Endpoint {
         self.operation(Method::POST, name, handler, body, cache)
     }
 
+    fn put(self, name: &'static str, handler: Handler, body: BodyLimit, cache: Cache) -> Endpoint {
+        self.operation(Method::PUT, name, handler, body, cache)
+    }
+
+    fn delete(self, name: &'static str, handler: Handler, cache: Cache) -> Endpoint {
+        self.operation(Method::DELETE, name, handler, BodyLimit::None, cache)
+    }
+
     fn operation(
         mut self,
         method: Method,
@@ -257,6 +265,37 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/auth/ledger/verify").post(
             "verifyLedgerChallenge",
             handler!(crate::auth::signin::verify),
+            BodyLimit::Live,
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/register/quote")
+            .post("getRegistrationQuote", handler!(broker::register::quote), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/register")
+            .post("registerAgent", handler!(broker::register::register), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/register/{uaid}")
+            .put("updateAgent", handler!(broker::register::update), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key)
+            .delete("deleteAgent", handler!(broker::register::delete), Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/register/status/{uaid}").get(
+            "registrationStatus",
+            handler!(broker::register::status),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/register/progress/{attemptId}")
+            .get("registrationProgress", handler!(broker::register::progress), Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/register/{uaid}/messaging-network").post(
+            "messagingNetwork",
+            handler!(broker::register::messaging_network),
+            BodyLimit::Live,
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/register/{uaid}/openconvai").post(
+            "openConvai",
+            handler!(broker::register::messaging_network),
             BodyLimit::Live,
             Cache::NoStore,
         ),

@@ -39,6 +39,12 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         tracing::warn!(site, "no build published yet; serving health only until one is");
     }
     let watching = tokio::spawn(watcher.run(app.reload_every));
+    // The live overlay: every stored change; those the build holds are
+    // dropped now and after each swap.
+    match app.store.read(|conn| crate::store::registry::changes_after(conn, 0)).await {
+        Ok(changes) => app.overlay.apply(changes),
+        Err(e) => tracing::error!(error = %e, "the live overlay cannot be loaded; registrations stay hidden"),
+    }
     let cleaner = app.clone();
     let cleaning = tokio::spawn(async move {
         let mut tick = tokio::time::interval(cleaner.cleanup_every);
@@ -46,8 +52,15 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
             tick.tick().await;
             cleaner.guard.json.clean();
             cleaner.guard.mcp.clean();
+            if let Some(broker) = cleaner.live.get().as_ref().and_then(|b| b.broker.clone()) {
+                cleaner.overlay.prune(broker.journal_seq);
+            }
         }
     });
+    let (stop_registrar, registrar_stopped) = tokio::sync::oneshot::channel::<()>();
+    let registrar = tokio::spawn(crate::broker::registrar::run(app.clone(), async move {
+        let _ = registrar_stopped.await;
+    }));
     // The journal writer: drains the outbox until the server stops, then
     // once more.
     let (stop_journal, journal_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -77,6 +90,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     accept(listener, connections, shutdown, answer).await;
     watching.abort();
     cleaning.abort();
+    let _ = stop_registrar.send(());
+    let _ = registrar.await;
     let _ = stop_journal.send(());
     if let Some(journal) = journal {
         let _ = journal.await;

@@ -61,6 +61,9 @@ pub struct Principal {
     pub account: Option<String>,
     /// Holds the operator key.
     pub operator: bool,
+    /// The network the account signed in on, canonical (`hedera:testnet`,
+    /// `eip155:1`); empty for the operator.
+    pub network: String,
 }
 
 impl Principal {
@@ -115,7 +118,7 @@ pub async fn resolve(settings: &Settings, store: &Store, headers: &HeaderMap) ->
     let Some(key) = presented(headers) else { return Ok(None) };
     let hash = digest(key);
     if settings.operator.is_some_and(|operator| constant_eq(&operator, &hash)) {
-        return Ok(Some(Principal { account: None, operator: true }));
+        return Ok(Some(Principal { account: None, operator: true, network: String::new() }));
     }
     let now = store::now_ms();
     let store = store.clone();
@@ -127,7 +130,7 @@ pub async fn resolve(settings: &Settings, store: &Store, headers: &HeaderMap) ->
         let id = found.id.clone();
         tokio::spawn(async move { store.write(move |conn| keys::touch_key(conn, &id, now)).await });
     }
-    Ok(Some(Principal { account: Some(found.account), operator: false }))
+    Ok(Some(Principal { account: Some(found.account), operator: false, network: found.network_canonical }))
 }
 
 /// What an operation's [`Auth`] asks of its principal: 401 without one
@@ -182,8 +185,8 @@ mod tests {
 
     #[test]
     fn x_account_id_names_only_an_account_the_principal_controls() {
-        let user = Principal { account: Some("0.0.1001".into()), operator: false };
-        let operator = Principal { account: None, operator: true };
+        let user = Principal { account: Some("0.0.1001".into()), operator: false, network: "hedera:testnet".into() };
+        let operator = Principal { account: None, operator: true, network: String::new() };
         assert_eq!(billing(&user, None), Ok("0.0.1001".into()));
         assert_eq!(billing(&user, Some("0.0.1001")), Ok("0.0.1001".into()));
         assert_eq!(billing(&user, Some("0.0.1002")), Err(403));

@@ -3,15 +3,13 @@
 //! the build's snapshot by `published`, read by the handlers in
 //! `broker`.
 //!
-//! **Live overlay.** Every lookup of an agent by UAID goes through
-//! [`Agents::agent`], and every search through [`Agents::search`]: the
-//! place where agents registered since the build (a later issue) will be
-//! consulted before the snapshot's index.
+//! Agents registered, updated or deleted since the build are in front of
+//! it, in the live overlay (`super::overlay`).
 
 use std::collections::HashMap;
 
-use almanac::broker::catalog::Catalog;
-use almanac::broker::query::{search, AgentIndex, Page, SearchQuery};
+use almanac::broker::catalog::{Catalog, FeedbackEntry};
+use almanac::broker::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
 use almanac::broker::store::{Embeddings, Stored};
 use almanac::broker::Agent;
 
@@ -23,6 +21,10 @@ pub struct Agents {
     /// Each agent's search hit, serialised once.
     hits: Vec<Box<str>>,
     pub embeddings: Option<Embeddings>,
+    /// ERC-8004 feedback by UAID (for answers made live).
+    pub feedback: HashMap<String, Vec<FeedbackEntry>>,
+    /// The `seq` of the last journal record the build applied.
+    pub journal_seq: i64,
     /// When the api loaded this index (RFC 3339).
     pub loaded_at: String,
     /// The snapshot's fingerprint of the broker tables: a build with the
@@ -35,7 +37,13 @@ impl Agents {
         let Stored { sources, embeddings, fingerprint } = stored;
         let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
         let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.to_string(), i as u32)).collect();
+        let mut feedback: HashMap<String, Vec<FeedbackEntry>> = HashMap::new();
+        for entry in sources.feedback {
+            feedback.entry(entry.uaid.clone()).or_default().push(entry);
+        }
         Agents {
+            feedback,
+            journal_seq: sources.journal_seq as i64,
             index: AgentIndex::build(sources.agents),
             catalog: sources.catalog,
             by_uaid,
@@ -64,24 +72,34 @@ impl Agents {
     /// `{hits, total, page, limit}` (and `aggregations` when asked), the
     /// hits spliced from their serialised form.
     pub fn page_body(&self, page: &Page) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + page.hits.iter().map(|i| self.hits[*i].len() + 1).sum::<usize>());
-        out.extend_from_slice(b"{\"hits\":[");
-        for (n, i) in page.hits.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(self.hits[*i].as_bytes());
-        }
-        out.extend_from_slice(
-            format!("],\"total\":{},\"page\":{},\"limit\":{}", page.total, page.page, page.limit).as_bytes(),
-        );
-        if let Some(aggregations) = &page.aggregations {
-            out.extend_from_slice(b",\"aggregations\":");
-            serde_json::to_writer(&mut out, aggregations).expect("aggregations serialise");
-        }
-        out.push(b'}');
-        out
+        let hits = page.hits.iter().map(|i| self.hit(*i));
+        page_body(hits, page.total, page.page, page.limit, page.aggregations.as_ref())
     }
+}
+
+/// A search answer from hits already serialised.
+pub fn page_body<'a>(
+    hits: impl Iterator<Item = &'a str> + Clone,
+    total: usize,
+    page: usize,
+    limit: usize,
+    aggregations: Option<&Aggregations>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + hits.clone().map(|h| h.len() + 1).sum::<usize>());
+    out.extend_from_slice(b"{\"hits\":[");
+    for (n, hit) in hits.enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(hit.as_bytes());
+    }
+    out.extend_from_slice(format!("],\"total\":{total},\"page\":{page},\"limit\":{limit}").as_bytes());
+    if let Some(aggregations) = aggregations {
+        out.extend_from_slice(b",\"aggregations\":");
+        serde_json::to_writer(&mut out, aggregations).expect("aggregations serialise");
+    }
+    out.push(b'}');
+    out
 }
 
 /// The current UTC time, RFC 3339 (a live answer's own time, never a file's).

@@ -8,8 +8,11 @@
 pub mod agents;
 pub mod badge;
 pub mod credits;
+pub mod overlay;
 pub mod pricing;
 pub mod provider;
+pub mod register;
+pub mod registrar;
 pub mod vectors;
 
 use almanac::broker::catalog::FEEDBACK_REGISTRY;
@@ -34,9 +37,27 @@ fn agents(request: &Request) -> Result<(&Build, &Agents), Error> {
 
 /// `GET /search`: text search with filters, sorts, pages, aggregations.
 pub async fn search(request: Request) -> Answer {
-    let (_, broker) = agents(&request)?;
     let query = SearchQuery::parse(&request.query)?;
-    Ok(reply::bytes(broker.page_body(&broker.search(&query))))
+    run_search(&request, &query)
+}
+
+/// A search over the build and the live overlay as one. An answer the
+/// overlay changed is not kept by shared caches (the next change would
+/// not reach them).
+fn run_search(request: &Request, query: &SearchQuery) -> Answer {
+    let (_, broker) = agents(request)?;
+    let view = request.app.overlay.view();
+    Ok(match view.search(broker, query) {
+        Some(merged) => live(reply::bytes(view.page_body(broker, &merged))),
+        None => reply::bytes(broker.page_body(&broker.search(query))),
+    })
+}
+
+/// Marks an answer made from the live overlay: revalidated every time.
+fn live(mut reply: reply::Reply) -> reply::Reply {
+    let value = warp::http::HeaderValue::from_static("no-cache");
+    reply.headers_mut().insert(warp::http::header::CACHE_CONTROL, value);
+    reply
 }
 
 /// `GET /registries/{registry}/search`: `GET /search`'s parameters within
@@ -44,13 +65,15 @@ pub async fn search(request: Request) -> Answer {
 pub async fn registry_search(request: Request) -> Answer {
     let (_, broker) = agents(&request)?;
     let registry = request.params.get("registry");
-    if !broker.index.has_registry(registry) {
+    let view = request.app.overlay.view();
+    let live_only = view.agents_after(broker.journal_seq).any(|a| a.registry.eq_ignore_ascii_case(registry));
+    if !broker.index.has_registry(registry) && !live_only {
         let message = format!("no agents in registry {registry}");
         return Err(Error::new(StatusCode::NOT_FOUND, "registry_not_found", message));
     }
     let mut query = SearchQuery::parse(&request.query)?;
     query.registries = vec![registry.to_string()];
-    Ok(reply::bytes(broker.page_body(&broker.search(&query))))
+    run_search(&request, &query)
 }
 
 /// `GET /search/facets[?adapter]`: a file per adapter; an adapter nobody
@@ -76,24 +99,30 @@ pub async fn registry_adapters(request: Request) -> Answer {
 
 /// `GET /agents/{uaid}`.
 pub async fn agent(request: Request) -> Answer {
-    agent_file(&request, render::agent_route)
+    agent_file(&request, render::agent_route, register::live_detail)
 }
 
-/// `GET /agents/{uaid}/similar`.
+/// `GET /agents/{uaid}/similar` (computed by builds: an agent registered
+/// since has none until the next).
 pub async fn similar(request: Request) -> Answer {
-    agent_file(&request, |uaid| format!("{}/similar", render::agent_route(uaid)))
+    agent_file(
+        &request,
+        |uaid| format!("{}/similar", render::agent_route(uaid)),
+        |_, agent| json!({"uaid": agent.uaid, "hits": [], "total": 0}),
+    )
 }
 
 /// `GET /resolve/{uaid}`.
 pub async fn resolve(request: Request) -> Answer {
-    agent_file(&request, render::resolve_route)
+    agent_file(&request, render::resolve_route, |_, agent| render::resolved(agent))
 }
 
 /// `GET /agents/{uaid}/feedback[?includeRevoked]`: ERC-8004 agents only.
 pub async fn feedback(request: Request) -> Answer {
     let (_, broker) = agents(&request)?;
     let uaid = request.params.get("uaid");
-    let (_, agent) = broker.agent(uaid).ok_or_else(|| unknown_agent(uaid))?;
+    let view = request.app.overlay.view();
+    let agent = register::lookup(&request, &view, uaid).ok_or_else(|| unknown_agent(uaid))?;
     if agent.registry != FEEDBACK_REGISTRY {
         let message = format!("agent {uaid} is not in the {FEEDBACK_REGISTRY} registry and has no ERC-8004 feedback");
         return Err(Error::new(StatusCode::BAD_REQUEST, "feedback_unsupported", message));
@@ -103,17 +132,33 @@ pub async fn feedback(request: Request) -> Answer {
         Some("true") => true,
         Some(_) => return Err(Error::parameter("includeRevoked", "includeRevoked must be true or false")),
     };
-    agent_file(&request, |uaid| render::feedback_route(uaid, include))
+    if broker.agent(uaid).is_none() {
+        // Registered since the build: no feedback yet.
+        let summary = json!({"averageScore": 0, "totalFeedbacks": 0});
+        return Ok(live(reply::json(&json!({"uaid": uaid, "summary": summary, "entries": []}))));
+    }
+    agent_file(&request, |uaid| render::feedback_route(uaid, include), |_, _| Value::Null)
 }
 
 fn unknown_agent(uaid: &str) -> Error {
     Error::new(StatusCode::NOT_FOUND, "agent_not_found", format!("no indexed agent {uaid}"))
 }
 
-/// The file `route(uaid)` of an indexed agent; 404 for an unknown UAID.
-fn agent_file(request: &Request, route: impl Fn(&str) -> String) -> Answer {
+/// The file `route(uaid)` of an indexed agent, or `live(agent)` when the
+/// agent changed since the build; 404 for an unknown or deleted UAID.
+fn agent_file(
+    request: &Request,
+    route: impl Fn(&str) -> String,
+    live_body: impl Fn(&Agents, &almanac::broker::Agent) -> Value,
+) -> Answer {
     let (build, broker) = agents(request)?;
     let uaid = request.params.get("uaid");
+    let view = request.app.overlay.view();
+    match view.find(uaid, broker.journal_seq) {
+        overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, agent)))),
+        overlay::Found::Deleted => return Err(unknown_agent(uaid)),
+        overlay::Found::Build => {}
+    }
     broker.agent(uaid).ok_or_else(|| unknown_agent(uaid))?;
     let route = route(uaid);
     published(request, build, &route).ok_or_else(|| missing(&route))
@@ -153,7 +198,7 @@ struct CapabilityRequest {
 /// `POST /search/capabilities`: agents advertising every capability named
 /// (codes or labels), in `GET /search`'s order and page shape.
 pub async fn capability_search(http: Request) -> Answer {
-    let (_, broker) = agents(&http)?;
+    agents(&http)?;
     let request: CapabilityRequest = parse_body(&http.body)?;
     let mut raw = form_urlencoded::Serializer::new(String::new());
     let mut names = Vec::new();
@@ -184,5 +229,5 @@ pub async fn capability_search(http: Request) -> Answer {
     }
     let mut query = SearchQuery::parse(&raw.finish())?;
     query.include_aggregations = false;
-    Ok(reply::bytes(broker.page_body(&broker.search(&query))))
+    run_search(&http, &query)
 }

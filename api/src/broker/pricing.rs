@@ -1,6 +1,7 @@
 //! What billed operations cost, in whole credits: read from a pricing
 //! file (`datasets/live/pricing.json` is built in; `--pricing` names
-//! another).
+//! another). An additional registry costs what the build's catalog
+//! estimates for its network (`GET /register/additional-registries`).
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -18,7 +19,6 @@ pub struct Pricing {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Registration {
     pub base: i64,
-    pub per_additional_registry: i64,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -33,7 +33,7 @@ pub const BUILT_IN: &str = include_str!("../../../datasets/live/pricing.json");
 impl Pricing {
     pub fn parse(text: &str) -> Result<Pricing> {
         let pricing: Pricing = serde_json::from_str(text).context("the pricing file")?;
-        let prices = [pricing.registration.base, pricing.registration.per_additional_registry, pricing.update.base];
+        let prices = [pricing.registration.base, pricing.update.base];
         if prices.iter().any(|p| *p < 0) {
             bail!("the pricing file: a price is negative");
         }

@@ -26,6 +26,7 @@
 pub mod auth;
 pub mod credits;
 pub mod outbox;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -36,7 +37,8 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The schema, one step per version: version `n` is the first `n` steps.
 /// A step is never edited once released; a change is a new step.
-pub const MIGRATIONS: &[&str] = &[include_str!("schema/001-live-store.sql")];
+pub const MIGRATIONS: &[&str] =
+    &[include_str!("schema/001-live-store.sql"), include_str!("schema/002-registrations.sql")];
 
 /// A database failure (not a refusal: those are values of the domain
 /// functions). Answered 500.

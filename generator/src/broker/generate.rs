@@ -11,28 +11,7 @@ use super::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
 use super::{Agent, AiAgent, Profile, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
 use crate::uaid::{self, AgentData};
 
-/// HCS-11 AI capability codes 0 to 18, by label.
-pub const CAPABILITIES: [&str; 19] = [
-    "Text Generation",
-    "Image Generation",
-    "Audio Generation",
-    "Video Generation",
-    "Code Generation",
-    "Language Translation",
-    "Summarization and Extraction",
-    "Knowledge Retrieval",
-    "Data Integration",
-    "Market Intelligence",
-    "Transaction Analytics",
-    "Smart Contract Audit",
-    "Governance Facilitation",
-    "Security Monitoring",
-    "Compliance Analysis",
-    "Fraud Detection",
-    "Multi-Agent Coordination",
-    "API Integration",
-    "Workflow Automation",
-];
+pub use super::CAPABILITIES;
 
 /// A source registry: its name, protocol, adapter, share of the index (out
 /// of 100) and whether its agents are MCP servers.
@@ -262,7 +241,12 @@ fn agent(rng: &mut Rng, i: usize, shares: &[u64], capability_shares: &[u64]) -> 
                 kind: rng.below(2) as u8,
                 model: MODELS[rng.below(MODELS.len() as u64) as usize].into(),
                 capabilities,
+                creator: None,
             }),
+            socials: None,
+            profile_image: None,
+            properties: None,
+            mcp_server: None,
             uaid: uaid.to_string(),
         },
     }

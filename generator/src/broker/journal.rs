@@ -180,6 +180,9 @@ pub fn apply(sources: &mut Sources, records: &[(Position, Record)]) -> Result<()
             }
         }
     }
+    if let Some((seq, _)) = last_seq {
+        sources.journal_seq = seq;
+    }
     if !counts.is_empty() {
         sources.catalog.popular_searches = popular(&counts, &sources.catalog.popular_searches);
     }
@@ -213,7 +216,7 @@ mod tests {
             &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/broker/catalog.json")).unwrap(),
         )
         .unwrap();
-        Sources { agents, catalog, feedback }
+        Sources { agents, catalog, feedback, journal_seq: 0 }
     }
 
     fn records(lines: &[String]) -> Vec<(Position, Record)> {

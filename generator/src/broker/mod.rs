@@ -16,6 +16,7 @@ pub mod embed;
 pub mod generate;
 pub mod journal;
 pub mod query;
+pub mod registration;
 pub mod render;
 pub mod store;
 pub mod text;
@@ -30,6 +31,29 @@ use serde::{Deserialize, Serialize};
 use catalog::{Catalog, FeedbackEntry};
 
 use crate::uaid::{Target, Uaid};
+
+/// HCS-11 AI capability codes 0 to 18, by label.
+pub const CAPABILITIES: [&str; 19] = [
+    "Text Generation",
+    "Image Generation",
+    "Audio Generation",
+    "Video Generation",
+    "Code Generation",
+    "Language Translation",
+    "Summarization and Extraction",
+    "Knowledge Retrieval",
+    "Data Integration",
+    "Market Intelligence",
+    "Transaction Analytics",
+    "Smart Contract Audit",
+    "Governance Facilitation",
+    "Security Monitoring",
+    "Compliance Analysis",
+    "Fraud Detection",
+    "Multi-Agent Coordination",
+    "API Integration",
+    "Workflow Automation",
+];
 
 /// HCS-11 profile types.
 pub const PROFILE_PERSONAL: u8 = 0;
@@ -106,7 +130,61 @@ pub struct Profile {
     pub outbound_topic_id: Option<String>,
     #[serde(rename = "aiAgent", skip_serializing_if = "Option::is_none", default)]
     pub ai_agent: Option<AiAgent>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub socials: Option<Vec<Social>>,
+    /// An HRL (`hcs://1/0.0.123`) or another URI.
+    #[serde(rename = "profileImage", skip_serializing_if = "Option::is_none", default)]
+    pub profile_image: Option<String>,
+    /// Free-form properties (HCS-11 defines no structure for them).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub properties: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(rename = "mcpServer", skip_serializing_if = "Option::is_none", default)]
+    pub mcp_server: Option<McpServer>,
     pub uaid: String,
+}
+
+/// An HCS-11 social link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Social {
+    pub platform: String,
+    pub handle: String,
+}
+
+/// An HCS-11 MCP server profile's own part (`mcpServer`); the optional
+/// lists HCS-11 leaves open are kept as given.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServer {
+    pub version: String,
+    pub connection_info: ConnectionInfo,
+    /// HCS-11 MCP service codes.
+    pub services: Vec<u8>,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub verification: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub capabilities: Option<Vec<serde_json::Value>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub resources: Option<Vec<serde_json::Value>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tools: Option<Vec<serde_json::Value>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub maintainer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub repository: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub docs: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionInfo {
+    pub url: String,
+    /// `stdio` or `sse` (HCS-11), or `streamable-http`.
+    pub transport: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -117,6 +195,8 @@ pub struct AiAgent {
     pub kind: u8,
     pub model: String,
     pub capabilities: Vec<u8>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub creator: Option<String>,
 }
 
 /// Checks one agent; the error names the agent and the field.
@@ -177,6 +257,9 @@ pub struct Sources {
     pub agents: Vec<Agent>,
     pub catalog: Catalog,
     pub feedback: Vec<FeedbackEntry>,
+    /// The `seq` of the last journal record applied (0: none), so that the
+    /// api knows which of its live changes a build already holds.
+    pub journal_seq: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -209,7 +292,7 @@ pub fn load(dir: &Path) -> Result<Sources> {
         true => read_json::<FeedbackFile>(&feedback_path)?.feedback,
         false => Vec::new(),
     };
-    let sources = Sources { agents, catalog, feedback };
+    let sources = Sources { agents, catalog, feedback, journal_seq: 0 };
     sources.validate().with_context(|| format!("{}", dir.display()))?;
     Ok(sources)
 }

@@ -358,19 +358,7 @@ impl AgentIndex {
             }
         }
         let id_rank = ranks(agents.iter().map(|a| a.id.as_str()).collect());
-        let trust = ranks(agents.iter().map(|a| OrderedTrust(a.trust_score)).collect());
-        let key_ranks = [
-            ranks(agents.iter().map(|a| a.updated_at.as_str()).collect()),
-            ranks(agents.iter().map(|a| a.created_at.as_str()).collect()),
-            ranks(agents.iter().map(|a| a.name.to_lowercase()).collect()),
-            ranks(
-                agents
-                    .iter()
-                    .map(|a| (a.available, (a.trust_signals.get("uptime").copied().unwrap_or(0.0) * 1000.0) as i64))
-                    .collect(),
-            ),
-            trust,
-        ];
+        let key_ranks = SORTS.map(|sort| ranks(agents.iter().map(|a| SortKey::of(a, sort)).collect()));
         let mut orders = vec![Vec::new(); SORTS.len() * 2];
         for (sort, key) in SORTS.iter().zip(&key_ranks) {
             for ascending in [false, true] {
@@ -424,6 +412,50 @@ impl AgentIndex {
             agents,
         }
     }
+}
+
+/// What an agent is ordered by in one sort (ties are broken by id).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum SortKey<'a> {
+    Time(&'a str),
+    Name(String),
+    /// Available first, then uptime in thousandths.
+    Availability(bool, i64),
+    Trust(OrderedTrust),
+}
+
+impl SortKey<'_> {
+    fn of(agent: &Agent, sort: SortBy) -> SortKey<'_> {
+        match sort {
+            SortBy::MostRecent => SortKey::Time(&agent.updated_at),
+            SortBy::Oldest => SortKey::Time(&agent.created_at),
+            SortBy::Name => SortKey::Name(agent.name.to_lowercase()),
+            SortBy::MostAvailable => SortKey::Availability(
+                agent.available,
+                (agent.trust_signals.get("uptime").copied().unwrap_or(0.0) * 1000.0) as i64,
+            ),
+            SortBy::TrustScore => SortKey::Trust(OrderedTrust(agent.trust_score)),
+        }
+    }
+}
+
+/// How two agents are ordered by (`sort`, `ascending`), ties by id: the
+/// order the index keeps, for agents of different indexes.
+pub fn compare(a: &Agent, b: &Agent, sort: SortBy, ascending: bool) -> std::cmp::Ordering {
+    let forward = SortKey::of(a, sort).cmp(&SortKey::of(b, sort));
+    let primary = if ascending { forward } else { forward.reverse() };
+    primary.then_with(|| a.id.cmp(&b.id))
+}
+
+/// The order a query asks for: `None` is relevance (with `q` and no
+/// `sortBy`); otherwise the sort and its direction (each sort's natural
+/// one unless `sortOrder` says).
+pub fn order(query: &SearchQuery) -> Option<(SortBy, bool)> {
+    if query.q.is_some() && query.sort_by.is_none() {
+        return None;
+    }
+    let sort_by = query.sort_by.unwrap_or(SortBy::MostRecent);
+    Some((sort_by, query.ascending.unwrap_or(matches!(sort_by, SortBy::Oldest | SortBy::Name))))
 }
 
 /// Trust scores ordered by `total_cmp` (they are finite, 0 to 100).
@@ -517,6 +549,8 @@ fn keep(index: &AgentIndex, query: &SearchQuery) -> Bits {
 #[derive(Debug, PartialEq)]
 pub struct Page {
     pub hits: Vec<usize>,
+    /// Each hit's relevance, when the page is in relevance order.
+    pub scores: Vec<f32>,
     pub total: usize,
     pub page: usize,
     pub limit: usize,
@@ -534,6 +568,21 @@ pub struct Aggregations {
     pub kinds: BTreeMap<String, usize>,
     #[serde(rename = "verificationStatus")]
     pub verification: BTreeMap<String, usize>,
+}
+
+impl Aggregations {
+    /// Adds another index's counts to these.
+    pub fn add(&mut self, other: Aggregations) {
+        let sum = |into: &mut BTreeMap<String, usize>, from: BTreeMap<String, usize>| {
+            from.into_iter().for_each(|(k, n)| *into.entry(k).or_default() += n)
+        };
+        sum(&mut self.registries, other.registries);
+        sum(&mut self.adapters, other.adapters);
+        sum(&mut self.protocols, other.protocols);
+        sum(&mut self.capabilities, other.capabilities);
+        sum(&mut self.kinds, other.kinds);
+        sum(&mut self.verification, other.verification);
+    }
 }
 
 fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
@@ -566,8 +615,17 @@ pub fn filtered(index: &AgentIndex, query: &SearchQuery) -> Vec<usize> {
 
 /// Runs `query` over the index.
 pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
+    search_excluding(index, query, None)
+}
+
+/// Runs `query` over the index without the agents in `excluded` (those a
+/// live change replaced or deleted).
+pub fn search_excluding(index: &AgentIndex, query: &SearchQuery, excluded: Option<&Bits>) -> Page {
     let n = index.agents.len();
     let mut matched = keep(index, query);
+    if let Some(excluded) = excluded {
+        matched.retain(|i| !excluded.contains(i));
+    }
     let scored: Option<Vec<(usize, f32)>> = query.q.as_ref().map(|q| {
         let hits: Vec<(usize, f32)> = index
             .text
@@ -583,6 +641,7 @@ pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
     let aggregations = query.include_aggregations.then(|| aggregate(index, &matched));
     let start = (query.page - 1).saturating_mul(query.limit);
     let end = start.saturating_add(query.limit).min(total);
+    let mut scores = Vec::new();
     let hits = match scored {
         _ if start >= total => Vec::new(),
         // With `q` and no `sortBy`: by relevance, ties by id. Only the
@@ -596,13 +655,12 @@ pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
                 scored.truncate(end);
             }
             scored.sort_unstable_by(order);
+            scores = scored[start..].iter().map(|(_, score)| *score).collect();
             scored[start..].iter().map(|(i, _)| *i).collect()
         }
         // Otherwise walk the sort's order until the page is full.
         _ => {
-            let sort_by = query.sort_by.unwrap_or(SortBy::MostRecent);
-            // Natural directions; `sortOrder` overrides.
-            let ascending = query.ascending.unwrap_or(matches!(sort_by, SortBy::Oldest | SortBy::Name));
+            let (sort_by, ascending) = order(query).unwrap_or((SortBy::MostRecent, false));
             index.orders[order_slot(sort_by, ascending)]
                 .iter()
                 .map(|i| *i as usize)
@@ -612,7 +670,80 @@ pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
                 .collect()
         }
     };
-    Page { hits, total, page: query.page, limit: query.limit, aggregations }
+    Page { hits, scores, total, page: query.page, limit: query.limit, aggregations }
+}
+
+/// Where a hit of a [`merge`]d search is: the build's index or the live one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Base(usize),
+    Live(usize),
+}
+
+/// A page of a search over two indexes at once.
+#[derive(Debug, PartialEq)]
+pub struct Merged {
+    pub hits: Vec<Side>,
+    pub total: usize,
+    pub page: usize,
+    pub limit: usize,
+    pub aggregations: Option<Aggregations>,
+}
+
+/// Runs `query` over `base` without `excluded`, and over `live` without
+/// `live_excluded`, as if over one index holding both: totals and counts
+/// add up, and the page is the two ordered lists merged (relevance ties,
+/// and sorts, by id). A page needs only the first `page × limit` of each.
+pub fn merge(
+    base: &AgentIndex,
+    excluded: &Bits,
+    live: &AgentIndex,
+    live_excluded: &Bits,
+    query: &SearchQuery,
+) -> Merged {
+    let end = query.page.saturating_mul(query.limit);
+    let first = SearchQuery { page: 1, limit: end, ..query.clone() };
+    let mut a = search_excluding(base, &first, Some(excluded));
+    let mut b = search_excluding(live, &first, Some(live_excluded));
+    let total = a.total + b.total;
+    let aggregations = match (a.aggregations.take(), b.aggregations.take()) {
+        (Some(mut x), Some(y)) => {
+            x.add(y);
+            Some(x)
+        }
+        (x, y) => x.or(y),
+    };
+    let relevance = order(query).is_none();
+    let before = |x: (Side, f32), y: (Side, f32)| -> bool {
+        let agent = |side: Side| match side {
+            Side::Base(i) => &base.agents[i],
+            Side::Live(i) => &live.agents[i],
+        };
+        let (ax, ay) = (agent(x.0), agent(y.0));
+        let ordering = match order(query) {
+            None => y.1.total_cmp(&x.1).then_with(|| ax.id.cmp(&ay.id)),
+            Some((sort, ascending)) => compare(ax, ay, sort, ascending),
+        };
+        ordering.is_le()
+    };
+    let scored = |page: &Page, side: fn(usize) -> Side| -> Vec<(Side, f32)> {
+        let score = |n: usize| if relevance { page.scores[n] } else { 0.0 };
+        page.hits.iter().enumerate().map(|(n, i)| (side(*i), score(n))).collect()
+    };
+    let (xs, ys) = (scored(&a, Side::Base), scored(&b, Side::Live));
+    let mut all = Vec::with_capacity(xs.len() + ys.len());
+    let (mut i, mut j) = (0, 0);
+    while all.len() < end && (i < xs.len() || j < ys.len()) {
+        if j >= ys.len() || (i < xs.len() && before(xs[i], ys[j])) {
+            all.push(xs[i].0);
+            i += 1;
+        } else {
+            all.push(ys[j].0);
+            j += 1;
+        }
+    }
+    let start = (query.page - 1).saturating_mul(query.limit).min(all.len());
+    Merged { hits: all.split_off(start), total, page: query.page, limit: query.limit, aggregations }
 }
 
 #[cfg(test)]
@@ -779,5 +910,71 @@ mod tests {
         assert_eq!(aggregations.registries.get("hashgraph-online"), Some(&page.total));
         assert_eq!(aggregations.kinds.values().sum::<usize>(), page.total);
         assert!(run(&set, "includeAggregations=false").aggregations.is_none());
+    }
+
+    #[test]
+    fn a_merged_search_is_the_search_of_both_indexes_as_one() {
+        let set = agents(260, 21);
+        // The build holds the first 200; live changes replace ten of them,
+        // delete ten, and add sixty.
+        let (built, fresh) = set.split_at(200);
+        let mut changed: Vec<Agent> = built.iter().step_by(20).cloned().collect();
+        for (n, agent) in changed.iter_mut().enumerate() {
+            agent.name = format!("Renamed {n}");
+            agent.updated_at = "2030-01-01T00:00:00Z".into();
+            agent.trust_score = (n * 9) as f64;
+        }
+        let deleted: Vec<usize> = (5..200).step_by(20).collect();
+        let replaced: Vec<usize> = (0..200).step_by(20).collect();
+        let live_agents: Vec<Agent> = changed.iter().chain(fresh).cloned().collect();
+        let base = AgentIndex::build(built.to_vec());
+        let excluded = Bits::from_positions(200, replaced.iter().chain(&deleted).copied());
+        // One live agent is already in the build (an older change): left out.
+        let live = AgentIndex::build(live_agents.clone());
+        let live_excluded = Bits::from_positions(live_agents.len(), [live_agents.len() - 1]);
+        let mut whole: Vec<Agent> =
+            built.iter().enumerate().filter(|(i, _)| !excluded.contains(*i)).map(|(_, a)| a.clone()).collect();
+        whole.extend(live_agents[..live_agents.len() - 1].iter().cloned());
+        let truth = AgentIndex::build(whole);
+        let ids_of = |merged: &Merged| -> Vec<String> {
+            let id = |side: &Side| match side {
+                Side::Base(i) => base.agents[*i].id.clone(),
+                Side::Live(i) => live.agents[*i].id.clone(),
+            };
+            merged.hits.iter().map(id).collect()
+        };
+        for raw in [
+            "",
+            "page=3&limit=7",
+            "sortBy=name",
+            "sortBy=name&sortOrder=desc&page=4&limit=9",
+            "sortBy=trust-score&limit=50",
+            "sortBy=oldest&page=2",
+            "sortBy=most-available&limit=100",
+            "registries=hashgraph-online&sortBy=name",
+            "capabilities=text-generation&page=2&limit=5",
+            "online=true&minTrust=40",
+            "q=translator&sortBy=trust-score",
+            "page=40",
+        ] {
+            let query = SearchQuery::parse(raw).unwrap();
+            let merged = merge(&base, &excluded, &live, &live_excluded, &query);
+            let expected = search(&truth, &query);
+            let expected_ids: Vec<String> = expected.hits.iter().map(|i| truth.agents[*i].id.clone()).collect();
+            assert_eq!(ids_of(&merged), expected_ids, "{raw}");
+            assert_eq!(merged.total, expected.total, "{raw}");
+            assert_eq!(merged.aggregations, expected.aggregations, "{raw}");
+        }
+        // Relevance: the same agents match (scores use each index's own
+        // statistics, so only the set is compared).
+        let query = SearchQuery::parse("q=translator&limit=500").unwrap();
+        let merged = merge(&base, &excluded, &live, &live_excluded, &query);
+        let mut got = ids_of(&merged);
+        let mut expected: Vec<String> =
+            search(&truth, &query).hits.iter().map(|i| truth.agents[*i].id.clone()).collect();
+        got.sort();
+        expected.sort();
+        assert_eq!(got, expected);
+        assert!(!got.is_empty());
     }
 }

@@ -101,7 +101,7 @@ fn file(route: String, path: String, value: &impl Serialize, last_modified: Time
 /// Every static route of section A.
 #[tracing::instrument(level = "debug", skip_all)]
 pub fn files(sources: &Sources) -> Vec<File> {
-    let Sources { agents, catalog, feedback } = sources;
+    let Sources { agents, catalog, feedback, .. } = sources;
     let catalog_time = time(&catalog.updated_at);
     let index_time = agents.iter().map(|a| time(&a.updated_at)).max().unwrap_or(catalog_time);
     let both = catalog_time.max(index_time);
@@ -408,6 +408,24 @@ struct SimilarBody<'a> {
 #[derive(Serialize)]
 struct Resolved<'a> {
     agent: &'a Agent,
+}
+
+/// `GET /agents/{uaid}` of one agent, for an answer made live (an agent
+/// changed since the build): the same body its file would have.
+pub fn detail(agent: &Agent, feedback: &[&FeedbackEntry]) -> Value {
+    let summary = (agent.registry == FEEDBACK_REGISTRY).then(|| feedback_summary(feedback));
+    let trust = Trust {
+        score: agent.trust_score,
+        signals: &agent.trust_signals,
+        verification_status: agent.verification_status.as_str(),
+        feedback: summary,
+    };
+    serde_json::to_value(Detail { agent, trust }).expect("agents serialise")
+}
+
+/// `GET /resolve/{uaid}` of one agent, made live.
+pub fn resolved(agent: &Agent) -> Value {
+    serde_json::to_value(Resolved { agent }).expect("agents serialise")
 }
 
 /// Capability codes as a bit set.

@@ -94,6 +94,8 @@ pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embedding
         e.vectors.iter().flatten().for_each(|x| fingerprint.update(x.to_le_bytes()));
         tx.execute("INSERT INTO broker_meta VALUES ('embedding_model', ?)", [&e.model])?;
     }
+    fingerprint.update(sources.journal_seq.to_le_bytes());
+    tx.execute("INSERT INTO broker_meta VALUES ('journal_seq', ?)", [sources.journal_seq.to_string()])?;
     let fingerprint = crate::http::hex(&fingerprint.finalize());
     tx.execute("INSERT INTO broker_meta VALUES ('fingerprint', ?)", [fingerprint])?;
     tx.commit().context("writing the broker tables")
@@ -142,7 +144,11 @@ pub fn load(conn: &Connection) -> Result<Option<Stored>> {
         Some(model) if vectors.len() == agents.len() => Some(Embeddings { model, vectors }),
         _ => None,
     };
-    Ok(Some(Stored { sources: Sources { agents, catalog, feedback }, embeddings, fingerprint }))
+    let journal_seq = match meta(conn, "journal_seq")? {
+        Some(text) => text.parse().context("broker_meta.journal_seq")?,
+        None => 0,
+    };
+    Ok(Some(Stored { sources: Sources { agents, catalog, feedback, journal_seq }, embeddings, fingerprint }))
 }
 
 const CACHE_SCHEMA: &str =

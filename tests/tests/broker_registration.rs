@@ -1,0 +1,361 @@
+//! Registration against the real api binary on loopback: the three
+//! outcomes with local additional registries that succeed, refuse, fail
+//! for a while and stall; progress polling; billing, refunds and 402;
+//! retries that change nothing; the live overlay (search, detail, resolve,
+//! status) and the next build taking the changes over from the journal.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use api::auth::login::{key_for, DEV_KEYS};
+use base64::Engine as _;
+use serde_json::{json, Value};
+use tests::process::{build, Api};
+use tests::{workspace_root, TempDir};
+use warp::Filter;
+
+/// Additional registries on one loopback server: `/ok` takes every
+/// registration, `/refuse` answers 400, `/flaky` answers 503 to its first
+/// call, `/stall` never answers in time.
+struct Registries {
+    base: String,
+    received: Arc<Mutex<Vec<(String, Value)>>>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn registries() -> Registries {
+    let received: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+    let flaky_calls = Arc::new(Mutex::new(0));
+    let log = received.clone();
+    let route = warp::post().and(warp::path::param::<String>()).and(warp::body::json()).then(move |kind: String, body: Value| {
+        let (log, flaky_calls) = (log.clone(), flaky_calls.clone());
+        async move {
+            log.lock().unwrap().push((kind.clone(), body.clone()));
+            let (status, reply) = match kind.as_str() {
+                "ok" => (200, json!({"agentId": "remote-7", "agentUri": format!("https://ok.example/{}", body["uaid"].as_str().unwrap())})),
+                "refuse" => (400, json!({"error": "profile rejected by this registry"})),
+                "flaky" => {
+                    let mut calls = flaky_calls.lock().unwrap();
+                    *calls += 1;
+                    if *calls == 1 { (503, json!({"error": "busy"})) } else { (201, json!({"agentId": "flaky-1"})) }
+                }
+                _ => {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    (200, json!({}))
+                }
+            };
+            warp::reply::with_status(warp::reply::json(&reply), warp::http::StatusCode::from_u16(status).unwrap())
+        }
+    });
+    let (addr, stop) = tests::serve_on_loopback(route).await;
+    Registries { base: format!("http://{addr}"), received, _stop: stop }
+}
+
+struct Broker {
+    api: Api,
+    client: reqwest::Client,
+    dir: TempDir,
+}
+
+impl Broker {
+    async fn send(&self, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {
+        let mut request = self.client.request(method.parse().unwrap(), self.api.url(path));
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    async fn sign_in(&self, account: &str) -> String {
+        let key = key_for(DEV_KEYS, account).unwrap();
+        let (_, challenge) = self
+            .send(
+                "POST",
+                "/api/v1/auth/ledger/challenge",
+                None,
+                Some(json!({"accountId": account, "network": "testnet"})),
+            )
+            .await;
+        let message = challenge["message"].as_str().unwrap();
+        let proof = json!({
+            "challengeId": challenge["challengeId"], "accountId": account, "network": "testnet",
+            "signature": base64::engine::general_purpose::STANDARD.encode(key.sign(message.as_bytes())),
+            "signatureKind": "raw", "publicKey": key.public_key().to_der_hex(),
+        });
+        let (status, verified) = self.send("POST", "/api/v1/auth/ledger/verify", None, Some(proof)).await;
+        assert_eq!(status, 200, "{verified}");
+        verified["key"].as_str().unwrap().to_string()
+    }
+
+    async fn balance(&self, key: &str) -> i64 {
+        self.send("GET", "/api/v1/credits/balance", Some(key), None).await.1["balance"].as_i64().unwrap()
+    }
+
+    async fn total(&self, query: &str) -> u64 {
+        let (status, body) = self.send("GET", &format!("/api/v1/search?{query}"), None, None).await;
+        assert_eq!(status, 200, "{body}");
+        body["total"].as_u64().unwrap()
+    }
+
+    fn rows(&self, table: &str) -> i64 {
+        let conn = rusqlite::Connection::open(self.dir.path().join("data/live/store.sqlite")).unwrap();
+        conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+    }
+}
+
+/// `encodeURIComponent`, as the reference client encodes path parameters.
+fn encode(uaid: &str) -> String {
+    almanac::broker::render::segment(uaid)
+}
+
+fn profile(name: &str) -> Value {
+    json!({
+        "version": "1.0", "type": 1, "display_name": name, "bio": format!("{name} reads the tides of the harbour"),
+        "aiAgent": {"type": 1, "model": "gpt-4o", "capabilities": [0, 7]},
+    })
+}
+
+fn request(name: &str, additional: &[&str]) -> Value {
+    json!({
+        "profile": profile(name),
+        "endpoint": format!("https://{}.example/a2a", name.to_lowercase().replace(' ', "-")),
+        "communicationProtocol": "a2a",
+        "additionalRegistries": additional,
+        "metadata": {"category": "maritime"},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registration_billing_progress_and_the_live_overlay() {
+    let registries = registries().await;
+    let dir = TempDir::new("registration");
+    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+    let sources = ["--ledger-dir", "datasets/ledger", "--broker-dir", "datasets/broker"].map(|a| {
+        if a.starts_with("datasets") {
+            workspace_root().join(a).to_string_lossy().into_owned()
+        } else {
+            a.into()
+        }
+    });
+    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
+    build(&site, &data, &sources);
+    let endpoints = dir.path().join("registries.json");
+    let at = |path: &str| format!("{}/{path}", registries.base);
+    std::fs::write(
+        &endpoints,
+        json!({"nanda:public": at("ok"), "erc-8004:base-mainnet": at("refuse"),
+               "hashgraph-online:testnet": at("flaky"), "erc-8004:ethereum-sepolia": at("stall")})
+        .to_string(),
+    )
+    .unwrap();
+    let pricing = dir.path().join("pricing.json");
+    std::fs::write(
+        &pricing,
+        json!({"registration": {"base": 300}, "update": {"base": 5}, "creditsPerHbar": 100}).to_string(),
+    )
+    .unwrap();
+    let flags = [
+        "--registry-endpoints",
+        endpoints.to_str().unwrap(),
+        "--pricing",
+        pricing.to_str().unwrap(),
+        "--registry-timeout-ms",
+        "1000",
+        "--registry-tries",
+        "2",
+        "--registry-backoff-ms",
+        "50",
+        "--registration-wait-ms",
+        "1500",
+    ];
+    let broker = Broker { api: Api::start_with(&site, &data, &flags), client: tests::unpooled_client(), dir };
+    let before = broker.total("").await;
+    let owner = broker.sign_in("0.0.1001").await;
+    let other = broker.sign_in("0.0.1002").await;
+
+    // A quote: anyone; with a key, the balance beside it.
+    let (status, quote) =
+        broker.send("POST", "/api/v1/register/quote", None, Some(request("Tide Reader", &["nanda:public"]))).await;
+    assert_eq!((status, &quote["requiredCredits"], &quote["accountId"]), (200, &json!(310), &Value::Null), "{quote}");
+    let (_, quote) =
+        broker.send("POST", "/api/v1/register/quote", Some(&owner), Some(request("Tide Reader", &[]))).await;
+    assert_eq!((&quote["availableCredits"], &quote["shortfallCredits"]), (&json!(1000), &json!(0)), "{quote}");
+
+    // Refusals store nothing.
+    let (status, _) = broker.send("POST", "/api/v1/register", None, Some(request("Tide Reader", &[]))).await;
+    assert_eq!(status, 401);
+    let mut personal = request("Tide Reader", &[]);
+    personal["profile"]["type"] = json!(0);
+    for (body, field) in [
+        (personal, "profile.type"),
+        (json!({"endpoint": "https://x.example"}), "profile"),
+        (request("Tide Reader", &["erc-8004:mars"]), "additionalRegistries[0]"),
+    ] {
+        let (status, refusal) = broker.send("POST", "/api/v1/register", Some(&owner), Some(body)).await;
+        assert_eq!((status, refusal["parameter"].as_str()), (400, Some(field)), "{refusal}");
+    }
+    assert_eq!((broker.rows("registrations"), broker.rows("outbox") + broker.rows("registration_attempts")), (0, 0));
+
+    // 200: registered, billed, and visible at once.
+    let (status, created) =
+        broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Reader", &[]))).await;
+    assert_eq!((status, &created["status"], &created["success"]), (200, &json!("created"), &json!(true)), "{created}");
+    assert_eq!(created["credits"], json!({"base": 300, "additional": 0, "total": 300}));
+    assert!(created["attemptId"].is_string());
+    let uaid = created["uaid"].as_str().unwrap().to_string();
+    assert_eq!(broker.balance(&owner).await, 700);
+    assert_eq!(broker.total("").await, before + 1);
+    let (status, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
+    assert_eq!((status, &detail["agent"]["uaid"]), (200, &json!(uaid)), "{detail}");
+    let (status, resolved) = broker.send("GET", &format!("/api/v1/resolve/{}", encode(&uaid)), None, None).await;
+    assert_eq!((status, &resolved["agent"]["name"]), (200, &json!("Tide Reader")));
+    let (_, found) = broker.send("GET", "/api/v1/search?q=tides%20harbour&limit=5", None, None).await;
+    assert_eq!(found["hits"][0]["uaid"], json!(uaid), "{found}");
+    let (_, sorted) = broker.send("GET", "/api/v1/search?sortBy=most-recent&limit=1", None, None).await;
+    assert_eq!(sorted["hits"][0]["uaid"], json!(uaid), "the newest agent first");
+    let (status, registered) =
+        broker.send("GET", &format!("/api/v1/register/status/{}", encode(&uaid)), None, None).await;
+    assert_eq!((status, &registered["registered"]), (200, &json!(true)));
+
+    // A retry is a duplicate, not billed; another account cannot take it.
+    let (status, again) =
+        broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Reader", &[]))).await;
+    assert_eq!((status, &again["status"], &again["uaid"]), (200, &json!("duplicate"), &json!(uaid)), "{again}");
+    assert_eq!(broker.balance(&owner).await, 700);
+    let (status, _) = broker.send("POST", "/api/v1/register", Some(&other), Some(request("Tide Reader", &[]))).await;
+    assert_eq!(status, 409);
+
+    // 200 with a registry that takes it; 207 with one that refuses (its
+    // credits refunded); the flaky one is retried.
+    let (status, both) = broker
+        .send(
+            "POST",
+            "/api/v1/register",
+            Some(&other),
+            Some(request("Dock Hand", &["nanda:public", "hashgraph-online:testnet"])),
+        )
+        .await;
+    assert_eq!((status, &both["status"]), (200, &json!("created")), "{both}");
+    let results = both["additionalRegistries"].as_array().unwrap();
+    assert!(results.iter().all(|r| r["status"] == json!("created")), "{both}");
+    assert_eq!(results[0]["agentId"], json!("remote-7"));
+    let delivered = registries.received.lock().unwrap().clone();
+    assert!(delivered.iter().any(|(kind, body)| kind == "ok"
+        && body["uaid"] == both["uaid"]
+        && body["agent"]["name"] == json!("Dock Hand")));
+    assert_eq!(delivered.iter().filter(|(kind, _)| kind == "flaky").count(), 2, "one 503, then success");
+    let (status, partial) = broker
+        .send("POST", "/api/v1/register", Some(&other), Some(request("Net Mender", &["erc-8004:base-mainnet"])))
+        .await;
+    assert_eq!((status, &partial["status"], &partial["success"]), (207, &json!("partial"), &json!(false)), "{partial}");
+    assert_eq!(partial["errors"][0]["registryKey"], json!("erc-8004:base-mainnet"));
+    assert!(partial["errors"][0]["error"].as_str().unwrap().contains("400"));
+    // 1000 - (300 + 10 + 2) - (300 + 35, the 35 refunded) = 388.
+    assert_eq!(broker.balance(&other).await, 388);
+    let (status, _) = broker.send("POST", "/api/v1/register", Some(&other), Some(request("Rope Coiler", &[]))).await;
+    assert_eq!(status, 200);
+    // 402: 88 left, 300 needed; nothing stored.
+    let stored = broker.rows("registrations");
+    let (status, short) = broker.send("POST", "/api/v1/register", Some(&other), Some(request("Sail Maker", &[]))).await;
+    assert_eq!(
+        (status, &short["shortfallCredits"], &short["code"]),
+        (402, &json!(212), &json!("insufficient_credits")),
+        "{short}"
+    );
+    assert_eq!((broker.rows("registrations"), broker.balance(&other).await), (stored, 88));
+
+    // 202: a stalling registry; the attempt is polled until it ends.
+    let (status, pending) = broker
+        .send("POST", "/api/v1/register", Some(&owner), Some(request("Buoy Keeper", &["erc-8004:ethereum-sepolia"])))
+        .await;
+    assert_eq!((status, &pending["status"]), (202, &json!("pending")), "{pending}");
+    assert_eq!(pending["credits"]["total"], json!(305));
+    let attempt = pending["attemptId"].as_str().unwrap().to_string();
+    let progress = format!("/api/v1/register/progress/{attempt}");
+    assert_eq!(broker.send("GET", &progress, None, None).await.0, 401);
+    assert_eq!(broker.send("GET", &progress, Some(&other), None).await.0, 403);
+    assert_eq!(broker.send("GET", "/api/v1/register/progress/att_nothing", Some(&owner), None).await.0, 404);
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        let (status, body) = broker.send("GET", &progress, Some(&owner), None).await;
+        assert_eq!(status, 200, "{body}");
+        last = body["progress"].clone();
+        if last["status"] != json!("pending") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["status"], json!("partial"), "{last}");
+    let entry = &last["additionalRegistries"]["erc-8004:ethereum-sepolia"];
+    assert_eq!(entry["status"], json!("failed"), "{last}");
+    assert!(entry["error"].as_str().unwrap().contains("no answer within 1000 ms"), "{last}");
+    assert!(last["completedAt"].is_string());
+    assert_eq!(broker.balance(&owner).await, 700 - 300, "the stalled registry's 5 credits refunded");
+
+    // Updates: billed once, the same body again changes nothing.
+    let path = format!("/api/v1/register/{}", encode(&uaid));
+    let mut change = request("Tide Reader", &[]);
+    change["profile"]["bio"] = json!("Reads tides and currents");
+    let (status, updated) = broker.send("PUT", &path, Some(&owner), Some(change.clone())).await;
+    assert_eq!((status, &updated["status"], &updated["uaid"]), (200, &json!("updated"), &json!(uaid)), "{updated}");
+    assert_eq!(broker.balance(&owner).await, 395);
+    let (status, _) = broker.send("PUT", &path, Some(&owner), Some(change.clone())).await;
+    assert_eq!((status, broker.balance(&owner).await), (200, 395));
+    let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
+    assert_eq!(detail["agent"]["description"], json!("Reads tides and currents"));
+    assert_eq!(broker.send("PUT", &path, Some(&other), Some(change.clone())).await.0, 403);
+    assert_eq!(broker.send("PUT", &path, Some(&owner), Some(json!({"metadata": {}}))).await.0, 400);
+    assert_eq!(
+        broker.send("PUT", "/api/v1/register/uaid%3Aaid%3Anobody%3Buid%3D0", Some(&owner), Some(change)).await.0,
+        404
+    );
+    let (status, claim) = broker.send("PUT", &path, Some(&owner), Some(json!({"registered": false}))).await;
+    assert_eq!((status, &claim["ok"], &claim["registered"]), (200, &json!(true), &json!(false)), "{claim}");
+
+    // Delete: the owner only; gone at once.
+    let dock = both["uaid"].as_str().unwrap().to_string();
+    let dock_path = format!("/api/v1/register/{}", encode(&dock));
+    assert_eq!(broker.send("DELETE", &dock_path, Some(&owner), None).await.0, 403);
+    assert_eq!(broker.send("DELETE", &dock_path, None, None).await.0, 401);
+    let (status, deleted) = broker.send("DELETE", &dock_path, Some(&other), None).await;
+    assert_eq!((status, &deleted["success"]), (200, &json!(true)), "{deleted}");
+    assert_eq!(broker.send("GET", &format!("/api/v1/agents/{}", encode(&dock)), None, None).await.0, 404);
+    // Tide Reader, Net Mender, Rope Coiler and Buoy Keeper remain.
+    assert_eq!(broker.total("").await, before + 4);
+
+    // The next build takes the journal over: the agents come from its
+    // files, the overlay steps aside, the totals stay.
+    let journal_written = || std::fs::read_dir(data.join("journal")).map(|d| d.count()).unwrap_or(0) > 0;
+    for _ in 0..50 {
+        if journal_written() && broker.rows("outbox") == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(broker.rows("outbox"), 0, "the journal writer drained the outbox");
+    build(&site, &data, &sources);
+    let current = std::fs::read_link(site.join("current")).unwrap();
+    let id = current.file_name().unwrap().to_string_lossy().into_owned();
+    for _ in 0..200 {
+        if broker.send("GET", "/health", None, None).await.1["build"] == json!(id) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(broker.send("GET", "/health", None, None).await.1["build"], json!(id));
+    assert_eq!(broker.total("").await, before + 4);
+    let response =
+        broker.client.get(broker.api.url(&format!("/api/v1/agents/{}", encode(&uaid)))).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_ne!(response.headers()["cache-control"], "no-cache", "served from the build's file");
+    let detail: Value = response.json().await.unwrap();
+    assert_eq!(detail["agent"]["description"], json!("Reads tides and currents"));
+    assert_eq!(detail["agent"]["verificationStatus"], json!("indexed"));
+    assert_eq!(broker.send("GET", &format!("/api/v1/agents/{}", encode(&dock)), None, None).await.0, 404);
+}
