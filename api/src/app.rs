@@ -26,7 +26,7 @@ pub struct App {
     /// Agents registered, updated or deleted since the published build.
     pub overlay: Overlay,
     /// Delivery to additional registries.
-    pub registrar: registrar::Settings,
+    pub registrar: Arc<registrar::Settings>,
     pub auth: auth::Settings,
     pub pricing: Pricing,
     pub journal: Journal,

@@ -264,7 +264,7 @@ impl Config {
         Ok(Arc::new(App {
             store,
             overlay: Overlay::default(),
-            registrar,
+            registrar: Arc::new(registrar),
             auth: auth::Settings {
                 network,
                 keys,

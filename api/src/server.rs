@@ -58,7 +58,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         }
     });
     let (stop_registrar, registrar_stopped) = tokio::sync::oneshot::channel::<()>();
-    let registrar = tokio::spawn(crate::broker::registrar::run(app.clone(), async move {
+    let registrar = tokio::spawn(crate::broker::registrar::run(app.store.clone(), app.registrar.clone(), async move {
         let _ = registrar_stopped.await;
     }));
     // The journal writer: drains the outbox until the server stops, then

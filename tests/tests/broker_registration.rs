@@ -131,20 +131,31 @@ fn request(name: &str, additional: &[&str]) -> Value {
     })
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn registration_billing_progress_and_the_live_overlay() {
+/// A built site, the local registries and the api serving them; every
+/// registration costs 300 credits (the dev accounts have 1,000).
+struct Setup {
+    registries: Registries,
+    broker: Broker,
+    site: std::path::PathBuf,
+    data: std::path::PathBuf,
+    sources: Vec<String>,
+}
+
+async fn setup(label: &str) -> Setup {
     let registries = registries().await;
-    let dir = TempDir::new("registration");
+    let dir = TempDir::new(label);
     let (site, data) = (dir.path().join("site"), dir.path().join("data"));
-    let sources = ["--ledger-dir", "datasets/ledger", "--broker-dir", "datasets/broker"].map(|a| {
-        if a.starts_with("datasets") {
-            workspace_root().join(a).to_string_lossy().into_owned()
-        } else {
-            a.into()
-        }
-    });
-    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
-    build(&site, &data, &sources);
+    let sources: Vec<String> = ["--ledger-dir", "datasets/ledger", "--broker-dir", "datasets/broker"]
+        .iter()
+        .map(|a| {
+            if a.starts_with("datasets") {
+                workspace_root().join(a).to_string_lossy().into_owned()
+            } else {
+                a.to_string()
+            }
+        })
+        .collect();
+    build(&site, &data, &sources.iter().map(String::as_str).collect::<Vec<_>>());
     let endpoints = dir.path().join("registries.json");
     let at = |path: &str| format!("{}/{path}", registries.base);
     std::fs::write(
@@ -175,6 +186,13 @@ async fn registration_billing_progress_and_the_live_overlay() {
         "1500",
     ];
     let broker = Broker { api: Api::start_with(&site, &data, &flags), client: tests::unpooled_client(), dir };
+    Setup { registries, broker, site, data, sources }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registration_billing_progress_and_the_live_overlay() {
+    let Setup { registries, broker, site, data, sources } = setup("registration").await;
+    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
     let before = broker.total("").await;
     let owner = broker.sign_in("0.0.1001").await;
     let other = broker.sign_in("0.0.1002").await;
@@ -358,4 +376,21 @@ async fn registration_billing_progress_and_the_live_overlay() {
     assert_eq!(detail["agent"]["description"], json!("Reads tides and currents"));
     assert_eq!(detail["agent"]["verificationStatus"], json!("indexed"));
     assert_eq!(broker.send("GET", &format!("/api/v1/agents/{}", encode(&dock)), None, None).await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_client_registers_updates_and_polls() {
+    let setup = setup("registration-client").await;
+    let key = setup.broker.sign_in("0.0.1003").await;
+    let base = setup.broker.api.base.clone();
+    let args = [base.as_str(), key.as_str(), "erc-8004:ethereum-sepolia", "erc-8004:base-mainnet"];
+    let results = tests::reference_client("register.mjs", &args).await;
+    let value = |call: &str| results[call]["value"].clone();
+    assert_eq!(value("registered")["status"], json!("created"));
+    assert_eq!(value("pending")["progress"]["status"], json!("partial"));
+    assert_eq!(value("partial")["errors"][0]["registryKey"], json!("erc-8004:base-mainnet"));
+    assert_eq!(value("updated")["uaid"], value("registered")["uaid"]);
+    assert_eq!(value("ownership")["registered"], json!(true));
+    // 1,000 - 3 × 300 (the failed registries refunded) - 5 for the update.
+    assert_eq!(setup.broker.balance(&key).await, 95);
 }

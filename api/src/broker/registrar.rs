@@ -23,7 +23,6 @@ use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use crate::app::App;
 use crate::store::registry::{self, Due, Settle};
 use crate::store::{self, Store};
 
@@ -90,8 +89,7 @@ impl Settings {
 
 /// Runs until `stop` resolves: resumes what a previous run left, then
 /// delivers what is due, sleeping until the next is or until woken.
-pub async fn run(app: Arc<App>, stop: impl std::future::Future<Output = ()>) {
-    let store = app.store.clone();
+pub async fn run(store: Store, settings: Arc<Settings>, stop: impl std::future::Future<Output = ()>) {
     match store.write(|conn| registry::resume(conn, store::now_ms())).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(deliveries = n, "registrar: resuming deliveries a previous run left in progress"),
@@ -99,8 +97,8 @@ pub async fn run(app: Arc<App>, stop: impl std::future::Future<Output = ()>) {
     }
     tokio::pin!(stop);
     loop {
-        let woken = app.registrar.wake.notified();
-        let wait = match round(&app).await {
+        let woken = settings.wake.notified();
+        let wait = match round(&store, &settings).await {
             Ok(true) => Duration::ZERO,
             Ok(false) => until_next(&store).await,
             Err(e) => {
@@ -127,25 +125,24 @@ async fn until_next(store: &Store) -> Duration {
 }
 
 /// Claims and delivers what is due now; whether anything was.
-async fn round(app: &Arc<App>) -> Result<bool, store::Failure> {
-    let due = app.store.write(|conn| registry::claim_due(conn, store::now_ms(), BATCH)).await?;
+async fn round(store: &Store, settings: &Arc<Settings>) -> Result<bool, store::Failure> {
+    let due = store.write(|conn| registry::claim_due(conn, store::now_ms(), BATCH)).await?;
     if due.is_empty() {
         return Ok(false);
     }
     let calls = due.into_iter().map(|due| {
-        let app = app.clone();
+        let (store, settings) = (store.clone(), settings.clone());
         async move {
-            let outcome = deliver(&app.registrar, &due).await;
+            let outcome = deliver(&settings, &due).await;
             let (attempt, key) = (due.attempt.clone(), due.key.clone());
             if let Settle::Failed { error } | Settle::Retry { error, .. } = &outcome {
                 tracing::warn!(attempt, key, tries = due.tries, error, "registrar: delivery not done");
             }
-            let settled =
-                app.store.write(move |conn| registry::settle(conn, &attempt, &key, &outcome, store::now_ms()));
+            let settled = store.write(move |conn| registry::settle(conn, &attempt, &key, &outcome, store::now_ms()));
             if let Err(e) = settled.await {
                 tracing::error!(error = %e, "registrar: cannot record a delivery");
             }
-            app.registrar.settled.notify_waiters();
+            settings.settled.notify_waiters();
         }
     });
     futures_util::future::join_all(calls).await;
