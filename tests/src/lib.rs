@@ -4,6 +4,7 @@
 
 pub mod datagen;
 pub mod embeddings;
+pub mod live;
 pub mod mirror;
 pub mod process;
 pub mod shape;

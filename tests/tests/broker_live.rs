@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use almanac::http::hex;
 use api::auth::login::{key_for, DEV_KEYS};
-use api::auth::signature::{evm_address, evm_sign, SigningKey};
+use api::auth::signature::{evm_address, evm_sign};
 use base64::Engine as _;
 use serde_json::{json, Value};
+use tests::live::hedera_proof;
 use tests::mirror::MirrorServer;
 use tests::process::Api;
 use tests::TempDir;
@@ -37,17 +38,7 @@ impl Live {
     }
 
     async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<Value>) -> (u16, Value) {
-        let mut request = self.client.request(method.parse().unwrap(), self.api.url(path));
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        tests::live::call(&self.client, method, self.api.url(path), headers, body).await
     }
 
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
@@ -69,18 +60,6 @@ impl Live {
         assert_eq!(status, 200, "{body}");
         body
     }
-}
-
-fn hedera_proof(challenge: &Value, account: &str, key: &SigningKey) -> Value {
-    let message = challenge["message"].as_str().unwrap();
-    json!({
-        "challengeId": challenge["challengeId"],
-        "accountId": account,
-        "network": "testnet",
-        "signature": base64::engine::general_purpose::STANDARD.encode(key.sign(message.as_bytes())),
-        "signatureKind": "raw",
-        "publicKey": key.public_key().to_der_hex(),
-    })
 }
 
 fn evm_key() -> (k256::ecdsa::SigningKey, String) {

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use api::auth::login::{key_for, DEV_KEYS};
-use base64::Engine as _;
 use serde_json::{json, Value};
 use tests::process::{build, Api};
 use tests::{workspace_root, TempDir};
@@ -59,17 +58,8 @@ struct Broker {
 
 impl Broker {
     async fn send(&self, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {
-        let mut request = self.client.request(method.parse().unwrap(), self.api.url(path));
-        if let Some(key) = key {
-            request = request.header("x-api-key", key);
-        }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        let headers: Vec<(&str, &str)> = key.map(|k| ("x-api-key", k)).into_iter().collect();
+        tests::live::call(&self.client, method, self.api.url(path), &headers, body).await
     }
 
     async fn sign_in(&self, account: &str) -> String {
@@ -82,12 +72,7 @@ impl Broker {
                 Some(json!({"accountId": account, "network": "testnet"})),
             )
             .await;
-        let message = challenge["message"].as_str().unwrap();
-        let proof = json!({
-            "challengeId": challenge["challengeId"], "accountId": account, "network": "testnet",
-            "signature": base64::engine::general_purpose::STANDARD.encode(key.sign(message.as_bytes())),
-            "signatureKind": "raw", "publicKey": key.public_key().to_der_hex(),
-        });
+        let proof = tests::live::hedera_proof(&challenge, account, &key);
         let (status, verified) = self.send("POST", "/api/v1/auth/ledger/verify", None, Some(proof)).await;
         assert_eq!(status, 200, "{verified}");
         verified["key"].as_str().unwrap().to_string()

@@ -36,12 +36,13 @@ pub struct Overlay {
 }
 
 /// One state of the overlay.
-#[derive(Default)]
 pub struct View {
     /// By UAID, the last live change: its `seq` and the agent's position
     /// in `index`, or `None` when it was deleted.
     changes: HashMap<String, (i64, Option<u32>)>,
-    index: Option<AgentIndex>,
+    /// The largest `seq` held (0: none): a build at or past it holds them all.
+    newest: i64,
+    index: AgentIndex,
     /// The `seq` of each agent of `index`.
     seqs: Vec<i64>,
     hits: Vec<Box<str>>,
@@ -66,6 +67,12 @@ pub enum Found<'a> {
     Build,
 }
 
+impl Default for View {
+    fn default() -> View {
+        View::build(HashMap::new())
+    }
+}
+
 impl Overlay {
     /// An overlay holding `changes` (`seq`, UAID, agent or `None` when
     /// deleted), as the store lists them.
@@ -83,12 +90,7 @@ impl Overlay {
     /// ignored (two requests may finish out of order).
     pub fn apply(&self, changes: Vec<(i64, String, Option<Agent>)>) {
         let _one_at_a_time = self.changing.lock().expect("overlay");
-        let old = self.view();
-        let mut entries: HashMap<String, (i64, Option<Agent>)> = old
-            .changes
-            .iter()
-            .map(|(uaid, (seq, at))| (uaid.clone(), (*seq, at.map(|i| old.agent(i).clone()))))
-            .collect();
+        let mut entries = self.view().entries();
         for (seq, uaid, agent) in changes {
             if entries.get(&uaid).is_none_or(|(held, _)| *held < seq) {
                 entries.insert(uaid, (seq, agent));
@@ -104,12 +106,8 @@ impl Overlay {
         if old.changes.values().all(|(held, _)| *held > seq) {
             return;
         }
-        let entries = old
-            .changes
-            .iter()
-            .filter(|(_, (held, _))| *held > seq)
-            .map(|(uaid, (held, at))| (uaid.clone(), (*held, at.map(|i| old.agent(i).clone()))))
-            .collect();
+        let mut entries = old.entries();
+        entries.retain(|_, (held, _)| *held > seq);
         *self.view.write().expect("overlay") = Arc::new(View::build(entries));
     }
 }
@@ -128,21 +126,17 @@ impl View {
             changes.insert(uaid, (seq, at));
         }
         let hits = agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
-        let index = (!agents.is_empty()).then(|| AgentIndex::build(agents));
-        View { changes, index, seqs, hits, excluded: Mutex::new(None) }
+        let newest = changes.values().map(|(seq, _)| *seq).max().unwrap_or(0);
+        View { changes, newest, index: AgentIndex::build(agents), seqs, hits, excluded: Mutex::new(None) }
+    }
+
+    /// The changes held, as [`View::build`] takes them.
+    fn entries(&self) -> HashMap<String, (i64, Option<Agent>)> {
+        self.changes.iter().map(|(uaid, (seq, at))| (uaid.clone(), (*seq, at.map(|i| self.agent(i).clone())))).collect()
     }
 
     fn agent(&self, i: u32) -> &Agent {
-        &self.index.as_ref().expect("an overlay agent has an index").agents[i as usize]
-    }
-
-    /// How many changes are held.
-    pub fn len(&self) -> usize {
-        self.changes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.changes.is_empty()
+        &self.index.agents[i as usize]
     }
 
     /// `uaid` as of now, for a build whose journal point is `seq`.
@@ -156,25 +150,17 @@ impl View {
 
     /// The live agents newer than the build, in no order.
     pub fn agents_after(&self, seq: i64) -> impl Iterator<Item = &Agent> {
-        let index = self.index.as_ref();
-        self.seqs
-            .iter()
-            .enumerate()
-            .filter(move |(_, s)| **s > seq)
-            .filter_map(move |(i, _)| index.map(|x| &x.agents[i]))
+        self.seqs.iter().zip(&self.index.agents).filter(move |(s, _)| **s > seq).map(|(_, agent)| agent)
     }
 
     /// Runs `query` over `build` and the overlay as one; `None` when the
     /// overlay changes nothing for this build (search the build alone).
     pub fn search(&self, build: &Agents, query: &SearchQuery) -> Option<Merged> {
-        let seq = build.journal_seq;
-        if self.changes.values().all(|(held, _)| *held <= seq) {
+        if self.newest <= build.journal_seq {
             return None;
         }
         let (base, live) = self.exclusions(build);
-        let empty = AgentIndex::build(Vec::new());
-        let index = self.index.as_ref().unwrap_or(&empty);
-        Some(query::merge(&build.index, &base, index, &live, query))
+        Some(query::merge(&build.index, &base, &self.index, &live, query))
     }
 
     /// Which build agents the overlay replaces or deletes, and which

@@ -45,10 +45,14 @@ fn refused(invalid: Invalid) -> Error {
 
 /// The body, read as a registration request against the build's catalog.
 fn read(request: &Request) -> Result<(Value, Registration), Error> {
-    let (_, broker) = super::agents(request)?;
     let body: Value = parse_body(&request.body)?;
-    let read = registration::read(&body, &broker.catalog).map_err(refused)?;
+    let read = read_value(request, &body)?;
     Ok((body, read))
+}
+
+fn read_value(request: &Request, body: &Value) -> Result<Registration, Error> {
+    let (_, broker) = super::agents(request)?;
+    registration::read(body, &broker.catalog).map_err(refused)
 }
 
 /// What a request costs: the base price and each additional registry's.
@@ -63,7 +67,7 @@ fn plan(request: &Request, read: &Registration, mode: Mode) -> Result<Plan, Erro
         .into_iter()
         .map(|n| (n.key.clone(), n.registry_id.clone(), n.estimated_credits as i64))
         .collect();
-    Ok(Plan { id: format!("att_{}", almanac::http::hex(&store::random::<12>())), mode, base, additional })
+    Ok(Plan::new(mode, base, additional))
 }
 
 /// The owner: the billing account in CAIP-10.
@@ -144,15 +148,29 @@ pub async fn register(request: Request) -> Answer {
         return Err(Error::new(StatusCode::CONFLICT, "already_indexed", message));
     }
     let plan = plan(&request, &read, Mode::Register)?;
-    let write = Write {
-        agent: agent.clone(),
-        account: owner.account,
-        request_hash: digest(&body),
-        plan: plan.clone(),
-        now: ms,
-    };
-    let outcome = request.app.store.write(move |conn| stored::register(conn, &write)).await?;
+    let outcome = save(&request, &agent, owner.account, &body, plan.clone(), ms).await?;
     finish(&request, outcome, agent, &plan).await
+}
+
+/// Stores a registration or an update (by the plan's mode), billed and
+/// journaled in one write.
+async fn save(
+    request: &Request,
+    agent: &Agent,
+    account: String,
+    body: &Value,
+    plan: Plan,
+    now: i64,
+) -> Result<Outcome, Error> {
+    let write = Write { agent: agent.clone(), account, request_hash: digest(body), plan, now };
+    Ok(request
+        .app
+        .store
+        .write(move |conn| match write.plan.mode {
+            Mode::Register => stored::register(conn, &write),
+            Mode::Update => stored::update(conn, &write),
+        })
+        .await?)
 }
 
 /// `PUT /register/{uaid}`: an update (`profile`), or the ownership body
@@ -161,7 +179,7 @@ pub async fn update(request: Request) -> Answer {
     let body: Value = parse_body(&request.body)?;
     let has = |field: &str| body.get(field).is_some_and(|v| !v.is_null());
     match (has("profile"), has("registered")) {
-        (true, _) => update_profile(request).await,
+        (true, _) => update_profile(request, body).await,
         (false, true) => ownership(request, body).await,
         (false, false) => {
             Err(Error::invalid_body("the body needs profile (an update) or registered (ownership)").naming("profile"))
@@ -190,8 +208,8 @@ async fn owned(request: &Request, uaid: &str, account: &str) -> Result<stored::R
     }
 }
 
-async fn update_profile(request: Request) -> Answer {
-    let (body, read) = read(&request)?;
+async fn update_profile(request: Request, body: Value) -> Answer {
+    let read = read_value(&request, &body)?;
     let owner = owner(&request)?;
     let uaid = request.params.get("uaid").to_string();
     let existing = owned(&request, &uaid, &owner.account).await?;
@@ -199,14 +217,7 @@ async fn update_profile(request: Request) -> Answer {
     let (ms, at) = now();
     let agent = registration::updated(&existing.agent, &read, &broker.catalog, &at).map_err(refused)?;
     let plan = plan(&request, &read, Mode::Update)?;
-    let write = Write {
-        agent: agent.clone(),
-        account: owner.account,
-        request_hash: digest(&body),
-        plan: plan.clone(),
-        now: ms,
-    };
-    let outcome = request.app.store.write(move |conn| stored::update(conn, &write)).await?;
+    let outcome = save(&request, &agent, owner.account, &body, plan.clone(), ms).await?;
     finish(&request, outcome, agent, &plan).await
 }
 
@@ -249,14 +260,7 @@ async fn ownership(request: Request, body: Value) -> Answer {
     agent.verification_status = if claim.registered { Verification::Registered } else { Verification::Indexed };
     agent.updated_at = at;
     almanac::broker::validate(&agent).map_err(|e| Error::invalid_body(format!("{e:#}")))?;
-    let plan = Plan {
-        id: format!("att_{}", almanac::http::hex(&store::random::<12>())),
-        mode: Mode::Update,
-        base: 0,
-        additional: vec![],
-    };
-    let write = Write { agent: agent.clone(), account: owner.account, request_hash: digest(&body), plan, now: ms };
-    let outcome = request.app.store.write(move |conn| stored::update(conn, &write)).await?;
+    let outcome = save(&request, &agent, owner.account, &body, Plan::new(Mode::Update, 0, Vec::new()), ms).await?;
     let agent = match outcome {
         Outcome::Done { seq, .. } => {
             changed(&request, seq, &uaid, Some(agent.clone()));

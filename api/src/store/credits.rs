@@ -4,7 +4,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
-use super::Failure;
+use super::{closed, Failure};
 
 almanac::vocabulary! {
     /// What a transaction is.
@@ -192,13 +192,6 @@ const SELECT: &str =
 /// A row of [`SELECT`]; a kind or status outside its vocabulary is a
 /// conversion error naming the column.
 fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
-    fn closed<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<T> {
-        let text: String = r.get(column)?;
-        text.parse().map_err(|_| {
-            let problem = format!("{text:?} is not a known value");
-            rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, problem.into())
-        })
-    }
     Ok(Entry {
         id: r.get(0)?,
         account: r.get(1)?,

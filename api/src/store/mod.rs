@@ -275,6 +275,16 @@ fn write_loop(conn: Connection, mut jobs: mpsc::Receiver<Job>, max_batch: usize)
     }
 }
 
+/// A text column holding a value of a closed set (a `vocabulary!`): a
+/// value outside it is a conversion error naming the column.
+pub(crate) fn closed<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<T> {
+    let text: String = r.get(column)?;
+    text.parse().map_err(|_| {
+        let problem = format!("{text:?} is not a known value");
+        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, problem.into())
+    })
+}
+
 /// Now, in milliseconds since the Unix epoch (the store's times).
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)

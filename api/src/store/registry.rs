@@ -10,7 +10,7 @@ use almanac::broker::Agent;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::credits::{self, Change as Credit, Kind, Posted};
-use super::{outbox, Failure};
+use super::{closed, outbox, Failure};
 
 almanac::vocabulary! {
     /// What an attempt did.
@@ -53,6 +53,11 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// A plan with a fresh attempt id.
+    pub fn new(mode: Mode, base: i64, additional: Vec<(String, String, i64)>) -> Plan {
+        Plan { id: format!("att_{}", almanac::http::hex(&super::random::<12>())), mode, base, additional }
+    }
+
     pub fn total(&self) -> i64 {
         self.base + self.additional.iter().map(|(_, _, c)| c).sum::<i64>()
     }
@@ -323,14 +328,6 @@ pub fn attempt(conn: &Connection, id: &str) -> Result<Option<Attempt>, Failure> 
     Ok(Some(attempt))
 }
 
-fn closed<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<T> {
-    let text: String = r.get(column)?;
-    text.parse().map_err(|_| {
-        let problem = format!("{text:?} is not a known value");
-        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, problem.into())
-    })
-}
-
 /// A delivery due now: what to send where.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Due {
@@ -356,12 +353,11 @@ pub fn claim_due(conn: &Connection, now: i64, limit: usize) -> Result<Vec<Due>, 
         .collect::<rusqlite::Result<Vec<(String, String, i64)>>>()?;
     let mut out = Vec::with_capacity(claimed.len());
     for (attempt, key, tries) in claimed {
-        let (uaid, mode): (String, String) =
+        let (uaid, mode): (String, Mode) =
             conn.query_row("SELECT uaid, mode FROM registration_attempts WHERE id = ?1", [&attempt], |r| {
-                Ok((r.get(0)?, r.get(1)?))
+                Ok((r.get(0)?, closed(r, 1)?))
             })?;
         let agent = find(conn, &uaid)?.filter(|r| r.deleted_at.is_none()).map(|r| r.agent);
-        let mode = mode.parse().map_err(|()| Failure::Corrupt(format!("attempt {attempt}: mode {mode}")))?;
         out.push(Due { attempt, key, mode, tries, agent });
     }
     Ok(out)
