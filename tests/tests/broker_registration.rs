@@ -88,6 +88,10 @@ impl Broker {
         body["total"].as_u64().unwrap()
     }
 
+    async fn hybrid(&self, query: Value) -> (u16, Value) {
+        self.send("POST", "/api/v1/search", None, Some(query)).await
+    }
+
     fn rows(&self, table: &str) -> i64 {
         let conn = rusqlite::Connection::open(self.dir.path().join("data/live/store.sqlite")).unwrap();
         conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).unwrap()
@@ -126,7 +130,9 @@ struct Setup {
     sources: Vec<String>,
 }
 
-async fn setup(label: &str) -> Setup {
+/// `extra` flags go to both the generator and the api (the embedding
+/// provider's, which both take).
+async fn setup(label: &str, extra: &[&str]) -> Setup {
     let registries = registries().await;
     let dir = TempDir::new(label);
     let (site, data) = (dir.path().join("site"), dir.path().join("data"));
@@ -139,6 +145,7 @@ async fn setup(label: &str) -> Setup {
                 a.to_string()
             }
         })
+        .chain(extra.iter().map(|a| a.to_string()))
         .collect();
     build(&site, &data, &sources.iter().map(String::as_str).collect::<Vec<_>>());
     let endpoints = dir.path().join("registries.json");
@@ -156,7 +163,7 @@ async fn setup(label: &str) -> Setup {
         json!({"registration": {"base": 300}, "update": {"base": 5}, "creditsPerHbar": 100}).to_string(),
     )
     .unwrap();
-    let flags = [
+    let mut flags = vec![
         "--registry-endpoints",
         endpoints.to_str().unwrap(),
         "--pricing",
@@ -170,13 +177,14 @@ async fn setup(label: &str) -> Setup {
         "--registration-wait-ms",
         "1500",
     ];
+    flags.extend(extra);
     let broker = Broker { api: Api::start_with(&site, &data, &flags), client: tests::unpooled_client(), dir };
     Setup { registries, broker, site, data, sources }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn registration_billing_progress_and_the_live_overlay() {
-    let Setup { registries, broker, site, data, sources } = setup("registration").await;
+    let Setup { registries, broker, site, data, sources } = setup("registration", &[]).await;
     let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
     let before = broker.total("").await;
     let owner = broker.sign_in("0.0.1001").await;
@@ -365,7 +373,7 @@ async fn registration_billing_progress_and_the_live_overlay() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_reference_client_registers_updates_and_polls() {
-    let setup = setup("registration-client").await;
+    let setup = setup("registration-client", &[]).await;
     let key = setup.broker.sign_in("0.0.1003").await;
     let base = setup.broker.api.base.clone();
     let args = [base.as_str(), key.as_str(), "erc-8004:ethereum-sepolia", "erc-8004:base-mainnet"];
@@ -378,4 +386,69 @@ async fn the_reference_client_registers_updates_and_polls() {
     assert_eq!(value("ownership")["registered"], json!(true));
     // 1,000 - 3 × 300 (the failed registries refunded) - 5 for the update.
     assert_eq!(setup.broker.balance(&key).await, 95);
+}
+
+/// Hybrid search and similar agents see the overlay: a live agent is
+/// embedded once (with the query that first needs it, again after an
+/// update), ranked with the build's agents, and gone once deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn hybrid_search_and_similar_agents_see_live_agents() {
+    use std::sync::atomic::Ordering;
+    let server = tests::embeddings::EmbeddingServer::start().await;
+    let base = server.base();
+    let Setup { broker, .. } =
+        setup("registration-hybrid", &["--embeddings-url", &base, "--embeddings-model", "bag-64"]).await;
+    let texts = || server.counters.texts.load(Ordering::SeqCst);
+    let (status, before) = broker.hybrid(json!({"query": "tides of the harbour", "limit": 3})).await;
+    assert_eq!(status, 200, "{before}");
+    let total = before["total"].as_u64().unwrap();
+
+    let owner = broker.sign_in("0.0.1001").await;
+    let (_, created) = broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Reader", &[]))).await;
+    let uaid = created["uaid"].as_str().unwrap().to_string();
+    let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
+    let agent: almanac::broker::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
+
+    // The agent's own text finds it first; the query and the agent are
+    // embedded in one call, and the agent only once.
+    let own = almanac::broker::embed::text(&agent);
+    let counted = texts();
+    let (status, found) = broker.hybrid(json!({"query": own, "limit": 3})).await;
+    assert_eq!((status, &found["hits"][0]["agent"]["uaid"]), (200, &json!(uaid)), "{found}");
+    assert_eq!(found["total"], json!(total + 1));
+    assert_eq!(texts(), counted + 2);
+    let (_, again) = broker.hybrid(json!({"query": own, "limit": 3})).await;
+    assert_eq!((&again["hits"][0]["agent"]["uaid"], texts()), (&json!(uaid), counted + 3));
+    // Filters apply to live agents as to built ones.
+    let (_, other) = broker.hybrid(json!({"query": own, "filter": {"registry": "erc-8004"}, "limit": 100})).await;
+    assert!(other["hits"].as_array().unwrap().iter().all(|h| h["agent"]["uaid"] != json!(uaid)), "{other}");
+
+    // An update is embedded again; a deletion leaves the results.
+    let path = format!("/api/v1/register/{}", encode(&uaid));
+    let mut change = request("Tide Reader", &[]);
+    change["profile"]["bio"] = json!("Charts lighthouse beacons along the coast");
+    assert_eq!(broker.send("PUT", &path, Some(&owner), Some(change)).await.0, 200);
+    let counted = texts();
+    let (_, moved) = broker.hybrid(json!({"query": "lighthouse beacons coast", "limit": 1})).await;
+    assert_eq!((&moved["hits"][0]["agent"]["uaid"], texts()), (&json!(uaid), counted + 2), "{moved}");
+
+    // Similar agents of a live agent: ranked over the build and the
+    // overlay as a build ranks them.
+    let (_, twin) = broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Twin", &[]))).await;
+    let twin = twin["uaid"].as_str().unwrap().to_string();
+    let (status, similar) = broker.send("GET", &format!("/api/v1/agents/{}/similar", encode(&uaid)), None, None).await;
+    assert_eq!(status, 200, "{similar}");
+    let (_, twin_detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&twin)), None, None).await;
+    let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
+    let agent: almanac::broker::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
+    let twin_agent: almanac::broker::Agent = serde_json::from_value(twin_detail["agent"].clone()).unwrap();
+    let built = almanac::broker::load(&workspace_root().join("datasets/broker")).unwrap().agents;
+    let expected = almanac::broker::render::similar_live(&agent, built.iter().chain([&agent, &twin_agent]));
+    assert_eq!(similar, expected);
+    assert!(similar["total"].as_u64().unwrap() > 0);
+
+    assert_eq!(broker.send("DELETE", &path, Some(&owner), None).await.0, 200);
+    let (_, gone) = broker.hybrid(json!({"query": "lighthouse beacons coast", "limit": 100})).await;
+    assert_eq!(gone["total"], json!(total + 1), "the twin stays, the deleted agent leaves");
+    assert!(gone["hits"].as_array().unwrap().iter().all(|h| h["agent"]["uaid"] != json!(uaid)));
 }

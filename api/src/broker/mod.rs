@@ -99,22 +99,26 @@ pub async fn registry_adapters(request: Request) -> Answer {
 
 /// `GET /agents/{uaid}`.
 pub async fn agent(request: Request) -> Answer {
-    agent_file(&request, render::agent_route, register::live_detail)
+    agent_file(&request, render::agent_route, |broker, _, agent| register::live_detail(broker, agent))
 }
 
-/// `GET /agents/{uaid}/similar` (computed by builds: an agent registered
-/// since has none until the next).
+/// `GET /agents/{uaid}/similar`: the build's list; for an agent changed
+/// since, ranked the same way over the build and the overlay. (A build
+/// agent's list gains live agents at the next build.)
 pub async fn similar(request: Request) -> Answer {
     agent_file(
         &request,
         |uaid| format!("{}/similar", render::agent_route(uaid)),
-        |_, agent| json!({"uaid": agent.uaid, "hits": [], "total": 0}),
+        |broker, view, agent| {
+            let seen = view.live(broker).expect("a live agent is newer than the build");
+            render::similar_live(agent, seen.agents(broker))
+        },
     )
 }
 
 /// `GET /resolve/{uaid}`.
 pub async fn resolve(request: Request) -> Answer {
-    agent_file(&request, render::resolve_route, |_, agent| render::resolved(agent))
+    agent_file(&request, render::resolve_route, |_, _, agent| render::resolved(agent))
 }
 
 /// `GET /agents/{uaid}/feedback[?includeRevoked]`: ERC-8004 agents only.
@@ -137,7 +141,7 @@ pub async fn feedback(request: Request) -> Answer {
         let summary = json!({"averageScore": 0, "totalFeedbacks": 0});
         return Ok(live(reply::json(&json!({"uaid": uaid, "summary": summary, "entries": []}))));
     }
-    agent_file(&request, |uaid| render::feedback_route(uaid, include), |_, _| Value::Null)
+    agent_file(&request, |uaid| render::feedback_route(uaid, include), |_, _, _| Value::Null)
 }
 
 fn unknown_agent(uaid: &str) -> Error {
@@ -149,13 +153,13 @@ fn unknown_agent(uaid: &str) -> Error {
 fn agent_file(
     request: &Request,
     route: impl Fn(&str) -> String,
-    live_body: impl Fn(&Agents, &almanac::broker::Agent) -> Value,
+    live_body: impl Fn(&Agents, &overlay::View, &almanac::broker::Agent) -> Value,
 ) -> Answer {
     let (build, broker) = agents(request)?;
     let uaid = request.params.get("uaid");
     let view = request.app.overlay.view();
     match view.find(uaid, broker.journal_seq) {
-        overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, agent)))),
+        overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, &view, agent)))),
         overlay::Found::Deleted => return Err(unknown_agent(uaid)),
         overlay::Found::Build => {}
     }

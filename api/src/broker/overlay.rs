@@ -10,9 +10,9 @@
 //! all. Search runs over the build without the agents the overlay
 //! replaced or deleted and over the overlay's own small index, then merges
 //! the two ([`almanac::broker::query::merge`]): totals, pages, sorts and
-//! aggregations are those of one index holding both. (Relevance scores of
-//! overlay agents use the overlay's own term statistics until the next
-//! build.)
+//! aggregations are those of one index holding both. (Overlay agents are
+//! scored for relevance with the build's term statistics and their own;
+//! the build's agents with the build's alone, until the next build.)
 //!
 //! The overlay's index is rebuilt on every change, from the overlay's
 //! agents only: cheap while the overlay is small, which the next build
@@ -33,6 +33,10 @@ pub struct Overlay {
     view: RwLock<Arc<View>>,
     /// Serialises changes (each rebuilds the view from the last).
     changing: Mutex<()>,
+    /// Embeddings of live agents for hybrid search, by UAID: the key of
+    /// the text embedded and its vector. Made on the first hybrid search
+    /// that needs them; kept while the agent is in the overlay.
+    embedded: Mutex<HashMap<String, (String, Arc<[f32]>)>>,
 }
 
 /// One state of the overlay.
@@ -96,7 +100,7 @@ impl Overlay {
                 entries.insert(uaid, (seq, agent));
             }
         }
-        *self.view.write().expect("overlay") = Arc::new(View::build(entries));
+        self.publish(View::build(entries));
     }
 
     /// Drops the changes a build holds (its journal point is `seq`).
@@ -108,7 +112,49 @@ impl Overlay {
         }
         let mut entries = old.entries();
         entries.retain(|_, (held, _)| *held > seq);
-        *self.view.write().expect("overlay") = Arc::new(View::build(entries));
+        self.publish(View::build(entries));
+    }
+
+    /// Makes `view` the one requests see; forgets embeddings of agents it
+    /// no longer holds.
+    fn publish(&self, view: View) {
+        self.embedded.lock().expect("overlay").retain(|uaid, _| matches!(view.changes.get(uaid), Some((_, Some(_)))));
+        *self.view.write().expect("overlay") = Arc::new(view);
+    }
+
+    /// The embedding of a live agent whose text has key `key`, if made.
+    pub fn embedding(&self, uaid: &str, key: &str) -> Option<Arc<[f32]>> {
+        let embedded = self.embedded.lock().expect("overlay");
+        embedded.get(uaid).filter(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+
+    /// Keeps the embedding of a live agent's text.
+    pub fn remember(&self, uaid: &str, key: String, vector: Arc<[f32]>) {
+        self.embedded.lock().expect("overlay").insert(uaid.to_string(), (key, vector));
+    }
+}
+
+/// The overlay as one build sees it: the build's agents it replaced or
+/// deleted, and its own agents newer than the build.
+pub struct Live<'a> {
+    view: &'a View,
+    /// Build agents the overlay replaces or deletes.
+    pub base_excluded: Arc<Bits>,
+    /// Overlay agents the build already holds.
+    pub excluded: Arc<Bits>,
+}
+
+impl<'a> Live<'a> {
+    /// The overlay's index (with agents `excluded` leaves out).
+    pub fn index(&self) -> &'a AgentIndex {
+        &self.view.index
+    }
+
+    /// Every agent of the build and the overlay as one index holds them.
+    pub fn agents<'b>(&'b self, build: &'b Agents) -> impl Iterator<Item = &'b Agent> {
+        let base = build.index.agents.iter().enumerate().filter(|(i, _)| !self.base_excluded.contains(*i));
+        let live = self.view.index.agents.iter().enumerate().filter(|(i, _)| !self.excluded.contains(*i));
+        base.chain(live).map(|(_, agent)| agent)
     }
 }
 
@@ -156,11 +202,23 @@ impl View {
     /// Runs `query` over `build` and the overlay as one; `None` when the
     /// overlay changes nothing for this build (search the build alone).
     pub fn search(&self, build: &Agents, query: &SearchQuery) -> Option<Merged> {
+        let live = self.live(build)?;
+        Some(query::merge(&build.index, &live.base_excluded, &self.index, &live.excluded, query))
+    }
+
+    /// The overlay as `build` sees it; `None` when it changes nothing
+    /// for that build.
+    pub fn live(&self, build: &Agents) -> Option<Live<'_>> {
         if self.newest <= build.journal_seq {
             return None;
         }
-        let (base, live) = self.exclusions(build);
-        Some(query::merge(&build.index, &base, &self.index, &live, query))
+        let (base_excluded, excluded) = self.exclusions(build);
+        Some(Live { view: self, base_excluded, excluded })
+    }
+
+    /// The search hit of overlay agent `i`.
+    pub fn hit(&self, i: usize) -> &str {
+        &self.hits[i]
     }
 
     /// Which build agents the overlay replaces or deletes, and which
@@ -193,7 +251,7 @@ impl View {
         let hit = |side: &Side| -> &str {
             match side {
                 Side::Base(i) => build.hit(*i),
-                Side::Live(i) => &self.hits[*i],
+                Side::Live(i) => self.hit(*i),
             }
         };
         super::agents::page_body(

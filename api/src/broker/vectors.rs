@@ -7,13 +7,17 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use super::agents;
 use super::agents::Agents;
 use super::provider::Vectors;
 use crate::reply::{self, Answer, Error};
 use crate::request::parse_body;
 use crate::request::Request;
-use almanac::broker::query::SearchQuery;
+use almanac::broker::embed;
+use almanac::broker::query::{filtered, slug, AgentIndex, SearchQuery, Side};
 
 /// Why vector search is off for this build, if it is.
 fn vector_unavailable(broker: &Agents, vectors: Option<&Vectors>) -> Option<String> {
@@ -136,7 +140,7 @@ pub async fn search(request: Request) -> Answer {
     let mut q = SearchQuery { page: 1, limit: 1, ..Default::default() };
     let lists = (|| -> Result<(), Error> {
         q.capabilities =
-            strings("capabilities", &filter.capabilities)?.iter().map(|c| almanac::broker::query::slug(c)).collect();
+            strings("capabilities", &filter.capabilities)?.iter().map(|c| slug(c)).collect();
         q.registries = strings("registry", &filter.registry)?;
         q.protocols = strings("protocols", &filter.protocols)?;
         q.adapters = strings("adapter", &filter.adapter)?;
@@ -154,10 +158,30 @@ pub async fn search(request: Request) -> Answer {
         let message = format!("vector search is off: {reason}");
         return Err(Error::new(StatusCode::NOT_IMPLEMENTED, "vector_search_unavailable", message));
     };
-    let embedded = match vectors.provider.embed(&[query.to_string()]).await {
-        Ok(mut v) => {
+    let embeddings = broker.embeddings.as_ref().expect("checked above");
+    let overlay = &request.app.overlay;
+    let view = overlay.view();
+    let live = view.live(broker);
+
+    // Live agents passing the filters, each with its embedding if made.
+    let model = vectors.provider.model();
+    let mut live_hits: Vec<LiveHit> = Vec::new();
+    if let Some(live) = &live {
+        for i in filtered(live.index(), &q).into_iter().filter(|i| !live.excluded.contains(*i)) {
+            let agent = &live.index().agents[i];
+            let key = embed::key(model, &embed::text(agent));
+            let vector = overlay.embedding(&agent.uaid, &key);
+            live_hits.push(LiveHit { at: i, agent, key, vector });
+        }
+    }
+    // One provider call embeds the query and the live agents not yet embedded.
+    let unembedded: Vec<usize> = (0..live_hits.len()).filter(|n| live_hits[*n].vector.is_none()).collect();
+    let mut texts = vec![query.to_string()];
+    texts.extend(unembedded.iter().map(|n| embed::text(live_hits[*n].agent)));
+    let mut fresh = match vectors.provider.embed(&texts).await {
+        Ok(v) => {
             vectors.record(None);
-            v.remove(0)
+            v
         }
         Err(e) => {
             let message = format!("embedding the query failed: {e:#}");
@@ -165,20 +189,51 @@ pub async fn search(request: Request) -> Answer {
             return Err(Error::new(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", message));
         }
     };
-    let embeddings = broker.embeddings.as_ref().expect("checked above");
-    if embeddings.vectors.first().is_some_and(|v| v.len() != embedded.len()) {
-        let message = "the query embedding's length differs from the agents'";
+    let embedded = fresh.remove(0);
+    let dimensions = embeddings.vectors.first().map_or(embedded.len(), Vec::len);
+    if embedded.len() != dimensions || fresh.iter().any(|v| v.len() != dimensions) {
+        let message = "the provider's embeddings differ in length from the build's agents'";
         return Err(Error::new(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", message));
     }
-    let candidates = almanac::broker::query::filtered(&broker.index, &q);
+    for (n, vector) in unembedded.into_iter().zip(fresh) {
+        let hit = &mut live_hits[n];
+        let vector: Arc<[f32]> = vector.into();
+        overlay.remember(&hit.agent.uaid, hit.key.clone(), vector.clone());
+        hit.vector = Some(vector);
+    }
+
+    // Candidates: the build's agents the overlay left alone, and the live ones.
+    let base_text = text_scores(&broker.index, query, None);
+    let mut candidates: Vec<Candidate> = filtered(&broker.index, &q)
+        .into_iter()
+        .filter(|i| live.as_ref().is_none_or(|l| !l.base_excluded.contains(*i)))
+        .map(|i| Candidate {
+            side: Side::Base(i),
+            id: &broker.index.agents[i].id,
+            vector: &embeddings.vectors[i],
+            text: base_text.get(&i).copied(),
+        })
+        .collect();
+    if let Some(live) = &live {
+        let live_text = text_scores(live.index(), query, Some(&broker.index));
+        candidates.extend(live_hits.iter().map(|hit| Candidate {
+            side: Side::Live(hit.at),
+            id: &hit.agent.id,
+            vector: hit.vector.as_deref().expect("embedded above"),
+            text: live_text.get(&hit.at).copied(),
+        }));
+    }
     let total = candidates.len();
-    let fused = fuse(broker, &embeddings.vectors, &embedded, query, candidates);
-    let hits: Vec<Value> = fused
-        .iter()
+    let hits: Vec<Value> = fuse(&embedded, &candidates)
+        .into_iter()
         .skip(offset)
         .take(limit)
-        .map(|(i, score)| {
-            let agent: Value = serde_json::from_str(broker.hit(*i)).expect("hits are JSON");
+        .map(|(n, score)| {
+            let hit = match candidates[n].side {
+                Side::Base(i) => broker.hit(i),
+                Side::Live(i) => view.hit(i),
+            };
+            let agent: Value = serde_json::from_str(hit).expect("hits are JSON");
             json!({"agent": agent, "score": score})
         })
         .collect();
@@ -186,25 +241,49 @@ pub async fn search(request: Request) -> Answer {
     Ok(reply::json(&body))
 }
 
-/// Reciprocal rank fusion of the cosine ranking and the BM25F ranking over
-/// `candidates`; best first, ties by agent id.
-fn fuse(broker: &Agents, agents: &[Vec<f32>], query: &[f32], text: &str, candidates: Vec<usize>) -> Vec<(usize, f64)> {
-    let index = &broker.index;
-    let mut by_vector: Vec<(usize, f32)> =
-        candidates.iter().map(|i| (*i, almanac::broker::embed::dot(query, &agents[*i]))).collect();
-    by_vector.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| index.agents[a.0].id.cmp(&index.agents[b.0].id)));
-    let mut score = vec![0f64; index.agents.len()];
-    for (rank, (i, _)) in by_vector.iter().enumerate() {
-        score[*i] += 1.0 / (FUSION_K + rank as f64 + 1.0);
-    }
-    let mut by_text = index.text.search(text);
-    by_text.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let mut keep = vec![false; index.agents.len()];
-    candidates.iter().for_each(|i| keep[*i] = true);
-    for (rank, (i, _)) in by_text.iter().filter(|(i, _)| keep[*i as usize]).enumerate() {
-        score[*i as usize] += 1.0 / (FUSION_K + rank as f64 + 1.0);
-    }
-    let mut out: Vec<(usize, f64)> = candidates.into_iter().map(|i| (i, score[i])).collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| index.agents[a.0].id.cmp(&index.agents[b.0].id)));
+/// A live agent passing the filters: its position in the overlay's index,
+/// the key of its embedded text, and its embedding once made.
+struct LiveHit<'a> {
+    at: usize,
+    agent: &'a almanac::broker::Agent,
+    key: String,
+    vector: Option<Arc<[f32]>>,
+}
+
+/// An agent hybrid search may return: where it is, its id (for ties), its
+/// embedding and its text relevance (`None`: the text does not match).
+struct Candidate<'a> {
+    side: Side,
+    id: &'a str,
+    vector: &'a [f32],
+    text: Option<f32>,
+}
+
+/// BM25F relevance of `query` by agent position; a live index is scored
+/// beside the build's (so the two compare).
+fn text_scores(index: &AgentIndex, query: &str, build: Option<&AgentIndex>) -> HashMap<usize, f32> {
+    let scored = match build {
+        Some(build) => index.text.search_beside(query, &build.text),
+        None => index.text.search(query),
+    };
+    scored.into_iter().map(|(i, score)| (i as usize, score)).collect()
+}
+
+/// Reciprocal rank fusion of the cosine ranking and the BM25F ranking of
+/// `candidates`: positions in `candidates` with their fused score, best
+/// first, ties (in each ranking and in the fusion) by agent id.
+fn fuse(query: &[f32], candidates: &[Candidate]) -> Vec<(usize, f64)> {
+    let mut score = vec![0f64; candidates.len()];
+    let mut add = |ranked: Vec<(usize, f32)>| {
+        let mut ranked = ranked;
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| candidates[a.0].id.cmp(candidates[b.0].id)));
+        for (rank, (n, _)) in ranked.into_iter().enumerate() {
+            score[n] += 1.0 / (FUSION_K + rank as f64 + 1.0);
+        }
+    };
+    add(candidates.iter().enumerate().map(|(n, c)| (n, embed::dot(query, c.vector))).collect());
+    add(candidates.iter().enumerate().filter_map(|(n, c)| c.text.map(|t| (n, t))).collect());
+    let mut out: Vec<(usize, f64)> = score.into_iter().enumerate().collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| candidates[a.0].id.cmp(candidates[b.0].id)));
     out
 }

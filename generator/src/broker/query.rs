@@ -615,21 +615,30 @@ pub fn filtered(index: &AgentIndex, query: &SearchQuery) -> Vec<usize> {
 
 /// Runs `query` over the index.
 pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
-    search_excluding(index, query, None)
+    search_excluding(index, query, None, None)
 }
 
 /// Runs `query` over the index without the agents in `excluded` (those a
-/// live change replaced or deleted).
-pub fn search_excluding(index: &AgentIndex, query: &SearchQuery, excluded: Option<&Bits>) -> Page {
+/// live change replaced or deleted). With a `reference`, relevance is
+/// scored as if the index were part of that one
+/// ([`TextIndex::search_beside`]).
+pub fn search_excluding(
+    index: &AgentIndex,
+    query: &SearchQuery,
+    excluded: Option<&Bits>,
+    reference: Option<&TextIndex>,
+) -> Page {
     let n = index.agents.len();
     let mut matched = keep(index, query);
     if let Some(excluded) = excluded {
         matched.retain(|i| !excluded.contains(i));
     }
     let scored: Option<Vec<(usize, f32)>> = query.q.as_ref().map(|q| {
-        let hits: Vec<(usize, f32)> = index
-            .text
-            .search(q)
+        let scored = match reference {
+            Some(reference) => index.text.search_beside(q, reference),
+            None => index.text.search(q),
+        };
+        let hits: Vec<(usize, f32)> = scored
             .into_iter()
             .map(|(doc, score)| (doc as usize, score))
             .filter(|(doc, _)| matched.contains(*doc))
@@ -693,7 +702,8 @@ pub struct Merged {
 /// Runs `query` over `base` without `excluded`, and over `live` without
 /// `live_excluded`, as if over one index holding both: totals and counts
 /// add up, and the page is the two ordered lists merged (relevance ties,
-/// and sorts, by id). A page needs only the first `page × limit` of each.
+/// and sorts, by id). Live relevance is scored beside the base's term
+/// statistics, so the two compare. A page needs only the first `page × limit` of each.
 pub fn merge(
     base: &AgentIndex,
     excluded: &Bits,
@@ -703,8 +713,8 @@ pub fn merge(
 ) -> Merged {
     let end = query.page.saturating_mul(query.limit);
     let first = SearchQuery { page: 1, limit: end, ..query.clone() };
-    let mut a = search_excluding(base, &first, Some(excluded));
-    let mut b = search_excluding(live, &first, Some(live_excluded));
+    let mut a = search_excluding(base, &first, Some(excluded), None);
+    let mut b = search_excluding(live, &first, Some(live_excluded), Some(&base.text));
     let total = a.total + b.total;
     let aggregations = match (a.aggregations.take(), b.aggregations.take()) {
         (Some(mut x), Some(y)) => {
@@ -965,8 +975,8 @@ mod tests {
             assert_eq!(merged.total, expected.total, "{raw}");
             assert_eq!(merged.aggregations, expected.aggregations, "{raw}");
         }
-        // Relevance: the same agents match (scores use each index's own
-        // statistics, so only the set is compared).
+        // Relevance: the same agents match (the build's scores use the
+        // build's statistics alone, so only the set is compared).
         let query = SearchQuery::parse("q=translator&limit=500").unwrap();
         let merged = merge(&base, &excluded, &live, &live_excluded, &query);
         let mut got = ids_of(&merged);

@@ -428,6 +428,49 @@ pub fn resolved(agent: &Agent) -> Value {
     serde_json::to_value(Resolved { agent }).expect("agents serialise")
 }
 
+/// `GET /agents/{uaid}/similar` of one agent, made live: up to
+/// [`SIMILAR_LIMIT`] of `others` (the build's agents and the live ones)
+/// ranked as a build ranks them: by capabilities shared (at least one),
+/// then trust score, then id.
+pub fn similar_live<'a>(agent: &Agent, others: impl Iterator<Item = &'a Agent>) -> Value {
+    let mine = mask(agent);
+    let rank = |x: &(u32, &Agent), y: &(u32, &Agent)| {
+        y.0.cmp(&x.0).then_with(|| y.1.trust_score.total_cmp(&x.1.trust_score)).then_with(|| x.1.id.cmp(&y.1.id))
+    };
+    let mut top: Vec<(u32, &Agent)> = Vec::with_capacity(SIMILAR_LIMIT + 1);
+    for other in others.filter(|o| o.uaid != agent.uaid) {
+        let candidate = ((mask(other) & mine).count_ones(), other);
+        if candidate.0 == 0 || (top.len() == SIMILAR_LIMIT && rank(&candidate, &top[SIMILAR_LIMIT - 1]).is_ge()) {
+            continue;
+        }
+        let at = top.partition_point(|t| rank(t, &candidate).is_lt());
+        top.insert(at, candidate);
+        top.truncate(SIMILAR_LIMIT);
+    }
+    let hits: Vec<SimilarHit> = top.iter().map(|(_, other)| similar_hit(mine, other)).collect();
+    serde_json::to_value(SimilarBody { uaid: &agent.uaid, total: hits.len(), hits }).expect("agents serialise")
+}
+
+/// `other` as a similar agent of one whose capability set is `mine`.
+fn similar_hit(mine: u32, other: &Agent) -> SimilarHit<'_> {
+    SimilarHit {
+        id: &other.id,
+        uaid: &other.uaid,
+        registry: &other.registry,
+        name: &other.name,
+        description: &other.description,
+        capabilities: &other.capabilities,
+        capability_labels: &other.capability_labels,
+        protocols: &other.protocols,
+        adapter: &other.adapter,
+        trust_score: other.trust_score,
+        available: other.available,
+        verification_status: other.verification_status.as_str(),
+        kind: other.kind.as_str(),
+        shared_capabilities: other.capabilities.iter().copied().filter(|c| mine & 1 << c != 0).collect(),
+    }
+}
+
 /// Capability codes as a bit set.
 fn mask(agent: &Agent) -> u32 {
     agent.capabilities.iter().fold(0, |m, c| m | 1 << c)
@@ -580,29 +623,7 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
             false => updated,
         };
         let mine = mask(agent);
-        let hits: Vec<SimilarHit> = similar[i]
-            .iter()
-            .map(|j| {
-                let a = &agents[*j];
-                let shared = a.capabilities.iter().copied().filter(|c| mine & 1 << c != 0).collect();
-                SimilarHit {
-                    id: &a.id,
-                    uaid: &a.uaid,
-                    registry: &a.registry,
-                    name: &a.name,
-                    description: &a.description,
-                    capabilities: &a.capabilities,
-                    capability_labels: &a.capability_labels,
-                    protocols: &a.protocols,
-                    adapter: &a.adapter,
-                    trust_score: a.trust_score,
-                    available: a.available,
-                    verification_status: a.verification_status.as_str(),
-                    kind: a.kind.as_str(),
-                    shared_capabilities: shared,
-                }
-            })
-            .collect();
+        let hits: Vec<SimilarHit> = similar[i].iter().map(|j| similar_hit(mine, &agents[*j])).collect();
         let similar_time = similar[i].iter().map(|j| time(&agents[*j].updated_at)).fold(updated, Timestamp::max);
         let route = agent_route(&agent.uaid);
         let mut out = vec![
@@ -637,4 +658,24 @@ fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
     };
     let indices: Vec<usize> = (0..agents.len()).collect();
     indices.par_iter().map(|i| one(*i)).collect::<Vec<_>>().into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An agent's similar list made live is the one its build file holds:
+    /// one ranking, two ways of computing it.
+    #[test]
+    fn similar_made_live_matches_the_build() {
+        let agents = crate::broker::generate::agents(600, 7);
+        let built = similar(&agents, SIMILAR_LIMIT);
+        for (i, agent) in agents.iter().enumerate().step_by(7) {
+            let live = similar_live(agent, agents.iter());
+            let uaids: Vec<&str> = live["hits"].as_array().unwrap().iter().map(|h| h["uaid"].as_str().unwrap()).collect();
+            let expected: Vec<&str> = built[i].iter().map(|j| agents[*j].uaid.as_str()).collect();
+            assert_eq!(uaids, expected, "agent {i}");
+            assert_eq!(live["total"], json!(expected.len()));
+        }
+    }
 }

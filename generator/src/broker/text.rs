@@ -32,6 +32,10 @@ pub struct TextIndex {
     /// term's idf.
     postings: HashMap<String, Vec<(u32, f32)>>,
     documents: usize,
+    /// Each document's weighted length, and their average: what
+    /// [`TextIndex::search_beside`] needs to score against another index.
+    lengths: Vec<f32>,
+    average: f32,
 }
 
 impl TextIndex {
@@ -73,7 +77,7 @@ impl TextIndex {
                 *tf = *tf * (K1 + 1.0) / (*tf + norm);
             }
         }
-        TextIndex { postings, documents: lengths.len() }
+        TextIndex { postings, documents: lengths.len(), lengths, average }
     }
 
     /// Every document matching any term of `query`, with its score (any
@@ -106,6 +110,37 @@ impl TextIndex {
             }
             touched.into_iter().map(|doc| (doc, std::mem::take(&mut scores[doc as usize]))).collect()
         })
+    }
+}
+
+impl TextIndex {
+    /// [`TextIndex::search`] of this index as if its documents were part
+    /// of `reference`: term rarity and the average length are those of both
+    /// together. For a small index beside a large one (the live overlay
+    /// beside a build), so that their scores compare; it walks its own
+    /// postings only, recovering each term frequency from its impact.
+    pub fn search_beside(&self, query: &str, reference: &TextIndex) -> Vec<(u32, f32)> {
+        let mut terms: Vec<String> = tokens(query).collect();
+        terms.sort();
+        terms.dedup();
+        let n = (self.documents + reference.documents) as f32;
+        let average = ((self.average * self.documents as f32 + reference.average * reference.documents as f32)
+            / n.max(1.0))
+        .max(f32::EPSILON);
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        for term in terms {
+            let Some(list) = self.postings.get(&term) else { continue };
+            let df = (list.len() + reference.postings.get(&term).map_or(0, Vec::len)) as f32;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(doc, impact) in list {
+                let length = self.lengths[doc as usize];
+                let own = K1 * (1.0 - B + B * length / self.average.max(f32::EPSILON));
+                let tf = impact * own / (K1 + 1.0 - impact);
+                let norm = K1 * (1.0 - B + B * length / average);
+                *scores.entry(doc).or_default() += idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+        scores.into_iter().collect()
     }
 }
 
@@ -173,5 +208,27 @@ mod tests {
         check("governance", &[5]); // nested metadata values are searched
         check("nothing-like-this", &[]);
         assert!(index.search("").is_empty());
+    }
+
+    /// A small index scored beside a large one gives the scores one index
+    /// holding both would give.
+    #[test]
+    fn scores_beside_a_reference_are_those_of_one_index() {
+        let set = agents(400, 11);
+        let whole = TextIndex::build(&set);
+        let (large, small) = set.split_at(392);
+        let (large, small) = (TextIndex::build(large), TextIndex::build(small));
+        for query in ["text generation", "audit solidity contracts", "translation", "agents data", "nothing-like-this"] {
+            let mut expected: Vec<(u32, f32)> =
+                whole.search(query).into_iter().filter(|(doc, _)| *doc >= 392).map(|(d, s)| (d - 392, s)).collect();
+            let mut got = small.search_beside(query, &large);
+            expected.sort_by_key(|(doc, _)| *doc);
+            got.sort_by_key(|(doc, _)| *doc);
+            assert_eq!(got.len(), expected.len(), "{query}");
+            for ((d, s), (e, t)) in got.iter().zip(&expected) {
+                assert_eq!(d, e, "{query}");
+                assert!((s - t).abs() <= 1e-4 * t.abs().max(1.0), "{query}: doc {d} scores {s}, one index {t}");
+            }
+        }
     }
 }
