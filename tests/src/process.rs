@@ -123,6 +123,26 @@ impl Api {
         format!("{}{}", self.base, path)
     }
 
+    /// Ends the api as `kill -9` would, and waits for it to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// How the api exited, if it does within `within`.
+    pub fn exit_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("polling the api") {
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The build `/health` names, once it names `expected` (the api looks
     /// for new builds every 50 ms), or whatever it names after 10 s.
     pub fn served_build(&self, expected: &str) -> String {
@@ -140,8 +160,7 @@ impl Api {
 
 impl Drop for Api {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 

@@ -15,7 +15,8 @@ use warp::Filter;
 
 /// Additional registries on one loopback server: `/ok` takes every
 /// registration, `/refuse` answers 400, `/flaky` answers 503 to its first
-/// call, `/stall` never answers in time.
+/// call, `/stall` never answers in time, `/once` stalls its first call
+/// only.
 struct Registries {
     base: String,
     received: Arc<Mutex<Vec<(String, Value)>>>,
@@ -25,9 +26,10 @@ struct Registries {
 async fn registries() -> Registries {
     let received: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
     let flaky_calls = Arc::new(Mutex::new(0));
+    let once_calls = Arc::new(Mutex::new(0));
     let log = received.clone();
     let route = warp::post().and(warp::path::param::<String>()).and(warp::body::json()).then(move |kind: String, body: Value| {
-        let (log, flaky_calls) = (log.clone(), flaky_calls.clone());
+        let (log, flaky_calls, once_calls) = (log.clone(), flaky_calls.clone(), once_calls.clone());
         async move {
             log.lock().unwrap().push((kind.clone(), body.clone()));
             let (status, reply) = match kind.as_str() {
@@ -37,6 +39,9 @@ async fn registries() -> Registries {
                     let mut calls = flaky_calls.lock().unwrap();
                     *calls += 1;
                     if *calls == 1 { (503, json!({"error": "busy"})) } else { (201, json!({"agentId": "flaky-1"})) }
+                }
+                "once" if std::mem::replace(&mut *once_calls.lock().unwrap(), 1) == 1 => {
+                    (200, json!({"agentId": "once-1"}))
                 }
                 _ => {
                     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -54,9 +59,48 @@ struct Broker {
     api: Api,
     client: reqwest::Client,
     dir: TempDir,
+    /// What the api was started with, to start it again.
+    site: std::path::PathBuf,
+    data: std::path::PathBuf,
+    flags: Vec<String>,
 }
 
 impl Broker {
+    /// Ends the api as `kill -9` would and starts another on the same
+    /// site, data and flags, with `env` (its log in `api.log`).
+    fn restart(&mut self, env: &[(&str, &str)]) {
+        self.api.kill();
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        let log = self.dir.path().join("api.log");
+        self.api = Api::start_logged_with_env(&self.site, &self.data, &flags, &log, env);
+    }
+
+    /// Runs the generator on the api's site and data, and waits until the
+    /// api serves the new build.
+    async fn rebuild(&self, sources: &[&str]) {
+        build(&self.site, &self.data, sources);
+        let current = std::fs::read_link(self.site.join("current")).unwrap();
+        let id = json!(current.file_name().unwrap().to_string_lossy());
+        for _ in 0..200 {
+            if self.send("GET", "/health", None, None).await.1["build"] == id {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the api never served build {id}");
+    }
+
+    /// Waits until the journal writer has emptied the outbox.
+    async fn journaled(&self) {
+        for _ in 0..100 {
+            if self.rows("outbox") == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the outbox was never drained");
+    }
+
     async fn send(&self, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {
         let headers: Vec<(&str, &str)> = key.map(|k| ("x-api-key", k)).into_iter().collect();
         tests::live::call(&self.client, method, self.api.url(path), &headers, body).await
@@ -125,8 +169,6 @@ fn request(name: &str, additional: &[&str]) -> Value {
 struct Setup {
     registries: Registries,
     broker: Broker,
-    site: std::path::PathBuf,
-    data: std::path::PathBuf,
     sources: Vec<String>,
 }
 
@@ -153,7 +195,8 @@ async fn setup(label: &str, extra: &[&str]) -> Setup {
     std::fs::write(
         &endpoints,
         json!({"nanda:public": at("ok"), "erc-8004:base-mainnet": at("refuse"),
-               "hashgraph-online:testnet": at("flaky"), "erc-8004:ethereum-sepolia": at("stall")})
+               "hashgraph-online:testnet": at("flaky"), "erc-8004:ethereum-sepolia": at("stall"),
+               "erc-8004:ethereum-mainnet": at("once")})
         .to_string(),
     )
     .unwrap();
@@ -178,13 +221,16 @@ async fn setup(label: &str, extra: &[&str]) -> Setup {
         "1500",
     ];
     flags.extend(extra);
-    let broker = Broker { api: Api::start_with(&site, &data, &flags), client: tests::unpooled_client(), dir };
-    Setup { registries, broker, site, data, sources }
+    let api = Api::start_with(&site, &data, &flags);
+    let flags = flags.iter().map(|f| f.to_string()).collect();
+    let broker =
+        Broker { api, client: tests::unpooled_client(), dir, site: site.clone(), data: data.clone(), flags };
+    Setup { registries, broker, sources }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn registration_billing_progress_and_the_live_overlay() {
-    let Setup { registries, broker, site, data, sources } = setup("registration", &[]).await;
+    let Setup { registries, broker, sources } = setup("registration", &[]).await;
     let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
     let before = broker.total("").await;
     let owner = broker.sign_in("0.0.1001").await;
@@ -342,24 +388,8 @@ async fn registration_billing_progress_and_the_live_overlay() {
 
     // The next build takes the journal over: the agents come from its
     // files, the overlay steps aside, the totals stay.
-    let journal_written = || std::fs::read_dir(data.join("journal")).map(|d| d.count()).unwrap_or(0) > 0;
-    for _ in 0..50 {
-        if journal_written() && broker.rows("outbox") == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(broker.rows("outbox"), 0, "the journal writer drained the outbox");
-    build(&site, &data, &sources);
-    let current = std::fs::read_link(site.join("current")).unwrap();
-    let id = current.file_name().unwrap().to_string_lossy().into_owned();
-    for _ in 0..200 {
-        if broker.send("GET", "/health", None, None).await.1["build"] == json!(id) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(broker.send("GET", "/health", None, None).await.1["build"], json!(id));
+    broker.journaled().await;
+    broker.rebuild(&sources).await;
     assert_eq!(broker.total("").await, before + 4);
     let response =
         broker.client.get(broker.api.url(&format!("/api/v1/agents/{}", encode(&uaid)))).send().await.unwrap();
@@ -451,4 +481,101 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
     let (_, gone) = broker.hybrid(json!({"query": "lighthouse beacons coast", "limit": 100})).await;
     assert_eq!(gone["total"], json!(total + 1), "the twin stays, the deleted agent leaves");
     assert!(gone["hits"].as_array().unwrap().iter().all(|h| h["agent"]["uaid"] != json!(uaid)));
+}
+
+/// Every `seq` in the journal with the UAID its event names.
+fn journal(data: &std::path::Path) -> Vec<(u64, String)> {
+    use almanac::broker::journal::{read, Event};
+    let records = read(&data.join("journal")).unwrap();
+    let uaid = |event: &Event| match event {
+        Event::Register { agent } | Event::Update { agent } => agent.uaid.to_string(),
+        Event::Delete { uaid } => uaid.clone(),
+        other => panic!("unexpected event {other:?}"),
+    };
+    records.iter().map(|(_, record)| (record.seq, uaid(&record.event))).collect()
+}
+
+/// The api dies (as `kill -9`) between appending a registration to the
+/// journal and clearing it from the outbox: the next start appends
+/// nothing twice, later changes follow, and a build takes each once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_reaches_the_journal_once_when_the_api_dies_between_its_writes() {
+    let Setup { mut broker, sources, .. } = setup("registration-journal-kill", &[]).await;
+    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
+    let before = broker.total("").await;
+    broker.restart(&[("ALMANAC_FAULT", "journal-appended")]);
+    let owner = broker.sign_in("0.0.1001").await;
+    // Stored, then journaled; the api ends before its answer may leave.
+    let _ = broker
+        .client
+        .post(broker.api.url("/api/v1/register"))
+        .header("x-api-key", &owner)
+        .json(&request("Tide Reader", &[]))
+        .send()
+        .await;
+    assert!(broker.api.exit_within(Duration::from_secs(10)).is_some(), "the fault point ended the api");
+    let appended = journal(&broker.data);
+    assert_eq!((appended.len(), broker.rows("outbox")), (1, 1), "appended, never cleared: {appended:?}");
+
+    broker.restart(&[]);
+    broker.journaled().await;
+    assert_eq!(journal(&broker.data), appended, "nothing appended twice");
+    let (status, again) =
+        broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Reader", &[]))).await;
+    assert_eq!((status, &again["status"]), (200, &json!("duplicate")), "the change survived: {again}");
+    assert_eq!(again["uaid"], json!(appended[0].1));
+    let (status, _) = broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Dock Hand", &[]))).await;
+    assert_eq!(status, 200);
+    broker.journaled().await;
+    let journal = journal(&broker.data);
+    assert_eq!(journal.len(), 2, "{journal:?}");
+    assert!(journal[0].0 < journal[1].0 && journal[0] == appended[0], "{journal:?}");
+
+    broker.rebuild(&sources).await;
+    assert_eq!(broker.total("").await, before + 2);
+    let response =
+        broker.client.get(broker.api.url(&format!("/api/v1/agents/{}", encode(&appended[0].1)))).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_ne!(response.headers()["cache-control"], "no-cache", "served from the build's file");
+}
+
+/// The api dies while a delivery to an additional registry is in flight:
+/// the next start delivers it again, the attempt completes, and nothing
+/// is billed twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delivery_cut_short_by_the_api_dying_is_made_at_the_next_start() {
+    let Setup { registries, mut broker, .. } = setup("registration-registrar-kill", &[]).await;
+    let owner = broker.sign_in("0.0.1001").await;
+    let body = request("Tide Reader", &["erc-8004:ethereum-mainnet"]);
+    let call = broker.client.post(broker.api.url("/api/v1/register")).header("x-api-key", &owner).json(&body).send();
+    let pending = tokio::spawn(call);
+    let calls = || registries.received.lock().unwrap().iter().filter(|(kind, _)| kind == "once").count();
+    for _ in 0..500 {
+        if calls() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(calls(), 1, "the registry was called");
+    broker.restart(&[]);
+    assert!(pending.await.unwrap().is_err(), "the answer was cut off with the api");
+    let charged = broker.balance(&owner).await;
+    assert!(charged < 1000, "billed when stored");
+
+    // The retry finds the registration (no second charge) and its attempt.
+    let (status, again) = broker.send("POST", "/api/v1/register", Some(&owner), Some(body)).await;
+    assert_eq!((status, &again["status"]), (200, &json!("duplicate")), "{again}");
+    let progress = format!("/api/v1/register/progress/{}", again["attemptId"].as_str().unwrap());
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        last = broker.send("GET", &progress, Some(&owner), None).await.1["progress"].clone();
+        if last["status"] != json!("pending") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(last["status"], json!("completed"), "{last}");
+    assert_eq!(last["additionalRegistries"]["erc-8004:ethereum-mainnet"]["agentId"], json!("once-1"), "{last}");
+    assert_eq!(calls(), 2, "called again after the restart, once");
+    assert_eq!(broker.balance(&owner).await, charged, "nothing billed twice, nothing refunded");
 }
