@@ -176,6 +176,11 @@ for _ in $(seq 1 1200); do curl -sf localhost:4082/api/v1/stats >/dev/null && br
 printf 'api ready (build loaded: files, snapshot, index) in %.1f s, RSS %d MiB\n' \
   "$(awk -v now="$(date +%s.%N)" -v then="$started" 'BEGIN { print now - then }')" "$(($(ps -o rss= -p $broker_pid) / 1024))"
 latency_rounds search bench/search.lua http://127.0.0.1:4082
+
+say "broker live overlay: 10k agents registered over HTTP into that api, then the same search mix over build and overlay"
+"$BIN/bench" register http://127.0.0.1:4082 "$BROKER/data/live/store.sqlite" 10000
+printf 'api RSS with the overlay %d MiB\n' "$(($(ps -o rss= -p $broker_pid) / 1024))"
+latency_rounds 'search+10k live' bench/search.lua http://127.0.0.1:4082
 kill $broker_pid 2>/dev/null || true
 
 say "broker live side: durable debits through the live store, then sign-ins over HTTP"

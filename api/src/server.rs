@@ -39,9 +39,10 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         tracing::warn!(site, "no build published yet; serving health only until one is");
     }
     let watching = tokio::spawn(watcher.run(app.reload_every));
-    // The live overlay: every stored change; those the build holds are
-    // dropped now and after each swap.
-    match app.store.read(|conn| crate::store::registry::changes_after(conn, 0)).await {
+    // The live overlay: the stored changes the build does not hold; those
+    // a later build holds are dropped after each swap.
+    let held = app.live.get().as_ref().and_then(|b| b.broker.as_ref()).map_or(0, |broker| broker.journal_seq);
+    match app.store.read(move |conn| crate::store::registry::changes_after(conn, held)).await {
         Ok(changes) => app.overlay.apply(changes),
         Err(e) => tracing::error!(error = %e, "the live overlay cannot be loaded; registrations stay hidden"),
     }

@@ -223,8 +223,7 @@ async fn setup(label: &str, extra: &[&str]) -> Setup {
     flags.extend(extra);
     let api = Api::start_with(&site, &data, &flags);
     let flags = flags.iter().map(|f| f.to_string()).collect();
-    let broker =
-        Broker { api, client: tests::unpooled_client(), dir, site: site.clone(), data: data.clone(), flags };
+    let broker = Broker { api, client: tests::unpooled_client(), dir, site: site.clone(), data: data.clone(), flags };
     Setup { registries, broker, sources }
 }
 

@@ -14,24 +14,32 @@
 //! scored for relevance with the build's term statistics and their own;
 //! the build's agents with the build's alone, until the next build.)
 //!
-//! The overlay's index is rebuilt on every change, from the overlay's
-//! agents only: cheap while the overlay is small, which the next build
-//! keeps it.
+//! **Cost.** The overlay's agents are indexed in segments, as a
+//! log-structured index keeps them: a change indexes only its own agents
+//! as a new segment, and a segment no larger than twice the next one's is
+//! merged with it (dropping agents changed since). There are O(log n)
+//! segments and each agent is indexed O(log n) times, so a change costs
+//! little whatever the overlay holds, and a search merges a handful of
+//! small indexes with the build's.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use almanac::broker::bits::Bits;
-use almanac::broker::query::{self, AgentIndex, Merged, SearchQuery, Side};
+use almanac::broker::query::{self, AgentIndex, Hit, Merged, Part, SearchQuery};
 use almanac::broker::Agent;
 
 use super::agents::Agents;
+
+/// A change as the store lists it: its `seq`, the UAID, and the agent as
+/// it is now or `None` when deleted.
+pub type Change = (i64, String, Option<Agent>);
 
 /// The overlay, shared by every request.
 #[derive(Default)]
 pub struct Overlay {
     view: RwLock<Arc<View>>,
-    /// Serialises changes (each rebuilds the view from the last).
+    /// Serialises changes (each makes the next view from the last).
     changing: Mutex<()>,
     /// Embeddings of live agents for hybrid search, by UAID: the key of
     /// the text embedded and its vector. Made on the first hybrid search
@@ -39,17 +47,39 @@ pub struct Overlay {
     embedded: Mutex<HashMap<String, (String, Arc<[f32]>)>>,
 }
 
-/// One state of the overlay.
-pub struct View {
-    /// By UAID, the last live change: its `seq` and the agent's position
-    /// in `index`, or `None` when it was deleted.
-    changes: HashMap<String, (i64, Option<u32>)>,
-    /// The largest `seq` held (0: none): a build at or past it holds them all.
-    newest: i64,
+/// Some changed agents, indexed: immutable, shared by the views holding it.
+struct Segment {
     index: AgentIndex,
     /// The `seq` of each agent of `index`.
     seqs: Vec<i64>,
     hits: Vec<Box<str>>,
+}
+
+impl Segment {
+    fn new(entries: Vec<(i64, Agent)>) -> Segment {
+        let (seqs, agents): (Vec<i64>, Vec<Agent>) = entries.into_iter().unzip();
+        let hits = agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
+        Segment { index: AgentIndex::build(agents), seqs, hits }
+    }
+
+    fn len(&self) -> usize {
+        self.seqs.len()
+    }
+}
+
+/// Where the agent of a change is: segment and position.
+type Place = (u32, u32);
+
+/// One state of the overlay.
+pub struct View {
+    /// By UAID, the last change: its `seq` and where its agent is, or
+    /// `None` when it was deleted. A segment's copy of an agent whose
+    /// entry points elsewhere has been changed since.
+    changes: HashMap<Arc<str>, (i64, Option<Place>)>,
+    /// The largest `seq` held (0: none): a build at or past it holds them all.
+    newest: i64,
+    /// Oldest first; each more than twice the size of the next.
+    segments: Vec<Arc<Segment>>,
     /// The exclusions of the last build searched with this view.
     excluded: Mutex<Option<Exclusions>>,
 }
@@ -58,7 +88,7 @@ struct Exclusions {
     /// Which build: its index's address and journal point.
     build: (usize, i64),
     base: Arc<Bits>,
-    live: Arc<Bits>,
+    segments: Arc<Vec<Bits>>,
 }
 
 /// What the overlay says of one UAID for a build.
@@ -73,52 +103,80 @@ pub enum Found<'a> {
 
 impl Default for View {
     fn default() -> View {
-        View::build(HashMap::new())
+        View::new(HashMap::new(), Vec::new())
     }
 }
 
 impl Overlay {
-    /// An overlay holding `changes` (`seq`, UAID, agent or `None` when
-    /// deleted), as the store lists them.
-    pub fn new(changes: Vec<(i64, String, Option<Agent>)>) -> Overlay {
-        let overlay = Overlay::default();
-        overlay.apply(changes);
-        overlay
-    }
-
     pub fn view(&self) -> Arc<View> {
         self.view.read().expect("overlay").clone()
     }
 
     /// Applies changes; a change older than the one held for its UAID is
-    /// ignored (two requests may finish out of order).
-    pub fn apply(&self, changes: Vec<(i64, String, Option<Agent>)>) {
+    /// ignored (two requests may finish out of order). Indexes only the
+    /// changed agents, then merges segments as [`View`] keeps them.
+    pub fn apply(&self, changes: Vec<Change>) {
         let _one_at_a_time = self.changing.lock().expect("overlay");
-        let mut entries = self.view().entries();
+        let old = self.view();
+        let mut latest: HashMap<String, (i64, Option<Agent>)> = HashMap::new();
         for (seq, uaid, agent) in changes {
-            if entries.get(&uaid).is_none_or(|(held, _)| *held < seq) {
-                entries.insert(uaid, (seq, agent));
+            let held = old.changes.get(uaid.as_str()).map(|(held, _)| *held);
+            let newer = latest.get(&uaid).map_or(held, |(s, _)| Some(*s)).is_none_or(|held| held < seq);
+            if newer {
+                latest.insert(uaid, (seq, agent));
             }
         }
-        self.publish(View::build(entries));
+        if latest.is_empty() {
+            return;
+        }
+        let mut changes = old.changes.clone();
+        let mut added = Vec::new();
+        for (uaid, (seq, agent)) in latest {
+            changes.insert(uaid.into(), (seq, None));
+            added.extend(agent.map(|agent| (seq, agent)));
+        }
+        let mut segments = old.segments.clone();
+        let mut from = segments.len();
+        if !added.is_empty() {
+            segments.push(Arc::new(Segment::new(added)));
+        }
+        while let [.., older, newer] = segments.as_slice() {
+            if older.len() > 2 * newer.len() {
+                break;
+            }
+            let merged = current(&changes, &[older, newer]);
+            segments.truncate(segments.len() - 2);
+            segments.push(Arc::new(Segment::new(merged)));
+            from = from.min(segments.len() - 1);
+        }
+        place(&mut changes, &segments, from);
+        self.publish(View::new(changes, segments));
     }
 
-    /// Drops the changes a build holds (its journal point is `seq`).
+    /// Drops the changes a build holds (its journal point is `seq`); what
+    /// stays is indexed again as one segment.
     pub fn prune(&self, seq: i64) {
         let _one_at_a_time = self.changing.lock().expect("overlay");
         let old = self.view();
         if old.changes.values().all(|(held, _)| *held > seq) {
             return;
         }
-        let mut entries = old.entries();
-        entries.retain(|_, (held, _)| *held > seq);
-        self.publish(View::build(entries));
+        let mut changes = old.changes.clone();
+        changes.retain(|_, (held, _)| *held > seq);
+        let all: Vec<&Arc<Segment>> = old.segments.iter().collect();
+        let kept = current(&changes, &all);
+        let segments: Vec<Arc<Segment>> = if kept.is_empty() { Vec::new() } else { vec![Arc::new(Segment::new(kept))] };
+        place(&mut changes, &segments, 0);
+        self.publish(View::new(changes, segments));
     }
 
     /// Makes `view` the one requests see; forgets embeddings of agents it
     /// no longer holds.
     fn publish(&self, view: View) {
-        self.embedded.lock().expect("overlay").retain(|uaid, _| matches!(view.changes.get(uaid), Some((_, Some(_)))));
+        self.embedded
+            .lock()
+            .expect("overlay")
+            .retain(|uaid, _| matches!(view.changes.get(uaid.as_str()), Some((_, Some(_)))));
         *self.view.write().expect("overlay") = Arc::new(view);
     }
 
@@ -134,61 +192,82 @@ impl Overlay {
     }
 }
 
+/// The agents of `segments` still current in `changes`: what merging
+/// them keeps.
+fn current(changes: &HashMap<Arc<str>, (i64, Option<Place>)>, segments: &[&Arc<Segment>]) -> Vec<(i64, Agent)> {
+    let mut kept = Vec::new();
+    for segment in segments {
+        for (agent, seq) in segment.index.agents.iter().zip(&segment.seqs) {
+            if changes.get(agent.uaid.as_str()).is_some_and(|(held, _)| held == seq) {
+                kept.push((*seq, agent.clone()));
+            }
+        }
+    }
+    kept
+}
+
+/// Points each change's entry at its agent in segments `from` on.
+fn place(changes: &mut HashMap<Arc<str>, (i64, Option<Place>)>, segments: &[Arc<Segment>], from: usize) {
+    for (k, segment) in segments.iter().enumerate().skip(from) {
+        for (p, (agent, seq)) in segment.index.agents.iter().zip(&segment.seqs).enumerate() {
+            if let Some((held, at)) = changes.get_mut(agent.uaid.as_str()) {
+                if held == seq {
+                    *at = Some((k as u32, p as u32));
+                }
+            }
+        }
+    }
+}
+
 /// The overlay as one build sees it: the build's agents it replaced or
-/// deleted, and its own agents newer than the build.
+/// deleted, and in each segment the agents the build already holds or a
+/// later change replaced.
 pub struct Live<'a> {
     view: &'a View,
     /// Build agents the overlay replaces or deletes.
     pub base_excluded: Arc<Bits>,
-    /// Overlay agents the build already holds.
-    pub excluded: Arc<Bits>,
+    excluded: Arc<Vec<Bits>>,
 }
 
 impl<'a> Live<'a> {
-    /// The overlay's index (with agents `excluded` leaves out).
-    pub fn index(&self) -> &'a AgentIndex {
-        &self.view.index
+    /// Each segment with the agents to leave out of it.
+    pub fn segments(&self) -> impl Iterator<Item = (&'a AgentIndex, &Bits)> + '_ {
+        self.view.segments.iter().map(|s| &s.index).zip(self.excluded.iter())
+    }
+
+    /// The build and the segments as parts of one search (the build is
+    /// part 0, segment `k` part `k + 1`).
+    pub fn parts<'b>(&'b self, build: &'b Agents) -> Vec<Part<'b>> {
+        let base = Part { index: &build.index, excluded: &self.base_excluded, reference: None };
+        let live =
+            self.segments().map(|(index, excluded)| Part { index, excluded, reference: Some(&build.index.text) });
+        std::iter::once(base).chain(live).collect()
     }
 
     /// Every agent of the build and the overlay as one index holds them.
     pub fn agents<'b>(&'b self, build: &'b Agents) -> impl Iterator<Item = &'b Agent> {
         let base = build.index.agents.iter().enumerate().filter(|(i, _)| !self.base_excluded.contains(*i));
-        let live = self.view.index.agents.iter().enumerate().filter(|(i, _)| !self.excluded.contains(*i));
+        let live = self
+            .segments()
+            .flat_map(|(index, excluded)| index.agents.iter().enumerate().filter(|(i, _)| !excluded.contains(*i)));
         base.chain(live).map(|(_, agent)| agent)
     }
 }
 
 impl View {
-    fn build(entries: HashMap<String, (i64, Option<Agent>)>) -> View {
-        let mut changes = HashMap::with_capacity(entries.len());
-        let mut agents = Vec::new();
-        let mut seqs = Vec::new();
-        for (uaid, (seq, agent)) in entries {
-            let at = agent.map(|agent| {
-                agents.push(agent);
-                seqs.push(seq);
-                (agents.len() - 1) as u32
-            });
-            changes.insert(uaid, (seq, at));
-        }
-        let hits = agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
+    fn new(changes: HashMap<Arc<str>, (i64, Option<Place>)>, segments: Vec<Arc<Segment>>) -> View {
         let newest = changes.values().map(|(seq, _)| *seq).max().unwrap_or(0);
-        View { changes, newest, index: AgentIndex::build(agents), seqs, hits, excluded: Mutex::new(None) }
+        View { changes, newest, segments, excluded: Mutex::new(None) }
     }
 
-    /// The changes held, as [`View::build`] takes them.
-    fn entries(&self) -> HashMap<String, (i64, Option<Agent>)> {
-        self.changes.iter().map(|(uaid, (seq, at))| (uaid.clone(), (*seq, at.map(|i| self.agent(i).clone())))).collect()
-    }
-
-    fn agent(&self, i: u32) -> &Agent {
-        &self.index.agents[i as usize]
+    fn agent(&self, (k, p): Place) -> &Agent {
+        &self.segments[k as usize].index.agents[p as usize]
     }
 
     /// `uaid` as of now, for a build whose journal point is `seq`.
     pub fn find(&self, uaid: &str, seq: i64) -> Found<'_> {
         match self.changes.get(uaid) {
-            Some((held, Some(i))) if *held > seq => Found::Live(self.agent(*i)),
+            Some((held, Some(at))) if *held > seq => Found::Live(self.agent(*at)),
             Some((held, None)) if *held > seq => Found::Deleted,
             _ => Found::Build,
         }
@@ -196,14 +275,14 @@ impl View {
 
     /// The live agents newer than the build, in no order.
     pub fn agents_after(&self, seq: i64) -> impl Iterator<Item = &Agent> {
-        self.seqs.iter().zip(&self.index.agents).filter(move |(s, _)| **s > seq).map(|(_, agent)| agent)
+        self.changes.values().filter(move |(held, _)| *held > seq).filter_map(|(_, at)| at.map(|at| self.agent(at)))
     }
 
     /// Runs `query` over `build` and the overlay as one; `None` when the
     /// overlay changes nothing for this build (search the build alone).
     pub fn search(&self, build: &Agents, query: &SearchQuery) -> Option<Merged> {
         let live = self.live(build)?;
-        Some(query::merge(&build.index, &live.base_excluded, &self.index, &live.excluded, query))
+        Some(query::merge(&live.parts(build), query))
     }
 
     /// The overlay as `build` sees it; `None` when it changes nothing
@@ -216,18 +295,22 @@ impl View {
         Some(Live { view: self, base_excluded, excluded })
     }
 
-    /// The search hit of overlay agent `i`.
-    pub fn hit(&self, i: usize) -> &str {
-        &self.hits[i]
+    /// The search hit of a [`Live::parts`] search.
+    pub fn hit<'b>(&'b self, build: &'b Agents, hit: Hit) -> &'b str {
+        match hit.part {
+            0 => build.hit(hit.at),
+            k => &self.segments[k - 1].hits[hit.at],
+        }
     }
 
     /// Which build agents the overlay replaces or deletes, and which
-    /// overlay agents the build already holds: computed once per build.
-    fn exclusions(&self, build: &Agents) -> (Arc<Bits>, Arc<Bits>) {
+    /// segment agents the build already holds or a later change replaced:
+    /// computed once per build.
+    fn exclusions(&self, build: &Agents) -> (Arc<Bits>, Arc<Vec<Bits>>) {
         let key = (std::ptr::from_ref(build) as usize, build.journal_seq);
         let mut cached = self.excluded.lock().expect("overlay");
         if let Some(e) = cached.as_ref().filter(|e| e.build == key) {
-            return (e.base.clone(), e.live.clone());
+            return (e.base.clone(), e.segments.clone());
         }
         let seq = build.journal_seq;
         let base = Bits::from_positions(
@@ -237,29 +320,124 @@ impl View {
                 .filter(|(_, (held, _))| *held > seq)
                 .filter_map(|(uaid, _)| build.agent(uaid).map(|(i, _)| i)),
         );
-        let live = Bits::from_positions(
-            self.seqs.len(),
-            self.seqs.iter().enumerate().filter(|(_, s)| **s <= seq).map(|(i, _)| i),
-        );
-        let (base, live) = (Arc::new(base), Arc::new(live));
-        *cached = Some(Exclusions { build: key, base: base.clone(), live: live.clone() });
-        (base, live)
+        let segments: Vec<Bits> = self
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(k, segment)| {
+                let stale = |(p, agent): (usize, &Agent)| {
+                    let now = self.changes.get(agent.uaid.as_str());
+                    segment.seqs[p] <= seq || now.is_none_or(|(_, at)| *at != Some((k as u32, p as u32)))
+                };
+                Bits::from_positions(
+                    segment.len(),
+                    segment.index.agents.iter().enumerate().filter(|e| stale(*e)).map(|(p, _)| p),
+                )
+            })
+            .collect();
+        let (base, segments) = (Arc::new(base), Arc::new(segments));
+        *cached = Some(Exclusions { build: key, base: base.clone(), segments: segments.clone() });
+        (base, segments)
     }
 
     /// `{hits, total, page, limit[, aggregations]}` of a merged page.
     pub fn page_body(&self, build: &Agents, page: &Merged) -> Vec<u8> {
-        let hit = |side: &Side| -> &str {
-            match side {
-                Side::Base(i) => build.hit(*i),
-                Side::Live(i) => self.hit(*i),
-            }
-        };
         super::agents::page_body(
-            page.hits.iter().map(hit),
+            page.hits.iter().map(|hit| self.hit(build, *hit)),
             page.total,
             page.page,
             page.limit,
             page.aggregations.as_ref(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use almanac::broker::query::search;
+    use almanac::broker::store::Stored;
+
+    /// A build of the checked-in agents, journal point 0.
+    fn build() -> Agents {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
+        let sources = almanac::broker::load(&dir).unwrap();
+        Agents::new(Stored { sources, embeddings: None, fingerprint: String::new() })
+    }
+
+    /// Changes one at a time (registrations, updates of built and live
+    /// agents, deletions of both): after each, lookups and searches are
+    /// those of one index holding the build with the changes applied, and
+    /// the segments stay few.
+    #[test]
+    fn many_single_changes_read_as_one_index() {
+        let build = build();
+        let overlay = Overlay::default();
+        let fresh = almanac::broker::generate::agents(400, 9);
+        let mut truth: HashMap<String, Option<Agent>> = HashMap::new();
+        let queries = ["", "sortBy=name&page=3&limit=7", "sortBy=trust-score&limit=50", "registries=hashgraph-online"];
+        for seq in 1..=600i64 {
+            let n = seq as usize;
+            let (uaid, agent) = match n % 6 {
+                // An update of a built agent.
+                0 => {
+                    let mut agent = build.index.agents[(n * 7) % build.index.agents.len()].clone();
+                    agent.name = format!("Changed {n}");
+                    (agent.uaid.to_string(), Some(agent))
+                }
+                // A deletion: of a built agent, or of a live one.
+                1 if n % 12 == 1 => (build.index.agents[(n * 13) % build.index.agents.len()].uaid.to_string(), None),
+                1 => (fresh[(n / 3) % 200].uaid.to_string(), None),
+                // An update of a live agent.
+                2 => {
+                    let mut agent = fresh[(n / 2) % 200].clone();
+                    agent.trust_score = (n % 100) as f64;
+                    (agent.uaid.to_string(), Some(agent))
+                }
+                // A registration.
+                _ => {
+                    let agent = fresh[n % fresh.len()].clone();
+                    (agent.uaid.to_string(), Some(agent))
+                }
+            };
+            truth.insert(uaid.clone(), agent.clone());
+            overlay.apply(vec![(seq, uaid, agent)]);
+            let view = overlay.view();
+            assert!(view.segments.len() <= 2 * (n.ilog2() as usize + 1), "{} segments after {n}", view.segments.len());
+            if n % 50 != 0 {
+                continue;
+            }
+            for (uaid, agent) in &truth {
+                match (view.find(uaid, 0), agent) {
+                    (Found::Live(found), Some(agent)) => assert_eq!(found, agent),
+                    (Found::Deleted, None) => {}
+                    _ => panic!("{uaid} after {n}"),
+                }
+            }
+            let mut whole: Vec<Agent> =
+                build.index.agents.iter().filter(|a| !truth.contains_key(a.uaid.as_str())).cloned().collect();
+            whole.extend(truth.values().flatten().cloned());
+            let whole = AgentIndex::build(whole);
+            for raw in queries {
+                let query = SearchQuery::parse(raw).unwrap();
+                let merged = view.search(&build, &query).unwrap();
+                let expected = search(&whole, &query);
+                let ids: Vec<String> = merged
+                    .hits
+                    .iter()
+                    .map(|hit| match hit.part {
+                        0 => build.index.agents[hit.at].id.clone(),
+                        k => view.segments[k - 1].index.agents[hit.at].id.clone(),
+                    })
+                    .collect();
+                let expected_ids: Vec<String> = expected.hits.iter().map(|i| whole.agents[*i].id.clone()).collect();
+                assert_eq!((ids, merged.total), (expected_ids, expected.total), "{raw} after {n}");
+            }
+        }
+        // A build holding the first 300 changes: they leave the overlay.
+        overlay.prune(300);
+        let view = overlay.view();
+        assert!(view.changes.values().all(|(seq, _)| *seq > 300));
+        assert!(view.segments.len() <= 1);
     }
 }

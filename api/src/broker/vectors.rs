@@ -17,7 +17,7 @@ use crate::reply::{self, Answer, Error};
 use crate::request::parse_body;
 use crate::request::Request;
 use almanac::broker::embed;
-use almanac::broker::query::{filtered, slug, AgentIndex, SearchQuery, Side};
+use almanac::broker::query::{filtered, slug, AgentIndex, Hit, SearchQuery};
 
 /// Why vector search is off for this build, if it is.
 fn vector_unavailable(broker: &Agents, vectors: Option<&Vectors>) -> Option<String> {
@@ -139,8 +139,7 @@ pub async fn search(request: Request) -> Answer {
     let filter = body.filter.unwrap_or_default();
     let mut q = SearchQuery { page: 1, limit: 1, ..Default::default() };
     let lists = (|| -> Result<(), Error> {
-        q.capabilities =
-            strings("capabilities", &filter.capabilities)?.iter().map(|c| slug(c)).collect();
+        q.capabilities = strings("capabilities", &filter.capabilities)?.iter().map(|c| slug(c)).collect();
         q.registries = strings("registry", &filter.registry)?;
         q.protocols = strings("protocols", &filter.protocols)?;
         q.adapters = strings("adapter", &filter.adapter)?;
@@ -167,11 +166,13 @@ pub async fn search(request: Request) -> Answer {
     let model = vectors.provider.model();
     let mut live_hits: Vec<LiveHit> = Vec::new();
     if let Some(live) = &live {
-        for i in filtered(live.index(), &q).into_iter().filter(|i| !live.excluded.contains(*i)) {
-            let agent = &live.index().agents[i];
-            let key = embed::key(model, &embed::text(agent));
-            let vector = overlay.embedding(&agent.uaid, &key);
-            live_hits.push(LiveHit { at: i, agent, key, vector });
+        for (k, (index, excluded)) in live.segments().enumerate() {
+            for at in filtered(index, &q).into_iter().filter(|i| !excluded.contains(*i)) {
+                let agent = &index.agents[at];
+                let key = embed::key(model, &embed::text(agent));
+                let vector = overlay.embedding(&agent.uaid, &key);
+                live_hits.push(LiveHit { hit: Hit { part: k + 1, at }, agent, key, vector });
+            }
         }
     }
     // One provider call embeds the query and the live agents not yet embedded.
@@ -207,20 +208,21 @@ pub async fn search(request: Request) -> Answer {
     let mut candidates: Vec<Candidate> = filtered(&broker.index, &q)
         .into_iter()
         .filter(|i| live.as_ref().is_none_or(|l| !l.base_excluded.contains(*i)))
-        .map(|i| Candidate {
-            side: Side::Base(i),
-            id: &broker.index.agents[i].id,
-            vector: &embeddings.vectors[i],
-            text: base_text.get(&i).copied(),
+        .map(|at| Candidate {
+            hit: Hit { part: 0, at },
+            id: &broker.index.agents[at].id,
+            vector: &embeddings.vectors[at],
+            text: base_text.get(&at).copied(),
         })
         .collect();
     if let Some(live) = &live {
-        let live_text = text_scores(live.index(), query, Some(&broker.index));
-        candidates.extend(live_hits.iter().map(|hit| Candidate {
-            side: Side::Live(hit.at),
-            id: &hit.agent.id,
-            vector: hit.vector.as_deref().expect("embedded above"),
-            text: live_text.get(&hit.at).copied(),
+        let scores: Vec<HashMap<usize, f32>> =
+            live.segments().map(|(index, _)| text_scores(index, query, Some(&broker.index))).collect();
+        candidates.extend(live_hits.iter().map(|live| Candidate {
+            hit: live.hit,
+            id: &live.agent.id,
+            vector: live.vector.as_deref().expect("embedded above"),
+            text: scores[live.hit.part - 1].get(&live.hit.at).copied(),
         }));
     }
     let total = candidates.len();
@@ -229,11 +231,7 @@ pub async fn search(request: Request) -> Answer {
         .skip(offset)
         .take(limit)
         .map(|(n, score)| {
-            let hit = match candidates[n].side {
-                Side::Base(i) => broker.hit(i),
-                Side::Live(i) => view.hit(i),
-            };
-            let agent: Value = serde_json::from_str(hit).expect("hits are JSON");
+            let agent: Value = serde_json::from_str(view.hit(broker, candidates[n].hit)).expect("hits are JSON");
             json!({"agent": agent, "score": score})
         })
         .collect();
@@ -241,19 +239,20 @@ pub async fn search(request: Request) -> Answer {
     Ok(reply::json(&body))
 }
 
-/// A live agent passing the filters: its position in the overlay's index,
-/// the key of its embedded text, and its embedding once made.
+/// A live agent passing the filters: where it is, the key of its
+/// embedded text, and its embedding once made.
 struct LiveHit<'a> {
-    at: usize,
+    hit: Hit,
     agent: &'a almanac::broker::Agent,
     key: String,
     vector: Option<Arc<[f32]>>,
 }
 
-/// An agent hybrid search may return: where it is, its id (for ties), its
+/// An agent hybrid search may return: where it is (the build is part 0,
+/// as in [`super::overlay::Live::parts`]), its id (for ties), its
 /// embedding and its text relevance (`None`: the text does not match).
 struct Candidate<'a> {
-    side: Side,
+    hit: Hit,
     id: &'a str,
     vector: &'a [f32],
     text: Option<f32>,

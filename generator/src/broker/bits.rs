@@ -40,6 +40,11 @@ impl Bits {
         self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a &= b);
     }
 
+    /// Removes every position `other` holds.
+    pub fn subtract(&mut self, other: &Bits) {
+        self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a &= !b);
+    }
+
     pub fn unite(&mut self, other: &Bits) {
         self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a |= b);
     }
@@ -103,6 +108,12 @@ mod tests {
             let mut or = x.clone();
             or.unite(&y);
             assert_eq!(or.count(), a.len() + b.len() - both.len());
+            let mut less = x.clone();
+            less.subtract(&y);
+            assert_eq!(
+                less.iter().collect::<Vec<_>>(),
+                a.iter().copied().filter(|i| !b.contains(i)).collect::<Vec<_>>()
+            );
             let mut kept = x.clone();
             kept.retain(|i| i % 2 == 1);
             assert_eq!(kept.iter().collect::<Vec<_>>(), a.iter().copied().filter(|i| i % 2 == 1).collect::<Vec<_>>());

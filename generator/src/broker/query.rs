@@ -631,7 +631,7 @@ pub fn search_excluding(
     let n = index.agents.len();
     let mut matched = keep(index, query);
     if let Some(excluded) = excluded {
-        matched.retain(|i| !excluded.contains(i));
+        matched.subtract(excluded);
     }
     let scored: Option<Vec<(usize, f32)>> = query.q.as_ref().map(|q| {
         let scored = match reference {
@@ -682,78 +682,61 @@ pub fn search_excluding(
     Page { hits, scores, total, page: query.page, limit: query.limit, aggregations }
 }
 
-/// Where a hit of a [`merge`]d search is: the build's index or the live one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    Base(usize),
-    Live(usize),
+/// One index of a [`merge`]d search: its agents but `excluded` (those a
+/// later change replaced or deleted); with a `reference`, relevance is
+/// scored beside that index's term statistics.
+pub struct Part<'a> {
+    pub index: &'a AgentIndex,
+    pub excluded: &'a Bits,
+    pub reference: Option<&'a TextIndex>,
 }
 
-/// A page of a search over two indexes at once.
+/// A hit of a [`merge`]d search: agent `at` of part `part`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hit {
+    pub part: usize,
+    pub at: usize,
+}
+
+/// A page of a search over several indexes at once.
 #[derive(Debug, PartialEq)]
 pub struct Merged {
-    pub hits: Vec<Side>,
+    pub hits: Vec<Hit>,
     pub total: usize,
     pub page: usize,
     pub limit: usize,
     pub aggregations: Option<Aggregations>,
 }
 
-/// Runs `query` over `base` without `excluded`, and over `live` without
-/// `live_excluded`, as if over one index holding both: totals and counts
-/// add up, and the page is the two ordered lists merged (relevance ties,
-/// and sorts, by id). Live relevance is scored beside the base's term
-/// statistics, so the two compare. A page needs only the first `page × limit` of each.
-pub fn merge(
-    base: &AgentIndex,
-    excluded: &Bits,
-    live: &AgentIndex,
-    live_excluded: &Bits,
-    query: &SearchQuery,
-) -> Merged {
+/// Runs `query` over `parts` as if over one index holding them all:
+/// totals and counts add up, and the page is the parts' ordered lists
+/// merged (relevance ties, and sorts, by id). A page needs only the first
+/// `page × limit` of each part.
+pub fn merge(parts: &[Part], query: &SearchQuery) -> Merged {
     let end = query.page.saturating_mul(query.limit);
     let first = SearchQuery { page: 1, limit: end, ..query.clone() };
-    let mut a = search_excluding(base, &first, Some(excluded), None);
-    let mut b = search_excluding(live, &first, Some(live_excluded), Some(&base.text));
-    let total = a.total + b.total;
-    let aggregations = match (a.aggregations.take(), b.aggregations.take()) {
-        (Some(mut x), Some(y)) => {
-            x.add(y);
-            Some(x)
-        }
-        (x, y) => x.or(y),
-    };
-    let relevance = order(query).is_none();
-    let before = |x: (Side, f32), y: (Side, f32)| -> bool {
-        let agent = |side: Side| match side {
-            Side::Base(i) => &base.agents[i],
-            Side::Live(i) => &live.agents[i],
-        };
-        let (ax, ay) = (agent(x.0), agent(y.0));
-        let ordering = match order(query) {
-            None => y.1.total_cmp(&x.1).then_with(|| ax.id.cmp(&ay.id)),
-            Some((sort, ascending)) => compare(ax, ay, sort, ascending),
-        };
-        ordering.is_le()
-    };
-    let scored = |page: &Page, side: fn(usize) -> Side| -> Vec<(Side, f32)> {
-        let score = |n: usize| if relevance { page.scores[n] } else { 0.0 };
-        page.hits.iter().enumerate().map(|(n, i)| (side(*i), score(n))).collect()
-    };
-    let (xs, ys) = (scored(&a, Side::Base), scored(&b, Side::Live));
-    let mut all = Vec::with_capacity(xs.len() + ys.len());
-    let (mut i, mut j) = (0, 0);
-    while all.len() < end && (i < xs.len() || j < ys.len()) {
-        if j >= ys.len() || (i < xs.len() && before(xs[i], ys[j])) {
-            all.push(xs[i].0);
-            i += 1;
-        } else {
-            all.push(ys[j].0);
-            j += 1;
-        }
+    let mut pages: Vec<Page> =
+        parts.iter().map(|p| search_excluding(p.index, &first, Some(p.excluded), p.reference)).collect();
+    let total = pages.iter().map(|p| p.total).sum();
+    let aggregations = pages.iter_mut().filter_map(|p| p.aggregations.take()).reduce(|mut all, more| {
+        all.add(more);
+        all
+    });
+    let order = order(query);
+    let agent = |hit: &Hit| &parts[hit.part].index.agents[hit.at];
+    let mut all: Vec<(Hit, f32)> = Vec::with_capacity(pages.iter().map(|p| p.hits.len()).sum());
+    for (part, page) in pages.iter().enumerate() {
+        let score = |n: usize| if order.is_none() { page.scores[n] } else { 0.0 };
+        all.extend(page.hits.iter().enumerate().map(|(n, at)| (Hit { part, at: *at }, score(n))));
     }
+    all.sort_by(|(x, sx), (y, sy)| match order {
+        None => sy.total_cmp(sx).then_with(|| agent(x).id.cmp(&agent(y).id)),
+        Some((sort, ascending)) => compare(agent(x), agent(y), sort, ascending),
+    });
+    all.truncate(end);
     let start = (query.page - 1).saturating_mul(query.limit).min(all.len());
-    Merged { hits: all.split_off(start), total, page: query.page, limit: query.limit, aggregations }
+    let hits = all.drain(start..).map(|(hit, _)| hit).collect();
+    Merged { hits, total, page: query.page, limit: query.limit, aggregations }
 }
 
 #[cfg(test)]
@@ -923,10 +906,10 @@ mod tests {
     }
 
     #[test]
-    fn a_merged_search_is_the_search_of_both_indexes_as_one() {
+    fn a_merged_search_is_the_search_of_its_parts_as_one_index() {
         let set = agents(260, 21);
         // The build holds the first 200; live changes replace ten of them,
-        // delete ten, and add sixty.
+        // delete ten, and add sixty, in two segments.
         let (built, fresh) = set.split_at(200);
         let mut changed: Vec<Agent> = built.iter().step_by(20).cloned().collect();
         for (n, agent) in changed.iter_mut().enumerate() {
@@ -939,20 +922,31 @@ mod tests {
         let live_agents: Vec<Agent> = changed.iter().chain(fresh).cloned().collect();
         let base = AgentIndex::build(built.to_vec());
         let excluded = Bits::from_positions(200, replaced.iter().chain(&deleted).copied());
-        // One live agent is already in the build (an older change): left out.
-        let live = AgentIndex::build(live_agents.clone());
-        let live_excluded = Bits::from_positions(live_agents.len(), [live_agents.len() - 1]);
+        // The older segment: its first agent is changed again in the newer
+        // one (left out here); the newer: its last agent is already in the
+        // build (an older change, left out).
+        let (older, newer) = live_agents.split_at(30);
+        let mut newer = newer.to_vec();
+        let mut again = older[0].clone();
+        again.description = "changed twice".into();
+        newer.insert(0, again);
+        let (older, newer) = (AgentIndex::build(older.to_vec()), AgentIndex::build(newer.clone()));
+        let older_excluded = Bits::from_positions(30, [0]);
+        let newer_excluded = Bits::from_positions(newer.agents.len(), [newer.agents.len() - 1]);
         let mut whole: Vec<Agent> =
             built.iter().enumerate().filter(|(i, _)| !excluded.contains(*i)).map(|(_, a)| a.clone()).collect();
-        whole.extend(live_agents[..live_agents.len() - 1].iter().cloned());
+        whole.extend(older.agents[1..].iter().cloned());
+        whole.extend(newer.agents[..newer.agents.len() - 1].iter().cloned());
         let truth = AgentIndex::build(whole);
+        let indexes = [&base, &older, &newer];
         let ids_of = |merged: &Merged| -> Vec<String> {
-            let id = |side: &Side| match side {
-                Side::Base(i) => base.agents[*i].id.clone(),
-                Side::Live(i) => live.agents[*i].id.clone(),
-            };
-            merged.hits.iter().map(id).collect()
+            merged.hits.iter().map(|hit| indexes[hit.part].agents[hit.at].id.clone()).collect()
         };
+        let parts = [
+            Part { index: &base, excluded: &excluded, reference: None },
+            Part { index: &older, excluded: &older_excluded, reference: Some(&base.text) },
+            Part { index: &newer, excluded: &newer_excluded, reference: Some(&base.text) },
+        ];
         for raw in [
             "",
             "page=3&limit=7",
@@ -968,7 +962,7 @@ mod tests {
             "page=40",
         ] {
             let query = SearchQuery::parse(raw).unwrap();
-            let merged = merge(&base, &excluded, &live, &live_excluded, &query);
+            let merged = merge(&parts, &query);
             let expected = search(&truth, &query);
             let expected_ids: Vec<String> = expected.hits.iter().map(|i| truth.agents[*i].id.clone()).collect();
             assert_eq!(ids_of(&merged), expected_ids, "{raw}");
@@ -978,7 +972,7 @@ mod tests {
         // Relevance: the same agents match (the build's scores use the
         // build's statistics alone, so only the set is compared).
         let query = SearchQuery::parse("q=translator&limit=500").unwrap();
-        let merged = merge(&base, &excluded, &live, &live_excluded, &query);
+        let merged = merge(&parts, &query);
         let mut got = ids_of(&merged);
         let mut expected: Vec<String> =
             search(&truth, &query).hits.iter().map(|i| truth.agents[*i].id.clone()).collect();

@@ -672,7 +672,8 @@ mod tests {
         let built = similar(&agents, SIMILAR_LIMIT);
         for (i, agent) in agents.iter().enumerate().step_by(7) {
             let live = similar_live(agent, agents.iter());
-            let uaids: Vec<&str> = live["hits"].as_array().unwrap().iter().map(|h| h["uaid"].as_str().unwrap()).collect();
+            let uaids: Vec<&str> =
+                live["hits"].as_array().unwrap().iter().map(|h| h["uaid"].as_str().unwrap()).collect();
             let expected: Vec<&str> = built[i].iter().map(|j| agents[*j].uaid.as_str()).collect();
             assert_eq!(uaids, expected, "agent {i}");
             assert_eq!(live["total"], json!(expected.len()));

@@ -218,7 +218,8 @@ mod tests {
         let whole = TextIndex::build(&set);
         let (large, small) = set.split_at(392);
         let (large, small) = (TextIndex::build(large), TextIndex::build(small));
-        for query in ["text generation", "audit solidity contracts", "translation", "agents data", "nothing-like-this"] {
+        for query in ["text generation", "audit solidity contracts", "translation", "agents data", "nothing-like-this"]
+        {
             let mut expected: Vec<(u32, f32)> =
                 whole.search(query).into_iter().filter(|(doc, _)| *doc >= 392).map(|(d, s)| (d - 392, s)).collect();
             let mut got = small.search_beside(query, &large);

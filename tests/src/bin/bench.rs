@@ -36,9 +36,11 @@ fn main() -> Result<()> {
         Some("slow") => slow(&args[1], args[2].parse()?, args[3].parse()?, args[4].parse()?),
         Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
         Some("signin") => signin(&args[1], args.get(2).map_or(Ok(5), |s| s.parse())?),
+        Some("register") => register(&args[1], Path::new(&args[2]), args[3].parse()?),
         _ => bail!(
             "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS] \
-             | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS]"
+             | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS] \
+             | bench register BASE STORE AGENTS"
         ),
     }
 }
@@ -283,6 +285,85 @@ fn signin(base: &str, seconds: u64) -> Result<()> {
         async move { api::auth::login::login(&http, &args, &key).await.map(drop) }
     }))?;
     println!("sign-ins (challenge + verify over HTTP): {:.0}/s", total as f64 / seconds as f64);
+    Ok(())
+}
+
+/// Registers `agents` generated agents over HTTP (32 clients), filling
+/// the api's live overlay: prints registrations per second and their
+/// latency. The account's credits are granted in the store first.
+fn register(base: &str, store: &Path, agents: usize) -> Result<()> {
+    use api::store::credits::{self, Change, Kind};
+    use api::store::{Settings, Store};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let account = "0.0.1001";
+    let args = api::auth::login::LoginArgs {
+        base: base.to_string(),
+        account: account.into(),
+        network: "testnet".into(),
+        keys: None,
+    };
+    let http = reqwest::Client::new();
+    let key = runtime.block_on(async {
+        let store = Store::open(store, Settings::default())?;
+        let grant = Change {
+            account: account.into(),
+            kind: Kind::Grant,
+            credits: 1 << 40,
+            idempotency_key: format!("bench-register-{}", std::process::id()),
+            reason: "bench".into(),
+            reference: None,
+        };
+        store.write(move |conn| credits::post(conn, &grant, 0)).await?;
+        let signing = api::auth::login::key(&args)?;
+        let verified = api::auth::login::login(&http, &args, &signing).await?;
+        verified["key"].as_str().map(str::to_string).context("the sign-in gave no key")
+    })?;
+    let bodies: Vec<serde_json::Value> = almanac::broker::generate::agents(agents, 5)
+        .into_iter()
+        .enumerate()
+        .map(|(i, agent)| {
+            serde_json::json!({
+                "profile": {"version": "1.0", "type": 1, "display_name": agent.name, "bio": agent.description,
+                            "aiAgent": {"type": 1, "model": "gpt-4o", "capabilities": agent.capabilities}},
+                "endpoint": format!("https://bench-{}-{i}.example/a2a", std::process::id()),
+                "communicationProtocol": "a2a",
+            })
+        })
+        .collect();
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(bodies));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let (http, bodies, key, url) =
+                (http.clone(), bodies.clone(), key.clone(), format!("{base}/api/v1/register"));
+            runtime.spawn(async move {
+                let mut times = Vec::new();
+                loop {
+                    let Some(body) = bodies.lock().expect("bodies").pop() else { break };
+                    let sent = Instant::now();
+                    let response = http.post(&url).header("x-api-key", &key).json(&body).send().await?;
+                    anyhow::ensure!(response.status() == 200, "{}: {}", response.status(), response.text().await?);
+                    times.push(sent.elapsed());
+                }
+                Ok::<_, anyhow::Error>(times)
+            })
+        })
+        .collect();
+    let mut times = Vec::new();
+    for task in tasks {
+        times.extend(runtime.block_on(task)??);
+    }
+    let elapsed = started.elapsed();
+    times.sort();
+    let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
+    println!(
+        "registrations over HTTP (32 clients): {agents} in {:.1} s, {:.0}/s, latency p50 {:.1} ms p99 {:.1} ms",
+        elapsed.as_secs_f64(),
+        agents as f64 / elapsed.as_secs_f64(),
+        at(0.5).as_secs_f64() * 1e3,
+        at(0.99).as_secs_f64() * 1e3
+    );
     Ok(())
 }
 
