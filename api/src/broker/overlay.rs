@@ -44,8 +44,11 @@ pub struct Overlay {
     /// Embeddings of live agents for hybrid search, by UAID: the key of
     /// the text embedded and its vector. Made on the first hybrid search
     /// that needs them; kept while the agent is in the overlay.
-    embedded: Mutex<HashMap<String, (String, Arc<[f32]>)>>,
+    embedded: Mutex<HashMap<String, Embedded>>,
 }
+
+/// A live agent's embedding: the key of the text embedded, and its vector.
+type Embedded = (String, Arc<[f32]>);
 
 /// Some changed agents, indexed: immutable, shared by the views holding it.
 struct Segment {
@@ -404,7 +407,7 @@ mod tests {
             overlay.apply(vec![(seq, uaid, agent)]);
             let view = overlay.view();
             assert!(view.segments.len() <= 2 * (n.ilog2() as usize + 1), "{} segments after {n}", view.segments.len());
-            if n % 50 != 0 {
+            if !n.is_multiple_of(50) {
                 continue;
             }
             for (uaid, agent) in &truth {
