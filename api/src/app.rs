@@ -25,6 +25,8 @@ pub struct App {
     pub store: Store,
     /// Agents registered, updated or deleted since the published build.
     pub overlay: Overlay,
+    /// ERC-8004 feedback given through the api.
+    pub feedback: crate::broker::feedback::Settings,
     /// Delivery to additional registries.
     pub registrar: Arc<registrar::Settings>,
     pub auth: auth::Settings,

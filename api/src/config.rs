@@ -187,6 +187,9 @@ pub struct Config {
     /// registries before answering 202, in ms.
     #[arg(long, env = "ALMANAC_REGISTRATION_WAIT_MS", default_value_t = 2_000)]
     pub registration_wait_ms: u64,
+    /// Messages a chat session needs before it may give ERC-8004 feedback.
+    #[arg(long, env = "ALMANAC_FEEDBACK_MIN_MESSAGES", default_value_t = 4)]
+    pub feedback_min_messages: u64,
     /// Proxies whose X-Forwarded-For is trusted (comma-separated addresses).
     #[arg(long = "trusted-proxy", env = "ALMANAC_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<std::net::IpAddr>,
@@ -264,6 +267,7 @@ impl Config {
         Ok(Arc::new(App {
             store,
             overlay: Overlay::default(),
+            feedback: crate::broker::feedback::Settings::new(self.feedback_min_messages),
             registrar: Arc::new(registrar),
             auth: auth::Settings {
                 network,

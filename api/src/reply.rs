@@ -217,6 +217,13 @@ pub fn json(body: &serde_json::Value) -> Reply {
     bytes(body.to_string().into_bytes())
 }
 
+/// [`json`] with a status other than 200 (201, 202, 207).
+pub fn json_with(status: StatusCode, body: &serde_json::Value) -> Reply {
+    let mut reply = json(body);
+    *reply.status_mut() = status;
+    reply
+}
+
 /// [`json`] for a body already serialised.
 pub fn bytes(body: Vec<u8>) -> Reply {
     Response::builder().header(header::CONTENT_TYPE, JSON).body(Bytes::from(body).into()).expect("valid JSON response")

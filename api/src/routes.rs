@@ -243,7 +243,13 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/agents/badge").get("badge", handler!(broker::badge::badge), Cache::Badge),
         Endpoint::new("/api/v1/agents/{uaid}").get("agent", handler!(broker::agent), Cache::Agent),
         Endpoint::new("/api/v1/agents/{uaid}/similar").get("similarAgents", handler!(broker::similar), Cache::Agent),
-        Endpoint::new("/api/v1/agents/{uaid}/feedback").get("agentFeedback", handler!(broker::feedback), Cache::Agent),
+        Endpoint::new("/api/v1/agents/{uaid}/feedback")
+            .get("agentFeedback", handler!(broker::agent_feedback), Cache::Agent)
+            .post("submitAgentFeedback", handler!(broker::feedback::submit), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/agents/{uaid}/feedback/eligibility")
+            .post("agentFeedbackEligibility", handler!(broker::feedback::eligibility), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Optional),
         Endpoint::new("/api/v1/resolve/{uaid}").get("resolveUaid", handler!(broker::resolve), Cache::Agent),
         Endpoint::new("/api/v1/uaids/validate/{uaid}").get(
             "validateUaid",
@@ -313,6 +319,9 @@ pub fn table() -> Vec<Endpoint> {
         ),
         Endpoint::new("/api/v1/credits/payments/native/intent")
             .post("nativePaymentIntent", handler!(broker::credits::not_configured), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/encryption/keys")
+            .post("registerEncryptionKey", handler!(broker::encryption::register), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),
         Endpoint::new("/api/v1/credits/payments/intent")
             .post("cardPaymentIntent", handler!(broker::credits::not_configured), BodyLimit::Live, Cache::NoStore)

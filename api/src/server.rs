@@ -46,6 +46,10 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         Ok(changes) => app.overlay.apply(changes),
         Err(e) => tracing::error!(error = %e, "the live overlay cannot be loaded; registrations stay hidden"),
     }
+    match app.store.read(crate::store::feedback::newest).await {
+        Ok(seq) => app.feedback.saw(seq),
+        Err(e) => tracing::error!(error = %e, "stored feedback cannot be read; feedback given stays hidden"),
+    }
     let cleaner = app.clone();
     let cleaning = tokio::spawn(async move {
         let mut tick = tokio::time::interval(cleaner.cleanup_every);

@@ -1,9 +1,16 @@
-//! Calling the broker's live routes from a test: one JSON call, and the
-//! sign-in proof of a dev account's Hedera key.
+//! Calling the broker's live routes from a test: one JSON call, the
+//! sign-in proof of a dev account's Hedera key, and a running api with
+//! what its tests do to it ([`Broker`]).
 
+use std::time::Duration;
+
+use api::auth::login::{key_for, DEV_KEYS};
 use api::auth::signature::SigningKey;
 use base64::Engine as _;
 use serde_json::{json, Value};
+
+use crate::process::{build, Api};
+use crate::TempDir;
 
 /// `method url` with `headers` and a JSON `body`: the status and the body
 /// (as a JSON string when it is not JSON).
@@ -39,4 +46,113 @@ pub fn hedera_proof(challenge: &Value, account: &str, key: &SigningKey) -> Value
         "signatureKind": "raw",
         "publicKey": key.public_key().to_der_hex(),
     })
+}
+
+/// A running api on a built site, with its own client and folder.
+pub struct Broker {
+    pub api: Api,
+    pub client: reqwest::Client,
+    pub dir: TempDir,
+    /// What the api was started with, to start it again.
+    pub site: std::path::PathBuf,
+    pub data: std::path::PathBuf,
+    pub flags: Vec<String>,
+}
+
+impl Broker {
+    /// Builds the checked-in datasets into a new folder and starts the api
+    /// on them with `flags`.
+    pub fn start(label: &str, flags: &[&str]) -> Broker {
+        let dir = TempDir::new(label);
+        let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+        build(&site, &data, &Broker::sources().iter().map(String::as_str).collect::<Vec<_>>());
+        let api = Api::start_with(&site, &data, flags);
+        let flags = flags.iter().map(|f| f.to_string()).collect();
+        Broker { api, client: crate::unpooled_client(), dir, site, data, flags }
+    }
+
+    /// The generator's source flags for the checked-in datasets.
+    pub fn sources() -> Vec<String> {
+        let root = crate::workspace_root();
+        let dataset = |name: &str| root.join("datasets").join(name).to_string_lossy().into_owned();
+        vec!["--ledger-dir".into(), dataset("ledger"), "--broker-dir".into(), dataset("broker")]
+    }
+
+    /// The live store, opened beside the api (SQLite takes both).
+    pub fn store(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.data.join("live/store.sqlite")).unwrap()
+    }
+    /// Ends the api as `kill -9` would and starts another on the same
+    /// site, data and flags, with `env` (its log in `api.log`).
+    pub fn restart(&mut self, env: &[(&str, &str)]) {
+        self.api.kill();
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        let log = self.dir.path().join("api.log");
+        self.api = Api::start_logged_with_env(&self.site, &self.data, &flags, &log, env);
+    }
+
+    /// Runs the generator on the api's site and data, and waits until the
+    /// api serves the new build.
+    pub async fn rebuild(&self, sources: &[&str]) {
+        build(&self.site, &self.data, sources);
+        let current = std::fs::read_link(self.site.join("current")).unwrap();
+        let id = json!(current.file_name().unwrap().to_string_lossy());
+        for _ in 0..200 {
+            if self.send("GET", "/health", None, None).await.1["build"] == id {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the api never served build {id}");
+    }
+
+    /// Waits until the journal writer has emptied the outbox.
+    pub async fn journaled(&self) {
+        for _ in 0..100 {
+            if self.rows("outbox") == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the outbox was never drained");
+    }
+
+    pub async fn send(&self, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {
+        let headers: Vec<(&str, &str)> = key.map(|k| ("x-api-key", k)).into_iter().collect();
+        call(&self.client, method, self.api.url(path), &headers, body).await
+    }
+
+    pub async fn sign_in(&self, account: &str) -> String {
+        let key = key_for(DEV_KEYS, account).unwrap();
+        let (_, challenge) = self
+            .send(
+                "POST",
+                "/api/v1/auth/ledger/challenge",
+                None,
+                Some(json!({"accountId": account, "network": "testnet"})),
+            )
+            .await;
+        let proof = hedera_proof(&challenge, account, &key);
+        let (status, verified) = self.send("POST", "/api/v1/auth/ledger/verify", None, Some(proof)).await;
+        assert_eq!(status, 200, "{verified}");
+        verified["key"].as_str().unwrap().to_string()
+    }
+
+    pub async fn balance(&self, key: &str) -> i64 {
+        self.send("GET", "/api/v1/credits/balance", Some(key), None).await.1["balance"].as_i64().unwrap()
+    }
+
+    pub async fn total(&self, query: &str) -> u64 {
+        let (status, body) = self.send("GET", &format!("/api/v1/search?{query}"), None, None).await;
+        assert_eq!(status, 200, "{body}");
+        body["total"].as_u64().unwrap()
+    }
+
+    pub async fn hybrid(&self, query: Value) -> (u16, Value) {
+        self.send("POST", "/api/v1/search", None, Some(query)).await
+    }
+
+    pub fn rows(&self, table: &str) -> i64 {
+        self.store().query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+    }
 }

@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use api::auth::login::{key_for, DEV_KEYS};
 use serde_json::{json, Value};
+use tests::live::Broker;
 use tests::process::{build, Api};
 use tests::{workspace_root, TempDir};
 use warp::Filter;
@@ -55,93 +55,6 @@ async fn registries() -> Registries {
     Registries { base: format!("http://{addr}"), received, _stop: stop }
 }
 
-struct Broker {
-    api: Api,
-    client: reqwest::Client,
-    dir: TempDir,
-    /// What the api was started with, to start it again.
-    site: std::path::PathBuf,
-    data: std::path::PathBuf,
-    flags: Vec<String>,
-}
-
-impl Broker {
-    /// Ends the api as `kill -9` would and starts another on the same
-    /// site, data and flags, with `env` (its log in `api.log`).
-    fn restart(&mut self, env: &[(&str, &str)]) {
-        self.api.kill();
-        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
-        let log = self.dir.path().join("api.log");
-        self.api = Api::start_logged_with_env(&self.site, &self.data, &flags, &log, env);
-    }
-
-    /// Runs the generator on the api's site and data, and waits until the
-    /// api serves the new build.
-    async fn rebuild(&self, sources: &[&str]) {
-        build(&self.site, &self.data, sources);
-        let current = std::fs::read_link(self.site.join("current")).unwrap();
-        let id = json!(current.file_name().unwrap().to_string_lossy());
-        for _ in 0..200 {
-            if self.send("GET", "/health", None, None).await.1["build"] == id {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the api never served build {id}");
-    }
-
-    /// Waits until the journal writer has emptied the outbox.
-    async fn journaled(&self) {
-        for _ in 0..100 {
-            if self.rows("outbox") == 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the outbox was never drained");
-    }
-
-    async fn send(&self, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {
-        let headers: Vec<(&str, &str)> = key.map(|k| ("x-api-key", k)).into_iter().collect();
-        tests::live::call(&self.client, method, self.api.url(path), &headers, body).await
-    }
-
-    async fn sign_in(&self, account: &str) -> String {
-        let key = key_for(DEV_KEYS, account).unwrap();
-        let (_, challenge) = self
-            .send(
-                "POST",
-                "/api/v1/auth/ledger/challenge",
-                None,
-                Some(json!({"accountId": account, "network": "testnet"})),
-            )
-            .await;
-        let proof = tests::live::hedera_proof(&challenge, account, &key);
-        let (status, verified) = self.send("POST", "/api/v1/auth/ledger/verify", None, Some(proof)).await;
-        assert_eq!(status, 200, "{verified}");
-        verified["key"].as_str().unwrap().to_string()
-    }
-
-    async fn balance(&self, key: &str) -> i64 {
-        self.send("GET", "/api/v1/credits/balance", Some(key), None).await.1["balance"].as_i64().unwrap()
-    }
-
-    async fn total(&self, query: &str) -> u64 {
-        let (status, body) = self.send("GET", &format!("/api/v1/search?{query}"), None, None).await;
-        assert_eq!(status, 200, "{body}");
-        body["total"].as_u64().unwrap()
-    }
-
-    async fn hybrid(&self, query: Value) -> (u16, Value) {
-        self.send("POST", "/api/v1/search", None, Some(query)).await
-    }
-
-    fn rows(&self, table: &str) -> i64 {
-        let conn = rusqlite::Connection::open(self.dir.path().join("data/live/store.sqlite")).unwrap();
-        conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).unwrap()
-    }
-}
-
 /// `encodeURIComponent`, as the reference client encodes path parameters.
 fn encode(uaid: &str) -> String {
     almanac::broker::render::segment(uaid)
@@ -178,17 +91,7 @@ async fn setup(label: &str, extra: &[&str]) -> Setup {
     let registries = registries().await;
     let dir = TempDir::new(label);
     let (site, data) = (dir.path().join("site"), dir.path().join("data"));
-    let sources: Vec<String> = ["--ledger-dir", "datasets/ledger", "--broker-dir", "datasets/broker"]
-        .iter()
-        .map(|a| {
-            if a.starts_with("datasets") {
-                workspace_root().join(a).to_string_lossy().into_owned()
-            } else {
-                a.to_string()
-            }
-        })
-        .chain(extra.iter().map(|a| a.to_string()))
-        .collect();
+    let sources: Vec<String> = Broker::sources().into_iter().chain(extra.iter().map(|a| a.to_string())).collect();
     build(&site, &data, &sources.iter().map(String::as_str).collect::<Vec<_>>());
     let endpoints = dir.path().join("registries.json");
     let at = |path: &str| format!("{}/{path}", registries.base);

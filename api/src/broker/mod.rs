@@ -8,6 +8,8 @@
 pub mod agents;
 pub mod badge;
 pub mod credits;
+pub mod encryption;
+pub mod feedback;
 pub mod overlay;
 pub mod pricing;
 pub mod provider;
@@ -122,7 +124,7 @@ pub async fn resolve(request: Request) -> Answer {
 }
 
 /// `GET /agents/{uaid}/feedback[?includeRevoked]`: ERC-8004 agents only.
-pub async fn feedback(request: Request) -> Answer {
+pub async fn agent_feedback(request: Request) -> Answer {
     let (_, broker) = agents(&request)?;
     let uaid = request.params.get("uaid");
     let view = request.app.overlay.view();
@@ -136,6 +138,9 @@ pub async fn feedback(request: Request) -> Answer {
         Some("true") => true,
         Some(_) => return Err(Error::parameter("includeRevoked", "includeRevoked must be true or false")),
     };
+    if let Some(body) = feedback::live(&request, agent, include).await? {
+        return Ok(live(reply::json(&body)));
+    }
     if broker.agent(uaid).is_none() {
         // Registered since the build: no feedback yet.
         let summary = json!({"averageScore": 0, "totalFeedbacks": 0});

@@ -461,9 +461,7 @@ async fn finish(request: &Request, outcome: Outcome, agent: Agent, plan: &Plan) 
             .collect();
         body["errors"] = json!(errors);
     }
-    let mut reply = reply::json(&body);
-    *reply.status_mut() = code;
-    Ok(reply)
+    Ok(reply::json_with(code, &body))
 }
 
 /// The attempt once its deliveries settle, or as it stands when the wait

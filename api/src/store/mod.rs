@@ -25,6 +25,8 @@
 
 pub mod auth;
 pub mod credits;
+pub mod feedback;
+pub mod keys;
 pub mod outbox;
 pub mod registry;
 
@@ -37,8 +39,11 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The schema, one step per version: version `n` is the first `n` steps.
 /// A step is never edited once released; a change is a new step.
-pub const MIGRATIONS: &[&str] =
-    &[include_str!("schema/001-live-store.sql"), include_str!("schema/002-registrations.sql")];
+pub const MIGRATIONS: &[&str] = &[
+    include_str!("schema/001-live-store.sql"),
+    include_str!("schema/002-registrations.sql"),
+    include_str!("schema/003-keys-and-feedback.sql"),
+];
 
 /// A database failure (not a refusal: those are values of the domain
 /// functions). Answered 500.

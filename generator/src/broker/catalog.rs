@@ -246,7 +246,10 @@ pub struct FeedbackEntry {
     pub created_at: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub revoked_at: Option<String>,
-    pub tx_hash: String,
+    /// The chain transaction; none for feedback recorded by the broker
+    /// itself (given through the api), which has no chain writer.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tx_hash: Option<String>,
 }
 
 /// ERC-8004 networks by chain id.

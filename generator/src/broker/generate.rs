@@ -297,13 +297,13 @@ pub fn feedback(agents: &[Agent], seed: u64) -> Vec<FeedbackEntry> {
                 revoked,
                 created_at: stamp(at),
                 revoked_at: revoked_at.map(stamp),
-                tx_hash: format!(
+                tx_hash: Some(format!(
                     "0x{:016x}{:016x}{:016x}{:016x}",
                     rng.next_u64(),
                     rng.next_u64(),
                     rng.next_u64(),
                     rng.next_u64()
-                ),
+                )),
             });
         }
     }

@@ -580,6 +580,12 @@ fn feedback_body(agent: &Agent, entries: &[&FeedbackEntry], summary: &Value, inc
     })
 }
 
+/// `GET /agents/{uaid}/feedback` of one agent, made live (feedback given
+/// since the build): the same body its file would have.
+pub fn feedback_live(agent: &Agent, entries: &[&FeedbackEntry], include_revoked: bool) -> Value {
+    feedback_body(agent, entries, &feedback_summary(entries), include_revoked)
+}
+
 /// The adapter registry entries with their category objects, as the
 /// reference client reads them.
 fn published_entries<'a>(catalog: &'a Catalog, entries: impl Iterator<Item = &'a RegistryEntry>) -> Vec<Value> {

@@ -1,0 +1,229 @@
+//! Encryption keys and ERC-8004 feedback against the real api binary on
+//! loopback: validation and normalisation, idempotent registration and
+//! rotation, who may register a key for what (401, 403, 404); the feedback
+//! rule against sessions in the store, the entry shown at once and
+//! published by the next build.
+
+use serde_json::{json, Value};
+use tests::live::Broker;
+
+fn encode(uaid: &str) -> String {
+    almanac::broker::render::segment(uaid)
+}
+
+/// A compressed secp256k1 public key, in hex, of a fixed secret.
+fn secp256k1(secret: u8) -> (String, String) {
+    let key = k256::ecdsa::SigningKey::from_slice(&[secret; 32]).unwrap();
+    let hex = |compress| almanac::http::hex(key.verifying_key().to_encoded_point(compress).as_bytes());
+    (hex(true), hex(false))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn encryption_keys_are_normalised_idempotent_and_bound_to_their_owner() {
+    let broker = Broker::start("encryption-keys", &[]);
+    let owner = broker.sign_in("0.0.1001").await;
+    let other = broker.sign_in("0.0.1002").await;
+    let (compressed, uncompressed) = secp256k1(5);
+    let post = |key: Option<&str>, body: Value| {
+        let key = key.map(str::to_string);
+        let broker = &broker;
+        async move { broker.send("POST", "/api/v1/encryption/keys", key.as_deref(), Some(body)).await }
+    };
+    let body = json!({"keyType": "secp256k1", "publicKey": compressed});
+    assert_eq!(post(None, body.clone()).await.0, 401);
+
+    let (status, first) = post(Some(&owner), body.clone()).await;
+    assert_eq!(status, 201, "{first}");
+    assert_eq!(
+        (&first["publicKey"], &first["ledgerAccountId"], &first["ledgerNetwork"], &first["uaid"]),
+        (&json!(compressed), &json!("0.0.1001"), &json!("testnet"), &Value::Null)
+    );
+    assert!(first["id"].as_str().unwrap().starts_with("ek_") && first["createdAt"] == first["updatedAt"]);
+    // The same key in any of its spellings is the same record, unchanged.
+    for spelling in [compressed.clone(), format!("0x{}", compressed.to_uppercase()), uncompressed.clone()] {
+        let (status, again) = post(Some(&owner), json!({"keyType": "secp256k1", "publicKey": spelling})).await;
+        assert_eq!((status, &again), (201, &first), "{spelling}");
+    }
+    // Another key rotates it: same id, the new key.
+    let (rotated_key, _) = secp256k1(6);
+    let (_, rotated) = post(Some(&owner), json!({"keyType": "secp256k1", "publicKey": rotated_key})).await;
+    assert_eq!((&rotated["id"], &rotated["publicKey"]), (&first["id"], &json!(rotated_key)));
+    assert!(rotated["updatedAt"].as_str() >= first["updatedAt"].as_str());
+    // An x25519 key is a record of its own.
+    let (status, x) = post(Some(&owner), json!({"keyType": "x25519", "publicKey": "ab".repeat(32)})).await;
+    assert_eq!(status, 201);
+    assert_ne!(x["id"], first["id"]);
+
+    // Refusals name the field and store nothing.
+    let stored = broker.rows("encryption_keys");
+    for (body, field) in [
+        (json!({"keyType": "rsa", "publicKey": compressed}), "keyType"),
+        (json!({"keyType": "secp256k1", "publicKey": "zz"}), "publicKey"),
+        (json!({"keyType": "ed25519", "publicKey": compressed}), "publicKey"),
+        (json!({"keyType": "secp256k1"}), "publicKey"),
+        (json!({"keyType": "secp256k1", "publicKey": compressed, "email": "nobody"}), "email"),
+        (json!({"keyType": "secp256k1", "publicKey": compressed, "uaid": "not-a-uaid"}), "uaid"),
+        (json!({"keyType": "secp256k1", "publicKey": compressed, "colour": "red"}), "colour"),
+    ] {
+        let (status, refusal) = post(Some(&owner), body.clone()).await;
+        assert_eq!((status, refusal["parameter"].as_str()), (400, Some(field)), "{body}: {refusal}");
+    }
+    assert_eq!(broker.rows("encryption_keys"), stored);
+
+    // Another account's key, an agent someone else registered, an agent
+    // nobody registered here: 403, 403, 404.
+    let (status, _) =
+        post(Some(&other), json!({"keyType": "secp256k1", "publicKey": compressed, "ledgerAccountId": "0.0.1001"}))
+            .await;
+    assert_eq!(status, 403);
+    let registration = json!({
+        "profile": {"version": "1.0", "type": 1, "display_name": "Key Keeper", "bio": "keeps keys",
+                    "aiAgent": {"type": 1, "model": "gpt-4o", "capabilities": [0]}},
+        "endpoint": "https://key-keeper.example/a2a", "communicationProtocol": "a2a",
+    });
+    let (status, created) = broker.send("POST", "/api/v1/register", Some(&owner), Some(registration)).await;
+    assert_eq!(status, 200, "{created}");
+    let uaid = created["uaid"].as_str().unwrap();
+    let for_agent = json!({"keyType": "secp256k1", "publicKey": compressed, "uaid": uaid});
+    let (status, agent_key) = post(Some(&owner), for_agent.clone()).await;
+    assert_eq!((status, &agent_key["uaid"], &agent_key["ledgerAccountId"]), (201, &json!(uaid), &Value::Null));
+    assert_ne!(agent_key["id"], first["id"], "an agent's key is not its owner's");
+    assert_eq!(post(Some(&other), for_agent).await.0, 403);
+    let built = almanac::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
+    let unregistered = json!({"keyType": "secp256k1", "publicKey": compressed, "uaid": built.agents[0].uaid});
+    assert_eq!(post(Some(&owner), unregistered).await.0, 404);
+    // x-account-id naming an account the key does not control: 403.
+    let (status, _) = tests::live::call(
+        &broker.client,
+        "POST",
+        broker.api.url("/api/v1/encryption/keys"),
+        &[("x-api-key", &owner), ("x-account-id", "0.0.1002")],
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 403);
+}
+
+/// A chat session in the store with `messages` messages.
+fn session(broker: &Broker, id: &str, uaid: &str, account: Option<&str>, messages: usize) {
+    let conn = broker.store();
+    conn.execute(
+        "INSERT INTO chat_sessions (id, uaid, account_id, created_at) VALUES (?1, ?2, ?3, 0)",
+        rusqlite::params![id, uaid, account],
+    )
+    .unwrap();
+    for n in 0..messages {
+        let role = if n % 2 == 0 { "user" } else { "agent" };
+        conn.execute(
+            "INSERT INTO chat_messages (session_id, role, content, created_at) VALUES (?1, ?2, 'hello', ?3)",
+            rusqlite::params![id, role, n as i64],
+        )
+        .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn feedback_follows_the_session_rule_shows_at_once_and_is_published() {
+    let broker = Broker::start("feedback", &[]);
+    let owner = broker.sign_in("0.0.1001").await;
+    let other = broker.sign_in("0.0.1002").await;
+    let built = almanac::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
+    let erc = built.feedback[0].uaid.clone();
+    let plain = built.agents.iter().find(|a| a.registry != "erc-8004").unwrap().uaid.to_string();
+    session(&broker, "s-ready", &erc, Some("0.0.1001"), 4);
+    session(&broker, "s-short", &erc, Some("0.0.1001"), 3);
+    session(&broker, "s-anonymous", &erc, None, 6);
+    session(&broker, "s-elsewhere", &plain, Some("0.0.1001"), 6);
+    let path = format!("/api/v1/agents/{}/feedback", encode(&erc));
+    let eligibility = format!("{path}/eligibility");
+    let ask = |key: Option<&str>, id: &str| {
+        let (key, body) = (key.map(str::to_string), json!({"sessionId": id}));
+        let (broker, eligibility) = (&broker, eligibility.clone());
+        async move { broker.send("POST", &eligibility, key.as_deref(), Some(body)).await }
+    };
+
+    let (status, ready) = ask(Some(&owner), "s-ready").await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(
+        (&ready["eligible"], &ready["messageCount"], &ready["minimumMessages"]),
+        (&json!(true), &json!(4), &json!(4))
+    );
+    assert!(ready.get("reason").is_none(), "optional means omitted: {ready}");
+    // Each case: key, session, the reason's telling words.
+    for (key, id, words) in [
+        (None, "s-ready", "sign in"),
+        (Some(&other), "s-ready", "sign in"),
+        (Some(&owner), "s-short", "3 messages"),
+        (Some(&owner), "s-anonymous", "without signing in"),
+        (Some(&owner), "s-elsewhere", "another agent"),
+    ] {
+        let (status, verdict) = ask(key.map(String::as_str), id).await;
+        assert_eq!((status, &verdict["eligible"]), (200, &json!(false)), "{id}: {verdict}");
+        assert!(verdict["reason"].as_str().unwrap().contains(words), "{id}: {verdict}");
+    }
+    assert_eq!(ask(Some(&owner), "s-missing").await.0, 404);
+    let (status, _) = broker
+        .send(
+            "POST",
+            &format!("/api/v1/agents/{}/feedback/eligibility", encode(&plain)),
+            None,
+            Some(json!({"sessionId": "s-elsewhere"})),
+        )
+        .await;
+    assert_eq!(status, 400, "not an ERC-8004 agent");
+    assert_eq!(broker.send("POST", &eligibility, None, Some(json!({"session": "x"}))).await.0, 400);
+
+    // Submissions: refusals store nothing.
+    let (_, before) = broker.send("GET", &path, None, None).await;
+    let total = before["summary"]["totalFeedbacks"].as_u64().unwrap();
+    for (key, body, status) in [
+        (Some(&owner), json!({"sessionId": "s-ready", "score": 101}), 400),
+        (Some(&owner), json!({"sessionId": "s-ready", "score": 7.5}), 400),
+        (Some(&owner), json!({"sessionId": "s-ready", "score": 80, "fileHash": "0x12"}), 400),
+        (Some(&owner), json!({"sessionId": "s-ready", "score": 80, "tag1": "x".repeat(33)}), 400),
+        (Some(&owner), json!({"sessionId": "s-short", "score": 80}), 403),
+        (Some(&other), json!({"sessionId": "s-ready", "score": 80}), 403),
+        (None, json!({"sessionId": "s-ready", "score": 80}), 403),
+    ] {
+        let (got, answer) = broker.send("POST", &path, key.map(String::as_str), Some(body.clone())).await;
+        assert_eq!(got, status, "{body}: {answer}");
+    }
+    assert_eq!((broker.rows("agent_feedback"), broker.rows("outbox")), (0, 0));
+
+    let (status, given) = broker
+        .send("POST", &path, Some(&owner), Some(json!({"sessionId": "s-ready", "score": 87, "tag1": "helpful"})))
+        .await;
+    assert_eq!(status, 200, "{given}");
+    assert_eq!(
+        (&given["score"], &given["agentId"], &given["feedbackIndex"]),
+        (&json!(87), &json!(built.feedback[0].agent_id), &json!(1))
+    );
+    assert_eq!(given["registry"], json!("erc-8004"));
+    let (status, again) =
+        broker.send("POST", &path, Some(&owner), Some(json!({"sessionId": "s-ready", "score": 90}))).await;
+    assert_eq!((status, again["code"].as_str()), (403, Some("not_eligible")), "one per session");
+    let (_, verdict) = ask(Some(&owner), "s-ready").await;
+    assert!(verdict["reason"].as_str().unwrap().contains("already"), "{verdict}");
+
+    // Shown at once (not kept by shared caches) ...
+    let response = broker.client.get(broker.api.url(&path)).send().await.unwrap();
+    assert_eq!(response.headers()["cache-control"], "no-cache");
+    let now: Value = response.json().await.unwrap();
+    assert_eq!(now["summary"]["totalFeedbacks"], json!(total + 1), "{now}");
+    let mine = |body: &Value| {
+        body["entries"].as_array().unwrap().iter().any(|e| e["client"] == json!("0.0.1001") && e["score"] == json!(87))
+    };
+    assert!(mine(&now), "{now}");
+
+    // ... and published by the next build, from its file.
+    broker.journaled().await;
+    let sources = Broker::sources();
+    broker.rebuild(&sources.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let response = broker.client.get(broker.api.url(&path)).send().await.unwrap();
+    assert_ne!(response.headers()["cache-control"], "no-cache");
+    let published: Value = response.json().await.unwrap();
+    assert_eq!(published["summary"]["totalFeedbacks"], json!(total + 1));
+    assert!(mine(&published), "{published}");
+    let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&erc)), None, None).await;
+    assert_eq!(detail["trust"]["feedback"]["totalFeedbacks"], json!(total + 1));
+}
