@@ -104,6 +104,32 @@ async fn encryption_keys_are_normalised_idempotent_and_bound_to_their_owner() {
     assert_eq!(status, 403);
 }
 
+/// The reference client registers keys (its own and an agent's) and gives
+/// feedback; it parses every answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_client_registers_keys_and_gives_feedback() {
+    let broker = Broker::start("keys-client", &[]);
+    let key = broker.sign_in("0.0.1003").await;
+    let registration = json!({
+        "profile": {"version": "1.0", "type": 1, "display_name": "Cipher Clerk", "bio": "files keys",
+                    "aiAgent": {"type": 1, "model": "gpt-4o", "capabilities": [0]}},
+        "endpoint": "https://cipher-clerk.example/a2a", "communicationProtocol": "a2a",
+    });
+    let (_, created) = broker.send("POST", "/api/v1/register", Some(&key), Some(registration)).await;
+    let agent = created["uaid"].as_str().unwrap();
+    let built = almanac::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
+    let erc = built.feedback[0].uaid.clone();
+    session(&broker, "s-client", &erc, Some("0.0.1003"), 4);
+    let results = tests::reference_client("keys.mjs", &[&broker.api.base, &key, agent, &erc, "s-client"]).await;
+    assert_eq!(results["registerKey"]["value"]["ledgerAccountId"], json!("0.0.1003"));
+    assert_eq!(results["submit"]["value"]["feedbackIndex"], json!(1));
+    let (uaid, public): (String, String) = broker
+        .store()
+        .query_row("SELECT uaid, public_key FROM encryption_keys WHERE uaid IS NOT NULL", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
+    assert_eq!((uaid.as_str(), public.as_str()), (agent, results["ensureAgentKey"]["value"]["publicKey"].as_str().unwrap()));
+}
+
 /// A chat session in the store with `messages` messages.
 fn session(broker: &Broker, id: &str, uaid: &str, account: Option<&str>, messages: usize) {
     let conn = broker.store();
