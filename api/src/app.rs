@@ -27,6 +27,8 @@ pub struct App {
     pub overlay: Overlay,
     /// ERC-8004 feedback given through the api.
     pub feedback: crate::broker::feedback::Settings,
+    /// The newest adapter registry write (categories, adapters).
+    pub catalog_changes: Newest,
     /// Delivery to additional registries.
     pub registrar: Arc<registrar::Settings>,
     pub auth: auth::Settings,
@@ -49,6 +51,23 @@ pub struct App {
     pub vectors: Option<Vectors>,
     /// The open connections and their bounds.
     pub connections: Arc<Connections>,
+}
+
+/// The largest `seq` of some kind of live change stored: a build whose
+/// journal point is at or past it holds them all, so answers need not
+/// look in the store.
+#[derive(Default)]
+pub struct Newest(std::sync::atomic::AtomicI64);
+
+impl Newest {
+    pub fn get(&self) -> i64 {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Change `seq` was stored.
+    pub fn saw(&self, seq: i64) {
+        self.0.fetch_max(seq, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// Where the journal of live changes goes, and how the writer is woken

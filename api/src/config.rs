@@ -268,6 +268,7 @@ impl Config {
             store,
             overlay: Overlay::default(),
             feedback: crate::broker::feedback::Settings::new(self.feedback_min_messages),
+            catalog_changes: crate::app::Newest::default(),
             registrar: Arc::new(registrar),
             auth: auth::Settings {
                 network,

@@ -256,11 +256,27 @@ pub fn table() -> Vec<Endpoint> {
             handler!(broker::validate_uaid),
             Cache::Pure,
         ),
-        Endpoint::new(render::REGISTRY_ADAPTERS).get(
-            "registryAdapters",
-            handler!(broker::registry_adapters),
-            Cache::Catalog,
-        ),
+        Endpoint::new(render::REGISTRY_ADAPTERS)
+            .get("registryAdapters", handler!(broker::adapter_registry::adapters), Cache::Catalog)
+            .post(
+                "submitAdapterRegistryAdapter",
+                handler!(broker::adapter_registry::submit),
+                BodyLimit::Live,
+                Cache::NoStore,
+            )
+            .auth(Auth::Key),
+        Endpoint::new(render::CATEGORIES)
+            .get("adapterCategories", handler!(broker::adapter_registry::categories), Cache::Catalog)
+            .post(
+                "createAdapterRegistryCategory",
+                handler!(broker::adapter_registry::create_category),
+                BodyLimit::Live,
+                Cache::NoStore,
+            )
+            .auth(Auth::Operator),
+        Endpoint::new("/api/v1/adapters/registry/submissions/{submissionId}")
+            .get("adapterRegistrySubmission", handler!(broker::adapter_registry::submission), Cache::NoStore)
+            .auth(Auth::Key),
         // Section A: the broker's live side.
         Endpoint::new("/api/v1/auth/ledger/challenge").post(
             "createLedgerChallenge",
@@ -332,7 +348,6 @@ pub fn table() -> Vec<Endpoint> {
         (render::REGISTRIES, "registries"),
         (render::ADAPTERS, "adapters"),
         (render::ADAPTER_DETAILS, "adapterDetails"),
-        (render::CATEGORIES, "adapterCategories"),
         (render::PROVIDERS, "providers"),
         (render::POPULAR, "popularSearches"),
         (render::PROTOCOLS, "protocols"),

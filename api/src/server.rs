@@ -47,8 +47,19 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         Err(e) => tracing::error!(error = %e, "the live overlay cannot be loaded; registrations stay hidden"),
     }
     match app.store.read(crate::store::feedback::newest).await {
-        Ok(seq) => app.feedback.saw(seq),
+        Ok(seq) => app.feedback.newest.saw(seq),
         Err(e) => tracing::error!(error = %e, "stored feedback cannot be read; feedback given stays hidden"),
+    }
+    match app.store.read(crate::store::adapters::newest).await {
+        Ok(seq) => app.catalog_changes.saw(seq),
+        Err(e) => tracing::error!(error = %e, "adapter registry writes cannot be read; they stay hidden"),
+    }
+    // Adapter submissions cut short by the last stop.
+    match app.store.read(crate::store::adapters::unsettled).await {
+        Ok(ids) => {
+            ids.into_iter().for_each(|id| drop(tokio::spawn(crate::broker::adapter_registry::process(app.clone(), id))))
+        }
+        Err(e) => tracing::error!(error = %e, "adapter submissions cannot be read"),
     }
     let cleaner = app.clone();
     let cleaning = tokio::spawn(async move {

@@ -125,9 +125,14 @@ async fn the_reference_client_registers_keys_and_gives_feedback() {
     assert_eq!(results["submit"]["value"]["feedbackIndex"], json!(1));
     let (uaid, public): (String, String) = broker
         .store()
-        .query_row("SELECT uaid, public_key FROM encryption_keys WHERE uaid IS NOT NULL", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row("SELECT uaid, public_key FROM encryption_keys WHERE uaid IS NOT NULL", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .unwrap();
-    assert_eq!((uaid.as_str(), public.as_str()), (agent, results["ensureAgentKey"]["value"]["publicKey"].as_str().unwrap()));
+    assert_eq!(
+        (uaid.as_str(), public.as_str()),
+        (agent, results["ensureAgentKey"]["value"]["publicKey"].as_str().unwrap())
+    );
 }
 
 /// A chat session in the store with `messages` messages.

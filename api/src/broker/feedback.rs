@@ -12,14 +12,13 @@
 //! journaled, so the next build publishes it (summary, detail and the
 //! feedback index included). Its `client` is the signed-in account.
 
-use std::sync::atomic::{AtomicI64, Ordering};
-
 use almanac::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
 use almanac::broker::Agent;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
 
+use crate::app::Newest;
 use crate::reply::{self, Answer, Error};
 use crate::request::{parse_body, Request};
 use crate::store::feedback::{self as stored, Given, Session};
@@ -28,23 +27,13 @@ use crate::store::{self};
 pub struct Settings {
     /// Messages a session needs.
     pub min_messages: u64,
-    /// The largest `seq` of feedback stored: a build at or past it
-    /// publishes all of it.
-    newest: AtomicI64,
+    /// The newest feedback stored.
+    pub newest: Newest,
 }
 
 impl Settings {
     pub fn new(min_messages: u64) -> Settings {
-        Settings { min_messages, newest: AtomicI64::new(0) }
-    }
-
-    pub fn newest(&self) -> i64 {
-        self.newest.load(Ordering::Acquire)
-    }
-
-    /// Feedback `seq` was stored.
-    pub fn saw(&self, seq: i64) {
-        self.newest.fetch_max(seq, Ordering::AcqRel);
+        Settings { min_messages, newest: Newest::default() }
     }
 }
 
@@ -195,7 +184,7 @@ pub async fn submit(request: Request) -> Answer {
         request.app.store.write(move |conn| stored::give(conn, &id, entry, published, journal_seq, now)).await?;
     let entry = match given {
         Given::Done { seq, entry } => {
-            settings.saw(seq);
+            settings.newest.saw(seq);
             request.app.journal.wake.notify_one();
             entry
         }
@@ -227,7 +216,7 @@ pub async fn submit(request: Request) -> Answer {
 /// publish them; `None` when the build has them all.
 pub async fn live(request: &Request, agent: &Agent, include_revoked: bool) -> Result<Option<Value>, Error> {
     let broker = request.build()?.broker.as_deref().ok_or_else(|| Error::not_found(&request.path))?;
-    if request.app.feedback.newest() <= broker.journal_seq {
+    if request.app.feedback.newest.get() <= broker.journal_seq {
         return Ok(None);
     }
     let (uaid, seq) = (agent.uaid.to_string(), broker.journal_seq);

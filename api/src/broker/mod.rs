@@ -5,6 +5,7 @@
 //! build, found here by the decoded UAID. Hybrid search is [`vectors`], the
 //! badge [`badge`].
 
+pub mod adapter_registry;
 pub mod agents;
 pub mod badge;
 pub mod credits;
@@ -19,7 +20,7 @@ pub mod vectors;
 
 use almanac::broker::catalog::FEEDBACK_REGISTRY;
 use almanac::broker::query::SearchQuery;
-use almanac::broker::render::{self, EntryQuery};
+use almanac::broker::render;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
@@ -86,17 +87,6 @@ pub async fn facets(request: Request) -> Answer {
     let adapter = adapter.as_deref().map(str::trim).filter(|a| !a.is_empty());
     Ok(published(&request, build, &render::facets_route(adapter))
         .unwrap_or_else(|| reply::json(&json!({"facets": []}))))
-}
-
-/// `GET /adapters/registry/adapters`: the default page is a file; other
-/// pages and filters are computed from the catalog.
-pub async fn registry_adapters(request: Request) -> Answer {
-    let (build, broker) = agents(&request)?;
-    let query = EntryQuery::parse(&request.query)?;
-    if query == EntryQuery::default() {
-        return published(&request, build, render::REGISTRY_ADAPTERS).ok_or_else(|| missing(render::REGISTRY_ADAPTERS));
-    }
-    Ok(reply::json(&render::registry_adapters(&broker.catalog, &query)))
 }
 
 /// `GET /agents/{uaid}`.

@@ -23,6 +23,7 @@
 //! is above what this build knows was written by a newer almanac and is
 //! refused with an error that says so.
 
+pub mod adapters;
 pub mod auth;
 pub mod credits;
 pub mod feedback;
@@ -43,6 +44,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/001-live-store.sql"),
     include_str!("schema/002-registrations.sql"),
     include_str!("schema/003-keys-and-feedback.sql"),
+    include_str!("schema/004-adapter-registry.sql"),
 ];
 
 /// A database failure (not a refusal: those are values of the domain

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::catalog::FeedbackEntry;
+use super::catalog::{Category, FeedbackEntry, RegistryEntry};
 use super::{Agent, Sources};
 
 /// One line. (Unknown fields cannot be refused here: serde does not
@@ -42,11 +42,31 @@ pub struct Record {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Event {
-    Register { agent: Box<Agent> },
-    Update { agent: Box<Agent> },
-    Delete { uaid: String },
-    Feedback { entry: Box<FeedbackEntry> },
-    Search { query: String, hits: u64 },
+    Register {
+        agent: Box<Agent>,
+    },
+    Update {
+        agent: Box<Agent>,
+    },
+    Delete {
+        uaid: String,
+    },
+    Feedback {
+        entry: Box<FeedbackEntry>,
+    },
+    Search {
+        query: String,
+        hits: u64,
+    },
+    /// A category of the adapter registry, created or changed.
+    Category {
+        category: Box<Category>,
+    },
+    /// An adapter published to the adapter registry (replacing one with
+    /// its `adapterId`).
+    Adapter {
+        entry: Box<RegistryEntry>,
+    },
 }
 
 /// Where a record was read: file and 1-based line.
@@ -171,6 +191,30 @@ pub fn apply(sources: &mut Sources, records: &[(Position, Record)]) -> Result<()
                 standing.push((**entry).clone());
                 super::catalog::validate_feedback(&standing, agent).with_context(|| format!("{position}"))?;
                 sources.feedback.push((**entry).clone());
+            }
+            Event::Category { category } => {
+                let registry = &mut sources.catalog.adapter_registry;
+                if registry.categories.iter().any(|c| c.slug == category.slug && c.id != category.id) {
+                    bail!("{position}: category {} has the slug {} of another", category.id, category.slug);
+                }
+                match registry.categories.iter().position(|c| c.id == category.id) {
+                    Some(i) => registry.categories[i] = (**category).clone(),
+                    None => registry.categories.push((**category).clone()),
+                }
+            }
+            Event::Adapter { entry } => {
+                let registry = &mut sources.catalog.adapter_registry;
+                if !registry.categories.iter().any(|c| c.id == entry.category_id) {
+                    bail!(
+                        "{position}: adapter {} names category {}, which is not known",
+                        entry.adapter_id,
+                        entry.category_id
+                    );
+                }
+                match registry.adapters.iter().position(|a| a.adapter_id == entry.adapter_id) {
+                    Some(i) => registry.adapters[i] = (**entry).clone(),
+                    None => registry.adapters.push((**entry).clone()),
+                }
             }
             Event::Search { query, .. } => {
                 let query = normalise(query);
