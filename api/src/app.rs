@@ -25,10 +25,12 @@ pub struct App {
     pub store: Store,
     /// Agents registered, updated or deleted since the published build.
     pub overlay: Overlay,
-    /// ERC-8004 feedback given through the api.
-    pub feedback: crate::broker::feedback::Settings,
+    /// Messages a chat session needs before it may give ERC-8004 feedback.
+    pub feedback_min_messages: u64,
+    /// The newest ERC-8004 feedback given through the api.
+    pub feedback_changes: crate::store::Newest,
     /// The newest adapter registry write (categories, adapters).
-    pub catalog_changes: Newest,
+    pub catalog_changes: crate::store::Newest,
     /// Delivery to additional registries.
     pub registrar: Arc<registrar::Settings>,
     pub auth: auth::Settings,
@@ -51,23 +53,6 @@ pub struct App {
     pub vectors: Option<Vectors>,
     /// The open connections and their bounds.
     pub connections: Arc<Connections>,
-}
-
-/// The largest `seq` of some kind of live change stored: a build whose
-/// journal point is at or past it holds them all, so answers need not
-/// look in the store.
-#[derive(Default)]
-pub struct Newest(std::sync::atomic::AtomicI64);
-
-impl Newest {
-    pub fn get(&self) -> i64 {
-        self.0.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Change `seq` was stored.
-    pub fn saw(&self, seq: i64) {
-        self.0.fetch_max(seq, std::sync::atomic::Ordering::AcqRel);
-    }
 }
 
 /// Where the journal of live changes goes, and how the writer is woken

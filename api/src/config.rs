@@ -267,8 +267,9 @@ impl Config {
         Ok(Arc::new(App {
             store,
             overlay: Overlay::default(),
-            feedback: crate::broker::feedback::Settings::new(self.feedback_min_messages),
-            catalog_changes: crate::app::Newest::default(),
+            feedback_min_messages: self.feedback_min_messages,
+            feedback_changes: crate::store::Newest::default(),
+            catalog_changes: crate::store::Newest::default(),
             registrar: Arc::new(registrar),
             auth: auth::Settings {
                 network,

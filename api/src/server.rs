@@ -47,7 +47,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         Err(e) => tracing::error!(error = %e, "the live overlay cannot be loaded; registrations stay hidden"),
     }
     match app.store.read(crate::store::feedback::newest).await {
-        Ok(seq) => app.feedback.newest.saw(seq),
+        Ok(seq) => app.feedback_changes.saw(seq),
         Err(e) => tracing::error!(error = %e, "stored feedback cannot be read; feedback given stays hidden"),
     }
     match app.store.read(crate::store::adapters::newest).await {

@@ -18,24 +18,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
 
-use crate::app::Newest;
 use crate::reply::{self, Answer, Error};
 use crate::request::{parse_body, Request};
 use crate::store::feedback::{self as stored, Given, Session};
 use crate::store::{self};
-
-pub struct Settings {
-    /// Messages a session needs.
-    pub min_messages: u64,
-    /// The newest feedback stored.
-    pub newest: Newest,
-}
-
-impl Settings {
-    pub fn new(min_messages: u64) -> Settings {
-        Settings { min_messages, newest: Newest::default() }
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -98,7 +84,7 @@ fn account(request: &Request) -> Option<&str> {
 pub async fn eligibility(request: Request) -> Answer {
     let body: EligibilityRequest = parse_body(&request.body)?;
     let (agent, session) = judged(&request, &body.session_id).await?;
-    let min = request.app.feedback.min_messages;
+    let min = request.app.feedback_min_messages;
     let reason = refusal(&session, &agent.uaid, min, account(&request));
     let mut answer = json!({
         "uaid": agent.uaid,
@@ -147,8 +133,8 @@ pub async fn submit(request: Request) -> Answer {
         }
     }
     let (agent, session) = judged(&request, &body.session_id).await?;
-    let settings = &request.app.feedback;
-    if let Some(reason) = refusal(&session, &agent.uaid, settings.min_messages, account(&request)) {
+    let min = request.app.feedback_min_messages;
+    if let Some(reason) = refusal(&session, &agent.uaid, min, account(&request)) {
         return Err(Error::new(StatusCode::FORBIDDEN, "not_eligible", reason));
     }
     let client = account(&request).expect("checked by the rule").to_string();
@@ -184,7 +170,7 @@ pub async fn submit(request: Request) -> Answer {
         request.app.store.write(move |conn| stored::give(conn, &id, entry, published, journal_seq, now)).await?;
     let entry = match given {
         Given::Done { seq, entry } => {
-            settings.newest.saw(seq);
+            request.app.feedback_changes.saw(seq);
             request.app.journal.wake.notify_one();
             entry
         }
@@ -216,7 +202,7 @@ pub async fn submit(request: Request) -> Answer {
 /// publish them; `None` when the build has them all.
 pub async fn live(request: &Request, agent: &Agent, include_revoked: bool) -> Result<Option<Value>, Error> {
     let broker = request.build()?.broker.as_deref().ok_or_else(|| Error::not_found(&request.path))?;
-    if request.app.feedback.newest.get() <= broker.journal_seq {
+    if request.app.feedback_changes.get() <= broker.journal_seq {
         return Ok(None);
     }
     let (uaid, seq) = (agent.uaid.to_string(), broker.journal_seq);

@@ -47,6 +47,23 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/004-adapter-registry.sql"),
 ];
 
+/// The largest `seq` of some kind of live change stored: a build whose
+/// journal point is at or past it holds them all, so answers need not
+/// look in the store.
+#[derive(Default)]
+pub struct Newest(std::sync::atomic::AtomicI64);
+
+impl Newest {
+    pub fn get(&self) -> i64 {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Change `seq` was stored.
+    pub fn saw(&self, seq: i64) {
+        self.0.fetch_max(seq, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// A database failure (not a refusal: those are values of the domain
 /// functions). Answered 500.
 #[derive(Debug, Clone, thiserror::Error)]
