@@ -5,13 +5,11 @@
 // Usage: node adapters.mjs <base-url> <operator key> <api key>
 // Prints one JSON object: call name -> {ok: true, value} or {ok: false, error}.
 import { RegistryBrokerClient } from '@hashgraphonline/standards-sdk';
+import { expect, runCalls } from './calls.mjs';
 
 const [base, operatorKey, apiKey] = process.argv.slice(2);
 const operator = new RegistryBrokerClient({ baseUrl: base, apiKey: operatorKey });
 const client = new RegistryBrokerClient({ baseUrl: base, apiKey });
-const expect = (value, what) => {
-  if (!value) throw new Error(`expected ${what}`);
-};
 const manifest = {
   meta: { name: 'Tide Bridge', description: 'bridges tide tables' },
   adapter: { id: 'tide-bridge' },
@@ -64,12 +62,4 @@ const calls = {
     return listed;
   },
 };
-const out = {};
-for (const [name, call] of Object.entries(calls)) {
-  try {
-    out[name] = { ok: true, value: await call() };
-  } catch (error) {
-    out[name] = { ok: false, error: String((error && error.stack) || error) + (error && error.body ? ` body: ${JSON.stringify(error.body)}` : '') };
-  }
-}
-process.stdout.write(JSON.stringify(out));
+await runCalls(calls);

@@ -5,6 +5,7 @@
 // A call the client throws on (a schema it cannot parse, a non-JSON reply)
 // is a failure; the Rust test reads the object and checks the values.
 import { RegistryBrokerClient } from '@hashgraphonline/standards-sdk';
+import { runCalls } from './calls.mjs';
 
 const [base, uaid, ercUaid] = process.argv.slice(2);
 const client = new RegistryBrokerClient({ baseUrl: base });
@@ -30,12 +31,4 @@ const calls = {
   getAgentFeedbackWithRevoked: () => client.getAgentFeedback(ercUaid, { includeRevoked: true }),
   getAdditionalRegistries: () => client.getAdditionalRegistries(),
 };
-const out = {};
-for (const [name, call] of Object.entries(calls)) {
-  try {
-    out[name] = { ok: true, value: await call() };
-  } catch (error) {
-    out[name] = { ok: false, error: String(error && error.stack || error) };
-  }
-}
-process.stdout.write(JSON.stringify(out));
+await runCalls(calls);

@@ -6,13 +6,11 @@
 // Usage: node keys.mjs <base-url> <api-key> <agent uaid> <erc-8004 uaid> <session id>
 // Prints one JSON object: call name -> {ok: true, value} or {ok: false, error}.
 import { RegistryBrokerClient } from '@hashgraphonline/standards-sdk';
+import { expect, runCalls } from './calls.mjs';
 
 const [base, apiKey, agent, erc, sessionId] = process.argv.slice(2);
 const client = new RegistryBrokerClient({ baseUrl: base, apiKey });
 const publicKey = '02b4632d08485ff1df2db55b9dafd23347d1c47a457072a1e87be26896549a8737';
-const expect = (value, what) => {
-  if (!value) throw new Error(`expected ${what}`);
-};
 
 let first;
 const calls = {
@@ -42,12 +40,4 @@ const calls = {
     return given;
   },
 };
-const out = {};
-for (const [name, call] of Object.entries(calls)) {
-  try {
-    out[name] = { ok: true, value: await call() };
-  } catch (error) {
-    out[name] = { ok: false, error: String((error && error.stack) || error) + (error && error.body ? ` body: ${JSON.stringify(error.body)}` : '') };
-  }
-}
-process.stdout.write(JSON.stringify(out));
+await runCalls(calls);

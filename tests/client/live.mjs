@@ -4,6 +4,7 @@
 // Usage: node live.mjs <base-url> <ed25519 DER> <ecdsa DER> <evm hex>
 // Prints one JSON object: call name -> {ok: true, value} or {ok: false, error}.
 import { RegistryBrokerClient } from '@hashgraphonline/standards-sdk';
+import { runCalls } from './calls.mjs';
 import { privateKeyToAccount } from 'viem/accounts';
 
 const [base, ed25519, ecdsa, evm] = process.argv.slice(2);
@@ -24,12 +25,4 @@ const calls = {
   ecdsa: signIn('0.0.1004', 'hedera-testnet', { hederaPrivateKey: ecdsa }),
   evm: signIn(privateKeyToAccount(evm).address, 'eip155:84532', { evmPrivateKey: evm }),
 };
-const out = {};
-for (const [name, call] of Object.entries(calls)) {
-  try {
-    out[name] = { ok: true, value: await call() };
-  } catch (error) {
-    out[name] = { ok: false, error: String((error && error.stack) || error) };
-  }
-}
-process.stdout.write(JSON.stringify(out));
+await runCalls(calls);

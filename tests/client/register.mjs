@@ -5,6 +5,7 @@
 // Usage: node register.mjs <base-url> <api-key> <pending registry key> <refusing registry key>
 // Prints one JSON object: call name -> {ok: true, value} or {ok: false, error}.
 import { RegistryBrokerClient } from '@hashgraphonline/standards-sdk';
+import { expect, runCalls } from './calls.mjs';
 
 const [base, apiKey, stalling, refusing] = process.argv.slice(2);
 const client = new RegistryBrokerClient({ baseUrl: base, apiKey });
@@ -21,9 +22,6 @@ const payload = (name, additionalRegistries = []) => ({
   additionalRegistries,
   metadata: { provider: 'almanac-tests' },
 });
-const expect = (value, what) => {
-  if (!value) throw new Error(`expected ${what}`);
-};
 
 let created;
 const calls = {
@@ -72,12 +70,4 @@ const calls = {
     return progress;
   },
 };
-const out = {};
-for (const [name, call] of Object.entries(calls)) {
-  try {
-    out[name] = { ok: true, value: await call() };
-  } catch (error) {
-    out[name] = { ok: false, error: String((error && error.stack) || error) + (error && error.body ? ` body: ${JSON.stringify(error.body)}` : '') };
-  }
-}
-process.stdout.write(JSON.stringify(out));
+await runCalls(calls);

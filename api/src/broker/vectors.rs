@@ -261,11 +261,7 @@ struct Candidate<'a> {
 /// BM25F relevance of `query` by agent position; a live index is scored
 /// beside the build's (so the two compare).
 fn text_scores(index: &AgentIndex, query: &str, build: Option<&AgentIndex>) -> HashMap<usize, f32> {
-    let scored = match build {
-        Some(build) => index.text.search_beside(query, &build.text),
-        None => index.text.search(query),
-    };
-    scored.into_iter().map(|(i, score)| (i as usize, score)).collect()
+    index.text.scores(query, build.map(|b| &b.text)).into_iter().map(|(i, score)| (i as usize, score)).collect()
 }
 
 /// Reciprocal rank fusion of the cosine ranking and the BM25F ranking of

@@ -634,11 +634,9 @@ pub fn search_excluding(
         matched.subtract(excluded);
     }
     let scored: Option<Vec<(usize, f32)>> = query.q.as_ref().map(|q| {
-        let scored = match reference {
-            Some(reference) => index.text.search_beside(q, reference),
-            None => index.text.search(q),
-        };
-        let hits: Vec<(usize, f32)> = scored
+        let hits: Vec<(usize, f32)> = index
+            .text
+            .scores(q, reference)
             .into_iter()
             .map(|(doc, score)| (doc as usize, score))
             .filter(|(doc, _)| matched.contains(*doc))

@@ -114,6 +114,15 @@ impl TextIndex {
 }
 
 impl TextIndex {
+    /// [`TextIndex::search`], or with a `reference`
+    /// [`TextIndex::search_beside`] it.
+    pub fn scores(&self, query: &str, reference: Option<&TextIndex>) -> Vec<(u32, f32)> {
+        match reference {
+            Some(reference) => self.search_beside(query, reference),
+            None => self.search(query),
+        }
+    }
+
     /// [`TextIndex::search`] of this index as if its documents were part
     /// of `reference`: term rarity and the average length are those of both
     /// together. For a small index beside a large one (the live overlay
