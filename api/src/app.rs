@@ -11,6 +11,7 @@ use almanac::site::Layout;
 
 use crate::auth;
 use crate::broker::overlay::Overlay;
+use crate::broker::payments::{Card, Redemption, Treasury};
 use crate::broker::pricing::Pricing;
 use crate::broker::provider::Vectors;
 use crate::broker::registrar;
@@ -35,6 +36,12 @@ pub struct App {
     pub registrar: Arc<registrar::Settings>,
     pub auth: auth::Settings,
     pub pricing: Pricing,
+    /// HBAR purchases, when a treasury account is configured.
+    pub treasury: Option<Arc<Treasury>>,
+    /// Card purchases, when a payment provider is configured.
+    pub card: Option<Arc<Card>>,
+    /// Redemption of points, when a token is configured.
+    pub redemption: Option<Redemption>,
     pub journal: Journal,
     /// Largest body of a live broker call, in bytes (413 above).
     pub live_max_body: usize,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use almanac::entity::EntityId;
 use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
 use anyhow::{Context, Result};
@@ -18,6 +19,7 @@ use crate::auth::{
     ledger::{self, KeySource, Network},
 };
 use crate::broker::overlay::Overlay;
+use crate::broker::payments::{Card, Redemption, Treasury};
 use crate::broker::pricing::{self, Pricing};
 use crate::broker::provider::Vectors;
 use crate::broker::registrar;
@@ -190,6 +192,58 @@ pub struct Config {
     /// Messages a chat session needs before it may give ERC-8004 feedback.
     #[arg(long, env = "ALMANAC_FEEDBACK_MIN_MESSAGES", default_value_t = 4)]
     pub feedback_min_messages: u64,
+    /// The treasury account HBAR purchases pay (0.0.N on --ledger-network);
+    /// needs --mirror-url, where the transfers are seen. Without it,
+    /// `/credits/payments/native/intent` answers 503.
+    #[arg(long, env = "ALMANAC_TREASURY_ACCOUNT")]
+    pub treasury_account: Option<String>,
+    /// Nodes a wallet may submit a purchase transfer to (comma-separated).
+    #[arg(long = "ledger-node", env = "ALMANAC_LEDGER_NODES", value_delimiter = ',', default_value = "0.0.3")]
+    pub ledger_nodes: Vec<String>,
+    /// The most a purchase transfer may pay in fees, in tinybars.
+    #[arg(long, env = "ALMANAC_PURCHASE_MAX_FEE", default_value_t = 100_000_000)]
+    pub purchase_max_fee: u64,
+    /// How long a purchase transfer may be submitted, in seconds (1 to
+    /// 180, the network's bound).
+    #[arg(long, env = "ALMANAC_PURCHASE_VALID_SECS", default_value_t = 180)]
+    pub purchase_valid_secs: i64,
+    /// How often pending purchase transfers are looked up, in milliseconds.
+    #[arg(long, env = "ALMANAC_PURCHASE_WATCH_MS", default_value_t = 5_000)]
+    pub purchase_watch_ms: u64,
+    /// How long past its window a transfer is still looked for, in seconds.
+    #[arg(long, env = "ALMANAC_PURCHASE_GRACE_SECS", default_value_t = 300)]
+    pub purchase_grace_secs: u64,
+    /// A card payment provider's API (Stripe's is https://api.stripe.com).
+    /// Without it, `/credits/payments/intent` answers 503.
+    #[arg(long, env = "ALMANAC_CARD_PROVIDER_URL")]
+    pub card_provider_url: Option<String>,
+    /// The provider's name as answered.
+    #[arg(long, env = "ALMANAC_CARD_PROVIDER", default_value = "stripe")]
+    pub card_provider: String,
+    /// The provider's secret key. Prefer the environment variable.
+    #[arg(long, env = "ALMANAC_CARD_SECRET_KEY", hide_env_values = true)]
+    pub card_secret_key: Option<String>,
+    /// The provider's publishable key, given to clients.
+    #[arg(long, env = "ALMANAC_CARD_PUBLISHABLE_KEY", default_value = "")]
+    pub card_publishable_key: String,
+    /// The secret the provider signs webhooks with. Prefer the environment
+    /// variable.
+    #[arg(long, env = "ALMANAC_CARD_WEBHOOK_SECRET", hide_env_values = true)]
+    pub card_webhook_secret: Option<String>,
+    /// Smallest card purchase, in cents.
+    #[arg(long, env = "ALMANAC_CARD_MIN_AMOUNT", default_value_t = 50)]
+    pub card_min_amount: i64,
+    /// Time allowed for one call to the card provider, in milliseconds.
+    #[arg(long, env = "ALMANAC_CARD_TIMEOUT_MS", default_value_t = 10_000)]
+    pub card_timeout_ms: u64,
+    /// The HCS-20 token whose balances are points redeemable for credits,
+    /// as TOPIC:TICK (`0.0.5000001:luna0`). Without it, the redemption
+    /// routes answer 503.
+    #[arg(long, env = "ALMANAC_REDEEM_TOKEN")]
+    pub redeem_token: Option<String>,
+    /// Credits one point pays.
+    #[arg(long, env = "ALMANAC_CREDITS_PER_POINT", default_value_t = 1)]
+    pub credits_per_point: i64,
     /// Proxies whose X-Forwarded-For is trusted (comma-separated addresses).
     #[arg(long = "trusted-proxy", env = "ALMANAC_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<std::net::IpAddr>,
@@ -264,8 +318,14 @@ impl Config {
             Duration::from_millis(self.registry_backoff_ms),
             Duration::from_millis(self.registration_wait_ms),
         )?;
+        let treasury = self.treasury(&network)?.map(Arc::new);
+        let card = self.card()?.map(Arc::new);
+        let redemption = self.redemption()?;
         Ok(Arc::new(App {
             store,
+            treasury,
+            card,
+            redemption,
             overlay: Overlay::default(),
             feedback_min_messages: self.feedback_min_messages,
             feedback_changes: crate::store::Newest::default(),
@@ -301,6 +361,78 @@ impl Config {
                 body_timeout: Duration::from_millis(self.body_timeout_ms.max(1)),
                 max_head_bytes: self.max_head_bytes,
             }),
+        }))
+    }
+}
+
+impl Config {
+    /// HBAR purchases, if a treasury is configured.
+    fn treasury(&self, network: &Network) -> Result<Option<Treasury>> {
+        let Some(account) = &self.treasury_account else { return Ok(None) };
+        let entity = |flag: &str, text: &str| -> Result<EntityId> {
+            text.trim().parse().map_err(|_| anyhow::anyhow!("{flag} {text:?}: expected an account id (0.0.N)"))
+        };
+        let account = entity("--treasury-account", account)?;
+        let Some(mirror) = &self.mirror_url else {
+            anyhow::bail!("--treasury-account needs --mirror-url: purchases are seen on the mirror node");
+        };
+        let nodes = self.ledger_nodes.iter().map(|n| entity("--ledger-node", n)).collect::<Result<Vec<_>>>()?;
+        if nodes.is_empty() {
+            anyhow::bail!("--ledger-node: name at least one node");
+        }
+        if !(1..=180).contains(&self.purchase_valid_secs) {
+            anyhow::bail!("--purchase-valid-secs {}: expected 1 to 180", self.purchase_valid_secs);
+        }
+        let timeout = Duration::from_millis(self.mirror_timeout_ms.max(1));
+        Ok(Some(Treasury {
+            account,
+            network: network.wire(),
+            nodes,
+            max_fee: self.purchase_max_fee,
+            valid_seconds: self.purchase_valid_secs,
+            watch_every: Duration::from_millis(self.purchase_watch_ms.max(10)),
+            grace: Duration::from_secs(self.purchase_grace_secs),
+            mirror: reqwest::Client::builder().timeout(timeout).build().context("the mirror node client")?,
+            mirror_base: mirror.trim_end_matches('/').to_string(),
+        }))
+    }
+
+    /// Redemption of points, if a token is configured.
+    fn redemption(&self) -> Result<Option<Redemption>> {
+        let Some(token) = &self.redeem_token else { return Ok(None) };
+        let parsed = token.split_once(':').and_then(|(topic, tick)| {
+            let tick = almanac::hcs20::message::normalise_tick(tick)?;
+            Some((topic.trim().parse::<EntityId>().ok()?, tick))
+        });
+        let Some((topic, tick)) = parsed else {
+            anyhow::bail!("--redeem-token {token:?}: expected TOPIC:TICK (0.0.5000001:luna0)");
+        };
+        if self.credits_per_point < 1 {
+            anyhow::bail!("--credits-per-point {}: expected 1 or more", self.credits_per_point);
+        }
+        Ok(Some(Redemption { topic, tick, credits_per_point: self.credits_per_point }))
+    }
+
+    /// Card purchases, if a provider is configured.
+    fn card(&self) -> Result<Option<Card>> {
+        let Some(url) = &self.card_provider_url else { return Ok(None) };
+        let secret_key = self.card_secret_key.clone().filter(|k| !k.trim().is_empty());
+        let Some(secret_key) = secret_key else {
+            anyhow::bail!("--card-provider-url needs --card-secret-key (ALMANAC_CARD_SECRET_KEY)");
+        };
+        if self.card_webhook_secret.is_none() {
+            tracing::warn!("no --card-webhook-secret: card intents are made but never complete");
+        }
+        let timeout = Duration::from_millis(self.card_timeout_ms.max(1));
+        Ok(Some(Card {
+            name: self.card_provider.clone(),
+            base: url.trim_end_matches('/').to_string(),
+            secret_key,
+            publishable_key: self.card_publishable_key.clone(),
+            webhook_secret: self.card_webhook_secret.clone().filter(|s| !s.is_empty()),
+            tolerance: Duration::from_secs(300),
+            min_amount: self.card_min_amount.max(1),
+            client: reqwest::Client::builder().timeout(timeout).build().context("the card provider client")?,
         }))
     }
 }

@@ -11,8 +11,9 @@
 //!    endpoint lacks is 405 with `Allow`;
 //! 5. **who**: the principal an API key names, where the operation reads
 //!    keys (401 for a bad or missing key, 403 for the wrong one);
-//! 6. **body**: JSON only (415), read up to the operation's bound (413)
-//!    within the body deadline (408), or not at all;
+//! 6. **body**: JSON only (415; none at all is no body), read up to the
+//!    operation's bound (413) within the body deadline (408), or not at
+//!    all;
 //! 7. **handler**: the operation's, with one [`Request`];
 //! 8. **reply**: a refusal in the endpoint's error form, the operation's
 //!    cache policy on a live answer; CORS headers on everything, as it
@@ -104,10 +105,12 @@ where
         }
     };
     let limit = body_limit(&app, operation.body);
-    if limit.is_some() && !is_json(&headers) {
+    if limit.is_some() && !is_json(&headers) && has_body(&headers) {
         // A body this api reads is JSON. Refusing any other type also keeps
         // a cross-site form post (text/plain, no preflight) from reaching a
-        // route that acts on a body.
+        // route that acts on a body. No body at all is no body of another
+        // type: routes whose body is optional take it, the others refuse
+        // the empty body as they refuse any bad one.
         let message = "the request body must be JSON (Content-Type: application/json)";
         return refuse(
             endpoint,
@@ -170,6 +173,12 @@ fn server_options() -> Reply {
 
 /// Whether the request says its body is JSON: `application/json` or a
 /// `+json` type, parameters (a charset) allowed.
+/// Whether a request says it has a body: a length above zero, or chunks.
+fn has_body(headers: &HeaderMap) -> bool {
+    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
+    headers.contains_key(header::TRANSFER_ENCODING) || length.is_some_and(|l| l.trim() != "0")
+}
+
 fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
     let essence = value.split(';').next().unwrap_or_default().trim();

@@ -334,13 +334,30 @@ pub fn table() -> Vec<Endpoint> {
             Cache::NoStore,
         ),
         Endpoint::new("/api/v1/credits/payments/native/intent")
-            .post("nativePaymentIntent", handler!(broker::credits::not_configured), BodyLimit::Live, Cache::NoStore)
+            .post("nativePaymentIntent", handler!(broker::intents::native), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),
+        Endpoint::new("/api/v1/credits/redeem-points/quote")
+            .get("redeemPointsQuote", handler!(broker::credits::redeem_quote), Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/credits/redeem-points")
+            .post("redeemPoints", handler!(broker::credits::redeem), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/credits/payments/webhook").post(
+            "cardPaymentWebhook",
+            handler!(broker::intents::webhook),
+            BodyLimit::Live,
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/credits/providers").get(
+            "creditProviders",
+            handler!(broker::intents::providers),
+            Cache::NoStore,
+        ),
         Endpoint::new("/api/v1/encryption/keys")
             .post("registerEncryptionKey", handler!(broker::encryption::register), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),
         Endpoint::new("/api/v1/credits/payments/intent")
-            .post("cardPaymentIntent", handler!(broker::credits::not_configured), BodyLimit::Live, Cache::NoStore)
+            .post("cardPaymentIntent", handler!(broker::intents::card), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),
     ];
     for (pattern, name) in [
@@ -352,7 +369,6 @@ pub fn table() -> Vec<Endpoint> {
         (render::POPULAR, "popularSearches"),
         (render::PROTOCOLS, "protocols"),
         (render::ADDITIONAL_REGISTRIES, "additionalRegistries"),
-        (render::CREDIT_PROVIDERS, "creditProviders"),
         (render::FEDERATION, "federatedRegistries"),
     ] {
         endpoints.push(file(pattern, name, Cache::Catalog));

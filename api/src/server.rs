@@ -77,6 +77,13 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let registrar = tokio::spawn(crate::broker::registrar::run(app.store.clone(), app.registrar.clone(), async move {
         let _ = registrar_stopped.await;
     }));
+    // HBAR purchases: pending transfers looked up on the mirror node.
+    let (stop_treasury, treasury_stopped) = tokio::sync::oneshot::channel::<()>();
+    let treasury = app.treasury.clone().map(|treasury| {
+        tokio::spawn(treasury.watch(app.store.clone(), async move {
+            let _ = treasury_stopped.await;
+        }))
+    });
     // The journal writer: drains the outbox until the server stops, then
     // once more.
     let (stop_journal, journal_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -108,6 +115,10 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     cleaning.abort();
     let _ = stop_registrar.send(());
     let _ = registrar.await;
+    let _ = stop_treasury.send(());
+    if let Some(treasury) = treasury {
+        let _ = treasury.await;
+    }
     let _ = stop_journal.send(());
     if let Some(journal) = journal {
         let _ = journal.await;

@@ -2,10 +2,12 @@
 //! node on loopback ([`mirror`]), and the project's binaries run as child
 //! processes ([`process`]).
 
+pub mod card;
 pub mod datagen;
 pub mod embeddings;
 pub mod live;
 pub mod mirror;
+pub mod network;
 pub mod process;
 pub mod shape;
 

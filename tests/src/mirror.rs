@@ -28,6 +28,9 @@ pub struct MirrorServer {
     topics: Arc<Mutex<HashMap<EntityId, Vec<MirrorMessage>>>>,
     /// Account id to its key (`_type`, raw hex), for `/api/v1/accounts/{id}`.
     accounts: Arc<Mutex<HashMap<EntityId, (String, String)>>>,
+    /// Transactions by id (payer, seconds, nanoseconds), as
+    /// `/api/v1/transactions/{id}` lists them.
+    transactions: Arc<Mutex<HashMap<(EntityId, u64, u32), Vec<serde_json::Value>>>>,
     log: Arc<Mutex<Vec<String>>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -66,8 +69,23 @@ impl MirrorServer {
                 None => json(StatusCode::NOT_FOUND, serde_json::json!({"_status": {"messages": [{"message": "Not found"}]}})),
             }
         });
-        let (addr, tx) = crate::serve_on_loopback(route.or(account)).await;
-        MirrorServer { addr, knobs, topics, accounts, log, shutdown: Some(tx) }
+        let transactions = Arc::new(Mutex::new(HashMap::new()));
+        let held = transactions.clone();
+        let transaction =
+            warp::path!("api" / "v1" / "transactions" / String).and(warp::get()).map(move |id: String| {
+                // The real node takes a transaction id or a 48-byte hash here;
+                // this one takes ids, in its form only.
+                let Some(key) = transaction_id(&id) else {
+                    let message = "Invalid Transaction id. Please use \"shard.realm.num-sss-nnn\" format where sss are seconds and nnn are nanoseconds";
+                    return json(StatusCode::BAD_REQUEST, serde_json::json!({"_status": {"messages": [{"message": message}]}}));
+                };
+                match held.lock().unwrap().get(&key) {
+                    Some(list) => json(StatusCode::OK, serde_json::json!({"transactions": list})),
+                    None => json(StatusCode::NOT_FOUND, serde_json::json!({"_status": {"messages": [{"message": "Not found"}]}})),
+                }
+            });
+        let (addr, tx) = crate::serve_on_loopback(route.or(account).or(transaction)).await;
+        MirrorServer { addr, knobs, topics, accounts, transactions, log, shutdown: Some(tx) }
     }
 
     pub fn url(&self) -> String {
@@ -87,6 +105,24 @@ impl MirrorServer {
     /// `ECDSA_SECP256K1`, raw hex).
     pub fn set_account(&self, account: EntityId, kind: &str, key_hex: &str) {
         self.accounts.lock().unwrap().insert(account, (kind.to_string(), key_hex.to_string()));
+    }
+
+    /// The key `account` has here (`_type`, raw hex), if it exists.
+    pub fn account_key(&self, account: EntityId) -> Option<(String, String)> {
+        self.accounts.lock().unwrap().get(&account).cloned()
+    }
+
+    /// Records a transaction that reached consensus (its
+    /// `transaction_id` in the mirror's form); false when one with that id
+    /// is already held.
+    pub fn record_transaction(&self, transaction: serde_json::Value) -> bool {
+        let key = transaction_id(transaction["transaction_id"].as_str().unwrap()).expect("a transaction id");
+        let mut held = self.transactions.lock().unwrap();
+        if held.contains_key(&key) {
+            return false;
+        }
+        held.insert(key, vec![transaction]);
+        true
     }
 
     pub fn fail_next(&self, count: usize, status: StatusCode) {
@@ -246,6 +282,19 @@ impl Query {
     fn in_time(&self, consensus: &str) -> bool {
         timestamp(consensus).is_some_and(|t| self.from <= t && t <= self.to)
     }
+}
+
+/// A transaction id in the mirror node's form, `shard.realm.num-sss-nnn`
+/// (seconds, then nanoseconds of up to 9 digits), as (payer, seconds,
+/// nanoseconds).
+fn transaction_id(text: &str) -> Option<(EntityId, u64, u32)> {
+    let mut parts = text.splitn(3, '-');
+    let (payer, seconds, nanos) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str, max: usize| (1..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(seconds, 19) || !digits(nanos, 9) {
+        return None;
+    }
+    Some((payer.parse().ok()?, seconds.parse().ok()?, nanos.parse().ok()?))
 }
 
 /// 1 to 2^63 - 1, written with 1 to 19 ASCII digits.

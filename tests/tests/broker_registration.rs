@@ -106,7 +106,8 @@ async fn setup(label: &str, extra: &[&str]) -> Setup {
     let pricing = dir.path().join("pricing.json");
     std::fs::write(
         &pricing,
-        json!({"registration": {"base": 300}, "update": {"base": 5}, "creditsPerHbar": 100}).to_string(),
+        json!({"registration": {"base": 300}, "update": {"base": 5}, "creditsPerHbar": 100, "centsPerHbar": 17})
+            .to_string(),
     )
     .unwrap();
     let mut flags = vec![

@@ -1,5 +1,7 @@
-//! Credits (spec section 4, Credits): balances, the transaction list, and
-//! the purchase routes.
+//! Credits (spec section 4, Credits): balances, the transaction list, the
+//! refused `POST /credits/purchase`, and redemption of points (an HCS-20
+//! balance of a configured token in the current build, less what the
+//! account already redeemed). The payment intents are [`super::intents`].
 //!
 //! `POST /credits/purchase` is refused by design: the reference client
 //! sends the payer's Hedera **private key** there for the server to sign
@@ -7,13 +9,16 @@
 //! (`/credits/payments/native/intent`) gives the wallet a transaction to
 //! sign itself.
 
+use almanac::entity::EntityId;
+use serde::Deserialize;
 use serde_json::json;
 use warp::http::StatusCode;
 
+use super::payments::Redemption;
 use crate::auth::ledger;
 use crate::reply::{self, Answer, Error};
-use crate::request::Request;
-use crate::store::{self, credits};
+use crate::request::{parse_body, Request};
+use crate::store::{self, credits, payments};
 
 /// Most transactions one page lists.
 pub const MAX_TRANSACTIONS: usize = 200;
@@ -158,9 +163,124 @@ pub async fn purchase(_request: Request) -> Answer {
     ))
 }
 
-/// The payment intents, until a treasury or a payment provider is
-/// configured: 503.
-pub async fn not_configured(request: Request) -> Answer {
-    let what = if request.path.ends_with("/native/intent") { "no treasury account" } else { "no payment provider" };
-    Err(Error::new(StatusCode::SERVICE_UNAVAILABLE, "not_configured", format!("{what} is configured on this broker")))
+/// The account redemption is for: `accountId` (the principal's own, or
+/// any for the operator; 403 otherwise), else the principal's; a Hedera
+/// account, as HCS-20 balances are.
+fn redeemer(request: &Request, named: Option<String>) -> Result<(String, EntityId), Error> {
+    let principal = request.principal()?;
+    let account = match named {
+        Some(named) => {
+            let account = account_parameter(request, &named)?;
+            if !principal.operator && principal.account.as_ref() != Some(&account) {
+                return Err(Error::forbidden("accountId is not the signed-in account"));
+            }
+            account
+        }
+        None => principal.account.clone().ok_or_else(|| {
+            Error::new(StatusCode::BAD_REQUEST, "account_id_required", "accountId: name the account")
+                .naming("accountId")
+        })?,
+    };
+    let entity = account.parse::<EntityId>().map_err(|_| {
+        let message = format!("{account} is not a ledger account: points are HCS-20 balances of Hedera accounts");
+        Error::new(StatusCode::BAD_REQUEST, "ledger_account_required", message).naming("accountId")
+    })?;
+    Ok((account, entity))
+}
+
+/// The redemption settings, or 503.
+fn redemption(request: &Request) -> Result<Redemption, Error> {
+    request.app.redemption.clone().ok_or_else(|| {
+        Error::new(StatusCode::SERVICE_UNAVAILABLE, "not_configured", "redemption of points is not configured here")
+    })
+}
+
+/// The account's points: its balance of the token in the current build.
+fn points(request: &Request, redemption: &Redemption, account: EntityId) -> Result<i64, Error> {
+    let (balances, _) = request.build()?.analytics.account(account);
+    let topic = redemption.topic.to_string();
+    let held = balances.balances.iter().find(|b| b.tick == redemption.tick && b.topic == topic);
+    Ok(held.map_or(0, |b| i64::try_from(b.balance).unwrap_or(i64::MAX)))
+}
+
+/// `GET /api/v1/credits/redeem-points/quote` (signed in): what the
+/// account's points would pay now.
+pub async fn redeem_quote(request: Request) -> Answer {
+    let redemption = redemption(&request)?;
+    let (account, entity) = redeemer(&request, request.query_value("accountId")?)?;
+    let held = points(&request, &redemption, entity)?;
+    let (key, token) = (account.clone(), redemption.token());
+    let (redeemed, balance) = request
+        .app
+        .store
+        .read(move |conn| Ok((payments::redeemed(conn, &key, &token)?, credits::balance(conn, &key)?)))
+        .await?;
+    let available = (held - redeemed).max(0);
+    Ok(reply::json(&json!({
+        "accountId": account,
+        "tick": redemption.tick,
+        "topicId": redemption.topic.to_string(),
+        "points": held,
+        "redeemedPoints": redeemed,
+        "availablePoints": available,
+        "creditsPerPoint": redemption.credits_per_point,
+        "credits": available * redemption.credits_per_point,
+        "balance": balance,
+        "timestamp": store::rfc3339(store::now_ms()),
+    })))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RedeemRequest {
+    account_id: Option<String>,
+    /// How many points; all that remain when absent.
+    points: Option<i64>,
+}
+
+/// `POST /api/v1/credits/redeem-points` (signed in): redeems the points
+/// (all that remain, or `points`) for credits; 400 `nothing_to_redeem`
+/// when fewer remain.
+pub async fn redeem(request: Request) -> Answer {
+    let redemption = redemption(&request)?;
+    let body: RedeemRequest = match request.body.trim_ascii().is_empty() {
+        true => RedeemRequest::default(),
+        false => parse_body(&request.body)?,
+    };
+    if body.points.is_some_and(|p| p < 1) {
+        return Err(Error::invalid_body("points: must be 1 or more").naming("points"));
+    }
+    let (account, entity) = redeemer(&request, body.account_id)?;
+    let held = points(&request, &redemption, entity)?;
+    let redeem = payments::Redeem {
+        id: format!("rdm_{}", almanac::http::hex(&store::random::<8>())),
+        account: account.clone(),
+        token: redemption.token(),
+        held,
+        points: body.points,
+        credits_per_point: redemption.credits_per_point,
+    };
+    let id = redeem.id.clone();
+    match request.app.store.write(move |conn| payments::redeem(conn, &redeem, store::now_ms())).await? {
+        payments::Redeemed::Done { points, credits, balance } => Ok(reply::json(&json!({
+            "success": true,
+            "redemptionId": id,
+            "accountId": account,
+            "tick": redemption.tick,
+            "topicId": redemption.topic.to_string(),
+            "redeemedPoints": points,
+            "creditedCredits": credits,
+            "balance": balance,
+            "timestamp": store::rfc3339(store::now_ms()),
+        }))),
+        payments::Redeemed::Short { available } => {
+            let message = match body.points {
+                Some(asked) => format!("points: {asked} asked, {available} available"),
+                None => "no points are available to redeem".to_string(),
+            };
+            Err(Error::new(StatusCode::BAD_REQUEST, "nothing_to_redeem", message)
+                .naming("points")
+                .with_fields(json!({"availablePoints": available})))
+        }
+    }
 }

@@ -13,6 +13,9 @@ pub struct Pricing {
     pub update: Update,
     /// Credits one HBAR buys.
     pub credits_per_hbar: f64,
+    /// What one HBAR is worth in US cents: card purchases buy
+    /// `creditsPerHbar / centsPerHbar` credits a cent.
+    pub cents_per_hbar: f64,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -37,8 +40,10 @@ impl Pricing {
         if prices.iter().any(|p| *p < 0) {
             bail!("the pricing file: a price is negative");
         }
-        if !(pricing.credits_per_hbar.is_finite() && pricing.credits_per_hbar > 0.0) {
-            bail!("the pricing file: creditsPerHbar must be above 0");
+        for (name, rate) in [("creditsPerHbar", pricing.credits_per_hbar), ("centsPerHbar", pricing.cents_per_hbar)] {
+            if !(rate.is_finite() && rate > 0.0) {
+                bail!("the pricing file: {name} must be above 0");
+            }
         }
         Ok(pricing)
     }
@@ -54,5 +59,6 @@ mod tests {
         let negative = BUILT_IN.replace("\"base\": 5", "\"base\": -5");
         assert!(Pricing::parse(&negative).is_err());
         assert!(Pricing::parse(&BUILT_IN.replace("\"creditsPerHbar\": 100", "\"creditsPerHbar\": 0")).is_err());
+        assert!(Pricing::parse(&BUILT_IN.replace("\"centsPerHbar\": 17", "\"centsPerHbar\": -1")).is_err());
     }
 }

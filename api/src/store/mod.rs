@@ -1,6 +1,6 @@
 //! The live store: the api's durable state (accounts, API keys,
 //! challenges, credit transactions, registrations and their attempts,
-//! encryption keys, adapter submissions, feedback, and the outbox of the
+//! encryption keys, adapter submissions, feedback, payment intents, and the outbox of the
 //! journal the next build reads).
 //!
 //! **The interface.** Handlers see [`Store`] and the domain functions of
@@ -29,6 +29,7 @@ pub mod credits;
 pub mod feedback;
 pub mod keys;
 pub mod outbox;
+pub mod payments;
 pub mod registry;
 
 use std::path::{Path, PathBuf};
@@ -45,6 +46,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/002-registrations.sql"),
     include_str!("schema/003-keys-and-feedback.sql"),
     include_str!("schema/004-adapter-registry.sql"),
+    include_str!("schema/005-purchases-and-redemptions.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose

@@ -45,7 +45,6 @@ pub const POPULAR: &str = "/api/v1/popular";
 pub const PROTOCOLS: &str = "/api/v1/protocols";
 pub const FACETS: &str = "/api/v1/search/facets";
 pub const ADDITIONAL_REGISTRIES: &str = "/api/v1/register/additional-registries";
-pub const CREDIT_PROVIDERS: &str = "/api/v1/credits/providers";
 pub const FEDERATION: &str = "/api/v1/bridge/federation/registries";
 
 /// What `encodeURIComponent` leaves as it is.
@@ -125,7 +124,6 @@ pub fn files(sources: &Sources) -> Vec<File> {
             catalog_time,
         ),
         fixed(ADDITIONAL_REGISTRIES, json!({"registries": catalog.additional_registries}), catalog_time),
-        fixed(CREDIT_PROVIDERS, json!({"providers": catalog.credit_providers}), catalog_time),
         fixed(FEDERATION, serde_json::to_value(&catalog.federation).expect("serialises"), catalog_time),
     ];
     for (adapter, body) in facets(agents, catalog, &adapters) {

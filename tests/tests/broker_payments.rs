@@ -1,0 +1,424 @@
+//! Buying credits against the real api binary on loopback, with real
+//! peers: an HBAR payment intent opened and signed by the Hiero JavaScript
+//! SDK (the wallet), submitted to a small network that checks it as a
+//! consensus node does and shows it on a mirror node, and credited once
+//! the api's watcher sees it; a card payment intent made at a small
+//! Stripe-compatible provider and completed by its signed webhook.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use api::auth::login::{key_for, DEV_KEYS};
+use base64::Engine as _;
+use serde_json::{json, Value};
+use tests::card::CardProvider;
+use tests::live::Broker;
+use tests::mirror::MirrorServer;
+use tests::network;
+
+const TREASURY: &str = "0.0.98765";
+const NODES: [&str; 2] = ["0.0.3", "0.0.4"];
+const OPERATOR: &str = "operator-secret-9";
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+fn keys(body: &Value) -> BTreeSet<String> {
+    body.as_object().unwrap().keys().cloned().collect()
+}
+
+/// A dev account known to the mirror node with its dev key.
+fn known(mirror: &MirrorServer, account: &str) {
+    let key = key_for(DEV_KEYS, account).unwrap();
+    let der = key.public_key().to_der_hex();
+    let (kind, raw) = match der.strip_prefix("302a300506032b6570032100") {
+        Some(raw) => ("ED25519", raw.to_string()),
+        None => ("ECDSA_SECP256K1", der["302d300706052b8104000a032200".len()..].to_string()),
+    };
+    mirror.set_account(account.parse().unwrap(), kind, &raw);
+}
+
+/// The private key of a dev account, as DER hex.
+fn private_key(account: &str) -> String {
+    let keys: Value = serde_json::from_str(DEV_KEYS).unwrap();
+    keys["keys"][account]["privateKey"].as_str().unwrap().to_string()
+}
+
+/// Waits until `check` holds of the account's balance.
+async fn balance_becomes(broker: &Broker, key: &str, expected: i64) {
+    for _ in 0..200 {
+        if broker.balance(key).await == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the balance never became {expected} (it is {})", broker.balance(key).await);
+}
+
+fn intent_state(broker: &Broker, purchase: &str) -> String {
+    broker
+        .store()
+        .query_row(
+            "SELECT status || COALESCE(':' || outcome, '') FROM payment_intents WHERE id = ?1",
+            [purchase],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+async fn state_becomes(broker: &Broker, purchase: &str, expected: &str) {
+    for _ in 0..200 {
+        if intent_state(broker, purchase).starts_with(expected) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("intent {purchase} never became {expected}: {}", intent_state(broker, purchase));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_hbar_purchase_is_signed_by_the_wallet_and_credited_once_when_the_mirror_shows_it() {
+    let mirror = MirrorServer::start(Default::default(), Duration::ZERO).await;
+    for account in ["0.0.1001", "0.0.1002", "0.0.1004"] {
+        known(&mirror, account);
+    }
+    let nodes = NODES.join(",");
+    let mut broker = Broker::start(
+        "payments-native",
+        &[
+            "--mirror-url",
+            &mirror.url(),
+            "--treasury-account",
+            TREASURY,
+            "--ledger-node",
+            &nodes,
+            "--purchase-watch-ms",
+            "100",
+            "--purchase-grace-secs",
+            "0",
+            "--operator-key",
+            OPERATOR,
+        ],
+    );
+    let path = "/api/v1/credits/payments/native/intent";
+    let buyer = broker.sign_in("0.0.1001").await;
+    let ecdsa = broker.sign_in("0.0.1004").await;
+
+    // Refusals: no key, another's account, no amount, bad amounts, an
+    // account that cannot pay HBAR. Nothing is stored.
+    let cases: [(Option<&str>, Value, u16, &str); 7] = [
+        (None, json!({"credits": 10}), 401, "auth_required"),
+        (Some(&buyer), json!({"credits": 10, "accountId": "0.0.1002"}), 403, "forbidden"),
+        (Some(&buyer), json!({}), 400, "invalid_body"),
+        (Some(&buyer), json!({"credits": 0}), 400, "invalid_body"),
+        (Some(&buyer), json!({"hbarAmount": 0.123456789}), 400, "invalid_body"),
+        (Some(&buyer), json!({"credits": 10, "payerKey": "302e…"}), 400, "invalid_body"),
+        (
+            Some(OPERATOR),
+            json!({"credits": 10, "accountId": format!("0x{}", "ab".repeat(20))}),
+            400,
+            "ledger_account_required",
+        ),
+    ];
+    for (key, body, status, code) in cases {
+        let (got, answer) = broker.send("POST", path, key, Some(body.clone())).await;
+        assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{body}: {answer}");
+    }
+    assert_eq!(broker.rows("payment_intents"), 0);
+
+    // The intent: every field of the hosted schema, and nothing else.
+    let (status, intent) = broker.send("POST", path, Some(&buyer), Some(json!({"credits": 250}))).await;
+    assert_eq!(status, 200, "{intent}");
+    let expected: BTreeSet<String> = [
+        "transaction",
+        "transactionId",
+        "network",
+        "accountId",
+        "treasuryAccountId",
+        "hbarAmount",
+        "credits",
+        "tinybarAmount",
+        "memo",
+        "centsPerHbar",
+        "validStart",
+        "validDurationSeconds",
+        "requiresManualSubmit",
+        "purchaseId",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(keys(&intent), expected);
+    assert_eq!(
+        (&intent["accountId"], &intent["treasuryAccountId"], &intent["credits"], &intent["tinybarAmount"]),
+        (&json!("0.0.1001"), &json!(TREASURY), &json!(250), &json!(250_000_000))
+    );
+    assert_eq!(
+        (&intent["hbarAmount"], &intent["network"], &intent["centsPerHbar"]),
+        (&json!(2.5), &json!("testnet"), &json!(17.0))
+    );
+    let purchase = intent["purchaseId"].as_str().unwrap().to_string();
+    assert_eq!(intent_state(&broker, &purchase), "pending");
+
+    // The wallet (the Hiero JS SDK) reads the transfer the intent says and
+    // signs it; the network refuses the unsigned bytes, takes the signed.
+    let wallet = tests::reference_client("wallet.mjs", &[&intent.to_string(), &private_key("0.0.1001")]).await;
+    let read = &wallet["sign"]["value"]["read"];
+    assert_eq!(read["nodes"], json!(NODES), "{read}");
+    assert_eq!(read["validSeconds"], json!(180));
+    let signed =
+        base64::engine::general_purpose::STANDARD.decode(wallet["sign"]["value"]["signed"].as_str().unwrap()).unwrap();
+    let unsigned = base64::engine::general_purpose::STANDARD.decode(intent["transaction"].as_str().unwrap()).unwrap();
+    assert_eq!(network::submit(&mirror, &NODES, &unsigned, now()), Err("INVALID_SIGNATURE"));
+    assert_eq!(network::submit(&mirror, &NODES, &signed, now()), Ok(()));
+    assert_eq!(network::submit(&mirror, &NODES, &signed, now()), Err("DUPLICATE_TRANSACTION"));
+
+    // Seen on the mirror node: credited once, with the transaction's id.
+    balance_becomes(&broker, &buyer, 250).await;
+    state_becomes(&broker, &purchase, "completed").await;
+    let (_, list) = broker.send("GET", "/api/v1/credits/transactions?type=purchase", Some(&buyer), None).await;
+    // The mirror's form of the id: 0.0.1001@s.n is 0.0.1001-s-n.
+    let (payer, time) = intent["transactionId"].as_str().unwrap().split_once('@').unwrap();
+    let mirror_id = format!("{payer}-{}", time.replace('.', "-"));
+    assert_eq!(list["transactions"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["transactions"][0]["externalReference"], json!(mirror_id));
+    assert_eq!(list["transactions"][0]["amount"], json!(250));
+
+    // Killed and started again, the api pays nothing twice.
+    broker.restart(&[]);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(broker.balance(&buyer).await, 250);
+    let purchases: i64 = broker
+        .store()
+        .query_row("SELECT COUNT(*) FROM credit_transactions WHERE kind = 'purchase'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(purchases, 1);
+
+    // A transfer that pays the treasury less than the intent fails it.
+    let (_, short) = broker.send("POST", path, Some(&buyer), Some(json!({"hbarAmount": 1.5}))).await;
+    assert_eq!((&short["credits"], &short["tinybarAmount"]), (&json!(150), &json!(150_000_000)));
+    let short_bytes = base64::engine::general_purpose::STANDARD.decode(short["transaction"].as_str().unwrap()).unwrap();
+    let mut list: api::broker::hapi::TransactionList = prost::Message::decode(short_bytes.as_slice()).unwrap();
+    for transaction in &mut list.transactions {
+        let mut one: api::broker::hapi::SignedTransaction =
+            prost::Message::decode(transaction.signed_transaction_bytes.as_slice()).unwrap();
+        let mut body: api::broker::hapi::TransactionBody = prost::Message::decode(one.body_bytes.as_slice()).unwrap();
+        for leg in &mut body.crypto_transfer.as_mut().unwrap().transfers.as_mut().unwrap().account_amounts {
+            leg.amount = leg.amount.signum() * 1_000;
+        }
+        one.body_bytes = prost::Message::encode_to_vec(&body);
+        transaction.signed_transaction_bytes = prost::Message::encode_to_vec(&one);
+    }
+    let key = key_for(DEV_KEYS, "0.0.1001").unwrap();
+    let edited = network::sign(&prost::Message::encode_to_vec(&list), &key);
+    assert_eq!(network::submit(&mirror, &NODES, &edited, now()), Ok(()));
+    let short_id = short["purchaseId"].as_str().unwrap();
+    state_becomes(&broker, short_id, "failed:the treasury received 1000 of 150000000 tinybars").await;
+
+    // An ECDSA account signs the same way (keccak256 of the body).
+    let (_, by_ecdsa) = broker.send("POST", path, Some(&ecdsa), Some(json!({"credits": 40}))).await;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(by_ecdsa["transaction"].as_str().unwrap()).unwrap();
+    let ecdsa_key = key_for(DEV_KEYS, "0.0.1004").unwrap();
+    assert_eq!(network::submit(&mirror, &NODES, &network::sign(&bytes, &ecdsa_key), now()), Ok(()));
+    balance_becomes(&broker, &ecdsa, 40).await;
+
+    // One never paid expires once its window and grace have passed.
+    let (_, unpaid) = broker.send("POST", path, Some(&buyer), Some(json!({"credits": 5}))).await;
+    let unpaid_id = unpaid["purchaseId"].as_str().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(intent_state(&broker, unpaid_id), "pending", "within its window it waits");
+    broker.store().execute("UPDATE payment_intents SET expires_at = 0 WHERE id = ?1", [unpaid_id]).unwrap();
+    state_becomes(&broker, unpaid_id, "expired").await;
+    assert_eq!(broker.balance(&buyer).await, 250);
+
+    let (_, providers) = broker.send("GET", "/api/v1/credits/providers", None, None).await;
+    assert_eq!(
+        providers,
+        json!({"providers": [{"name": "hbar", "publishableKey": "", "currency": "HBAR", "centsPerHbar": 17.0}]})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_card_purchase_is_made_once_per_key_and_credited_by_the_signed_webhook() {
+    let provider = CardProvider::start("sk_test_almanac").await;
+    let secret = "whsec_almanac";
+    let url = provider.url();
+    let broker = Broker::start(
+        "payments-card",
+        &[
+            "--card-provider-url",
+            &url,
+            "--card-secret-key",
+            "sk_test_almanac",
+            "--card-publishable-key",
+            "pk_test_almanac",
+            "--card-webhook-secret",
+            secret,
+        ],
+    );
+    let path = "/api/v1/credits/payments/intent";
+    let buyer = broker.sign_in("0.0.1001").await;
+    // Dev accounts are granted credits at their first sign-in.
+    let granted = broker.balance(&buyer).await;
+
+    for (key, body, status, code) in [
+        (None, json!({"amount": 500}), 401, "auth_required"),
+        (Some(&buyer), json!({}), 400, "invalid_body"),
+        (Some(&buyer), json!({"amount": 40}), 400, "amount_out_of_range"),
+        (Some(&buyer), json!({"amount": 500, "currency": "eur"}), 400, "unsupported_currency"),
+        (Some(&buyer), json!({"amount": 500, "credits": 1}), 400, "invalid_body"),
+        (Some(&buyer), json!({"amount": 500, "metadata": {"k": {"nested": 1}}}), 400, "invalid_body"),
+        (Some(&buyer), json!({"amount": 500, "customerId": "cus_missing"}), 400, "payment_provider_refused"),
+    ] {
+        let (got, answer) = broker.send("POST", path, key.map(String::as_str), Some(body.clone())).await;
+        assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{body}: {answer}");
+    }
+    assert_eq!((broker.rows("payment_intents"), provider.intents()), (0, 0));
+
+    let body = json!({"amount": 500, "idempotencyKey": "order-1", "metadata": {"accountId": "0.0.9", "order": 1}});
+    let (status, intent) = broker.send("POST", path, Some(&buyer), Some(body.clone())).await;
+    assert_eq!(status, 200, "{intent}");
+    let allowed: BTreeSet<String> = [
+        "success",
+        "provider",
+        "intentId",
+        "clientSecret",
+        "status",
+        "amount",
+        "currency",
+        "credits",
+        "publishableKey",
+        "customerId",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(keys(&intent), allowed);
+    // 500 cents at 17 cents an HBAR and 100 credits an HBAR.
+    assert_eq!(
+        (&intent["credits"], &intent["provider"], &intent["publishableKey"], &intent["status"]),
+        (&json!(2941), &json!("stripe"), &json!("pk_test_almanac"), &json!("requires_payment_method"))
+    );
+    let id = intent["intentId"].as_str().unwrap().to_string();
+    // Metadata the client sends cannot pose as the broker's own.
+    let held = provider.intent(&id);
+    assert_eq!((&held["metadata"]["accountId"], &held["metadata"]["order"]), (&json!("0.0.1001"), &json!("1")));
+
+    // The same key: the same intent, made once. Another amount: 409.
+    let (_, again) = broker.send("POST", path, Some(&buyer), Some(body)).await;
+    assert_eq!((again, provider.intents()), (intent.clone(), 1));
+    let (status, conflict) =
+        broker.send("POST", path, Some(&buyer), Some(json!({"amount": 600, "idempotencyKey": "order-1"}))).await;
+    assert_eq!((status, &conflict["code"]), (409, &json!("idempotency_conflict")));
+
+    // The webhook: a bad signature or a stale one changes nothing; the
+    // good one credits once, however often it comes.
+    let webhook = broker.api.url("/api/v1/credits/payments/webhook");
+    let succeeded = "payment_intent.succeeded";
+    let (status, answer) = provider.send_event(&webhook, succeeded, &id, "whsec_other", now()).await;
+    assert_eq!((status, &answer["code"]), (400, &json!("invalid_signature")));
+    let (status, _) = provider.send_event(&webhook, succeeded, &id, secret, now() - 3600).await;
+    assert_eq!(status, 400);
+    assert_eq!(broker.balance(&buyer).await, granted);
+    for _ in 0..2 {
+        let (status, answer) = provider.send_event(&webhook, succeeded, &id, secret, now()).await;
+        assert_eq!((status, &answer["status"]), (200, &json!("completed")), "{answer}");
+    }
+    assert_eq!(broker.balance(&buyer).await, granted + 2941);
+    let (_, list) = broker.send("GET", "/api/v1/credits/transactions?type=purchase", Some(&buyer), None).await;
+    assert_eq!(list["transactions"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["transactions"][0]["externalReference"], json!(id));
+
+    // A canceled intent fails; an intent not made here is acknowledged and
+    // ignored (the provider would retry anything else).
+    let (_, second) = broker.send("POST", path, Some(&buyer), Some(json!({"amount": 100}))).await;
+    let second_id = second["intentId"].as_str().unwrap();
+    let (status, answer) = provider.send_event(&webhook, "payment_intent.canceled", second_id, secret, now()).await;
+    assert_eq!((status, &answer["status"]), (200, &json!("failed")));
+    let (status, answer) = provider.send_event(&webhook, succeeded, "pi_elsewhere", secret, now()).await;
+    assert_eq!((status, &answer["handled"]), (200, &json!(false)));
+    let (_, providers) = broker.send("GET", "/api/v1/credits/providers", None, None).await;
+    assert_eq!(
+        providers,
+        json!({"providers": [{"name": "stripe", "publishableKey": "pk_test_almanac", "currency": "usd"}]})
+    );
+    assert_eq!(broker.balance(&buyer).await, granted + 2941);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unconfigured_purchases_and_redemption_answer_503_and_no_providers_are_listed() {
+    let broker = Broker::start("payments-none", &[]);
+    let key = broker.sign_in("0.0.1001").await;
+    for path in ["/api/v1/credits/payments/native/intent", "/api/v1/credits/payments/intent"] {
+        let (status, body) = broker.send("POST", path, Some(&key), Some(json!({"amount": 500, "credits": 5}))).await;
+        assert_eq!((status, &body["code"]), (503, &json!("not_configured")), "{path}: {body}");
+    }
+    let (status, body) = broker.send("POST", "/api/v1/credits/payments/webhook", None, Some(json!({}))).await;
+    assert_eq!((status, &body["code"]), (503, &json!("not_configured")));
+    for (method, path) in [("GET", "/api/v1/credits/redeem-points/quote"), ("POST", "/api/v1/credits/redeem-points")] {
+        let (status, body) = broker.send(method, path, Some(&key), None).await;
+        assert_eq!((status, &body["code"]), (503, &json!("not_configured")), "{path}: {body}");
+    }
+    assert_eq!(broker.send("GET", "/api/v1/credits/providers", None, None).await.1, json!({"providers": []}));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn points_are_redeemed_once_each_even_when_asked_for_at_once() {
+    let flags = ["--redeem-token", "0.0.5000001:luna0", "--credits-per-point", "2", "--operator-key", OPERATOR];
+    let broker = Broker::start("payments-redeem", &flags);
+    let (quote, redeem) = ("/api/v1/credits/redeem-points/quote", "/api/v1/credits/redeem-points");
+    // 0.0.1004 holds 4668 luna0 in the checked-in ledger; 0.0.1001 none.
+    let holder = broker.sign_in("0.0.1004").await;
+    let other = broker.sign_in("0.0.1001").await;
+    let granted = broker.balance(&holder).await;
+
+    for (method, path, key, body, status, code) in [
+        ("GET", quote.to_string(), None, None, 401, "auth_required"),
+        ("POST", redeem.to_string(), None, None, 401, "auth_required"),
+        ("GET", format!("{quote}?accountId=0.0.1001"), Some(holder.as_str()), None, 403, "forbidden"),
+        ("POST", redeem.to_string(), Some(&holder), Some(json!({"accountId": "0.0.1001"})), 403, "forbidden"),
+        ("GET", quote.to_string(), Some(OPERATOR), None, 400, "account_id_required"),
+        (
+            "GET",
+            format!("{quote}?accountId=0x{}", "ab".repeat(20)),
+            Some(OPERATOR),
+            None,
+            400,
+            "ledger_account_required",
+        ),
+        ("POST", redeem.to_string(), Some(&holder), Some(json!({"points": 0})), 400, "invalid_body"),
+        ("POST", redeem.to_string(), Some(&holder), Some(json!({"points": 5000})), 400, "nothing_to_redeem"),
+        ("POST", redeem.to_string(), Some(&other), None, 400, "nothing_to_redeem"),
+    ] {
+        let (got, answer) = broker.send(method, &path, key, body.clone()).await;
+        assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{path} {body:?}: {answer}");
+    }
+    assert_eq!(broker.rows("point_redemptions"), 0);
+
+    let (status, offer) = broker.send("GET", quote, Some(&holder), None).await;
+    assert_eq!(status, 200, "{offer}");
+    assert_eq!(
+        (&offer["points"], &offer["availablePoints"], &offer["credits"], &offer["balance"]),
+        (&json!(4668), &json!(4668), &json!(9336), &json!(granted))
+    );
+    let (status, done) = broker.send("POST", redeem, Some(&holder), Some(json!({"points": 1000}))).await;
+    assert_eq!(
+        (status, &done["creditedCredits"], &done["balance"]),
+        (200, &json!(2000), &json!(granted + 2000)),
+        "{done}"
+    );
+
+    // Eight at once, each asking for all that remains: one gets it.
+    let asks = (0..8).map(|_| broker.send("POST", redeem, Some(&holder), None));
+    let answers = futures_util::future::join_all(asks).await;
+    let won: Vec<_> = answers.iter().filter(|(status, _)| *status == 200).collect();
+    assert_eq!(won.len(), 1, "{answers:?}");
+    assert_eq!(won[0].1["redeemedPoints"], json!(3668));
+    assert!(answers.iter().all(|(s, a)| *s == 200 || a["code"] == json!("nothing_to_redeem")));
+    assert_eq!(broker.balance(&holder).await, granted + 9336);
+    let (_, offer) = broker.send("GET", quote, Some(&holder), None).await;
+    assert_eq!((&offer["redeemedPoints"], &offer["availablePoints"]), (&json!(4668), &json!(0)));
+    let (_, list) = broker.send("GET", "/api/v1/credits/transactions?type=redemption", Some(&holder), None).await;
+    assert_eq!(list["total"], json!(2), "{list}");
+}
