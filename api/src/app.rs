@@ -35,6 +35,9 @@ pub struct App {
     /// Delivery to additional registries.
     pub registrar: Arc<registrar::Settings>,
     pub auth: auth::Settings,
+    /// Sign-in requests per client (signature checks cost CPU, challenges
+    /// take room in the store).
+    pub sign_in_limit: Limiter,
     pub pricing: Pricing,
     /// HBAR purchases, when a treasury account is configured.
     pub treasury: Option<Arc<Treasury>>,

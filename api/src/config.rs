@@ -160,6 +160,20 @@ pub struct Config {
     /// Longest (and default) lifetime of an API key, in minutes.
     #[arg(long, env = "ALMANAC_API_KEY_MAX_MINUTES", default_value_t = 10_080)]
     pub api_key_max_minutes: u64,
+    /// API keys kept in memory after a lookup, at most.
+    #[arg(long, env = "ALMANAC_KEY_CACHE_ENTRIES", default_value_t = 100_000)]
+    pub key_cache_entries: usize,
+    /// How long a key found in the store is believed without asking it
+    /// again, in seconds (0: ask every time). A key revoked in the store
+    /// stops working within it; an expired one at once.
+    #[arg(long, env = "ALMANAC_KEY_CACHE_SECS", default_value_t = 30)]
+    pub key_cache_secs: u64,
+    /// Sign-in (challenge and verify): requests per minute per client.
+    #[arg(long, env = "ALMANAC_SIGN_IN_RATE", default_value_t = 120)]
+    pub sign_in_rate: u32,
+    /// Sign-in: burst above that pace.
+    #[arg(long, env = "ALMANAC_SIGN_IN_BURST", default_value_t = 60)]
+    pub sign_in_burst: u32,
     /// The operator's key, for operator-only calls (adapter registry
     /// categories). Prefer the environment variable to the flag.
     #[arg(long, env = "ALMANAC_OPERATOR_KEY", hide_env_values = true)]
@@ -337,7 +351,9 @@ impl Config {
                 challenge_ttl: Duration::from_secs(self.challenge_ttl_secs.max(1)),
                 key_max_minutes: self.api_key_max_minutes.max(1),
                 operator,
+                cache: auth::KeyCache::new(self.key_cache_entries, Duration::from_secs(self.key_cache_secs)),
             },
+            sign_in_limit: limiter(self.sign_in_rate, self.sign_in_burst),
             pricing,
             journal: Journal {
                 dir: self.journal_dir.clone().unwrap_or_else(|| self.data_dir.join("journal")),

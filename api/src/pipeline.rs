@@ -194,6 +194,7 @@ fn limiter(app: &App, rate: Rate) -> Option<&Limiter> {
         Rate::Unlimited => None,
         Rate::Guard => Some(&app.guard.json),
         Rate::Mcp => Some(&app.guard.mcp),
+        Rate::SignIn => Some(&app.sign_in_limit),
     }
 }
 

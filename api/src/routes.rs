@@ -45,6 +45,8 @@ pub enum Rate {
     Guard,
     /// The MCP endpoint.
     Mcp,
+    /// Ledger sign-in (challenge and verify).
+    SignIn,
 }
 
 /// How much of a request body is read, by which configured bound.
@@ -278,18 +280,12 @@ pub fn table() -> Vec<Endpoint> {
             .get("adapterRegistrySubmission", handler!(broker::adapter_registry::submission), Cache::NoStore)
             .auth(Auth::Key),
         // Section A: the broker's live side.
-        Endpoint::new("/api/v1/auth/ledger/challenge").post(
-            "createLedgerChallenge",
-            handler!(crate::auth::signin::challenge),
-            BodyLimit::Live,
-            Cache::NoStore,
-        ),
-        Endpoint::new("/api/v1/auth/ledger/verify").post(
-            "verifyLedgerChallenge",
-            handler!(crate::auth::signin::verify),
-            BodyLimit::Live,
-            Cache::NoStore,
-        ),
+        Endpoint::new("/api/v1/auth/ledger/challenge")
+            .post("createLedgerChallenge", handler!(crate::auth::signin::challenge), BodyLimit::Live, Cache::NoStore)
+            .rate(Rate::SignIn),
+        Endpoint::new("/api/v1/auth/ledger/verify")
+            .post("verifyLedgerChallenge", handler!(crate::auth::signin::verify), BodyLimit::Live, Cache::NoStore)
+            .rate(Rate::SignIn),
         Endpoint::new("/api/v1/register/quote")
             .post("getRegistrationQuote", handler!(broker::register::quote), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Optional),

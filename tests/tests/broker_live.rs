@@ -309,3 +309,39 @@ async fn the_reference_client_signs_in_with_each_key_kind() {
     assert_eq!(results["ecdsa"]["value"]["accountId"], json!("0.0.1004"));
     assert_eq!(results["evm"]["value"]["accountId"], json!(address));
 }
+
+/// Sign-in is rate-limited per client (429 with `Retry-After`, other
+/// routes untouched); a key found once is believed for the cache's time,
+/// so a key revoked in the store stops working within it.
+#[tokio::test(flavor = "multi_thread")]
+async fn sign_in_is_rate_limited_and_a_revoked_key_stops_within_the_cache_time() {
+    let live = Live::start("live-limits", &["--sign-in-rate", "1", "--sign-in-burst", "4", "--key-cache-secs", "2"]);
+    // A sign-in is two requests: two fit in the burst.
+    let first = live.sign_in("0.0.1001").await["key"].as_str().unwrap().to_string();
+    let second = live.sign_in("0.0.1002").await["key"].as_str().unwrap().to_string();
+    let url = live.api.url("/api/v1/auth/ledger/challenge");
+    let response = reqwest::Client::new()
+        .post(url)
+        .json(&json!({"accountId": "0.0.1003", "network": "testnet"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 429);
+    let wait: u64 = response.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "Retry-After: {wait}");
+    let (status, balance) = live.send("GET", "/api/v1/credits/balance", &[("x-api-key", &first)], None).await;
+    assert_eq!(status, 200, "{balance}");
+
+    // Revoked in the store: still believed from the cache, then refused.
+    let store = rusqlite::Connection::open(live.store()).unwrap();
+    store.execute("UPDATE api_keys SET revoked_at = 1", []).unwrap();
+    assert_eq!(live.send("GET", "/api/v1/credits/balance", &[("x-api-key", &first)], None).await.0, 200);
+    // A key never looked up is not in the cache: refused at once.
+    let (status, _) = live.send("GET", "/api/v1/credits/balance", &[("x-api-key", &second)], None).await;
+    assert_eq!(status, 401);
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    for key in [&first, &second] {
+        let (status, body) = live.send("GET", "/api/v1/credits/balance", &[("x-api-key", key)], None).await;
+        assert_eq!((status, &body["code"]), (401, &json!("invalid_api_key")));
+    }
+}

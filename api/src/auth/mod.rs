@@ -37,6 +37,33 @@ pub struct Settings {
     pub key_max_minutes: u64,
     /// SHA-256 of the operator key, when one is configured.
     pub operator: Option<[u8; 32]>,
+    /// Keys found recently, so that a request need not ask the store.
+    pub cache: KeyCache,
+}
+
+/// Issued keys found in the store, by hash, each for at most `ttl`: a key
+/// revoked in the store (by another replica, say) stops working within
+/// it, and an expired key at once. Unknown keys are not kept, so random
+/// keys cannot fill it.
+pub struct KeyCache {
+    keys: quick_cache::sync::Cache<[u8; 32], std::sync::Arc<Cached>>,
+    ttl_ms: i64,
+}
+
+struct Cached {
+    principal: Principal,
+    id: String,
+    /// Until when the entry may be used (the key's expiry, or the TTL).
+    until: i64,
+    /// When its use was last recorded in the store.
+    touched: std::sync::atomic::AtomicI64,
+}
+
+impl KeyCache {
+    /// At most `entries` keys, each kept for `ttl` (zero keeps none).
+    pub fn new(entries: usize, ttl: Duration) -> KeyCache {
+        KeyCache { keys: quick_cache::sync::Cache::new(entries.max(1)), ttl_ms: ttl.as_millis() as i64 }
+    }
 }
 
 /// Who may call an operation (spec section 5), as the route table names
@@ -121,16 +148,37 @@ pub async fn resolve(settings: &Settings, store: &Store, headers: &HeaderMap) ->
         return Ok(Some(Principal { account: None, operator: true, network: String::new() }));
     }
     let now = store::now_ms();
-    let store = store.clone();
-    let found = store.read(move |conn| keys::find_key(conn, &hash, now)).await?;
-    let found =
-        found.ok_or_else(|| Error::unauthorized("invalid_api_key", "the API key is unknown, revoked or expired"))?;
+    let cache = &settings.cache;
+    let cached = match cache.keys.get(&hash).filter(|c| now < c.until) {
+        Some(cached) => cached,
+        None => {
+            let reader = store.clone();
+            let found = reader.read(move |conn| keys::find_key(conn, &hash, now)).await?;
+            let found = found
+                .ok_or_else(|| Error::unauthorized("invalid_api_key", "the API key is unknown, revoked or expired"))?;
+            let principal =
+                Principal { account: Some(found.account), operator: false, network: found.network_canonical };
+            let until = found.expires_at.min(now + cache.ttl_ms);
+            let touched = std::sync::atomic::AtomicI64::new(found.last_used_at.unwrap_or(i64::MIN / 2));
+            let cached = std::sync::Arc::new(Cached { principal, id: found.id, until, touched });
+            if cache.ttl_ms > 0 {
+                cache.keys.insert(hash, cached.clone());
+            }
+            cached
+        }
+    };
     // Recorded at most once a minute per key, off the request's path.
-    if found.last_used_at.is_none_or(|t| now - t > 60_000) {
-        let id = found.id.clone();
+    let last = cached.touched.load(std::sync::atomic::Ordering::Relaxed);
+    if now - last > 60_000
+        && cached
+            .touched
+            .compare_exchange(last, now, std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed)
+            .is_ok()
+    {
+        let (store, id) = (store.clone(), cached.id.clone());
         tokio::spawn(async move { store.write(move |conn| keys::touch_key(conn, &id, now)).await });
     }
-    Ok(Some(Principal { account: Some(found.account), operator: false, network: found.network_canonical }))
+    Ok(Some(cached.principal.clone()))
 }
 
 /// What an operation's [`Auth`] asks of its principal: 401 without one
