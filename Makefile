@@ -63,9 +63,12 @@ endif
 site: build
 	$(BIN)/generator build --ledger-dir datasets/ledger --site-dir $(SITE) --data-dir $(DATA)
 
-## run: build, generate the site, and serve it on 127.0.0.1:4000
+## run: build, generate the site, and serve it on 127.0.0.1:4000 (dev
+## accounts sign in without a network; their points of the dataset's
+## luna0 token are redeemable for credits)
+REDEEM_TOKEN ?= 0.0.5000001:luna0
 run: site
-	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA)
+	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) --redeem-token $(REDEEM_TOKEN)
 
 ## conformance: install the MCP conformance suite (npm, pinned by its lock)
 CONFORMANCE := tests/conformance

@@ -192,6 +192,23 @@ LIVE="$run_dir/live"
 live_pid=$!
 for _ in $(seq 1 100); do curl -sf localhost:4083/health/live >/dev/null && break; sleep 0.1; done
 "$BIN/bench" signin http://127.0.0.1:4083 5
+# Requests that carry an API key: the key found in the store each time
+# (--key-cache-secs 0, a second api on the same store) and kept in memory
+# (the default), GET /credits/balance, wrk -t2 -c32 -d5s, two rounds each.
+key=$("$BIN/api" login --base http://127.0.0.1:4083 | sed -n 's/^  "key": "\(.*\)",$/\1/p')
+"$BIN/api" --bind 127.0.0.1:4084 --site-dir "$LIVE/site" --data-dir "$LIVE/data" --key-cache-secs 0 \
+  --journal-dir "$LIVE/journal-uncached" >/dev/null 2>&1 &
+uncached_pid=$!
+for _ in $(seq 1 100); do curl -sf localhost:4084/health/live >/dev/null && break; sleep 0.1; done
+for round in 1 2; do
+  for port in 4084 4083; do
+    label=$([ $port = 4083 ] && echo "cached  " || echo "uncached")
+    wrk -t2 -c32 -d5s -H "x-api-key: $key" "http://127.0.0.1:$port/api/v1/credits/balance" |
+      awk -v l="$label" -v r="$round" '/Requests\/sec/ {rps=$2} /Latency/ {lat=$2}
+        END {printf "round %s: keyed GET /credits/balance, key %s: %s req/s (mean latency %s)\n", r, l, rps, lat}'
+  done
+done
+kill $uncached_pid 2>/dev/null || true
 kill $live_pid 2>/dev/null || true
 
 # shellcheck disable=SC2086
