@@ -13,6 +13,9 @@ use almanac::hcs20::ledger::{Links, MirrorMessage, Page};
 use warp::http::{Response, StatusCode};
 use warp::Filter;
 
+/// A transaction id as (payer, seconds, nanoseconds).
+type TransactionKey = (EntityId, u64, u32);
+
 #[derive(Default)]
 pub struct Knobs {
     /// Added to every request.
@@ -30,7 +33,7 @@ pub struct MirrorServer {
     accounts: Arc<Mutex<HashMap<EntityId, (String, String)>>>,
     /// Transactions by id (payer, seconds, nanoseconds), as
     /// `/api/v1/transactions/{id}` lists them.
-    transactions: Arc<Mutex<HashMap<(EntityId, u64, u32), Vec<serde_json::Value>>>>,
+    transactions: Arc<Mutex<HashMap<TransactionKey, Vec<serde_json::Value>>>>,
     log: Arc<Mutex<Vec<String>>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -287,7 +290,7 @@ impl Query {
 /// A transaction id in the mirror node's form, `shard.realm.num-sss-nnn`
 /// (seconds, then nanoseconds of up to 9 digits), as (payer, seconds,
 /// nanoseconds).
-fn transaction_id(text: &str) -> Option<(EntityId, u64, u32)> {
+fn transaction_id(text: &str) -> Option<TransactionKey> {
     let mut parts = text.splitn(3, '-');
     let (payer, seconds, nanos) = (parts.next()?, parts.next()?, parts.next()?);
     let digits = |s: &str, max: usize| (1..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit());
