@@ -65,10 +65,11 @@ site: build
 
 ## run: build, generate the site, and serve it on 127.0.0.1:4000 (dev
 ## accounts sign in without a network; their points of the dataset's
-## luna0 token are redeemable for credits)
+## luna0 token are redeemable for credits; the demo agents answer chat on
+## 127.0.0.1:4101 and :4102)
 REDEEM_TOKEN ?= 0.0.5000001:luna0
 run: site
-	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) --redeem-token $(REDEEM_TOKEN)
+	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) --redeem-token $(REDEEM_TOKEN) --demo-agents
 
 ## conformance: install the MCP conformance suite (npm, pinned by its lock)
 CONFORMANCE := tests/conformance

@@ -45,6 +45,8 @@ pub struct App {
     pub card: Option<Arc<Card>>,
     /// Redemption of points, when a token is configured.
     pub redemption: Option<Redemption>,
+    /// Chat: bounds, the agents' client, each session's authentication.
+    pub chat: crate::chat::sessions::Chat,
     pub journal: Journal,
     /// Largest body of a live broker call, in bytes (413 above).
     pub live_max_body: usize,

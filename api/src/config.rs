@@ -258,6 +258,48 @@ pub struct Config {
     /// Credits one point pays.
     #[arg(long, env = "ALMANAC_CREDITS_PER_POINT", default_value_t = 1)]
     pub credits_per_point: i64,
+    /// Time allowed to connect to an agent, in milliseconds.
+    #[arg(long, env = "ALMANAC_AGENT_CONNECT_TIMEOUT_MS", default_value_t = 5_000)]
+    pub agent_connect_timeout_ms: u64,
+    /// Time an agent may stay silent while answering (between two reads),
+    /// in milliseconds.
+    #[arg(long, env = "ALMANAC_AGENT_READ_TIMEOUT_MS", default_value_t = 60_000)]
+    pub agent_read_timeout_ms: u64,
+    /// Largest chat message a client may send, in bytes.
+    #[arg(long, env = "ALMANAC_CHAT_MAX_MESSAGE_BYTES", default_value_t = 65_536)]
+    pub chat_max_message_bytes: usize,
+    /// Largest answer read from an agent (a card, a reply, a whole
+    /// stream), in bytes.
+    #[arg(long, env = "ALMANAC_CHAT_MAX_ANSWER_BYTES", default_value_t = 4 << 20)]
+    pub chat_max_answer_bytes: usize,
+    /// Keep and answer chat history (`false`: the history route is 503).
+    #[arg(long, env = "ALMANAC_CHAT_HISTORY", default_value_t = true, action = clap::ArgAction::Set)]
+    pub chat_history: bool,
+    /// History a session keeps for free, in seconds (its default window).
+    #[arg(long, env = "ALMANAC_CHAT_HISTORY_TTL_SECS", default_value_t = 86_400)]
+    pub chat_history_ttl_secs: u64,
+    /// The longest window a session may ask for (billed past the free one).
+    #[arg(long, env = "ALMANAC_CHAT_MAX_HISTORY_TTL_SECS", default_value_t = 30 * 86_400)]
+    pub chat_max_history_ttl_secs: u64,
+    /// Messages a history answers, and a plain HTTP agent is sent, at most.
+    #[arg(long, env = "ALMANAC_CHAT_MAX_HISTORY", default_value_t = 200)]
+    pub chat_max_history: usize,
+    /// Chat sessions one signed-in account may have open.
+    #[arg(long, env = "ALMANAC_CHAT_MAX_SESSIONS", default_value_t = 100)]
+    pub chat_max_sessions: i64,
+    /// Calls to agents in flight at once (503 past it).
+    #[arg(long, env = "ALMANAC_CHAT_MAX_UPSTREAM", default_value_t = 10_000)]
+    pub chat_max_upstream: usize,
+    /// Also serve the demo agents (an A2A agent and a plain HTTP agent) on
+    /// loopback, where `datasets/broker/demo-agents.json` says they are.
+    #[arg(long, env = "ALMANAC_DEMO_AGENTS")]
+    pub demo_agents: bool,
+    /// The demo A2A agent's address.
+    #[arg(long, env = "ALMANAC_DEMO_A2A_BIND", default_value = crate::demo::A2A_ADDR)]
+    pub demo_a2a_bind: SocketAddr,
+    /// The demo HTTP agent's address.
+    #[arg(long, env = "ALMANAC_DEMO_HTTP_BIND", default_value = crate::demo::HTTP_ADDR)]
+    pub demo_http_bind: SocketAddr,
     /// Proxies whose X-Forwarded-For is trusted (comma-separated addresses).
     #[arg(long = "trusted-proxy", env = "ALMANAC_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<std::net::IpAddr>,
@@ -335,11 +377,24 @@ impl Config {
         let treasury = self.treasury(&network)?.map(Arc::new);
         let card = self.card()?.map(Arc::new);
         let redemption = self.redemption()?;
+        let chat = crate::chat::sessions::Chat::new(crate::chat::sessions::Settings {
+            connect_timeout: Duration::from_millis(self.agent_connect_timeout_ms.max(1)),
+            read_timeout: Duration::from_millis(self.agent_read_timeout_ms.max(1)),
+            max_message_bytes: self.chat_max_message_bytes.max(1),
+            max_answer_bytes: self.chat_max_answer_bytes.max(1024),
+            history_enabled: self.chat_history,
+            history_ttl: Duration::from_secs(self.chat_history_ttl_secs.max(1)),
+            max_history_ttl: Duration::from_secs(self.chat_max_history_ttl_secs),
+            max_history_entries: self.chat_max_history,
+            max_sessions: self.chat_max_sessions,
+            max_upstream: self.chat_max_upstream,
+        })?;
         Ok(Arc::new(App {
             store,
             treasury,
             card,
             redemption,
+            chat,
             overlay: Overlay::default(),
             feedback_min_messages: self.feedback_min_messages,
             feedback_changes: crate::store::Newest::default(),

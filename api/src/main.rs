@@ -31,6 +31,9 @@ async fn main() -> Result<()> {
         }
     }
     let app = config.app()?;
+    if config.demo_agents {
+        api::demo::serve(config.demo_a2a_bind, config.demo_http_bind).await;
+    }
     let listener =
         tokio::net::TcpListener::bind(config.bind).await.with_context(|| format!("binding {}", config.bind))?;
     let addr = listener.local_addr()?;

@@ -332,6 +332,22 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/credits/payments/native/intent")
             .post("nativePaymentIntent", handler!(broker::intents::native), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),
+        Endpoint::new("/api/v1/chat/session")
+            .post("createChatSession", handler!(crate::chat::create), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/chat/message")
+            .post("sendChatMessage", handler!(crate::chat::message), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/chat/session/{sessionId}").delete(
+            "endChatSession",
+            handler!(crate::chat::end),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/chat/session/{sessionId}/history").get(
+            "chatHistory",
+            handler!(crate::chat::history),
+            Cache::NoStore,
+        ),
         Endpoint::new("/api/v1/credits/redeem-points/quote")
             .get("redeemPointsQuote", handler!(broker::credits::redeem_quote), Cache::NoStore)
             .auth(Auth::Key),

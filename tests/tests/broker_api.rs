@@ -581,7 +581,7 @@ async fn the_next_build_includes_the_journal() {
     let sources = broker::load(&agents).unwrap();
     let f = Fixture { api, client: reqwest::Client::new(), sources };
     let (_, before) = f.get("/health").await;
-    assert_eq!(before["broker"]["agents"], json!(300));
+    assert_eq!(before["broker"]["agents"], json!(302), "300 generated and the 2 demo agents");
 
     // A build that changes only the ledger keeps the api's agent index.
     let args = ["--ledger-dir", ledger.to_str().unwrap(), "--broker-dir", agents.to_str().unwrap()];

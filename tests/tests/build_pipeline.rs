@@ -85,7 +85,7 @@ fn datasets_broker_agents_is_what_datagen_writes() {
     let dir = TempDir::new("datagen-agents");
     let out = datagen(&["--preset", "agents", "--agents", "300", "--out", dir.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for name in ["feedback.json", "agents.json"] {
+    for name in ["feedback.json", "agents.json", "demo-agents.json"] {
         let fresh = std::fs::read(dir.path().join(name)).unwrap();
         let checked_in = std::fs::read(workspace_root().join("datasets/broker").join(name)).unwrap();
         assert!(checked_in == fresh, "datasets/broker/{name} is stale: run `make datasets`");

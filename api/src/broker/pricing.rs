@@ -16,6 +16,22 @@ pub struct Pricing {
     /// What one HBAR is worth in US cents: card purchases buy
     /// `creditsPerHbar / centsPerHbar` credits a cent.
     pub cents_per_hbar: f64,
+    /// Chat's prices.
+    #[serde(default)]
+    pub chat: Chat,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Chat {
+    /// Credits for each day of history kept beyond the free window.
+    pub extended_history_per_day: i64,
+}
+
+impl Default for Chat {
+    fn default() -> Chat {
+        Chat { extended_history_per_day: 1 }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -36,7 +52,7 @@ pub const BUILT_IN: &str = include_str!("../../../datasets/live/pricing.json");
 impl Pricing {
     pub fn parse(text: &str) -> Result<Pricing> {
         let pricing: Pricing = serde_json::from_str(text).context("the pricing file")?;
-        let prices = [pricing.registration.base, pricing.update.base];
+        let prices = [pricing.registration.base, pricing.update.base, pricing.chat.extended_history_per_day];
         if prices.iter().any(|p| *p < 0) {
             bail!("the pricing file: a price is negative");
         }

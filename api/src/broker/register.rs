@@ -383,7 +383,8 @@ fn unexpected(outcome: Outcome) -> Error {
     }
 }
 
-fn short(required: i64, balance: i64, shortfall: i64) -> Error {
+/// 402 `insufficient_credits` with what is short.
+pub fn short(required: i64, balance: i64, shortfall: i64) -> Error {
     let message = format!("not enough credits: {shortfall} more needed (balance {balance})");
     Error::new(StatusCode::PAYMENT_REQUIRED, "insufficient_credits", message)
         .with_fields(json!({"shortfallCredits": shortfall, "availableCredits": balance, "requiredCredits": required}))

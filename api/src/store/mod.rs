@@ -25,6 +25,7 @@
 
 pub mod adapters;
 pub mod auth;
+pub mod chat;
 pub mod credits;
 pub mod feedback;
 pub mod keys;
@@ -47,6 +48,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/003-keys-and-feedback.sql"),
     include_str!("schema/004-adapter-registry.sql"),
     include_str!("schema/005-purchases-and-redemptions.sql"),
+    include_str!("schema/006-chat.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose

@@ -252,6 +252,86 @@ fn agent(rng: &mut Rng, i: usize, shares: &[u64], capability_shares: &[u64]) -> 
     }
 }
 
+/// The demo agents the api serves on loopback with `--demo-agents`
+/// (`api::demo`): an A2A agent and a plain HTTP agent, at the addresses
+/// given (`datasets/broker/demo-agents.json` has the defaults).
+pub fn demo_agents(a2a: &str, http: &str) -> Vec<Agent> {
+    let demo = |slug: &str, name: &str, protocol: &str, adapter: &str, endpoint: (&str, String), bio: &str| {
+        let data = AgentData {
+            registry: "almanac".into(),
+            name: name.into(),
+            version: "1.0.0".into(),
+            protocol: protocol.into(),
+            native_id: slug.into(),
+            skills: vec![0],
+        };
+        let uaid = uaid::aid(&data, Some(slug)).expect("the demo agents are valid");
+        let metadata = json!({"isFree": true, "pricing": {"model": "free", "currency": "USD"}, "category": "demo"});
+        let serde_json::Value::Object(metadata) = metadata else { unreachable!("an object literal") };
+        let signals: BTreeMap<String, f64> =
+            [("age", 0.0), ("feedback", 0.0), ("uptime", 100.0), ("verifiedOwner", 100.0)]
+                .map(|(k, v)| (k.into(), v))
+                .into();
+        Agent {
+            id: format!("almanac:{slug}"),
+            uaid: uaid.clone(),
+            registry: "almanac".into(),
+            name: name.into(),
+            description: bio.into(),
+            capabilities: vec![0],
+            capability_labels: vec![CAPABILITIES[0].to_string()],
+            protocols: vec![protocol.into()],
+            adapter: adapter.into(),
+            original_id: slug.into(),
+            endpoints: [(endpoint.0.to_string(), endpoint.1)].into(),
+            trust_score: 55.0,
+            trust_signals: signals,
+            available: true,
+            availability_status: "online".into(),
+            verification_status: super::Verification::Registered,
+            kind: super::AgentKind::AiAgents,
+            communication_supported: true,
+            routing_supported: true,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            updated_at: "2026-01-01T00:00:00Z".into(),
+            metadata,
+            profile: Profile {
+                version: "1.0".into(),
+                kind: PROFILE_AI_AGENT,
+                display_name: name.into(),
+                alias: Some(slug.into()),
+                bio: Some(bio.into()),
+                inbound_topic_id: None,
+                outbound_topic_id: None,
+                ai_agent: Some(AiAgent { kind: 0, model: "rule-based".into(), capabilities: vec![0], creator: None }),
+                socials: None,
+                profile_image: None,
+                properties: None,
+                mcp_server: None,
+                uaid: uaid.to_string(),
+            },
+        }
+    };
+    vec![
+        demo(
+            "almanac-echo",
+            "Almanac Echo",
+            "a2a",
+            "a2a-adapter",
+            ("a2a", format!("http://{a2a}")),
+            "A demo A2A agent run by the api on loopback: it says back what it is told, streaming word by word.",
+        ),
+        demo(
+            "almanac-counter",
+            "Almanac Counter",
+            "http",
+            "http-adapter",
+            ("http", format!("http://{http}/chat")),
+            "A demo plain HTTP agent run by the api on loopback: it counts the words it is told.",
+        ),
+    ]
+}
+
 const TAGS: [&str; 6] = ["quality", "latency", "accuracy", "support", "pricing", "reliability"];
 
 /// ERC-8004 feedback for the ERC-8004 agents of `agents`: a few entries

@@ -281,11 +281,16 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
     serde_path_to_error::deserialize(&mut deserializer).with_context(|| format!("{}", path.display()))
 }
 
-/// Reads and checks `agents.json`, `catalog.json` and `feedback.json`
-/// (absent: no feedback) under `dir`. Nothing is published when any record
+/// Reads and checks `agents.json` (and `demo-agents.json` when present:
+/// the agents `api --demo-agents` serves), `catalog.json` and
+/// `feedback.json` (absent: no feedback) under `dir`. Nothing is published when any record
 /// is wrong; the error names the file, the record and the field.
 pub fn load(dir: &Path) -> Result<Sources> {
-    let agents = read_json::<AgentsFile>(&dir.join("agents.json"))?.agents;
+    let mut agents = read_json::<AgentsFile>(&dir.join("agents.json"))?.agents;
+    let demo = dir.join("demo-agents.json");
+    if demo.exists() {
+        agents.extend(read_json::<AgentsFile>(&demo)?.agents);
+    }
     let catalog: Catalog = read_json(&dir.join("catalog.json"))?;
     let feedback_path = dir.join("feedback.json");
     let feedback = match feedback_path.exists() {

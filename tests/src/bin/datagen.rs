@@ -17,7 +17,8 @@ struct Args {
     out: PathBuf,
     /// `rules`: the checked-in ledger corpus; `random`: --messages of
     /// realistic traffic; `agents`: an agent index of --agents agents and
-    /// their ERC-8004 feedback (`<out>/agents.json`, `<out>/feedback.json`).
+    /// their ERC-8004 feedback (`<out>/agents.json`, `<out>/feedback.json`),
+    /// and the api's demo agents (`<out>/demo-agents.json`).
     #[arg(long, default_value = "random")]
     preset: String,
     #[arg(long, default_value_t = 10_000)]
@@ -47,6 +48,8 @@ fn main() -> Result<()> {
         };
         write("agents.json", serde_json::to_vec_pretty(&AgentsFile { agents }))?;
         write("feedback.json", serde_json::to_vec_pretty(&FeedbackFile { feedback }))?;
+        let demo = generate::demo_agents(api::demo::A2A_ADDR, api::demo::HTTP_ADDR);
+        write("demo-agents.json", serde_json::to_vec_pretty(&AgentsFile { agents: demo }))?;
         eprintln!("{} agents and their feedback written to {}", args.agents, args.out.display());
         return Ok(());
     }

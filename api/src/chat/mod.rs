@@ -1,0 +1,482 @@
+//! Chat with agents (spec section 4, Chat; `broker-live.md` sections 1
+//! and 2): sessions opened by UAID or agent URL, messages relayed to the
+//! agent ([`relay`]) and answered as JSON or, when asked for, as an event
+//! stream, history within the session's window, and ending a session.
+//!
+//! A turn is stored once the agent has answered it: a stream the client
+//! leaves is dropped, which closes the agent's connection and stores
+//! nothing.
+
+pub mod a2a;
+pub mod relay;
+pub mod sessions;
+pub mod sse;
+
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use warp::http::StatusCode;
+
+use crate::reply::{self, Answer, Error};
+use crate::request::{parse_body, Request};
+use crate::store::{self, chat as stored, credits};
+use relay::{Chunk, Failure, Target, Turn};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SessionRequest {
+    uaid: Option<String>,
+    agent_url: Option<String>,
+    auth: Option<Value>,
+    history_ttl_seconds: Option<f64>,
+    encryption_requested: Option<bool>,
+    sender_uaid: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MessageRequest {
+    message: String,
+    streaming: Option<bool>,
+    auth: Option<Value>,
+    uaid: Option<String>,
+    session_id: Option<String>,
+    agent_url: Option<String>,
+    cipher_envelope: Option<Value>,
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}{}", almanac::http::hex(&store::random::<16>()))
+}
+
+/// A relay failure as answered: 422 when nothing here speaks the agent's
+/// protocol, 500 otherwise (the spec's "cannot connect").
+fn failed(failure: &Failure) -> Error {
+    let status = match failure {
+        Failure::Unsupported(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    Error::new(status, failure.code(), failure.message().to_string())
+}
+
+/// The target as stored.
+fn target_json(target: &Target) -> Value {
+    match target {
+        Target::A2a(card) => json!({"adapter": "a2a", "url": card.url, "version": card.version.as_str(),
+            "streaming": card.streaming, "name": card.name, "description": card.description, "skills": card.skills}),
+        Target::Plain { url } => json!({"adapter": "http", "url": url}),
+    }
+}
+
+/// The stored target, read back.
+fn target_of(json: &str) -> Result<Target, Error> {
+    let value: Value = serde_json::from_str(json).unwrap_or_default();
+    let text = |k: &str| value[k].as_str().unwrap_or_default().to_string();
+    match value["adapter"].as_str() {
+        Some("a2a") => Ok(Target::A2a(a2a::Card {
+            name: text("name"),
+            description: text("description"),
+            streaming: value["streaming"].as_bool().unwrap_or(false),
+            skills: value["skills"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect(),
+            url: text("url"),
+            version: a2a::Version::parse(&text("version")).unwrap_or(a2a::Version::V1),
+        })),
+        Some("http") => Ok(Target::Plain { url: text("url") }),
+        _ => Err(Error::from(store::Failure::Corrupt(format!("a chat session's target: {json}")))),
+    }
+}
+
+/// The agent as the session answer shows it: `capabilities` is an object.
+fn agent_json(name: &str, description: &str, target: &Target, skills: &[String]) -> Value {
+    let (protocol, streaming) = match target {
+        Target::A2a(card) => ("a2a", card.streaming),
+        Target::Plain { .. } => ("http", false),
+    };
+    let mut agent = json!({"name": name, "capabilities": {"protocol": protocol, "streaming": streaming}});
+    if !description.is_empty() {
+        agent["description"] = json!(description);
+    }
+    if !skills.is_empty() {
+        agent["skills"] = json!(skills);
+    }
+    agent
+}
+
+/// A history entry on the wire: roles `user` and `agent` only; no nulls.
+fn entry(m: &stored::Message) -> Value {
+    let mut entry = json!({"messageId": m.message_id, "role": m.role, "content": m.content,
+        "timestamp": store::rfc3339(m.created_at)});
+    if let Some(envelope) = m.cipher_envelope.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok()) {
+        entry["cipherEnvelope"] = envelope;
+    }
+    entry
+}
+
+/// Opens a session (shared by `POST /chat/session` and a message that
+/// names no session): resolves the agent, bills extended history.
+async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Session, Value), Error> {
+    let chat = &request.app.chat;
+    let headers = match &body.auth {
+        None => Default::default(),
+        Some(auth) => {
+            relay::auth_headers(auth).map_err(|rule| Error::invalid_body(format!("auth: {rule}")).naming("auth"))?
+        }
+    };
+    let default_ttl = chat.history_ttl.as_secs() as i64;
+    let ttl = match body.history_ttl_seconds {
+        None => default_ttl,
+        Some(t) if t.is_finite() && t >= 1.0 && t <= chat.max_history_ttl.as_secs() as f64 => t.ceil() as i64,
+        Some(_) => {
+            let message = format!("historyTtlSeconds: must be from 1 to {}", chat.max_history_ttl.as_secs());
+            return Err(Error::invalid_body(message).naming("historyTtlSeconds"));
+        }
+    };
+    let (uaid, url, target, agent) = match (&body.uaid, &body.agent_url) {
+        (Some(uaid), _) => {
+            let uaid = uaid.trim().to_string();
+            if uaid.parse::<almanac::uaid::Uaid>().is_err() {
+                return Err(Error::new(StatusCode::BAD_REQUEST, "invalid_uaid", "uaid: not a UAID").naming("uaid"));
+            }
+            let view = request.app.overlay.view();
+            let record = crate::broker::register::lookup(request, &view, &uaid).cloned().ok_or_else(|| {
+                Error::new(StatusCode::NOT_FOUND, "uaid_not_found", format!("no agent {uaid} is indexed here"))
+            })?;
+            let target =
+                relay::target(&chat.client, &record.endpoints, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
+            let skills = match &target {
+                Target::A2a(card) => card.skills.clone(),
+                Target::Plain { .. } => record.capability_labels.clone(),
+            };
+            let agent = agent_json(&record.name, &record.description, &target, &skills);
+            (uaid, None, target, agent)
+        }
+        (None, Some(url)) => {
+            let url = url.trim().to_string();
+            let parsed =
+                reqwest::Url::parse(&url).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
+            if parsed.is_none() {
+                return Err(Error::invalid_body("agentUrl: must be an http or https URL").naming("agentUrl"));
+            }
+            let target =
+                relay::target_of_url(&chat.client, &url, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
+            let agent = match &target {
+                Target::A2a(card) => agent_json(&card.name, &card.description, &target, &card.skills),
+                Target::Plain { .. } => agent_json(&url, "", &target, &[]),
+            };
+            (String::new(), Some(url), target, agent)
+        }
+        (None, None) => return Err(Error::invalid_body("uaid or agentUrl: one is required").naming("uaid")),
+    };
+    let account = request.principal.as_ref().and_then(|p| p.account.clone());
+    // History past the free window is billed: a signed-in payer, and
+    // credits for each day begun beyond it.
+    let extra_days = ((ttl - default_ttl).max(0) + 86_399) / 86_400;
+    let price = extra_days * request.app.pricing.chat.extended_history_per_day;
+    if extra_days > 0 && account.is_none() {
+        let message = format!("historyTtlSeconds above {default_ttl} is billed: sign in first");
+        return Err(Error::unauthorized("auth_required", message));
+    }
+    if let Some(account) = &account {
+        let (key, max) = (account.clone(), chat.max_sessions);
+        let open = request.app.store.read(move |conn| stored::open_sessions(conn, &key)).await?;
+        if open >= max {
+            let message = format!("{max} sessions are open for this account: end one first");
+            return Err(Error::new(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions", message));
+        }
+    }
+    let session = stored::Session {
+        id: new_id("sess_"),
+        uaid: uaid.clone(),
+        agent_url: url,
+        target: target_json(&target).to_string(),
+        agent: agent.to_string(),
+        account: account.clone(),
+        context: None,
+        history_ttl: ttl,
+        visibility: "private".into(),
+        sender_uaid: body.sender_uaid.clone(),
+        created_at: store::now_ms(),
+        ended_at: None,
+    };
+    let (held, bill) = (session.clone(), (price > 0).then(|| account.clone()).flatten());
+    let outcome = request
+        .app
+        .store
+        .write(move |conn| {
+            if let Some(account) = bill {
+                let change = credits::Change {
+                    account,
+                    kind: credits::Kind::Debit,
+                    credits: price,
+                    idempotency_key: format!("chat-history:{}", held.id),
+                    reason: "chat history".into(),
+                    reference: Some(held.id.clone()),
+                };
+                if let credits::Posted::Short { balance, shortfall } = credits::post(conn, &change, held.created_at)? {
+                    return Ok(Err((balance, shortfall)));
+                }
+            }
+            stored::open(conn, &held)?;
+            Ok(Ok(()))
+        })
+        .await?;
+    if let Err((balance, shortfall)) = outcome {
+        return Err(crate::broker::register::short(price, balance, shortfall));
+    }
+    chat.hold_auth(&session.id, headers);
+    let mut answer = json!({
+        "sessionId": session.id,
+        "uaid": if uaid.is_empty() { Value::Null } else { json!(uaid) },
+        "agent": agent,
+        "history": [],
+        "historyTtlSeconds": ttl,
+        "encryption": Value::Null,
+    });
+    if body.encryption_requested == Some(true) {
+        // Encrypted sessions come with the handshake routes (issue 12,
+        // second part); until then the session is plaintext, as the
+        // client's `preferred` mode expects.
+        answer["encryption"] = json!({"enabled": false, "requireCiphertext": false, "algorithm": "aes-256-gcm"});
+    }
+    Ok((session, answer))
+}
+
+/// `POST /api/v1/chat/session`.
+pub async fn create(request: Request) -> Answer {
+    let body: SessionRequest = parse_body(&request.body)?;
+    let (_, answer) = open(&request, body).await?;
+    Ok(reply::json(&answer))
+}
+
+/// The session a message names; 404 for an unknown or ended one.
+async fn session(request: &Request, id: &str) -> Result<stored::Session, Error> {
+    let key = id.to_string();
+    let found = request.app.store.read(move |conn| stored::session(conn, &key)).await?;
+    match found {
+        Some(session) if session.ended_at.is_none() => Ok(session),
+        Some(_) => Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {id} has ended"))),
+        None => Err(Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}"))),
+    }
+}
+
+/// Whether the request admits an event stream (`Accept` names
+/// `text/event-stream`, `text/*` or `*/*` with a q above 0, and not only as
+/// one of several types that JSON would also satisfy).
+fn wants_events(request: &Request) -> bool {
+    let accept = request.headers.get_all("accept").iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>().join(",");
+    accept.split(',').any(|item| {
+        let mut parts = item.split(';');
+        let kind = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+        let q =
+            parts.filter_map(|p| p.trim().strip_prefix("q=")).find_map(|q| q.trim().parse::<f32>().ok()).unwrap_or(1.0);
+        kind == "text/event-stream" && q > 0.0
+    })
+}
+
+/// `POST /api/v1/chat/message`: routed by `sessionId` first, else a
+/// session is opened for `uaid` or `agentUrl`.
+pub async fn message(request: Request) -> Answer {
+    let body: MessageRequest = parse_body(&request.body)?;
+    let chat = &request.app.chat;
+    if body.message.trim().is_empty() && body.cipher_envelope.is_none() {
+        return Err(Error::invalid_body("message: must not be empty").naming("message"));
+    }
+    if body.message.len() > chat.max_message_bytes {
+        let message = format!("message: larger than {} bytes", chat.max_message_bytes);
+        return Err(Error::new(StatusCode::PAYLOAD_TOO_LARGE, "message_too_large", message).naming("message"));
+    }
+    let session = match &body.session_id {
+        Some(id) => session(&request, id).await?,
+        None => {
+            let opening = SessionRequest {
+                uaid: body.uaid.clone(),
+                agent_url: body.agent_url.clone(),
+                auth: body.auth.clone(),
+                history_ttl_seconds: None,
+                encryption_requested: None,
+                sender_uaid: None,
+            };
+            open(&request, opening).await?.0
+        }
+    };
+    let target = target_of(&session.target)?;
+    let mut headers = chat.auth(&session.id);
+    if let (Some(auth), Some(_)) = (&body.auth, &body.session_id) {
+        let more =
+            relay::auth_headers(auth).map_err(|rule| Error::invalid_body(format!("auth: {rule}")).naming("auth"))?;
+        headers.extend(more);
+    }
+    let now = store::now_ms();
+    let since = now - session.history_ttl * 1000;
+    let (id, limit) = (session.id.clone(), chat.max_history_entries);
+    let earlier = match target {
+        Target::Plain { .. } => request.app.store.read(move |conn| stored::history(conn, &id, since, limit)).await?,
+        Target::A2a(_) => Vec::new(),
+    };
+    let history: Vec<(String, String)> = earlier.into_iter().map(|m| (m.role, m.content)).collect();
+    let user = stored::Message {
+        message_id: new_id("msg_"),
+        role: "user".into(),
+        content: body.message.clone(),
+        cipher_envelope: body.cipher_envelope.as_ref().map(Value::to_string),
+        created_at: now,
+    };
+    let permit = chat.upstream.clone().try_acquire_owned().map_err(|_| {
+        Error::new(StatusCode::SERVICE_UNAVAILABLE, "too_busy", "too many agent calls are in flight; try again")
+    })?;
+    let streaming = body.streaming == Some(true) && wants_events(&request);
+    let turn = Turn {
+        text: &body.message,
+        session: &session.id,
+        context: session.context.as_deref(),
+        history: &history,
+        headers: &headers,
+    };
+    if !streaming {
+        let reply = relay::send(&chat.client, &target, &turn, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
+        drop(permit);
+        let answer = finish(&request.app, &session, user, &reply, new_id("msg_")).await?;
+        return Ok(reply::json(&answer));
+    }
+    let upstream = relay::stream(&chat.client, &target, &turn, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
+    let app = request.app.clone();
+    let message_id = new_id("msg_");
+    // The turn runs on a task of its own that sends each event as the
+    // agent's chunks arrive; the last one closes the turn. When the client
+    // leaves, the channel closes: the task drops the agent's stream (its
+    // connection closes), returns the permit, and stores nothing.
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
+    tokio::spawn(async move {
+        let _permit = permit;
+        let mut upstream = upstream;
+        let mut user = Some(user);
+        loop {
+            let next = tokio::select! {
+                _ = tx.closed() => return,
+                next = upstream.next() => next,
+            };
+            let (event, last) = match next {
+                Some(Ok(Chunk::Text(text))) => (
+                    json!({"type": "event", "content": {"kind": "message", "sessionId": session.id,
+                        "messageId": message_id, "role": "agent", "text": text, "final": false}}),
+                    false,
+                ),
+                Some(Ok(Chunk::Done(reply))) => {
+                    if tx.is_closed() {
+                        return;
+                    }
+                    let user = user.take().expect("one reply per turn");
+                    let event = match finish(&app, &session, user, &reply, message_id.clone()).await {
+                        Ok(mut answer) => {
+                            answer["kind"] = json!("message");
+                            answer["messageId"] = json!(message_id);
+                            answer["final"] = json!(true);
+                            json!({"type": "event", "content": answer})
+                        }
+                        Err(e) => {
+                            json!({"type": "error", "content": {"kind": "error", "code": e.code, "message": e.message}})
+                        }
+                    };
+                    (event, true)
+                }
+                Some(Err(failure)) => (
+                    json!({"type": "error", "content": {"kind": "error", "code": failure.code(), "message": failure.message()}}),
+                    true,
+                ),
+                None => (
+                    json!({"type": "error", "content": {"kind": "error", "code": "agent_stream_cut",
+                        "message": "the agent's stream ended before its reply"}}),
+                    true,
+                ),
+            };
+            if tx.send(sse::event(&event)).await.is_err() || last {
+                return;
+            }
+        }
+    });
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
+    });
+    Ok(reply::stream("text/event-stream", "no-store", events))
+}
+
+/// Stores the turn and answers it as a `ChatMessageResponse`.
+async fn finish(
+    app: &crate::app::App,
+    session: &stored::Session,
+    user: stored::Message,
+    reply: &relay::Reply,
+    message_id: String,
+) -> Result<Value, Error> {
+    let agent = stored::Message {
+        message_id,
+        role: "agent".into(),
+        content: reply.text.clone(),
+        cipher_envelope: None,
+        created_at: store::now_ms().max(user.created_at),
+    };
+    let (id, context, messages) = (session.id.clone(), reply.context.clone(), vec![user, agent.clone()]);
+    let stored = app.store.write(move |conn| stored::turn(conn, &id, &messages, context.as_deref())).await?;
+    if !stored {
+        return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
+    }
+    let mut answer = json!({
+        "sessionId": session.id,
+        "message": reply.text,
+        "content": reply.text,
+        "timestamp": store::rfc3339(agent.created_at),
+        "historyTtlSeconds": session.history_ttl,
+    });
+    if !session.uaid.is_empty() {
+        answer["uaid"] = json!(session.uaid);
+    }
+    if !reply.raw.is_null() {
+        answer["rawResponse"] = reply.raw.clone();
+    }
+    Ok(answer)
+}
+
+/// `GET /api/v1/chat/session/{sessionId}/history`: the messages within
+/// the session's window (503 when history is off).
+pub async fn history(request: Request) -> Answer {
+    let chat = &request.app.chat;
+    if !chat.history_enabled {
+        return Err(Error::new(StatusCode::SERVICE_UNAVAILABLE, "history_disabled", "chat history is not kept here"));
+    }
+    let id = request.params.get("sessionId").to_string();
+    let key = id.clone();
+    let found = request.app.store.read(move |conn| stored::session(conn, &key)).await?;
+    let session =
+        found.ok_or_else(|| Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}")))?;
+    let since = store::now_ms() - session.history_ttl * 1000;
+    let limit = chat.max_history_entries;
+    let messages = request.app.store.read(move |conn| stored::history(conn, &id, since, limit)).await?;
+    Ok(reply::json(&json!({
+        "sessionId": session.id,
+        "history": messages.iter().map(entry).collect::<Vec<_>>(),
+        "historyTtlSeconds": session.history_ttl,
+    })))
+}
+
+/// `DELETE /api/v1/chat/session/{sessionId}`: ends it and forgets its
+/// authentication.
+pub async fn end(request: Request) -> Answer {
+    let id = request.params.get("sessionId").to_string();
+    request.app.chat.forget(&id);
+    let key = id.clone();
+    let ended = request.app.store.write(move |conn| stored::end(conn, &key, store::now_ms())).await?;
+    if !ended {
+        let key = id.clone();
+        let known = request.app.store.read(move |conn| stored::session(conn, &key)).await?.is_some();
+        if !known {
+            return Err(Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}")));
+        }
+    }
+    Ok(reply::json(&json!({"sessionId": id, "message": "the session has ended"})))
+}

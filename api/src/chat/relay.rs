@@ -1,0 +1,318 @@
+//! Relaying a chat turn to an agent: which adapter speaks to it (the one
+//! table [`ADAPTERS`] the code dispatches on and `/adapters/details`
+//! describes), the turn and its reply, and how a relay fails.
+//!
+//! Adapters here: A2A ([`super::a2a`]) and plain HTTP JSON agents
+//! ([`plain`]). An agent reachable only by a protocol no adapter speaks
+//! (HCS-10 without a ledger client, XMTP, …) cannot be chatted with.
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use warp::http::{HeaderMap, HeaderName, HeaderValue};
+
+use super::a2a;
+
+/// How the broker reaches an agent.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    A2a(a2a::Card),
+    /// POST a message, read a reply.
+    Plain {
+        url: String,
+    },
+}
+
+/// An adapter this deployment has: the endpoint name an agent record
+/// uses for it, and what it supports.
+pub struct Adapter {
+    pub endpoint: &'static str,
+    pub protocol: &'static str,
+    pub streaming: bool,
+    pub description: &'static str,
+}
+
+/// The adapters, in the order an agent's endpoints are tried.
+pub const ADAPTERS: &[Adapter] = &[
+    Adapter {
+        endpoint: "a2a",
+        protocol: "a2a",
+        streaming: true,
+        description:
+            "A2A 1.0 (SendMessage, SendStreamingMessage) or 0.3 (message/send, message/stream), from the agent card",
+    },
+    Adapter {
+        endpoint: "http",
+        protocol: "http",
+        streaming: false,
+        description: "plain HTTP: POST {message, sessionId, history} as JSON, the reply's text from JSON or text/plain",
+    },
+];
+
+/// A turn as relayed.
+pub struct Turn<'a> {
+    pub text: &'a str,
+    pub session: &'a str,
+    /// The agent's conversation id from an earlier turn (A2A `contextId`).
+    pub context: Option<&'a str>,
+    /// Earlier messages, oldest first (role, text), for agents that take them.
+    pub history: &'a [(String, String)],
+    /// The session's authentication headers.
+    pub headers: &'a HeaderMap,
+}
+
+/// An agent's whole reply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    pub text: String,
+    pub context: Option<String>,
+    /// The agent's answer as received (JSON), where there is one.
+    pub raw: Value,
+}
+
+/// A piece of a streamed reply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Chunk {
+    Text(String),
+    Done(Reply),
+}
+
+/// Why a relay failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The agent could not be reached (connect, timeout).
+    Unreachable(String),
+    /// It answered with an error.
+    Refused(String),
+    /// It answered something that is not its protocol.
+    Garbage(String),
+    /// Its stream stopped midway.
+    Cut(String),
+    /// Nothing here speaks its protocol.
+    Unsupported(String),
+}
+
+impl Failure {
+    pub fn unreachable(url: &str, error: &reqwest::Error) -> Failure {
+        let what = if error.is_timeout() { "did not answer in time" } else { "cannot be reached" };
+        Failure::Unreachable(format!("the agent at {url} {what}"))
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Failure::Unreachable(m)
+            | Failure::Refused(m)
+            | Failure::Garbage(m)
+            | Failure::Cut(m)
+            | Failure::Unsupported(m) => m,
+        }
+    }
+
+    /// The error code answered.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Failure::Unreachable(_) => "agent_unreachable",
+            Failure::Refused(_) => "agent_error",
+            Failure::Garbage(_) => "agent_bad_answer",
+            Failure::Cut(_) => "agent_stream_cut",
+            Failure::Unsupported(_) => "chat_not_supported",
+        }
+    }
+}
+
+/// A body read up to `max` bytes (an agent that sends more is refused).
+pub async fn read_bounded(response: reqwest::Response, max: usize) -> Result<bytes::Bytes, Failure> {
+    if response.content_length().is_some_and(|n| n > max as u64) {
+        return Err(Failure::Garbage(format!("the agent's answer is larger than {max} bytes")));
+    }
+    let mut body = bytes::BytesMut::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| Failure::Cut(format!("the agent's answer broke off: {e}")))?;
+        if body.len() + chunk.len() > max {
+            return Err(Failure::Garbage(format!("the agent's answer is larger than {max} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// Finds how to reach an agent from its endpoints (name to URL), in the
+/// order of [`ADAPTERS`]: an A2A agent's card is fetched now.
+pub async fn target(
+    client: &reqwest::Client,
+    endpoints: &std::collections::BTreeMap<String, String>,
+    max_bytes: usize,
+) -> Result<Target, Failure> {
+    for adapter in ADAPTERS {
+        let Some(url) = endpoints.get(adapter.endpoint) else { continue };
+        return match adapter.endpoint {
+            "a2a" => Ok(Target::A2a(a2a::discover(client, url, max_bytes).await?)),
+            _ => Ok(Target::Plain { url: url.clone() }),
+        };
+    }
+    let names: Vec<&str> = endpoints.keys().map(String::as_str).collect();
+    Err(Failure::Unsupported(format!(
+        "the agent is reachable only by {} here; this broker chats over {}",
+        if names.is_empty() { "no endpoint".to_string() } else { names.join(", ") },
+        ADAPTERS.iter().map(|a| a.protocol).collect::<Vec<_>>().join(" and ")
+    )))
+}
+
+/// The target of an agent URL: an A2A agent if it has a card, else a
+/// plain HTTP agent.
+pub async fn target_of_url(client: &reqwest::Client, url: &str, max_bytes: usize) -> Result<Target, Failure> {
+    match a2a::discover(client, url, max_bytes).await {
+        Ok(card) => Ok(Target::A2a(card)),
+        Err(Failure::Unreachable(why)) => Err(Failure::Unreachable(why)),
+        Err(Failure::Unsupported(why)) => Err(Failure::Unsupported(why)),
+        Err(_) => Ok(Target::Plain { url: url.to_string() }),
+    }
+}
+
+/// One turn, answered whole.
+pub async fn send(
+    client: &reqwest::Client,
+    target: &Target,
+    turn: &Turn<'_>,
+    max_bytes: usize,
+) -> Result<Reply, Failure> {
+    match target {
+        Target::A2a(card) => a2a::send(client, card, turn, max_bytes).await,
+        Target::Plain { url } => plain::send(client, url, turn, max_bytes).await,
+    }
+}
+
+/// One turn, streamed where the agent streams (else one chunk).
+pub async fn stream(
+    client: &reqwest::Client,
+    target: &Target,
+    turn: &Turn<'_>,
+    max_bytes: usize,
+) -> Result<futures_util::stream::BoxStream<'static, Result<Chunk, Failure>>, Failure> {
+    Ok(match target {
+        Target::A2a(card) if card.streaming => a2a::stream(client, card, turn, max_bytes).await?.boxed(),
+        _ => {
+            let reply = send(client, target, turn, max_bytes).await?;
+            futures_util::stream::iter([Ok(Chunk::Text(reply.text.clone())), Ok(Chunk::Done(reply))]).boxed()
+        }
+    })
+}
+
+/// Session authentication (the request's `auth`) as the headers sent to
+/// the agent.
+pub fn auth_headers(auth: &Value) -> Result<HeaderMap, &'static str> {
+    let mut headers = HeaderMap::new();
+    let text = |name: &str| auth[name].as_str().filter(|s| !s.is_empty());
+    let mut put = |name: &str, value: String| -> Result<(), &'static str> {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| "a header name is not valid")?;
+        let value = HeaderValue::from_str(&value).map_err(|_| "a header value is not valid")?;
+        headers.insert(name, value);
+        Ok(())
+    };
+    match text("type") {
+        None if text("token").is_some() => put("authorization", format!("Bearer {}", text("token").unwrap()))?,
+        None => {}
+        Some("bearer") => put("authorization", format!("Bearer {}", text("token").ok_or("bearer auth needs token")?))?,
+        Some("basic") => {
+            use base64::Engine as _;
+            let user = text("username").ok_or("basic auth needs username")?;
+            let pair = format!("{user}:{}", text("password").unwrap_or_default());
+            put("authorization", format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)))?
+        }
+        Some("header") => {
+            let name = text("headerName").ok_or("header auth needs headerName")?;
+            put(name, text("headerValue").or(text("token")).ok_or("header auth needs headerValue")?.to_string())?
+        }
+        Some("apiKey") => {
+            let name = text("headerName").unwrap_or("x-api-key");
+            put(name, text("token").or(text("headerValue")).ok_or("apiKey auth needs token")?.to_string())?
+        }
+        Some(_) => return Err("type must be bearer, basic, header or apiKey"),
+    }
+    for (name, value) in auth["headers"].as_object().into_iter().flatten() {
+        put(name, value.as_str().ok_or("headers values must be strings")?.to_string())?;
+    }
+    Ok(headers)
+}
+
+/// Plain HTTP JSON agents: `POST {url}` with `{message, sessionId,
+/// history: [{role, content}]}`; the reply's text is the first string of
+/// `message`, `reply`, `response`, `content`, `text` or `output` in a JSON
+/// object, or a `text/plain` body.
+pub mod plain {
+    use super::*;
+
+    const FIELDS: &[&str] = &["message", "reply", "response", "content", "text", "output"];
+
+    pub async fn send(
+        client: &reqwest::Client,
+        url: &str,
+        turn: &Turn<'_>,
+        max_bytes: usize,
+    ) -> Result<Reply, Failure> {
+        let history: Vec<Value> =
+            turn.history.iter().map(|(role, text)| json!({"role": role, "content": text})).collect();
+        let body = json!({"message": turn.text, "sessionId": turn.session, "history": history});
+        let builder = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/plain");
+        let builder = turn.headers.iter().fold(builder, |b, (name, value)| b.header(name, value));
+        let response = builder.body(body.to_string()).send().await.map_err(|e| Failure::unreachable(url, &e))?;
+        if !response.status().is_success() {
+            return Err(Failure::Refused(format!("the agent answered {}", response.status())));
+        }
+        let plain_text = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/plain"));
+        let bytes = read_bounded(response, max_bytes).await?;
+        if plain_text {
+            let text = String::from_utf8(bytes.to_vec())
+                .map_err(|_| Failure::Garbage("the agent's text is not UTF-8".into()))?;
+            return Ok(Reply { text, context: None, raw: Value::Null });
+        }
+        let answer: Value =
+            serde_json::from_slice(&bytes).map_err(|_| Failure::Garbage("the agent's answer is not JSON".into()))?;
+        let text = FIELDS
+            .iter()
+            .find_map(|f| answer[*f].as_str())
+            .ok_or_else(|| Failure::Garbage(format!("the agent's answer has none of {} as text", FIELDS.join(", "))))?;
+        Ok(Reply { text: text.to_string(), context: None, raw: answer })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each case: a session's `auth`, and the headers sent (or why not).
+    #[test]
+    fn auth_becomes_the_headers_sent() {
+        let check = |auth: Value, expected: Result<Vec<(&str, &str)>, &str>| {
+            let got = auth_headers(&auth).map(|h| {
+                let mut pairs: Vec<(String, String)> =
+                    h.iter().map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string())).collect();
+                pairs.sort();
+                pairs
+            });
+            let expected = expected.map(|e| e.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>());
+            assert_eq!(got, expected, "{auth}");
+        };
+        check(json!({}), Ok(vec![]));
+        check(json!({"type": "bearer", "token": "t"}), Ok(vec![("authorization", "Bearer t")]));
+        check(json!({"token": "t"}), Ok(vec![("authorization", "Bearer t")]));
+        check(json!({"type": "basic", "username": "u", "password": "p"}), Ok(vec![("authorization", "Basic dTpw")]));
+        check(json!({"type": "header", "headerName": "X-Key", "headerValue": "v"}), Ok(vec![("x-key", "v")]));
+        check(json!({"type": "apiKey", "token": "k"}), Ok(vec![("x-api-key", "k")]));
+        check(json!({"headers": {"X-A": "1", "X-B": "2"}}), Ok(vec![("x-a", "1"), ("x-b", "2")]));
+        check(json!({"type": "bearer"}), Err("bearer auth needs token"));
+        check(json!({"type": "digest", "token": "t"}), Err("type must be bearer, basic, header or apiKey"));
+        check(
+            json!({"type": "header", "headerName": "bad name", "headerValue": "v"}),
+            Err("a header name is not valid"),
+        );
+        check(json!({"headers": {"X-A": "line\nbreak"}}), Err("a header value is not valid"));
+    }
+}

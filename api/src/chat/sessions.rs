@@ -1,0 +1,91 @@
+//! Chat's settings and what it holds in memory: each open session's
+//! authentication for its agent (never stored, never logged; dropped when
+//! the session ends or the api stops) and the bound on upstream calls.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use warp::http::HeaderMap;
+
+/// Chat's bounds and the client agents are called with.
+pub struct Chat {
+    /// Connect and read timeouts are set on it.
+    pub client: reqwest::Client,
+    /// Largest message a client may send, in bytes.
+    pub max_message_bytes: usize,
+    /// Largest answer read from an agent (a card, a reply, a whole stream).
+    pub max_answer_bytes: usize,
+    /// Whether history is kept and answered (`GET …/history`).
+    pub history_enabled: bool,
+    /// History kept when a session asks for none in particular, and the
+    /// most kept without credits.
+    pub history_ttl: Duration,
+    /// The most history a session may ask for (with credits).
+    pub max_history_ttl: Duration,
+    /// Messages answered in a history and sent to agents that take one.
+    pub max_history_entries: usize,
+    /// Sessions one account may have open.
+    pub max_sessions: i64,
+    /// Calls to agents in flight at once; past it, 503.
+    pub upstream: std::sync::Arc<tokio::sync::Semaphore>,
+    auth: Mutex<HashMap<String, HeaderMap>>,
+}
+
+/// Chat's settings, as parsed from the flags.
+pub struct Settings {
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub max_message_bytes: usize,
+    pub max_answer_bytes: usize,
+    pub history_enabled: bool,
+    pub history_ttl: Duration,
+    pub max_history_ttl: Duration,
+    pub max_history_entries: usize,
+    pub max_sessions: i64,
+    pub max_upstream: usize,
+}
+
+impl Chat {
+    pub fn new(settings: Settings) -> anyhow::Result<Chat> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .read_timeout(settings.read_timeout)
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .build()?;
+        Ok(Chat {
+            client,
+            max_message_bytes: settings.max_message_bytes,
+            max_answer_bytes: settings.max_answer_bytes,
+            history_enabled: settings.history_enabled,
+            history_ttl: settings.history_ttl,
+            max_history_ttl: settings.max_history_ttl.max(settings.history_ttl),
+            max_history_entries: settings.max_history_entries.max(1),
+            max_sessions: settings.max_sessions.max(1),
+            upstream: std::sync::Arc::new(tokio::sync::Semaphore::new(settings.max_upstream.max(1))),
+            auth: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Holds `headers` for the session's calls.
+    pub fn hold_auth(&self, session: &str, headers: HeaderMap) {
+        if !headers.is_empty() {
+            self.auth.lock().unwrap().insert(session.to_string(), headers);
+        }
+    }
+
+    /// The session's headers (none when it has none, or after a restart).
+    pub fn auth(&self, session: &str) -> HeaderMap {
+        self.auth.lock().unwrap().get(session).cloned().unwrap_or_default()
+    }
+
+    /// Forgets the session's authentication.
+    pub fn forget(&self, session: &str) {
+        self.auth.lock().unwrap().remove(session);
+    }
+
+    /// Sessions whose authentication is held.
+    pub fn held(&self) -> usize {
+        self.auth.lock().unwrap().len()
+    }
+}

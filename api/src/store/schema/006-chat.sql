@@ -1,0 +1,20 @@
+-- The live store, version 6: chat sessions as the broker relays them.
+-- Authentication a session forwards to its agent is never stored: it is
+-- held in memory for the session's life.
+
+-- How the agent is reached (JSON: the adapter and its endpoint), its
+-- conversation id, the session's history window and visibility.
+ALTER TABLE chat_sessions ADD COLUMN agent_url TEXT;
+ALTER TABLE chat_sessions ADD COLUMN target TEXT;
+ALTER TABLE chat_sessions ADD COLUMN agent TEXT;
+ALTER TABLE chat_sessions ADD COLUMN context_id TEXT;
+ALTER TABLE chat_sessions ADD COLUMN history_ttl INTEGER NOT NULL DEFAULT 86400;
+ALTER TABLE chat_sessions ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private';
+ALTER TABLE chat_sessions ADD COLUMN sender_uaid TEXT;
+ALTER TABLE chat_sessions ADD COLUMN last_activity_at INTEGER;
+CREATE INDEX chat_sessions_by_account ON chat_sessions (account_id) WHERE ended_at IS NULL;
+
+-- A message's public id and the envelope of an encrypted one (kept and
+-- returned unchanged).
+ALTER TABLE chat_messages ADD COLUMN message_id TEXT;
+ALTER TABLE chat_messages ADD COLUMN cipher_envelope TEXT;
