@@ -2,6 +2,7 @@
 //! node on loopback ([`mirror`]), and the project's binaries run as child
 //! processes ([`process`]).
 
+pub mod agents;
 pub mod card;
 pub mod datagen;
 pub mod embeddings;
@@ -99,6 +100,19 @@ where
     F::Extract: warp::Reply,
 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+    serve_listener(listener, filter)
+}
+
+/// Serves `filter` on `listener` (bound by a caller that needed its
+/// address first) until the sender is used or dropped.
+pub fn serve_listener<F>(
+    listener: tokio::net::TcpListener,
+    filter: F,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>)
+where
+    F: warp::Filter<Error = warp::Rejection> + Clone + Send + Sync + 'static,
+    F::Extract: warp::Reply,
+{
     let addr = listener.local_addr().expect("a bound address");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(

@@ -10,8 +10,8 @@
 use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
 
-use super::relay::{Chunk, Failure, Reply, Turn};
 use super::sse;
+use super::turn::{Chunk, Failure, Reply, Turn};
 
 /// The protocol version of an interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub async fn discover(client: &reqwest::Client, base: &str, max_bytes: usize) ->
     if !response.status().is_success() {
         return Err(Failure::Refused(format!("the agent card at {url} answered {}", response.status())));
     }
-    let body = super::relay::read_bounded(response, max_bytes).await?;
+    let body = super::turn::read_bounded(response, max_bytes).await?;
     let card: Value =
         serde_json::from_slice(&body).map_err(|_| Failure::Garbage(format!("the agent card at {url} is not JSON")))?;
     read_card(&card, &url)
@@ -238,7 +238,7 @@ pub async fn send(client: &reqwest::Client, card: &Card, turn: &Turn<'_>, max_by
     if !response.status().is_success() {
         return Err(Failure::Refused(format!("the agent answered {}", response.status())));
     }
-    let bytes = super::relay::read_bounded(response, max_bytes).await?;
+    let bytes = super::turn::read_bounded(response, max_bytes).await?;
     let answer: Value =
         serde_json::from_slice(&bytes).map_err(|_| Failure::Garbage("the agent's answer is not JSON".into()))?;
     if let Some(error) = rpc_error(&answer) {
@@ -278,7 +278,7 @@ pub async fn stream(
         .is_some_and(|t| t.starts_with("text/event-stream"));
     if !is_sse {
         // Some agents answer a stream request with one JSON answer.
-        let bytes = super::relay::read_bounded(response, max_bytes).await?;
+        let bytes = super::turn::read_bounded(response, max_bytes).await?;
         let answer: Value =
             serde_json::from_slice(&bytes).map_err(|_| Failure::Garbage("the agent's answer is not JSON".into()))?;
         if let Some(error) = rpc_error(&answer) {

@@ -11,6 +11,7 @@ pub mod a2a;
 pub mod relay;
 pub mod sessions;
 pub mod sse;
+pub mod turn;
 
 use futures_util::StreamExt;
 use serde::Deserialize;

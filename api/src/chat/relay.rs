@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use warp::http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::a2a;
+pub use super::turn::{read_bounded, Chunk, Failure, Reply, Turn};
 
 /// How the broker reaches an agent.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,94 +48,6 @@ pub const ADAPTERS: &[Adapter] = &[
         description: "plain HTTP: POST {message, sessionId, history} as JSON, the reply's text from JSON or text/plain",
     },
 ];
-
-/// A turn as relayed.
-pub struct Turn<'a> {
-    pub text: &'a str,
-    pub session: &'a str,
-    /// The agent's conversation id from an earlier turn (A2A `contextId`).
-    pub context: Option<&'a str>,
-    /// Earlier messages, oldest first (role, text), for agents that take them.
-    pub history: &'a [(String, String)],
-    /// The session's authentication headers.
-    pub headers: &'a HeaderMap,
-}
-
-/// An agent's whole reply.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reply {
-    pub text: String,
-    pub context: Option<String>,
-    /// The agent's answer as received (JSON), where there is one.
-    pub raw: Value,
-}
-
-/// A piece of a streamed reply.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Chunk {
-    Text(String),
-    Done(Reply),
-}
-
-/// Why a relay failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// The agent could not be reached (connect, timeout).
-    Unreachable(String),
-    /// It answered with an error.
-    Refused(String),
-    /// It answered something that is not its protocol.
-    Garbage(String),
-    /// Its stream stopped midway.
-    Cut(String),
-    /// Nothing here speaks its protocol.
-    Unsupported(String),
-}
-
-impl Failure {
-    pub fn unreachable(url: &str, error: &reqwest::Error) -> Failure {
-        let what = if error.is_timeout() { "did not answer in time" } else { "cannot be reached" };
-        Failure::Unreachable(format!("the agent at {url} {what}"))
-    }
-
-    pub fn message(&self) -> &str {
-        match self {
-            Failure::Unreachable(m)
-            | Failure::Refused(m)
-            | Failure::Garbage(m)
-            | Failure::Cut(m)
-            | Failure::Unsupported(m) => m,
-        }
-    }
-
-    /// The error code answered.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Failure::Unreachable(_) => "agent_unreachable",
-            Failure::Refused(_) => "agent_error",
-            Failure::Garbage(_) => "agent_bad_answer",
-            Failure::Cut(_) => "agent_stream_cut",
-            Failure::Unsupported(_) => "chat_not_supported",
-        }
-    }
-}
-
-/// A body read up to `max` bytes (an agent that sends more is refused).
-pub async fn read_bounded(response: reqwest::Response, max: usize) -> Result<bytes::Bytes, Failure> {
-    if response.content_length().is_some_and(|n| n > max as u64) {
-        return Err(Failure::Garbage(format!("the agent's answer is larger than {max} bytes")));
-    }
-    let mut body = bytes::BytesMut::new();
-    let mut chunks = response.bytes_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|e| Failure::Cut(format!("the agent's answer broke off: {e}")))?;
-        if body.len() + chunk.len() > max {
-            return Err(Failure::Garbage(format!("the agent's answer is larger than {max} bytes")));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
-}
 
 /// Finds how to reach an agent from its endpoints (name to URL), in the
 /// order of [`ADAPTERS`]: an A2A agent's card is fetched now.

@@ -116,7 +116,7 @@ mod tests {
         let written = event(&serde_json::json!({"type": "event", "content": {"kind": "message", "text": "a\nb"}}));
         assert_eq!(
             &written[..],
-            b"data: {\"type\":\"event\",\"content\":{\"kind\":\"message\",\"text\":\"a\\nb\"}}\n\n"
+            b"data: {\"content\":{\"kind\":\"message\",\"text\":\"a\\nb\"},\"type\":\"event\"}\n\n"
         );
         let mut decoder = Decoder::new(1024);
         let read = decoder.feed(&written).unwrap();

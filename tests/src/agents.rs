@@ -1,0 +1,198 @@
+//! Agents for the chat tests, on 127.0.0.1: the api's own demo agents
+//! (A2A 1.0 with streaming, strict about the version header and the
+//! message shape; plain HTTP), an A2A 0.3 agent as older servers speak
+//! it, and agents that misbehave as real ones do: one that answers
+//! garbage, one that never answers, one whose stream breaks midway, and
+//! one whose stream is slow (it counts streams dropped before their end).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use warp::http::Response;
+use warp::Filter;
+
+/// How an agent behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The api's demo A2A agent (1.0, streams word by word).
+    Echo,
+    /// The api's demo plain HTTP agent, at `/chat`.
+    Plain,
+    /// An A2A 0.3 agent: `message/send`, `message/stream`, `kind` fields.
+    V03,
+    /// A card, then answers that are not JSON-RPC.
+    Garbage,
+    /// A card, then no answer at all.
+    Silent,
+    /// A stream that breaks after two events.
+    Cut,
+    /// A stream of one event a second, for a minute.
+    Slow,
+}
+
+pub struct Agent {
+    pub addr: SocketAddr,
+    /// Streams the agent began and that were dropped before their end.
+    pub dropped: Arc<AtomicUsize>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Agent {
+    pub async fn start(kind: Kind) -> Agent {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let (addr, tx) = match kind {
+            Kind::Echo => crate::serve_listener(listener, api::demo::a2a(url, Duration::from_millis(5))),
+            Kind::Plain => crate::serve_listener(listener, api::demo::plain()),
+            _ => crate::serve_listener(listener, misbehaving(kind, url, dropped.clone())),
+        };
+        Agent { addr, dropped, shutdown: Some(tx) }
+    }
+
+    /// The agent's base URL (its card is under it).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+fn json_reply(body: &Value) -> warp::reply::Response {
+    let mut response = Response::new(body.to_string().into());
+    response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+    response
+}
+
+fn sse<S>(events: S) -> warp::reply::Response
+where
+    S: futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + Sync + 'static,
+{
+    let mut response = warp::Reply::into_response(warp::reply::stream(events));
+    response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+    response
+}
+
+fn event(id: &Value, result: Value) -> Bytes {
+    Bytes::from(format!("data: {}\n\n", json!({"jsonrpc": "2.0", "id": id, "result": result})))
+}
+
+/// Counts a stream dropped before its end.
+struct Watch {
+    dropped: Arc<AtomicUsize>,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if !self.done.load(Ordering::SeqCst) {
+            self.dropped.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn misbehaving(
+    kind: Kind,
+    url: String,
+    dropped: Arc<AtomicUsize>,
+) -> impl Filter<Extract = (warp::reply::Response,), Error = warp::Rejection> + Clone {
+    let card = match kind {
+        Kind::V03 => json!({"name": "Old Agent", "description": "speaks A2A 0.3", "url": url, "protocolVersion": "0.3",
+            "preferredTransport": "JSONRPC", "capabilities": {"streaming": true}, "skills": []}),
+        _ => api::demo::card(&url),
+    };
+    let card = warp::path!(".well-known" / "agent-card.json").and(warp::get()).map(move || json_reply(&card));
+    let rpc = warp::path::end().and(warp::post()).and(warp::body::bytes()).then(move |body: Bytes| {
+        let dropped = dropped.clone();
+        async move {
+            let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+            let id = request["id"].clone();
+            let method = request["method"].as_str().unwrap_or_default().to_string();
+            let text: String = request["params"]["message"]["parts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["text"].as_str())
+                .collect();
+            match kind {
+                Kind::V03 => {
+                    let valid = request["params"]["message"]["kind"] == "message"
+                        && request["params"]["message"]["role"] == "user";
+                    if !valid {
+                        let error = json!({"code": -32602, "message": "Invalid params: a 0.3 message"});
+                        return json_reply(&json!({"jsonrpc": "2.0", "id": id, "error": error}));
+                    }
+                    let reply = api::demo::answer(&text);
+                    match method.as_str() {
+                        "message/send" => json_reply(&json!({"jsonrpc": "2.0", "id": id, "result": {"kind": "message",
+                            "messageId": "m1", "role": "agent", "contextId": "ctx-old",
+                            "parts": [{"kind": "text", "text": reply}]}})),
+                        "message/stream" => {
+                            let events = vec![
+                                Ok(event(&id, json!({"kind": "task", "id": "t1", "contextId": "ctx-old",
+                                    "status": {"state": "submitted"}}))),
+                                Ok(event(&id, json!({"kind": "artifact-update", "taskId": "t1", "contextId": "ctx-old",
+                                    "artifact": {"artifactId": "a", "parts": [{"kind": "text", "text": reply}]}}))),
+                                Ok(event(&id, json!({"kind": "status-update", "taskId": "t1", "contextId": "ctx-old",
+                                    "status": {"state": "completed"}, "final": true}))),
+                            ];
+                            sse(futures_util::stream::iter(events))
+                        }
+                        _ => json_reply(&json!({"jsonrpc": "2.0", "id": id,
+                            "error": {"code": -32601, "message": "Method not found"}})),
+                    }
+                }
+                Kind::Garbage => {
+                    let mut response = Response::new("<html>Service temporarily moved</html>".into());
+                    response.headers_mut().insert("content-type", "text/html".parse().unwrap());
+                    response
+                }
+                Kind::Silent => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    json_reply(&Value::Null)
+                }
+                Kind::Cut => {
+                    let events: Vec<Result<Bytes, std::io::Error>> = vec![
+                        Ok(event(&id, json!({"artifactUpdate": {"artifact": {"artifactId": "a", "parts": [{"text": "partial "}]}}}))),
+                        Ok(event(&id, json!({"artifactUpdate": {"artifact": {"artifactId": "a", "parts": [{"text": "answer"}]}, "append": true}}))),
+                        Err(std::io::Error::other("the agent fell over")),
+                    ];
+                    // Paced, so that the first events are on the wire before it breaks.
+                    let paced = futures_util::stream::unfold(events.into_iter(), |mut rest| async move {
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        rest.next().map(|item| (item, rest))
+                    });
+                    sse(paced)
+                }
+                _ => {
+                    // Slow: an event a second for a minute.
+                    let watch = Watch { dropped, done: false.into() };
+                    let events = futures_util::stream::unfold((0, watch, id), |(n, watch, id)| async move {
+                        if n == 60 {
+                            watch.done.store(true, Ordering::SeqCst);
+                            return None;
+                        }
+                        if n > 0 {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                        let result = json!({"artifactUpdate": {"artifact": {"artifactId": "a", "parts": [{"text": format!("{n} ")}]},
+                            "append": n > 0}});
+                        Some((Ok::<_, std::io::Error>(event(&id, result)), (n + 1, watch, id)))
+                    });
+                    sse(events)
+                }
+            }
+        }
+    });
+    card.or(rpc).unify()
+}

@@ -1,0 +1,263 @@
+//! Chat against the real api binary on loopback, with real agents on
+//! loopback: the reference client's chat calls; A2A 1.0 and 0.3 and plain
+//! HTTP agents; server-sent events byte for byte; agents that answer
+//! garbage, never answer, or break their stream; a client that leaves
+//! mid-stream; the bounds.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tests::agents::{Agent, Kind};
+use tests::live::Broker;
+
+/// Registers an agent reachable at `endpoint` by `protocol`: its UAID.
+async fn register(broker: &Broker, key: &str, name: &str, protocol: &str, endpoint: &str) -> String {
+    let body = json!({
+        "profile": {"version": "1.0", "type": 1, "display_name": name, "bio": format!("{name}, a test agent"),
+            "aiAgent": {"type": 1, "model": "rule-based", "capabilities": [0]}},
+        "endpoint": endpoint,
+        "communicationProtocol": protocol,
+    });
+    let (status, answer) = broker.send("POST", "/api/v1/register", Some(key), Some(body)).await;
+    assert_eq!(status, 200, "{answer}");
+    answer["uaid"].as_str().unwrap().to_string()
+}
+
+async fn open(broker: &Broker, body: Value) -> (u16, Value) {
+    broker.send("POST", "/api/v1/chat/session", None, Some(body)).await
+}
+
+async fn say(broker: &Broker, session: &str, message: &str) -> (u16, Value) {
+    broker.send("POST", "/api/v1/chat/message", None, Some(json!({"sessionId": session, "message": message}))).await
+}
+
+/// `POST /chat/message` asking for events: the status, content type and
+/// the raw body.
+async fn stream(broker: &Broker, session: &str, message: &str) -> (u16, String, String) {
+    let response = broker
+        .client
+        .post(broker.api.url("/api/v1/chat/message"))
+        .header("accept", "text/event-stream")
+        .json(&json!({"sessionId": session, "message": message, "streaming": true}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let kind = response.headers()["content-type"].to_str().unwrap().to_string();
+    (status, kind, response.text().await.unwrap())
+}
+
+/// The events of a body: each exactly `data: <json>\n\n`.
+fn events(body: &str) -> Vec<Value> {
+    assert!(body.ends_with("\n\n"), "{body:?}");
+    body.split_terminator("\n\n")
+        .map(|event| {
+            let data = event.strip_prefix("data: ").unwrap_or_else(|| panic!("not one data line: {event:?}"));
+            assert!(!data.contains('\n'), "one line per event: {event:?}");
+            serde_json::from_str(data).unwrap()
+        })
+        .collect()
+}
+
+fn messages(broker: &Broker) -> i64 {
+    broker.rows("chat_messages")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_client_chats_with_an_a2a_agent_by_uaid_and_by_url() {
+    let echo = Agent::start(Kind::Echo).await;
+    let broker = Broker::start("chat-client", &[]);
+    let key = broker.sign_in("0.0.1001").await;
+    let uaid = register(&broker, &key, "Echo Test", "a2a", &echo.url()).await;
+    let base = format!("{}/", broker.api.base);
+    let results = tests::reference_client("chat.mjs", &[&base, &uaid, &echo.url()]).await;
+    let session = &results["createSession"]["value"];
+    assert_eq!(session["agent"]["name"], json!("Echo Test"));
+    assert_eq!(session["agent"]["capabilities"], json!({"protocol": "a2a", "streaming": true}));
+    // Optional fields are left out, never null.
+    let reply = &results["sendMessage"]["value"];
+    assert!(reply.as_object().unwrap().values().all(|v| !v.is_null()), "{reply}");
+    // The session ended: no more messages, its history still readable.
+    let id = session["sessionId"].as_str().unwrap();
+    let (status, answer) = say(&broker, id, "still there?").await;
+    assert_eq!((status, &answer["code"]), (404, &json!("session_ended")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn replies_stream_as_server_sent_events_and_each_protocol_is_relayed() {
+    let (echo, old, plain) =
+        (Agent::start(Kind::Echo).await, Agent::start(Kind::V03).await, Agent::start(Kind::Plain).await);
+    let broker = Broker::start("chat-stream", &[]);
+    let key = broker.sign_in("0.0.1001").await;
+    let uaid = register(&broker, &key, "Echo Stream", "a2a", &echo.url()).await;
+    let (_, session) = open(&broker, json!({"uaid": uaid})).await;
+    let id = session["sessionId"].as_str().unwrap();
+
+    let (status, kind, body) = stream(&broker, id, "three little words").await;
+    assert_eq!((status, kind.as_str()), (200, "text/event-stream"));
+    let events = events(&body);
+    let (last, chunks) = events.split_last().unwrap();
+    assert!(chunks.len() >= 4, "one event per word: {body}");
+    for chunk in chunks {
+        assert_eq!(
+            (&chunk["type"], &chunk["content"]["kind"], &chunk["content"]["final"]),
+            (&json!("event"), &json!("message"), &json!(false))
+        );
+    }
+    let said: String = chunks.iter().map(|c| c["content"]["text"].as_str().unwrap()).collect();
+    assert_eq!(said, "You said \"three little words\" (3 words).");
+    assert_eq!(
+        (&last["type"], &last["content"]["final"], &last["content"]["message"]),
+        (&json!("event"), &json!(true), &json!(said))
+    );
+    // The turn is stored once answered, the reply under the streamed id.
+    let (_, history) = broker.send("GET", &format!("/api/v1/chat/session/{id}/history"), None, None).await;
+    let entries = history["history"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!((&entries[1]["role"], &entries[1]["messageId"]), (&json!("agent"), &last["content"]["messageId"]));
+
+    // Without an Accept for events, `streaming` still answers one JSON.
+    let body = json!({"sessionId": id, "message": "json please", "streaming": true});
+    let (status, reply) = broker.send("POST", "/api/v1/chat/message", None, Some(body)).await;
+    assert_eq!((status, &reply["message"]), (200, &json!("You said \"json please\" (2 words).")));
+
+    // A2A 0.3, whole and streamed; a plain HTTP agent, which gets the history.
+    let (_, session) = open(&broker, json!({"agentUrl": old.url()})).await;
+    let old_id = session["sessionId"].as_str().unwrap();
+    assert_eq!(say(&broker, old_id, "old times").await.1["message"], json!("You said \"old times\" (2 words)."));
+    let (_, _, body) = stream(&broker, old_id, "old stream").await;
+    assert_eq!(tests_last(&body)["content"]["message"], json!("You said \"old stream\" (2 words)."));
+    let plain_uaid = register(&broker, &key, "Plain Test", "http", &format!("{}/chat", plain.url())).await;
+    let (_, session) = open(&broker, json!({"uaid": plain_uaid})).await;
+    let plain_id = session["sessionId"].as_str().unwrap();
+    say(&broker, plain_id, "first").await;
+    let (_, reply) = say(&broker, plain_id, "second").await;
+    assert_eq!(reply["rawResponse"]["turn"], json!(2), "the plain agent saw the first turn: {reply}");
+    // An agent reachable only over HCS-10 cannot be chatted with here.
+    let hcs10 = broker.send("GET", "/api/v1/search?protocols=hcs-10&limit=1", None, None).await.1;
+    let hcs10 = hcs10["hits"][0]["uaid"].as_str().unwrap().to_string();
+    let (status, answer) = open(&broker, json!({"uaid": hcs10})).await;
+    assert_eq!((status, &answer["code"]), (422, &json!("chat_not_supported")), "{answer}");
+}
+
+fn tests_last(body: &str) -> Value {
+    events(body).pop().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_that_fail_are_answered_clearly_and_store_nothing() {
+    let (garbage, silent, cut) =
+        (Agent::start(Kind::Garbage).await, Agent::start(Kind::Silent).await, Agent::start(Kind::Cut).await);
+    let broker =
+        Broker::start("chat-failures", &["--agent-read-timeout-ms", "400", "--agent-connect-timeout-ms", "400"]);
+    // Nobody listens on a port just freed.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let (status, answer) = open(&broker, json!({"agentUrl": closed})).await;
+    assert_eq!((status, &answer["code"]), (500, &json!("agent_unreachable")), "{answer}");
+    let (status, answer) = open(&broker, json!({"uaid": "uaid:aid:nothing;uid=0;registry=x;proto=a2a"})).await;
+    assert_eq!(status, 404, "{answer}");
+
+    for (agent, code) in [(&garbage, "agent_bad_answer"), (&silent, "agent_unreachable")] {
+        let (_, session) = open(&broker, json!({"agentUrl": agent.url()})).await;
+        let id = session["sessionId"].as_str().unwrap();
+        let (status, answer) = say(&broker, id, "hello?").await;
+        assert_eq!((status, &answer["code"]), (500, &json!(code)), "{answer}");
+    }
+    // A stream that breaks: the chunks sent, then an error event.
+    let (_, session) = open(&broker, json!({"agentUrl": cut.url()})).await;
+    let (status, _, body) = stream(&broker, session["sessionId"].as_str().unwrap(), "go").await;
+    assert_eq!(status, 200, "{body}");
+    let events = events(&body);
+    assert_eq!(events.len(), 3, "{body}");
+    assert_eq!(events[2]["type"], json!("error"));
+    assert_eq!(events[2]["content"]["code"], json!("agent_stream_cut"));
+    assert_eq!(messages(&broker), 0, "no turn was answered");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_leaves_mid_stream_stops_the_agent_and_leaves_nothing() {
+    let slow = Agent::start(Kind::Slow).await;
+    let broker = Broker::start("chat-leave", &["--chat-max-upstream", "1"]);
+    let (_, session) = open(&broker, json!({"agentUrl": slow.url()})).await;
+    let id = session["sessionId"].as_str().unwrap();
+    let mut response = broker
+        .client
+        .post(broker.api.url("/api/v1/chat/message"))
+        .header("accept", "text/event-stream")
+        .json(&json!({"sessionId": id, "message": "take your time", "streaming": true}))
+        .send()
+        .await
+        .unwrap();
+    let first = response.chunk().await.unwrap().unwrap();
+    assert!(first.starts_with(b"data: "), "{first:?}");
+    // The one upstream slot is taken meanwhile: another turn is refused.
+    let (status, busy) = say(&broker, id, "me too").await;
+    assert_eq!((status, &busy["code"]), (503, &json!("too_busy")));
+    drop(response);
+    for _ in 0..100 {
+        if slow.dropped.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(slow.dropped.load(Ordering::SeqCst), 1, "the agent's stream was closed");
+    assert_eq!(messages(&broker), 0, "nothing stored of the turn left");
+    // The slot is free again.
+    let (_, session) = open(&broker, json!({"agentUrl": slow.url()})).await;
+    assert!(session["sessionId"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bounds_history_and_billing_are_enforced() {
+    let echo = Agent::start(Kind::Echo).await;
+    let broker = Broker::start(
+        "chat-bounds",
+        &["--chat-max-message-bytes", "32", "--chat-max-sessions", "2", "--chat-history-ttl-secs", "3600"],
+    );
+    let key = broker.sign_in("0.0.1001").await;
+    let (_, session) = open(&broker, json!({"agentUrl": echo.url()})).await;
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    let (status, answer) = say(&broker, &id, &"x".repeat(33)).await;
+    assert_eq!((status, &answer["code"]), (413, &json!("message_too_large")));
+    let (status, answer) = say(&broker, &id, "  ").await;
+    assert_eq!((status, &answer["parameter"]), (400, &json!("message")));
+    for (body, status, code) in [
+        (json!({}), 400, "invalid_body"),
+        (json!({"uaid": "not a uaid"}), 400, "invalid_uaid"),
+        (json!({"agentUrl": "ftp://x"}), 400, "invalid_body"),
+        (json!({"agentUrl": echo.url(), "auth": {"type": "digest"}}), 400, "invalid_body"),
+        (json!({"agentUrl": echo.url(), "historyTtlSeconds": 0}), 400, "invalid_body"),
+        // Past the free hour: a payer is needed.
+        (json!({"agentUrl": echo.url(), "historyTtlSeconds": 7200}), 401, "auth_required"),
+    ] {
+        let (got, answer) = open(&broker, body.clone()).await;
+        assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{body}: {answer}");
+    }
+    // Billed: a day begun past the free window costs 2 credits.
+    let before = broker.balance(&key).await;
+    let body = json!({"agentUrl": echo.url(), "historyTtlSeconds": 3600 + 86_400 + 1});
+    let (status, session) = broker.send("POST", "/api/v1/chat/session", Some(&key), Some(body)).await;
+    assert_eq!((status, &session["historyTtlSeconds"]), (200, &json!(3600 + 86_400 + 1)), "{session}");
+    assert_eq!(broker.balance(&key).await, before - 4);
+    // Two sessions per account here.
+    let body = json!({"agentUrl": echo.url()});
+    assert_eq!(broker.send("POST", "/api/v1/chat/session", Some(&key), Some(body.clone())).await.0, 200);
+    let (status, answer) = broker.send("POST", "/api/v1/chat/session", Some(&key), Some(body)).await;
+    assert_eq!((status, &answer["code"]), (429, &json!("too_many_sessions")));
+    let (status, answer) = broker.send("GET", "/api/v1/chat/session/sess_none/history", None, None).await;
+    assert_eq!((status, &answer["code"]), (404, &json!("session_not_found")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_history_the_history_route_is_503() {
+    let echo = Agent::start(Kind::Echo).await;
+    let broker = Broker::start("chat-no-history", &["--chat-history", "false"]);
+    let (_, session) = open(&broker, json!({"agentUrl": echo.url()})).await;
+    let id = session["sessionId"].as_str().unwrap();
+    let (status, answer) = broker.send("GET", &format!("/api/v1/chat/session/{id}/history"), None, None).await;
+    assert_eq!((status, &answer["code"]), (503, &json!("history_disabled")));
+}
