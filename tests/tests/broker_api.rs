@@ -408,7 +408,7 @@ async fn catalog_queries_and_facets() {
     let (_, stats) = f.get("/api/v1/stats").await;
     assert_eq!(stats["totalAgents"], json!(f.sources.agents.len()));
     let (_, registries) = f.get("/api/v1/registries").await;
-    assert_eq!(registries["registries"].as_array().unwrap().len(), 7);
+    assert_eq!(registries["registries"].as_array().unwrap().len(), 8, "seven and almanac, the demo agents'");
 }
 
 #[tokio::test(flavor = "multi_thread")]

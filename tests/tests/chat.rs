@@ -139,6 +139,35 @@ async fn replies_stream_as_server_sent_events_and_each_protocol_is_relayed() {
     let hcs10 = hcs10["hits"][0]["uaid"].as_str().unwrap().to_string();
     let (status, answer) = open(&broker, json!({"uaid": hcs10})).await;
     assert_eq!((status, &answer["code"]), (422, &json!("chat_not_supported")), "{answer}");
+    // And the build says so: search and the adapter details, from the
+    // table the relay dispatches on.
+    let (mut yes, mut no) = (0, 0);
+    for page in 1..=4 {
+        let (_, found) = broker.send("GET", &format!("/api/v1/search?limit=100&page={page}"), None, None).await;
+        for hit in found["hits"].as_array().unwrap() {
+            let endpoints = hit["endpoints"].as_object().unwrap();
+            let chattable = endpoints.contains_key("a2a") || endpoints.contains_key("http");
+            assert_eq!(
+                (&hit["communicationSupported"], &hit["routingSupported"]),
+                (&json!(chattable), &json!(chattable)),
+                "{hit}"
+            );
+            if chattable {
+                yes += 1
+            } else {
+                no += 1
+            }
+        }
+    }
+    assert!(yes > 100 && no > 50, "{yes} chattable, {no} not");
+    let (_, details) = broker.send("GET", "/api/v1/adapters/details", None, None).await;
+    let profile = |id: &str| {
+        let adapter = details["adapters"].as_array().unwrap().iter().find(|a| a["id"] == id).unwrap().clone();
+        (adapter["chatProfile"]["supportsChat"].clone(), adapter["chatProfile"]["streaming"].clone())
+    };
+    assert_eq!(profile("a2a-adapter"), (json!(true), json!(true)));
+    assert_eq!(profile("http-adapter"), (json!(true), json!(false)));
+    assert_eq!(profile("hcs10-adapter"), (json!(false), Value::Null));
 }
 
 fn tests_last(body: &str) -> Value {

@@ -23,31 +23,10 @@ pub enum Target {
     },
 }
 
-/// An adapter this deployment has: the endpoint name an agent record
-/// uses for it, and what it supports.
-pub struct Adapter {
-    pub endpoint: &'static str,
-    pub protocol: &'static str,
-    pub streaming: bool,
-    pub description: &'static str,
-}
-
-/// The adapters, in the order an agent's endpoints are tried.
-pub const ADAPTERS: &[Adapter] = &[
-    Adapter {
-        endpoint: "a2a",
-        protocol: "a2a",
-        streaming: true,
-        description:
-            "A2A 1.0 (SendMessage, SendStreamingMessage) or 0.3 (message/send, message/stream), from the agent card",
-    },
-    Adapter {
-        endpoint: "http",
-        protocol: "http",
-        streaming: false,
-        description: "plain HTTP: POST {message, sessionId, history} as JSON, the reply's text from JSON or text/plain",
-    },
-];
+/// The adapters, in the order an agent's endpoints are tried: the
+/// generator's table, from which the build marks agents chattable and
+/// describes `/adapters/details`.
+pub use almanac::broker::chat::{ChatAdapter, CHAT_ADAPTERS as ADAPTERS};
 
 /// Finds how to reach an agent from its endpoints (name to URL), in the
 /// order of [`ADAPTERS`]: an A2A agent's card is fetched now.
@@ -56,11 +35,12 @@ pub async fn target(
     endpoints: &std::collections::BTreeMap<String, String>,
     max_bytes: usize,
 ) -> Result<Target, Failure> {
-    for adapter in ADAPTERS {
-        let Some(url) = endpoints.get(adapter.endpoint) else { continue };
+    if let Some(adapter) = almanac::broker::chat::adapter_for(endpoints.keys().map(String::as_str)) {
+        let url = &endpoints[adapter.endpoint];
         return match adapter.endpoint {
             "a2a" => Ok(Target::A2a(a2a::discover(client, url, max_bytes).await?)),
-            _ => Ok(Target::Plain { url: url.clone() }),
+            "http" => Ok(Target::Plain { url: url.clone() }),
+            other => Err(Failure::Unsupported(format!("the {other} adapter is in the table but not here"))),
         };
     }
     let names: Vec<&str> = endpoints.keys().map(String::as_str).collect();

@@ -8,6 +8,7 @@
 
 pub mod bits;
 pub mod catalog;
+pub mod chat;
 pub mod embed;
 /// Deterministic agent indexes for tests and benchmarks: not part of a
 /// production build (the `datagen` feature, which the `tests` crate turns
@@ -291,6 +292,8 @@ pub fn load(dir: &Path) -> Result<Sources> {
     if demo.exists() {
         agents.extend(read_json::<AgentsFile>(&demo)?.agents);
     }
+    // Which agents can be chatted with is this deployment's to say.
+    chat::mark(&mut agents);
     let catalog: Catalog = read_json(&dir.join("catalog.json"))?;
     let feedback_path = dir.join("feedback.json");
     let feedback = match feedback_path.exists() {

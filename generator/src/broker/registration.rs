@@ -388,7 +388,6 @@ fn record(request: &Request, base: Base, catalog: &Catalog, now: &str) -> Result
         .ok_or_else(|| {
             Invalid::new("communicationProtocol", format!("no adapter of this broker speaks {}", base.protocol))
         })?;
-    let routable = catalog.protocols.iter().any(|p| p.id == base.protocol && p.routable);
     let mut endpoints = BTreeMap::new();
     if let Some(endpoint) = &request.endpoint {
         endpoints.insert(base.protocol.clone(), endpoint.clone());
@@ -399,7 +398,7 @@ fn record(request: &Request, base: Base, catalog: &Catalog, now: &str) -> Result
     if let Some(inbound) = &profile.inbound_topic_id {
         endpoints.insert("inboundTopic".into(), format!("hcs://{inbound}"));
     }
-    let reachable = !endpoints.is_empty();
+    let chattable = super::chat::adapter_for(endpoints.keys().map(String::as_str)).is_some();
     let mut capabilities = skills(profile);
     if profile.mcp_server.is_some() && profile.ai_agent.is_none() {
         capabilities.clear();
@@ -431,8 +430,8 @@ fn record(request: &Request, base: Base, catalog: &Catalog, now: &str) -> Result
         availability_status: "unknown".into(),
         verification_status: Verification::Registered,
         kind: if profile.kind == PROFILE_MCP_SERVER { AgentKind::McpServers } else { AgentKind::AiAgents },
-        communication_supported: routable && reachable,
-        routing_supported: routable && reachable,
+        communication_supported: chattable,
+        routing_supported: chattable,
         created_at: base.created_at,
         updated_at: now.to_string(),
         metadata: request.metadata.clone(),

@@ -113,7 +113,7 @@ pub fn files(sources: &Sources) -> Vec<File> {
         fixed(STATS, stats(agents), index_time),
         fixed(REGISTRIES, json!({"registries": registries(agents)}), index_time),
         fixed(ADAPTERS, json!({"adapters": adapters}), both),
-        fixed(ADAPTER_DETAILS, json!({"adapters": catalog.adapters}), catalog_time),
+        fixed(ADAPTER_DETAILS, json!({"adapters": super::chat::describe(&catalog.adapters)}), catalog_time),
         fixed(CATEGORIES, json!({"categories": catalog.adapter_registry.categories}), catalog_time),
         fixed(REGISTRY_ADAPTERS, registry_adapters(catalog, &EntryQuery::default()), catalog_time),
         fixed(PROVIDERS, providers(catalog), catalog_time),
