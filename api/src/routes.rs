@@ -129,6 +129,10 @@ impl Endpoint {
         self.operation(Method::PUT, name, handler, body, cache)
     }
 
+    fn patch(self, name: &'static str, handler: Handler, body: BodyLimit, cache: Cache) -> Endpoint {
+        self.operation(Method::PATCH, name, handler, body, cache)
+    }
+
     fn delete(self, name: &'static str, handler: Handler, cache: Cache) -> Endpoint {
         self.operation(Method::DELETE, name, handler, BodyLimit::None, cache)
     }
@@ -338,9 +342,19 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/chat/message")
             .post("sendChatMessage", handler!(crate::chat::message), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Optional),
-        Endpoint::new("/api/v1/chat/session/{sessionId}").delete(
-            "endChatSession",
-            handler!(crate::chat::end),
+        Endpoint::new("/api/v1/chat/session/{sessionId}")
+            .delete("endChatSession", handler!(crate::chat::end), Cache::NoStore)
+            .patch("updateChatVisibility", handler!(crate::chat::members::visibility), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/chat/session/{sessionId}/meta")
+            .get("chatSessionMeta", handler!(crate::chat::members::meta), Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/chat/session/{sessionId}/invite")
+            .post("inviteToChat", handler!(crate::chat::members::invite), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/chat/public").get(
+            "publicChatSessions",
+            handler!(crate::chat::members::public),
             Cache::NoStore,
         ),
         Endpoint::new("/api/v1/chat/session/{sessionId}/history").get(

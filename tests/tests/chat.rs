@@ -290,3 +290,119 @@ async fn without_history_the_history_route_is_503() {
     let (status, answer) = broker.send("GET", &format!("/api/v1/chat/session/{id}/history"), None, None).await;
     assert_eq!((status, &answer["code"]), (503, &json!("history_disabled")));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_are_shared_by_visibility_and_invitation_and_sends_are_idempotent() {
+    let echo = Agent::start(Kind::Echo).await;
+    let broker = Broker::start("chat-members", &[]);
+    let owner = broker.sign_in("0.0.1001").await;
+    let other = broker.sign_in("0.0.1002").await;
+    let agent = register(&broker, &owner, "Shared Echo", "a2a", &echo.url()).await;
+    let sender = register(&broker, &owner, "My Assistant", "a2a", &echo.url()).await;
+    let guest = register(&broker, &other, "Guest Agent", "a2a", &echo.url()).await;
+    let (status, session) = broker
+        .send("POST", "/api/v1/chat/session", Some(&owner), Some(json!({"uaid": agent, "senderUaid": sender})))
+        .await;
+    assert_eq!(status, 200, "{session}");
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    let enc = |s: &str| almanac::broker::render::segment(s);
+    let meta = format!("/api/v1/chat/session/{id}/meta");
+    let with_sender = format!("{meta}?senderUaid={}", enc(&sender));
+
+    // A private session's metadata: the member asking, signed in, owning it.
+    for (path, key, status) in [
+        (meta.clone(), None, 400),
+        (with_sender.clone(), None, 401),
+        (with_sender.clone(), Some(other.as_str()), 403),
+        (format!("{meta}?senderUaid={}", enc(&guest)), Some(other.as_str()), 403),
+        (with_sender.clone(), Some(owner.as_str()), 200),
+        ("/api/v1/chat/session/sess_none/meta".to_string(), None, 404),
+    ] {
+        let (got, answer) = broker.send("GET", &path, key, None).await;
+        assert_eq!(got, status, "{path} {key:?}: {answer}");
+    }
+    let (_, held) = broker.send("GET", &with_sender, Some(&owner), None).await;
+    let members: Vec<&str> = held["members"].as_array().unwrap().iter().map(|m| m["uaid"].as_str().unwrap()).collect();
+    assert_eq!(members.len(), 2);
+    assert!(members.contains(&agent.as_str()) && members.contains(&sender.as_str()));
+    assert_eq!((&held["visibility"], &held["title"]), (&json!("private"), &json!("Shared Echo")));
+
+    // Visibility: only an owned member may change it.
+    let path = format!("/api/v1/chat/session/{id}");
+    let public = json!({"senderUaid": sender, "visibility": "public"});
+    for (key, body, status) in [
+        (None, public.clone(), 401),
+        (Some(other.as_str()), public.clone(), 403),
+        (Some(owner.as_str()), json!({"senderUaid": sender, "visibility": "secret"}), 400),
+        (Some(owner.as_str()), json!({"senderUaid": "nope", "visibility": "public"}), 400),
+    ] {
+        let (got, answer) = broker.send("PATCH", &path, key, Some(body.clone())).await;
+        assert_eq!(got, status, "{body}: {answer}");
+    }
+    assert_eq!(broker.send("GET", &meta, None, None).await.0, 400, "still private");
+    let (status, changed) = broker.send("PATCH", &path, Some(&owner), Some(public)).await;
+    assert_eq!((status, &changed["visibility"]), (200, &json!("public")));
+    assert_eq!(broker.send("GET", &meta, None, None).await.0, 200, "public: anyone reads it");
+
+    // A turn before the invite, then the guest invited to what follows.
+    say(&broker, &id, "before the guest").await;
+    let invite = format!("/api/v1/chat/session/{id}/invite");
+    let body = json!({"senderUaid": sender, "uaid": guest, "historyScope": "since_invite"});
+    assert_eq!(broker.send("POST", &invite, Some(&other), Some(body.clone())).await.0, 403);
+    let (status, invited) = broker.send("POST", &invite, Some(&owner), Some(body)).await;
+    assert_eq!((status, invited["members"].as_array().unwrap().len()), (200, 3), "{invited}");
+    say(&broker, &id, "after the guest").await;
+    let history = |member: &str| format!("/api/v1/chat/session/{id}/history?senderUaid={}", enc(member));
+    let (_, all) = broker.send("GET", &history(&sender), None, None).await;
+    let (_, since) = broker.send("GET", &history(&guest), None, None).await;
+    assert_eq!((all["history"].as_array().unwrap().len(), since["history"].as_array().unwrap().len()), (4, 2));
+    assert_eq!(since["history"][0]["content"], json!("after the guest"));
+    let stranger = "uaid:aid:stranger;uid=0;registry=x;proto=a2a";
+    assert_eq!(broker.send("GET", &history(stranger), None, None).await.0, 403);
+
+    // The public listing: paged by cursor, searched by id, member and title.
+    for _ in 0..2 {
+        let (_, more) = broker
+            .send("POST", "/api/v1/chat/session", Some(&owner), Some(json!({"uaid": agent, "senderUaid": sender})))
+            .await;
+        let more_id = more["sessionId"].as_str().unwrap();
+        let body = json!({"senderUaid": sender, "visibility": "public"});
+        assert_eq!(
+            broker.send("PATCH", &format!("/api/v1/chat/session/{more_id}"), Some(&owner), Some(body)).await.0,
+            200
+        );
+    }
+    let (_, first) = broker.send("GET", "/api/v1/chat/public?limit=2", None, None).await;
+    let (_, second) = broker
+        .send(
+            "GET",
+            &format!("/api/v1/chat/public?limit=2&cursor={}", first["nextCursor"].as_str().unwrap()),
+            None,
+            None,
+        )
+        .await;
+    let ids: Vec<&str> = first["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second["sessions"].as_array().unwrap())
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{first} {second}");
+    assert!(second.get("nextCursor").is_none() && ids.contains(&id.as_str()));
+    for (q, found) in [(guest.as_str(), 1), ("shared echo", 3), ("SHARED", 3), (&id[5..15], 1), ("zzz", 0)] {
+        let (_, page) = broker.send("GET", &format!("/api/v1/chat/public?q={}", enc(q)), None, None).await;
+        assert_eq!(page["sessions"].as_array().unwrap().len(), found, "{q}: {page}");
+    }
+    for query in ["limit=0", "limit=101", "cursor=@@", "limit=x"] {
+        assert_eq!(broker.send("GET", &format!("/api/v1/chat/public?{query}"), None, None).await.0, 400, "{query}");
+    }
+
+    // A retried send with the same key: the first answer, one turn stored.
+    let before = messages(&broker);
+    let body = json!({"sessionId": id, "message": "only once", "idempotencyKey": "retry-1"});
+    let (_, first) = broker.send("POST", "/api/v1/chat/message", None, Some(body.clone())).await;
+    let (_, again) = broker.send("POST", "/api/v1/chat/message", None, Some(body)).await;
+    assert_eq!(first, again);
+    assert_eq!(messages(&broker), before + 2);
+}

@@ -8,6 +8,7 @@
 //! nothing.
 
 pub mod a2a;
+pub mod members;
 pub mod relay;
 pub mod sessions;
 pub mod sse;
@@ -44,6 +45,9 @@ struct MessageRequest {
     session_id: Option<String>,
     agent_url: Option<String>,
     cipher_envelope: Option<Value>,
+    /// A retry with the same key gets the first answer; the agent is not
+    /// called twice (also as the `Idempotency-Key` header).
+    idempotency_key: Option<String>,
 }
 
 fn new_id(prefix: &str) -> String {
@@ -174,6 +178,9 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
         }
         (None, None) => return Err(Error::invalid_body("uaid or agentUrl: one is required").naming("uaid")),
     };
+    if body.sender_uaid.as_deref().is_some_and(|s| s.parse::<almanac::uaid::Uaid>().is_err()) {
+        return Err(Error::invalid_body("senderUaid: not a UAID").naming("senderUaid"));
+    }
     let account = request.principal.as_ref().and_then(|p| p.account.clone());
     // History past the free window is billed: a signed-in payer, and
     // credits for each day begun beyond it.
@@ -202,7 +209,9 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
         history_ttl: ttl,
         visibility: "private".into(),
         sender_uaid: body.sender_uaid.clone(),
+        title: agent["name"].as_str().map(String::from),
         created_at: store::now_ms(),
+        last_activity_at: store::now_ms(),
         ended_at: None,
     };
     let (held, bill) = (session.clone(), (price > 0).then(|| account.clone()).flatten());
@@ -306,6 +315,28 @@ pub async fn message(request: Request) -> Answer {
             open(&request, opening).await?.0
         }
     };
+    let key = body
+        .idempotency_key
+        .clone()
+        .or_else(|| request.headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(String::from))
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty());
+    if key.as_ref().is_some_and(|k| k.len() > 255) {
+        return Err(Error::invalid_body("idempotencyKey: at most 255 bytes").naming("idempotencyKey"));
+    }
+    let _claim = match &key {
+        None => None,
+        Some(key) => {
+            let (id, k) = (session.id.clone(), key.clone());
+            if let Some(answer) = request.app.store.read(move |conn| stored::sent(conn, &id, &k)).await? {
+                let answer: Value = serde_json::from_str(&answer).unwrap_or_default();
+                return Ok(reply::json(&answer));
+            }
+            Some(chat.claim(&session.id, key).ok_or_else(|| {
+                Error::new(StatusCode::CONFLICT, "send_in_progress", "a send with this idempotency key is in progress")
+            })?)
+        }
+    };
     let target = target_of(&session.target)?;
     let mut headers = chat.auth(&session.id);
     if let (Some(auth), Some(_)) = (&body.auth, &body.session_id) {
@@ -342,7 +373,7 @@ pub async fn message(request: Request) -> Answer {
     if !streaming {
         let reply = relay::send(&chat.client, &target, &turn, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
         drop(permit);
-        let answer = finish(&request.app, &session, user, &reply, new_id("msg_")).await?;
+        let answer = finish(&request.app, &session, user, &reply, new_id("msg_"), key.as_deref()).await?;
         return Ok(reply::json(&answer));
     }
     let upstream = relay::stream(&chat.client, &target, &turn, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
@@ -353,8 +384,10 @@ pub async fn message(request: Request) -> Answer {
     // leaves, the channel closes: the task drops the agent's stream (its
     // connection closes), returns the permit, and stores nothing.
     let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
+    let claim = _claim;
     tokio::spawn(async move {
         let _permit = permit;
+        let _claim = claim;
         let mut upstream = upstream;
         let mut user = Some(user);
         loop {
@@ -373,7 +406,7 @@ pub async fn message(request: Request) -> Answer {
                         return;
                     }
                     let user = user.take().expect("one reply per turn");
-                    let event = match finish(&app, &session, user, &reply, message_id.clone()).await {
+                    let event = match finish(&app, &session, user, &reply, message_id.clone(), key.as_deref()).await {
                         Ok(mut answer) => {
                             answer["kind"] = json!("message");
                             answer["messageId"] = json!(message_id);
@@ -414,6 +447,7 @@ async fn finish(
     user: stored::Message,
     reply: &relay::Reply,
     message_id: String,
+    key: Option<&str>,
 ) -> Result<Value, Error> {
     let agent = stored::Message {
         message_id,
@@ -422,11 +456,6 @@ async fn finish(
         cipher_envelope: None,
         created_at: store::now_ms().max(user.created_at),
     };
-    let (id, context, messages) = (session.id.clone(), reply.context.clone(), vec![user, agent.clone()]);
-    let stored = app.store.write(move |conn| stored::turn(conn, &id, &messages, context.as_deref())).await?;
-    if !stored {
-        return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
-    }
     let mut answer = json!({
         "sessionId": session.id,
         "message": reply.text,
@@ -439,6 +468,18 @@ async fn finish(
     }
     if !reply.raw.is_null() {
         answer["rawResponse"] = reply.raw.clone();
+    }
+    let (id, context, messages) = (session.id.clone(), reply.context.clone(), vec![user, agent.clone()]);
+    let sent = key.map(|k| (k.to_string(), answer.to_string()));
+    let stored = app
+        .store
+        .write(move |conn| {
+            let sent = sent.as_ref().map(|(k, a)| (k.as_str(), a.as_str()));
+            stored::turn(conn, &id, &messages, context.as_deref(), sent)
+        })
+        .await?;
+    if !stored {
+        return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
     }
     Ok(answer)
 }
@@ -455,7 +496,17 @@ pub async fn history(request: Request) -> Answer {
     let found = request.app.store.read(move |conn| stored::session(conn, &key)).await?;
     let session =
         found.ok_or_else(|| Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}")))?;
-    let since = store::now_ms() - session.history_ttl * 1000;
+    let mut since = store::now_ms() - session.history_ttl * 1000;
+    // A member invited to see only what followed the invite sees that.
+    if let Some(member) = request.query_value("senderUaid")? {
+        let key = id.clone();
+        let members = request.app.store.read(move |conn| stored::members(conn, &key)).await?;
+        match members.iter().find(|m| m.uaid == member) {
+            Some(m) if m.history_scope == "since_invite" => since = since.max(m.invited_at),
+            Some(_) => {}
+            None => return Err(Error::forbidden("senderUaid is not a member of the session")),
+        }
+    }
     let limit = chat.max_history_entries;
     let messages = request.app.store.read(move |conn| stored::history(conn, &id, since, limit)).await?;
     Ok(reply::json(&json!({

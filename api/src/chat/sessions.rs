@@ -30,6 +30,20 @@ pub struct Chat {
     /// Calls to agents in flight at once; past it, 503.
     pub upstream: std::sync::Arc<tokio::sync::Semaphore>,
     auth: Mutex<HashMap<String, HeaderMap>>,
+    /// Sends with an idempotency key in flight (session, key).
+    in_flight: std::sync::Arc<Mutex<std::collections::HashSet<(String, String)>>>,
+}
+
+/// A send's claim on its idempotency key, released when dropped.
+pub struct Claim {
+    key: (String, String),
+    in_flight: std::sync::Arc<Mutex<std::collections::HashSet<(String, String)>>>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.in_flight.lock().unwrap().remove(&self.key);
+    }
 }
 
 /// Chat's settings, as parsed from the flags.
@@ -64,6 +78,7 @@ impl Chat {
             max_sessions: settings.max_sessions.max(1),
             upstream: std::sync::Arc::new(tokio::sync::Semaphore::new(settings.max_upstream.max(1))),
             auth: Mutex::new(HashMap::new()),
+            in_flight: Default::default(),
         })
     }
 
@@ -82,6 +97,13 @@ impl Chat {
     /// Forgets the session's authentication.
     pub fn forget(&self, session: &str) {
         self.auth.lock().unwrap().remove(session);
+    }
+
+    /// Claims `key` for a send in `session`; `None` while another send
+    /// with it is in flight.
+    pub fn claim(&self, session: &str, key: &str) -> Option<Claim> {
+        let key = (session.to_string(), key.to_string());
+        self.in_flight.lock().unwrap().insert(key.clone()).then(|| Claim { key, in_flight: self.in_flight.clone() })
     }
 
     /// Sessions whose authentication is held.

@@ -23,7 +23,10 @@ pub struct Session {
     pub history_ttl: i64,
     pub visibility: String,
     pub sender_uaid: Option<String>,
+    /// What a public listing calls it (the agent's name).
+    pub title: Option<String>,
     pub created_at: i64,
+    pub last_activity_at: i64,
     pub ended_at: Option<i64>,
 }
 
@@ -41,8 +44,8 @@ pub struct Message {
 pub fn open(conn: &Connection, s: &Session) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO chat_sessions (id, uaid, agent_url, target, agent, account_id, context_id, history_ttl,
-             visibility, sender_uaid, created_at, last_activity_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
+             visibility, sender_uaid, title, created_at, last_activity_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)",
         params![
             s.id,
             s.uaid,
@@ -54,38 +57,129 @@ pub fn open(conn: &Connection, s: &Session) -> Result<(), Failure> {
             s.history_ttl,
             s.visibility,
             s.sender_uaid,
+            s.title,
             s.created_at
         ],
     )?;
+    // Its first members: the agent and the sender, each seeing everything.
+    for uaid in [Some(&s.uaid), s.sender_uaid.as_ref()].into_iter().flatten().filter(|u| !u.is_empty()) {
+        conn.execute(
+            "INSERT OR IGNORE INTO chat_members (session_id, uaid, invited_at, history_scope) VALUES (?1, ?2, ?3, 'all')",
+            params![s.id, uaid, s.created_at],
+        )?;
+    }
     Ok(())
 }
 
 pub fn session(conn: &Connection, id: &str) -> Result<Option<Session>, Failure> {
-    let found = conn
-        .query_row(
-            "SELECT id, uaid, agent_url, COALESCE(target, ''), COALESCE(agent, '{}'), account_id, context_id,
-                    history_ttl, visibility, sender_uaid, created_at, ended_at
-             FROM chat_sessions WHERE id = ?1",
-            [id],
-            |r| {
-                Ok(Session {
-                    id: r.get(0)?,
-                    uaid: r.get(1)?,
-                    agent_url: r.get(2)?,
-                    target: r.get(3)?,
-                    agent: r.get(4)?,
-                    account: r.get(5)?,
-                    context: r.get(6)?,
-                    history_ttl: r.get(7)?,
-                    visibility: r.get(8)?,
-                    sender_uaid: r.get(9)?,
-                    created_at: r.get(10)?,
-                    ended_at: r.get(11)?,
-                })
-            },
-        )
-        .optional()?;
+    let found = conn.query_row(&format!("{SESSION} WHERE id = ?1"), [id], session_row).optional()?;
     Ok(found)
+}
+
+const SESSION: &str = "SELECT id, uaid, agent_url, COALESCE(target, ''), COALESCE(agent, '{}'), account_id,
+    context_id, history_ttl, visibility, sender_uaid, title, created_at, COALESCE(last_activity_at, created_at),
+    ended_at FROM chat_sessions";
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Session> {
+    Ok(Session {
+        id: r.get(0)?,
+        uaid: r.get(1)?,
+        agent_url: r.get(2)?,
+        target: r.get(3)?,
+        agent: r.get(4)?,
+        account: r.get(5)?,
+        context: r.get(6)?,
+        history_ttl: r.get(7)?,
+        visibility: r.get(8)?,
+        sender_uaid: r.get(9)?,
+        title: r.get(10)?,
+        created_at: r.get(11)?,
+        last_activity_at: r.get(12)?,
+        ended_at: r.get(13)?,
+    })
+}
+
+/// A member of a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub uaid: String,
+    pub invited_at: i64,
+    /// `all` or `since_invite`.
+    pub history_scope: String,
+}
+
+pub fn members(conn: &Connection, session: &str) -> Result<Vec<Member>, Failure> {
+    let mut statement = conn.prepare(
+        "SELECT uaid, invited_at, history_scope FROM chat_members WHERE session_id = ?1 ORDER BY invited_at, uaid",
+    )?;
+    let members = statement
+        .query_map([session], |r| Ok(Member { uaid: r.get(0)?, invited_at: r.get(1)?, history_scope: r.get(2)? }))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(members)
+}
+
+/// Adds (or re-scopes) a member.
+pub fn invite(conn: &Connection, session: &str, member: &Member) -> Result<(), Failure> {
+    conn.execute(
+        "INSERT INTO chat_members (session_id, uaid, invited_at, history_scope) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (session_id, uaid) DO UPDATE SET history_scope = ?4",
+        params![session, member.uaid, member.invited_at, member.history_scope],
+    )?;
+    conn.execute(
+        "UPDATE chat_sessions SET last_activity_at = MAX(COALESCE(last_activity_at, 0), ?2) WHERE id = ?1",
+        params![session, member.invited_at],
+    )?;
+    Ok(())
+}
+
+pub fn set_visibility(conn: &Connection, session: &str, visibility: &str, now: i64) -> Result<(), Failure> {
+    conn.execute(
+        "UPDATE chat_sessions SET visibility = ?2, last_activity_at = MAX(COALESCE(last_activity_at, 0), ?3) WHERE id = ?1",
+        params![session, visibility, now],
+    )?;
+    Ok(())
+}
+
+/// A page of public sessions, most recently active first, after `cursor`
+/// (the last one's activity time and id), matching `q` (in the session
+/// id, a member's UAID or the title) when given.
+pub fn public(
+    conn: &Connection,
+    q: Option<&str>,
+    cursor: Option<(i64, String)>,
+    limit: usize,
+) -> Result<Vec<(Session, Vec<String>)>, Failure> {
+    let pattern = q.map(|q| format!("%{}%", q.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
+    let (at, id) = cursor.unwrap_or((i64::MAX, String::new()));
+    let sql = format!(
+        "{SESSION} s WHERE visibility = 'public' AND ended_at IS NULL
+           AND (COALESCE(last_activity_at, created_at) < ?1 OR (COALESCE(last_activity_at, created_at) = ?1 AND id < ?2 AND ?2 <> ''))
+           AND (?3 IS NULL OR id LIKE ?3 ESCAPE '\\' OR COALESCE(title, '') LIKE ?3 ESCAPE '\\'
+                OR EXISTS (SELECT 1 FROM chat_members m WHERE m.session_id = s.id AND m.uaid LIKE ?3 ESCAPE '\\'))
+         ORDER BY COALESCE(last_activity_at, created_at) DESC, id DESC LIMIT ?4"
+    );
+    let mut statement = conn.prepare(&sql)?;
+    let sessions = statement
+        .query_map(params![at, id, pattern, limit as i64], session_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    sessions
+        .into_iter()
+        .map(|s| {
+            let uaids = members(conn, &s.id)?.into_iter().map(|m| m.uaid).collect();
+            Ok((s, uaids))
+        })
+        .collect()
+}
+
+/// The answer given to a send with this idempotency key, if any.
+pub fn sent(conn: &Connection, session: &str, key: &str) -> Result<Option<String>, Failure> {
+    Ok(conn
+        .query_row(
+            "SELECT answer FROM chat_sends WHERE session_id = ?1 AND idempotency_key = ?2",
+            [session, key],
+            |r| r.get(0),
+        )
+        .optional()?)
 }
 
 /// Sessions `account` has open.
@@ -97,9 +191,16 @@ pub fn open_sessions(conn: &Connection, account: &str) -> Result<i64, Failure> {
     )?)
 }
 
-/// Stores a whole turn and the agent's conversation id; false when the
-/// session has ended meanwhile (nothing stored).
-pub fn turn(conn: &Connection, session: &str, messages: &[Message], context: Option<&str>) -> Result<bool, Failure> {
+/// Stores a whole turn and the agent's conversation id (and, for a send
+/// with an idempotency key, its answer); false when the session has ended
+/// meanwhile (nothing stored).
+pub fn turn(
+    conn: &Connection,
+    session: &str,
+    messages: &[Message],
+    context: Option<&str>,
+    sent: Option<(&str, &str)>,
+) -> Result<bool, Failure> {
     let now = messages.last().map_or(0, |m| m.created_at);
     let updated = conn.execute(
         "UPDATE chat_sessions SET last_activity_at = ?2, context_id = COALESCE(?3, context_id)
@@ -114,6 +215,12 @@ pub fn turn(conn: &Connection, session: &str, messages: &[Message], context: Opt
             "INSERT INTO chat_messages (session_id, message_id, role, content, cipher_envelope, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![session, m.message_id, m.role, m.content, m.cipher_envelope, m.created_at],
+        )?;
+    }
+    if let Some((key, answer)) = sent {
+        conn.execute(
+            "INSERT OR IGNORE INTO chat_sends (session_id, idempotency_key, answer) VALUES (?1, ?2, ?3)",
+            params![session, key, answer],
         )?;
     }
     Ok(true)

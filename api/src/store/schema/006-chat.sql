@@ -12,7 +12,28 @@ ALTER TABLE chat_sessions ADD COLUMN history_ttl INTEGER NOT NULL DEFAULT 86400;
 ALTER TABLE chat_sessions ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private';
 ALTER TABLE chat_sessions ADD COLUMN sender_uaid TEXT;
 ALTER TABLE chat_sessions ADD COLUMN last_activity_at INTEGER;
+ALTER TABLE chat_sessions ADD COLUMN title TEXT;
 CREATE INDEX chat_sessions_by_account ON chat_sessions (account_id) WHERE ended_at IS NULL;
+CREATE INDEX chat_sessions_public ON chat_sessions (last_activity_at DESC, id DESC) WHERE visibility = 'public';
+
+-- A session's members (UAIDs): its agent, its sender, and those invited,
+-- each seeing all of the history or only what came after the invite.
+CREATE TABLE chat_members (
+    session_id TEXT NOT NULL REFERENCES chat_sessions (id),
+    uaid TEXT NOT NULL,
+    invited_at INTEGER NOT NULL,
+    history_scope TEXT NOT NULL CHECK (history_scope IN ('all', 'since_invite')),
+    PRIMARY KEY (session_id, uaid)
+) STRICT;
+
+-- Answers to sends that carried an idempotency key: a retry gets the
+-- answer again and the agent is not called twice.
+CREATE TABLE chat_sends (
+    session_id TEXT NOT NULL REFERENCES chat_sessions (id),
+    idempotency_key TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    PRIMARY KEY (session_id, idempotency_key)
+) STRICT;
 
 -- A message's public id and the envelope of an encrypted one (kept and
 -- returned unchanged).
