@@ -290,6 +290,12 @@ pub struct Config {
     /// Calls to agents in flight at once (503 past it).
     #[arg(long, env = "ALMANAC_CHAT_MAX_UPSTREAM", default_value_t = 10_000)]
     pub chat_max_upstream: usize,
+    /// Agent connections routing keeps open (`/uaids/connections`).
+    #[arg(long, env = "ALMANAC_ROUTE_CONNECTIONS", default_value_t = 10_000)]
+    pub route_connections: usize,
+    /// How long an unused agent connection stays open, in seconds.
+    #[arg(long, env = "ALMANAC_ROUTE_IDLE_SECS", default_value_t = 300)]
+    pub route_idle_secs: u64,
     /// Also serve the demo agents (an A2A agent and a plain HTTP agent) on
     /// loopback, where `datasets/broker/demo-agents.json` says they are.
     #[arg(long, env = "ALMANAC_DEMO_AGENTS")]
@@ -388,6 +394,8 @@ impl Config {
             max_history_entries: self.chat_max_history,
             max_sessions: self.chat_max_sessions,
             max_upstream: self.chat_max_upstream,
+            max_connections: self.route_connections,
+            connection_idle: Duration::from_secs(self.route_idle_secs),
         })?;
         Ok(Arc::new(App {
             store,

@@ -352,6 +352,22 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/chat/session/{sessionId}/invite")
             .post("inviteToChat", handler!(crate::chat::members::invite), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Optional),
+        Endpoint::new("/api/v1/route/{uaid}").post(
+            "routeToAgent",
+            handler!(crate::chat::routing::route),
+            BodyLimit::Live,
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/uaids/connections/{uaid}/status").get(
+            "uaidConnectionStatus",
+            handler!(crate::chat::routing::status),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/uaids/connections/{uaid}").delete(
+            "closeUaidConnection",
+            handler!(crate::chat::routing::close),
+            Cache::NoStore,
+        ),
         Endpoint::new("/api/v1/chat/public").get(
             "publicChatSessions",
             handler!(crate::chat::members::public),

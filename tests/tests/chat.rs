@@ -406,3 +406,59 @@ async fn sessions_are_shared_by_visibility_and_invitation_and_sends_are_idempote
     assert_eq!(first, again);
     assert_eq!(messages(&broker), before + 2);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn routing_relays_one_message_and_keeps_a_bounded_connection() {
+    let (echo, garbage) = (Agent::start(Kind::Echo).await, Agent::start(Kind::Garbage).await);
+    let broker = Broker::start("chat-route", &["--route-idle-secs", "1"]);
+    let key = broker.sign_in("0.0.1001").await;
+    let uaid = register(&broker, &key, "Routed Echo", "a2a", &echo.url()).await;
+    let broken = register(&broker, &key, "Routed Garbage", "a2a", &garbage.url()).await;
+    let enc = |s: &str| almanac::broker::render::segment(s);
+    let route = |uaid: &str| format!("/api/v1/route/{}", enc(uaid));
+    let status = format!("/api/v1/uaids/connections/{}/status", enc(&uaid));
+    assert_eq!(broker.send("GET", &status, None, None).await.1, json!({"connected": false}));
+
+    let (code, answer) = broker.send("POST", &route(&uaid), None, Some(json!({"message": "route me"}))).await;
+    assert_eq!(
+        (code, &answer["response"], &answer["adapter"]),
+        (200, &json!("You said \"route me\" (2 words)."), &json!("a2a"))
+    );
+    let (_, open) = broker.send("GET", &status, None, None).await;
+    assert_eq!(
+        (&open["connected"], &open["adapter"], &open["connection"]["protocolVersion"]),
+        (&json!(true), &json!("a2a"), &json!("1.0"))
+    );
+    // An object message is sent as its JSON.
+    let (_, answer) = broker.send("POST", &route(&uaid), None, Some(json!({"message": {"ask": "x"}}))).await;
+    assert_eq!(answer["response"], json!("You said \"{\"ask\":\"x\"}\" (1 word)."));
+
+    let hcs10 = broker.send("GET", "/api/v1/search?protocols=hcs-10&limit=1", None, None).await.1["hits"][0]["uaid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (path, body, status, code) in [
+        (route(&uaid), json!({}), 400, "message_required"),
+        (route(&uaid), json!({"message": "  "}), 400, "message_required"),
+        ("/api/v1/route/not-a-uaid".to_string(), json!({"message": "x"}), 400, "invalid_uaid"),
+        (route("uaid:aid:nobody;uid=0;registry=x;proto=a2a"), json!({"message": "x"}), 404, "uaid_not_found"),
+        (route(&hcs10), json!({"message": "x"}), 422, "routing_not_supported"),
+        (route(&broken), json!({"message": "x"}), 500, "routing_failed"),
+    ] {
+        let (got, answer) = broker.send("POST", &path, None, Some(body.clone())).await;
+        assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{path} {body}: {answer}");
+    }
+    // A failed connection is not kept; a closed one is gone; an idle one expires.
+    let broken_status = format!("/api/v1/uaids/connections/{}/status", enc(&broken));
+    assert_eq!(broker.send("GET", &broken_status, None, None).await.1["connected"], json!(false));
+    let close = format!("/api/v1/uaids/connections/{}", enc(&uaid));
+    assert_eq!(
+        broker.send("DELETE", &close, None, None).await.1,
+        json!({"success": true, "message": "the connection was closed"})
+    );
+    assert_eq!(broker.send("DELETE", &close, None, None).await.1["message"], json!("no connection was open"));
+    broker.send("POST", &route(&uaid), None, Some(json!({"message": "again"}))).await;
+    assert_eq!(broker.send("GET", &status, None, None).await.1["connected"], json!(true));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(broker.send("GET", &status, None, None).await.1["connected"], json!(false), "idle past its time");
+}

@@ -10,6 +10,7 @@
 pub mod a2a;
 pub mod members;
 pub mod relay;
+pub mod routing;
 pub mod sessions;
 pub mod sse;
 pub mod turn;

@@ -6,7 +6,14 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
 use warp::http::HeaderMap;
+
+use super::relay::Target;
+use crate::store;
 
 /// Chat's bounds and the client agents are called with.
 pub struct Chat {
@@ -30,6 +37,8 @@ pub struct Chat {
     /// Calls to agents in flight at once; past it, 503.
     pub upstream: std::sync::Arc<tokio::sync::Semaphore>,
     auth: Mutex<HashMap<String, HeaderMap>>,
+    /// Agents routed to recently (`POST /route/{uaid}`).
+    pub connections: Connections,
     /// Sends with an idempotency key in flight (session, key).
     in_flight: std::sync::Arc<Mutex<std::collections::HashSet<(String, String)>>>,
 }
@@ -58,6 +67,9 @@ pub struct Settings {
     pub max_history_entries: usize,
     pub max_sessions: i64,
     pub max_upstream: usize,
+    /// Agent connections routing keeps open, and for how long unused.
+    pub max_connections: usize,
+    pub connection_idle: Duration,
 }
 
 impl Chat {
@@ -79,6 +91,7 @@ impl Chat {
             upstream: std::sync::Arc::new(tokio::sync::Semaphore::new(settings.max_upstream.max(1))),
             auth: Mutex::new(HashMap::new()),
             in_flight: Default::default(),
+            connections: Connections::new(settings.max_connections, settings.connection_idle),
         })
     }
 
@@ -109,5 +122,67 @@ impl Chat {
     /// Sessions whose authentication is held.
     pub fn held(&self) -> usize {
         self.auth.lock().unwrap().len()
+    }
+}
+
+/// An open connection to an agent.
+pub struct Connection {
+    pub target: Target,
+    pub opened_at: i64,
+    pub last_used: AtomicI64,
+}
+
+impl Connection {
+    pub fn adapter(&self) -> &'static str {
+        match self.target {
+            Target::A2a(_) => "a2a",
+            Target::Plain { .. } => "http",
+        }
+    }
+
+    pub fn describe(&self) -> Value {
+        let mut connection = json!({"openedAt": store::rfc3339(self.opened_at),
+            "lastUsedAt": store::rfc3339(self.last_used.load(Ordering::Relaxed))});
+        match &self.target {
+            Target::A2a(card) => {
+                connection["url"] = json!(card.url);
+                connection["protocolVersion"] = json!(card.version.as_str());
+                connection["streaming"] = json!(card.streaming);
+            }
+            Target::Plain { url } => connection["url"] = json!(url),
+        }
+        connection
+    }
+}
+
+/// The open connections, by UAID: at most `capacity`, each dropped after
+/// `idle_ms` unused.
+pub struct Connections {
+    open: quick_cache::sync::Cache<String, Arc<Connection>>,
+    idle_ms: i64,
+}
+
+impl Connections {
+    pub fn new(capacity: usize, idle: std::time::Duration) -> Connections {
+        Connections { open: quick_cache::sync::Cache::new(capacity.max(1)), idle_ms: idle.as_millis() as i64 }
+    }
+
+    /// The connection to `uaid`, if open and not idle too long.
+    pub fn get(&self, uaid: &str, now: i64) -> Option<Arc<Connection>> {
+        let connection = self.open.get(uaid)?;
+        if now - connection.last_used.load(Ordering::Relaxed) > self.idle_ms {
+            self.open.remove(uaid);
+            return None;
+        }
+        Some(connection)
+    }
+
+    pub fn put(&self, uaid: &str, connection: Arc<Connection>) {
+        self.open.insert(uaid.to_string(), connection);
+    }
+
+    /// Closes the connection to `uaid`; whether one was open.
+    pub fn close(&self, uaid: &str) -> bool {
+        self.open.remove(uaid).is_some()
     }
 }
