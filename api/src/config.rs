@@ -275,6 +275,9 @@ pub struct Config {
     /// Keep and answer chat history (`false`: the history route is 503).
     #[arg(long, env = "ALMANAC_CHAT_HISTORY", default_value_t = true, action = clap::ArgAction::Set)]
     pub chat_history: bool,
+    /// Allow encrypted chat sessions (`false`: the encryption routes are 503).
+    #[arg(long, env = "ALMANAC_CHAT_ENCRYPTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub chat_encryption: bool,
     /// History a session keeps for free, in seconds (its default window).
     #[arg(long, env = "ALMANAC_CHAT_HISTORY_TTL_SECS", default_value_t = 86_400)]
     pub chat_history_ttl_secs: u64,
@@ -389,6 +392,7 @@ impl Config {
             max_message_bytes: self.chat_max_message_bytes.max(1),
             max_answer_bytes: self.chat_max_answer_bytes.max(1024),
             history_enabled: self.chat_history,
+            encryption_enabled: self.chat_encryption,
             history_ttl: Duration::from_secs(self.chat_history_ttl_secs.max(1)),
             max_history_ttl: Duration::from_secs(self.chat_max_history_ttl_secs),
             max_history_entries: self.chat_max_history,

@@ -368,6 +368,17 @@ pub fn table() -> Vec<Endpoint> {
             handler!(crate::chat::routing::close),
             Cache::NoStore,
         ),
+        Endpoint::new("/api/v1/chat/session/{sessionId}/encryption").get(
+            "chatEncryptionStatus",
+            handler!(crate::chat::encryption::status),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/chat/session/{sessionId}/encryption-handshake").post(
+            "chatEncryptionHandshake",
+            handler!(crate::chat::encryption::handshake),
+            BodyLimit::Live,
+            Cache::NoStore,
+        ),
         Endpoint::new("/api/v1/chat/public").get(
             "publicChatSessions",
             handler!(crate::chat::members::public),

@@ -282,13 +282,19 @@ async fn bounds_history_and_billing_are_enforced() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn without_history_the_history_route_is_503() {
+async fn without_history_or_encryption_their_routes_are_503() {
     let echo = Agent::start(Kind::Echo).await;
-    let broker = Broker::start("chat-no-history", &["--chat-history", "false"]);
-    let (_, session) = open(&broker, json!({"agentUrl": echo.url()})).await;
+    let broker = Broker::start("chat-no-history", &["--chat-history", "false", "--chat-encryption", "false"]);
+    let (_, session) = open(&broker, json!({"agentUrl": echo.url(), "encryptionRequested": true})).await;
+    assert_eq!(session["encryption"], Value::Null, "asked for, not available: plaintext");
     let id = session["sessionId"].as_str().unwrap();
     let (status, answer) = broker.send("GET", &format!("/api/v1/chat/session/{id}/history"), None, None).await;
     assert_eq!((status, &answer["code"]), (503, &json!("history_disabled")));
+    let (status, answer) = broker.send("GET", &format!("/api/v1/chat/session/{id}/encryption"), None, None).await;
+    assert_eq!((status, &answer["code"]), (503, &json!("encryption_disabled")));
+    let body = json!({"role": "requester", "keyType": "secp256k1", "ephemeralPublicKey": "02ab"});
+    let path = format!("/api/v1/chat/session/{id}/encryption-handshake");
+    assert_eq!(broker.send("POST", &path, None, Some(body)).await.0, 503);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -461,4 +467,65 @@ async fn routing_relays_one_message_and_keeps_a_bounded_connection() {
     assert_eq!(broker.send("GET", &status, None, None).await.1["connected"], json!(true));
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(broker.send("GET", &status, None, None).await.1["connected"], json!(false), "idle past its time");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_clients_encrypted_conversation_completes_and_the_api_sees_only_ciphertext() {
+    let echo = Agent::start(Kind::Echo).await;
+    let broker = Broker::start("chat-encrypted", &[]);
+    let key = broker.sign_in("0.0.1001").await;
+    let agent = register(&broker, &key, "Sealed Echo", "a2a", &echo.url()).await;
+    let sender = register(&broker, &key, "Sealed Sender", "a2a", &echo.url()).await;
+    let base = format!("{}/", broker.api.base);
+    let results = tests::reference_client("encrypted.mjs", &[&base, &agent, &sender, &key]).await;
+    let summary = &results["handshake"]["value"];
+    assert_eq!((&summary["enabled"], &summary["algorithm"]), (&json!(true), &json!("aes-256-gcm")));
+    // Stored: two envelopes, no plaintext anywhere in the store.
+    let store = broker.store();
+    let rows: Vec<(String, String)> = store
+        .prepare("SELECT content, cipher_envelope FROM chat_messages")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 2);
+    for (content, envelope) in &rows {
+        assert_eq!(content, "[ciphertext omitted]");
+        assert!(!envelope.contains("harbour") && !envelope.contains("thank"), "{envelope}");
+    }
+
+    // The handshake's refusals.
+    let (_, plain) = open(&broker, json!({"uaid": agent})).await;
+    let plain_id = plain["sessionId"].as_str().unwrap();
+    let point = "02b4632d08485ff1df2db55b9dafd23347d1c47a457072a1e87be26896549a8737";
+    let good = json!({"role": "requester", "keyType": "secp256k1", "ephemeralPublicKey": point});
+    let (_, sealed) = open(&broker, json!({"uaid": agent, "encryptionRequested": true})).await;
+    let sealed_id = sealed["sessionId"].as_str().unwrap();
+    assert_eq!(sealed["encryption"]["enabled"], json!(true));
+    let shake = |id: &str| format!("/api/v1/chat/session/{id}/encryption-handshake");
+    for (path, body, status, code) in [
+        (shake(sealed_id), json!({"keyType": "secp256k1", "ephemeralPublicKey": point}), 400, "invalid_body"),
+        (shake(sealed_id), json!({"role": "requester", "ephemeralPublicKey": point}), 400, "invalid_body"),
+        (shake(sealed_id), json!({"role": "requester", "keyType": "secp256k1"}), 400, "invalid_body"),
+        (
+            shake(sealed_id),
+            json!({"role": "requester", "keyType": "secp256k1", "ephemeralPublicKey": "02ab"}),
+            400,
+            "invalid_body",
+        ),
+        (shake(plain_id), good.clone(), 404, "encrypted_session_not_found"),
+        (shake("sess_none"), good.clone(), 404, "session_not_found"),
+    ] {
+        let (got, answer) = broker.send("POST", &path, None, Some(body.clone())).await;
+        assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{body}: {answer}");
+    }
+    let (_, pending) = broker.send("POST", &shake(sealed_id), None, Some(good)).await;
+    assert_eq!(pending["handshake"]["status"], json!("pending"));
+    // Plaintext into an encrypted session is refused; a plain session's
+    // status says it is not encrypted.
+    let (status, answer) = say(&broker, sealed_id, "in the clear").await;
+    assert_eq!((status, &answer["code"]), (400, &json!("ciphertext_required")));
+    let (_, status) = broker.send("GET", &format!("/api/v1/chat/session/{plain_id}/encryption"), None, None).await;
+    assert_eq!(status, json!({"sessionId": plain_id, "encryption": null}));
 }

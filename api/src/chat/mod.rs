@@ -8,6 +8,7 @@
 //! nothing.
 
 pub mod a2a;
+pub mod encryption;
 pub mod members;
 pub mod relay;
 pub mod routing;
@@ -216,6 +217,9 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
         ended_at: None,
     };
     let (held, bill) = (session.clone(), (price > 0).then(|| account.clone()).flatten());
+    let encrypted = (body.encryption_requested == Some(true) && chat.encryption_enabled)
+        .then(|| encryption::initial(session.created_at));
+    let state = encrypted.as_ref().map(Value::to_string);
     let outcome = request
         .app
         .store
@@ -234,6 +238,9 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
                 }
             }
             stored::open(conn, &held)?;
+            if let Some(state) = &state {
+                stored::set_encryption(conn, &held.id, state)?;
+            }
             Ok(Ok(()))
         })
         .await?;
@@ -249,11 +256,8 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
         "historyTtlSeconds": ttl,
         "encryption": Value::Null,
     });
-    if body.encryption_requested == Some(true) {
-        // Encrypted sessions come with the handshake routes (issue 12,
-        // second part); until then the session is plaintext, as the
-        // client's `preferred` mode expects.
-        answer["encryption"] = json!({"enabled": false, "requireCiphertext": false, "algorithm": "aes-256-gcm"});
+    if let Some(state) = &encrypted {
+        answer["encryption"] = encryption::summary(&request.app, &session, state).await;
     }
     Ok((session, answer))
 }
@@ -338,6 +342,14 @@ pub async fn message(request: Request) -> Answer {
             })?)
         }
     };
+    let id = session.id.clone();
+    let state = request.app.store.read(move |conn| stored::encryption(conn, &id)).await?;
+    if state.is_some() {
+        return encrypted_send(&request, &session, &body, key.as_deref()).await;
+    }
+    if let Some(envelope) = &body.cipher_envelope {
+        encryption::check_envelope(envelope)?;
+    }
     let target = target_of(&session.target)?;
     let mut headers = chat.auth(&session.id);
     if let (Some(auth), Some(_)) = (&body.auth, &body.session_id) {
@@ -439,6 +451,48 @@ pub async fn message(request: Request) -> Answer {
         rx.recv().await.map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
     });
     Ok(reply::stream("text/event-stream", "no-store", events))
+}
+
+/// A message of an encrypted session: its envelope is required and kept
+/// unchanged for the other party, who reads it in the history; nothing
+/// is relayed (the broker cannot read it).
+async fn encrypted_send(
+    request: &Request,
+    session: &stored::Session,
+    body: &MessageRequest,
+    key: Option<&str>,
+) -> Answer {
+    let Some(envelope) = &body.cipher_envelope else {
+        let message = "cipherEnvelope: this session is encrypted; send the message encrypted";
+        return Err(Error::new(StatusCode::BAD_REQUEST, "ciphertext_required", message).naming("cipherEnvelope"));
+    };
+    encryption::check_envelope(envelope)?;
+    let now = store::now_ms();
+    let message = stored::Message {
+        message_id: new_id("msg_"),
+        role: "user".into(),
+        content: body.message.clone(),
+        cipher_envelope: Some(envelope.to_string()),
+        created_at: now,
+    };
+    let mut answer = json!({"sessionId": session.id, "message": body.message, "timestamp": store::rfc3339(now),
+        "historyTtlSeconds": session.history_ttl, "encrypted": true});
+    if !session.uaid.is_empty() {
+        answer["uaid"] = json!(session.uaid);
+    }
+    let (id, sent) = (session.id.clone(), key.map(|k| (k.to_string(), answer.to_string())));
+    let stored = request
+        .app
+        .store
+        .write(move |conn| {
+            let sent = sent.as_ref().map(|(k, a)| (k.as_str(), a.as_str()));
+            stored::turn(conn, &id, &[message], None, sent)
+        })
+        .await?;
+    if !stored {
+        return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
+    }
+    Ok(reply::json(&answer))
 }
 
 /// Stores the turn and answers it as a `ChatMessageResponse`.

@@ -25,6 +25,8 @@ pub struct Chat {
     pub max_answer_bytes: usize,
     /// Whether history is kept and answered (`GET …/history`).
     pub history_enabled: bool,
+    /// Whether sessions may be encrypted (the handshake routes).
+    pub encryption_enabled: bool,
     /// History kept when a session asks for none in particular, and the
     /// most kept without credits.
     pub history_ttl: Duration,
@@ -62,6 +64,7 @@ pub struct Settings {
     pub max_message_bytes: usize,
     pub max_answer_bytes: usize,
     pub history_enabled: bool,
+    pub encryption_enabled: bool,
     pub history_ttl: Duration,
     pub max_history_ttl: Duration,
     pub max_history_entries: usize,
@@ -84,6 +87,7 @@ impl Chat {
             max_message_bytes: settings.max_message_bytes,
             max_answer_bytes: settings.max_answer_bytes,
             history_enabled: settings.history_enabled,
+            encryption_enabled: settings.encryption_enabled,
             history_ttl: settings.history_ttl,
             max_history_ttl: settings.max_history_ttl.max(settings.history_ttl),
             max_history_entries: settings.max_history_entries.max(1),

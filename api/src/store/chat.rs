@@ -254,3 +254,16 @@ pub fn end(conn: &Connection, session: &str, now: i64) -> Result<bool, Failure> 
         .execute("UPDATE chat_sessions SET ended_at = ?2 WHERE id = ?1 AND ended_at IS NULL", params![session, now])?
         > 0)
 }
+
+/// The session's encryption state (JSON), if it is encrypted.
+pub fn encryption(conn: &Connection, session: &str) -> Result<Option<String>, Failure> {
+    Ok(conn
+        .query_row("SELECT encryption FROM chat_sessions WHERE id = ?1", [session], |r| r.get::<_, Option<String>>(0))
+        .optional()?
+        .flatten())
+}
+
+pub fn set_encryption(conn: &Connection, session: &str, state: &str) -> Result<(), Failure> {
+    conn.execute("UPDATE chat_sessions SET encryption = ?2 WHERE id = ?1", params![session, state])?;
+    Ok(())
+}

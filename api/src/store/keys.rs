@@ -90,3 +90,10 @@ pub fn register(conn: &Connection, registration: &Registration, now: i64) -> Res
         }
     }
 }
+
+/// The subject's secp256k1 key, if one is registered (`uaid:<uaid>` or
+/// `account:<id>`).
+pub fn of_subject(conn: &Connection, subject: &str) -> Result<Option<Key>, Failure> {
+    let sql = format!("SELECT {COLUMNS} FROM encryption_keys WHERE subject = ?1 AND key_type = 'secp256k1'");
+    Ok(conn.query_row(&sql, [subject], read).optional()?)
+}

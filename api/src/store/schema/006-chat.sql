@@ -13,6 +13,9 @@ ALTER TABLE chat_sessions ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private';
 ALTER TABLE chat_sessions ADD COLUMN sender_uaid TEXT;
 ALTER TABLE chat_sessions ADD COLUMN last_activity_at INTEGER;
 ALTER TABLE chat_sessions ADD COLUMN title TEXT;
+-- An encrypted session's state (JSON: whether ciphertext is required, the
+-- handshake's submissions); the broker holds public keys only.
+ALTER TABLE chat_sessions ADD COLUMN encryption TEXT;
 CREATE INDEX chat_sessions_by_account ON chat_sessions (account_id) WHERE ended_at IS NULL;
 CREATE INDEX chat_sessions_public ON chat_sessions (last_activity_at DESC, id DESC) WHERE visibility = 'public';
 
