@@ -293,6 +293,16 @@ pub struct Config {
     /// Calls to agents in flight at once (503 past it).
     #[arg(long, env = "ALMANAC_CHAT_MAX_UPSTREAM", default_value_t = 10_000)]
     pub chat_max_upstream: usize,
+    /// An OpenAI-compatible API (`…/v1`) that summarises histories for
+    /// `POST /chat/session/{id}/compact`; without it compaction is 503.
+    #[arg(long, env = "ALMANAC_SUMMARIZER_URL")]
+    pub summarizer_url: Option<String>,
+    /// The model it summarises with.
+    #[arg(long, env = "ALMANAC_SUMMARIZER_MODEL", default_value = "gpt-4o-mini")]
+    pub summarizer_model: String,
+    /// Its API key. Prefer the environment variable.
+    #[arg(long, env = "ALMANAC_SUMMARIZER_KEY", hide_env_values = true)]
+    pub summarizer_key: Option<String>,
     /// Agent connections routing keeps open (`/uaids/connections`).
     #[arg(long, env = "ALMANAC_ROUTE_CONNECTIONS", default_value_t = 10_000)]
     pub route_connections: usize,
@@ -400,6 +410,11 @@ impl Config {
             max_upstream: self.chat_max_upstream,
             max_connections: self.route_connections,
             connection_idle: Duration::from_secs(self.route_idle_secs),
+            summarizer: self.summarizer_url.as_ref().map(|url| crate::chat::openai::Provider {
+                base: url.trim_end_matches('/').to_string(),
+                key: self.summarizer_key.clone().filter(|k| !k.is_empty()),
+                model: self.summarizer_model.clone(),
+            }),
         })?;
         Ok(Arc::new(App {
             store,

@@ -379,6 +379,9 @@ pub fn table() -> Vec<Endpoint> {
             BodyLimit::Live,
             Cache::NoStore,
         ),
+        Endpoint::new("/api/v1/chat/session/{sessionId}/compact")
+            .post("compactChatHistory", handler!(crate::chat::compact::compact), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Optional),
         Endpoint::new("/api/v1/chat/public").get(
             "publicChatSessions",
             handler!(crate::chat::members::public),

@@ -8,6 +8,7 @@ pub mod datagen;
 pub mod embeddings;
 pub mod live;
 pub mod mirror;
+pub mod models;
 pub mod network;
 pub mod process;
 pub mod shape;

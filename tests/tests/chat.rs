@@ -67,11 +67,15 @@ fn messages(broker: &Broker) -> i64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_reference_client_chats_with_an_a2a_agent_by_uaid_and_by_url() {
     let echo = Agent::start(Kind::Echo).await;
-    let broker = Broker::start("chat-client", &[]);
+    let model = tests::models::ModelServer::start("sk-client").await;
+    let summarizer = model.base();
+    let flags =
+        ["--summarizer-url", &summarizer, "--summarizer-model", tests::models::MODEL, "--summarizer-key", "sk-client"];
+    let broker = Broker::start("chat-client", &flags);
     let key = broker.sign_in("0.0.1001").await;
     let uaid = register(&broker, &key, "Echo Test", "a2a", &echo.url()).await;
     let base = format!("{}/", broker.api.base);
-    let results = tests::reference_client("chat.mjs", &[&base, &uaid, &echo.url()]).await;
+    let results = tests::reference_client("chat.mjs", &[&base, &uaid, &echo.url(), &key]).await;
     let session = &results["createSession"]["value"];
     assert_eq!(session["agent"]["name"], json!("Echo Test"));
     assert_eq!(session["agent"]["capabilities"], json!({"protocol": "a2a", "streaming": true}));
@@ -528,4 +532,51 @@ async fn the_reference_clients_encrypted_conversation_completes_and_the_api_sees
     assert_eq!((status, &answer["code"]), (400, &json!("ciphertext_required")));
     let (_, status) = broker.send("GET", &format!("/api/v1/chat/session/{plain_id}/encryption"), None, None).await;
     assert_eq!(status, json!({"sessionId": plain_id, "encryption": null}));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_history_is_compacted_by_the_summariser_billed_and_kept_as_an_agent_entry() {
+    let echo = Agent::start(Kind::Echo).await;
+    let model = tests::models::ModelServer::start("sk-summary").await;
+    let base = model.base();
+    let flags =
+        ["--summarizer-url", &base, "--summarizer-model", tests::models::MODEL, "--summarizer-key", "sk-summary"];
+    let broker = Broker::start("chat-compact", &flags);
+    let key = broker.sign_in("0.0.1001").await;
+    let (_, session) = open(&broker, json!({"agentUrl": echo.url()})).await;
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    let compact = format!("/api/v1/chat/session/{id}/compact");
+    // Nothing to summarise yet; no key; a bad body.
+    assert_eq!(broker.send("POST", &compact, None, Some(json!({}))).await.0, 401);
+    let (status, answer) = broker.send("POST", &compact, Some(&key), Some(json!({}))).await;
+    assert_eq!((status, &answer["code"]), (400, &json!("nothing_to_summarize")));
+    let (status, _) = broker.send("POST", &compact, Some(&key), Some(json!({"preserveEntries": -1}))).await;
+    assert_eq!(status, 400);
+    for message in ["one", "two", "three"] {
+        say(&broker, &id, message).await;
+    }
+    // The provider failing is 502, nothing changed or billed.
+    let before = broker.balance(&key).await;
+    model.failing.store(true, Ordering::SeqCst);
+    let (status, answer) = broker.send("POST", &compact, Some(&key), Some(json!({"preserveEntries": 2}))).await;
+    assert_eq!((status, &answer["code"]), (502, &json!("summarization_failed")));
+    assert_eq!((messages(&broker), broker.balance(&key).await), (6, before));
+    model.failing.store(false, Ordering::SeqCst);
+
+    let (status, done) = broker.send("POST", &compact, Some(&key), Some(json!({"preserveEntries": 2}))).await;
+    assert_eq!(status, 200, "{done}");
+    // Four entries summarised: "User: one\nAgent: …" is four lines.
+    assert_eq!(done["summaryEntry"]["role"], json!("agent"));
+    assert!(done["summaryEntry"]["content"].as_str().unwrap().starts_with("Read 4 lines"), "{done}");
+    assert_eq!(done["preservedEntries"].as_array().unwrap().len(), 2);
+    assert_eq!((&done["creditsDebited"], &done["history"].as_array().unwrap().len()), (&json!(5), &3));
+    assert_eq!(broker.balance(&key).await, before - 5);
+    let (_, history) = broker.send("GET", &format!("/api/v1/chat/session/{id}/history"), None, None).await;
+    assert_eq!(history["history"], done["history"], "the stored history is the compacted one");
+
+    // Without a provider: 503.
+    let plain = Broker::start("chat-compact-off", &[]);
+    let key = plain.sign_in("0.0.1001").await;
+    let (status, answer) = plain.send("POST", &compact, Some(&key), Some(json!({}))).await;
+    assert_eq!((status, &answer["code"]), (503, &json!("compaction_disabled")));
 }

@@ -26,11 +26,29 @@ pub struct Pricing {
 pub struct Chat {
     /// Credits for each day of history kept beyond the free window.
     pub extended_history_per_day: i64,
+    /// Credits for compacting a history.
+    #[serde(default = "default_compaction")]
+    pub compaction: i64,
+    /// Credits per thousand tokens a model-routing provider reports.
+    #[serde(default = "default_per_thousand")]
+    pub credits_per_thousand_tokens: f64,
+}
+
+fn default_compaction() -> i64 {
+    5
+}
+
+fn default_per_thousand() -> f64 {
+    1.0
 }
 
 impl Default for Chat {
     fn default() -> Chat {
-        Chat { extended_history_per_day: 1 }
+        Chat {
+            extended_history_per_day: 1,
+            compaction: default_compaction(),
+            credits_per_thousand_tokens: default_per_thousand(),
+        }
     }
 }
 
@@ -52,11 +70,21 @@ pub const BUILT_IN: &str = include_str!("../../../datasets/live/pricing.json");
 impl Pricing {
     pub fn parse(text: &str) -> Result<Pricing> {
         let pricing: Pricing = serde_json::from_str(text).context("the pricing file")?;
-        let prices = [pricing.registration.base, pricing.update.base, pricing.chat.extended_history_per_day];
+        let prices = [
+            pricing.registration.base,
+            pricing.update.base,
+            pricing.chat.extended_history_per_day,
+            pricing.chat.compaction,
+        ];
         if prices.iter().any(|p| *p < 0) {
             bail!("the pricing file: a price is negative");
         }
-        for (name, rate) in [("creditsPerHbar", pricing.credits_per_hbar), ("centsPerHbar", pricing.cents_per_hbar)] {
+        let rates = [
+            ("creditsPerHbar", pricing.credits_per_hbar),
+            ("centsPerHbar", pricing.cents_per_hbar),
+            ("chat.creditsPerThousandTokens", pricing.chat.credits_per_thousand_tokens),
+        ];
+        for (name, rate) in rates {
             if !(rate.is_finite() && rate > 0.0) {
                 bail!("the pricing file: {name} must be above 0");
             }

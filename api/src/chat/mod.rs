@@ -8,8 +8,10 @@
 //! nothing.
 
 pub mod a2a;
+pub mod compact;
 pub mod encryption;
 pub mod members;
+pub mod openai;
 pub mod relay;
 pub mod routing;
 pub mod sessions;
@@ -52,7 +54,7 @@ struct MessageRequest {
     idempotency_key: Option<String>,
 }
 
-fn new_id(prefix: &str) -> String {
+pub(crate) fn new_id(prefix: &str) -> String {
     format!("{prefix}{}", almanac::http::hex(&store::random::<16>()))
 }
 
@@ -116,7 +118,7 @@ fn agent_json(name: &str, description: &str, target: &Target, skills: &[String])
 }
 
 /// A history entry on the wire: roles `user` and `agent` only; no nulls.
-fn entry(m: &stored::Message) -> Value {
+pub(crate) fn entry(m: &stored::Message) -> Value {
     let mut entry = json!({"messageId": m.message_id, "role": m.role, "content": m.content,
         "timestamp": store::rfc3339(m.created_at)});
     if let Some(envelope) = m.cipher_envelope.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok()) {

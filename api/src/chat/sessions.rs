@@ -39,6 +39,8 @@ pub struct Chat {
     /// Calls to agents in flight at once; past it, 503.
     pub upstream: std::sync::Arc<tokio::sync::Semaphore>,
     auth: Mutex<HashMap<String, HeaderMap>>,
+    /// The provider that summarises histories (`…/compact`), if any.
+    pub summarizer: Option<super::openai::Provider>,
     /// Agents routed to recently (`POST /route/{uaid}`).
     pub connections: Connections,
     /// Sends with an idempotency key in flight (session, key).
@@ -73,6 +75,7 @@ pub struct Settings {
     /// Agent connections routing keeps open, and for how long unused.
     pub max_connections: usize,
     pub connection_idle: Duration,
+    pub summarizer: Option<super::openai::Provider>,
 }
 
 impl Chat {
@@ -96,6 +99,7 @@ impl Chat {
             auth: Mutex::new(HashMap::new()),
             in_flight: Default::default(),
             connections: Connections::new(settings.max_connections, settings.connection_idle),
+            summarizer: settings.summarizer,
         })
     }
 

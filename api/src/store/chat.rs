@@ -231,7 +231,7 @@ pub fn turn(
 pub fn history(conn: &Connection, session: &str, since: i64, limit: usize) -> Result<Vec<Message>, Failure> {
     let mut statement = conn.prepare(
         "SELECT message_id, role, content, cipher_envelope, created_at FROM chat_messages
-         WHERE session_id = ?1 AND created_at >= ?2 ORDER BY id DESC LIMIT ?3",
+         WHERE session_id = ?1 AND created_at >= ?2 ORDER BY created_at DESC, id DESC LIMIT ?3",
     )?;
     let mut messages = statement
         .query_map(params![session, since, limit as i64], |r| {
@@ -265,5 +265,19 @@ pub fn encryption(conn: &Connection, session: &str) -> Result<Option<String>, Fa
 
 pub fn set_encryption(conn: &Connection, session: &str, state: &str) -> Result<(), Failure> {
     conn.execute("UPDATE chat_sessions SET encryption = ?2 WHERE id = ?1", params![session, state])?;
+    Ok(())
+}
+
+/// Replaces the messages `summarized` (by message id) with `summary`,
+/// which takes the place of the earliest of them.
+pub fn compact(conn: &Connection, session: &str, summarized: &[String], summary: &Message) -> Result<(), Failure> {
+    for id in summarized {
+        conn.execute("DELETE FROM chat_messages WHERE session_id = ?1 AND message_id = ?2", params![session, id])?;
+    }
+    conn.execute(
+        "INSERT INTO chat_messages (session_id, message_id, role, content, cipher_envelope, created_at)
+         VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
+        params![session, summary.message_id, summary.role, summary.content, summary.created_at],
+    )?;
     Ok(())
 }
