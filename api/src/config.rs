@@ -303,6 +303,10 @@ pub struct Config {
     /// Its API key. Prefer the environment variable.
     #[arg(long, env = "ALMANAC_SUMMARIZER_KEY", hide_env_values = true)]
     pub summarizer_key: Option<String>,
+    /// The key sent to model-routing providers (agents with an
+    /// `openrouter` endpoint: an OpenAI-compatible API). Prefer the environment variable.
+    #[arg(long, env = "ALMANAC_PROVIDER_KEY", hide_env_values = true)]
+    pub provider_key: Option<String>,
     /// Agent connections routing keeps open (`/uaids/connections`).
     #[arg(long, env = "ALMANAC_ROUTE_CONNECTIONS", default_value_t = 10_000)]
     pub route_connections: usize,
@@ -415,6 +419,7 @@ impl Config {
                 key: self.summarizer_key.clone().filter(|k| !k.is_empty()),
                 model: self.summarizer_model.clone(),
             }),
+            provider_key: self.provider_key.clone().filter(|k| !k.is_empty()),
         })?;
         Ok(Arc::new(App {
             store,

@@ -52,6 +52,8 @@ async fn every_live_body_route_refuses_malformed_bodies_and_stores_nothing() {
         "whsec_unused",
         "--redeem-token",
         "0.0.5000001:luna0",
+        "--summarizer-url",
+        "http://127.0.0.1:9/v1",
     ];
     let broker = Broker::start("bodies", &flags);
     let before = rows(&broker);

@@ -580,3 +580,62 @@ async fn a_history_is_compacted_by_the_summariser_billed_and_kept_as_an_agent_en
     let (status, answer) = plain.send("POST", &compact, Some(&key), Some(json!({}))).await;
     assert_eq!((status, &answer["code"]), (503, &json!("compaction_disabled")));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_routing_provider_agent_needs_a_payer_and_is_billed_from_usage() {
+    let model = tests::models::ModelServer::start("sk-provider").await;
+    let broker = Broker::start("chat-provider", &["--provider-key", "sk-provider"]);
+    let key = broker.sign_in("0.0.1001").await;
+    let body = json!({
+        "profile": {"version": "1.0", "type": 1, "display_name": "Routed Model", "bio": "a model behind a provider",
+            "aiAgent": {"type": 1, "model": tests::models::MODEL, "capabilities": [0]}},
+        "endpoint": model.base(),
+        "communicationProtocol": "openrouter",
+    });
+    let (status, registered) = broker.send("POST", "/api/v1/register", Some(&key), Some(body)).await;
+    assert_eq!(status, 200, "{registered}");
+    let uaid = registered["uaid"].as_str().unwrap();
+    // No payer: 401, at the session and at a message naming the agent.
+    assert_eq!(open(&broker, json!({"uaid": uaid})).await.0, 401);
+    let (status, _) =
+        broker.send("POST", "/api/v1/chat/message", None, Some(json!({"uaid": uaid, "message": "hi"}))).await;
+    assert_eq!(status, 401);
+    let (_, session) = broker.send("POST", "/api/v1/chat/session", Some(&key), Some(json!({"uaid": uaid}))).await;
+    let id = session["sessionId"].as_str().unwrap();
+    assert_eq!(session["agent"]["capabilities"], json!({"protocol": "openrouter", "streaming": true}));
+    let before = broker.balance(&key).await;
+    let send = |streaming: bool| {
+        let (broker, key) = (&broker, key.clone());
+        async move {
+            let body = json!({"sessionId": id, "message": "what is the tide", "streaming": streaming});
+            broker.send("POST", "/api/v1/chat/message", Some(&key), Some(body)).await
+        }
+    };
+    let (status, reply) = send(false).await;
+    assert_eq!((status, &reply["message"]), (200, &json!("Read 1 lines and 4 words.")), "{reply}");
+    // 2 credits per thousand tokens, at least one credit a message.
+    assert_eq!((&reply["creditsDebited"], broker.balance(&key).await), (&json!(1), before - 1));
+    // Streamed: chunks of the provider's deltas, then the billed reply. The
+    // provider was sent the history as chat messages.
+    let response = broker
+        .client
+        .post(broker.api.url("/api/v1/chat/message"))
+        .header("x-api-key", &key)
+        .header("accept", "text/event-stream")
+        .json(&json!({"sessionId": id, "message": "and now?", "streaming": true}))
+        .send()
+        .await
+        .unwrap();
+    let events = events(&response.text().await.unwrap());
+    let last = events.last().unwrap();
+    assert_eq!(
+        (&last["content"]["message"], &last["content"]["creditsDebited"]),
+        (&json!("Read 1 lines and 2 words."), &json!(1))
+    );
+    assert!(events.len() > 3, "streamed word by word");
+    assert_eq!(broker.balance(&key).await, before - 2);
+    // Routing does not bill, so it does not reach a metered agent.
+    let path = format!("/api/v1/route/{}", almanac::broker::render::segment(uaid));
+    let (status, answer) = broker.send("POST", &path, Some(&key), Some(json!({"message": "x"}))).await;
+    assert_eq!((status, &answer["code"]), (422, &json!("routing_not_supported")));
+}

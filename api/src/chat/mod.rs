@@ -74,6 +74,7 @@ fn target_json(target: &Target) -> Value {
         Target::A2a(card) => json!({"adapter": "a2a", "url": card.url, "version": card.version.as_str(),
             "streaming": card.streaming, "name": card.name, "description": card.description, "skills": card.skills}),
         Target::Plain { url } => json!({"adapter": "http", "url": url}),
+        Target::OpenAi { base, model } => json!({"adapter": "openrouter", "url": base, "model": model}),
     }
 }
 
@@ -97,6 +98,7 @@ fn target_of(json: &str) -> Result<Target, Error> {
             version: a2a::Version::parse(&text("version")).unwrap_or(a2a::Version::V1),
         })),
         Some("http") => Ok(Target::Plain { url: text("url") }),
+        Some("openrouter") => Ok(Target::OpenAi { base: text("url"), model: text("model") }),
         _ => Err(Error::from(store::Failure::Corrupt(format!("a chat session's target: {json}")))),
     }
 }
@@ -106,6 +108,7 @@ fn agent_json(name: &str, description: &str, target: &Target, skills: &[String])
     let (protocol, streaming) = match target {
         Target::A2a(card) => ("a2a", card.streaming),
         Target::Plain { .. } => ("http", false),
+        Target::OpenAi { .. } => ("openrouter", true),
     };
     let mut agent = json!({"name": name, "capabilities": {"protocol": protocol, "streaming": streaming}});
     if !description.is_empty() {
@@ -156,11 +159,10 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
             let record = crate::broker::register::lookup(request, &view, &uaid).cloned().ok_or_else(|| {
                 Error::new(StatusCode::NOT_FOUND, "uaid_not_found", format!("no agent {uaid} is indexed here"))
             })?;
-            let target =
-                relay::target(&chat.client, &record.endpoints, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
+            let target = relay::target(&chat.client, &record, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
             let skills = match &target {
                 Target::A2a(card) => card.skills.clone(),
-                Target::Plain { .. } => record.capability_labels.clone(),
+                _ => record.capability_labels.clone(),
             };
             let agent = agent_json(&record.name, &record.description, &target, &skills);
             (uaid, None, target, agent)
@@ -176,7 +178,7 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
                 relay::target_of_url(&chat.client, &url, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
             let agent = match &target {
                 Target::A2a(card) => agent_json(&card.name, &card.description, &target, &card.skills),
-                Target::Plain { .. } => agent_json(&url, "", &target, &[]),
+                _ => agent_json(&url, "", &target, &[]),
             };
             (String::new(), Some(url), target, agent)
         }
@@ -186,6 +188,9 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
         return Err(Error::invalid_body("senderUaid: not a UAID").naming("senderUaid"));
     }
     let account = request.principal.as_ref().and_then(|p| p.account.clone());
+    if target.metered() && account.is_none() {
+        return Err(Error::unauthorized("auth_required", "a model-routing provider agent needs a signed-in payer"));
+    }
     // History past the free window is billed: a signed-in payer, and
     // credits for each day begun beyond it.
     let extra_days = ((ttl - default_ttl).max(0) + 86_399) / 86_400;
@@ -362,9 +367,11 @@ pub async fn message(request: Request) -> Answer {
     let now = store::now_ms();
     let since = now - session.history_ttl * 1000;
     let (id, limit) = (session.id.clone(), chat.max_history_entries);
+    // A2A agents keep the conversation themselves (its contextId); the
+    // others are sent the history.
     let earlier = match target {
-        Target::Plain { .. } => request.app.store.read(move |conn| stored::history(conn, &id, since, limit)).await?,
         Target::A2a(_) => Vec::new(),
+        _ => request.app.store.read(move |conn| stored::history(conn, &id, since, limit)).await?,
     };
     let history: Vec<(String, String)> = earlier.into_iter().map(|m| (m.role, m.content)).collect();
     let user = stored::Message {
@@ -373,6 +380,22 @@ pub async fn message(request: Request) -> Answer {
         content: body.message.clone(),
         cipher_envelope: body.cipher_envelope.as_ref().map(Value::to_string),
         created_at: now,
+    };
+    // A metered agent: a signed-in payer with credits; billed from usage.
+    let bill = match target.metered() {
+        false => None,
+        true => {
+            let principal = request.principal.as_ref().ok_or_else(|| {
+                Error::unauthorized("auth_required", "a model-routing provider agent needs a signed-in payer")
+            })?;
+            let account = principal.billing(&request.headers)?;
+            let owner = account.clone();
+            let balance = request.app.store.read(move |conn| credits::balance(conn, &owner)).await?;
+            if balance < 1 {
+                return Err(crate::broker::register::short(1, balance, 1 - balance));
+            }
+            Some((account, request.app.pricing.chat.credits_per_thousand_tokens))
+        }
     };
     let permit = chat.upstream.clone().try_acquire_owned().map_err(|_| {
         Error::new(StatusCode::SERVICE_UNAVAILABLE, "too_busy", "too many agent calls are in flight; try again")
@@ -384,11 +407,13 @@ pub async fn message(request: Request) -> Answer {
         context: session.context.as_deref(),
         history: &history,
         headers: &headers,
+        provider_key: chat.provider_key.as_deref(),
     };
     if !streaming {
         let reply = relay::send(&chat.client, &target, &turn, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
         drop(permit);
-        let answer = finish(&request.app, &session, user, &reply, new_id("msg_"), key.as_deref()).await?;
+        let answer =
+            finish(&request.app, &session, user, &reply, new_id("msg_"), key.as_deref(), bill.as_ref()).await?;
         return Ok(reply::json(&answer));
     }
     let upstream = relay::stream(&chat.client, &target, &turn, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
@@ -421,7 +446,17 @@ pub async fn message(request: Request) -> Answer {
                         return;
                     }
                     let user = user.take().expect("one reply per turn");
-                    let event = match finish(&app, &session, user, &reply, message_id.clone(), key.as_deref()).await {
+                    let event = match finish(
+                        &app,
+                        &session,
+                        user,
+                        &reply,
+                        message_id.clone(),
+                        key.as_deref(),
+                        bill.as_ref(),
+                    )
+                    .await
+                    {
                         Ok(mut answer) => {
                             answer["kind"] = json!("message");
                             answer["messageId"] = json!(message_id);
@@ -505,6 +540,7 @@ async fn finish(
     reply: &relay::Reply,
     message_id: String,
     key: Option<&str>,
+    bill: Option<&(String, f64)>,
 ) -> Result<Value, Error> {
     let agent = stored::Message {
         message_id,
@@ -526,15 +562,40 @@ async fn finish(
     if !reply.raw.is_null() {
         answer["rawResponse"] = reply.raw.clone();
     }
+    // Metered: the provider's token usage, in credits (at least one).
+    let charge = bill.map(|(account, per_thousand)| {
+        let tokens = reply.raw["usage"]["total_tokens"].as_u64().unwrap_or(0);
+        let credits = ((tokens as f64 / 1000.0 * per_thousand).ceil() as i64).max(1);
+        answer["creditsDebited"] = json!(credits);
+        credits::Change {
+            account: account.clone(),
+            kind: credits::Kind::Debit,
+            credits,
+            idempotency_key: format!("chat:{}", agent.message_id),
+            reason: format!("chat message ({tokens} tokens)"),
+            reference: Some(session.id.clone()),
+        }
+    });
     let (id, context, messages) = (session.id.clone(), reply.context.clone(), vec![user, agent.clone()]);
     let sent = key.map(|k| (k.to_string(), answer.to_string()));
-    let stored = app
+    let outcome = app
         .store
         .write(move |conn| {
+            if let Some(change) = &charge {
+                if let credits::Posted::Short { balance, shortfall } = credits::post(conn, change, store::now_ms())? {
+                    return Ok(Err((change.credits, balance, shortfall)));
+                }
+            }
             let sent = sent.as_ref().map(|(k, a)| (k.as_str(), a.as_str()));
-            stored::turn(conn, &id, &messages, context.as_deref(), sent)
+            Ok(Ok(stored::turn(conn, &id, &messages, context.as_deref(), sent)?))
         })
         .await?;
+    let stored = match outcome {
+        Ok(stored) => stored,
+        Err((required, balance, shortfall)) => {
+            return Err(crate::broker::register::short(required, balance, shortfall))
+        }
+    };
     if !stored {
         return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
     }

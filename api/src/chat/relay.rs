@@ -21,6 +21,27 @@ pub enum Target {
     Plain {
         url: String,
     },
+    /// A model-routing provider's OpenAI-compatible API and the model.
+    OpenAi {
+        base: String,
+        model: String,
+    },
+}
+
+impl Target {
+    /// Its adapter's endpoint name in the table.
+    pub fn adapter(&self) -> &'static str {
+        match self {
+            Target::A2a(_) => "a2a",
+            Target::Plain { .. } => "http",
+            Target::OpenAi { .. } => "openrouter",
+        }
+    }
+
+    /// Whether its messages are billed from usage (a payer is needed).
+    pub fn metered(&self) -> bool {
+        matches!(self, Target::OpenAi { .. })
+    }
 }
 
 /// The adapters, in the order an agent's endpoints are tried: the
@@ -32,14 +53,22 @@ pub use almanac::broker::chat::{ChatAdapter, CHAT_ADAPTERS as ADAPTERS};
 /// order of [`ADAPTERS`]: an A2A agent's card is fetched now.
 pub async fn target(
     client: &reqwest::Client,
-    endpoints: &std::collections::BTreeMap<String, String>,
+    agent: &almanac::broker::Agent,
     max_bytes: usize,
 ) -> Result<Target, Failure> {
+    let endpoints = &agent.endpoints;
     if let Some(adapter) = almanac::broker::chat::adapter_for(endpoints.keys().map(String::as_str)) {
         let url = &endpoints[adapter.endpoint];
         return match adapter.endpoint {
             "a2a" => Ok(Target::A2a(a2a::discover(client, url, max_bytes).await?)),
             "http" => Ok(Target::Plain { url: url.clone() }),
+            "openrouter" => {
+                // The model: the agent's metadata, else its profile's.
+                let model = agent.metadata.get("model").and_then(|m| m.as_str()).map(String::from);
+                let model = model.or_else(|| agent.profile.ai_agent.as_ref().map(|a| a.model.clone()));
+                let model = model.ok_or_else(|| Failure::Unsupported("the provider agent names no model".into()))?;
+                Ok(Target::OpenAi { base: url.clone(), model })
+            }
             other => Err(Failure::Unsupported(format!("the {other} adapter is in the table but not here"))),
         };
     }
@@ -72,7 +101,29 @@ pub async fn send(
     match target {
         Target::A2a(card) => a2a::send(client, card, turn, max_bytes).await,
         Target::Plain { url } => plain::send(client, url, turn, max_bytes).await,
+        Target::OpenAi { base, model } => {
+            let provider = provider(base, model, turn);
+            let completion = super::openai::complete(client, &provider, &messages(turn), max_bytes).await?;
+            Ok(Reply { text: completion.text, context: None, raw: completion.raw })
+        }
     }
+}
+
+fn provider(base: &str, model: &str, turn: &Turn<'_>) -> super::openai::Provider {
+    super::openai::Provider {
+        base: base.to_string(),
+        key: turn.provider_key.map(String::from),
+        model: model.to_string(),
+    }
+}
+
+/// A turn as chat completion messages: the history, then the message.
+fn messages(turn: &Turn<'_>) -> Vec<Value> {
+    let earlier = turn
+        .history
+        .iter()
+        .map(|(role, text)| json!({"role": if role == "agent" { "assistant" } else { "user" }, "content": text}));
+    earlier.chain([json!({"role": "user", "content": turn.text})]).collect()
 }
 
 /// One turn, streamed where the agent streams (else one chunk).
@@ -84,6 +135,10 @@ pub async fn stream(
 ) -> Result<futures_util::stream::BoxStream<'static, Result<Chunk, Failure>>, Failure> {
     Ok(match target {
         Target::A2a(card) if card.streaming => a2a::stream(client, card, turn, max_bytes).await?.boxed(),
+        Target::OpenAi { base, model } => {
+            let provider = provider(base, model, turn);
+            super::openai::stream(client, &provider, &messages(turn), max_bytes).await?.boxed()
+        }
         _ => {
             let reply = send(client, target, turn, max_bytes).await?;
             futures_util::stream::iter([Ok(Chunk::Text(reply.text.clone())), Ok(Chunk::Done(reply))]).boxed()

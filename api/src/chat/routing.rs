@@ -31,11 +31,8 @@ pub async fn route(request: Request) -> Answer {
         Value::Object(o) if !o.is_empty() => body["message"].to_string(),
         Value::Array(a) if !a.is_empty() => body["message"].to_string(),
         _ => {
-            return Err(code(
-                StatusCode::BAD_REQUEST,
-                "message_required",
-                "message: a text, object or array is required",
-            ))
+            let message = "message: a text, object or array is required";
+            return Err(code(StatusCode::BAD_REQUEST, "message_required", message).naming("message"));
         }
     };
     let chat = &request.app.chat;
@@ -54,11 +51,10 @@ pub async fn route(request: Request) -> Answer {
     let connection = match chat.connections.get(&uaid, now) {
         Some(connection) => connection,
         None => {
-            let target =
-                relay::target(&chat.client, &agent.endpoints, chat.max_answer_bytes).await.map_err(|f| match f {
-                    Failure::Unsupported(why) => code(StatusCode::UNPROCESSABLE_ENTITY, "routing_not_supported", why),
-                    other => code(StatusCode::INTERNAL_SERVER_ERROR, "routing_failed", other.message().to_string()),
-                })?;
+            let target = relay::target(&chat.client, &agent, chat.max_answer_bytes).await.map_err(|f| match f {
+                Failure::Unsupported(why) => code(StatusCode::UNPROCESSABLE_ENTITY, "routing_not_supported", why),
+                other => code(StatusCode::INTERNAL_SERVER_ERROR, "routing_failed", other.message().to_string()),
+            })?;
             let connection = Arc::new(Connection { target, opened_at: now, last_used: AtomicI64::new(now) });
             chat.connections.put(&uaid, connection.clone());
             connection
@@ -70,7 +66,19 @@ pub async fn route(request: Request) -> Answer {
     })?;
     let session = format!("route:{uaid}");
     let headers = Default::default();
-    let turn = Turn { text: &text, session: &session, context: None, history: &[], headers: &headers };
+    if connection.target.metered() {
+        // Routing bills no one: a metered agent is chatted with in a session.
+        let message = "a model-routing provider agent is billed per message: open a chat session with it";
+        return Err(code(StatusCode::UNPROCESSABLE_ENTITY, "routing_not_supported", message));
+    }
+    let turn = Turn {
+        text: &text,
+        session: &session,
+        context: None,
+        history: &[],
+        headers: &headers,
+        provider_key: chat.provider_key.as_deref(),
+    };
     let reply =
         relay::send(&chat.client, &connection.target, &turn, chat.max_answer_bytes).await.map_err(|failure| {
             // A connection that failed is not kept.

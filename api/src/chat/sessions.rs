@@ -39,6 +39,8 @@ pub struct Chat {
     /// Calls to agents in flight at once; past it, 503.
     pub upstream: std::sync::Arc<tokio::sync::Semaphore>,
     auth: Mutex<HashMap<String, HeaderMap>>,
+    /// The deployment's key for model-routing providers, if any.
+    pub provider_key: Option<String>,
     /// The provider that summarises histories (`…/compact`), if any.
     pub summarizer: Option<super::openai::Provider>,
     /// Agents routed to recently (`POST /route/{uaid}`).
@@ -76,6 +78,7 @@ pub struct Settings {
     pub max_connections: usize,
     pub connection_idle: Duration,
     pub summarizer: Option<super::openai::Provider>,
+    pub provider_key: Option<String>,
 }
 
 impl Chat {
@@ -100,6 +103,7 @@ impl Chat {
             in_flight: Default::default(),
             connections: Connections::new(settings.max_connections, settings.connection_idle),
             summarizer: settings.summarizer,
+            provider_key: settings.provider_key,
         })
     }
 
@@ -142,10 +146,7 @@ pub struct Connection {
 
 impl Connection {
     pub fn adapter(&self) -> &'static str {
-        match self.target {
-            Target::A2a(_) => "a2a",
-            Target::Plain { .. } => "http",
-        }
+        self.target.adapter()
     }
 
     pub fn describe(&self) -> Value {
@@ -158,6 +159,10 @@ impl Connection {
                 connection["streaming"] = json!(card.streaming);
             }
             Target::Plain { url } => connection["url"] = json!(url),
+            Target::OpenAi { base, model } => {
+                connection["url"] = json!(base);
+                connection["model"] = json!(model);
+            }
         }
         connection
     }

@@ -16,6 +16,8 @@ pub struct Turn<'a> {
     pub history: &'a [(String, String)],
     /// The session's authentication headers.
     pub headers: &'a HeaderMap,
+    /// The deployment's key for model-routing providers, if any.
+    pub provider_key: Option<&'a str>,
 }
 
 /// An agent's whole reply.

@@ -27,6 +27,13 @@ pub const CHAT_ADAPTERS: &[ChatAdapter] = &[
             "A2A 1.0 (SendMessage, SendStreamingMessage) or 0.3 (message/send, message/stream), from the agent card",
     },
     ChatAdapter {
+        endpoint: "openrouter",
+        protocol: "openrouter",
+        streaming: true,
+        description: "OpenAI-compatible chat completions of a model-routing provider; needs a signed-in payer, \
+            billed from the provider's reported token usage",
+    },
+    ChatAdapter {
         endpoint: "http",
         protocol: "http",
         streaming: false,
