@@ -32,6 +32,9 @@ pub enum Kind {
     Cut,
     /// A stream of one event a second, for a minute.
     Slow,
+    /// An MCP server of protocol 2025-06-18 (initialize, a session id it
+    /// requires afterwards, answers as event streams) with one tool, `add`.
+    Mcp,
 }
 
 pub struct Agent {
@@ -49,6 +52,7 @@ impl Agent {
         let (addr, tx) = match kind {
             Kind::Echo => crate::serve_listener(listener, api::demo::a2a(url, Duration::from_millis(5))),
             Kind::Plain => crate::serve_listener(listener, api::demo::plain()),
+            Kind::Mcp => crate::serve_listener(listener, mcp()),
             _ => crate::serve_listener(listener, misbehaving(kind, url, dropped.clone())),
         };
         Agent { addr, dropped, shutdown: Some(tx) }
@@ -195,4 +199,70 @@ fn misbehaving(
         }
     });
     card.or(rpc).unify()
+}
+
+/// The MCP server of [`Kind::Mcp`], as strict as the TypeScript SDK's
+/// streamable HTTP transport: `Accept` must name both JSON and event
+/// streams (406), requests after `initialize` need its session id (400
+/// without, 404 for another) and the protocol version header (400).
+fn mcp() -> impl Filter<Extract = (warp::reply::Response,), Error = warp::Rejection> + Clone {
+    const SESSION: &str = "mcp-session-7";
+    warp::path::end().and(warp::post()).and(warp::header::headers_cloned()).and(warp::body::bytes()).map(
+        |headers: warp::http::HeaderMap, body: Bytes| {
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+            let status = |code: u16, message: &str| {
+                let mut response = json_reply(&json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}}));
+                *response.status_mut() = warp::http::StatusCode::from_u16(code).unwrap();
+                response
+            };
+            let accept = header("accept");
+            if !(accept.contains("application/json") && accept.contains("text/event-stream")) {
+                return status(406, "Not Acceptable: Client must accept both application/json and text/event-stream");
+            }
+            let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+            let method = request["method"].as_str().unwrap_or_default();
+            let id = request["id"].clone();
+            let reply = |result: Value| {
+                let event = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                let mut response = sse(futures_util::stream::iter(vec![Ok::<_, std::io::Error>(Bytes::from(format!(
+                    "event: message\ndata: {event}\n\n"
+                )))]));
+                response.headers_mut().insert("mcp-session-id", SESSION.parse().unwrap());
+                response
+            };
+            if method == "initialize" {
+                if request["params"]["protocolVersion"] != "2025-06-18" {
+                    return status(400, "Unsupported protocol version");
+                }
+                return reply(json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "adder", "version": "1.0.0"}}));
+            }
+            match header("mcp-session-id").as_str() {
+                "" => return status(400, "Bad Request: Mcp-Session-Id header is required"),
+                SESSION => {}
+                _ => return status(404, "Session not found"),
+            }
+            if header("mcp-protocol-version") != "2025-06-18" {
+                return status(400, "Bad Request: Unsupported protocol version");
+            }
+            match method {
+                "notifications/initialized" => {
+                    let mut response = Response::new(Vec::new().into());
+                    *response.status_mut() = warp::http::StatusCode::ACCEPTED;
+                    response
+                }
+                "tools/list" => reply(json!({"tools": [{"name": "add", "description": "adds a and b",
+                    "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}]})),
+                "tools/call" if request["params"]["name"] == "add" => {
+                    let (a, b) = (request["params"]["arguments"]["a"].as_f64(), request["params"]["arguments"]["b"].as_f64());
+                    match (a, b) {
+                        (Some(a), Some(b)) => reply(json!({"content": [{"type": "text", "text": format!("{}", a + b)}]})),
+                        _ => reply(json!({"content": [{"type": "text", "text": "a and b must be numbers"}], "isError": true})),
+                    }
+                }
+                "tools/call" => json_reply(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "Unknown tool"}})),
+                _ => json_reply(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}})),
+            }
+        },
+    )
 }

@@ -150,7 +150,7 @@ async fn replies_stream_as_server_sent_events_and_each_protocol_is_relayed() {
         let (_, found) = broker.send("GET", &format!("/api/v1/search?limit=100&page={page}"), None, None).await;
         for hit in found["hits"].as_array().unwrap() {
             let endpoints = hit["endpoints"].as_object().unwrap();
-            let chattable = endpoints.contains_key("a2a") || endpoints.contains_key("http");
+            let chattable = ["a2a", "mcp", "openrouter", "http"].iter().any(|e| endpoints.contains_key(*e));
             assert_eq!(
                 (&hit["communicationSupported"], &hit["routingSupported"]),
                 (&json!(chattable), &json!(chattable)),
@@ -638,4 +638,33 @@ async fn a_model_routing_provider_agent_needs_a_payer_and_is_billed_from_usage()
     let path = format!("/api/v1/route/{}", almanac::broker::render::segment(uaid));
     let (status, answer) = broker.send("POST", &path, Some(&key), Some(json!({"message": "x"}))).await;
     assert_eq!((status, &answer["code"]), (422, &json!("routing_not_supported")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_servers_are_chatted_with_as_tool_calls_in_both_dialects() {
+    let adder = Agent::start(Kind::Mcp).await;
+    let broker = Broker::start("chat-mcp", &[]);
+    let key = broker.sign_in("0.0.1001").await;
+    let uaid = register(&broker, &key, "Adder", "mcp", &adder.url()).await;
+    let (status, session) = open(&broker, json!({"uaid": uaid})).await;
+    assert_eq!((status, &session["agent"]["capabilities"]["protocol"]), (200, &json!("mcp")), "{session}");
+    let id = session["sessionId"].as_str().unwrap();
+    let (_, listed) = say(&broker, id, "tools").await;
+    assert_eq!(listed["message"], json!("1 tools:\nadd: adds a and b"));
+    let (_, sum) = say(&broker, id, r#"add {"a": 2, "b": 3}"#).await;
+    assert_eq!(sum["message"], json!("5"));
+    let (status, failed) = say(&broker, id, r#"add {"a": "x"}"#).await;
+    assert_eq!((status, &failed["code"]), (500, &json!("agent_error")), "{failed}");
+    let (status, _) = say(&broker, id, "add [1, 2]").await;
+    assert_eq!(status, 500);
+
+    // The stateless dialect: the api's own guard MCP endpoint refuses
+    // initialize, so it is spoken to without one.
+    let guard = broker.api.url("/api/guard/public-mcp");
+    let uaid = register(&broker, &key, "Guard Tools", "mcp", &guard).await;
+    let (status, session) = open(&broker, json!({"uaid": uaid})).await;
+    assert_eq!(status, 200, "{session}");
+    let (status, listed) = say(&broker, session["sessionId"].as_str().unwrap(), "tools").await;
+    assert_eq!(status, 200, "{listed}");
+    assert!(listed["message"].as_str().unwrap().starts_with("7 tools:"), "{listed}");
 }

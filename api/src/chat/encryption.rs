@@ -172,14 +172,11 @@ pub async fn handshake(request: Request) -> Answer {
             .map_err(|rule| Error::invalid_body(format!("longTermPublicKey: {rule}")).naming("longTermPublicKey"))?;
     }
     let (session, state) = load(&request).await?;
-    let Some(mut state) = state else {
+    if state.is_none() {
         let message = format!("session {} is not encrypted (open it with encryptionRequested: true)", session.id);
         return Err(Error::new(StatusCode::NOT_FOUND, "encrypted_session_not_found", message));
-    };
-    let now = store::now_ms();
-    if now > state["expiresAt"].as_i64().unwrap_or_default() {
-        state = initial(now);
     }
+    let now = store::now_ms();
     let role = match body.role {
         Role::Requester => "requester",
         Role::Responder => "responder",
@@ -200,9 +197,23 @@ pub async fn handshake(request: Request) -> Answer {
     if let Some(metadata) = body.metadata {
         participant["metadata"] = Value::Object(metadata);
     }
-    state[role] = participant;
-    let (id, text) = (session.id.clone(), state.to_string());
-    request.app.store.write(move |conn| stored::set_encryption(conn, &id, &text)).await?;
+    // Read, change and write in one step of the store's single writer: the
+    // two parties submit at the same moment, and neither may undo the other.
+    let id = session.id.clone();
+    let state = request
+        .app
+        .store
+        .write(move |conn| {
+            let held = stored::encryption(conn, &id)?.and_then(|s| serde_json::from_str::<Value>(&s).ok());
+            let mut state = held.unwrap_or_else(|| initial(now));
+            if now > state["expiresAt"].as_i64().unwrap_or_default() {
+                state = initial(now);
+            }
+            state[role] = participant;
+            stored::set_encryption(conn, &id, &state.to_string())?;
+            Ok(state)
+        })
+        .await?;
     Ok(reply::json(&json!({"sessionId": session.id, "handshake": record(&session.id, &state)})))
 }
 

@@ -10,6 +10,7 @@
 pub mod a2a;
 pub mod compact;
 pub mod encryption;
+pub mod mcp;
 pub mod members;
 pub mod openai;
 pub mod relay;
@@ -75,6 +76,7 @@ fn target_json(target: &Target) -> Value {
             "streaming": card.streaming, "name": card.name, "description": card.description, "skills": card.skills}),
         Target::Plain { url } => json!({"adapter": "http", "url": url}),
         Target::OpenAi { base, model } => json!({"adapter": "openrouter", "url": base, "model": model}),
+        Target::Mcp(server) => json!({"adapter": "mcp", "url": server.url, "stateless": server.stateless}),
     }
 }
 
@@ -99,6 +101,7 @@ fn target_of(json: &str) -> Result<Target, Error> {
         })),
         Some("http") => Ok(Target::Plain { url: text("url") }),
         Some("openrouter") => Ok(Target::OpenAi { base: text("url"), model: text("model") }),
+        Some("mcp") => Ok(Target::Mcp(mcp::Server { url: text("url"), stateless: value["stateless"] == json!(true) })),
         _ => Err(Error::from(store::Failure::Corrupt(format!("a chat session's target: {json}")))),
     }
 }
@@ -109,6 +112,7 @@ fn agent_json(name: &str, description: &str, target: &Target, skills: &[String])
         Target::A2a(card) => ("a2a", card.streaming),
         Target::Plain { .. } => ("http", false),
         Target::OpenAi { .. } => ("openrouter", true),
+        Target::Mcp(_) => ("mcp", false),
     };
     let mut agent = json!({"name": name, "capabilities": {"protocol": protocol, "streaming": streaming}});
     if !description.is_empty() {

@@ -26,6 +26,8 @@ pub enum Target {
         base: String,
         model: String,
     },
+    /// An MCP server: a turn is a `tools/list` or `tools/call`.
+    Mcp(super::mcp::Server),
 }
 
 impl Target {
@@ -35,6 +37,7 @@ impl Target {
             Target::A2a(_) => "a2a",
             Target::Plain { .. } => "http",
             Target::OpenAi { .. } => "openrouter",
+            Target::Mcp(_) => "mcp",
         }
     }
 
@@ -62,6 +65,7 @@ pub async fn target(
         return match adapter.endpoint {
             "a2a" => Ok(Target::A2a(a2a::discover(client, url, max_bytes).await?)),
             "http" => Ok(Target::Plain { url: url.clone() }),
+            "mcp" => Ok(Target::Mcp(super::mcp::connect(client, url, max_bytes).await?)),
             "openrouter" => {
                 // The model: the agent's metadata, else its profile's.
                 let model = agent.metadata.get("model").and_then(|m| m.as_str()).map(String::from);
@@ -101,6 +105,7 @@ pub async fn send(
     match target {
         Target::A2a(card) => a2a::send(client, card, turn, max_bytes).await,
         Target::Plain { url } => plain::send(client, url, turn, max_bytes).await,
+        Target::Mcp(server) => super::mcp::send(client, server, turn, max_bytes).await,
         Target::OpenAi { base, model } => {
             let provider = provider(base, model, turn);
             let completion = super::openai::complete(client, &provider, &messages(turn), max_bytes).await?;

@@ -163,6 +163,11 @@ impl Connection {
                 connection["url"] = json!(base);
                 connection["model"] = json!(model);
             }
+            Target::Mcp(server) => {
+                connection["url"] = json!(server.url);
+                connection["protocolVersion"] =
+                    json!(if server.stateless { super::mcp::STATELESS } else { super::mcp::STATEFUL });
+            }
         }
         connection
     }

@@ -27,6 +27,13 @@ pub const CHAT_ADAPTERS: &[ChatAdapter] = &[
             "A2A 1.0 (SendMessage, SendStreamingMessage) or 0.3 (message/send, message/stream), from the agent card",
     },
     ChatAdapter {
+        endpoint: "mcp",
+        protocol: "mcp",
+        streaming: false,
+        description: "MCP over streamable HTTP (2025-06-18 with initialize, or stateless 2026-07-28): the message \
+            `tools` lists the tools; a tool's name and JSON arguments call it",
+    },
+    ChatAdapter {
         endpoint: "openrouter",
         protocol: "openrouter",
         streaming: true,
@@ -113,7 +120,8 @@ mod tests {
         check(&["http", "a2a"], Some("a2a"));
         check(&["inboundTopic", "http"], Some("http"));
         check(&["inboundTopic"], None);
-        check(&["mcp"], None);
+        check(&["mcp"], Some("mcp"));
+        check(&["hcs-10", "xmtp"], None);
         check(&[], None);
     }
 }
