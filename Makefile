@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb build install site run test bench fuzz datasets fmt lint clean conformance client readers
+.PHONY: all duckdb build install site run test bench fuzz datasets fmt lint clean conformance client a2a readers
 
 all: build
 
@@ -88,6 +88,14 @@ $(CLIENT)/node_modules/.installed: $(CLIENT)/package.json $(CLIENT)/package-lock
 	cd $(CLIENT) && npm install --no-audit --no-fund
 	touch $@
 
+## a2a: install the official A2A SDK the chat tests build agents with
+## (npm, pinned by its lock)
+A2A := tests/a2a
+a2a: $(A2A)/node_modules/.installed
+$(A2A)/node_modules/.installed: $(A2A)/package.json $(A2A)/package-lock.json
+	cd $(A2A) && npm ci --no-audit --no-fund
+	touch $@
+
 ## readers: the DuckDB releases analysts open the snapshots with (Python
 ## packages, one virtualenv each, cached once per machine); the tests check
 ## that each opens a snapshot and answers as the generator's DuckDB does
@@ -104,7 +112,7 @@ $(READERS_DIR)/duckdb-%/.installed:
 ## test: every test (unit, data-driven, end-to-end on loopback, the MCP
 ## conformance suite, the reference broker client, the analysts' DuckDB
 ## releases), then a total
-test: build conformance client readers
+test: build conformance client a2a readers
 	@mkdir -p $(TARGET)
 	set -o pipefail; $(CARGO) test --release --workspace $(CARGO_FEATURES) --no-fail-fast --lib --bins --tests 2>&1 \
 	  | tee $(TARGET)/test.log; status=$$?; \

