@@ -275,6 +275,10 @@ pub struct Config {
     /// Keep and answer chat history (`false`: the history route is 503).
     #[arg(long, env = "ALMANAC_CHAT_HISTORY", default_value_t = true, action = clap::ArgAction::Set)]
     pub chat_history: bool,
+    /// How long a session's authentication for its agent is held unused,
+    /// in seconds; after it, messages must carry `auth` again.
+    #[arg(long, env = "ALMANAC_CHAT_AUTH_IDLE_SECS", default_value_t = 3_600)]
+    pub chat_auth_idle_secs: u64,
     /// Allow encrypted chat sessions (`false`: the encryption routes are 503).
     #[arg(long, env = "ALMANAC_CHAT_ENCRYPTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub chat_encryption: bool,
@@ -407,6 +411,7 @@ impl Config {
             max_answer_bytes: self.chat_max_answer_bytes.max(1024),
             history_enabled: self.chat_history,
             encryption_enabled: self.chat_encryption,
+            auth_idle: Duration::from_secs(self.chat_auth_idle_secs.max(1)),
             history_ttl: Duration::from_secs(self.chat_history_ttl_secs.max(1)),
             max_history_ttl: Duration::from_secs(self.chat_max_history_ttl_secs),
             max_history_entries: self.chat_max_history,

@@ -32,6 +32,9 @@ pub enum Kind {
     Cut,
     /// A stream of one event a second, for a minute.
     Slow,
+    /// A plain HTTP agent at `/chat` that answers only `Authorization:
+    /// Bearer sesame` (401 otherwise).
+    Guarded,
     /// An MCP server of protocol 2025-06-18 (initialize, a session id it
     /// requires afterwards, answers as event streams) with one tool, `add`.
     Mcp,
@@ -53,6 +56,7 @@ impl Agent {
             Kind::Echo => crate::serve_listener(listener, api::demo::a2a(url, Duration::from_millis(5))),
             Kind::Plain => crate::serve_listener(listener, api::demo::plain()),
             Kind::Mcp => crate::serve_listener(listener, mcp()),
+            Kind::Guarded => crate::serve_listener(listener, guarded()),
             _ => crate::serve_listener(listener, misbehaving(kind, url, dropped.clone())),
         };
         Agent { addr, dropped, shutdown: Some(tx) }
@@ -302,4 +306,17 @@ impl Drop for SdkAgent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn guarded() -> impl Filter<Extract = (warp::reply::Response,), Error = warp::Rejection> + Clone {
+    warp::path!("chat").and(warp::post()).and(warp::header::optional::<String>("authorization")).map(
+        |auth: Option<String>| match auth.as_deref() {
+            Some("Bearer sesame") => json_reply(&json!({"reply": "welcome in"})),
+            _ => {
+                let mut response = json_reply(&json!({"error": "unauthorized"}));
+                *response.status_mut() = warp::http::StatusCode::UNAUTHORIZED;
+                response
+            }
+        },
+    )
 }

@@ -690,3 +690,47 @@ async fn agents_built_on_the_official_a2a_sdk_are_relayed_whole_and_streamed() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn session_auth_reaches_the_agent_and_is_never_stored() {
+    let guarded = Agent::start(Kind::Guarded).await;
+    let broker = Broker::start("chat-auth", &[]);
+    let key = broker.sign_in("0.0.1001").await;
+    let uaid = register(&broker, &key, "Guarded", "http", &format!("{}/chat", guarded.url())).await;
+    // Without auth the agent refuses; with it, every turn gets in.
+    let (_, bare) = open(&broker, json!({"uaid": uaid})).await;
+    let (status, refused) = say(&broker, bare["sessionId"].as_str().unwrap(), "knock").await;
+    assert_eq!((status, &refused["code"]), (500, &json!("agent_error")), "{refused}");
+    let (_, session) = open(&broker, json!({"uaid": uaid, "auth": {"type": "bearer", "token": "sesame"}})).await;
+    let id = session["sessionId"].as_str().unwrap();
+    for _ in 0..2 {
+        assert_eq!(say(&broker, id, "knock").await.1["message"], json!("welcome in"));
+    }
+    // Nowhere in the store's files, nor in the journal.
+    broker.journaled().await;
+    for entry in walk(&broker.data) {
+        let bytes = std::fs::read(&entry).unwrap();
+        assert!(!bytes.windows(6).any(|w| w == b"sesame"), "the token is in {}", entry.display());
+    }
+    // Ended: the next session's message must bring it again.
+    broker.send("DELETE", &format!("/api/v1/chat/session/{id}"), None, None).await;
+    let (_, again) = open(&broker, json!({"uaid": uaid})).await;
+    let again_id = again["sessionId"].as_str().unwrap();
+    let body = json!({"sessionId": again_id, "message": "knock", "auth": {"type": "bearer", "token": "sesame"}});
+    let (status, reply) = broker.send("POST", "/api/v1/chat/message", None, Some(body)).await;
+    assert_eq!((status, &reply["message"]), (200, &json!("welcome in")));
+    assert_eq!(say(&broker, again_id, "and again").await.1["message"], json!("welcome in"), "held from then on");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

@@ -367,6 +367,7 @@ pub async fn message(request: Request) -> Answer {
         let more =
             relay::auth_headers(auth).map_err(|rule| Error::invalid_body(format!("auth: {rule}")).naming("auth"))?;
         headers.extend(more);
+        chat.hold_auth(&session.id, headers.clone());
     }
     let now = store::now_ms();
     let since = now - session.history_ttl * 1000;

@@ -25,6 +25,8 @@ pub struct Chat {
     pub max_answer_bytes: usize,
     /// Whether history is kept and answered (`GET …/history`).
     pub history_enabled: bool,
+    /// How long a session's authentication is held unused.
+    pub auth_idle: Duration,
     /// Whether sessions may be encrypted (the handshake routes).
     pub encryption_enabled: bool,
     /// History kept when a session asks for none in particular, and the
@@ -38,7 +40,8 @@ pub struct Chat {
     pub max_sessions: i64,
     /// Calls to agents in flight at once; past it, 503.
     pub upstream: std::sync::Arc<tokio::sync::Semaphore>,
-    auth: Mutex<HashMap<String, HeaderMap>>,
+    /// Each session's headers for its agent, and when they were last used.
+    auth: Mutex<HashMap<String, (HeaderMap, std::time::Instant)>>,
     /// The deployment's key for model-routing providers, if any.
     pub provider_key: Option<String>,
     /// The provider that summarises histories (`…/compact`), if any.
@@ -69,6 +72,7 @@ pub struct Settings {
     pub max_answer_bytes: usize,
     pub history_enabled: bool,
     pub encryption_enabled: bool,
+    pub auth_idle: Duration,
     pub history_ttl: Duration,
     pub max_history_ttl: Duration,
     pub max_history_entries: usize,
@@ -94,6 +98,7 @@ impl Chat {
             max_answer_bytes: settings.max_answer_bytes,
             history_enabled: settings.history_enabled,
             encryption_enabled: settings.encryption_enabled,
+            auth_idle: settings.auth_idle,
             history_ttl: settings.history_ttl,
             max_history_ttl: settings.max_history_ttl.max(settings.history_ttl),
             max_history_entries: settings.max_history_entries.max(1),
@@ -110,13 +115,26 @@ impl Chat {
     /// Holds `headers` for the session's calls.
     pub fn hold_auth(&self, session: &str, headers: HeaderMap) {
         if !headers.is_empty() {
-            self.auth.lock().unwrap().insert(session.to_string(), headers);
+            self.auth.lock().unwrap().insert(session.to_string(), (headers, std::time::Instant::now()));
         }
     }
 
-    /// The session's headers (none when it has none, or after a restart).
+    /// The session's headers (none when it has none, after a restart, or
+    /// once they went unused for the idle time).
     pub fn auth(&self, session: &str) -> HeaderMap {
-        self.auth.lock().unwrap().get(session).cloned().unwrap_or_default()
+        let mut held = self.auth.lock().unwrap();
+        match held.get_mut(session) {
+            Some((headers, used)) => {
+                *used = std::time::Instant::now();
+                headers.clone()
+            }
+            None => HeaderMap::new(),
+        }
+    }
+
+    /// Forgets the headers of sessions idle longer than `idle`.
+    pub fn forget_idle(&self, idle: Duration) {
+        self.auth.lock().unwrap().retain(|_, (_, used)| used.elapsed() <= idle);
     }
 
     /// Forgets the session's authentication.
