@@ -37,10 +37,12 @@ fn main() -> Result<()> {
         Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
         Some("signin") => signin(&args[1], args.get(2).map_or(Ok(5), |s| s.parse())?),
         Some("register") => register(&args[1], Path::new(&args[2]), args[3].parse()?),
+        Some("chat") => chat(&args[1], args.get(2).map_or(Ok(2_000), |n| n.parse())?),
+        Some("streams") => streams(&args[1], args[2].parse()?, args[3].parse()?),
         _ => bail!(
             "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS] \
              | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS] \
-             | bench register BASE STORE AGENTS"
+             | bench register BASE STORE AGENTS | bench chat BASE [MESSAGES] | bench streams BASE API_PID STREAMS"
         ),
     }
 }
@@ -394,4 +396,201 @@ where
         total += task.await??;
     }
     Ok(total)
+}
+
+/// The `q` quantile of sorted `values`.
+fn quantile(values: &[Duration], q: f64) -> Duration {
+    values[((values.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Starts the api's demo A2A agent in this process (each streamed word
+/// after `pace`): its base URL.
+async fn demo_agent(pace: Duration) -> Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/", listener.local_addr()?);
+    tokio::spawn(warp::serve(api::demo::a2a(url.clone(), pace)).incoming(listener).run());
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+/// One POST, timed to its whole answer, or (`first`) to the first bytes
+/// that hold `first` (the first text of a stream).
+async fn timed(
+    http: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+    headers: &[(&str, &str)],
+    first: Option<&str>,
+) -> Result<Duration> {
+    let started = Instant::now();
+    let mut request = http.post(url).json(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = request.send().await?;
+    anyhow::ensure!(response.status().is_success(), "{url} answered {}", response.status());
+    if let Some(marker) = first {
+        let mut seen = Vec::new();
+        while let Some(chunk) = response.chunk().await? {
+            seen.extend_from_slice(&chunk);
+            if seen.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+                return Ok(started.elapsed());
+            }
+        }
+        anyhow::bail!("{url}: the stream ended before {marker}");
+    }
+    response.bytes().await?;
+    Ok(started.elapsed())
+}
+
+/// The relay's cost: `messages` sequential turns sent straight to a
+/// local A2A agent and the same number through the api (a session opened
+/// by its URL), interleaved so that noise hits both alike; then the time
+/// to the first byte of a streamed reply, direct and relayed.
+fn chat(base: &str, messages: usize) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let agent = demo_agent(Duration::ZERO).await?;
+        let session: serde_json::Value = http
+            .post(format!("{base}/api/v1/chat/session"))
+            .json(&serde_json::json!({"agentUrl": agent}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let session = session["sessionId"].as_str().context("no session")?.to_string();
+        let direct_body = |i: usize, method: &str| {
+            serde_json::json!({"jsonrpc": "2.0", "id": i, "method": method, "params": {"message": {
+                "messageId": format!("m{i}"), "role": "ROLE_USER", "parts": [{"text": "how high is the tide"}]}}})
+        };
+        let relayed_body = serde_json::json!({"sessionId": session, "message": "how high is the tide"});
+        let a2a = [("a2a-version", "1.0")];
+        let message = format!("{base}/api/v1/chat/message");
+        let (mut direct, mut relayed) = (Vec::new(), Vec::new());
+        for i in 0..messages {
+            direct.push(timed(&http, &format!("{agent}/"), &direct_body(i, "SendMessage"), &a2a, None).await?);
+            relayed.push(timed(&http, &message, &relayed_body, &[], None).await?);
+        }
+        direct.sort();
+        relayed.sort();
+        for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
+            let (d, r) = (quantile(&direct, q), quantile(&relayed, q));
+            println!(
+                "chat turn {name}: direct {:.2} ms, relayed {:.2} ms, added {:.2} ms",
+                ms(d),
+                ms(r),
+                ms(r) - ms(d)
+            );
+        }
+        // The first text of a stream (the agent paces its words 20 ms apart,
+        // the first at once): its first artifact chunk, direct, against the
+        // first relayed event.
+        let paced = demo_agent(Duration::from_millis(20)).await?;
+        let session: serde_json::Value = http
+            .post(format!("{base}/api/v1/chat/session"))
+            .json(&serde_json::json!({"agentUrl": paced}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let session = session["sessionId"].as_str().context("no session")?.to_string();
+        let stream_body =
+            serde_json::json!({"sessionId": session, "message": "stream the tide table", "streaming": true});
+        let (mut direct, mut relayed) = (Vec::new(), Vec::new());
+        for i in 0..200 {
+            let headers = [("a2a-version", "1.0"), ("accept", "text/event-stream")];
+            let body = direct_body(i, "SendStreamingMessage");
+            direct.push(timed(&http, &format!("{paced}/"), &body, &headers, Some("artifactUpdate")).await?);
+            let events = [("accept", "text/event-stream")];
+            relayed.push(timed(&http, &message, &stream_body, &events, Some("\"text\"")).await?);
+        }
+        direct.sort();
+        relayed.sort();
+        println!(
+            "first streamed text, median: direct {:.2} ms, relayed {:.2} ms (p99 {:.2} / {:.2} ms)",
+            ms(quantile(&direct, 0.5)),
+            ms(quantile(&relayed, 0.5)),
+            ms(quantile(&direct, 0.99)),
+            ms(quantile(&relayed, 0.99))
+        );
+        Ok(())
+    })
+}
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
+    Ok(line.split_whitespace().nth(1).context("no value")?.parse()?)
+}
+
+/// Holds `count` streams open at once through the api (each a session
+/// with an agent that sends a word a second for a minute), and prints the
+/// api's resident memory before and with them.
+fn streams(base: &str, api_pid: u32, count: usize) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(async {
+        let http = reqwest::Client::builder().pool_max_idle_per_host(0).build()?;
+        let agent = demo_agent(Duration::from_secs(1)).await?;
+        let before = rss_kib(api_pid)?;
+        let started = Instant::now();
+        let mut open = Vec::with_capacity(count);
+        let mut sessions = Vec::with_capacity(count);
+        for chunk in (0..count).collect::<Vec<_>>().chunks(200) {
+            let made = futures_util::future::join_all(chunk.iter().map(|_| {
+                let http = http.clone();
+                let (agent, base) = (agent.clone(), base.to_string());
+                async move {
+                    let session: serde_json::Value = http
+                        .post(format!("{base}/api/v1/chat/session"))
+                        .json(&serde_json::json!({"agentUrl": agent}))
+                        .send()
+                        .await?
+                        .json()
+                        .await?;
+                    anyhow::Ok(session["sessionId"].as_str().context("no session")?.to_string())
+                }
+            }))
+            .await;
+            for session in made {
+                sessions.push(session?);
+            }
+        }
+        for chunk in sessions.chunks(200) {
+            let made = futures_util::future::join_all(chunk.iter().map(|session| {
+                let http = http.clone();
+                let base = base.to_string();
+                let body = serde_json::json!({"sessionId": session, "message": "a long tide table, word by word please",
+                    "streaming": true});
+                async move {
+                    let mut response =
+                        http.post(format!("{base}/api/v1/chat/message")).header("accept", "text/event-stream").json(&body).send().await?;
+                    anyhow::ensure!(response.status().is_success(), "a stream answered {}", response.status());
+                    response.chunk().await?;
+                    anyhow::Ok(response)
+                }
+            }))
+            .await;
+            for response in made {
+                open.push(response?);
+            }
+        }
+        let opened = started.elapsed();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let with = rss_kib(api_pid)?;
+        println!(
+            "{} concurrent relayed streams open in {:.1} s; api RSS {} MiB before, {} MiB with them: {:.1} KiB a stream",
+            open.len(),
+            opened.as_secs_f64(),
+            before / 1024,
+            with / 1024,
+            (with.saturating_sub(before)) as f64 / open.len() as f64
+        );
+        drop(open);
+        Ok(())
+    })
 }
