@@ -249,7 +249,16 @@ async fn bounds_history_and_billing_are_enforced() {
     let echo = Agent::start(Kind::Echo).await;
     let broker = Broker::start(
         "chat-bounds",
-        &["--chat-max-message-bytes", "32", "--chat-max-sessions", "2", "--chat-history-ttl-secs", "3600"],
+        &[
+            "--chat-max-message-bytes",
+            "32",
+            "--chat-max-sessions",
+            "2",
+            "--chat-history-ttl-secs",
+            "3600",
+            "--chat-max-history",
+            "3",
+        ],
     );
     let key = broker.sign_in("0.0.1001").await;
     let (_, session) = open(&broker, json!({"agentUrl": echo.url()})).await;
@@ -258,6 +267,14 @@ async fn bounds_history_and_billing_are_enforced() {
     assert_eq!((status, &answer["code"]), (413, &json!("message_too_large")));
     let (status, answer) = say(&broker, &id, "  ").await;
     assert_eq!((status, &answer["parameter"]), (400, &json!("message")));
+    // The history answers the newest --chat-max-history entries.
+    for message in ["first", "second"] {
+        say(&broker, &id, message).await;
+    }
+    let (_, history) = broker.send("GET", &format!("/api/v1/chat/session/{id}/history"), None, None).await;
+    let contents: Vec<&str> =
+        history["history"].as_array().unwrap().iter().map(|e| e["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["You said \"first\" (1 word).", "second", "You said \"second\" (1 word)."]);
     for (body, status, code) in [
         (json!({}), 400, "invalid_body"),
         (json!({"uaid": "not a uaid"}), 400, "invalid_uaid"),
