@@ -430,7 +430,7 @@ mod tests {
         let check = |result: Value, text: &str, task_text: &str, done: Option<Result<(), &str>>| {
             let read = read_result(&result);
             assert_eq!(
-                (read.text.as_str(), read.task_text.as_str(), read.done.map(|d| d.map_err(|e| e))),
+                (read.text.as_str(), read.task_text.as_str(), read.done),
                 (text, task_text, done.map(|d| d.map_err(String::from))),
                 "{result}"
             );

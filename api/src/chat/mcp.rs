@@ -55,17 +55,23 @@ async fn answer(response: reqwest::Response, id: u64, max_bytes: usize) -> Resul
         .ok_or_else(|| Failure::Garbage("the server did not answer the request".into()))
 }
 
+/// What every request to a server shares.
+struct Link<'a> {
+    client: &'a reqwest::Client,
+    server: &'a Server,
+    turn: &'a Turn<'a>,
+    max_bytes: usize,
+}
+
 /// Sends one JSON-RPC request (or, without `id`, a notification).
 async fn call(
-    client: &reqwest::Client,
-    server: &Server,
+    link: &Link<'_>,
     session: &Session,
     method: &str,
     mut params: Value,
     id: Option<u64>,
-    turn: &Turn<'_>,
-    max_bytes: usize,
 ) -> Result<Option<(reqwest::header::HeaderMap, Value)>, Failure> {
+    let (client, server, turn, max_bytes) = (link.client, link.server, link.turn, link.max_bytes);
     let version = if server.stateless { STATELESS } else { STATEFUL };
     let mut builder = client
         .post(&server.url)
@@ -118,13 +124,13 @@ async fn begin(
     let params = json!({"protocolVersion": STATEFUL, "capabilities": {},
         "clientInfo": {"name": "almanac", "version": env!("CARGO_PKG_VERSION")}});
     let none = Session { id: None };
-    let (headers, answer) =
-        call(client, server, &none, "initialize", params, Some(0), turn, max_bytes).await?.expect("a request");
+    let link = Link { client, server, turn, max_bytes };
+    let (headers, answer) = call(&link, &none, "initialize", params, Some(0)).await?.expect("a request");
     if let Some((code, message)) = rpc_error(&answer) {
         return Err(Failure::Refused(format!("the server refused initialize ({code}): {message}")));
     }
     let session = Session { id: headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(String::from) };
-    call(client, server, &session, "notifications/initialized", json!({}), None, turn, max_bytes).await?;
+    call(&link, &session, "notifications/initialized", json!({}), None).await?;
     Ok(session)
 }
 
@@ -137,7 +143,8 @@ pub async fn connect(client: &reqwest::Client, url: &str, max_bytes: usize) -> R
     let params = json!({"protocolVersion": STATEFUL, "capabilities": {},
         "clientInfo": {"name": "almanac", "version": env!("CARGO_PKG_VERSION")}});
     let none = Session { id: None };
-    let refused = match call(client, &stateful, &none, "initialize", params, Some(0), &turn, max_bytes).await {
+    let link = Link { client, server: &stateful, turn: &turn, max_bytes };
+    let refused = match call(&link, &none, "initialize", params, Some(0)).await {
         Ok(Some((_, answer))) => match rpc_error(&answer) {
             None => return Ok(stateful),
             Some((code, message)) => Failure::Refused(format!("the server refused initialize ({code}): {message}")),
@@ -147,7 +154,8 @@ pub async fn connect(client: &reqwest::Client, url: &str, max_bytes: usize) -> R
         Err(other) => other,
     };
     let stateless = Server { url: url.to_string(), stateless: true };
-    match call(client, &stateless, &none, "server/discover", json!({}), Some(0), &turn, max_bytes).await {
+    let link = Link { client, server: &stateless, turn: &turn, max_bytes };
+    match call(&link, &none, "server/discover", json!({}), Some(0)).await {
         Ok(Some((_, answer))) if answer.get("result").is_some() => Ok(stateless),
         _ => Err(refused),
     }
@@ -196,8 +204,8 @@ pub async fn send(
         Ask::List => ("tools/list", json!({})),
         Ask::Call { name, arguments } => ("tools/call", json!({"name": name, "arguments": arguments})),
     };
-    let (_, answer) =
-        call(client, server, &session, method, params, Some(1), turn, max_bytes).await?.expect("a request");
+    let link = Link { client, server, turn, max_bytes };
+    let (_, answer) = call(&link, &session, method, params, Some(1)).await?.expect("a request");
     if let Some((code, message)) = rpc_error(&answer) {
         return Err(Failure::Refused(format!("the server answered error {code}: {message}")));
     }

@@ -193,7 +193,10 @@ pub fn auth_headers(auth: &Value) -> Result<HeaderMap, &'static str> {
 /// `message`, `reply`, `response`, `content`, `text` or `output` in a JSON
 /// object, or a `text/plain` body.
 pub mod plain {
-    use super::*;
+    use serde_json::{json, Value};
+
+    // By its full path: this module's `super` is the relay.
+    use crate::chat::turn::{read_bounded, Failure, Reply, Turn};
 
     const FIELDS: &[&str] = &["message", "reply", "response", "content", "text", "output"];
 
