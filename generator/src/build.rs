@@ -98,6 +98,15 @@ pub struct BuildReport {
     pub linked: usize,
     /// False when the data gave the build already live.
     pub published: bool,
+    /// Each step that ran, in order, and how long it took.
+    pub steps: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl BuildReport {
+    /// Records that `step` ran from `started` until now.
+    fn step(&mut self, step: &'static str, started: std::time::Instant) {
+        self.steps.push((step, started.elapsed()));
+    }
 }
 
 /// What the apply step hands to staging and publishing. The warehouse's
@@ -133,14 +142,20 @@ enum Step {
 /// a span of its name (`RUST_LOG=info` shows each step's time as it ends).
 pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let mut report = BuildReport::default();
+    let started = std::time::Instant::now();
     let sources = info_span!("sources").in_scope(|| load_sources(config))?;
+    report.step("sources", started);
     fault::point("sources");
+    let started = std::time::Instant::now();
     let mut warehouse = open_warehouse(&config.layout.warehouse(), config.full)?;
     let embeddings = embed_agents(config, &warehouse, sources.broker.as_ref()).instrument(info_span!("embed")).await?;
+    report.step("embed", started);
     // Into an empty warehouse, what is fetched is everything there is: it is
     // replayed from memory while a second connection stores it.
+    let started = std::time::Instant::now();
     let fresh = warehouse.cursors()?.is_empty();
     let fetched = ingest(config, &mut warehouse, fresh).instrument(info_span!("ingest")).await.context("ingest")?;
+    report.step("ingest", started);
     report.fetched = fetched.messages.len();
     tracing::info!(fetched = report.fetched, "ingested");
     fault::point("ingested");
@@ -148,22 +163,28 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let previous = trusted(config.layout.current().context("reading the live build")?);
     let manifest = std::thread::scope(|scope| -> Result<Option<Manifest>> {
         let mut writers = Writers::start(scope, &warehouse, &fetched)?;
+        let started = std::time::Instant::now();
         let applied = info_span!("apply").in_scope(|| {
             apply(config, &warehouse, previous.as_ref(), fresh, &fetched, &sources.files, &mut writers, &mut report)
         });
+        report.step("apply", started);
         let Some(computed) = applied? else {
             writers.finish()?;
             return Ok(None);
         };
         let data =
             TableData { warehouse: &warehouse, broker: sources.broker.as_ref(), embeddings: embeddings.as_ref() };
+        let started = std::time::Instant::now();
         let manifest = info_span!("stage")
             .in_scope(|| stage_and_snapshot(config, computed, previous.as_ref(), writers, data, &mut report))?;
+        report.step("stage", started);
         Ok(Some(manifest))
     })?;
     let Some(manifest) = manifest else { return Ok(report) };
     drop(fetched);
+    let started = std::time::Instant::now();
     info_span!("publish").in_scope(|| publish(config, previous.as_ref(), &manifest, &mut report))?;
+    report.step("publish", started);
     Ok(report)
 }
 

@@ -26,8 +26,17 @@ enum Command {
     Build(Box<BuildArgs>),
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 struct BuildArgs {
+    /// Build again every INTERVAL (`90`, `30s`, `5m`, `1h`) until stopped
+    /// (SIGINT or SIGTERM); a failed run is logged and the next one waits
+    /// its turn, while the live build keeps serving.
+    #[arg(long, value_name = "INTERVAL", value_parser = interval)]
+    watch: Option<Duration>,
+    /// Print a JSON summary of each build on stdout (counts, each step's
+    /// duration, files written and linked).
+    #[arg(long)]
+    json: bool,
     /// Folder of the build directories and the `current` link.
     #[arg(long, env = "ALMANAC_SITE_DIR", default_value = "site")]
     site_dir: PathBuf,
@@ -102,17 +111,88 @@ async fn main() -> Result<()> {
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .init();
     match Cli::parse().command {
-        Command::Build(args) => {
-            let config = build_config(*args)?;
-            let report = build::run(&config).await?;
-            tracing::info!(
-                build = %report.build, published = report.published, fetched = report.fetched,
-                incremental = report.incremental, applied = report.applied, rejected = report.rejected,
-                files = report.files, written = report.written, linked = report.linked, "build done"
-            );
-        }
+        Command::Build(args) => match args.watch {
+            None => once(&args).await?,
+            Some(every) => watch(&args, every).await,
+        },
     }
     Ok(())
+}
+
+/// One build, reported.
+async fn once(args: &BuildArgs) -> Result<()> {
+    let started = std::time::Instant::now();
+    let config = build_config(args.clone())?;
+    let report = build::run(&config).await?;
+    tracing::info!(
+        build = %report.build, published = report.published, fetched = report.fetched,
+        incremental = report.incremental, applied = report.applied, rejected = report.rejected,
+        files = report.files, written = report.written, linked = report.linked, "build done"
+    );
+    if args.json {
+        println!("{}", summary(&report, started.elapsed()));
+    }
+    Ok(())
+}
+
+/// The JSON summary of a build.
+fn summary(report: &build::BuildReport, took: Duration) -> serde_json::Value {
+    let steps: serde_json::Map<String, serde_json::Value> =
+        report.steps.iter().map(|(name, d)| (name.to_string(), serde_json::json!(d.as_millis() as u64))).collect();
+    serde_json::json!({
+        "build": report.build,
+        "published": report.published,
+        "incremental": report.incremental,
+        "fetched": report.fetched,
+        "applied": report.applied,
+        "rejected": report.rejected,
+        "files": report.files,
+        "written": report.written,
+        "linked": report.linked,
+        "durationMs": took.as_millis() as u64,
+        "stepsMs": steps,
+    })
+}
+
+/// Builds every `every` until SIGINT or SIGTERM. A failed run does not
+/// stop the watch: it is logged, and the next run comes at its time.
+async fn watch(args: &BuildArgs, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("a SIGTERM handler");
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+            _ = tick.tick() => {
+                if let Err(e) = once(args).await {
+                    tracing::error!(error = format!("{e:#}"), next_in_secs = every.as_secs(), "build failed; the live build keeps serving");
+                }
+            }
+        }
+    }
+    tracing::info!("watch stopped");
+}
+
+/// An interval: seconds, or a number with `s`, `m` or `h`.
+fn interval(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let n: u64 = number.parse().map_err(|_| format!("{text:?}: expected a number of seconds, or 30s, 5m, 1h"))?;
+    let seconds = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{text:?}: the unit is s, m or h")),
+    };
+    if seconds == 0 {
+        return Err("the interval must be above 0".into());
+    }
+    Ok(Duration::from_secs(seconds))
 }
 
 fn build_config(args: BuildArgs) -> Result<BuildConfig> {
