@@ -109,6 +109,12 @@ impl BuildReport {
     }
 }
 
+/// Starts `step` on the terminal's spinner, and its clock.
+fn begin(progress: &crate::progress::Progress, step: &'static str) -> std::time::Instant {
+    progress.step(step);
+    std::time::Instant::now()
+}
+
 /// What the apply step hands to staging and publishing. The warehouse's
 /// derived tables already hold the new state (marked pending).
 struct Computed {
@@ -142,17 +148,18 @@ enum Step {
 /// a span of its name (`RUST_LOG=info` shows each step's time as it ends).
 pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let mut report = BuildReport::default();
-    let started = std::time::Instant::now();
+    let progress = crate::progress::Progress::new();
+    let started = begin(&progress, "sources");
     let sources = info_span!("sources").in_scope(|| load_sources(config))?;
     report.step("sources", started);
     fault::point("sources");
-    let started = std::time::Instant::now();
+    let started = begin(&progress, "embed");
     let mut warehouse = open_warehouse(&config.layout.warehouse(), config.full)?;
     let embeddings = embed_agents(config, &warehouse, sources.broker.as_ref()).instrument(info_span!("embed")).await?;
     report.step("embed", started);
     // Into an empty warehouse, what is fetched is everything there is: it is
     // replayed from memory while a second connection stores it.
-    let started = std::time::Instant::now();
+    let started = begin(&progress, "ingest");
     let fresh = warehouse.cursors()?.is_empty();
     let fetched = ingest(config, &mut warehouse, fresh).instrument(info_span!("ingest")).await.context("ingest")?;
     report.step("ingest", started);
@@ -163,7 +170,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let previous = trusted(config.layout.current().context("reading the live build")?);
     let manifest = std::thread::scope(|scope| -> Result<Option<Manifest>> {
         let mut writers = Writers::start(scope, &warehouse, &fetched)?;
-        let started = std::time::Instant::now();
+        let started = begin(&progress, "apply");
         let applied = info_span!("apply").in_scope(|| {
             apply(config, &warehouse, previous.as_ref(), fresh, &fetched, &sources.files, &mut writers, &mut report)
         });
@@ -174,7 +181,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         };
         let data =
             TableData { warehouse: &warehouse, broker: sources.broker.as_ref(), embeddings: embeddings.as_ref() };
-        let started = std::time::Instant::now();
+        let started = begin(&progress, "stage");
         let manifest = info_span!("stage")
             .in_scope(|| stage_and_snapshot(config, computed, previous.as_ref(), writers, data, &mut report))?;
         report.step("stage", started);
@@ -182,7 +189,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     })?;
     let Some(manifest) = manifest else { return Ok(report) };
     drop(fetched);
-    let started = std::time::Instant::now();
+    let started = begin(&progress, "publish");
     info_span!("publish").in_scope(|| publish(config, previous.as_ref(), &manifest, &mut report))?;
     report.step("publish", started);
     Ok(report)

@@ -56,6 +56,7 @@ pub mod guard;
 pub mod hcs20;
 pub mod http;
 pub mod manifest;
+pub mod progress;
 pub mod site;
 pub mod snapshot;
 pub mod timestamp;
