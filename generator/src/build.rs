@@ -399,6 +399,7 @@ fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, dat
         debug_span!("broker tables").in_scope(|| broker::store::write(conn, sources, data.embeddings))?;
     }
     tables::write_meta(conn, &manifest.build, &computed.meta)?;
+    crate::analysts::document(conn, data.broker.is_some())?;
     let snapshot_path = layout.snapshot(manifest);
     if !snapshot::reusable(&snapshot_path, &manifest.build)? {
         snapshot::copy_to(conn, data.warehouse.path(), &snapshot_path)?;

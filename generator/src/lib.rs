@@ -44,6 +44,7 @@ macro_rules! vocabulary {
     };
 }
 
+pub mod analysts;
 pub mod broker;
 pub mod build;
 #[cfg(feature = "cli")]

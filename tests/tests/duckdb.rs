@@ -150,6 +150,19 @@ const QUESTIONS: &[&str] = &[
     "SELECT string_agg(tick || '=' || supply::VARCHAR, ',' ORDER BY topic, tick) FROM tokens",
     "SELECT sum(balance)::VARCHAR FROM holdings",
     "SELECT count(*)::VARCHAR || ' ' || count(embedding)::VARCHAR FROM broker_agents",
+    // The README's example queries, as an analyst would ask them.
+    "SELECT string_agg(account || '=' || balance::VARCHAR, ',' ORDER BY balance DESC, account) \
+     FROM (SELECT * FROM holders WHERE tick = 'luna0' ORDER BY balance DESC, account LIMIT 3)",
+    "SELECT string_agg(day || ':' || n::VARCHAR, ',' ORDER BY day) FROM \
+     (SELECT strftime(consensus_at, '%Y-%m-%d') AS day, count(*) AS n FROM events_at WHERE kind = 'mint' GROUP BY day)",
+    "SELECT string_agg(reason || '=' || n::VARCHAR, ',' ORDER BY n DESC, reason) FROM \
+     (SELECT reason, count(*) AS n FROM operations WHERE NOT valid GROUP BY reason)",
+    "SELECT string_agg(registry || '/' || protocol || '=' || n::VARCHAR, ',' ORDER BY registry, protocol) FROM \
+     (SELECT registry, protocol, count(*) AS n FROM agents GROUP BY registry, protocol)",
+    // What the snapshot says of itself.
+    "SELECT string_agg(view_name, ',' ORDER BY view_name) FROM duckdb_views() WHERE NOT internal",
+    "SELECT comment FROM duckdb_tables() WHERE table_name = 'operations'",
+    "SELECT comment FROM duckdb_views() WHERE view_name = 'agents'",
 ];
 
 /// Opens a snapshot read-only with a Python interpreter's `duckdb` package
