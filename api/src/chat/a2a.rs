@@ -11,7 +11,7 @@ use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
 
 use super::sse;
-use super::turn::{Chunk, Failure, Reply, Turn};
+use super::turn::{read_json, Chunk, Failure, Reply, Turn};
 
 /// The protocol version of an interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,9 +69,7 @@ pub async fn discover(client: &reqwest::Client, base: &str, max_bytes: usize) ->
     if !response.status().is_success() {
         return Err(Failure::Refused(format!("the agent card at {url} answered {}", response.status())));
     }
-    let body = super::turn::read_bounded(response, max_bytes).await?;
-    let card: Value =
-        serde_json::from_slice(&body).map_err(|_| Failure::Garbage(format!("the agent card at {url} is not JSON")))?;
+    let card = read_json(response, max_bytes, &format!("the agent card at {url}")).await?;
     read_card(&card, &url)
 }
 
@@ -228,31 +226,87 @@ fn rpc_error(answer: &Value) -> Option<String> {
     Some(format!("the agent answered JSON-RPC error {}: {message}", error["code"]))
 }
 
-/// One turn, answered whole.
-pub async fn send(client: &reqwest::Client, card: &Card, turn: &Turn<'_>, max_bytes: usize) -> Result<Reply, Failure> {
-    let body = request(card.version, turn, false, 1);
-    let response = post(client, card, turn, &body, "application/json")
-        .send()
-        .await
-        .map_err(|e| Failure::unreachable(&card.url, &e))?;
-    if !response.status().is_success() {
-        return Err(Failure::Refused(format!("the agent answered {}", response.status())));
-    }
-    let bytes = super::turn::read_bounded(response, max_bytes).await?;
-    let answer: Value =
-        serde_json::from_slice(&bytes).map_err(|_| Failure::Garbage("the agent's answer is not JSON".into()))?;
-    if let Some(error) = rpc_error(&answer) {
+/// The reply in a whole JSON-RPC answer.
+fn reply(answer: &Value) -> Result<Reply, Failure> {
+    if let Some(error) = rpc_error(answer) {
         return Err(Failure::Refused(error));
     }
-    let read = read_result(&answer["result"]);
+    let Some(result) = answer.get("result") else {
+        return Err(Failure::Garbage("the agent's answer has no JSON-RPC result".into()));
+    };
+    let read = read_result(result);
     if let Some(Err(why)) = read.done {
         return Err(Failure::Refused(why));
     }
     let text = if read.text.is_empty() { read.task_text } else { read.text };
-    if answer.get("result").is_none() {
-        return Err(Failure::Garbage("the agent's answer has no JSON-RPC result".into()));
+    Ok(Reply { text, context: read.context, raw: result.clone() })
+}
+
+/// Posts a turn; the response, once its status says success.
+async fn call(
+    client: &reqwest::Client,
+    card: &Card,
+    turn: &Turn<'_>,
+    streaming: bool,
+) -> Result<reqwest::Response, Failure> {
+    let body = request(card.version, turn, streaming, 1);
+    let accept = if streaming { "text/event-stream" } else { "application/json" };
+    let response =
+        post(client, card, turn, &body, accept).send().await.map_err(|e| Failure::unreachable(&card.url, &e))?;
+    if !response.status().is_success() {
+        return Err(Failure::Refused(format!("the agent answered {}", response.status())));
     }
-    Ok(Reply { text, context: read.context, raw: answer["result"].clone() })
+    Ok(response)
+}
+
+/// One turn, answered whole.
+pub async fn send(client: &reqwest::Client, card: &Card, turn: &Turn<'_>, max_bytes: usize) -> Result<Reply, Failure> {
+    let response = call(client, card, turn, false).await?;
+    reply(&read_json(response, max_bytes, "the agent's answer").await?)
+}
+
+/// What a stream has said so far.
+struct Said {
+    text: String,
+    task_text: String,
+    context: Option<String>,
+}
+
+impl Said {
+    /// The whole reply once the stream ends well: what it said, or, when it
+    /// said nothing but in its task, the task's text (sent as a chunk too).
+    fn close(&mut self, pending: &mut std::collections::VecDeque<Result<Chunk, Failure>>) {
+        if self.text.is_empty() && !self.task_text.is_empty() {
+            self.text = self.task_text.clone();
+            pending.push_back(Ok(Chunk::Text(self.text.clone())));
+        }
+        let reply = Reply { text: self.text.clone(), context: self.context.clone(), raw: Value::Null };
+        pending.push_back(Ok(Chunk::Done(reply)));
+    }
+
+    /// Reads one event: its chunk of text, and whether (and how) it ends
+    /// the turn.
+    fn event(&mut self, data: &str) -> (Option<String>, Option<Result<(), Failure>>) {
+        let Ok(answer) = serde_json::from_str::<Value>(data) else {
+            let failure = Failure::Garbage("the agent's stream carried an event that is not JSON".into());
+            return (None, Some(Err(failure)));
+        };
+        if let Some(error) = rpc_error(&answer) {
+            return (None, Some(Err(Failure::Refused(error))));
+        }
+        let read = read_result(&answer["result"]);
+        if read.context.is_some() {
+            self.context = read.context;
+        }
+        if !read.task_text.is_empty() {
+            self.task_text = read.task_text;
+        }
+        let chunk = (!read.text.is_empty()).then(|| {
+            self.text.push_str(&read.text);
+            read.text
+        });
+        (chunk, read.done.map(|done| done.map_err(Failure::Refused)))
+    }
 }
 
 /// One turn, streamed: text chunks as the agent sends them, then the
@@ -263,14 +317,7 @@ pub async fn stream(
     turn: &Turn<'_>,
     max_bytes: usize,
 ) -> Result<impl Stream<Item = Result<Chunk, Failure>> + Send + 'static + use<>, Failure> {
-    let body = request(card.version, turn, true, 1);
-    let response = post(client, card, turn, &body, "text/event-stream")
-        .send()
-        .await
-        .map_err(|e| Failure::unreachable(&card.url, &e))?;
-    if !response.status().is_success() {
-        return Err(Failure::Refused(format!("the agent answered {}", response.status())));
-    }
+    let response = call(client, card, turn, true).await?;
     let is_sse = response
         .headers()
         .get("content-type")
@@ -278,123 +325,35 @@ pub async fn stream(
         .is_some_and(|t| t.starts_with("text/event-stream"));
     if !is_sse {
         // Some agents answer a stream request with one JSON answer.
-        let bytes = super::turn::read_bounded(response, max_bytes).await?;
-        let answer: Value =
-            serde_json::from_slice(&bytes).map_err(|_| Failure::Garbage("the agent's answer is not JSON".into()))?;
-        if let Some(error) = rpc_error(&answer) {
-            return Err(Failure::Refused(error));
-        }
-        let read = read_result(&answer["result"]);
-        let text = if read.text.is_empty() { read.task_text } else { read.text };
-        let reply = Reply { text: text.clone(), context: read.context, raw: answer["result"].clone() };
-        let chunks = vec![Ok(Chunk::Text(text)), Ok(Chunk::Done(reply))];
+        let reply = reply(&read_json(response, max_bytes, "the agent's answer").await?)?;
+        let chunks = vec![Ok(Chunk::Text(reply.text.clone())), Ok(Chunk::Done(reply))];
         return Ok(futures_util::stream::iter(chunks).left_stream());
     }
-    struct State {
-        bytes: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-        decoder: sse::Decoder,
-        pending: std::collections::VecDeque<Result<Chunk, Failure>>,
-        said: String,
-        task_text: String,
-        context: Option<String>,
-        received: usize,
-        max_bytes: usize,
-        finished: bool,
-    }
-    let state = State {
-        bytes: response.bytes_stream().boxed(),
-        decoder: sse::Decoder::new(max_bytes),
-        pending: Default::default(),
-        said: String::new(),
-        task_text: String::new(),
-        context: None,
-        received: 0,
-        max_bytes,
-        finished: false,
-    };
-    let chunks = futures_util::stream::unfold(state, |mut state| async move {
+    let said = Said { text: String::new(), task_text: String::new(), context: None };
+    let state = (sse::events(response, max_bytes, "agent"), said, std::collections::VecDeque::new(), false);
+    let chunks = futures_util::stream::unfold(state, |(mut events, mut said, mut pending, mut finished)| async move {
         loop {
-            if let Some(next) = state.pending.pop_front() {
-                return Some((next, state));
+            if let Some(next) = pending.pop_front() {
+                return Some((next, (events, said, pending, finished)));
             }
-            if state.finished {
+            if finished {
                 return None;
             }
-            let finish = |state: &mut State, outcome: Result<(), Failure>| {
-                state.finished = true;
-                match outcome {
-                    Ok(()) => {
-                        if state.said.is_empty() && !state.task_text.is_empty() {
-                            let text = state.task_text.clone();
-                            state.said = text.clone();
-                            state.pending.push_back(Ok(Chunk::Text(text)));
-                        }
-                        let reply =
-                            Reply { text: state.said.clone(), context: state.context.clone(), raw: Value::Null };
-                        state.pending.push_back(Ok(Chunk::Done(reply)));
-                    }
-                    Err(failure) => state.pending.push_back(Err(failure)),
-                }
-            };
-            let Some(bytes) = state.bytes.next().await else {
+            let ending = match events.next().await {
                 // The agent closed the stream: what it said is the reply.
-                finish(&mut state, Ok(()));
-                continue;
-            };
-            let bytes = match bytes {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    finish(&mut state, Err(Failure::Cut(format!("the agent's stream broke: {e}"))));
-                    continue;
+                None => Some(Ok(())),
+                Some(Err(failure)) => Some(Err(failure)),
+                Some(Ok(data)) => {
+                    let (chunk, ending) = said.event(&data);
+                    pending.extend(chunk.map(|text| Ok(Chunk::Text(text))));
+                    ending
                 }
             };
-            state.received += bytes.len();
-            if state.received > state.max_bytes {
-                let why = format!("the agent's stream passed {} bytes", state.max_bytes);
-                finish(&mut state, Err(Failure::Garbage(why)));
-                continue;
-            }
-            let events = match state.decoder.feed(&bytes) {
-                Ok(events) => events,
-                Err(sse::TooLong) => {
-                    finish(&mut state, Err(Failure::Garbage("the agent's stream has an overlong line".into())));
-                    continue;
-                }
-            };
-            for data in events {
-                let Ok(answer) = serde_json::from_str::<Value>(&data) else {
-                    finish(
-                        &mut state,
-                        Err(Failure::Garbage("the agent's stream carried an event that is not JSON".into())),
-                    );
-                    break;
-                };
-                if let Some(error) = rpc_error(&answer) {
-                    finish(&mut state, Err(Failure::Refused(error)));
-                    break;
-                }
-                let read = read_result(&answer["result"]);
-                if read.context.is_some() {
-                    state.context = read.context.clone();
-                }
-                if !read.task_text.is_empty() {
-                    state.task_text = read.task_text.clone();
-                }
-                if !read.text.is_empty() {
-                    state.said.push_str(&read.text);
-                    state.pending.push_back(Ok(Chunk::Text(read.text)));
-                }
-                match read.done {
-                    Some(Ok(())) => {
-                        finish(&mut state, Ok(()));
-                        break;
-                    }
-                    Some(Err(why)) => {
-                        finish(&mut state, Err(Failure::Refused(why)));
-                        break;
-                    }
-                    None => {}
-                }
+            finished = ending.is_some();
+            match ending {
+                None => {}
+                Some(Ok(())) => said.close(&mut pending),
+                Some(Err(failure)) => pending.push_back(Err(failure)),
             }
         }
     });

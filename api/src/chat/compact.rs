@@ -47,13 +47,7 @@ pub async fn compact(request: Request) -> Answer {
         }
     };
     let id = request.params.get("sessionId").to_string();
-    let key = id.clone();
-    let session = request
-        .app
-        .store
-        .read(move |conn| stored::session(conn, &key))
-        .await?
-        .ok_or_else(|| Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}")))?;
+    let session = super::held(&request, &id).await?;
     let since = store::now_ms() - session.history_ttl * 1000;
     let (key, limit) = (id.clone(), chat.max_history_entries);
     let history = request.app.store.read(move |conn| stored::history(conn, &key, since, limit)).await?;

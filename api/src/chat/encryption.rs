@@ -97,19 +97,9 @@ pub async fn summary(app: &App, session: &stored::Session, state: &Value) -> Val
 
 /// The session of the path and its encryption state; 404 when unknown.
 async fn load(request: &Request) -> Result<(stored::Session, Option<Value>), Error> {
-    let id = request.params.get("sessionId").to_string();
-    let key = id.clone();
-    let found = request
-        .app
-        .store
-        .read(move |conn| match stored::session(conn, &key)? {
-            Some(session) => Ok(Some((session, stored::encryption(conn, &key)?))),
-            None => Ok(None),
-        })
-        .await?;
-    let (session, state) =
-        found.ok_or_else(|| Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}")))?;
-    Ok((session, state.and_then(|s| serde_json::from_str(&s).ok())))
+    let session = super::held(request, request.params.get("sessionId")).await?;
+    let state = session.encryption.as_deref().and_then(|s| serde_json::from_str(s).ok());
+    Ok((session, state))
 }
 
 /// `GET /api/v1/chat/session/{sessionId}/encryption`: `{sessionId,
@@ -204,7 +194,9 @@ pub async fn handshake(request: Request) -> Answer {
         .app
         .store
         .write(move |conn| {
-            let held = stored::encryption(conn, &id)?.and_then(|s| serde_json::from_str::<Value>(&s).ok());
+            let held = stored::session(conn, &id)?
+                .and_then(|s| s.encryption)
+                .and_then(|s| serde_json::from_str::<Value>(&s).ok());
             let mut state = held.unwrap_or_else(|| initial(now));
             if now > state["expiresAt"].as_i64().unwrap_or_default() {
                 state = initial(now);

@@ -111,26 +111,25 @@ fn rpc_error(answer: &Value) -> Option<(i64, String)> {
     Some((error["code"].as_i64().unwrap_or(0), error["message"].as_str().unwrap_or("an error").to_string()))
 }
 
-/// Opens a conversation: `initialize` (stateful), or nothing (stateless).
-async fn begin(
-    client: &reqwest::Client,
-    server: &Server,
-    turn: &Turn<'_>,
-    max_bytes: usize,
-) -> Result<Session, Failure> {
-    if server.stateless {
-        return Ok(Session { id: None });
-    }
+/// Sends `initialize` (the stateful dialect): the session the server
+/// gives, or why it refused.
+async fn initialize(link: &Link<'_>) -> Result<Session, Failure> {
     let params = json!({"protocolVersion": STATEFUL, "capabilities": {},
         "clientInfo": {"name": "almanac", "version": env!("CARGO_PKG_VERSION")}});
-    let none = Session { id: None };
-    let link = Link { client, server, turn, max_bytes };
-    let (headers, answer) = call(&link, &none, "initialize", params, Some(0)).await?.expect("a request");
+    let (headers, answer) = call(link, &Session { id: None }, "initialize", params, Some(0)).await?.expect("a request");
     if let Some((code, message)) = rpc_error(&answer) {
         return Err(Failure::Refused(format!("the server refused initialize ({code}): {message}")));
     }
-    let session = Session { id: headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(String::from) };
-    call(&link, &session, "notifications/initialized", json!({}), None).await?;
+    Ok(Session { id: headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(String::from) })
+}
+
+/// Opens a conversation: `initialize` (stateful), or nothing (stateless).
+async fn begin(link: &Link<'_>) -> Result<Session, Failure> {
+    if link.server.stateless {
+        return Ok(Session { id: None });
+    }
+    let session = initialize(link).await?;
+    call(link, &session, "notifications/initialized", json!({}), None).await?;
     Ok(session)
 }
 
@@ -140,22 +139,15 @@ pub async fn connect(client: &reqwest::Client, url: &str, max_bytes: usize) -> R
     let stateful = Server { url: url.to_string(), stateless: false };
     let headers = Default::default();
     let turn = Turn { text: "", session: "", context: None, history: &[], headers: &headers, provider_key: None };
-    let params = json!({"protocolVersion": STATEFUL, "capabilities": {},
-        "clientInfo": {"name": "almanac", "version": env!("CARGO_PKG_VERSION")}});
-    let none = Session { id: None };
     let link = Link { client, server: &stateful, turn: &turn, max_bytes };
-    let refused = match call(&link, &none, "initialize", params, Some(0)).await {
-        Ok(Some((_, answer))) => match rpc_error(&answer) {
-            None => return Ok(stateful),
-            Some((code, message)) => Failure::Refused(format!("the server refused initialize ({code}): {message}")),
-        },
-        Ok(None) => unreachable!("a request is answered"),
+    let refused = match initialize(&link).await {
+        Ok(_) => return Ok(stateful),
         Err(Failure::Unreachable(why)) => return Err(Failure::Unreachable(why)),
         Err(other) => other,
     };
     let stateless = Server { url: url.to_string(), stateless: true };
     let link = Link { client, server: &stateless, turn: &turn, max_bytes };
-    match call(&link, &none, "server/discover", json!({}), Some(0)).await {
+    match call(&link, &Session { id: None }, "server/discover", json!({}), Some(0)).await {
         Ok(Some((_, answer))) if answer.get("result").is_some() => Ok(stateless),
         _ => Err(refused),
     }
@@ -199,12 +191,12 @@ pub async fn send(
     max_bytes: usize,
 ) -> Result<Reply, Failure> {
     let ask = read_ask(turn.text)?;
-    let session = begin(client, server, turn, max_bytes).await?;
+    let link = Link { client, server, turn, max_bytes };
+    let session = begin(&link).await?;
     let (method, params) = match &ask {
         Ask::List => ("tools/list", json!({})),
         Ask::Call { name, arguments } => ("tools/call", json!({"name": name, "arguments": arguments})),
     };
-    let link = Link { client, server, turn, max_bytes };
     let (_, answer) = call(&link, &session, method, params, Some(1)).await?.expect("a request");
     if let Some((code, message)) = rpc_error(&answer) {
         return Err(Failure::Refused(format!("the server answered error {code}: {message}")));

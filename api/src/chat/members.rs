@@ -49,23 +49,11 @@ struct InviteRequest {
     history_scope: Option<Scope>,
 }
 
-fn not_found(id: &str) -> Error {
-    Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}"))
-}
-
 /// The session of the path and its members; 404 when unknown.
 async fn load(request: &Request) -> Result<(stored::Session, Vec<stored::Member>), Error> {
-    let id = request.params.get("sessionId").to_string();
-    let key = id.clone();
-    let found = request
-        .app
-        .store
-        .read(move |conn| match stored::session(conn, &key)? {
-            Some(session) => Ok(Some((stored::members(conn, &key)?, session))),
-            None => Ok(None),
-        })
-        .await?;
-    let (members, session) = found.ok_or_else(|| not_found(&id))?;
+    let session = super::held(request, request.params.get("sessionId")).await?;
+    let key = session.id.clone();
+    let members = request.app.store.read(move |conn| stored::members(conn, &key)).await?;
     Ok((session, members))
 }
 

@@ -69,41 +69,11 @@ fn failed(failure: &Failure) -> Error {
     Error::new(status, failure.code(), failure.message().to_string())
 }
 
-/// The target as stored.
-fn target_json(target: &Target) -> Value {
-    match target {
-        Target::A2a(card) => json!({"adapter": "a2a", "url": card.url, "version": card.version.as_str(),
-            "streaming": card.streaming, "name": card.name, "description": card.description, "skills": card.skills}),
-        Target::Plain { url } => json!({"adapter": "http", "url": url}),
-        Target::OpenAi { base, model } => json!({"adapter": "openrouter", "url": base, "model": model}),
-        Target::Mcp(server) => json!({"adapter": "mcp", "url": server.url, "stateless": server.stateless}),
-    }
-}
-
 /// The stored target, read back.
 fn target_of(json: &str) -> Result<Target, Error> {
     let value: Value = serde_json::from_str(json).unwrap_or_default();
-    let text = |k: &str| value[k].as_str().unwrap_or_default().to_string();
-    match value["adapter"].as_str() {
-        Some("a2a") => Ok(Target::A2a(a2a::Card {
-            name: text("name"),
-            description: text("description"),
-            streaming: value["streaming"].as_bool().unwrap_or(false),
-            skills: value["skills"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect(),
-            url: text("url"),
-            version: a2a::Version::parse(&text("version")).unwrap_or(a2a::Version::V1),
-        })),
-        Some("http") => Ok(Target::Plain { url: text("url") }),
-        Some("openrouter") => Ok(Target::OpenAi { base: text("url"), model: text("model") }),
-        Some("mcp") => Ok(Target::Mcp(mcp::Server { url: text("url"), stateless: value["stateless"] == json!(true) })),
-        _ => Err(Error::from(store::Failure::Corrupt(format!("a chat session's target: {json}")))),
-    }
+    Target::from_json(&value)
+        .ok_or_else(|| Error::from(store::Failure::Corrupt(format!("a chat session's target: {json}"))))
 }
 
 /// The agent as the session answer shows it: `capabilities` is an object.
@@ -215,7 +185,7 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
         id: new_id("sess_"),
         uaid: uaid.clone(),
         agent_url: url,
-        target: target_json(&target).to_string(),
+        target: target.to_json().to_string(),
         agent: agent.to_string(),
         account: account.clone(),
         context: None,
@@ -226,6 +196,7 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
         created_at: store::now_ms(),
         last_activity_at: store::now_ms(),
         ended_at: None,
+        encryption: None,
     };
     let (held, bill) = (session.clone(), (price > 0).then(|| account.clone()).flatten());
     let encrypted = (body.encryption_requested == Some(true) && chat.encryption_enabled)
@@ -282,13 +253,18 @@ pub async fn create(request: Request) -> Answer {
 
 /// The session a message names; 404 for an unknown or ended one.
 async fn session(request: &Request, id: &str) -> Result<stored::Session, Error> {
+    let session = held(request, id).await?;
+    match session.ended_at {
+        None => Ok(session),
+        Some(_) => Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {id} has ended"))),
+    }
+}
+
+/// The session `id`, ended or not; 404 `session_not_found` when unknown.
+pub(crate) async fn held(request: &Request, id: &str) -> Result<stored::Session, Error> {
     let key = id.to_string();
     let found = request.app.store.read(move |conn| stored::session(conn, &key)).await?;
-    match found {
-        Some(session) if session.ended_at.is_none() => Ok(session),
-        Some(_) => Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {id} has ended"))),
-        None => Err(Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}"))),
-    }
+    found.ok_or_else(|| Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}")))
 }
 
 /// Whether the request admits an event stream (`Accept` names
@@ -353,9 +329,7 @@ pub async fn message(request: Request) -> Answer {
             })?)
         }
     };
-    let id = session.id.clone();
-    let state = request.app.store.read(move |conn| stored::encryption(conn, &id)).await?;
-    if state.is_some() {
+    if session.encryption.is_some() {
         return encrypted_send(&request, &session, &body, key.as_deref()).await;
     }
     if let Some(envelope) = &body.cipher_envelope {
@@ -615,10 +589,7 @@ pub async fn history(request: Request) -> Answer {
         return Err(Error::new(StatusCode::SERVICE_UNAVAILABLE, "history_disabled", "chat history is not kept here"));
     }
     let id = request.params.get("sessionId").to_string();
-    let key = id.clone();
-    let found = request.app.store.read(move |conn| stored::session(conn, &key)).await?;
-    let session =
-        found.ok_or_else(|| Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}")))?;
+    let session = held(&request, &id).await?;
     let mut since = store::now_ms() - session.history_ttl * 1000;
     // A member invited to see only what followed the invite sees that.
     if let Some(member) = request.query_value("senderUaid")? {
@@ -647,11 +618,8 @@ pub async fn end(request: Request) -> Answer {
     let key = id.clone();
     let ended = request.app.store.write(move |conn| stored::end(conn, &key, store::now_ms())).await?;
     if !ended {
-        let key = id.clone();
-        let known = request.app.store.read(move |conn| stored::session(conn, &key)).await?.is_some();
-        if !known {
-            return Err(Error::new(StatusCode::NOT_FOUND, "session_not_found", format!("no session {id}")));
-        }
+        // Ended before, or never opened (404).
+        held(&request, &id).await?;
     }
     Ok(reply::json(&json!({"sessionId": id, "message": "the session has ended"})))
 }

@@ -90,77 +90,35 @@ pub async fn stream(
         let bytes = read_bounded(response, max_bytes).await?;
         return Err(refusal(status, &bytes));
     }
-    struct State {
-        bytes: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-        decoder: sse::Decoder,
-        pending: std::collections::VecDeque<Result<Chunk, Failure>>,
-        said: String,
-        usage: Value,
-        received: usize,
-        max_bytes: usize,
-        finished: bool,
-    }
-    let state = State {
-        bytes: response.bytes_stream().boxed(),
-        decoder: sse::Decoder::new(max_bytes),
-        pending: Default::default(),
-        said: String::new(),
-        usage: Value::Null,
-        received: 0,
-        max_bytes,
-        finished: false,
-    };
-    Ok(futures_util::stream::unfold(state, |mut state| async move {
+    let state = (sse::events(response, max_bytes, "provider"), String::new(), Value::Null, false);
+    Ok(futures_util::stream::unfold(state, |(mut events, mut said, mut usage, finished)| async move {
+        if finished {
+            return None;
+        }
         loop {
-            if let Some(next) = state.pending.pop_front() {
-                return Some((next, state));
-            }
-            if state.finished {
-                return None;
-            }
-            let fail = |state: &mut State, failure: Failure| {
-                state.finished = true;
-                state.pending.push_back(Err(failure));
-            };
-            let bytes = match state.bytes.next().await {
-                Some(Ok(bytes)) => bytes,
-                Some(Err(e)) => {
-                    fail(&mut state, Failure::Cut(format!("the provider's stream broke: {e}")));
-                    continue;
-                }
+            let data = match events.next().await {
+                Some(Ok(data)) => data,
+                Some(Err(failure)) => return Some((Err(failure), (events, said, usage, true))),
                 None => {
-                    fail(&mut state, Failure::Cut("the provider's stream ended without [DONE]".into()));
-                    continue;
+                    let failure = Failure::Cut("the provider's stream ended without [DONE]".into());
+                    return Some((Err(failure), (events, said, usage, true)));
                 }
             };
-            state.received += bytes.len();
-            if state.received > state.max_bytes {
-                let why = format!("the provider's stream passed {} bytes", state.max_bytes);
-                fail(&mut state, Failure::Garbage(why));
-                continue;
+            if data.trim() == "[DONE]" {
+                let reply = Reply { text: said.clone(), context: None, raw: json!({"usage": usage}) };
+                return Some((Ok(Chunk::Done(reply)), (events, said, usage, true)));
             }
-            let Ok(events) = state.decoder.feed(&bytes) else {
-                fail(&mut state, Failure::Garbage("the provider's stream has an overlong line".into()));
-                continue;
+            let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
+                let failure = Failure::Garbage("the provider's stream carried a chunk that is not JSON".into());
+                return Some((Err(failure), (events, said, usage, true)));
             };
-            for data in events {
-                if data.trim() == "[DONE]" {
-                    state.finished = true;
-                    let raw = json!({"usage": state.usage});
-                    state.pending.push_back(Ok(Chunk::Done(Reply { text: state.said.clone(), context: None, raw })));
-                    break;
-                }
-                let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
-                    fail(&mut state, Failure::Garbage("the provider's stream carried a chunk that is not JSON".into()));
-                    break;
-                };
-                if chunk["usage"].is_object() {
-                    state.usage = chunk["usage"].clone();
-                }
-                if let Some(text) = chunk["choices"][0]["delta"]["content"].as_str().filter(|t| !t.is_empty()) {
-                    state.said.push_str(text);
-                    state.pending.push_back(Ok(Chunk::Text(text.to_string())));
-                }
+            if chunk["usage"].is_object() {
+                usage = chunk["usage"].clone();
+            }
+            if let Some(text) = chunk["choices"][0]["delta"]["content"].as_str().filter(|t| !t.is_empty()) {
+                said.push_str(text);
+                let text = text.to_string();
+                return Some((Ok(Chunk::Text(text)), (events, said, usage, false)));
             }
         }
     }))

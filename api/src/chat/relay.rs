@@ -45,6 +45,41 @@ impl Target {
     pub fn metered(&self) -> bool {
         matches!(self, Target::OpenAi { .. })
     }
+
+    /// As stored with a session (and shown, in part, by a connection's
+    /// status).
+    pub fn to_json(&self) -> Value {
+        match self {
+            Target::A2a(card) => json!({"adapter": "a2a", "url": card.url, "protocolVersion": card.version.as_str(),
+                "streaming": card.streaming, "name": card.name, "description": card.description, "skills": card.skills}),
+            Target::Plain { url } => json!({"adapter": "http", "url": url}),
+            Target::OpenAi { base, model } => json!({"adapter": "openrouter", "url": base, "model": model}),
+            Target::Mcp(server) => json!({"adapter": "mcp", "url": server.url,
+                "protocolVersion": if server.stateless { super::mcp::STATELESS } else { super::mcp::STATEFUL }}),
+        }
+    }
+
+    /// Read back from [`Target::to_json`]; `None` for anything else.
+    pub fn from_json(value: &Value) -> Option<Target> {
+        let text = |k: &str| value[k].as_str().unwrap_or_default().to_string();
+        Some(match value["adapter"].as_str()? {
+            "a2a" => Target::A2a(a2a::Card {
+                name: text("name"),
+                description: text("description"),
+                streaming: value["streaming"].as_bool().unwrap_or(false),
+                skills: value["skills"].as_array()?.iter().filter_map(Value::as_str).map(String::from).collect(),
+                url: text("url"),
+                version: a2a::Version::parse(&text("protocolVersion"))?,
+            }),
+            "http" => Target::Plain { url: text("url") },
+            "openrouter" => Target::OpenAi { base: text("url"), model: text("model") },
+            "mcp" => Target::Mcp(super::mcp::Server {
+                url: text("url"),
+                stateless: text("protocolVersion") == super::mcp::STATELESS,
+            }),
+            _ => return None,
+        })
+    }
 }
 
 /// The adapters, in the order an agent's endpoints are tried: the

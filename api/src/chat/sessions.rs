@@ -170,21 +170,10 @@ impl Connection {
     pub fn describe(&self) -> Value {
         let mut connection = json!({"openedAt": store::rfc3339(self.opened_at),
             "lastUsedAt": store::rfc3339(self.last_used.load(Ordering::Relaxed))});
-        match &self.target {
-            Target::A2a(card) => {
-                connection["url"] = json!(card.url);
-                connection["protocolVersion"] = json!(card.version.as_str());
-                connection["streaming"] = json!(card.streaming);
-            }
-            Target::Plain { url } => connection["url"] = json!(url),
-            Target::OpenAi { base, model } => {
-                connection["url"] = json!(base);
-                connection["model"] = json!(model);
-            }
-            Target::Mcp(server) => {
-                connection["url"] = json!(server.url);
-                connection["protocolVersion"] =
-                    json!(if server.stateless { super::mcp::STATELESS } else { super::mcp::STATEFUL });
+        let target = self.target.to_json();
+        for key in ["url", "protocolVersion", "streaming", "model"] {
+            if let Some(value) = target.get(key) {
+                connection[key] = value.clone();
             }
         }
         connection

@@ -7,6 +7,64 @@
 //! other fields (`event`, `id`, `retry`) are skipped. A line longer than
 //! the bound ends the stream with an error instead of growing without end.
 
+use super::turn::Failure;
+
+/// The events (their `data`) of a streamed response as they arrive,
+/// within `max_bytes` all told. A body that breaks, grows past the bound
+/// or carries an overlong line ends the stream with a failure naming
+/// `who` sent it (`agent`, `provider`); the end of the body ends it.
+pub fn events(
+    response: reqwest::Response,
+    max_bytes: usize,
+    who: &'static str,
+) -> futures_util::stream::BoxStream<'static, Result<String, Failure>> {
+    use futures_util::StreamExt;
+    struct State {
+        bytes: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+        decoder: Decoder,
+        pending: std::collections::VecDeque<String>,
+        received: usize,
+        failed: bool,
+    }
+    let state = State {
+        bytes: response.bytes_stream().boxed(),
+        decoder: Decoder::new(max_bytes),
+        pending: Default::default(),
+        received: 0,
+        failed: false,
+    };
+    futures_util::stream::unfold(state, move |mut state| async move {
+        loop {
+            if let Some(data) = state.pending.pop_front() {
+                return Some((Ok(data), state));
+            }
+            if state.failed {
+                return None;
+            }
+            let failure = match state.bytes.next().await? {
+                Err(e) => Failure::Cut(format!("the {who}'s stream broke: {e}")),
+                Ok(bytes) => {
+                    state.received += bytes.len();
+                    if state.received > max_bytes {
+                        Failure::Garbage(format!("the {who}'s stream passed {max_bytes} bytes"))
+                    } else {
+                        match state.decoder.feed(&bytes) {
+                            Ok(events) => {
+                                state.pending.extend(events);
+                                continue;
+                            }
+                            Err(TooLong) => Failure::Garbage(format!("the {who}'s stream has an overlong line")),
+                        }
+                    }
+                }
+            };
+            state.failed = true;
+            return Some((Err(failure), state));
+        }
+    })
+    .boxed()
+}
+
 /// Decodes events from chunks as they arrive.
 pub struct Decoder {
     /// Bytes of the line being read.

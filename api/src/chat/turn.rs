@@ -95,3 +95,10 @@ pub async fn read_bounded(response: reqwest::Response, max: usize) -> Result<byt
     }
     Ok(body.freeze())
 }
+
+/// A body read within `max` bytes as JSON; `what` names it in the failure
+/// (`the agent's answer`).
+pub async fn read_json(response: reqwest::Response, max: usize, what: &str) -> Result<Value, Failure> {
+    let bytes = read_bounded(response, max).await?;
+    serde_json::from_slice(&bytes).map_err(|_| Failure::Garbage(format!("{what} is not JSON")))
+}

@@ -28,6 +28,8 @@ pub struct Session {
     pub created_at: i64,
     pub last_activity_at: i64,
     pub ended_at: Option<i64>,
+    /// An encrypted session's state (JSON); `None` for plaintext.
+    pub encryption: Option<String>,
 }
 
 /// One message.
@@ -78,7 +80,7 @@ pub fn session(conn: &Connection, id: &str) -> Result<Option<Session>, Failure> 
 
 const SESSION: &str = "SELECT id, uaid, agent_url, COALESCE(target, ''), COALESCE(agent, '{}'), account_id,
     context_id, history_ttl, visibility, sender_uaid, title, created_at, COALESCE(last_activity_at, created_at),
-    ended_at FROM chat_sessions";
+    ended_at, encryption FROM chat_sessions";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Session> {
     Ok(Session {
@@ -96,6 +98,7 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Session> {
         created_at: r.get(11)?,
         last_activity_at: r.get(12)?,
         ended_at: r.get(13)?,
+        encryption: r.get(14)?,
     })
 }
 
@@ -253,14 +256,6 @@ pub fn end(conn: &Connection, session: &str, now: i64) -> Result<bool, Failure> 
     Ok(conn
         .execute("UPDATE chat_sessions SET ended_at = ?2 WHERE id = ?1 AND ended_at IS NULL", params![session, now])?
         > 0)
-}
-
-/// The session's encryption state (JSON), if it is encrypted.
-pub fn encryption(conn: &Connection, session: &str) -> Result<Option<String>, Failure> {
-    Ok(conn
-        .query_row("SELECT encryption FROM chat_sessions WHERE id = ?1", [session], |r| r.get::<_, Option<String>>(0))
-        .optional()?
-        .flatten())
 }
 
 pub fn set_encryption(conn: &Connection, session: &str, state: &str) -> Result<(), Failure> {

@@ -455,14 +455,7 @@ fn chat(base: &str, messages: usize) -> Result<()> {
     runtime.block_on(async {
         let http = reqwest::Client::new();
         let agent = demo_agent(Duration::ZERO).await?;
-        let session: serde_json::Value = http
-            .post(format!("{base}/api/v1/chat/session"))
-            .json(&serde_json::json!({"agentUrl": agent}))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let session = session["sessionId"].as_str().context("no session")?.to_string();
+        let session = open_session(&http, base, &agent).await?;
         let direct_body = |i: usize, method: &str| {
             serde_json::json!({"jsonrpc": "2.0", "id": i, "method": method, "params": {"message": {
                 "messageId": format!("m{i}"), "role": "ROLE_USER", "parts": [{"text": "how high is the tide"}]}}})
@@ -490,14 +483,7 @@ fn chat(base: &str, messages: usize) -> Result<()> {
         // the first at once): its first artifact chunk, direct, against the
         // first relayed event.
         let paced = demo_agent(Duration::from_millis(20)).await?;
-        let session: serde_json::Value = http
-            .post(format!("{base}/api/v1/chat/session"))
-            .json(&serde_json::json!({"agentUrl": paced}))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let session = session["sessionId"].as_str().context("no session")?.to_string();
+        let session = open_session(&http, base, &paced).await?;
         let stream_body =
             serde_json::json!({"sessionId": session, "message": "stream the tide table", "streaming": true});
         let (mut direct, mut relayed) = (Vec::new(), Vec::new());
@@ -519,6 +505,18 @@ fn chat(base: &str, messages: usize) -> Result<()> {
         );
         Ok(())
     })
+}
+
+/// Opens a chat session with the agent at `agent`: its id.
+async fn open_session(http: &reqwest::Client, base: &str, agent: &str) -> Result<String> {
+    let session: serde_json::Value = http
+        .post(format!("{base}/api/v1/chat/session"))
+        .json(&serde_json::json!({"agentUrl": agent}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(session["sessionId"].as_str().context("no session")?.to_string())
 }
 
 /// Resident memory of a process, in KiB.
@@ -544,16 +542,7 @@ fn streams(base: &str, api_pid: u32, count: usize) -> Result<()> {
             let made = futures_util::future::join_all(chunk.iter().map(|_| {
                 let http = http.clone();
                 let (agent, base) = (agent.clone(), base.to_string());
-                async move {
-                    let session: serde_json::Value = http
-                        .post(format!("{base}/api/v1/chat/session"))
-                        .json(&serde_json::json!({"agentUrl": agent}))
-                        .send()
-                        .await?
-                        .json()
-                        .await?;
-                    anyhow::Ok(session["sessionId"].as_str().context("no session")?.to_string())
-                }
+                async move { open_session(&http, &base, &agent).await }
             }))
             .await;
             for session in made {
