@@ -221,6 +221,8 @@ pub fn table() -> Vec<Endpoint> {
         file(guard::COVERAGE, "guardCoverage", Cache::Catalog).rate(Rate::Guard),
         file(guard::POLICIES, "guardPolicies", Cache::Catalog).rate(Rate::Guard),
         file(guard::BENCHMARK, "guardBenchmark", Cache::Catalog).rate(Rate::Guard),
+        // The analysts' Parquet exports.
+        file("/exports/{file}", "export", Cache::Catalog),
         Endpoint::new(crate::guard::mcp::PATH)
             .post("guardMcp", handler!(crate::guard::mcp_endpoint), BodyLimit::Mcp, Cache::NoStore)
             .rate(Rate::Mcp)

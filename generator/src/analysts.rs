@@ -82,3 +82,123 @@ pub fn document(conn: &Connection, broker: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// One Parquet export of the build: a file at `/exports/<name>.parquet`
+/// written from a view, in a stable order.
+struct Export {
+    name: &'static str,
+    query: &'static str,
+    /// Whether it comes from section A's tables (else section C's).
+    broker: bool,
+    /// What it holds, for the manifest.
+    what: &'static str,
+}
+
+const EXPORTS: &[Export] = &[
+    Export {
+        name: "ticks",
+        query: "SELECT * FROM ticks ORDER BY topic, tick",
+        broker: false,
+        what: "Deployed HCS-20 tokens (tick per topic): supply, limits, counters, first and last change.",
+    },
+    Export {
+        name: "holders",
+        query: "SELECT * FROM holders ORDER BY topic, tick, balance DESC, account",
+        broker: false,
+        what: "Balances above zero per token and account, largest first.",
+    },
+    Export {
+        name: "events",
+        query: "SELECT * FROM events_at ORDER BY consensus_ns, topic, sequence",
+        broker: false,
+        what: "Valid mints, burns and transfers in consensus order.",
+    },
+    Export {
+        name: "operations",
+        query: "SELECT * FROM operations_at ORDER BY consensus_ns, topic, sequence",
+        broker: false,
+        what: "Every HCS-20 operation read, valid or not; `reason` says why an invalid one was rejected.",
+    },
+    Export {
+        name: "agents",
+        query: "SELECT * FROM agents ORDER BY id",
+        broker: true,
+        what:
+            "The agent index: registry, adapter, first protocol, trust score, whether this deployment can chat with it.",
+    },
+    Export {
+        name: "feedback",
+        query: "SELECT * FROM feedback ORDER BY uaid, client, feedback_index",
+        broker: true,
+        what: "ERC-8004 feedback entries per agent (score, revoked).",
+    },
+];
+
+/// Where the exports are published.
+pub const EXPORTS_PREFIX: &str = "/exports/";
+
+/// The Parquet media type (registered with IANA in 2024).
+pub const PARQUET: &str = "application/vnd.apache.parquet";
+
+/// Whether `route` is one of the exports (derived from the tables every
+/// run, like the snapshot).
+pub fn is_export(route: &str) -> bool {
+    route.starts_with(EXPORTS_PREFIX)
+}
+
+/// The exports' files and their schemas for the manifest, read from the
+/// views [`document`] wrote. `scratch` holds DuckDB's output until it is
+/// read back; `ledger_time` and `broker_time` are each surface's data time
+/// (the files' `Last-Modified`).
+pub fn export(
+    conn: &Connection,
+    scratch: &std::path::Path,
+    broker: bool,
+    ledger_time: crate::timestamp::Timestamp,
+    broker_time: crate::timestamp::Timestamp,
+) -> Result<(Vec<crate::site::File>, Vec<crate::manifest::Export>)> {
+    use crate::http::{Cache, Representation};
+    std::fs::create_dir_all(scratch).with_context(|| format!("creating {}", scratch.display()))?;
+    // One thread: DuckDB's parallel writer may cut row groups where its
+    // threads met, and the same data must give the same bytes.
+    conn.execute_batch("SET threads = 1").context("one thread for the exports")?;
+    let written = EXPORTS.iter().filter(|e| broker || !e.broker).map(|export| {
+        let path = scratch.join(format!("{}.parquet", export.name));
+        let copy = format!(
+            "COPY ({}) TO '{}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)",
+            export.query,
+            path.display().to_string().replace('\'', "''")
+        );
+        conn.execute_batch(&copy).with_context(|| format!("exporting {}", export.name))?;
+        let body = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let _ = std::fs::remove_file(&path);
+        let schema = schema(conn, export)?;
+        let last_modified = if export.broker { broker_time } else { ledger_time };
+        let file = crate::site::File {
+            route: format!("{EXPORTS_PREFIX}{}.parquet", export.name),
+            path: format!("exports/{}.parquet", export.name),
+            representation: Representation { body, last_modified, content_type: PARQUET, cache: Cache::Catalog },
+        };
+        Ok((file, schema))
+    });
+    let written: Result<Vec<_>> = written.collect();
+    conn.execute_batch("RESET threads").context("resetting threads")?;
+    Ok(written?.into_iter().unzip())
+}
+
+/// An export's columns and row count, as the manifest lists them.
+fn schema(conn: &Connection, export: &Export) -> Result<crate::manifest::Export> {
+    let mut describe = conn.prepare(&format!("DESCRIBE {}", export.query))?;
+    let columns = describe
+        .query_map([], |row| {
+            Ok(crate::manifest::Column { name: row.get::<_, String>(0)?, kind: row.get::<_, String>(1)? })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows: u64 = conn.query_row(&format!("SELECT count(*) FROM ({})", export.query), [], |row| row.get(0))?;
+    Ok(crate::manifest::Export {
+        route: format!("{EXPORTS_PREFIX}{}.parquet", export.name),
+        description: export.what.to_string(),
+        rows,
+        columns,
+    })
+}

@@ -351,8 +351,10 @@ struct TableData<'a> {
     embeddings: Option<&'a broker::store::Embeddings>,
 }
 
-/// Step 4: stage the build's folder while the warehouse gets the derived
-/// tables, is named for the build, and is copied to its snapshot.
+/// Step 4: the warehouse gets the derived tables and the Parquet exports
+/// are read from them (files of the build like the others); then the build's
+/// folder is staged while the warehouse is named for the build and copied
+/// to its snapshot.
 fn stage_and_snapshot(
     config: &BuildConfig,
     mut computed: Computed,
@@ -362,7 +364,10 @@ fn stage_and_snapshot(
     report: &mut BuildReport,
 ) -> Result<Manifest> {
     let layout = &config.layout;
-    let manifest = site::manifest_of(&computed.files, &computed.kept)?;
+    writers.finish().context("snapshot")?;
+    let exports = write_tables(layout, &mut computed, &data).context("snapshot")?;
+    let mut manifest = site::manifest_of(&computed.files, &computed.kept)?;
+    manifest.exports = exports;
     let linking = computed.linking.take();
     let (staged, snapshotted) = std::thread::scope(|inner| {
         let staging = inner.spawn(|| {
@@ -375,7 +380,7 @@ fn stage_and_snapshot(
             }
             .inspect(|_| fault::point("staged"))
         });
-        let snapshotted = writers.finish().and_then(|()| write_snapshot(layout, &manifest, &computed, &data));
+        let snapshotted = write_snapshot(layout, &manifest, &computed, &data);
         (staging.join().expect("staging panicked"), snapshotted)
     });
     let staged = staged.context("stage")?;
@@ -387,10 +392,11 @@ fn stage_and_snapshot(
     Ok(manifest)
 }
 
-/// The warehouse's derived and broker tables, named for the build, copied
-/// to the build's snapshot.
-fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, data: &TableData) -> Result<()> {
-    let _span = debug_span!("snapshot").entered();
+/// The warehouse's derived and broker tables, the analysts' views, and the
+/// Parquet exports read from them (added to the build's files; their
+/// schemas returned for the manifest).
+fn write_tables(layout: &Layout, computed: &mut Computed, data: &TableData) -> Result<Vec<crate::manifest::Export>> {
+    let _span = debug_span!("tables").entered();
     let conn = data.warehouse.conn();
     if let Some(t) = &computed.tables {
         tables::write_full(conn, &t.ledger, &t.recent, &computed.meta)?;
@@ -398,8 +404,29 @@ fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, dat
     if let Some(sources) = data.broker {
         debug_span!("broker tables").in_scope(|| broker::store::write(conn, sources, data.embeddings))?;
     }
-    tables::write_meta(conn, &manifest.build, &computed.meta)?;
     crate::analysts::document(conn, data.broker.is_some())?;
+    let ledger_time = computed.meta.last_applied.unwrap_or_default();
+    // The broker's files are rendered whole every run: the newest of them
+    // is its data's time.
+    let broker_time = computed
+        .files
+        .iter()
+        .filter(|f| f.route.starts_with("/api/"))
+        .map(|f| f.representation.last_modified)
+        .max()
+        .unwrap_or_default();
+    let (files, exports) = debug_span!("exports").in_scope(|| {
+        crate::analysts::export(conn, &layout.data.join(".exports"), data.broker.is_some(), ledger_time, broker_time)
+    })?;
+    computed.files.extend(files);
+    Ok(exports)
+}
+
+/// The warehouse named for the build and copied to the build's snapshot.
+fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, data: &TableData) -> Result<()> {
+    let _span = debug_span!("snapshot").entered();
+    let conn = data.warehouse.conn();
+    tables::write_meta(conn, &manifest.build, &computed.meta)?;
     let snapshot_path = layout.snapshot(manifest);
     if !snapshot::reusable(&snapshot_path, &manifest.build)? {
         snapshot::copy_to(conn, data.warehouse.path(), &snapshot_path)?;
@@ -607,7 +634,13 @@ fn unchanged(files: &[site::File], live: &Manifest, limits: Limits) -> bool {
             .is_some_and(|e| **e == Entry::new(f.route.clone(), f.path.clone(), &f.representation))
     });
     let rendered: BTreeSet<&str> = files.iter().map(|f| f.route.as_str()).collect();
-    same && live.routes.iter().all(|e| route_of(e, limits).is_some() || rendered.contains(e.route.as_str()))
+    // The exports come from the tables, which are the live build's when
+    // no message and no other file is new.
+    let derived = |route: &str| crate::analysts::is_export(route);
+    same && live
+        .routes
+        .iter()
+        .all(|e| route_of(e, limits).is_some() || derived(&e.route) || rendered.contains(e.route.as_str()))
 }
 
 /// Why new messages cannot simply be applied on top of the live build.

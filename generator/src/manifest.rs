@@ -27,6 +27,28 @@ pub struct Manifest {
     /// Newest source time behind any file of the build (HTTP-date).
     pub last_modified: String,
     pub routes: Vec<Entry>,
+    /// The Parquet exports among the routes, with their schemas (for
+    /// analysts; the files are entries of `routes` like any other).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<Export>,
+}
+
+/// A Parquet export: its route, what it holds, its rows and columns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Export {
+    pub route: String,
+    pub description: String,
+    pub rows: u64,
+    pub columns: Vec<Column>,
+}
+
+/// A column of an export, with its DuckDB type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Column {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,7 +126,14 @@ impl Manifest {
             }
         }
         let build = hex(&hasher.finalize()[..8]);
-        Manifest { format: FORMAT, snapshot: format!("{build}.duckdb"), build, last_modified, routes: entries }
+        Manifest {
+            format: FORMAT,
+            snapshot: format!("{build}.duckdb"),
+            build,
+            last_modified,
+            routes: entries,
+            exports: Vec::new(),
+        }
     }
 
     pub fn load(dir: &Path) -> Result<Manifest> {

@@ -7,12 +7,14 @@
 //! made by the real DuckDB 2.0.0) is refused with a message naming the file
 //! and the fix, and `generator build --full` recovers from it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use almanac::database;
+use serde_json::{json, Value};
 use tests::process::{binary, build, generator, Api};
 use tests::{workspace_root, TempDir};
 
@@ -203,4 +205,66 @@ fn the_duckdb_releases_analysts_use_open_a_snapshot_and_answer_as_ours_does() {
     }
     assert!(versions.len() >= 2, "at least two releases checked: {versions:?}");
     eprintln!("the snapshot opened in DuckDB {}", versions.join(", "));
+
+    // The same example queries on the build's Parquet exports, each
+    // export read as the manifest describes it.
+    let build_dir = site.join("current");
+    let manifest: Value = serde_json::from_slice(&std::fs::read(build_dir.join("_manifest.json")).unwrap()).unwrap();
+    let schemas: BTreeMap<String, Value> = manifest["exports"]
+        .as_array()
+        .expect("the manifest lists the exports")
+        .iter()
+        .map(|e| {
+            let file = e["route"].as_str().unwrap().trim_start_matches('/').to_string();
+            let columns = e["columns"].as_array().unwrap().iter().map(|c| json!([c["name"], c["type"]])).collect();
+            (file, Value::Array(columns))
+        })
+        .collect();
+    assert_eq!(
+        schemas.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "exports/agents.parquet",
+            "exports/events.parquet",
+            "exports/feedback.parquet",
+            "exports/holders.parquet",
+            "exports/operations.parquet",
+            "exports/ticks.parquet"
+        ]
+    );
+    let readme = &QUESTIONS[6..10];
+    let spec = json!({
+        "dir": build_dir,
+        "views": {"holders": "exports/holders.parquet", "events_at": "exports/events.parquet",
+                  "operations": "exports/operations.parquet", "agents": "exports/agents.parquet"},
+        "files": schemas.keys().collect::<Vec<_>>(),
+        "questions": readme,
+    });
+    for python in readers.split_whitespace() {
+        let out = Command::new(python).args(["-c", PARQUET_READER]).arg(spec.to_string()).output().unwrap();
+        assert!(out.status.success(), "{python}: {}", String::from_utf8_lossy(&out.stderr));
+        let read: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let version = &read["version"];
+        assert_eq!(
+            read["answers"],
+            json!(ours[6..10]),
+            "DuckDB {version} answers from the exports as from the snapshot"
+        );
+        assert_eq!(read["schemas"], json!(schemas), "DuckDB {version} reads each export as the manifest describes it");
+    }
 }
+
+/// Reads the Parquet exports in an in-memory database with a Python
+/// interpreter's `duckdb` package: views over the files, the questions'
+/// answers and each file's columns.
+const PARQUET_READER: &str = r#"
+import json, sys, duckdb
+spec = json.loads(sys.argv[1])
+conn = duckdb.connect()
+path = lambda f: (spec["dir"] + "/" + f).replace("'", "''")
+for view, f in spec["views"].items():
+    conn.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{path(f)}')")
+schemas = {f: [[c[0], c[1]] for c in conn.execute(f"DESCRIBE SELECT * FROM read_parquet('{path(f)}')").fetchall()]
+           for f in spec["files"]}
+answers = [conn.execute(q).fetchone()[0] for q in spec["questions"]]
+print(json.dumps({"version": duckdb.__version__, "answers": answers, "schemas": schemas}))
+"#;
