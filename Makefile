@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb build install site run test bench fuzz datasets fmt lint clean conformance client a2a readers
+.PHONY: all duckdb build install site run test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis
 
 all: build
 
@@ -61,7 +61,8 @@ endif
 
 ## site: generate the site from datasets/ into site/ (and data/)
 site: build
-	$(BIN)/generator build --ledger-dir datasets/ledger --site-dir $(SITE) --data-dir $(DATA)
+	mkdir -p $(DATA) && $(BIN)/api openapi > $(DATA)/openapi.json
+	$(BIN)/generator build --ledger-dir datasets/ledger --site-dir $(SITE) --data-dir $(DATA) --openapi $(DATA)/openapi.json
 
 ## run: build, generate the site, and serve it on 127.0.0.1:4000 (dev
 ## accounts sign in without a network; their points of the dataset's
@@ -109,10 +110,21 @@ $(READERS_DIR)/duckdb-%/.installed:
 	$(@D)/bin/pip install --quiet --disable-pip-version-check duckdb==$*
 	touch $@
 
+## schemathesis: the property-based API tester that runs against the live
+## api in `make test` (PyPI, pinned, one virtualenv cached once per machine)
+SCHEMATHESIS_VERSION := 4.32.5
+SCHEMATHESIS_DIR     := $(READERS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)
+export ALMANAC_SCHEMATHESIS := $(SCHEMATHESIS_DIR)/bin/st
+schemathesis: $(SCHEMATHESIS_DIR)/.installed
+$(SCHEMATHESIS_DIR)/.installed:
+	rm -rf $(@D) && python3 -m venv $(@D)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION)
+	touch $@
+
 ## test: every test (unit, data-driven, end-to-end on loopback, the MCP
 ## conformance suite, the reference broker client, the analysts' DuckDB
-## releases), then a total
-test: build conformance client a2a readers
+## releases, schemathesis against the live api), then a total
+test: build conformance client a2a readers schemathesis
 	@mkdir -p $(TARGET)
 	set -o pipefail; $(CARGO) test --release --workspace $(CARGO_FEATURES) --no-fail-fast --lib --bins --tests 2>&1 \
 	  | tee $(TARGET)/test.log; status=$$?; \

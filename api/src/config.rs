@@ -337,6 +337,9 @@ pub enum Command {
     /// Sign in to a running api with a dev key (or a keys file) and print
     /// the API key it issues.
     Login(crate::auth::login::LoginArgs),
+    /// Print the OpenAPI 3.1 document of every route (what
+    /// `/api/v1/openapi.json` serves), for the build and static hosts.
+    Openapi,
 }
 
 impl Config {

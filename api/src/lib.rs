@@ -18,6 +18,7 @@ pub mod hcs20;
 pub mod head;
 pub mod journal;
 pub mod limit;
+pub mod openapi;
 pub mod path;
 pub mod pipeline;
 pub mod published;

@@ -17,6 +17,10 @@ async fn main() -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&answer)?);
         return Ok(());
     }
+    if let Some(api::config::Command::Openapi) = &config.command {
+        println!("{}", serde_json::to_string_pretty(&api::openapi::document(&api::routes::table()))?);
+        return Ok(());
+    }
     if let Some(open_files) = raise_open_files() {
         // Room for what a build swap and the process itself keep open.
         let room = open_files.saturating_sub(256).max(1) as usize;

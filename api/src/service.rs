@@ -18,6 +18,19 @@ pub async fn file(request: Request) -> Answer {
     published(&request, build, &request.path).ok_or_else(|| Error::not_found(&request.path))
 }
 
+/// `/api/v1/openapi.json`: the document of this api's routes, made once
+/// per process. It describes the code, not the data: its `Last-Modified`
+/// is the epoch and its ETag the hash of its bytes.
+pub async fn openapi(request: Request) -> Answer {
+    use almanac::http::{Cache, Representation};
+    static DOCUMENT: std::sync::LazyLock<crate::reply::Representation> = std::sync::LazyLock::new(|| {
+        let document = crate::openapi::document(&crate::routes::table());
+        let made = Representation::json(&document, almanac::timestamp::Timestamp(0), Cache::Catalog);
+        crate::reply::Representation::computed(made).expect("the document's headers are header-safe")
+    });
+    Ok(crate::reply::representation(&request.method, &request.headers, &DOCUMENT))
+}
+
 /// `/health`: readiness, what a load balancer asks. 200 with `"status":
 /// "ok"` while a build is served; 503 with `"status": "starting"` until
 /// one is loaded. The body also tells which build, the quotas' load and the

@@ -66,6 +66,8 @@ pub struct BuildConfig {
     pub guard: Option<GuardConfig>,
     /// Broker sources (section A), if this deployment publishes them.
     pub broker: Option<BrokerConfig>,
+    /// The api's OpenAPI document, published as it is (compact).
+    pub openapi: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -239,7 +241,29 @@ fn load_sources(config: &BuildConfig) -> Result<Sources> {
         }
         None => None,
     };
+    if let Some(path) = &config.openapi {
+        files.push(openapi(path)?);
+    }
     Ok(Sources { files, broker })
+}
+
+/// The api's OpenAPI document as a file of the build, in the compact form
+/// the api serves (same bytes, same ETag). It describes the code, not the
+/// data: its `Last-Modified` is the epoch.
+fn openapi(path: &std::path::Path) -> Result<site::File> {
+    use crate::http::{Cache, Representation};
+    let read = || -> Result<serde_json::Value> {
+        let document: serde_json::Value = serde_json::from_slice(&std::fs::read(path)?)?;
+        let version = document["openapi"].as_str().unwrap_or_default();
+        anyhow::ensure!(version.starts_with("3.1."), "not an OpenAPI 3.1 document (openapi: {version:?})");
+        Ok(document)
+    };
+    let document = read().with_context(|| format!("the OpenAPI document {}", path.display()))?;
+    Ok(site::File {
+        route: "/api/v1/openapi.json".into(),
+        path: "api/v1/openapi.json".into(),
+        representation: Representation::json(&document, crate::timestamp::Timestamp(0), Cache::Catalog),
+    })
 }
 
 /// The warehouse's writers besides its main connection: DuckDB appends on

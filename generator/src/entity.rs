@@ -141,6 +141,21 @@ impl serde::Serialize for EntityId {
     }
 }
 
+/// On the wire an id is its `shard.realm.num` text.
+impl schemars::JsonSchema for EntityId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EntityId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9]+\\.[0-9]+\\.[0-9]+$",
+            "description": "A Hedera entity id (account or topic), `shard.realm.num`."
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

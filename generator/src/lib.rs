@@ -9,7 +9,7 @@
 macro_rules! vocabulary {
     ($(#[$doc:meta])* $name:ident, $all:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         pub enum $name {
             $(#[serde(rename = $text)] $variant),+
         }

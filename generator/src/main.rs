@@ -84,6 +84,10 @@ struct BuildArgs {
     /// feedback.json; skipped with a warning when agents.json is missing.
     #[arg(long, env = "ALMANAC_BROKER_DIR", default_value = "datasets/broker")]
     broker_dir: PathBuf,
+    /// The api's OpenAPI document (`api openapi`), published in the build
+    /// at `/api/v1/openapi.json` for static hosts.
+    #[arg(long, env = "ALMANAC_OPENAPI")]
+    openapi: Option<PathBuf>,
     /// The api's journal of live broker events (default: `<data-dir>/journal`).
     #[arg(long, env = "ALMANAC_JOURNAL_DIR")]
     journal_dir: Option<PathBuf>,
@@ -218,6 +222,7 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
         keep_builds: args.keep_builds,
         limits: Limits { max_page_size: args.max_page_size },
         full: args.full,
+        openapi: args.openapi,
         broker: match args.broker_dir.join("agents.json").exists() {
             true => Some(BrokerConfig {
                 dir: args.broker_dir,

@@ -90,6 +90,21 @@ impl serde::Serialize for Uaid {
     }
 }
 
+/// On the wire a UAID is its canonical text.
+impl schemars::JsonSchema for Uaid {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Uaid".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^uaid:(aid|did):",
+            "description": "An HCS-14 universal agent id in its canonical form."
+        })
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for Uaid {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Uaid, D::Error> {
         let text = String::deserialize(deserializer)?;

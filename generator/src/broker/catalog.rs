@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::Agent;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Catalog {
     /// When the catalog was last reviewed: Last-Modified of its routes.
@@ -32,7 +32,7 @@ pub struct Catalog {
     pub facets: Vec<Facet>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryInfo {
     pub id: String,
@@ -43,7 +43,7 @@ pub struct RegistryInfo {
     pub kind: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProtocolInfo {
     pub id: String,
@@ -54,7 +54,7 @@ pub struct ProtocolInfo {
 }
 
 /// An adapter descriptor, as `GET /adapters/details` lists it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdapterDetail {
     pub id: String,
@@ -72,7 +72,7 @@ pub struct AdapterDetail {
     pub status: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChatProfile {
     pub supports_chat: bool,
@@ -88,7 +88,7 @@ pub struct ChatProfile {
     pub notes: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterCapabilities {
     pub discovery: bool,
@@ -99,7 +99,7 @@ pub struct AdapterCapabilities {
 }
 
 /// The HCS-21 adapter registry: categories and published adapters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterRegistry {
     pub network: String,
@@ -107,7 +107,7 @@ pub struct AdapterRegistry {
     pub adapters: Vec<RegistryEntry>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Category {
     pub id: u64,
@@ -124,7 +124,7 @@ pub struct Category {
     pub updated_at: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegistryEntry {
     pub adapter_id: String,
@@ -139,7 +139,7 @@ pub struct RegistryEntry {
     pub created_at: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdditionalRegistry {
     pub id: String,
@@ -147,7 +147,7 @@ pub struct AdditionalRegistry {
     pub networks: Vec<Network>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Network {
     pub key: String,
@@ -160,7 +160,7 @@ pub struct Network {
     pub estimated_credits: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Federation {
     pub enabled: bool,
@@ -169,7 +169,7 @@ pub struct Federation {
     pub registries: Vec<FederatedRegistry>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FederatedRegistry {
     pub id: String,
@@ -179,7 +179,7 @@ pub struct FederatedRegistry {
     pub announced_at: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreditProvider {
     pub name: String,
@@ -192,7 +192,7 @@ pub struct CreditProvider {
 }
 
 /// A search facet. `adapters` and `options` are filled in per build.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Facet {
     pub key: String,
@@ -208,7 +208,7 @@ pub struct Facet {
     pub options: Option<Vec<FacetOption>>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FacetOption {
     pub value: String,
@@ -218,7 +218,7 @@ pub struct FacetOption {
 /// One ERC-8004 reputation entry (`giveFeedback`, maybe revoked later).
 /// Field names are the reference client's (`agentFeedbackEntrySchema`);
 /// `registry` is added when published.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FeedbackEntry {
     /// The agent the feedback is about.

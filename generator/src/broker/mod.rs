@@ -78,7 +78,7 @@ vocabulary! {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Agent {
     /// The broker's id of the agent (unique).
@@ -114,7 +114,7 @@ pub struct Agent {
 }
 
 /// An HCS-11 profile.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
     pub version: String,
@@ -145,7 +145,7 @@ pub struct Profile {
 }
 
 /// An HCS-11 social link.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Social {
     pub platform: String,
@@ -154,7 +154,7 @@ pub struct Social {
 
 /// An HCS-11 MCP server profile's own part (`mcpServer`); the optional
 /// lists HCS-11 leaves open are kept as given.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpServer {
     pub version: String,
@@ -180,7 +180,7 @@ pub struct McpServer {
     pub docs: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConnectionInfo {
     pub url: String,
@@ -188,7 +188,7 @@ pub struct ConnectionInfo {
     pub transport: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AiAgent {
     /// 0 manual, 1 autonomous.
@@ -263,13 +263,13 @@ pub struct Sources {
     pub journal_seq: u64,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentsFile {
     pub agents: Vec<Agent>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FeedbackFile {
     pub feedback: Vec<FeedbackEntry>,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// notice.
 pub const SCHEMA_VERSION: &str = "1.0.0";
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Evidence {
     pub id: String,
@@ -19,7 +19,7 @@ pub struct Evidence {
     pub description: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Reference {
     pub title: String,
@@ -27,7 +27,7 @@ pub struct Reference {
 }
 
 /// `/guard/facts.json`
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Facts {
     pub schema_version: String,
@@ -38,7 +38,7 @@ pub struct Facts {
     pub facts: Vec<Fact>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Fact {
     pub id: String,
@@ -52,7 +52,7 @@ pub struct Fact {
 }
 
 /// `/guard/security/campaigns/data.json`
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Campaigns {
     pub schema_version: String,
@@ -62,7 +62,7 @@ pub struct Campaigns {
     pub campaigns: Vec<Campaign>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Campaign {
     pub id: String,
@@ -84,7 +84,7 @@ pub struct Campaign {
 }
 
 /// `/guard/security/coverage/data.json`
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Coverage {
     pub schema_version: String,
@@ -96,7 +96,7 @@ pub struct Coverage {
     pub assertions: Vec<Assertion>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Assertion {
     pub id: String,
@@ -115,7 +115,7 @@ pub struct Assertion {
 }
 
 /// `/guard/security/policies.json`
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Policies {
     pub schema_version: String,
@@ -125,7 +125,7 @@ pub struct Policies {
     pub policies: Vec<Policy>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Policy {
     pub id: String,
@@ -140,7 +140,7 @@ pub struct Policy {
 }
 
 /// `/guard/research/ai-coding-agent-runtime-security-benchmark/data.json`
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Benchmark {
     pub schema_version: String,
@@ -150,7 +150,7 @@ pub struct Benchmark {
     pub runs: Vec<Run>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Run {
     pub run_id: String,
@@ -169,7 +169,7 @@ pub struct Run {
     pub reviewed_at: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Methodology {
     pub summary: String,
@@ -177,7 +177,7 @@ pub struct Methodology {
     pub environment: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scenario {
     pub id: String,
@@ -185,7 +185,7 @@ pub struct Scenario {
     pub risk_class: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
     pub scenario: String,
@@ -198,7 +198,7 @@ pub struct RunResult {
     pub notes: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Latency {
     pub median: u32,

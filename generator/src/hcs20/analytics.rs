@@ -126,7 +126,7 @@ pub struct UnknownToken {
 // Response shapes of section C (spec section 2). Field names are the wire
 // names; the README documents the ones the spec leaves open.
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AccountBalances {
     pub success: bool,
@@ -135,7 +135,7 @@ pub struct AccountBalances {
     pub count: usize,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct AccountBalance {
     pub tick: String,
     pub topic: String,
@@ -143,14 +143,14 @@ pub struct AccountBalance {
     pub holder: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Stats {
     pub success: bool,
     pub data: StatsData,
     pub timestamp: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatsData {
     pub total_ticks: usize,
@@ -160,7 +160,7 @@ pub struct StatsData {
     pub total_holders: usize,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Tick {
     pub tick: String,
@@ -174,7 +174,7 @@ pub struct Tick {
     pub created_at: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EcosystemStats {
     pub success: bool,
@@ -182,7 +182,7 @@ pub struct EcosystemStats {
     pub top_ticks_by_mints: Vec<TickByMints>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TickByHolders {
     pub tick: String,
@@ -190,7 +190,7 @@ pub struct TickByHolders {
     pub holder_count: u64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TickByMints {
     pub tick: String,
@@ -198,7 +198,7 @@ pub struct TickByMints {
     pub mint_count: u64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HoldersPage {
     pub success: bool,
@@ -208,7 +208,7 @@ pub struct HoldersPage {
     pub pagination: Pagination,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Holder {
     pub holder_id: String,
@@ -217,7 +217,7 @@ pub struct Holder {
     pub topic: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Pagination {
     pub page: usize,
@@ -228,7 +228,7 @@ pub struct Pagination {
     pub has_previous_page: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Transactions {
     pub success: bool,
@@ -244,7 +244,7 @@ pub struct Transactions {
 }
 
 /// One mint, burn or transfer. `from` is null for a mint, `to` for a burn.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Transaction {
     pub id: String,

@@ -1,0 +1,678 @@
+//! The OpenAPI 3.1 document of every route the api answers, made from the
+//! route table ([`crate::routes::table`]): each endpoint's pattern and
+//! path parameters, each operation's method, id, body bound, auth and cache
+//! policy, and the error form of its endpoint. What the table does not hold
+//! (query parameters, request bodies, success statuses and the shape of a
+//! success) is said here per operation id ([`describe`]); the shapes of
+//! the generator's typed answers (section C, the guard files, the catalog
+//! records) are their Rust types' own JSON Schemas (`schemars`), the
+//! others are written down from the contracts, required fields first and
+//! other fields allowed, as the reference client reads them.
+//!
+//! Served at `/api/v1/openapi.json` (made once per process) and printed by
+//! `api openapi` for the build; `tests/tests/openapi.rs` keeps it true.
+
+use serde_json::{json, Map, Value};
+
+use crate::routes::{Auth, BodyLimit, Dialect, Endpoint};
+
+/// The document's path.
+pub const PATH: &str = "/api/v1/openapi.json";
+
+/// What this module says of an operation beyond the table.
+#[derive(Default)]
+struct Doc {
+    tag: &'static str,
+    query: Vec<Value>,
+    body: Option<Value>,
+    /// Success statuses with their JSON schema (`None`: not JSON).
+    ok: Vec<(u16, Value)>,
+    /// The success's media type when it is not JSON.
+    media: Option<&'static str>,
+    /// Also answered as server-sent events (`Accept: text/event-stream`).
+    events: bool,
+}
+
+/// The document for `endpoints`.
+pub fn document(endpoints: &[Endpoint]) -> Value {
+    let mut schemas = Schemas::new();
+    let mut paths = Map::new();
+    for endpoint in endpoints {
+        let mut item = Map::new();
+        for op in &endpoint.operations {
+            let doc = describe(op.name, &mut schemas);
+            item.insert(op.method.as_str().to_ascii_lowercase(), operation(endpoint, op, doc));
+        }
+        paths.insert(endpoint.pattern.to_string(), Value::Object(item));
+    }
+    let mut components = schemas.finish();
+    components.insert("Error".into(), error_schema());
+    components.insert("JsonRpcError".into(), json_rpc_error_schema());
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "almanac",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "An agent registry broker (/api/v1), guard data and its MCP endpoint (/guard, \
+                            /api/guard/public-mcp), and HCS-20 token analytics (/hcs20). GET answers carry a \
+                            strong ETag and Last-Modified and answer conditional requests with 304."
+        },
+        "servers": [{"url": "/"}],
+        "tags": [
+            {"name": "HCS-20", "description": "Token analytics computed from Hedera consensus topic messages."},
+            {"name": "Guard", "description": "Guard data and the stateless MCP endpoint."},
+            {"name": "Broker", "description": "The agent registry broker: search, agents, catalogs."},
+            {"name": "Broker live", "description": "Sign-in, credits, registration, chat, keys, feedback."},
+            {"name": "Service", "description": "Health and this document."},
+            {"name": "Exports", "description": "Parquet exports of the build for analysts."}
+        ],
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "ApiKey": {"type": "apiKey", "in": "header", "name": "x-api-key",
+                           "description": "A key issued by ledger sign-in, or the operator key."},
+                "LedgerApiKey": {"type": "apiKey", "in": "header", "name": "x-ledger-api-key"},
+                "Bearer": {"type": "http", "scheme": "bearer"}
+            }
+        }
+    })
+}
+
+/// One operation: the table's facts and `doc`.
+fn operation(endpoint: &Endpoint, op: &crate::routes::Operation, doc: Doc) -> Value {
+    let mut parameters: Vec<Value> = path_parameters(endpoint.pattern)
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .collect();
+    parameters.extend(doc.query.iter().cloned());
+    if op.auth != Auth::Public {
+        parameters.push(json!({"name": "x-account-id", "in": "header", "required": false,
+            "description": "Act for this account (one the key's holder controls).", "schema": {"type": "string"}}));
+    }
+    let mut responses = Map::new();
+    for (status, schema) in &doc.ok {
+        let mut content = Map::new();
+        match doc.media {
+            Some(media) => {
+                content.insert(media.into(), json!({"schema": {"type": "string", "format": "binary"}}));
+            }
+            None => {
+                content.insert("application/json".into(), json!({"schema": schema}));
+            }
+        }
+        if doc.events {
+            content.insert("text/event-stream".into(), json!({"schema": {"type": "string"}}));
+        }
+        let mut response = json!({"description": reason(*status), "content": content});
+        if op.method == warp::http::Method::GET {
+            response["headers"] = json!({
+                "ETag": {"schema": {"type": "string"}},
+                "Last-Modified": {"schema": {"type": "string"}},
+                "Cache-Control": {"schema": {"type": "string", "const": op.cache.header()}}
+            });
+        }
+        responses.insert(status.to_string(), response);
+    }
+    if op.method == warp::http::Method::GET {
+        responses.insert("304".into(), json!({"description": "Not Modified (If-None-Match or If-Modified-Since)"}));
+    }
+    let error = match endpoint.errors {
+        Dialect::Json => json!({"$ref": "#/components/schemas/Error"}),
+        Dialect::JsonRpc => json!({"$ref": "#/components/schemas/JsonRpcError"}),
+    };
+    let mut refusals = vec![(429, "Too Many Requests"), (503, "Service Unavailable (no build loaded yet)")];
+    if !doc.query.is_empty() || op.body != BodyLimit::None || endpoint.pattern.contains('{') {
+        refusals.push((400, "Bad Request: the body names the parameter or field at fault"));
+    }
+    if endpoint.pattern.contains('{') {
+        refusals.push((404, "Not Found"));
+    }
+    if op.body != BodyLimit::None {
+        refusals.extend([
+            (408, "Request Timeout (the body)"),
+            (413, "Content Too Large"),
+            (415, "Unsupported Media Type"),
+        ]);
+    }
+    match op.auth {
+        Auth::Public => {}
+        Auth::Optional => refusals.push((401, "Unauthorized: a key was sent and is not valid")),
+        Auth::Key | Auth::Operator => {
+            refusals.extend([(401, "Unauthorized: no valid key"), (403, "Forbidden")]);
+        }
+    }
+    refusals.extend(named_refusals(op.name));
+    for (status, description) in refusals {
+        responses.entry(status.to_string()).or_insert_with(
+            || json!({"description": description, "content": {"application/json": {"schema": error.clone()}}}),
+        );
+    }
+    responses.insert(
+        "default".into(),
+        json!({"description": "Any other refusal, in the endpoint's error form",
+               "content": {"application/json": {"schema": error}}}),
+    );
+    let mut out = json!({
+        "operationId": op.name,
+        "tags": [doc.tag],
+        "responses": responses,
+    });
+    if !parameters.is_empty() {
+        out["parameters"] = Value::Array(parameters);
+    }
+    if let Some(body) = doc.body {
+        let required = !matches!(op.name, "redeemPoints" | "nativePaymentIntent" | "compactChatHistory");
+        out["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": body}}});
+    }
+    match op.auth {
+        Auth::Public => {}
+        // No key, or a valid one.
+        Auth::Optional => out["security"] = json!([{}, {"ApiKey": []}, {"LedgerApiKey": []}, {"Bearer": []}]),
+        Auth::Key | Auth::Operator => out["security"] = json!([{"ApiKey": []}, {"LedgerApiKey": []}, {"Bearer": []}]),
+    }
+    if op.auth == Auth::Operator {
+        out["description"] = json!("Needs the operator key.");
+    }
+    out
+}
+
+/// The statuses the spec names for one operation beyond the common ones.
+fn named_refusals(name: &str) -> Vec<(u16, &'static str)> {
+    match name {
+        "createChatSession" | "sendChatMessage" => vec![
+            (402, "Payment Required: not enough credits"),
+            (422, "The agent speaks no protocol this broker can chat in"),
+            (500, "The agent cannot be reached"),
+        ],
+        "routeToAgent" => vec![(422, "routing_not_supported"), (500, "routing_failed")],
+        "vectorSearch" => vec![(501, "Vector search is off on this deployment")],
+        "compactChatHistory" => {
+            vec![(402, "Payment Required"), (502, "The summariser failed"), (503, "Compaction is off")]
+        }
+        "registerAgent" | "updateAgent" | "getRegistrationQuote" => vec![(402, "Payment Required: not enough credits")],
+        _ => Vec::new(),
+    }
+}
+
+/// `{name}` segments of a pattern.
+fn path_parameters(pattern: &str) -> impl Iterator<Item = &str> {
+    pattern.split('/').filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted: work goes on in the background",
+        207 => "Multi-Status: the primary registration succeeded, some additional registries did not",
+        _ => "Success",
+    }
+}
+
+/// `{"error", "code"[, "parameter"]}`.
+fn error_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["error", "code"],
+        "properties": {
+            "error": {"type": "string", "description": "What went wrong, in plain words."},
+            "code": {"type": "string", "description": "A stable code to match on."},
+            "parameter": {"type": "string", "description": "The parameter or field at fault."}
+        }
+    })
+}
+
+fn json_rpc_error_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["jsonrpc", "error"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "integer", "null"]},
+            "error": {"type": "object", "required": ["code", "message"],
+                      "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}}}
+        }
+    })
+}
+
+/// The components' schemas: the Rust types' (by `schemars`, referenced
+/// under `#/components/schemas/`) and the ones written here.
+struct Schemas {
+    generator: schemars::SchemaGenerator,
+}
+
+impl Schemas {
+    fn new() -> Schemas {
+        let settings = schemars::generate::SchemaSettings::draft2020_12().with(|s| {
+            s.definitions_path = "/components/schemas".into();
+        });
+        Schemas { generator: settings.into_generator() }
+    }
+
+    /// A reference to `T`'s schema, which is added to the components.
+    fn of<T: schemars::JsonSchema>(&mut self) -> Value {
+        self.generator.subschema_for::<T>().to_value()
+    }
+
+    fn finish(mut self) -> Map<String, Value> {
+        self.generator.take_definitions(true).into_iter().collect()
+    }
+}
+
+// Small builders for the schemas written here.
+
+fn string() -> Value {
+    json!({"type": "string"})
+}
+
+fn integer() -> Value {
+    json!({"type": "integer"})
+}
+
+fn number() -> Value {
+    json!({"type": "number"})
+}
+
+fn boolean() -> Value {
+    json!({"type": "boolean"})
+}
+
+fn array(items: Value) -> Value {
+    json!({"type": "array", "items": items})
+}
+
+/// An object with these fields, the first `required` of them required;
+/// other fields allowed.
+fn object(fields: &[(&str, Value)], required: usize) -> Value {
+    let properties: Map<String, Value> = fields.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let required: Vec<&str> = fields.iter().take(required).map(|(k, _)| *k).collect();
+    json!({"type": "object", "required": required, "properties": properties})
+}
+
+fn any_object() -> Value {
+    json!({"type": "object"})
+}
+
+/// A query parameter.
+fn query(name: &str, schema: Value, required: bool) -> Value {
+    json!({"name": name, "in": "query", "required": required, "schema": schema})
+}
+
+fn page_query(max: usize, size_name: &str) -> Vec<Value> {
+    vec![
+        query("page", json!({"type": "integer", "minimum": 1}), false),
+        query(size_name, json!({"type": "integer", "minimum": 1, "maximum": max}), false),
+    ]
+}
+
+/// An agent as search hits and profiles carry it (broker.md).
+fn agent() -> Value {
+    object(
+        &[
+            ("id", string()),
+            ("uaid", string()),
+            ("registry", string()),
+            ("name", string()),
+            ("capabilities", array(json!({"type": ["string", "number"]}))),
+            ("trustScore", number()),
+            ("description", string()),
+            ("protocols", array(string())),
+            ("adapter", string()),
+            ("communicationSupported", boolean()),
+            ("routingSupported", boolean()),
+            ("available", boolean()),
+        ],
+        6,
+    )
+}
+
+fn search_answer() -> Value {
+    object(&[("hits", array(agent())), ("total", integer()), ("page", integer()), ("limit", integer())], 4)
+}
+
+fn search_query() -> Vec<Value> {
+    let list = || string();
+    let mut params = vec![
+        query("q", string(), false),
+        query("page", json!({"type": "integer", "minimum": 1}), false),
+        query("limit", json!({"type": "integer", "minimum": 1, "maximum": almanac::broker::query::MAX_LIMIT}), false),
+        query("registries", list(), false),
+        query("adapters", list(), false),
+        query("capabilities", list(), false),
+        query("protocols", list(), false),
+        query("minTrust", json!({"type": "number", "minimum": 0, "maximum": 100}), false),
+        query("verified", json!({"enum": ["true", "false"]}), false),
+        query("online", json!({"enum": ["true", "false"]}), false),
+        query("includeAggregations", json!({"enum": ["true", "false"]}), false),
+        query("type", json!({"enum": ["ai-agents", "mcp-servers"]}), false),
+        query("sortBy", json!({"enum": ["most-recent", "oldest", "name", "most-available", "trust-score"]}), false),
+        query("sortOrder", json!({"enum": ["asc", "desc"]}), false),
+    ];
+    params.push(query("verificationStatus", json!({"enum": ["verified", "unverified", "pending"]}), false));
+    params
+}
+
+/// What is said of each operation, by its id.
+fn describe(name: &str, s: &mut Schemas) -> Doc {
+    use almanac::broker::catalog;
+    use almanac::guard::public;
+    use almanac::hcs20::analytics;
+    let json = |tag: &'static str, schema: Value| Doc { tag, ok: vec![(200, schema)], ..Doc::default() };
+    let with_body =
+        |tag: &'static str, body: Value, ok: Vec<(u16, Value)>| Doc { tag, body: Some(body), ok, ..Doc::default() };
+    let live = "Broker live";
+    let uaid_body = || object(&[("uaid", string())], 0);
+    match name {
+        // The service.
+        "health" | "brokerHealth" | "liveness" => {
+            json("Service", object(&[("status", string()), ("ready", boolean()), ("build", json!({}))], 1))
+        }
+        "openapi" => json("Service", json!({"type": "object", "required": ["openapi", "paths"]})),
+        "export" => Doc {
+            tag: "Exports",
+            ok: vec![(200, Value::Null)],
+            media: Some(almanac::analysts::PARQUET),
+            ..Doc::default()
+        },
+        // Section C.
+        "hcs20Ticks" => json("HCS-20", array(s.of::<analytics::Tick>())),
+        "hcs20Stats" => json("HCS-20", s.of::<analytics::Stats>()),
+        "hcs20EcosystemStats" => json("HCS-20", s.of::<analytics::EcosystemStats>()),
+        "hcs20Account" => json("HCS-20", s.of::<analytics::AccountBalances>()),
+        "hcs20Holders" => {
+            let mut doc = json("HCS-20", s.of::<analytics::HoldersPage>());
+            doc.query = vec![query("tick", string(), true), query("topic", string(), true)];
+            doc.query.extend(page_query(100, "pageSize"));
+            doc
+        }
+        "hcs20Transactions" => {
+            let mut doc = json("HCS-20", s.of::<analytics::Transactions>());
+            doc.query = vec![
+                query("tick", string(), false),
+                query("topic", string(), false),
+                query("pageSize", json!({"type": "integer", "minimum": 1, "maximum": 100}), false),
+            ];
+            doc
+        }
+        // Section B.
+        "guardFacts" => json("Guard", s.of::<public::Facts>()),
+        "guardCampaigns" => json("Guard", s.of::<public::Campaigns>()),
+        "guardCoverage" => json("Guard", s.of::<public::Coverage>()),
+        "guardPolicies" => json("Guard", s.of::<public::Policies>()),
+        "guardBenchmark" => json("Guard", s.of::<public::Benchmark>()),
+        "guardMcp" => with_body(
+            "Guard",
+            object(
+                &[
+                    ("jsonrpc", json!({"const": "2.0"})),
+                    ("method", string()),
+                    ("id", json!({})),
+                    ("params", any_object()),
+                ],
+                2,
+            ),
+            vec![(200, object(&[("jsonrpc", json!({"const": "2.0"}))], 1)), (202, json!({}))],
+        ),
+        // Section A, the read side.
+        "search" => Doc { query: search_query(), ..json("Broker", search_answer()) },
+        "registrySearch" => Doc { query: search_query(), ..json("Broker", search_answer()) },
+        "vectorSearch" => with_body(
+            "Broker",
+            object(&[("query", string()), ("limit", integer()), ("offset", integer()), ("filter", any_object())], 1),
+            vec![(
+                200,
+                object(
+                    &[("hits", array(object(&[("agent", agent())], 1))), ("total", integer()), ("took", number())],
+                    3,
+                ),
+            )],
+        ),
+        "searchCapabilities" => with_body(
+            "Broker",
+            object(&[("capabilities", array(json!({"type": ["string", "integer"]})))], 1),
+            vec![(200, search_answer())],
+        ),
+        "searchStatus" => json("Broker", object(&[("storageMode", string()), ("vectorStatus", any_object())], 2)),
+        "facets" => json(
+            "Broker",
+            object(&[("facets", array(object(&[("key", string()), ("label", string()), ("type", string())], 3)))], 1),
+        ),
+        "agent" => json("Broker", object(&[("agent", agent())], 1)),
+        "similarAgents" => {
+            json("Broker", object(&[("uaid", string()), ("hits", array(agent())), ("total", integer())], 3))
+        }
+        "agentFeedback" => Doc {
+            query: vec![query("includeRevoked", boolean(), false)],
+            ..json(
+                "Broker",
+                object(&[("uaid", string()), ("summary", any_object()), ("entries", array(any_object()))], 3),
+            )
+        },
+        "resolveUaid" => json("Broker", object(&[("agent", agent())], 1)),
+        "validateUaid" => {
+            json("Broker", object(&[("uaid", string()), ("valid", boolean()), ("formats", array(string()))], 3))
+        }
+        "badge" => Doc {
+            query: vec![
+                query("uaid", string(), true),
+                query("metric", string(), false),
+                query("style", string(), false),
+            ],
+            ..json("Broker", object(&[("schemaVersion", integer()), ("label", string()), ("message", string())], 3))
+        },
+        "stats" => json(
+            "Broker",
+            object(
+                &[
+                    ("totalAgents", integer()),
+                    ("registries", any_object()),
+                    ("capabilities", any_object()),
+                    ("status", string()),
+                    ("lastUpdate", string()),
+                ],
+                5,
+            ),
+        ),
+        "registries" => json("Broker", object(&[("registries", array(string()))], 1)),
+        "adapters" => json("Broker", object(&[("adapters", array(string()))], 1)),
+        "adapterDetails" => json("Broker", object(&[("adapters", array(s.of::<catalog::AdapterDetail>()))], 1)),
+        "providers" => {
+            json("Broker", object(&[("providers", array(any_object())), ("protocols", array(any_object()))], 2))
+        }
+        "popularSearches" => json("Broker", object(&[("searches", array(string()))], 1)),
+        "protocols" => json("Broker", object(&[("protocols", array(string()))], 1)),
+        "additionalRegistries" => {
+            json("Broker", object(&[("registries", array(s.of::<catalog::AdditionalRegistry>()))], 1))
+        }
+        "federatedRegistries" => json("Broker", object(&[("registries", array(any_object()))], 1)),
+        "adapterCategories" => json("Broker", object(&[("categories", array(s.of::<catalog::Category>()))], 1)),
+        "registryAdapters" => Doc {
+            query: vec![
+                query("limit", integer(), false),
+                query("offset", integer(), false),
+                query("category", string(), false),
+            ],
+            ..json("Broker", object(&[("network", string()), ("adapters", array(any_object()))], 2))
+        },
+        // Section A, the live side.
+        "createLedgerChallenge" => with_body(
+            live,
+            object(&[("accountId", string()), ("network", string())], 2),
+            vec![(200, object(&[("challengeId", string()), ("message", string()), ("expiresAt", string())], 3))],
+        ),
+        "verifyLedgerChallenge" => with_body(
+            live,
+            object(
+                &[("challengeId", string()), ("accountId", string()), ("network", string()), ("signature", string())],
+                4,
+            ),
+            vec![(
+                200,
+                object(
+                    &[("key", string()), ("apiKey", any_object()), ("accountId", string()), ("network", string())],
+                    4,
+                ),
+            )],
+        ),
+        "getRegistrationQuote" => with_body(live, object(&[("profile", any_object())], 1), vec![(200, any_object())]),
+        "registerAgent" => {
+            let answer = object(&[("success", boolean()), ("status", string()), ("uaid", string())], 3);
+            with_body(
+                live,
+                object(&[("profile", any_object())], 1),
+                vec![(200, answer.clone()), (202, answer.clone()), (207, answer)],
+            )
+        }
+        "updateAgent" => {
+            let answer = object(&[("success", boolean()), ("uaid", string())], 2);
+            with_body(live, any_object(), vec![(200, answer.clone()), (202, answer.clone()), (207, answer)])
+        }
+        "deleteAgent" => json(live, object(&[("success", boolean()), ("uaid", string()), ("message", string())], 3)),
+        "registrationStatus" => json(live, object(&[("registered", boolean())], 1)),
+        "registrationProgress" => json(live, object(&[("progress", any_object())], 1)),
+        "messagingNetwork" | "openConvai" => with_body(live, any_object(), vec![(200, any_object())]),
+        "creditBalance" => Doc {
+            query: vec![query("accountId", string(), false)],
+            ..json(live, object(&[("accountId", string()), ("balance", integer()), ("timestamp", string())], 3))
+        },
+        "creditTransactions" => Doc {
+            query: vec![
+                query("accountId", string(), false),
+                query("limit", integer(), false),
+                query("cursor", string(), false),
+            ],
+            ..json(
+                live,
+                object(&[("accountId", string()), ("transactions", array(any_object())), ("timestamp", string())], 3),
+            )
+        },
+        "purchaseCredits" => with_body(live, any_object(), vec![(200, any_object())]),
+        "nativePaymentIntent" => {
+            with_body(live, object(&[("credits", number()), ("hbarAmount", number())], 0), vec![(200, any_object())])
+        }
+        "cardPaymentIntent" => with_body(live, object(&[("amount", integer())], 1), vec![(200, any_object())]),
+        "cardPaymentWebhook" => with_body(live, any_object(), vec![(200, any_object())]),
+        "creditProviders" => json(live, object(&[("providers", array(any_object()))], 1)),
+        "redeemPointsQuote" => json(live, any_object()),
+        "redeemPoints" => with_body(live, any_object(), vec![(200, any_object())]),
+        "registerEncryptionKey" => with_body(
+            live,
+            object(&[("keyType", string()), ("publicKey", string()), ("uaid", string())], 2),
+            vec![(201, object(&[("id", string()), ("keyType", string()), ("publicKey", string())], 3))],
+        ),
+        "submitAgentFeedback" => {
+            with_body(live, object(&[("sessionId", string()), ("score", number())], 2), vec![(200, any_object())])
+        }
+        "agentFeedbackEligibility" => with_body(live, object(&[("sessionId", string())], 1), vec![(200, any_object())]),
+        "submitAdapterRegistryAdapter" => {
+            with_body(live, any_object(), vec![(202, object(&[("submissionId", string()), ("status", string())], 2))])
+        }
+        "createAdapterRegistryCategory" => {
+            with_body(live, object(&[("name", string())], 1), vec![(201, object(&[("category", any_object())], 1))])
+        }
+        "adapterRegistrySubmission" => json(live, object(&[("submission", any_object())], 1)),
+        "createChatSession" => with_body(
+            live,
+            object(&[("uaid", string()), ("agentUrl", string())], 0),
+            vec![(
+                200,
+                object(&[("sessionId", string()), ("agent", any_object()), ("history", array(any_object()))], 3),
+            )],
+        ),
+        "sendChatMessage" => Doc {
+            events: true,
+            ..with_body(
+                live,
+                object(
+                    &[
+                        ("message", string()),
+                        ("sessionId", string()),
+                        ("uaid", string()),
+                        ("agentUrl", string()),
+                        ("streaming", boolean()),
+                    ],
+                    1,
+                ),
+                vec![(200, object(&[("sessionId", string()), ("message", string()), ("timestamp", string())], 3))],
+            )
+        },
+        "endChatSession" => json(live, object(&[("message", string()), ("sessionId", string())], 2)),
+        "updateChatVisibility" => with_body(
+            live,
+            object(&[("visibility", json!({"enum": ["private", "public"]}))], 1),
+            vec![(200, any_object())],
+        ),
+        "chatSessionMeta" => json(
+            live,
+            object(&[("sessionId", string()), ("visibility", string()), ("members", array(any_object()))], 3),
+        ),
+        "inviteToChat" => with_body(live, uaid_body(), vec![(200, any_object())]),
+        "publicChatSessions" => Doc {
+            query: vec![
+                query("limit", json!({"type": "integer", "minimum": 1, "maximum": 100}), false),
+                query("cursor", string(), false),
+                query("q", string(), false),
+            ],
+            ..json(live, object(&[("sessions", array(any_object()))], 1))
+        },
+        "chatHistory" => json(live, object(&[("sessionId", string()), ("history", array(any_object()))], 2)),
+        "chatEncryptionStatus" => json(live, object(&[("sessionId", string())], 1)),
+        "chatEncryptionHandshake" => with_body(
+            live,
+            any_object(),
+            vec![(200, object(&[("sessionId", string()), ("handshake", any_object())], 2))],
+        ),
+        "compactChatHistory" => with_body(
+            live,
+            any_object(),
+            vec![(200, object(&[("sessionId", string()), ("history", array(any_object()))], 2))],
+        ),
+        "routeToAgent" => with_body(
+            live,
+            object(&[("message", json!({"type": ["string", "object", "array"]}))], 1),
+            vec![(200, any_object())],
+        ),
+        "uaidConnectionStatus" => json(live, object(&[("connected", boolean())], 1)),
+        "closeUaidConnection" => json(live, object(&[("success", boolean()), ("message", string())], 2)),
+        // Not described: the unit test below names it.
+        _ => Doc::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_of_the_table_is_in_the_document_and_every_operation_is_described() {
+        let table = crate::routes::table();
+        let document = document(&table);
+        let mut schemas = Schemas::new();
+        for endpoint in &table {
+            for op in &endpoint.operations {
+                let method = op.method.as_str().to_ascii_lowercase();
+                let documented = &document["paths"][endpoint.pattern][&method];
+                assert_eq!(documented["operationId"], op.name, "{method} {} is in the document", endpoint.pattern);
+                assert!(!describe(op.name, &mut schemas).tag.is_empty(), "{} is described", op.name);
+                for name in path_parameters(endpoint.pattern) {
+                    let declared = documented["parameters"].as_array().unwrap().iter().any(|p| p["name"] == name);
+                    assert!(declared, "{} declares its path parameter {name}", op.name);
+                }
+            }
+        }
+        let operations: usize =
+            document["paths"].as_object().unwrap().values().map(|p| p.as_object().unwrap().len()).sum();
+        assert_eq!(operations, table.iter().map(|e| e.operations.len()).sum::<usize>(), "nothing else is documented");
+    }
+
+    #[test]
+    fn every_reference_names_a_component() {
+        let document = document(&crate::routes::table());
+        let text = document.to_string();
+        let schemas = document["components"]["schemas"].as_object().unwrap();
+        for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = &reference[..reference.find('"').unwrap()];
+            assert!(schemas.contains_key(name), "{name} is a component");
+        }
+    }
+}
