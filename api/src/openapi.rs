@@ -16,9 +16,6 @@ use serde_json::{json, Map, Value};
 
 use crate::routes::{Auth, BodyLimit, Dialect, Endpoint};
 
-/// The document's path.
-pub const PATH: &str = "/api/v1/openapi.json";
-
 /// What this module says of an operation beyond the table.
 #[derive(Default)]
 struct Doc {

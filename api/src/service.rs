@@ -18,17 +18,20 @@ pub async fn file(request: Request) -> Answer {
     published(&request, build, &request.path).ok_or_else(|| Error::not_found(&request.path))
 }
 
-/// `/api/v1/openapi.json`: the document of this api's routes, made once
-/// per process. It describes the code, not the data: its `Last-Modified`
-/// is the epoch and its ETag the hash of its bytes.
+/// Where the OpenAPI document is served.
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+
+/// The OpenAPI document's representation, made once from the route table
+/// when the server starts ([`crate::server::serve`] sets it: the table
+/// names this module's handlers, so this module cannot read the table).
+pub static OPENAPI: std::sync::OnceLock<crate::reply::Representation> = std::sync::OnceLock::new();
+
+/// `/api/v1/openapi.json`: the document of this api's routes. It describes
+/// the code, not the data: its `Last-Modified` is the epoch and its ETag
+/// the hash of its bytes.
 pub async fn openapi(request: Request) -> Answer {
-    use almanac::http::{Cache, Representation};
-    static DOCUMENT: std::sync::LazyLock<crate::reply::Representation> = std::sync::LazyLock::new(|| {
-        let document = crate::openapi::document(&crate::routes::table());
-        let made = Representation::json(&document, almanac::timestamp::Timestamp(0), Cache::Catalog);
-        crate::reply::Representation::computed(made).expect("the document's headers are header-safe")
-    });
-    Ok(crate::reply::representation(&request.method, &request.headers, &DOCUMENT))
+    let document = OPENAPI.get().ok_or_else(|| Error::not_found(&request.path))?;
+    Ok(crate::reply::representation(&request.method, &request.headers, document))
 }
 
 /// `/health`: readiness, what a load balancer asks. 200 with `"status":
