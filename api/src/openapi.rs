@@ -22,8 +22,10 @@ struct Doc {
     tag: &'static str,
     query: Vec<Value>,
     body: Option<Value>,
-    /// Success statuses with their JSON schema (`None`: not JSON).
+    /// Success statuses with their JSON schema (unused when `media` is set).
     ok: Vec<(u16, Value)>,
+    /// The body may be left out.
+    optional_body: bool,
     /// The success's media type when it is not JSON.
     media: Option<&'static str>,
     /// Also answered as server-sent events (`Accept: text/event-stream`).
@@ -158,8 +160,7 @@ fn operation(endpoint: &Endpoint, op: &crate::routes::Operation, doc: Doc) -> Va
         out["parameters"] = Value::Array(parameters);
     }
     if let Some(body) = doc.body {
-        let required = !matches!(op.name, "redeemPoints" | "nativePaymentIntent" | "compactChatHistory");
-        out["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": body}}});
+        out["requestBody"] = json!({"required": !doc.optional_body, "content": {"application/json": {"schema": body}}});
     }
     match op.auth {
         Auth::Public => {}
@@ -328,15 +329,14 @@ fn search_answer() -> Value {
 }
 
 fn search_query() -> Vec<Value> {
-    let list = || string();
-    let mut params = vec![
+    vec![
         query("q", string(), false),
         query("page", json!({"type": "integer", "minimum": 1}), false),
         query("limit", json!({"type": "integer", "minimum": 1, "maximum": almanac::broker::query::MAX_LIMIT}), false),
-        query("registries", list(), false),
-        query("adapters", list(), false),
-        query("capabilities", list(), false),
-        query("protocols", list(), false),
+        query("registries", string(), false),
+        query("adapters", string(), false),
+        query("capabilities", string(), false),
+        query("protocols", string(), false),
         query("minTrust", json!({"type": "number", "minimum": 0, "maximum": 100}), false),
         query("verified", json!({"enum": ["true", "false"]}), false),
         query("online", json!({"enum": ["true", "false"]}), false),
@@ -344,9 +344,13 @@ fn search_query() -> Vec<Value> {
         query("type", json!({"enum": ["ai-agents", "mcp-servers"]}), false),
         query("sortBy", json!({"enum": ["most-recent", "oldest", "name", "most-available", "trust-score"]}), false),
         query("sortOrder", json!({"enum": ["asc", "desc"]}), false),
-    ];
-    params.push(query("verificationStatus", json!({"enum": ["verified", "unverified", "pending"]}), false));
-    params
+        query("verificationStatus", json!({"enum": ["verified", "unverified", "pending"]}), false),
+    ]
+}
+
+/// `doc` with its body optional.
+fn optional(doc: Doc) -> Doc {
+    Doc { optional_body: true, ..doc }
 }
 
 /// What is said of each operation, by its id.
@@ -544,14 +548,16 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             )
         },
         "purchaseCredits" => with_body(live, any_object(), vec![(200, any_object())]),
-        "nativePaymentIntent" => {
-            with_body(live, object(&[("credits", number()), ("hbarAmount", number())], 0), vec![(200, any_object())])
-        }
+        "nativePaymentIntent" => optional(with_body(
+            live,
+            object(&[("credits", number()), ("hbarAmount", number())], 0),
+            vec![(200, any_object())],
+        )),
         "cardPaymentIntent" => with_body(live, object(&[("amount", integer())], 1), vec![(200, any_object())]),
         "cardPaymentWebhook" => with_body(live, any_object(), vec![(200, any_object())]),
         "creditProviders" => json(live, object(&[("providers", array(any_object()))], 1)),
         "redeemPointsQuote" => json(live, any_object()),
-        "redeemPoints" => with_body(live, any_object(), vec![(200, any_object())]),
+        "redeemPoints" => optional(with_body(live, any_object(), vec![(200, any_object())])),
         "registerEncryptionKey" => with_body(
             live,
             object(&[("keyType", string()), ("publicKey", string()), ("uaid", string())], 2),
@@ -619,11 +625,11 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             any_object(),
             vec![(200, object(&[("sessionId", string()), ("handshake", any_object())], 2))],
         ),
-        "compactChatHistory" => with_body(
+        "compactChatHistory" => optional(with_body(
             live,
             any_object(),
             vec![(200, object(&[("sessionId", string()), ("history", array(any_object()))], 2))],
-        ),
+        )),
         "routeToAgent" => with_body(
             live,
             object(&[("message", json!({"type": ["string", "object", "array"]}))], 1),

@@ -199,7 +199,7 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/health").get("health", handler!(service::health), Cache::NoStore),
         Endpoint::new("/health/live").get("liveness", handler!(service::live), Cache::NoStore),
         Endpoint::new("/api/v1/health").get("brokerHealth", handler!(service::health), Cache::NoStore),
-        Endpoint::new(service::OPENAPI_PATH).get("openapi", handler!(service::openapi), Cache::Catalog),
+        Endpoint::new(almanac::http::OPENAPI_ROUTE).get("openapi", handler!(service::openapi), Cache::Catalog),
         // Section C: HCS-20 analytics. Each is a file for the parameter
         // sets the generator pre-renders and computed for the others.
         Endpoint::new("/hcs20").get("hcs20Ticks", handler!(hcs20::ticks), Cache::TokenLists),

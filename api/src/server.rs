@@ -108,12 +108,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         };
     let table = Arc::new(Table::new(routes::table()));
     crate::service::OPENAPI.get_or_init(|| {
-        let document = crate::openapi::document(table.endpoints());
-        let made = almanac::http::Representation::json(
-            &document,
-            almanac::timestamp::Timestamp(0),
-            almanac::http::Cache::Catalog,
-        );
+        let made = almanac::http::Representation::openapi(&crate::openapi::document(table.endpoints()));
         crate::reply::Representation::computed(made).expect("the document's headers are header-safe")
     });
     let connections = app.connections.clone();

@@ -18,17 +18,13 @@ pub async fn file(request: Request) -> Answer {
     published(&request, build, &request.path).ok_or_else(|| Error::not_found(&request.path))
 }
 
-/// Where the OpenAPI document is served.
-pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
-
 /// The OpenAPI document's representation, made once from the route table
 /// when the server starts ([`crate::server::serve`] sets it: the table
 /// names this module's handlers, so this module cannot read the table).
 pub static OPENAPI: std::sync::OnceLock<crate::reply::Representation> = std::sync::OnceLock::new();
 
-/// `/api/v1/openapi.json`: the document of this api's routes. It describes
-/// the code, not the data: its `Last-Modified` is the epoch and its ETag
-/// the hash of its bytes.
+/// `/api/v1/openapi.json`: the document of this api's routes
+/// (`almanac::http::Representation::openapi`).
 pub async fn openapi(request: Request) -> Answer {
     let document = OPENAPI.get().ok_or_else(|| Error::not_found(&request.path))?;
     Ok(crate::reply::representation(&request.method, &request.headers, document))

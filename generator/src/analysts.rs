@@ -165,40 +165,44 @@ pub fn export(
     let written = EXPORTS.iter().filter(|e| broker || !e.broker).map(|export| {
         let path = scratch.join(format!("{}.parquet", export.name));
         let copy = format!(
-            "COPY ({}) TO '{}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)",
+            "COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)",
             export.query,
-            path.display().to_string().replace('\'', "''")
+            quoted(&path)
         );
         conn.execute_batch(&copy).with_context(|| format!("exporting {}", export.name))?;
         let body = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let route = format!("{EXPORTS_PREFIX}{}.parquet", export.name);
+        let schema = schema(conn, &path, route.clone(), export.what);
         let _ = std::fs::remove_file(&path);
-        let schema = schema(conn, export)?;
         let last_modified = if export.broker { broker_time } else { ledger_time };
         let file = crate::site::File {
-            route: format!("{EXPORTS_PREFIX}{}.parquet", export.name),
-            path: format!("exports/{}.parquet", export.name),
+            path: route.trim_start_matches('/').to_string(),
+            route,
             representation: Representation { body, last_modified, content_type: PARQUET, cache: Cache::Catalog },
         };
-        Ok((file, schema))
+        Ok((file, schema?))
     });
     let written: Result<Vec<_>> = written.collect();
     conn.execute_batch("RESET threads").context("resetting threads")?;
     Ok(written?.into_iter().unzip())
 }
 
-/// An export's columns and row count, as the manifest lists them.
-fn schema(conn: &Connection, export: &Export) -> Result<crate::manifest::Export> {
-    let mut describe = conn.prepare(&format!("DESCRIBE {}", export.query))?;
+/// An export's columns and row count as the manifest lists them, read
+/// from the written file (what readers will see; the count is in its
+/// footer, so the query is not run again).
+fn schema(conn: &Connection, file: &std::path::Path, route: String, what: &str) -> Result<crate::manifest::Export> {
+    let read = format!("read_parquet({})", quoted(file));
+    let mut describe = conn.prepare(&format!("DESCRIBE SELECT * FROM {read}"))?;
     let columns = describe
         .query_map([], |row| {
             Ok(crate::manifest::Column { name: row.get::<_, String>(0)?, kind: row.get::<_, String>(1)? })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    let rows: u64 = conn.query_row(&format!("SELECT count(*) FROM ({})", export.query), [], |row| row.get(0))?;
-    Ok(crate::manifest::Export {
-        route: format!("{EXPORTS_PREFIX}{}.parquet", export.name),
-        description: export.what.to_string(),
-        rows,
-        columns,
-    })
+    let rows: u64 = conn.query_row(&format!("SELECT count(*) FROM {read}"), [], |row| row.get(0))?;
+    Ok(crate::manifest::Export { route, description: what.to_string(), rows, columns })
+}
+
+/// A path as an SQL string literal.
+fn quoted(path: &std::path::Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', "''"))
 }

@@ -247,11 +247,9 @@ fn load_sources(config: &BuildConfig) -> Result<Sources> {
     Ok(Sources { files, broker })
 }
 
-/// The api's OpenAPI document as a file of the build, in the compact form
-/// the api serves (same bytes, same ETag). It describes the code, not the
-/// data: its `Last-Modified` is the epoch.
+/// The api's OpenAPI document as a file of the build, as the api serves it.
 fn openapi(path: &std::path::Path) -> Result<site::File> {
-    use crate::http::{Cache, Representation};
+    use crate::http::{Representation, OPENAPI_ROUTE};
     let read = || -> Result<serde_json::Value> {
         let document: serde_json::Value = serde_json::from_slice(&std::fs::read(path)?)?;
         let version = document["openapi"].as_str().unwrap_or_default();
@@ -260,9 +258,9 @@ fn openapi(path: &std::path::Path) -> Result<site::File> {
     };
     let document = read().with_context(|| format!("the OpenAPI document {}", path.display()))?;
     Ok(site::File {
-        route: "/api/v1/openapi.json".into(),
-        path: "api/v1/openapi.json".into(),
-        representation: Representation::json(&document, crate::timestamp::Timestamp(0), Cache::Catalog),
+        route: OPENAPI_ROUTE.into(),
+        path: OPENAPI_ROUTE.trim_start_matches('/').into(),
+        representation: Representation::openapi(&document),
     })
 }
 
@@ -660,11 +658,9 @@ fn unchanged(files: &[site::File], live: &Manifest, limits: Limits) -> bool {
     let rendered: BTreeSet<&str> = files.iter().map(|f| f.route.as_str()).collect();
     // The exports come from the tables, which are the live build's when
     // no message and no other file is new.
-    let derived = |route: &str| crate::analysts::is_export(route);
-    same && live
-        .routes
-        .iter()
-        .all(|e| route_of(e, limits).is_some() || derived(&e.route) || rendered.contains(e.route.as_str()))
+    same && live.routes.iter().all(|e| {
+        route_of(e, limits).is_some() || crate::analysts::is_export(&e.route) || rendered.contains(e.route.as_str())
+    })
 }
 
 /// Why new messages cannot simply be applied on top of the live build.

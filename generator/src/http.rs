@@ -73,7 +73,17 @@ impl Representation {
         let body = serde_json::to_vec(value).expect("answers serialise");
         Representation { body, last_modified, content_type: JSON, cache }
     }
+
+    /// The api's OpenAPI document as the api serves it and the build
+    /// publishes it (same bytes, same ETag): it describes code, not data,
+    /// so its `Last-Modified` is the epoch.
+    pub fn openapi(document: &serde_json::Value) -> Representation {
+        Representation::json(document, Timestamp(0), Cache::Catalog)
+    }
 }
+
+/// Where the api's OpenAPI document is served and published.
+pub const OPENAPI_ROUTE: &str = "/api/v1/openapi.json";
 
 /// A request the api must answer 400: names the parameter at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
