@@ -63,7 +63,9 @@ pub fn document(endpoints: &[Endpoint]) -> Value {
             {"name": "Broker", "description": "The agent registry broker: search, agents, catalogs."},
             {"name": "Broker live", "description": "Sign-in, credits, registration, chat, keys, feedback."},
             {"name": "Service", "description": "Health and this document."},
-            {"name": "Exports", "description": "Parquet exports of the build for analysts."}
+            {"name": "Exports", "description": "Parquet exports of the build for analysts."},
+            {"name": "Pages", "description": "HTML pages of the build for people: tokens, accounts, guard \
+                                              data, the agent directory and profiles."}
         ],
         "paths": paths,
         "components": {
@@ -93,7 +95,11 @@ fn operation(endpoint: &Endpoint, op: &crate::routes::Operation, doc: Doc) -> Va
         let mut content = Map::new();
         match doc.media {
             Some(media) => {
-                content.insert(media.into(), json!({"schema": {"type": "string", "format": "binary"}}));
+                let schema = match media.starts_with("text/") {
+                    true => json!({"type": "string"}),
+                    false => json!({"type": "string", "format": "binary"}),
+                };
+                content.insert(media.into(), json!({"schema": schema}));
             }
             None => {
                 content.insert("application/json".into(), json!({"schema": schema}));
@@ -375,6 +381,10 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             media: Some(almanac::analysts::PARQUET),
             ..Doc::default()
         },
+        // Pages for people.
+        "landingPage" | "tokensPage" | "tokenPage" | "tokenHoldersPage" | "accountPage" | "guardPage"
+        | "guardCampaignsPage" | "guardCoveragePage" | "guardBenchmarkPage" | "agentsPage" | "agentsNextPage"
+        | "agentPage" => Doc { tag: "Pages", ok: vec![(200, Value::Null)], media: Some("text/html"), ..Doc::default() },
         // Section C.
         "hcs20Ticks" => json("HCS-20", array(s.of::<analytics::Tick>())),
         "hcs20Stats" => json("HCS-20", s.of::<analytics::Stats>()),

@@ -17,6 +17,7 @@ use std::pin::Pin;
 use almanac::broker::render;
 use almanac::guard;
 use almanac::http::Cache;
+use almanac::pages::routes as pages;
 use warp::http::{HeaderValue, Method};
 
 pub use crate::auth::Auth;
@@ -191,6 +192,11 @@ fn file(pattern: &'static str, name: &'static str, cache: Cache) -> Endpoint {
     Endpoint::new(pattern).get(name, handler!(service::file), cache)
 }
 
+/// A page for people: a published HTML file, however its path is spelled.
+fn page(pattern: &'static str, name: &'static str, cache: Cache) -> Endpoint {
+    Endpoint::new(pattern).get(name, handler!(service::page), cache)
+}
+
 /// Every route the api answers.
 pub fn table() -> Vec<Endpoint> {
     let mcp_headers = "Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name";
@@ -224,6 +230,19 @@ pub fn table() -> Vec<Endpoint> {
         file(guard::BENCHMARK, "guardBenchmark", Cache::Catalog).rate(Rate::Guard),
         // The analysts' Parquet exports.
         file("/exports/{file}", "export", Cache::Catalog),
+        // Pages for people: published HTML files.
+        page(pages::LANDING, "landingPage", Cache::EcosystemStats),
+        page(pages::TOKENS, "tokensPage", Cache::TokenLists),
+        page("/tokens/{topic}/{tick}", "tokenPage", Cache::Balances),
+        page("/tokens/{topic}/{tick}/holders/{page}", "tokenHoldersPage", Cache::Balances),
+        page("/accounts/{accountId}", "accountPage", Cache::Balances),
+        page(pages::GUARD, "guardPage", Cache::Catalog).rate(Rate::Guard),
+        page(pages::CAMPAIGNS, "guardCampaignsPage", Cache::Catalog).rate(Rate::Guard),
+        page(pages::COVERAGE, "guardCoveragePage", Cache::Catalog).rate(Rate::Guard),
+        page(pages::BENCHMARK, "guardBenchmarkPage", Cache::Catalog).rate(Rate::Guard),
+        page(pages::AGENTS, "agentsPage", Cache::Agent),
+        page("/agents/page/{page}", "agentsNextPage", Cache::Agent),
+        page("/agents/{uaid}", "agentPage", Cache::Agent),
         Endpoint::new(crate::guard::mcp::PATH)
             .post("guardMcp", handler!(crate::guard::mcp_endpoint), BodyLimit::Mcp, Cache::NoStore)
             .rate(Rate::Mcp)
@@ -470,7 +489,8 @@ impl Table {
     /// The endpoint for `path` (in normal form). A trailing `/` is
     /// ignored, so `/hcs20/` is `/hcs20`.
     pub fn find(&self, path: &str) -> Option<Found<'_>> {
-        let trimmed = path.strip_suffix('/').filter(|p| !p.is_empty());
+        // One trailing `/` is the same resource; `//` is not `/`.
+        let trimmed = path.strip_suffix('/').filter(|p| !p.is_empty() && !p.ends_with('/'));
         let (matched, path) = match self.router.at(path) {
             Ok(m) => (m, path),
             Err(_) => {
@@ -513,8 +533,10 @@ mod tests {
             ("/hcs20/account/a%252F", Some(("/hcs20/account/{accountId}", &[("accountId", "a%2F")]))),
             ("/hcs20/account/a/b", None),
             ("/hcs20x", None),
-            ("/", None),
+            ("/", Some(("/", &[]))),
             ("//", None),
+            ("/agents/page/2", Some(("/agents/page/{page}", &[("page", "2")]))),
+            ("/agents/uaid:aid:x", Some(("/agents/{uaid}", &[("uaid", "uaid:aid:x")]))),
             // A static segment wins over a parameter.
             ("/api/v1/agents/badge", Some(("/api/v1/agents/badge", &[]))),
             ("/api/v1/agents/uaid:aid:x%2Fy", Some(("/api/v1/agents/{uaid}", &[("uaid", "uaid:aid:x/y")]))),
@@ -558,7 +580,8 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), count, "operation names are unique");
         for endpoint in table.endpoints() {
-            let guarded = endpoint.pattern.starts_with("/guard/");
+            // The guard's files, and the pages made of them.
+            let guarded = endpoint.pattern == pages::GUARD || endpoint.pattern.starts_with("/guard/");
             assert_eq!(endpoint.rate == Rate::Guard, guarded, "{}", endpoint.pattern);
         }
     }

@@ -1,4 +1,5 @@
-//! Handlers every surface shares: a published file by its path, and health.
+//! Handlers every surface shares: a published file by its path, a page,
+//! the OpenAPI document, and health.
 
 use serde_json::json;
 
@@ -16,6 +17,15 @@ pub fn published(request: &Request, build: &Build, route: &str) -> Option<Reply>
 pub async fn file(request: Request) -> Answer {
     let build = request.build()?;
     published(&request, build, &request.path).ok_or_else(|| Error::not_found(&request.path))
+}
+
+/// A page for people (`almanac::pages`): the build's file for the page's
+/// route, the path spelled as the generator spells it whatever spelling
+/// the request used.
+pub async fn page(request: Request) -> Answer {
+    let build = request.build()?;
+    let route = almanac::pages::routes::canonical(&request.path);
+    published(&request, build, &route).ok_or_else(|| Error::not_found(&request.path))
 }
 
 /// The OpenAPI document's representation, made once from the route table

@@ -10,9 +10,11 @@
 //!    the live build's (resume its tables, apply them, re-render what they
 //!    touch); otherwise **replay** every stored message and render every
 //!    route;
-//! 4. **stage** (`stage_and_snapshot`): write the build directory beside
-//!    the live one, hard-linking files whose bytes did not change, while the
-//!    warehouse gets the build's tables and is copied to its snapshot;
+//! 4. **stage** (`stage_and_snapshot`): the warehouse gets the build's
+//!    tables, the Parquet exports and the pages for people are made from
+//!    them; then write the build directory beside the live one, hard-linking
+//!    files whose bytes did not change, while the warehouse is copied to its
+//!    snapshot;
 //! 5. **publish** (`publish`): flip `current`, prune old builds.
 //!
 //! DuckDB appends on one core: `Writers` stores new messages and a
@@ -127,6 +129,9 @@ struct Computed {
     meta: Meta,
     /// A full replay's derived tables, written while the files are staged.
     tables: Option<Replayed>,
+    /// A full replay's model, for the pages (an incremental run's covers
+    /// only what changed).
+    analytics: Option<Analytics>,
     /// The staging directory an incremental run began, linking `kept`.
     linking: Option<std::thread::JoinHandle<Result<site::Staging>>>,
 }
@@ -181,8 +186,12 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
             writers.finish()?;
             return Ok(None);
         };
-        let data =
-            TableData { warehouse: &warehouse, broker: sources.broker.as_ref(), embeddings: embeddings.as_ref() };
+        let data = TableData {
+            warehouse: &warehouse,
+            broker: sources.broker.as_ref(),
+            guard: sources.guard.as_ref(),
+            embeddings: embeddings.as_ref(),
+        };
         let started = begin(&progress, "stage");
         let manifest = info_span!("stage")
             .in_scope(|| stage_and_snapshot(config, computed, previous.as_ref(), writers, data, &mut report))?;
@@ -216,20 +225,23 @@ struct Sources {
     /// record fails the build before anything is written); files whose
     /// bytes did not change are linked from the live build.
     files: Vec<site::File>,
-    /// Section A's sources, for the warehouse's broker tables.
+    /// Section A's sources, for the warehouse's broker tables and the pages.
     broker: Option<broker::Sources>,
+    /// Section B's public datasets, for the pages.
+    guard: Option<guard::Datasets>,
 }
 
 /// Step 1: load and validate the guard and broker sources (the broker's
 /// with the api's journal applied) and render their files.
 fn load_sources(config: &BuildConfig) -> Result<Sources> {
-    let mut files = match &config.guard {
+    let guard = match &config.guard {
         Some(guard) => {
             let sources = guard::load(&guard.dir).context("guard sources")?;
-            guard::render(&guard::project(&sources, guard.today))
+            Some(guard::project(&sources, guard.today))
         }
-        None => Vec::new(),
+        None => None,
     };
+    let mut files = guard.as_ref().map(guard::render).unwrap_or_default();
     let broker = match &config.broker {
         Some(b) => {
             let mut sources =
@@ -244,7 +256,7 @@ fn load_sources(config: &BuildConfig) -> Result<Sources> {
     if let Some(path) = &config.openapi {
         files.push(openapi(path)?);
     }
-    Ok(Sources { files, broker })
+    Ok(Sources { files, broker, guard })
 }
 
 /// The api's OpenAPI document as a file of the build, as the api serves it.
@@ -370,6 +382,7 @@ fn apply(
 struct TableData<'a> {
     warehouse: &'a Warehouse,
     broker: Option<&'a broker::Sources>,
+    guard: Option<&'a guard::Datasets>,
     embeddings: Option<&'a broker::store::Embeddings>,
 }
 
@@ -388,6 +401,8 @@ fn stage_and_snapshot(
     let layout = &config.layout;
     writers.finish().context("snapshot")?;
     let exports = write_tables(layout, &mut computed, &data).context("snapshot")?;
+    let pages = render_pages(config, &mut computed, &data, &exports).context("pages")?;
+    computed.files.extend(pages);
     let mut manifest = site::manifest_of(&computed.files, &computed.kept)?;
     manifest.exports = exports;
     let linking = computed.linking.take();
@@ -442,6 +457,31 @@ fn write_tables(layout: &Layout, computed: &mut Computed, data: &TableData) -> R
     })?;
     computed.files.extend(files);
     Ok(exports)
+}
+
+/// The pages for people, from the whole model: a full replay's, or the
+/// warehouse's (an incremental run renders only some routes of its own).
+fn render_pages(
+    config: &BuildConfig,
+    computed: &mut Computed,
+    data: &TableData,
+    exports: &[crate::manifest::Export],
+) -> Result<Vec<site::File>> {
+    let _span = debug_span!("pages").entered();
+    let conn = data.warehouse.conn();
+    let analytics = match computed.analytics.take() {
+        Some(analytics) => analytics,
+        None => tables::load_analytics(conn, config.limits.max_page_size)?,
+    };
+    let changes = tables::supply_by_minute(conn)?;
+    let inputs = crate::pages::Inputs {
+        analytics: &analytics,
+        changes: &changes,
+        guard: data.guard,
+        broker: data.broker,
+        exports,
+    };
+    crate::pages::render(&inputs)
 }
 
 /// The warehouse named for the build and copied to the build's snapshot.
@@ -547,7 +587,14 @@ fn full(
     let analytics = Analytics::from_ledger(&ledger, config.limits.max_page_size);
     let files = render(&analytics, Route::all_static(&analytics));
     let recent = analytics.recent_events().to_vec();
-    Ok(Computed { files, kept: Vec::new().into(), meta, tables: Some(Replayed { ledger, recent }), linking: None })
+    Ok(Computed {
+        files,
+        kept: Vec::new().into(),
+        meta,
+        tables: Some(Replayed { ledger, recent }),
+        analytics: Some(analytics),
+        linking: None,
+    })
 }
 
 /// Applies only the messages the live build has not seen, when that gives
@@ -579,7 +626,14 @@ fn incremental(
         let linking = link_kept(config, live, &kept);
         report.incremental = true;
         let files = Vec::new();
-        return Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None, linking: Some(linking) })));
+        return Ok(Step::Apply(Box::new(Computed {
+            files,
+            kept,
+            meta,
+            tables: None,
+            analytics: None,
+            linking: Some(linking),
+        })));
     }
     if let Some(reason) = needs_replay(&new, &meta) {
         tracing::info!(reason, "replaying everything");
@@ -625,7 +679,7 @@ fn incremental(
     report.applied = operations.len();
     report.rejected = operations.iter().filter(|o| o.rejection.is_some()).count();
     let meta = Meta { last_applied: ledger.last_applied, applied: last_sequences(&new, meta.applied.clone()), ..meta };
-    Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None, linking: Some(linking) })))
+    Ok(Step::Apply(Box::new(Computed { files, kept, meta, tables: None, analytics: None, linking: Some(linking) })))
 }
 
 /// Starts the new build's staging directory on a thread, hard-linking the
@@ -656,10 +710,13 @@ fn unchanged(files: &[site::File], live: &Manifest, limits: Limits) -> bool {
             .is_some_and(|e| **e == Entry::new(f.route.clone(), f.path.clone(), &f.representation))
     });
     let rendered: BTreeSet<&str> = files.iter().map(|f| f.route.as_str()).collect();
-    // The exports come from the tables, which are the live build's when
-    // no message and no other file is new.
+    // The exports and the pages come from the tables and these files,
+    // which are the live build's when no message and no other file is new.
     same && live.routes.iter().all(|e| {
-        route_of(e, limits).is_some() || crate::analysts::is_export(&e.route) || rendered.contains(e.route.as_str())
+        route_of(e, limits).is_some()
+            || crate::analysts::is_export(&e.route)
+            || e.content_type == crate::pages::HTML
+            || rendered.contains(e.route.as_str())
     })
 }
 

@@ -57,6 +57,7 @@ pub mod guard;
 pub mod hcs20;
 pub mod http;
 pub mod manifest;
+pub mod pages;
 pub mod progress;
 pub mod site;
 pub mod snapshot;

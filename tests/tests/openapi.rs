@@ -86,9 +86,13 @@ fn parameters(root: &Path) -> String {
     let uaid = routes.iter().find_map(|r| r.strip_prefix("/api/v1/agents/").filter(|u| !u.contains('/'))).unwrap();
     let uaid = percent_encoding::percent_decode_str(uaid).decode_utf8().unwrap();
     let account = routes.iter().find_map(|r| r.strip_prefix("/hcs20/account/")).unwrap();
+    // A token with a second page of holders (the directory has one too).
+    let token = routes.iter().find_map(|r| r.strip_prefix("/tokens/")?.strip_suffix("/holders/2")).unwrap();
+    let (topic, tick) = token.split_once('/').unwrap();
     format!(
         "[parameters]\n\"path.uaid\" = {uaid:?}\n\"path.accountId\" = {account:?}\n\"path.file\" = \"ticks.parquet\"\n\
-         \"path.registry\" = \"hashgraph-online\"\n\n{UNREACHABLE}"
+         \"path.registry\" = \"hashgraph-online\"\n\"path.topic\" = {topic:?}\n\"path.tick\" = {tick:?}\n\
+         \"path.page\" = \"2\"\n\n{UNREACHABLE}"
     )
 }
 

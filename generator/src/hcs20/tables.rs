@@ -403,6 +403,35 @@ fn recent_events(conn: &Connection) -> Result<Vec<EventRow>> {
     Ok(rows.collect::<duckdb::Result<Vec<_>>>()?)
 }
 
+/// Per token and minute with a valid mint or burn: the amounts minted and
+/// burned in that minute, in order of token and time. What the pages'
+/// charts of supply over time are drawn from (at most one row per event,
+/// usually far fewer).
+pub fn supply_by_minute(conn: &Connection) -> Result<Vec<SupplyChange>> {
+    let mut stmt = conn.prepare(
+        "SELECT topic, tick, (consensus_ns // 60000000000)::BIGINT AS minute,
+                coalesce(sum(amount) FILTER (WHERE kind = 'mint'), 0)::UBIGINT,
+                coalesce(sum(amount) FILTER (WHERE kind = 'burn'), 0)::UBIGINT
+         FROM events WHERE kind IN ('mint', 'burn') GROUP BY ALL ORDER BY topic, tick, minute",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        let (topic, tick, minute, minted, burned) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+        Ok(SupplyChange { topic: parse(topic)?, tick, minute, minted, burned })
+    })?;
+    rows.collect::<duckdb::Result<Vec<_>>>().context("supply by minute")
+}
+
+/// A token's mints and burns in one minute.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SupplyChange {
+    pub topic: EntityId,
+    pub tick: String,
+    /// Minutes since 1970-01-01 UTC.
+    pub minute: i64,
+    pub minted: u64,
+    pub burned: u64,
+}
+
 /// Loads the api's model from an open snapshot: tokens, every holding, and
 /// only the newest `recent_limit` events of each kind per token and overall.
 pub fn load_analytics(conn: &Connection, recent_limit: usize) -> Result<Analytics> {

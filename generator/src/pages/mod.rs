@@ -1,0 +1,261 @@
+//! Pages for people: HTML files of the build, rendered from `templates/`
+//! (minijinja) with the same data the JSON routes serve, into the same
+//! manifest with the same ETags and atomic publish.
+//!
+//! A page needs nothing outside itself: its CSS is inline and small, its
+//! charts are inline SVG drawn by [`svg`], no script runs. Links are
+//! absolute paths, so the build reads the same on any host that serves it
+//! at its root. The pages' routes ([`routes`]) use the spelling the
+//! broker's client uses for a path segment (`encodeURIComponent`); the api
+//! answers other spellings of the same path by re-encoding it the same way.
+//!
+//! Every page is rendered every run from the whole model (an incremental
+//! run loads it from the warehouse); files whose bytes did not change are
+//! linked from the live build like any other.
+
+mod agents;
+mod guard;
+mod ledger;
+pub mod routes;
+pub mod svg;
+
+use anyhow::{Context, Result};
+use minijinja::{context, Environment, Value};
+
+use crate::hcs20::analytics::Analytics;
+use crate::hcs20::tables::SupplyChange;
+use crate::http::{Cache, Representation};
+use crate::manifest::Export;
+use crate::site::File;
+use crate::timestamp::Timestamp;
+
+/// Content type of every page.
+pub const HTML: &str = "text/html; charset=utf-8";
+
+/// What the pages are made of.
+pub struct Inputs<'a> {
+    pub analytics: &'a Analytics,
+    /// Mints and burns per token and minute, for the charts.
+    pub changes: &'a [SupplyChange],
+    pub guard: Option<&'a crate::guard::Datasets>,
+    pub broker: Option<&'a crate::broker::Sources>,
+    pub exports: &'a [Export],
+}
+
+/// The templates, in the binary: a build does not depend on the folder it
+/// runs from.
+const TEMPLATES: &[(&str, &str)] = &[
+    ("base.html", include_str!("../../../templates/base.html")),
+    ("landing.html", include_str!("../../../templates/landing.html")),
+    ("tokens.html", include_str!("../../../templates/tokens.html")),
+    ("token.html", include_str!("../../../templates/token.html")),
+    ("account.html", include_str!("../../../templates/account.html")),
+    ("guard.html", include_str!("../../../templates/guard.html")),
+    ("campaigns.html", include_str!("../../../templates/campaigns.html")),
+    ("coverage.html", include_str!("../../../templates/coverage.html")),
+    ("benchmark.html", include_str!("../../../templates/benchmark.html")),
+    ("agents.html", include_str!("../../../templates/agents.html")),
+    ("agent.html", include_str!("../../../templates/agent.html")),
+];
+
+/// A page before it is rendered: where it goes, its template and context,
+/// and the headers its representation gets.
+struct Page {
+    route: String,
+    file: String,
+    template: &'static str,
+    context: Value,
+    /// The JSON route with the same data, named in the footer.
+    json: Option<String>,
+    last_modified: Timestamp,
+    cache: Cache,
+}
+
+/// What every page's frame needs: which sections the build has.
+#[derive(serde::Serialize)]
+struct Site {
+    guard: bool,
+    agents: bool,
+    openapi: &'static str,
+}
+
+/// Every page of the build.
+#[tracing::instrument(level = "debug", skip_all)]
+pub fn render(inputs: &Inputs) -> Result<Vec<File>> {
+    use rayon::prelude::*;
+    let env = environment();
+    let site =
+        Site { guard: inputs.guard.is_some(), agents: inputs.broker.is_some(), openapi: crate::http::OPENAPI_ROUTE };
+    let mut pages = ledger::pages(inputs.analytics, inputs.changes);
+    if let Some(datasets) = inputs.guard {
+        pages.extend(guard::pages(datasets));
+    }
+    if let Some(sources) = inputs.broker {
+        pages.extend(agents::pages(sources));
+    }
+    let newest = pages.iter().map(|p| p.last_modified).max().unwrap_or_default();
+    pages.push(landing(inputs, newest));
+    pages.into_par_iter().map(|page| finish(&env, &site, page)).collect()
+}
+
+/// Renders a page into a file of the build.
+fn finish(env: &Environment, site: &Site, page: Page) -> Result<File> {
+    let template = env.get_template(page.template).expect("the templates are compiled in");
+    let as_of = page.last_modified.iso8601();
+    let context = context! { site => site, as_of => as_of, json => page.json, ..page.context };
+    let html = template.render(context).with_context(|| format!("rendering {} ({})", page.route, page.template))?;
+    Ok(File {
+        route: page.route,
+        path: page.file,
+        representation: Representation {
+            body: html.into_bytes(),
+            last_modified: page.last_modified,
+            content_type: HTML,
+            cache: page.cache,
+        },
+    })
+}
+
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    // A name the context lacks is an error where it would be printed, not
+    // an empty string on a page.
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::SemiStrict);
+    for (name, source) in TEMPLATES {
+        env.add_template(name, source).unwrap_or_else(|e| panic!("template {name}: {e:#}"));
+    }
+    // HTML escaping of the five characters that matter (minijinja's own
+    // also writes every `/` as `&#x2f;`, which doubles a URL's size).
+    env.set_formatter(|out, state, value| match (state.auto_escape(), value.as_str()) {
+        (minijinja::AutoEscape::Html, Some(text)) if !value.is_safe() => {
+            out.write_str(&svg::escape(text)).map_err(minijinja::Error::from)
+        }
+        _ => minijinja::escape_formatter(out, state, value),
+    });
+    env.add_filter("num", num);
+    env.add_filter("web", web);
+    env.add_filter("count", count);
+    env
+}
+
+/// A whole number with thousands separated (`12,345`); other values as
+/// they print.
+fn num(value: Value) -> String {
+    match i64::try_from(value.clone()) {
+        Ok(n) => {
+            let digits = n.unsigned_abs().to_string();
+            let mut out = String::new();
+            for (i, c) in digits.chars().enumerate() {
+                if i > 0 && (digits.len() - i) % 3 == 0 {
+                    out.push(',');
+                }
+                out.push(c);
+            }
+            if n < 0 {
+                out.insert(0, '-');
+            }
+            out
+        }
+        Err(_) => value.to_string(),
+    }
+}
+
+/// A number of things in words: `1 token`, `1,200 tokens` (the plural
+/// is the singular with `s` unless given).
+fn count(value: Value, one: &str, many: Option<&str>) -> String {
+    let n = num(value.clone());
+    match n.as_str() {
+        "1" => format!("1 {one}"),
+        _ => format!("{n} {}", many.map_or_else(|| format!("{one}s"), str::to_string)),
+    }
+}
+
+/// Whether a link may point at `url`: only web addresses (a source's URL
+/// could say `javascript:`); others are shown as text.
+fn web(url: &str) -> bool {
+    url.starts_with("https://") || url.starts_with("http://")
+}
+
+/// Markup made here (the charts), not to be escaped again.
+fn markup(svg: String) -> Value {
+    Value::from_safe_string(svg)
+}
+
+/// Midnight UTC of a `YYYY-MM-DD` date (validated with its source).
+fn midnight(date: &str) -> Timestamp {
+    let day = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap_or_default();
+    let seconds = day.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp();
+    Timestamp(seconds.max(0) as u64 * 1_000_000_000)
+}
+
+/// An RFC 3339 time (validated with its source).
+fn instant(text: &str) -> Timestamp {
+    let at = chrono::DateTime::parse_from_rfc3339(text).map(|t| t.timestamp()).unwrap_or_default();
+    Timestamp(at.max(0) as u64 * 1_000_000_000)
+}
+
+/// The landing page: what is served, the datasets and their times, the
+/// downloads.
+fn landing(inputs: &Inputs, newest: Timestamp) -> Page {
+    let analytics = inputs.analytics;
+    let (stats, _) = analytics.stats();
+    let topics: std::collections::BTreeSet<_> = analytics.tokens.iter().map(|t| t.topic).collect();
+    let ledger = context! {
+        tokens => stats.data.total_ticks,
+        holders => stats.data.total_holders,
+        mints => stats.data.total_mints,
+        burns => stats.data.total_burns,
+        transfers => stats.data.total_transfers,
+        topics => topics.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+        as_of => analytics.newest.iso8601(),
+    };
+    let mut datasets = Vec::new();
+    let guard = inputs.guard.map(|g| {
+        for (name, version, reviewed) in [
+            (&g.facts.dataset, &g.facts.schema_version, &g.facts.last_reviewed),
+            (&g.campaigns.dataset, &g.campaigns.schema_version, &g.campaigns.last_reviewed),
+            (&g.coverage.dataset, &g.coverage.schema_version, &g.coverage.last_reviewed),
+            (&g.policies.dataset, &g.policies.schema_version, &g.policies.last_reviewed),
+            (&g.benchmark.dataset, &g.benchmark.schema_version, &g.benchmark.last_reviewed),
+        ] {
+            datasets.push(context! { name, version => format!("schema {version}"), as_of => reviewed });
+        }
+        context! {
+            facts => g.facts.count,
+            campaigns => g.campaigns.count,
+            assertions => g.coverage.count,
+            runs => g.benchmark.runs.len(),
+        }
+    });
+    let agents = inputs.broker.map(|b| {
+        let registries: std::collections::BTreeSet<&str> = b.agents.iter().map(|a| a.registry.as_str()).collect();
+        let updated = b.agents.iter().map(|a| a.updated_at.as_str()).max().unwrap_or(&b.catalog.updated_at);
+        datasets.push(context! {
+            name => "Agent index",
+            version => format!("{} agents, journal record {}", b.agents.len(), b.journal_seq),
+            as_of => updated,
+        });
+        datasets.push(context! { name => "Broker catalog", version => "catalog", as_of => b.catalog.updated_at });
+        context! { count => b.agents.len(), registries => registries.len() }
+    });
+    let exports: Vec<Value> = inputs
+        .exports
+        .iter()
+        .map(|e| {
+            let name = e.route.rsplit('/').next().unwrap_or(&e.route);
+            context! { route => e.route, name, description => e.description, rows => e.rows }
+        })
+        .collect();
+    Page {
+        route: routes::LANDING.into(),
+        file: "index.html".into(),
+        template: "landing.html",
+        context: context! { ledger, guard, agents, datasets, exports },
+        json: None,
+        last_modified: newest.max(analytics.newest),
+        cache: Cache::EcosystemStats,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,117 @@
+//! Where each page is served and which file holds it. Route segments are
+//! spelled as `encodeURIComponent` spells them ([`canonical`] turns any
+//! spelling of a page's path into that one); file names go through
+//! [`crate::http::file_name`], so none can climb out of its folder.
+
+use crate::broker::render::segment;
+use crate::entity::EntityId;
+use crate::http::file_name;
+
+pub const LANDING: &str = "/";
+pub const TOKENS: &str = "/tokens";
+pub const GUARD: &str = "/guard";
+pub const CAMPAIGNS: &str = "/guard/campaigns";
+pub const COVERAGE: &str = "/guard/coverage";
+pub const BENCHMARK: &str = "/guard/benchmark";
+pub const AGENTS: &str = "/agents";
+
+/// Holders listed per token page (the JSON routes' default page size).
+pub const HOLDERS_PER_PAGE: usize = crate::hcs20::analytics::DEFAULT_PAGE_SIZE;
+/// Agents listed per directory page.
+pub const AGENTS_PER_PAGE: usize = 100;
+
+/// A token's page: page 1 of its holders, its charts and recent events;
+/// `/holders/{page}` for the next pages.
+pub fn token(topic: EntityId, tick: &str, page: usize) -> (String, String) {
+    let base = format!("{TOKENS}/{topic}/{}", segment(tick));
+    let file = format!("tokens/{topic}/{}", file_name(tick));
+    match page {
+        1 => (base, format!("{file}.html")),
+        n => (format!("{base}/holders/{n}"), format!("{file}/holders/{n}.html")),
+    }
+}
+
+/// Whether a page can be named for `name` at all: a segment of only dots
+/// is a dot-segment to every URL parser, however it is escaped.
+pub fn addressable(name: &str) -> bool {
+    !name.is_empty() && !name.chars().all(|c| c == '.')
+}
+
+pub fn account(id: EntityId) -> (String, String) {
+    (format!("/accounts/{id}"), format!("accounts/{id}.html"))
+}
+
+/// Page `page` of the agent directory.
+pub fn directory(page: usize) -> (String, String) {
+    match page {
+        1 => (AGENTS.into(), "agents.html".into()),
+        n => (format!("{AGENTS}/page/{n}"), format!("agents/page/{n}.html")),
+    }
+}
+
+/// An agent's profile.
+pub fn agent(uaid: &str) -> (String, String) {
+    (format!("{AGENTS}/{}", segment(uaid)), format!("agents/{}.html", file_name(uaid)))
+}
+
+/// A fixed page's file: its route's path with `.html`.
+pub fn fixed_file(route: &str) -> String {
+    match route {
+        LANDING => "index.html".into(),
+        route => format!("{}.html", route.trim_start_matches('/')),
+    }
+}
+
+/// The route a page is published under for any spelling of its path:
+/// each segment decoded, then encoded as [`segment`] does. `path` is a
+/// request path in normal form (escapes decoded but `%2F` and `%25`); a
+/// trailing `/` is dropped.
+pub fn canonical(path: &str) -> String {
+    let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+    if path == LANDING {
+        return path.into();
+    }
+    let segments: Vec<String> = path
+        .split('/')
+        .skip(1)
+        .map(|s| segment(&percent_encoding::percent_decode_str(s).decode_utf8_lossy()))
+        .collect();
+    format!("/{}", segments.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_and_files() {
+        let check = |(route, file): (String, String), expected: (&str, &str)| {
+            assert_eq!((route.as_str(), file.as_str()), expected);
+        };
+        let topic = EntityId::new(0, 0, 1);
+        check(token(topic, "pts", 1), ("/tokens/0.0.1/pts", "tokens/0.0.1/pts.html"));
+        check(token(topic, "pts", 3), ("/tokens/0.0.1/pts/holders/3", "tokens/0.0.1/pts/holders/3.html"));
+        check(token(topic, "a/b", 1), ("/tokens/0.0.1/a%2Fb", "tokens/0.0.1/a%2Fb.html"));
+        assert!(addressable("pts") && addressable("a.b") && !addressable("..") && !addressable("."));
+        check(account(EntityId::new(0, 0, 7)), ("/accounts/0.0.7", "accounts/0.0.7.html"));
+        check(directory(1), ("/agents", "agents.html"));
+        check(directory(2), ("/agents/page/2", "agents/page/2.html"));
+        check(agent("uaid:aid:x;uid=1"), ("/agents/uaid%3Aaid%3Ax%3Buid%3D1", "agents/uaid%3Aaid%3Ax%3Buid%3D1.html"));
+        assert_eq!(fixed_file(LANDING), "index.html");
+        assert_eq!(fixed_file(CAMPAIGNS), "guard/campaigns.html");
+    }
+
+    #[test]
+    fn any_spelling_finds_the_published_route() {
+        for (path, expected) in [
+            ("/", "/"),
+            ("/tokens/", "/tokens"),
+            ("/agents/uaid:aid:x;uid=1", "/agents/uaid%3Aaid%3Ax%3Buid%3D1"),
+            ("/agents/uaid%3aaid%3ax%3buid%3d1", "/agents/uaid%3Aaid%3Ax%3Buid%3D1"),
+            ("/tokens/0.0.1/a%2Fb", "/tokens/0.0.1/a%2Fb"),
+            ("/tokens/0.0.1/é", "/tokens/0.0.1/%C3%A9"),
+        ] {
+            assert_eq!(canonical(path), expected, "{path}");
+        }
+    }
+}
