@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb build install site run test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis browser screenshots
+.PHONY: all duckdb build install site run test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis debian screenshots
 
 all: build
 
@@ -121,12 +121,13 @@ $(SCHEMATHESIS_DIR)/.installed:
 	$(@D)/bin/pip install --quiet --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION)
 	touch $@
 
-## browser: Debian's Chromium and ChromeDriver, for the pages' test and
-## screenshots (installed once per machine, as root or through sudo)
+## debian: the Debian packages the tests use, installed once per machine
+## (as root or through sudo): Chromium and ChromeDriver (the pages' test,
+## screenshots), nginx (serving a build with its generated configuration)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-DEBIAN_PACKAGES := chromium chromium-driver
-browser:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+DEBIAN_PACKAGES := chromium chromium-driver nginx
+debian:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && test -x /usr/sbin/nginx || { \
 	  $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES); }; }
 
@@ -135,15 +136,15 @@ browser:
 ## api on SCREENSHOTS_BIND, read by headless Chromium
 SCREENSHOTS      ?= screenshots
 SCREENSHOTS_BIND ?= 127.0.0.1:4600
-screenshots: site browser
+screenshots: site debian
 	$(BIN)/api --bind $(SCREENSHOTS_BIND) --site-dir $(SITE) --data-dir $(DATA) >/dev/null & api=$$!; \
 	  trap "kill $$api" EXIT; $(BIN)/screenshots --base http://$(SCREENSHOTS_BIND) --out $(SCREENSHOTS)
 
 ## test: every test (unit, data-driven, end-to-end on loopback, the pages
-## in headless Chromium, the MCP conformance suite, the reference broker
+## in headless Chromium, the build served by nginx, the MCP conformance suite, the reference broker
 ## client, the analysts' DuckDB releases, schemathesis against the live
 ## api), then a total
-test: build conformance client a2a readers schemathesis browser
+test: build conformance client a2a readers schemathesis debian
 	@mkdir -p $(TARGET)
 	set -o pipefail; $(CARGO) test --release --workspace $(CARGO_FEATURES) --no-fail-fast --lib --bins --tests 2>&1 \
 	  | tee $(TARGET)/test.log; status=$$?; \

@@ -70,6 +70,8 @@ pub struct BuildConfig {
     pub broker: Option<BrokerConfig>,
     /// The api's OpenAPI document, published as it is (compact).
     pub openapi: Option<PathBuf>,
+    /// What the static hosts' configurations need besides the manifest.
+    pub hosts: crate::hosts::Options,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +106,8 @@ pub struct BuildReport {
     pub published: bool,
     /// Each step that ran, in order, and how long it took.
     pub steps: Vec<(&'static str, std::time::Duration)>,
+    /// What the build asks of each static host.
+    pub hosts: Option<crate::hosts::Report>,
 }
 
 impl BuildReport {
@@ -360,6 +364,11 @@ fn apply(
         }
         Step::UpToDate(live) => {
             tracing::info!(build = %live.build, "nothing new since the live build");
+            // The data is the live build's; its host configurations may
+            // not be (other options, or a newer generator).
+            let configs = host_configs(config, &live)?;
+            site::refresh(&config.layout.build_dir(&live.build), &configs.files()).context("host configurations")?;
+            report.hosts = Some(configs.report);
             report.build = live.build;
             return Ok(None);
         }
@@ -405,15 +414,21 @@ fn stage_and_snapshot(
     computed.files.extend(pages);
     let mut manifest = site::manifest_of(&computed.files, &computed.kept)?;
     manifest.exports = exports;
+    let configs = host_configs(config, &manifest)?;
+    let extra = configs.files();
     let linking = computed.linking.take();
     let (staged, snapshotted) = std::thread::scope(|inner| {
         let staging = inner.spawn(|| {
             let _span = debug_span!("write files").entered();
             match linking {
-                Some(linking) => {
-                    linking.join().expect("linking panicked")?.finish(layout, &manifest, &computed.files, previous)
-                }
-                None => site::stage(layout, &manifest, &computed.files, &computed.kept, previous),
+                Some(linking) => linking.join().expect("linking panicked")?.finish(
+                    layout,
+                    &manifest,
+                    &computed.files,
+                    &extra,
+                    previous,
+                ),
+                None => site::stage(layout, &manifest, &computed.files, &computed.kept, &extra, previous),
             }
             .inspect(|_| fault::point("staged"))
         });
@@ -424,6 +439,7 @@ fn stage_and_snapshot(
     snapshotted.context("snapshot")?;
     report.build = manifest.build.clone();
     (report.files, report.written, report.linked) = (staged.files, staged.written, staged.linked);
+    report.hosts = Some(configs.report);
     tracing::info!(build = %manifest.build, written = staged.written, linked = staged.linked, reused = staged.reused,
         "staged");
     Ok(manifest)
@@ -457,6 +473,20 @@ fn write_tables(layout: &Layout, computed: &mut Computed, data: &TableData) -> R
     })?;
     computed.files.extend(files);
     Ok(exports)
+}
+
+/// The static hosts' configurations of the build of `manifest` (its
+/// folder named by its absolute path, as nginx wants it), and the report
+/// of what each host would leave to the api, logged.
+fn host_configs(config: &BuildConfig, manifest: &Manifest) -> Result<crate::hosts::Configs> {
+    let root = std::path::absolute(config.layout.build_dir(&manifest.build)).context("the build's folder")?;
+    let configs = crate::hosts::configure(manifest, &root, &config.hosts);
+    for host in &configs.report.hosts {
+        let left: Vec<String> = host.leave_to_api.iter().map(|l| format!("{} ({})", l.kind, l.routes)).collect();
+        tracing::info!(host = host.host, files = host.files, limit = ?host.file_limit, leave_to_api = %left.join(", "),
+            "host");
+    }
+    Ok(configs)
 }
 
 /// The pages for people, from the whole model: a full replay's, or the

@@ -55,6 +55,7 @@ pub mod entity;
 pub mod fault;
 pub mod guard;
 pub mod hcs20;
+pub mod hosts;
 pub mod http;
 pub mod manifest;
 pub mod pages;

@@ -88,6 +88,13 @@ struct BuildArgs {
     /// at `/api/v1/openapi.json` for static hosts.
     #[arg(long, env = "ALMANAC_OPENAPI")]
     openapi: Option<PathBuf>,
+    /// nginx's `listen` in the build's `_nginx.conf` (default 80).
+    #[arg(long, env = "ALMANAC_NGINX_LISTEN")]
+    nginx_listen: Option<String>,
+    /// Where the build's `_nginx.conf` sends what the build does not hold
+    /// (the api's address, `127.0.0.1:4000`); none: a JSON 404.
+    #[arg(long, env = "ALMANAC_NGINX_API")]
+    nginx_api: Option<String>,
     /// The api's journal of live broker events (default: `<data-dir>/journal`).
     #[arg(long, env = "ALMANAC_JOURNAL_DIR")]
     journal_dir: Option<PathBuf>,
@@ -155,6 +162,7 @@ fn summary(report: &build::BuildReport, took: Duration) -> serde_json::Value {
         "linked": report.linked,
         "durationMs": took.as_millis() as u64,
         "stepsMs": steps,
+        "hosts": report.hosts,
     })
 }
 
@@ -223,6 +231,7 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
         limits: Limits { max_page_size: args.max_page_size },
         full: args.full,
         openapi: args.openapi,
+        hosts: almanac::hosts::Options { nginx_listen: args.nginx_listen, nginx_api: args.nginx_api },
         broker: match args.broker_dir.join("agents.json").exists() {
             true => Some(BrokerConfig {
                 dir: args.broker_dir,

@@ -103,16 +103,18 @@ pub fn manifest_of(files: &[File], kept: &[Entry]) -> Result<Manifest> {
 }
 
 /// Writes `files`, and `kept` entries of the previous build, as a complete
-/// build directory beside the live one.
+/// build directory beside the live one, with `extra` files that are not
+/// routes of it (the host configurations).
 pub fn stage(
     layout: &Layout,
     manifest: &Manifest,
     files: &[File],
     kept: &[Entry],
+    extra: &[(&str, &[u8])],
     previous: Option<&(PathBuf, Manifest)>,
 ) -> Result<StageReport> {
     let previous_dir = previous.map(|(dir, _)| dir.as_path());
-    Staging::begin(layout, kept, previous_dir)?.finish(layout, manifest, files, previous)
+    Staging::begin(layout, kept, previous_dir)?.finish(layout, manifest, files, extra, previous)
 }
 
 /// A build directory being written under a temporary name. An incremental
@@ -151,18 +153,24 @@ impl Staging {
     }
 
     /// Writes `files` (hard-linking those whose bytes the previous build
-    /// already has) and the manifest, and names the directory for the
-    /// build. Nothing is live until [`publish`].
+    /// already has), `extra` (files of the build that are not routes: the
+    /// host configurations, at its root) and the manifest, and names the
+    /// directory for the build. Nothing is live until [`publish`].
     pub fn finish(
         self,
         layout: &Layout,
         manifest: &Manifest,
         files: &[File],
+        extra: &[(&str, &[u8])],
         previous: Option<&(PathBuf, Manifest)>,
     ) -> Result<StageReport> {
         let mut report = StageReport { files: files.len() + self.kept, ..StageReport::default() };
         let final_dir = layout.build_dir(&manifest.build);
-        if Manifest::load(&final_dir).is_ok_and(|m| &m == manifest) && damaged(&final_dir, manifest).is_empty() {
+        let extra_present = extra.iter().all(|(name, bytes)| fs::read(final_dir.join(name)).is_ok_and(|b| b == *bytes));
+        if Manifest::load(&final_dir).is_ok_and(|m| &m == manifest)
+            && damaged(&final_dir, manifest).is_empty()
+            && extra_present
+        {
             fs::remove_dir_all(&self.dir).with_context(|| format!("clearing {}", self.dir.display()))?;
             report.reused = true;
             return Ok(report);
@@ -187,6 +195,10 @@ impl Staging {
         report.written = written;
         report.linked = linked + self.linked;
 
+        for (name, bytes) in extra {
+            debug_assert!(!name.contains('/') && *name != manifest::FILE_NAME, "{name}");
+            fs::write(staging.join(name), bytes).with_context(|| format!("writing {name}"))?;
+        }
         write_synced(&staging.join(manifest::FILE_NAME), &manifest.to_bytes())?;
         if final_dir.exists() {
             // A build of the same id but other content cannot exist (the id
@@ -205,6 +217,25 @@ impl Staging {
         sync_dir(&layout.builds())?;
         Ok(report)
     }
+}
+
+/// Rewrites the `extra` files of a published build (files that are not
+/// routes of it: the host configurations) whose bytes differ, each by a
+/// rename, so a reader finds the old file or the new one. Returns how many
+/// it rewrote.
+pub fn refresh(dir: &Path, extra: &[(&str, &[u8])]) -> Result<usize> {
+    let mut rewritten = 0;
+    for (name, bytes) in extra {
+        let path = dir.join(name);
+        if fs::read(&path).is_ok_and(|b| b == *bytes) {
+            continue;
+        }
+        let temp = dir.join(format!(".{name}.{}", std::process::id()));
+        write_synced(&temp, bytes)?;
+        fs::rename(&temp, &path).with_context(|| format!("replacing {}", path.display()))?;
+        rewritten += 1;
+    }
+    Ok(rewritten)
 }
 
 /// Creates `root` and the folders of `files` under it.

@@ -46,7 +46,7 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .context("starting chromedriver (Debian's chromium-driver; `make browser` installs it)")?;
+            .context("starting chromedriver (Debian's chromium-driver; `make debian` installs it)")?;
         let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
         let base = format!("http://127.0.0.1:{port}");
         let started = Instant::now();

@@ -1,0 +1,234 @@
+//! The build's own nginx configuration, served by real nginx (Debian's):
+//! for a sample of every kind of route, nginx answers with the api's status,
+//! bytes and headers, and a conditional request with the api's 304; then,
+//! with `--nginx-api`, what the build does not hold goes to the api.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+use tests::process::{build, Api};
+use tests::{workspace_root, TempDir};
+
+/// The headers a static answer carries, compared between the two.
+const COMPARED: [&str; 8] = [
+    "content-type",
+    "cache-control",
+    "etag",
+    "last-modified",
+    "vary",
+    "access-control-allow-origin",
+    "access-control-expose-headers",
+    "x-content-type-options",
+];
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// nginx, with every path it writes inside `dir`, including the build's
+/// `_nginx.conf`; stopped on drop.
+struct Nginx {
+    child: Child,
+    conf: std::path::PathBuf,
+}
+
+impl Nginx {
+    fn start(dir: &Path, site_conf: &Path, port: u16) -> Nginx {
+        let temp = |name: &str| {
+            let path = dir.join(name);
+            std::fs::create_dir_all(&path).unwrap();
+            path.display().to_string()
+        };
+        let conf = dir.join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "worker_processes 1;\ndaemon off;\npid {pid};\nerror_log {log} warn;\nevents {{ worker_connections 256; }}\n\
+                 http {{\n    access_log off;\n    client_body_temp_path {body};\n    proxy_temp_path {proxy};\n    \
+                 fastcgi_temp_path {fastcgi};\n    uwsgi_temp_path {uwsgi};\n    scgi_temp_path {scgi};\n    \
+                 include {site};\n}}\n",
+                pid = dir.join("nginx.pid").display(),
+                log = dir.join("error.log").display(),
+                body = temp("body"),
+                proxy = temp("proxy"),
+                fastcgi = temp("fastcgi"),
+                uwsgi = temp("uwsgi"),
+                scgi = temp("scgi"),
+                site = site_conf.display(),
+            ),
+        )
+        .unwrap();
+        let nginx = std::env::var("ALMANAC_NGINX").unwrap_or_else(|_| "/usr/sbin/nginx".into());
+        let error_log = dir.join("error.log").display().to_string();
+        let test = Command::new(&nginx).args(["-t", "-q", "-e", &error_log, "-c"]).arg(&conf).output().unwrap();
+        assert!(test.status.success(), "nginx -t: {}", String::from_utf8_lossy(&test.stderr));
+        let child =
+            Command::new(&nginx).args(["-e", &error_log, "-c"]).arg(&conf).spawn().expect("nginx (make debian)");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "nginx did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Nginx { child, conf }
+    }
+
+    /// Makes nginx read its configuration again, and waits for the new
+    /// workers (the old ones finish what they hold).
+    fn reload(&self) {
+        let nginx = std::env::var("ALMANAC_NGINX").unwrap_or_else(|_| "/usr/sbin/nginx".into());
+        let status = Command::new(nginx).args(["-s", "reload", "-c"]).arg(&self.conf).status().unwrap();
+        assert!(status.success());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGQUIT) };
+        let _ = self.child.wait();
+    }
+}
+
+/// A route's kind: its path with each segment that holds a value as `*`,
+/// its query parameters' names, and its content type.
+fn kind(route: &str, content_type: &str) -> String {
+    let (path, query) = route.split_once('?').unwrap_or((route, ""));
+    let value = |s: &str| s.chars().any(|c| c.is_ascii_digit() || matches!(c, '%' | '.' | ':' | '~'));
+    let path: Vec<&str> = path.split('/').map(|s| if value(s) { "*" } else { s }).collect();
+    let names: Vec<&str> = query.split('&').filter_map(|p| p.split('=').next()).collect();
+    format!("{}?{} {content_type}", path.join("/"), names.join("&"))
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: BTreeMap<&'static str, String>,
+    body: Vec<u8>,
+}
+
+async fn get(client: &Client, url: &str, header: Option<(&str, &str)>) -> Answer {
+    let mut request = client.get(url);
+    if let Some((name, value)) = header {
+        request = request.header(name, value);
+    }
+    let reply = request.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = reply.status();
+    let headers = COMPARED
+        .iter()
+        .filter_map(|name| reply.headers().get(*name).map(|v| (*name, v.to_str().unwrap().to_string())))
+        .collect();
+    Answer { status, headers, body: reply.bytes().await.unwrap().to_vec() }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nginx_with_the_generated_configuration_answers_as_the_api() {
+    let dir = TempDir::new("static-hosts");
+    let datasets = workspace_root().join("datasets");
+    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let sources: Vec<String> =
+        ["ledger", "broker", "guard"].iter().map(|d| datasets.join(d).display().to_string()).collect();
+    let flags = |extra: &[&str]| -> Vec<String> {
+        let mut f: Vec<String> = ["--ledger-dir", &sources[0], "--broker-dir", &sources[1], "--guard-dir", &sources[2]]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        f.extend(["--guard-date", "2026-11-21", "--nginx-listen", &listen].map(String::from));
+        f.extend(extra.iter().map(|s| s.to_string()));
+        f
+    };
+    let first = flags(&[]);
+    build(&site, &data, &first.iter().map(String::as_str).collect::<Vec<_>>());
+    let current = site.join("current");
+    let manifest: Value = serde_json::from_slice(&std::fs::read(current.join("_manifest.json")).unwrap()).unwrap();
+    let api = Api::start_with(&site, &data, &["--guard-rate", "1000000", "--guard-burst", "1000000"]);
+    let nginx = Nginx::start(dir.path(), &current.join("_nginx.conf"), port);
+    let client = Client::new();
+    let on_nginx = |path: &str| format!("http://{listen}{path}");
+
+    // A sample of every kind of route: its first and last.
+    let mut kinds: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for entry in manifest["routes"].as_array().unwrap() {
+        let route = entry["route"].as_str().unwrap();
+        kinds.entry(kind(route, entry["contentType"].as_str().unwrap())).or_default().push(route);
+    }
+    let mut sample: Vec<String> = Vec::new();
+    for routes in kinds.values() {
+        sample.push(routes[0].to_string());
+        sample.push(routes[routes.len() - 1].to_string());
+    }
+    // Other spellings the api answers with the same file.
+    sample.extend(["/hcs20/transactions", "/hcs20/stats?unrelated=1", "/tokens/"].map(String::from));
+    let holders = sample.iter().find(|r| r.starts_with("/hcs20/holders?") && r.contains("&page=1&")).unwrap().clone();
+    sample.push(holders.split("&page=").next().unwrap().to_string());
+    sample.sort();
+    sample.dedup();
+    assert!(kinds.len() >= 20, "{} kinds of route: {:?}", kinds.len(), kinds.keys());
+
+    for route in &sample {
+        let (from_api, from_nginx) =
+            (get(&client, &api.url(route), None).await, get(&client, &on_nginx(route), None).await);
+        assert_eq!(from_nginx.status, StatusCode::OK, "{route}: nginx");
+        assert_eq!(from_api.status, StatusCode::OK, "{route}: api");
+        assert_eq!(from_nginx.headers, from_api.headers, "{route}");
+        assert!(from_nginx.body == from_api.body, "{route}: the bodies differ");
+        // Revalidation: by entity tag (also weak, and in a list) and by date.
+        let etag = from_api.headers["etag"].clone();
+        let modified = from_api.headers["last-modified"].clone();
+        for (name, value) in [
+            ("if-none-match", etag.clone()),
+            ("if-none-match", format!("\"other\", W/{etag}")),
+            ("if-modified-since", modified),
+        ] {
+            let (a, n) = (
+                get(&client, &api.url(route), Some((name, &value))).await,
+                get(&client, &on_nginx(route), Some((name, &value))).await,
+            );
+            assert_eq!((a.status, n.status), (StatusCode::NOT_MODIFIED, StatusCode::NOT_MODIFIED), "{route} {name}");
+            for header in ["etag", "last-modified", "cache-control", "vary"] {
+                assert_eq!(n.headers.get(header), a.headers.get(header), "{route} {name}: {header} on the 304");
+            }
+            assert!(!n.headers.contains_key("content-type"), "{route}: a 304 names no content type");
+        }
+        let stale = get(&client, &on_nginx(route), Some(("if-none-match", "\"other\""))).await;
+        assert_eq!(stale.status, StatusCode::OK, "{route}: another entity tag");
+    }
+
+    // Without an api, what the build does not hold is a JSON 404.
+    for path in ["/hcs20/account/0.0.999999", "/nope", "/HCS20/stats"] {
+        let answer = get(&client, &on_nginx(path), None).await;
+        assert_eq!(answer.status, StatusCode::NOT_FOUND, "{path}");
+        let body: Value = serde_json::from_slice(&answer.body).unwrap();
+        assert_eq!(body["code"], "not_found", "{path}");
+    }
+
+    // With --nginx-api the same data gives the same build, whose
+    // configuration is rewritten in place; after a reload, what the build
+    // does not hold (live routes, other spellings, preconditions nginx
+    // cannot check) is the api's.
+    let api_address = api.base.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let second = flags(&["--nginx-api", &api_address]);
+    build(&site, &data, &second.iter().map(String::as_str).collect::<Vec<_>>());
+    let config = std::fs::read_to_string(current.join("_nginx.conf")).unwrap();
+    assert!(config.contains(&format!("proxy_pass http://{api_address};")), "the configuration was rewritten");
+    nginx.reload();
+    let stats = get(&client, &api.url("/hcs20/stats"), None).await;
+    for (path, header) in [
+        ("/hcs20/account/0.0.999999", None),
+        ("/api/v1/search?q=agent&limit=2", None),
+        ("/hcs20/holders?topic=0.0.4350190&tick=ape0", None),
+        ("/hcs20/stats", Some(("if-match", stats.headers["etag"].as_str()))),
+        ("/hcs20/stats", Some(("if-match", "\"other\""))),
+    ] {
+        let (a, n) = (get(&client, &api.url(path), header).await, get(&client, &on_nginx(path), header).await);
+        assert_eq!(n.status, a.status, "{path} {header:?}");
+        // (A search answer says how long it took.)
+        if !path.contains("search") {
+            assert!(n.body == a.body, "{path} {header:?}: the bodies differ");
+        }
+    }
+}
