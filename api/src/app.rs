@@ -58,6 +58,8 @@ pub struct App {
     /// How often idle clients' rate-limit buckets are dropped.
     pub cleanup_every: Duration,
     pub limits: Limits,
+    /// Published files kept in memory once read, in bytes, per build.
+    pub file_cache_bytes: u64,
     pub guard: GuardLimits,
     /// Largest body of a broker POST (search), in bytes (413 above).
     pub broker_max_body: usize,

@@ -76,6 +76,10 @@ pub struct Config {
     /// together); what is asked often stays.
     #[arg(long, env = "ALMANAC_MCP_CACHE_BYTES", default_value_t = 16 << 20)]
     pub mcp_cache_bytes: u64,
+    /// Published files kept in memory once read, in bytes, per build (the
+    /// most asked stay; the rest are read again from the page cache).
+    #[arg(long, env = "ALMANAC_FILE_CACHE_BYTES", default_value_t = 256 << 20)]
+    pub file_cache_bytes: u64,
     /// Longest MCP tool call (name and arguments as JSON, in bytes) whose
     /// result is kept.
     #[arg(long, env = "ALMANAC_MCP_CACHE_KEY_BYTES", default_value_t = 1024)]
@@ -461,6 +465,7 @@ impl Config {
             reload_every: Duration::from_millis(self.reload_ms.max(10)),
             cleanup_every: Duration::from_secs(self.limit_cleanup.max(1)),
             limits,
+            file_cache_bytes: self.file_cache_bytes,
             guard,
             broker_max_body: self.search_max_body,
             vectors,

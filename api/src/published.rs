@@ -1,12 +1,13 @@
-//! The builds the api serves, held in memory.
+//! The builds the api serves.
 //!
-//! A [`Build`] is everything one published build answers with: the bytes
-//! and headers of every manifest route, and the analytics model loaded from
+//! A [`Build`] is everything one published build answers with: its routes
+//! ([`Routes`]: the build's index, mapped, and its files, read when first
+//! asked for and kept while asked for), and the analytics model loaded from
 //! the build's snapshot for parameters no file covers. [`Live`] holds the
 //! current one behind an `Arc`: a request takes its own reference, so a swap
 //! never disturbs a request in flight.
 
-use rustc_hash::FxHashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -14,10 +15,12 @@ use almanac::guard;
 use almanac::hcs20::analytics::Analytics;
 use almanac::hcs20::routes::Limits;
 use almanac::hcs20::tables;
-use almanac::manifest::Manifest;
-use almanac::site::{BuildFiles, Layout};
+use almanac::index::{Index, Record};
+use almanac::manifest::{Damage, Manifest};
+use almanac::site::Layout;
 use anyhow::{Context, Result};
 use bytes::Bytes;
+use sha2::Digest;
 
 use crate::reply::Representation;
 
@@ -26,14 +29,13 @@ use crate::reply::Representation;
 pub struct Settings {
     pub limits: Limits,
     pub mcp_cache: crate::guard::mcp::CacheBounds,
+    /// Files kept in memory once read, in bytes.
+    pub file_cache_bytes: u64,
 }
 
 pub struct Build {
     pub id: String,
-    /// Every manifest route's representation, by route (a fast hash: the
-    /// keys are ours, not an attacker's choice of collisions to aim at,
-    /// and a request only looks one up).
-    pub routes: FxHashMap<String, Representation>,
+    pub routes: Routes,
     pub analytics: Analytics,
     /// The guard datasets (section B), parsed from the very bytes the JSON
     /// routes serve; `None` when the build publishes none.
@@ -43,66 +45,142 @@ pub struct Build {
     pub broker: Option<Arc<crate::broker::agents::Agents>>,
 }
 
+/// A build's routes: its index (`_manifest.idx`, a memory map searched in
+/// place, so opening a build costs the same at any size) and its files.
+/// A file is read when its route is first asked for, only from inside the
+/// build directory, and checked against its length and ETag; what is asked
+/// for stays in memory up to a bound, the rest is read again (from the page
+/// cache, as a rule). A file that is not what the index says is never
+/// served: its route answers an error naming the damage.
+pub struct Routes {
+    dir: PathBuf,
+    index: Index,
+    kept: quick_cache::sync::Cache<usize, Arc<Representation>, Weight>,
+}
+
+/// A kept representation weighs its body's bytes.
+#[derive(Clone)]
+struct Weight;
+
+impl quick_cache::Weighter<usize, Arc<Representation>> for Weight {
+    fn weight(&self, _: &usize, r: &Arc<Representation>) -> u64 {
+        r.body.len() as u64 + 256
+    }
+}
+
+impl Routes {
+    /// The routes of the build in `dir`: its index, or for a build written
+    /// before there was one, an index made from its JSON manifest.
+    pub fn open(dir: PathBuf, id: &str, cache_bytes: u64) -> Result<Routes> {
+        let index = match Index::open(&dir) {
+            Ok(index) => index,
+            Err(_) if !dir.join(almanac::index::FILE_NAME).exists() => Index::of(&Manifest::load(&dir)?)?,
+            Err(error) => return Err(error),
+        };
+        anyhow::ensure!(
+            index.build() == Some(id),
+            "the index of build {id} names build {:?}",
+            index.build().unwrap_or_default()
+        );
+        // Items estimated at 4 KiB each, for the cache's tables.
+        let items = (cache_bytes / 4096).clamp(16, 1 << 24) as usize;
+        Ok(Routes { dir, index, kept: quick_cache::sync::Cache::with_weighter(items, cache_bytes.max(1), Weight) })
+    }
+
+    /// How many routes the build has.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub fn contains(&self, route: &str) -> bool {
+        self.index.get(route).is_some()
+    }
+
+    /// The snapshot the build's index names.
+    pub fn snapshot(&self) -> &str {
+        self.index.snapshot().unwrap_or_default()
+    }
+
+    /// The representation of `route`: `None` when the build has no such
+    /// route, an error when its file is not what the index says.
+    pub fn get(&self, route: &str) -> Option<Result<Arc<Representation>, Damage>> {
+        let record = self.index.get(route)?;
+        if let Some(kept) = self.kept.get(&record.position) {
+            return Some(Ok(kept));
+        }
+        Some(self.read(&record).map(|r| {
+            let r = Arc::new(r);
+            self.kept.insert(record.position, r.clone());
+            r
+        }))
+    }
+
+    /// Reads and checks `record`'s file.
+    fn read(&self, record: &Record) -> Result<Representation, Damage> {
+        let damage = |problem: String| Damage { file: record.file.to_string(), problem };
+        let bytes = almanac::site::read_inside(&self.dir, record.file).map_err(damage)?;
+        if bytes.len() as u64 != record.length {
+            return Err(damage(format!("is {} bytes, the manifest says {}", bytes.len(), record.length)));
+        }
+        if sha2::Sha256::digest(&bytes)[..16] != record.etag {
+            return Err(damage(format!("does not hash to its ETag {}", record.etag_text())));
+        }
+        let modified = std::time::UNIX_EPOCH + std::time::Duration::from_secs(record.last_modified);
+        Representation::new(
+            Bytes::from(bytes),
+            &record.etag_text(),
+            &httpdate::fmt_http_date(modified),
+            record.content_type,
+            record.cache_control,
+        )
+        .map_err(|e| damage(format!("has a header the index spells badly: {e}")))
+    }
+}
+
 impl Build {
-    /// Loads a build: manifest, every file (bytes of an unchanged ETag are
-    /// shared with `previous` rather than read again; others are checked
-    /// against their length and ETag, and read only inside the build
-    /// directory), and the snapshot (which must record this build). A file
-    /// that is not what the manifest says fails the whole build, naming
-    /// the file: the api then keeps serving the build it has.
+    /// Loads a build: its index, the guard files (read and checked: the
+    /// MCP endpoint answers from them), and the snapshot (which must record
+    /// this build). Other files are read when asked for. What is not as
+    /// the build says fails the whole build, naming it: the api then keeps
+    /// serving the build it has.
     pub fn load(layout: &Layout, id: &str, settings: Settings, previous: Option<&Build>) -> Result<Build> {
         let started = Instant::now();
         let dir = layout.build_dir(id);
-        let manifest = Manifest::load(&dir)?;
         // Test-only failures (`almanac::fault`), on swaps, not the first load.
         let inject = |point: &'static str| match previous.is_some() && almanac::fault::fails_once(point) {
             true => Err(anyhow::anyhow!("injected fault at {point}")),
             false => Ok(()),
         };
+        let meta = std::fs::symlink_metadata(&dir).with_context(|| format!("reading {}", dir.display()))?;
+        anyhow::ensure!(meta.is_dir(), "{} is not a folder (a build directory is never a link)", dir.display());
+        let routes = Routes::open(dir, id, settings.file_cache_bytes)?;
         inject("load-manifest")?;
-        let files = BuildFiles::open(&dir, &manifest)?;
-        let mut routes = FxHashMap::with_capacity_and_hasher(manifest.routes.len(), Default::default());
-        let mut read = 0usize;
-        for entry in &manifest.routes {
-            let reused = previous
-                .and_then(|p| p.routes.get(&entry.route))
-                .filter(|r| r.etag() == entry.etag)
-                .map(|r| r.body.clone());
-            let body = match reused {
-                Some(body) => body,
-                None => {
-                    read += 1;
-                    let bytes = files.read(entry).with_context(|| format!("build {id} is damaged"))?;
-                    Bytes::from(bytes)
-                }
-            };
-            let representation =
-                Representation::new(body, &entry.etag, &entry.last_modified, &entry.content_type, &entry.cache_control)
-                    .with_context(|| format!("{}: a header of the manifest", entry.route))?;
-            routes.insert(entry.route.clone(), representation);
-        }
-        inject("load-files")?;
-        let guard = match guard::ROUTES.iter().any(|r| routes.contains_key(*r)) {
-            true => Some(crate::guard::mcp::Published::new(
-                guard::parse(|route| routes.get(route).map(|r| r.body.to_vec()))
-                    .with_context(|| format!("reading the guard datasets of build {id}"))?,
-                settings.mcp_cache,
-            )),
+        let guard = match guard::ROUTES.iter().any(|r| routes.contains(r)) {
+            true => {
+                let datasets = guard::parse(|route| match routes.get(route)? {
+                    Ok(r) => Some(r.body.to_vec()),
+                    Err(damage) => {
+                        tracing::error!(%damage, "a guard file is damaged");
+                        None
+                    }
+                })
+                .with_context(|| format!("build {id} is damaged: its guard datasets cannot be read"))?;
+                Some(crate::guard::mcp::Published::new(datasets, settings.mcp_cache))
+            }
             false => None,
         };
-        let snapshot = almanac::snapshot::open_for_build(&layout.snapshot(&manifest), id)?;
+        inject("load-files")?;
+        let snapshot = almanac::snapshot::open_for_build(&layout.snapshots().join(routes.snapshot()), id)?;
         let analytics = tables::load_analytics(&snapshot, settings.limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
         let broker =
             load_broker(&snapshot, previous).with_context(|| format!("loading the agent index of build {id}"))?;
         inject("load-snapshot")?;
-        tracing::info!(
-            build = id,
-            routes = routes.len(),
-            files_read = read,
-            ms = started.elapsed().as_millis() as u64,
-            "build loaded"
-        );
+        tracing::info!(build = id, routes = routes.len(), ms = started.elapsed().as_millis() as u64, "build loaded");
         Ok(Build { id: id.to_string(), routes, analytics, guard, broker })
     }
 }

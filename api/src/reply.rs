@@ -146,6 +146,12 @@ impl Error {
         self
     }
 
+    /// A published file that is not what its build says: never served.
+    pub fn damaged(damage: &almanac::manifest::Damage) -> Error {
+        let message = format!("the file of this route is damaged ({damage}); it is not served");
+        Error::new(StatusCode::INTERNAL_SERVER_ERROR, "damaged_file", message)
+    }
+
     pub fn not_found(path: &str) -> Error {
         Error::new(StatusCode::NOT_FOUND, "not_found", format!("no route {}", excerpt(path)))
     }

@@ -32,7 +32,8 @@ use crate::routes::{self, Table};
 /// `shutdown` resolves; requests in flight then finish. New builds are
 /// picked up every `app.reload_every` meanwhile.
 pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()> + Send + 'static) {
-    let settings = Settings { limits: app.limits, mcp_cache: app.guard.mcp_cache };
+    let settings =
+        Settings { limits: app.limits, mcp_cache: app.guard.mcp_cache, file_cache_bytes: app.file_cache_bytes };
     let mut watcher = Watcher::new(app.layout.clone(), settings, app.live.clone());
     if watcher.check().await == Outcome::NoBuild {
         let site = app.layout.site.display().to_string();

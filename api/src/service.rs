@@ -10,7 +10,13 @@ use crate::request::Request;
 /// The build's file for manifest route `route`, answered under the
 /// request's preconditions; `None` when the build has no such file.
 pub fn published(request: &Request, build: &Build, route: &str) -> Option<Reply> {
-    build.routes.get(route).map(|r| reply::representation(&request.method, &request.headers, r))
+    Some(match build.routes.get(route)? {
+        Ok(r) => reply::representation(&request.method, &request.headers, &r),
+        Err(damage) => {
+            tracing::error!(build = %build.id, %damage, "a file of the build is damaged; not served");
+            Error::damaged(&damage).into_reply()
+        }
+    })
 }
 
 /// A route whose answer is one published file, found by its path.

@@ -57,6 +57,7 @@ pub mod guard;
 pub mod hcs20;
 pub mod hosts;
 pub mod http;
+pub mod index;
 pub mod manifest;
 pub mod pages;
 pub mod progress;

@@ -170,6 +170,7 @@ impl Staging {
         if Manifest::load(&final_dir).is_ok_and(|m| &m == manifest)
             && damaged(&final_dir, manifest).is_empty()
             && extra_present
+            && crate::index::Index::open(&final_dir).is_ok()
         {
             fs::remove_dir_all(&self.dir).with_context(|| format!("clearing {}", self.dir.display()))?;
             report.reused = true;
@@ -199,6 +200,7 @@ impl Staging {
             debug_assert!(!name.contains('/') && *name != manifest::FILE_NAME, "{name}");
             fs::write(staging.join(name), bytes).with_context(|| format!("writing {name}"))?;
         }
+        write_synced(&staging.join(crate::index::FILE_NAME), &crate::index::write(manifest)?)?;
         write_synced(&staging.join(manifest::FILE_NAME), &manifest.to_bytes())?;
         if final_dir.exists() {
             // A build of the same id but other content cannot exist (the id
@@ -368,6 +370,33 @@ impl<'a> BuildFiles<'a> {
             Ok(_) => Err("is not a regular file".into()),
             Err(error) => Err(format!("cannot be read: {error}")),
         }
+    }
+}
+
+/// The bytes of `file` (a path relative to the build directory `dir`),
+/// read only when the path stays inside `dir` through real folders and
+/// names a regular file; else why not. For one file at a time (the api
+/// reads a build's files as they are asked for): each folder on the way is
+/// looked at, where [`BuildFiles`] looks at each once for a whole build.
+pub fn read_inside(dir: &Path, file: &str) -> Result<Vec<u8>, String> {
+    let relative = Path::new(file);
+    if file.is_empty() || !relative.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+        return Err("is not a path inside the build".into());
+    }
+    let mut folder = dir.to_path_buf();
+    for part in relative.parent().into_iter().flat_map(Path::components) {
+        folder.push(part);
+        match fs::symlink_metadata(&folder) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(format!("is under {}, which is not a folder", folder.display())),
+            Err(error) => return Err(format!("cannot be read: {error}")),
+        }
+    }
+    let path = dir.join(relative);
+    match fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() => fs::read(&path).map_err(|error| format!("cannot be read: {error}")),
+        Ok(_) => Err("is not a regular file".into()),
+        Err(error) => Err(format!("cannot be read: {error}")),
     }
 }
 

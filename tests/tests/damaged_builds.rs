@@ -1,9 +1,12 @@
-//! Published files are not trusted blindly. A build whose files are not
-//! what its manifest says (truncated, edited, replaced by a link out of the
-//! build, or paired with another build's snapshot) is refused by the api,
-//! which keeps serving the build it has and names the damage; it is loaded
-//! once repaired. The generator takes nothing from a damaged live build: it
-//! writes every file anew, so damage never reaches a later build.
+//! Published files are not trusted blindly. The api reads a build's files
+//! when they are first asked for: a file that is not what the build's index
+//! says (truncated, edited, replaced by a link out of the build) is never
+//! served; its route answers 500 naming the damage, every other route
+//! serves, and once repaired the file is served. A build paired with
+//! another build's snapshot is refused whole: the api keeps serving the
+//! build it has, and loads it once repaired. The generator takes nothing
+//! from a damaged live build: it writes every file anew, so damage never
+//! reaches a later build.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -59,11 +62,14 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
     let second_snapshot_bytes = std::fs::read(&second_snapshot).unwrap();
 
     type Damage = fn(&Path, &[u8], &Path, &Path, &Path);
-    let cases: &[(&str, Damage, &str)] = &[
+    // Each damage, what the api logs, and whether it refuses the build
+    // whole (else only the damaged file).
+    let cases: &[(&str, Damage, &str, bool)] = &[
         (
             "truncated",
             |file, bytes, _, _, _| std::fs::write(file, &bytes[..bytes.len() / 2]).unwrap(),
             "bytes, the manifest says",
+            false,
         ),
         (
             "edited, same length",
@@ -73,6 +79,7 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
                 std::fs::write(file, edited).unwrap()
             },
             "does not hash to its ETag",
+            false,
         ),
         (
             "a link out of the build",
@@ -81,6 +88,7 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
                 std::os::unix::fs::symlink(outside, file).unwrap();
             },
             "is not a regular file",
+            false,
         ),
         (
             "another build's snapshot",
@@ -88,9 +96,10 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
                 std::fs::copy(first_snapshot, second_snapshot).unwrap();
             },
             "not to build",
+            true,
         ),
     ];
-    for (name, damage, says) in cases {
+    for (name, damage, says, whole) in cases {
         // The api serves the first build; the second is then published
         // damaged.
         almanac::site::publish(&layout, &first).unwrap();
@@ -99,17 +108,31 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
         assert_eq!(api.served_build(&first.build), first.build, "{name}");
         damage(&file, &pristine, &outside, &first_snapshot, &second_snapshot);
         almanac::site::publish(&layout, &second).unwrap();
-        logged(&log, "could not load the published build");
-        logged(&log, says);
-        assert_eq!(api.served_build(&first.build), first.build, "{name}: the previous build still serves");
-        let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
-        assert_eq!(stats.headers()["etag"].to_str().unwrap(), victim(&first).etag, "{name}: the previous bytes");
+        if *whole {
+            logged(&log, "could not load the published build");
+            logged(&log, says);
+            assert_eq!(api.served_build(&first.build), first.build, "{name}: the previous build still serves");
+            let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+            assert_eq!(stats.headers()["etag"].to_str().unwrap(), victim(&first).etag, "{name}: the previous bytes");
+        } else {
+            assert_eq!(api.served_build(&second.build), second.build, "{name}: the build loads");
+            let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+            assert_eq!(stats.status(), 500, "{name}: the damaged file is not served");
+            let body: serde_json::Value = stats.json().unwrap();
+            assert_eq!(body["code"], "damaged_file", "{name}");
+            assert!(body["error"].as_str().unwrap().contains(says), "{name}: {body}");
+            logged(&log, says);
+            let other = reqwest::blocking::get(api.url("/hcs20")).unwrap();
+            assert_eq!(other.status(), 200, "{name}: the other routes serve");
+        }
 
-        // Repaired by hand, it is tried again and served.
+        // Repaired by hand, it is served.
         let _ = std::fs::remove_file(&file);
         std::fs::write(&file, &pristine).unwrap();
         std::fs::write(&second_snapshot, &second_snapshot_bytes).unwrap();
         assert_eq!(api.served_build(&second.build), second.build, "{name}: retried once repaired");
+        let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+        assert_eq!(stats.headers()["etag"].to_str().unwrap(), entry.etag, "{name}: the repaired bytes");
     }
 
     // Damage in the live build is not linked into the next one: a run with
