@@ -55,16 +55,18 @@ pub struct Build {
 pub struct Routes {
     dir: PathBuf,
     index: Index,
-    kept: quick_cache::sync::Cache<usize, Arc<Representation>, Weight>,
+    /// By route: a route asked for again is found without searching the
+    /// index (a binary search whose steps land far apart in the map).
+    kept: quick_cache::sync::Cache<String, Arc<Representation>, Weight>,
 }
 
 /// A kept representation weighs its body's bytes.
 #[derive(Clone)]
 struct Weight;
 
-impl quick_cache::Weighter<usize, Arc<Representation>> for Weight {
-    fn weight(&self, _: &usize, r: &Arc<Representation>) -> u64 {
-        r.body.len() as u64 + 256
+impl quick_cache::Weighter<String, Arc<Representation>> for Weight {
+    fn weight(&self, route: &String, r: &Arc<Representation>) -> u64 {
+        (r.body.len() + route.len()) as u64 + 256
     }
 }
 
@@ -108,13 +110,13 @@ impl Routes {
     /// The representation of `route`: `None` when the build has no such
     /// route, an error when its file is not what the index says.
     pub fn get(&self, route: &str) -> Option<Result<Arc<Representation>, Damage>> {
-        let record = self.index.get(route)?;
-        if let Some(kept) = self.kept.get(&record.position) {
+        if let Some(kept) = self.kept.get(route) {
             return Some(Ok(kept));
         }
+        let record = self.index.get(route)?;
         Some(self.read(&record).map(|r| {
             let r = Arc::new(r);
-            self.kept.insert(record.position, r.clone());
+            self.kept.insert(route.to_string(), r.clone());
             r
         }))
     }

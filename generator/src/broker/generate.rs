@@ -76,6 +76,16 @@ const DOMAINS: [&str; 8] = [
     "svc.umbrella.ai",
 ];
 
+/// The words agents of this generator are named and described by, and
+/// their registries and protocols: what a benchmark's queries draw from.
+pub fn vocabulary() -> (Vec<&'static str>, Vec<&'static str>, Vec<&'static str>) {
+    let words = ADJECTIVES.iter().chain(NOUNS.iter()).copied().collect();
+    let registries = REGISTRIES.iter().map(|r| r.name).collect();
+    let mut protocols: Vec<&str> = REGISTRIES.iter().map(|r| r.protocol).collect();
+    protocols.dedup();
+    (words, registries, protocols)
+}
+
 /// Picks an index with weights `shares`.
 fn weighted(rng: &mut Rng, shares: &[u64]) -> usize {
     let total: u64 = shares.iter().sum();

@@ -17,6 +17,12 @@
 //!   group commit.
 //! - `bench signin BASE [SECONDS]`: ledger sign-ins per second against a
 //!   running api (16 clients, dev key).
+//! - `bench queries N`: N distinct `GET /api/v1/search` paths, one a line,
+//!   drawn from the agent generator's words, registries and protocols: free
+//!   text of one to three words (a stem or a prefix now and then), filters,
+//!   sorts and deep pages; the same N every time.
+//! - `bench sample BUILD_DIR N`: N agent-detail routes of a build, drawn at
+//!   random (seeded) from its index: `route file` a line.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -32,6 +38,8 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ingest") => ingest(Path::new(&args[1]), args.get(2).map_or(Ok(3), |r| r.parse())?),
         Some("mirror") => mirror(Path::new(&args[1]), args[2].parse()?, Path::new(&args[3])),
+        Some("sample") => sample(Path::new(&args[1]), args.get(2).map_or(Ok(50_000), |n| n.parse())?),
+        Some("queries") => queries(args.get(1).map_or(Ok(5_000), |n| n.parse())?),
         Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
         Some("slow") => slow(&args[1], args[2].parse()?, args[3].parse()?, args[4].parse()?),
         Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
@@ -582,4 +590,71 @@ fn streams(base: &str, api_pid: u32, count: usize) -> Result<()> {
         drop(open);
         Ok(())
     })
+}
+
+/// Prints `n` distinct search paths (see the module's doc).
+fn queries(n: usize) -> Result<()> {
+    use almanac::broker::generate::{vocabulary, Rng};
+    let (words, registries, protocols) = vocabulary();
+    let mut rng = Rng::new(2026);
+    let pick = |list: &[&'static str], rng: &mut Rng| list[rng.below(list.len() as u64) as usize];
+    let mut seen = std::collections::HashSet::new();
+    let mut out = String::new();
+    while seen.len() < n {
+        let mut params: Vec<String> = Vec::new();
+        let terms = [0, 1, 1, 1, 2, 2, 3][rng.below(7) as usize];
+        if terms > 0 {
+            let mut q: Vec<String> = (0..terms).map(|_| pick(&words, &mut rng).to_lowercase()).collect();
+            match rng.below(10) {
+                // A stem or a prefix of the last word, as people type.
+                0 => q.last_mut().into_iter().for_each(|w| w.truncate(w.len().clamp(3, 5))),
+                1 => q.last_mut().into_iter().for_each(|w| w.push('s')),
+                _ => {}
+            }
+            params.push(format!("q={}", q.join("+")));
+        }
+        let mut maybe = |percent: u64, param: String| {
+            if rng.below(100) < percent {
+                params.push(param);
+            }
+        };
+        maybe(30, format!("registries={}", pick(&registries, &mut Rng::new(seen.len() as u64))));
+        maybe(15, format!("protocols={}", pick(&protocols, &mut Rng::new(seen.len() as u64 + 7))));
+        maybe(10, format!("type={}", ["ai-agents", "mcp-servers"][seen.len() % 2]));
+        maybe(10, "online=true".into());
+        maybe(10, format!("minTrust={}", 20 + seen.len() % 60));
+        maybe(10, "metadata.isFree=true".into());
+        maybe(25, format!("sortBy={}", ["trust-score", "name", "most-recent"][seen.len() % 3]));
+        maybe(20, format!("page={}", 2 + seen.len() % 19));
+        maybe(20, format!("limit={}", [10, 20, 50][seen.len() % 3]));
+        let path = match params.is_empty() {
+            true => "/api/v1/search".to_string(),
+            false => format!("/api/v1/search?{}", params.join("&")),
+        };
+        if seen.insert(path.clone()) {
+            out.push_str(&path);
+            out.push('\n');
+        }
+    }
+    print!("{out}");
+    Ok(())
+}
+
+/// Prints `n` agent-detail routes of the build in `dir` and their files.
+fn sample(dir: &Path, n: usize) -> Result<()> {
+    let index = almanac::index::Index::open(dir)?;
+    let details: Vec<(&str, &str)> = index
+        .iter()
+        .filter(|r| r.route.starts_with("/api/v1/agents/") && r.route.matches('/').count() == 4)
+        .map(|r| (r.route, r.file))
+        .collect();
+    anyhow::ensure!(!details.is_empty(), "the build has no agents");
+    let mut rng = almanac::broker::generate::Rng::new(7);
+    let mut out = String::new();
+    for _ in 0..n.min(details.len()) {
+        let (route, file) = details[rng.below(details.len() as u64) as usize];
+        out.push_str(&format!("{route} /{file}\n"));
+    }
+    print!("{out}");
+    Ok(())
 }

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The broker at scale (`make bench`, or alone: bench/agents.sh SIZE...):
+# for each SIZE, a build of SIZE generated agents (time, peak memory, files),
+# the api on it (ready time, memory), GET /api/v1/search over 5,000
+# distinct queries (bench queries), and random agent-detail routes served
+# by the api against nginx as it runs in production, 200 and 304, then the
+# api's memory after all of it. Prints figures; asserts nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
+BIN="$TARGET/release"
+OUT="${BENCH_OUT:-$PWD/bench-out}"
+mkdir -p "$OUT"
+say() { printf '\n== %s\n' "$*"; }
+timed() {
+  /usr/bin/time -f '%e %M' -o "$OUT/time.txt" "$@" 2>"$OUT/last.log" || { cat "$OUT/last.log"; return 1; }
+  read -r secs kb <"$OUT/time.txt"
+  printf 'wall %.2f s, peak RSS %d MiB, %s\n' "$secs" "$((kb / 1024))" "$(grep -o 'files=[0-9]*' "$OUT/last.log" | tail -1)"
+}
+rss() { printf '%d MiB' "$(( $(ps -o rss= -p "$1") / 1024 ))"; }
+rate() { wrk "$@" | awk '/Requests\/sec/{r=$2} $1=="99%"{p=$2} END{printf "%s/s p99 %s", r, p}'; }
+
+"$BIN/bench" queries 5000 >"$OUT/queries.txt"
+for size in "$@"; do
+  say "broker at $size agents: build, api, search over 5,000 queries, agent routes against nginx"
+  agents="$OUT/agents-$size"
+  [ -s "$agents/agents.json" ] || "$BIN/datagen" --preset agents --agents "$size" --out "$agents" 2>/dev/null
+  cp datasets/broker/catalog.json "$agents/"
+  dir="$OUT/scale-$size-$$"
+  timed "$BIN/generator" build --ledger-dir datasets/ledger --broker-dir "$agents" \
+    --site-dir "$dir/site" --data-dir "$dir/data"
+  build="$dir/site/current"
+  printf 'on disk %s; _manifest.json %s, _manifest.idx %s\n' "$(du -sh "$dir/site" | cut -f1)" \
+    "$(du -h "$build/_manifest.json" | cut -f1)" "$(du -h "$build/_manifest.idx" | cut -f1)"
+
+  started=$(date +%s.%N)
+  "$BIN/api" --bind 127.0.0.1:4086 --site-dir "$dir/site" --data-dir "$dir/data" >/dev/null 2>&1 &
+  api=$!
+  nginx_conf="$OUT/nginx-scale.conf"
+  cat >"$nginx_conf" <<CONF
+worker_processes 2;
+pid $OUT/nginx-scale.pid;
+error_log $OUT/nginx-scale-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  sendfile on; tcp_nopush on;
+  open_file_cache max=10000 inactive=60s;
+  if_modified_since before;
+  types { application/json json; }
+  server { listen 127.0.0.1:4087; root $build; }
+}
+CONF
+  trap 'kill $api 2>/dev/null || true; nginx -c "$nginx_conf" -s stop 2>/dev/null || true' EXIT
+  for _ in $(seq 1 3000); do curl -sf localhost:4086/api/v1/stats >/dev/null && break; sleep 0.05; done
+  printf 'api ready in %.1f s, RSS %s\n' "$(awk -v now="$(date +%s.%N)" -v then="$started" 'BEGIN { print now - then }')" "$(rss $api)"
+  nginx -c "$nginx_conf"
+
+  for round in 1 2 3; do
+    for c in 8 32; do
+      printf 'round %s: search -c%s %s\n' "$round" "$c" \
+        "$(PATHS="$OUT/queries.txt" rate -t2 -c"$c" -d10s --latency -s bench/paths.lua http://127.0.0.1:4086)"
+    done
+  done
+
+  "$BIN/bench" sample "$build" 50000 >"$OUT/sample.txt"
+  for round in 1 2 3; do
+    printf 'round %s: agent routes 200 api %s nginx %s; 304 api %s nginx %s\n' "$round" \
+      "$(PATHS="$OUT/sample.txt" rate -t1 -c64 -d10s --latency -s bench/paths.lua http://127.0.0.1:4086)" \
+      "$(PATHS="$OUT/sample.txt" COLUMN=2 rate -t1 -c64 -d10s --latency -s bench/paths.lua http://127.0.0.1:4087)" \
+      "$(PATHS="$OUT/sample.txt" FRESH=1 rate -t1 -c64 -d10s --latency -s bench/paths.lua http://127.0.0.1:4086)" \
+      "$(PATHS="$OUT/sample.txt" COLUMN=2 FRESH=1 rate -t1 -c64 -d10s --latency -s bench/paths.lua http://127.0.0.1:4087)"
+  done
+  printf 'api RSS after the load %s\n' "$(rss $api)"
+  kill $api 2>/dev/null || true
+  nginx -c "$nginx_conf" -s stop 2>/dev/null || true
+  trap - EXIT
+  rm -rf "$dir"
+done
