@@ -123,6 +123,11 @@ impl Api {
         format!("{}{}", self.base, path)
     }
 
+    /// The api's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Ends the api as `kill -9` would, and waits for it to be gone.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
