@@ -496,6 +496,9 @@ async fn hybrid_search_with_a_real_embedding_provider() {
         r#"{"query":" "}"#,
         r#"{"query":"x","limit":101}"#,
         r#"{"query":"x","filter":{"type":"bots"}}"#,
+        r#"{"query":"x","limit":null}"#,
+        r#"{"query":"x","offset":null}"#,
+        r#"{"query":"x","filter":null}"#,
         r#"{"q":"x"}"#,
         "[]",
     ] {

@@ -73,12 +73,19 @@ pub const VECTOR_MAX_LIMIT: usize = 100;
 #[serde(deny_unknown_fields)]
 struct VectorRequest {
     query: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     filter: Option<VectorFilter>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     limit: Option<usize>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     offset: Option<usize>,
+}
+
+/// An optional field that, when present, must hold a value: `null` is
+/// refused (400 naming the field), as the OpenAPI document's types say;
+/// leave the field out to take its default.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// Each field a string or a list of strings.
