@@ -203,8 +203,9 @@ impl Connections {
                 .iter()
                 .filter(|(_, w)| w.phase.load(Relaxed) == IDLE)
                 // The earliest idle deadline: the longest without a byte
-                // either way.
-                .min_by_key(|(_, w)| w.deadline.load(Relaxed))
+                // either way; within one tick of the coarse clock, the
+                // oldest connection (the map's order is no order).
+                .min_by_key(|(id, w)| (w.deadline.load(Relaxed), **id))
                 .map(|(id, _)| *id)?;
             if let Some(evicted) = open.watches.remove(&idlest) {
                 evicted.end.notify_one();
