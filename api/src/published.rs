@@ -20,7 +20,6 @@ use almanac::manifest::{Damage, Manifest};
 use almanac::site::Layout;
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use sha2::Digest;
 
 use crate::reply::Representation;
 
@@ -125,12 +124,7 @@ impl Routes {
     fn read(&self, record: &Record) -> Result<Representation, Damage> {
         let damage = |problem: String| Damage { file: record.file.to_string(), problem };
         let bytes = almanac::site::read_inside(&self.dir, record.file).map_err(damage)?;
-        if bytes.len() as u64 != record.length {
-            return Err(damage(format!("is {} bytes, the manifest says {}", bytes.len(), record.length)));
-        }
-        if sha2::Sha256::digest(&bytes)[..16] != record.etag {
-            return Err(damage(format!("does not hash to its ETag {}", record.etag_text())));
-        }
+        record.check(&bytes)?;
         let modified = std::time::UNIX_EPOCH + std::time::Duration::from_secs(record.last_modified);
         Representation::new(
             Bytes::from(bytes),

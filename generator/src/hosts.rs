@@ -57,16 +57,31 @@ impl Configs {
 
 /// Makes every configuration for `manifest`, the build living in `root`.
 pub fn configure(manifest: &Manifest, root: &std::path::Path, options: &Options) -> Configs {
-    let (nginx, unmapped) = nginx(manifest, root, options);
+    let kinds = kinds(manifest);
+    let (nginx, unmapped) = nginx(manifest, &kinds, root, options);
     let (headers, header_rules) = headers(manifest);
-    let (redirects, netlify, rules) = redirects(manifest);
-    let report = Report::new(manifest, &rules, header_rules, &unmapped);
+    let (redirects, netlify, rules) = redirects(manifest, &kinds);
+    let report = Report::new(manifest, &kinds, &rules, header_rules, &unmapped);
     Configs { nginx, headers, redirects, netlify, report }
 }
 
 /// A route's path, percent-decoded as a server decodes a request's.
 fn decoded(path: &str) -> String {
     percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned()
+}
+
+/// A spelling of a route (`path` or `path?query`) as a server reads the
+/// request: the path percent-decoded, the query as sent.
+fn decoded_spelling(spelling: &str) -> String {
+    match split(spelling) {
+        (path, Some(query)) => format!("{}?{query}", decoded(path)),
+        (path, None) => decoded(path),
+    }
+}
+
+/// A file name's extension (none: empty).
+fn extension(file: &str) -> &str {
+    file.rsplit_once('.').map_or("", |(_, x)| x)
 }
 
 /// Text as an nginx double-quoted string.
@@ -88,28 +103,27 @@ fn quoted(text: &str) -> String {
 /// `path?query` or `path`.
 fn spellings(route: &str) -> Vec<String> {
     use crate::hcs20::routes::{Limits, Route};
-    let Some((path, query)) = route.split_once('?') else { return Vec::new() };
-    let pairs: Vec<&str> = query.split('&').collect();
+    let (path, Some(canonical)) = split(route) else { return Vec::new() };
+    let pairs: Vec<&str> = canonical.split('&').collect();
     let mut out = Vec::new();
     // Every subset of the parameters, in the canonical order.
     for mask in 0..(1u32 << pairs.len()) {
         let kept: Vec<&str> = pairs.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, p)| *p).collect();
         let query = kept.join("&");
         let same = Route::parse(path, &query, Limits::default()).ok().flatten().is_some_and(|r| r.canonical() == route);
-        if same && query != route.split_once('?').map_or("", |(_, q)| q) {
+        if same && query != canonical {
             out.push(if query.is_empty() { path.to_string() } else { format!("{path}?{query}") });
         }
     }
     out
 }
 
-/// The nginx configuration: three maps from the request to the route's
-/// entry (`file|etag|last-modified|class`), the entry split into
-/// variables, the preconditions evaluated against the manifest's
-/// validators, and a `server` block.
-/// Also returns the kinds of route it cannot map (two routes that differ
-/// only in case).
-pub fn nginx(manifest: &Manifest, root: &std::path::Path, options: &Options) -> (String, Vec<Left>) {
+/// The nginx configuration: maps from the request to the route's entry
+/// (`file|etag|last-modified|class|key`), the entry split into variables,
+/// the preconditions evaluated against the manifest's validators, and a
+/// `server` block. Also returns the kinds of route it cannot map (two
+/// routes that differ only in case).
+fn nginx(manifest: &Manifest, kinds: &Kinds, root: &std::path::Path, options: &Options) -> (String, Vec<Left>) {
     let classes: Vec<&str> =
         manifest.routes.iter().map(|e| e.cache_control.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
     let class = |e: &Entry| classes.iter().position(|c| *c == e.cache_control).expect("listed");
@@ -122,20 +136,11 @@ pub fn nginx(manifest: &Manifest, root: &std::path::Path, options: &Options) -> 
     // checked below.
     let mut by_key: BTreeMap<String, Vec<(&Entry, String)>> = BTreeMap::new();
     for e in &manifest.routes {
-        let (path, query) = e.route.split_once('?').map_or((e.route.as_str(), None), |(p, q)| (p, Some(q)));
-        let mut keys = vec![match query {
-            Some(q) => format!("{}?{q}", decoded(path)),
-            None => decoded(path),
-        }];
-        keys.extend(spellings(&e.route).iter().map(|s| match s.split_once('?') {
-            Some((p, q)) => format!("{}?{q}", decoded(p)),
-            None => decoded(s),
-        }));
-        for key in keys {
+        let spellings = std::iter::once(e.route.clone()).chain(spellings(&e.route));
+        for key in spellings.map(|s| decoded_spelling(&s)) {
             by_key.entry(key.to_lowercase()).or_default().push((e, key));
         }
     }
-    let kinds = kinds(manifest);
     let mut unmapped: BTreeMap<&str, usize> = BTreeMap::new();
     for entries in by_key.values().filter(|v| v.len() > 1) {
         for (e, _) in entries {
@@ -160,9 +165,8 @@ pub fn nginx(manifest: &Manifest, root: &std::path::Path, options: &Options) -> 
     }
     let mut types: BTreeMap<String, &str> = BTreeMap::new();
     for e in &manifest.routes {
-        let extension = e.file.rsplit_once('.').map_or("", |(_, x)| x).to_string();
         let base = e.content_type.split(';').next().unwrap_or_default().trim();
-        types.insert(extension, base);
+        types.insert(extension(&e.file).to_string(), base);
     }
     let charset: BTreeSet<&str> = manifest
         .routes
@@ -231,18 +235,16 @@ pub fn nginx(manifest: &Manifest, root: &std::path::Path, options: &Options) -> 
             let _ = writeln!(out, "    charset_types text/html {};", others.join(" "));
         }
     }
-    let headers = |indent: &str| -> String {
-        [
-            "add_header ETag $almanac_etag always;",
-            "add_header Last-Modified $almanac_modified always;",
-            "add_header Cache-Control $almanac_cache always;",
-            "add_header Vary Accept-Encoding always;",
-        ]
-        .iter()
-        .chain(&CORS)
-        .map(|line| format!("{indent}{line}\n"))
-        .collect()
-    };
+    let headers: String = [
+        "add_header ETag $almanac_etag always;",
+        "add_header Last-Modified $almanac_modified always;",
+        "add_header Cache-Control $almanac_cache always;",
+        "add_header Vary Accept-Encoding always;",
+    ]
+    .iter()
+    .chain(&CORS)
+    .map(|line| format!("        {line}\n"))
+    .collect();
     // nginx itself checks If-Match and If-Unmodified-Since against its own
     // validators (turned off here) before any header is added: such a
     // request is the api's, when there is one.
@@ -265,7 +267,7 @@ pub fn nginx(manifest: &Manifest, root: &std::path::Path, options: &Options) -> 
     };
     out.push_str(
         &SERVER_TAIL
-            .replace("{headers}", &headers("        "))
+            .replace("{headers}", &headers)
             .replace("{cors}", &cors)
             .replace("{elsewhere}", &elsewhere)
             .replace("{preconditions}", preconditions),
@@ -344,11 +346,14 @@ fn natural(entry: &Entry) -> bool {
         || file.strip_suffix("index.html").is_some_and(|dir| dir.trim_end_matches('/') == wanted.trim_end_matches('/'))
 }
 
-/// The kind of a route, for reports: its path with each segment that
-/// takes many values as `*` (more than [`MANY`] siblings, most of which
-/// look like values: a digit, an escape, a `.`, `:` or `~` in them), and
-/// the names of its query parameters.
-fn kinds(manifest: &Manifest) -> BTreeMap<&str, String> {
+/// Each route's kind, by route.
+type Kinds<'a> = BTreeMap<&'a str, String>;
+
+/// The kind of each route, for reports: its path with each segment that
+/// takes many values as `*` (more than `MANY` siblings, most of which look
+/// like values: a digit, an escape, a `.`, `:` or `~` in them), and the
+/// names of its query parameters.
+fn kinds(manifest: &Manifest) -> Kinds<'_> {
     const MANY: usize = 8;
     let value = |s: &&str| s.chars().any(|c| c.is_ascii_digit() || matches!(c, '%' | '.' | ':' | '~'));
     let mut children: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
@@ -387,22 +392,19 @@ fn kinds(manifest: &Manifest) -> BTreeMap<&str, String> {
 
 /// An entry's headers on a static host, content type and cache policy
 /// (the host sets its own validators).
-type Headers = (String, String);
-
-fn host_headers(e: &Entry) -> Headers {
-    (e.content_type.clone(), e.cache_control.clone())
-}
+type Headers<'a> = (&'a str, &'a str);
 
 /// `_headers` (Netlify, Cloudflare Pages): CORS and `nosniff` on every
 /// path, then each path's content type and cache policy, one `folder/*`
 /// rule where everything under a folder shares them.
 /// Also returns how many rules it holds.
-pub fn headers(manifest: &Manifest) -> (String, usize) {
-    // Every route path under each folder, with its headers.
-    let mut paths: BTreeMap<String, Headers> = BTreeMap::new();
-    for e in &manifest.routes {
-        paths.insert(split(&e.route).0.to_string(), host_headers(e));
-    }
+fn headers(manifest: &Manifest) -> (String, usize) {
+    // Every route path, with its headers.
+    let paths: BTreeMap<&str, Headers> = manifest
+        .routes
+        .iter()
+        .map(|e| (split(&e.route).0, (e.content_type.as_str(), e.cache_control.as_str())))
+        .collect();
     let mut out = String::from(
         "# almanac: generated from _manifest.json; do not edit.\n/*\n  Access-Control-Allow-Origin: *\n  \
          Access-Control-Expose-Headers: ETag\n  X-Content-Type-Options: nosniff\n\n",
@@ -430,7 +432,7 @@ pub fn headers(manifest: &Manifest) -> (String, usize) {
         let rule = cuts
             .map(|cut| &path[..cut])
             .find(|folder| matches!(folders[folder], (n, Some(_)) if n > 1))
-            .map_or_else(|| path.clone(), |folder| format!("{folder}/*"));
+            .map_or_else(|| path.to_string(), |folder| format!("{folder}/*"));
         if written.insert(rule.clone()) {
             let _ = write!(out, "{rule}\n  Content-Type: {}\n  Cache-Control: {}\n\n", headers.0, headers.1);
             rules += 1;
@@ -477,8 +479,7 @@ fn toml(text: &str) -> String {
 /// it), `netlify.toml` the rules that match query parameters (Netlify
 /// only: Cloudflare Pages cannot match a query). Returns both files and
 /// every rule.
-pub fn redirects(manifest: &Manifest) -> (String, String, Vec<Rule>) {
-    let kinds = kinds(manifest);
+fn redirects(manifest: &Manifest, kinds: &Kinds) -> (String, String, Vec<Rule>) {
     let mut rules: Vec<Rule> = Vec::new();
     // Placeholder rules: `folder/:name` to `folder/:name.ext` when every
     // route one segment under the folder is its file less the extension.
@@ -489,14 +490,12 @@ pub fn redirects(manifest: &Manifest) -> (String, String, Vec<Rule>) {
     }
     let follows = |e: &Entry| {
         let (folder, name) = e.route.rsplit_once('/').unwrap_or(("", &e.route));
-        let extension = e.file.rsplit_once('.').map_or("", |(_, x)| x);
-        !name.contains('%') && e.file == format!("{}/{name}.{extension}", folder.trim_start_matches('/'))
+        !name.contains('%') && e.file == format!("{}/{name}.{}", folder.trim_start_matches('/'), extension(&e.file))
     };
     let mut done: BTreeSet<&str> = BTreeSet::new();
     for (folder, entries) in &by_folder {
         let unnatural = entries.iter().filter(|e| !natural(e)).count();
-        let extensions: BTreeSet<&str> =
-            entries.iter().map(|e| e.file.rsplit_once('.').map_or("", |(_, x)| x)).collect();
+        let extensions: BTreeSet<&str> = entries.iter().map(|e| extension(&e.file)).collect();
         if unnatural > 1 && extensions.len() == 1 && entries.iter().all(|e| follows(e)) {
             let extension = extensions.into_iter().next().unwrap_or_default();
             rules.push(Rule {
@@ -604,8 +603,7 @@ const CLOUDFLARE_HEADER_RULES: usize = 100;
 const OTHER_FILES: usize = 5;
 
 impl Report {
-    fn new(manifest: &Manifest, rules: &[Rule], header_rules: usize, nginx_unmapped: &[Left]) -> Report {
-        let kinds = kinds(manifest);
+    fn new(manifest: &Manifest, kinds: &Kinds, rules: &[Rule], header_rules: usize, nginx_unmapped: &[Left]) -> Report {
         let files = manifest.routes.len() + OTHER_FILES;
         let mut per_kind: BTreeMap<&str, usize> = BTreeMap::new();
         for kind in kinds.values() {
@@ -786,7 +784,7 @@ mod tests {
             json("/hcs20/transactions?pageSize=25", "hcs20/transactions/25.json"),
             json("/guard/facts.json", "guard/facts.json"),
         ]);
-        let (paths, netlify, rules) = redirects(&m);
+        let (paths, netlify, rules) = redirects(&m, &kinds(&m));
         let lines: Vec<&str> = paths.lines().skip(1).collect();
         assert_eq!(
             lines,
@@ -842,7 +840,7 @@ mod tests {
             json("/api/v1/agents/uaid%3Aaid%3AaB", "api/v1/agents/~02.json"),
         ]);
         let options = Options { nginx_listen: Some("127.0.0.1:8080".into()), nginx_api: None };
-        let (conf, unmapped) = nginx(&m, std::path::Path::new("/srv/site/builds/x"), &options);
+        let (conf, unmapped) = nginx(&m, &kinds(&m), std::path::Path::new("/srv/site/builds/x"), &options);
         assert!(conf.contains(
             "    \"/hcs20/stats\" \"hcs20/stats.json|\\\"00\\\"|Mon, 01 Jan 2024 00:00:00 GMT|0|/hcs20/stats\";"
         ));

@@ -143,6 +143,11 @@ impl Record<'_> {
     pub fn etag_text(&self) -> String {
         format!("\"{}\"", crate::http::hex(&self.etag))
     }
+
+    /// Whether `bytes` are this record's file: its length and ETag.
+    pub fn check(&self, bytes: &[u8]) -> Result<(), crate::manifest::Damage> {
+        crate::manifest::check(self.file, bytes, self.length, &self.etag_text())
+    }
 }
 
 impl Index {

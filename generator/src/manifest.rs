@@ -82,15 +82,21 @@ impl Entry {
     /// Whether `bytes` are what this entry describes: its length, and the
     /// hash its ETag is made from.
     pub fn check(&self, bytes: &[u8]) -> Result<(), Damage> {
-        let damage = |problem: String| Err(Damage { file: self.file.clone(), problem });
-        if bytes.len() as u64 != self.length {
-            return damage(format!("is {} bytes, the manifest says {}", bytes.len(), self.length));
-        }
-        if etag(bytes) != self.etag {
-            return damage(format!("does not hash to its ETag {}", self.etag));
-        }
-        Ok(())
+        check(&self.file, bytes, self.length, &self.etag)
     }
+}
+
+/// Whether `bytes`, the content of `file`, have the `length` and ETag a
+/// build says (its manifest entry, or its index record).
+pub fn check(file: &str, bytes: &[u8], length: u64, expected_etag: &str) -> Result<(), Damage> {
+    let damage = |problem: String| Err(Damage { file: file.to_string(), problem });
+    if bytes.len() as u64 != length {
+        return damage(format!("is {} bytes, the manifest says {length}", bytes.len()));
+    }
+    if etag(bytes) != expected_etag {
+        return damage(format!("does not hash to its ETag {expected_etag}"));
+    }
+    Ok(())
 }
 
 /// A file of a build that is not what the manifest says it is.

@@ -357,19 +357,29 @@ impl<'a> BuildFiles<'a> {
     }
 
     fn read_inside(&self, file: &str) -> Result<Vec<u8>, String> {
-        let relative = Path::new(file);
-        if !relative.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
-            return Err("is not a path inside the build".into());
-        }
+        let relative = inside(file)?;
         if let Some(Some(problem)) = relative.parent().and_then(|folder| self.folders.get(folder)) {
             return Err(problem.clone());
         }
-        let path = self.dir.join(relative);
-        match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_file() => fs::read(&path).map_err(|error| format!("cannot be read: {error}")),
-            Ok(_) => Err("is not a regular file".into()),
-            Err(error) => Err(format!("cannot be read: {error}")),
-        }
+        read_regular(&self.dir.join(relative))
+    }
+}
+
+/// `file` as a path that stays inside the folder it is relative to.
+fn inside(file: &str) -> Result<&Path, String> {
+    let relative = Path::new(file);
+    match !file.is_empty() && relative.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+        true => Ok(relative),
+        false => Err("is not a path inside the build".into()),
+    }
+}
+
+/// The bytes of `path`, which must be a regular file (not a link).
+fn read_regular(path: &Path) -> Result<Vec<u8>, String> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => fs::read(path).map_err(|error| format!("cannot be read: {error}")),
+        Ok(_) => Err("is not a regular file".into()),
+        Err(error) => Err(format!("cannot be read: {error}")),
     }
 }
 
@@ -379,10 +389,7 @@ impl<'a> BuildFiles<'a> {
 /// reads a build's files as they are asked for): each folder on the way is
 /// looked at, where [`BuildFiles`] looks at each once for a whole build.
 pub fn read_inside(dir: &Path, file: &str) -> Result<Vec<u8>, String> {
-    let relative = Path::new(file);
-    if file.is_empty() || !relative.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
-        return Err("is not a path inside the build".into());
-    }
+    let relative = inside(file)?;
     let mut folder = dir.to_path_buf();
     for part in relative.parent().into_iter().flat_map(Path::components) {
         folder.push(part);
@@ -392,12 +399,7 @@ pub fn read_inside(dir: &Path, file: &str) -> Result<Vec<u8>, String> {
             Err(error) => return Err(format!("cannot be read: {error}")),
         }
     }
-    let path = dir.join(relative);
-    match fs::symlink_metadata(&path) {
-        Ok(meta) if meta.is_file() => fs::read(&path).map_err(|error| format!("cannot be read: {error}")),
-        Ok(_) => Err("is not a regular file".into()),
-        Err(error) => Err(format!("cannot be read: {error}")),
-    }
+    read_regular(&dir.join(relative))
 }
 
 /// Every file of the build in `dir` that is not what its manifest says

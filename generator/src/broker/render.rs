@@ -88,7 +88,7 @@ pub fn facets_route(adapter: Option<&str>) -> String {
 }
 
 /// RFC 3339 text (validated with the sources) to a timestamp.
-fn time(text: &str) -> Timestamp {
+pub(crate) fn time(text: &str) -> Timestamp {
     let at = chrono::DateTime::parse_from_rfc3339(text).expect("times are validated with the sources");
     Timestamp(at.timestamp().max(0) as u64 * 1_000_000_000)
 }

@@ -309,6 +309,13 @@ fn day(text: &str) -> NaiveDate {
     NaiveDate::parse_from_str(text, "%Y-%m-%d").expect("validated date")
 }
 
+/// Midnight UTC of a validated `YYYY-MM-DD` date: a dataset's
+/// `Last-Modified` (its file's, and its page's).
+pub(crate) fn midnight(text: &str) -> Timestamp {
+    let seconds = day(text).and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp();
+    Timestamp(seconds.max(0) as u64 * 1_000_000_000)
+}
+
 /// The public datasets on `today`: approved records only, without facts and
 /// coverage assertions whose expiry is before `today`. Output depends on
 /// `today` only through which records are in: it changes when a record's
@@ -476,13 +483,13 @@ pub fn render(datasets: &Datasets) -> Vec<File> {
     fn file<T: Serialize>(route: &str, last_reviewed: &str, value: &T) -> File {
         let mut body = serde_json::to_vec_pretty(value).expect("datasets serialise");
         body.push(b'\n');
-        let midnight = day(last_reviewed).and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp();
+        let last_modified = midnight(last_reviewed);
         File {
             route: route.to_string(),
             path: route.trim_start_matches('/').to_string(),
             representation: crate::http::Representation {
                 body,
-                last_modified: Timestamp(midnight.max(0) as u64 * 1_000_000_000),
+                last_modified,
                 content_type: crate::http::JSON,
                 cache: crate::http::Cache::Catalog,
             },

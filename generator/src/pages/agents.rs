@@ -4,9 +4,10 @@
 
 use minijinja::{context, Value};
 
-use super::{instant, markup, routes, svg, Page};
+use super::{markup, routes, svg, Page};
 use crate::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY};
 use crate::broker::render::agent_route;
+use crate::broker::render::time as instant;
 use crate::broker::{Agent, Sources};
 use crate::http::Cache;
 

@@ -5,7 +5,8 @@
 
 use minijinja::{context, Value};
 
-use super::{markup, midnight, routes, svg, Page};
+use super::{markup, routes, svg, Page};
+use crate::guard::midnight;
 use crate::guard::{public::Run, Datasets, Outcome};
 use crate::guard::{BENCHMARK, CAMPAIGNS, COVERAGE, FACTS};
 use crate::http::Cache;

@@ -181,19 +181,6 @@ fn markup(svg: String) -> Value {
     Value::from_safe_string(svg)
 }
 
-/// Midnight UTC of a `YYYY-MM-DD` date (validated with its source).
-fn midnight(date: &str) -> Timestamp {
-    let day = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap_or_default();
-    let seconds = day.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp();
-    Timestamp(seconds.max(0) as u64 * 1_000_000_000)
-}
-
-/// An RFC 3339 time (validated with its source).
-fn instant(text: &str) -> Timestamp {
-    let at = chrono::DateTime::parse_from_rfc3339(text).map(|t| t.timestamp()).unwrap_or_default();
-    Timestamp(at.max(0) as u64 * 1_000_000_000)
-}
-
 /// The landing page: what is served, the datasets and their times, the
 /// downloads.
 fn landing(inputs: &Inputs, newest: Timestamp) -> Page {
