@@ -40,6 +40,7 @@ use crate::hcs20::{self, message::decode, Message, Operation, Topics};
 use crate::manifest::{Entry, Manifest};
 use crate::site::{self, Layout};
 use crate::snapshot;
+use crate::timestamp::Timestamp;
 use crate::warehouse::Warehouse;
 use crate::{broker, guard};
 
@@ -161,12 +162,12 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let mut report = BuildReport::default();
     let progress = crate::progress::Progress::new();
     let started = begin(&progress, "sources");
-    let sources = info_span!("sources").in_scope(|| load_sources(config))?;
+    let mut sources = info_span!("sources").in_scope(|| load_sources(config))?;
     report.step("sources", started);
     fault::point("sources");
     let started = begin(&progress, "embed");
     let mut warehouse = open_warehouse(&config.layout.warehouse(), config.full)?;
-    let embeddings = embed_agents(config, &warehouse, sources.broker.as_ref()).instrument(info_span!("embed")).await?;
+    let embeddings = embed_agents(config, &warehouse, sources.broker.as_mut()).instrument(info_span!("embed")).await?;
     report.step("embed", started);
     // Into an empty warehouse, what is fetched is everything there is: it is
     // replayed from memory while a second connection stores it.
@@ -183,7 +184,9 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         let mut writers = Writers::start(scope, &warehouse, &fetched)?;
         let started = begin(&progress, "apply");
         let applied = info_span!("apply").in_scope(|| {
-            apply(config, &warehouse, previous.as_ref(), fresh, &fetched, &sources.files, &mut writers, &mut report)
+            let others =
+                Others { files: &sources.files, broker: sources.broker.as_ref().map(|b| b.fingerprint.as_str()) };
+            apply(config, &warehouse, previous.as_ref(), fresh, &fetched, others, &mut writers, &mut report)
         });
         report.step("apply", started);
         let Some(computed) = applied? else {
@@ -192,7 +195,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         };
         let data = TableData {
             warehouse: &warehouse,
-            broker: sources.broker.as_ref(),
+            broker: sources.broker.as_mut(),
             guard: sources.guard.as_ref(),
             embeddings: embeddings.as_ref(),
         };
@@ -225,18 +228,20 @@ fn trusted(live: Option<(PathBuf, Manifest)>) -> Option<(PathBuf, Manifest)> {
 
 /// What the sources other than the ledger give a run.
 struct Sources {
-    /// The files of sections A and B, rendered whole every run (a bad
-    /// record fails the build before anything is written); files whose
-    /// bytes did not change are linked from the live build.
+    /// Section B's files and the OpenAPI document, rendered whole every run
+    /// (a bad record fails the build before anything is written); files
+    /// whose bytes did not change are linked from the live build.
     files: Vec<site::File>,
-    /// Section A's sources, for the warehouse's broker tables and the pages.
-    broker: Option<broker::Sources>,
+    /// Section A's sources, scanned and checked (a bad record fails the
+    /// build before anything is written); their files are rendered and
+    /// written batch by batch as the build is staged.
+    broker: Option<broker::scan::Summary>,
     /// Section B's public datasets, for the pages.
     guard: Option<guard::Datasets>,
 }
 
-/// Step 1: load and validate the guard and broker sources (the broker's
-/// with the api's journal applied) and render their files.
+/// Step 1: load and validate the guard sources and render their files;
+/// scan and check the broker's (with the api's journal applied).
 fn load_sources(config: &BuildConfig) -> Result<Sources> {
     let guard = match &config.guard {
         Some(guard) => {
@@ -247,14 +252,7 @@ fn load_sources(config: &BuildConfig) -> Result<Sources> {
     };
     let mut files = guard.as_ref().map(guard::render).unwrap_or_default();
     let broker = match &config.broker {
-        Some(b) => {
-            let mut sources =
-                debug_span!("load broker sources").in_scope(|| broker::load(&b.dir)).context("broker sources")?;
-            let records = broker::journal::read(&b.journal).context("the broker journal")?;
-            broker::journal::apply(&mut sources, &records).context("the broker journal")?;
-            files.extend(debug_span!("render broker").in_scope(|| broker::render::files(&sources)));
-            Some(sources)
-        }
+        Some(b) => Some(broker::scan::scan(&b.dir, &b.journal).context("broker sources")?),
         None => None,
     };
     if let Some(path) = &config.openapi {
@@ -348,12 +346,12 @@ fn apply(
     previous: Option<&(PathBuf, Manifest)>,
     fresh: bool,
     fetched: &Fetched,
-    other_files: &[site::File],
+    others: Others,
     writers: &mut Writers,
     report: &mut BuildReport,
 ) -> Result<Option<Computed>> {
     let step = match previous {
-        Some((_, live)) if !config.full && !fresh => incremental(config, warehouse, live, other_files, report)?,
+        Some((_, live)) if !config.full && !fresh => incremental(config, warehouse, live, &others, report)?,
         _ => Step::Replay,
     };
     let mut computed = match step {
@@ -374,7 +372,7 @@ fn apply(
         }
     };
     // The build's files: section C's, then the other surfaces'.
-    computed.files.extend_from_slice(other_files);
+    computed.files.extend_from_slice(others.files);
     fault::point("applied");
     tracing::info!(
         incremental = report.incremental,
@@ -387,16 +385,25 @@ fn apply(
     Ok(Some(computed))
 }
 
+/// What the other surfaces give the apply step: the files rendered in
+/// step 1, and the fingerprint of the broker's sources.
+struct Others<'a> {
+    files: &'a [site::File],
+    broker: Option<&'a str>,
+}
+
 /// The warehouse's tables a build writes besides section C's.
 struct TableData<'a> {
     warehouse: &'a Warehouse,
-    broker: Option<&'a broker::Sources>,
+    broker: Option<&'a mut broker::scan::Summary>,
     guard: Option<&'a guard::Datasets>,
     embeddings: Option<&'a broker::store::Embeddings>,
 }
 
-/// Step 4: the warehouse gets the derived tables and the Parquet exports
-/// are read from them (files of the build like the others); then the build's
+/// Step 4: the warehouse gets the derived tables; the broker's agents are
+/// rendered and written batch by batch into the new build's folder as
+/// they are stored; the Parquet exports are read from the tables and the
+/// pages made (files of the build like the others); then the rest of the
 /// folder is staged while the warehouse is named for the build and copied
 /// to its snapshot.
 fn stage_and_snapshot(
@@ -404,33 +411,50 @@ fn stage_and_snapshot(
     mut computed: Computed,
     previous: Option<&(PathBuf, Manifest)>,
     writers: Writers,
-    data: TableData,
+    mut data: TableData,
     report: &mut BuildReport,
 ) -> Result<Manifest> {
     let layout = &config.layout;
     writers.finish().context("snapshot")?;
-    let exports = write_tables(layout, &mut computed, &data).context("snapshot")?;
-    let pages = render_pages(config, &mut computed, &data, &exports).context("pages")?;
+    if let Some(t) = &computed.tables {
+        let _span = debug_span!("tables").entered();
+        tables::write_full(data.warehouse.conn(), &t.ledger, &t.recent, &computed.meta).context("snapshot")?;
+    }
+    let mut staging = match computed.linking.take() {
+        Some(linking) => linking.join().expect("linking panicked")?,
+        None => site::Staging::begin(layout, &[], None)?,
+    };
+    let reuse = previous.map(site::Previous::of);
+    let renderer = crate::pages::Renderer::new(data.guard.is_some(), data.broker.is_some());
+    let mut entries: Vec<Entry> = computed.kept.to_vec();
+    let mut broker_time = Timestamp::default();
+    let mut profiles_newest = Timestamp::default();
+    if let Some(summary) = data.broker.as_deref_mut() {
+        let streamed = debug_span!("agents")
+            .in_scope(|| {
+                stage_agents(summary, data.warehouse, data.embeddings, &renderer, &mut staging, reuse.as_ref())
+            })
+            .context("the broker's agents")?;
+        entries.extend(streamed.entries);
+        (broker_time, profiles_newest) = (streamed.newest, streamed.profiles_newest);
+        let catalog = broker::render::catalog_files(&summary.tally, &summary.catalog);
+        broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(broker_time, Timestamp::max);
+        computed.files.extend(catalog);
+    }
+    let exports = write_exports(layout, &mut computed, &data, broker_time).context("snapshot")?;
+    let pages = render_pages(config, &mut computed, &data, &renderer, profiles_newest, &exports).context("pages")?;
     computed.files.extend(pages);
-    let mut manifest = site::manifest_of(&computed.files, &computed.kept)?;
+    entries.extend(site::entries(&computed.files));
+    let mut manifest = site::manifest_of(entries)?;
     manifest.exports = exports;
     let configs = host_configs(config, &manifest)?;
     let extra = configs.files();
-    let linking = computed.linking.take();
     let (staged, snapshotted) = std::thread::scope(|inner| {
         let staging = inner.spawn(|| {
             let _span = debug_span!("write files").entered();
-            match linking {
-                Some(linking) => linking.join().expect("linking panicked")?.finish(
-                    layout,
-                    &manifest,
-                    &computed.files,
-                    &extra,
-                    previous,
-                ),
-                None => site::stage(layout, &manifest, &computed.files, &computed.kept, &extra, previous),
-            }
-            .inspect(|_| fault::point("staged"))
+            staging
+                .finish(layout, &manifest, &computed.files, &extra, reuse.as_ref())
+                .inspect(|_| fault::point("staged"))
         });
         let snapshotted = write_snapshot(layout, &manifest, &computed, &data);
         (staging.join().expect("staging panicked"), snapshotted)
@@ -445,32 +469,96 @@ fn stage_and_snapshot(
     Ok(manifest)
 }
 
-/// The warehouse's derived and broker tables, the analysts' views, and the
-/// Parquet exports read from them (added to the build's files; their
-/// schemas returned for the manifest).
-fn write_tables(layout: &Layout, computed: &mut Computed, data: &TableData) -> Result<Vec<crate::manifest::Export>> {
-    let _span = debug_span!("tables").entered();
+/// What staging the agents gave: their files' entries, and the newest
+/// time of their JSON files and of their pages.
+struct StagedAgents {
+    entries: Vec<Entry>,
+    newest: Timestamp,
+    profiles_newest: Timestamp,
+}
+
+/// Pass 2 over the agent index: each batch's files (JSON and profile
+/// page) rendered over the cores and written into the new build, and its
+/// rows stored in the warehouse's broker tables; then the batch is gone.
+fn stage_agents(
+    summary: &mut broker::scan::Summary,
+    warehouse: &Warehouse,
+    embeddings: Option<&broker::store::Embeddings>,
+    renderer: &crate::pages::Renderer,
+    staging: &mut site::Staging,
+    reuse: Option<&site::Previous>,
+) -> Result<StagedAgents> {
+    use rayon::prelude::*;
+    let mut store = broker::store::Writer::begin(warehouse.conn())?;
+    let mut staged =
+        StagedAgents { entries: Vec::new(), newest: Timestamp::default(), profiles_newest: Timestamp::default() };
+    // The summary lends its parts to the batches while it streams.
+    let feedback = std::mem::take(&mut summary.feedback);
+    let similar = std::mem::take(&mut summary.similar);
+    let by_agent = {
+        let mut by_agent: std::collections::HashMap<&str, Vec<&broker::catalog::FeedbackEntry>> = Default::default();
+        for f in &feedback {
+            by_agent.entry(f.uaid.as_str()).or_default().push(f);
+        }
+        by_agent
+    };
+    let mut spent = [std::time::Duration::ZERO; 3];
+    let streamed = summary.agents(broker::source::BATCH, |batch| {
+        let started = std::time::Instant::now();
+        let rendered: Vec<(Vec<site::File>, site::File)> = batch
+            .par_iter()
+            .map(|agent| {
+                let entries = by_agent.get(agent.uaid.as_str()).map_or(&[][..], |v| v.as_slice());
+                let files = broker::render::agent_files(agent, &similar.of(agent), entries);
+                Ok((files, renderer.profile(agent, entries)?))
+            })
+            .collect::<Result<_>>()?;
+        let mut files = Vec::with_capacity(rendered.len() * 5);
+        for (json, page) in rendered {
+            for file in &json {
+                staged.newest = staged.newest.max(file.representation.last_modified);
+            }
+            staged.profiles_newest = staged.profiles_newest.max(page.representation.last_modified);
+            files.extend(json);
+            files.push(page);
+        }
+        let rendering = started.elapsed();
+        staged.entries.extend(staging.write(&files, reuse)?);
+        let writing = started.elapsed();
+        store.append(batch, embeddings)?;
+        for (spent, until) in spent.iter_mut().zip([rendering, writing, started.elapsed()]) {
+            *spent += until;
+        }
+        Ok(())
+    });
+    tracing::debug!(render = ?spent[0], write = ?(spent[1] - spent[0]), store = ?(spent[2] - spent[1]), "agents staged");
+    drop(by_agent);
+    (summary.feedback, summary.similar) = (feedback, similar);
+    streamed?;
+    store.finish(broker::store::Rest {
+        feedback: &summary.feedback,
+        catalog: &summary.catalog,
+        embeddings,
+        journal_seq: summary.journal_seq,
+        sources: &summary.fingerprint,
+    })?;
+    Ok(staged)
+}
+
+/// The analysts' views, and the Parquet exports read from the tables
+/// (added to the build's files; their schemas returned for the manifest).
+fn write_exports(
+    layout: &Layout,
+    computed: &mut Computed,
+    data: &TableData,
+    broker_time: Timestamp,
+) -> Result<Vec<crate::manifest::Export>> {
+    let _span = debug_span!("exports").entered();
     let conn = data.warehouse.conn();
-    if let Some(t) = &computed.tables {
-        tables::write_full(conn, &t.ledger, &t.recent, &computed.meta)?;
-    }
-    if let Some(sources) = data.broker {
-        debug_span!("broker tables").in_scope(|| broker::store::write(conn, sources, data.embeddings))?;
-    }
     crate::analysts::document(conn, data.broker.is_some())?;
     let ledger_time = computed.meta.last_applied.unwrap_or_default();
-    // The broker's files are rendered whole every run: the newest of them
-    // is its data's time.
-    let broker_time = computed
-        .files
-        .iter()
-        .filter(|f| f.route.starts_with("/api/"))
-        .map(|f| f.representation.last_modified)
-        .max()
-        .unwrap_or_default();
-    let (files, exports) = debug_span!("exports").in_scope(|| {
-        crate::analysts::export(conn, &layout.data.join(".exports"), data.broker.is_some(), ledger_time, broker_time)
-    })?;
+    let (files, exports) =
+        crate::analysts::export(conn, &layout.data.join(".exports"), data.broker.is_some(), ledger_time, broker_time)?;
     computed.files.extend(files);
     Ok(exports)
 }
@@ -489,12 +577,15 @@ fn host_configs(config: &BuildConfig, manifest: &Manifest) -> Result<crate::host
     Ok(configs)
 }
 
-/// The pages for people, from the whole model: a full replay's, or the
-/// warehouse's (an incremental run renders only some routes of its own).
+/// The pages for people but the agents' profiles, from the whole model: a
+/// full replay's, or the warehouse's (an incremental run renders only some
+/// routes of its own).
 fn render_pages(
     config: &BuildConfig,
     computed: &mut Computed,
     data: &TableData,
+    renderer: &crate::pages::Renderer,
+    profiles_newest: Timestamp,
     exports: &[crate::manifest::Export],
 ) -> Result<Vec<site::File>> {
     let _span = debug_span!("pages").entered();
@@ -508,10 +599,11 @@ fn render_pages(
         analytics: &analytics,
         changes: &changes,
         guard: data.guard,
-        broker: data.broker,
+        broker: data.broker.as_deref(),
+        profiles_newest,
         exports,
     };
-    crate::pages::render(&inputs)
+    renderer.render(&inputs)
 }
 
 /// The warehouse named for the build and copied to the build's snapshot.
@@ -570,15 +662,19 @@ fn open_warehouse(path: &std::path::Path, full: bool) -> Result<Warehouse> {
 async fn embed_agents(
     config: &BuildConfig,
     warehouse: &Warehouse,
-    sources: Option<&broker::Sources>,
+    summary: Option<&mut broker::scan::Summary>,
 ) -> Result<Option<broker::store::Embeddings>> {
-    let (Some(sources), Some(provider)) = (sources, config.broker.as_ref().and_then(|b| b.embeddings.clone())) else {
+    let (Some(summary), Some(provider)) = (summary, config.broker.as_ref().and_then(|b| b.embeddings.clone())) else {
         return Ok(None);
     };
     let provider = broker::embed::Provider::new(provider)?;
     let cached = broker::store::cached_embeddings(warehouse.conn(), provider.model())?;
-    let (vectors, computed) =
-        broker::embed::agents(&provider, &sources.agents, &cached).await.context("embedding agents")?;
+    let mut texts = Vec::with_capacity(summary.count());
+    summary.agents(broker::source::BATCH, |batch| {
+        texts.extend(batch.iter().map(broker::embed::text));
+        Ok(())
+    })?;
+    let (vectors, computed) = broker::embed::agents(&provider, &texts, &cached).await.context("embedding agents")?;
     broker::store::cache_embeddings(warehouse.conn(), provider.model(), &computed)?;
     tracing::info!(agents = vectors.len(), computed = computed.len(), "embedded");
     Ok(Some(broker::store::Embeddings { model: provider.model().to_string(), vectors }))
@@ -635,7 +731,7 @@ fn incremental(
     config: &BuildConfig,
     warehouse: &Warehouse,
     live: &Manifest,
-    other_files: &[site::File],
+    others: &Others,
     report: &mut BuildReport,
 ) -> Result<Step> {
     // The warehouse's derived tables must be the live build's.
@@ -647,7 +743,7 @@ fn incremental(
     };
     let new = warehouse.messages_after(&meta.applied)?;
     if new.is_empty() {
-        if unchanged(other_files, live, config.limits) {
+        if unchanged(others, live, config) {
             return Ok(Step::UpToDate(live.clone()));
         }
         // Only the other surfaces' data changed: keep every section C file.
@@ -731,23 +827,35 @@ fn route_of(entry: &Entry, limits: Limits) -> Option<Route> {
 }
 
 /// Whether the live build already serves exactly these files (and no other
-/// guard route).
-fn unchanged(files: &[site::File], live: &Manifest, limits: Limits) -> bool {
+/// guard route), and was made from the same broker sources.
+fn unchanged(others: &Others, live: &Manifest, config: &BuildConfig) -> bool {
     let routes = live.by_route();
-    let same = files.iter().all(|f| {
+    let same = others.files.iter().all(|f| {
         routes
             .get(f.route.as_str())
             .is_some_and(|e| **e == Entry::new(f.route.clone(), f.path.clone(), &f.representation))
     });
-    let rendered: BTreeSet<&str> = files.iter().map(|f| f.route.as_str()).collect();
+    let rendered: BTreeSet<&str> = others.files.iter().map(|f| f.route.as_str()).collect();
+    // The broker's files are the live build's when its sources are: their
+    // fingerprint is in the live build's snapshot.
+    let broker_live = || -> Result<Option<String>> {
+        let conn = snapshot::open_for_build(&config.layout.snapshot(live), &live.build)?;
+        broker::store::sources_fingerprint(&conn)
+    };
+    let broker_same = match others.broker {
+        Some(fingerprint) => broker_live().ok().flatten().as_deref() == Some(fingerprint),
+        None => true,
+    };
     // The exports and the pages come from the tables and these files,
     // which are the live build's when no message and no other file is new.
-    same && live.routes.iter().all(|e| {
-        route_of(e, limits).is_some()
-            || crate::analysts::is_export(&e.route)
-            || e.content_type == crate::pages::HTML
-            || rendered.contains(e.route.as_str())
-    })
+    same && broker_same
+        && live.routes.iter().all(|e| {
+            route_of(e, config.limits).is_some()
+                || crate::analysts::is_export(&e.route)
+                || e.content_type == crate::pages::HTML
+                || rendered.contains(e.route.as_str())
+                || (others.broker.is_some() && e.route.starts_with(broker::render::API))
+        })
 }
 
 /// Why new messages cannot simply be applied on top of the live build.

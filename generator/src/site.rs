@@ -86,15 +86,9 @@ pub struct StageReport {
     pub reused: bool,
 }
 
-/// The manifest of a build made of `files` and `kept` entries of the
-/// previous build. Computing it first names the build, so its snapshot can
-/// be written while its files are.
-pub fn manifest_of(files: &[File], kept: &[Entry]) -> Result<Manifest> {
-    let entries: Vec<Entry> = files
-        .iter()
-        .map(|f| Entry::new(f.route.clone(), f.path.clone(), &f.representation))
-        .chain(kept.iter().cloned())
-        .collect();
+/// The manifest of a build's entries (its files', and those kept from
+/// the previous build): computing it names the build.
+pub fn manifest_of(entries: Vec<Entry>) -> Result<Manifest> {
     let manifest = Manifest::new(entries);
     if let Some(pair) = manifest.routes.windows(2).find(|w| w[0].route == w[1].route) {
         anyhow::bail!("route {} would be written twice", pair[0].route);
@@ -102,19 +96,23 @@ pub fn manifest_of(files: &[File], kept: &[Entry]) -> Result<Manifest> {
     Ok(manifest)
 }
 
-/// Writes `files`, and `kept` entries of the previous build, as a complete
-/// build directory beside the live one, with `extra` files that are not
-/// routes of it (the host configurations).
-pub fn stage(
-    layout: &Layout,
-    manifest: &Manifest,
-    files: &[File],
-    kept: &[Entry],
-    extra: &[(&str, &[u8])],
-    previous: Option<&(PathBuf, Manifest)>,
-) -> Result<StageReport> {
-    let previous_dir = previous.map(|(dir, _)| dir.as_path());
-    Staging::begin(layout, kept, previous_dir)?.finish(layout, manifest, files, extra, previous)
+/// The entries of `files`, computed over the cores.
+pub fn entries(files: &[File]) -> Vec<Entry> {
+    use rayon::prelude::*;
+    files.par_iter().map(|f| Entry::new(f.route.clone(), f.path.clone(), &f.representation)).collect()
+}
+
+/// The live build, as a new one reuses its files: a file whose route and
+/// bytes are the same is hard-linked from it, not written again.
+pub struct Previous<'a> {
+    dir: &'a Path,
+    routes: BTreeMap<&'a str, &'a Entry>,
+}
+
+impl<'a> Previous<'a> {
+    pub fn of(live: &'a (PathBuf, Manifest)) -> Previous<'a> {
+        Previous { dir: &live.0, routes: live.1.by_route() }
+    }
 }
 
 /// A build directory being written under a temporary name. An incremental
@@ -123,8 +121,8 @@ pub fn stage(
 /// files are computed.
 pub struct Staging {
     dir: PathBuf,
+    written: usize,
     linked: usize,
-    kept: usize,
 }
 
 impl Staging {
@@ -139,7 +137,7 @@ impl Staging {
             fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
         }
         create_parents(&dir, kept.iter().map(|e| e.file.as_str()))?;
-        let mut staging = Staging { dir, linked: 0, kept: kept.len() };
+        let mut staging = Staging { dir, written: 0, linked: 0 };
         if !kept.is_empty() {
             let previous = previous.context("kept entries need a previous build")?;
             let (_, linked) = parallel_sum(kept, |entry| {
@@ -152,19 +150,51 @@ impl Staging {
         Ok(staging)
     }
 
-    /// Writes `files` (hard-linking those whose bytes the previous build
-    /// already has), `extra` (files of the build that are not routes: the
-    /// host configurations, at its root) and the manifest, and names the
-    /// directory for the build. Nothing is live until [`publish`].
+    /// Writes `files` into the build, hard-linking those whose bytes the
+    /// `previous` build already has; returns their entries. A build that
+    /// streams its files calls this batch by batch.
+    pub fn write(&mut self, files: &[File], previous: Option<&Previous>) -> Result<Vec<Entry>> {
+        use rayon::prelude::*;
+        let staging = &self.dir;
+        create_parents(staging, files.iter().map(|f| f.path.as_str()))?;
+        let written: Vec<(Entry, bool)> = files
+            .par_iter()
+            .map(|file| {
+                let entry = Entry::new(file.route.clone(), file.path.clone(), &file.representation);
+                let target = staging.join(&file.path);
+                if let Some(previous) = previous {
+                    if previous
+                        .routes
+                        .get(file.route.as_str())
+                        .is_some_and(|o| o.etag == entry.etag && o.file == entry.file)
+                        && fs::hard_link(previous.dir.join(&file.path), &target).is_ok()
+                    {
+                        return Ok((entry, true));
+                    }
+                }
+                fs::write(&target, &file.representation.body)
+                    .with_context(|| format!("writing {}", target.display()))?;
+                Ok((entry, false))
+            })
+            .collect::<Result<_>>()?;
+        let linked = written.iter().filter(|(_, linked)| *linked).count();
+        self.linked += linked;
+        self.written += written.len() - linked;
+        Ok(written.into_iter().map(|(entry, _)| entry).collect())
+    }
+
+    /// Writes the rest of the build's `files`, `extra` (files of the build
+    /// that are not routes: the host configurations, at its root) and the
+    /// manifest, and names the directory for the build. Nothing is live
+    /// until [`publish`].
     pub fn finish(
-        self,
+        mut self,
         layout: &Layout,
         manifest: &Manifest,
         files: &[File],
         extra: &[(&str, &[u8])],
-        previous: Option<&(PathBuf, Manifest)>,
+        previous: Option<&Previous>,
     ) -> Result<StageReport> {
-        let mut report = StageReport { files: files.len() + self.kept, ..StageReport::default() };
         let final_dir = layout.build_dir(&manifest.build);
         let extra_present = extra.iter().all(|(name, bytes)| fs::read(final_dir.join(name)).is_ok_and(|b| b == *bytes));
         if Manifest::load(&final_dir).is_ok_and(|m| &m == manifest)
@@ -173,29 +203,12 @@ impl Staging {
             && crate::index::Index::open(&final_dir).is_ok()
         {
             fs::remove_dir_all(&self.dir).with_context(|| format!("clearing {}", self.dir.display()))?;
-            report.reused = true;
-            return Ok(report);
+            return Ok(StageReport { files: manifest.routes.len(), reused: true, ..StageReport::default() });
         }
+        self.write(files, previous)?;
+        let report =
+            StageReport { files: manifest.routes.len(), written: self.written, linked: self.linked, reused: false };
         let staging = &self.dir;
-        create_parents(staging, files.iter().map(|f| f.path.as_str()))?;
-        let reusable = previous.map(|(dir, m)| (dir, m.by_route()));
-        let by_route = manifest.by_route();
-        let (written, linked) = parallel_sum(files, |file| {
-            let target = staging.join(&file.path);
-            if let Some((dir, old)) = &reusable {
-                let entry = by_route[file.route.as_str()];
-                if old.get(file.route.as_str()).is_some_and(|o| o.etag == entry.etag && o.file == entry.file)
-                    && fs::hard_link(dir.join(&file.path), &target).is_ok()
-                {
-                    return Ok((0, 1));
-                }
-            }
-            fs::write(&target, &file.representation.body).with_context(|| format!("writing {}", target.display()))?;
-            Ok((1, 0))
-        })?;
-        report.written = written;
-        report.linked = linked + self.linked;
-
         for (name, bytes) in extra {
             debug_assert!(!name.contains('/') && *name != manifest::FILE_NAME, "{name}");
             fs::write(staging.join(name), bytes).with_context(|| format!("writing {name}"))?;

@@ -349,15 +349,44 @@ pub fn validate(catalog: &Catalog, agents: &[Agent]) -> Result<()> {
     Ok(())
 }
 
+/// What a feedback entry is checked against: its agent.
+#[derive(Clone, Copy, Debug)]
+pub struct Subject<'a> {
+    pub id: &'a str,
+    pub registry: &'a str,
+    pub original_id: &'a str,
+}
+
+impl<'a> Subject<'a> {
+    pub fn of(agent: &'a Agent) -> Subject<'a> {
+        Subject { id: &agent.id, registry: &agent.registry, original_id: &agent.original_id }
+    }
+}
+
 /// Checks feedback entries: each names an ERC-8004 agent of the index by
 /// UAID and token id, scores are 0 to 100, a revoked entry says when, and
 /// (client, index) is unique per agent.
 pub fn validate_feedback(feedback: &[FeedbackEntry], agents: &[Agent]) -> Result<()> {
-    let by_uaid: std::collections::HashMap<&str, &Agent> = agents.iter().map(|a| (a.uaid.as_str(), a)).collect();
+    let by_uaid: std::collections::HashMap<&str, Subject> =
+        agents.iter().map(|a| (a.uaid.as_str(), Subject::of(a))).collect();
+    validate_feedback_by(feedback, |uaid| by_uaid.get(uaid).copied(), &|_| None)
+}
+
+/// [`validate_feedback`] with each entry's agent found by `subject`; an
+/// error names entry `n` as `origin(n)` says (the journal line that added
+/// it), else by its place.
+pub fn validate_feedback_by<'a>(
+    feedback: &[FeedbackEntry],
+    subject: impl Fn(&str) -> Option<Subject<'a>>,
+    origin: &dyn Fn(usize) -> Option<String>,
+) -> Result<()> {
     let mut seen = BTreeSet::new();
     for (n, f) in feedback.iter().enumerate() {
-        let fail = |field: &str, problem: String| -> Result<()> { bail!("feedback #{n}: field {field:?}: {problem}") };
-        match by_uaid.get(f.uaid.as_str()) {
+        let fail = |field: &str, problem: String| -> Result<()> {
+            let name = origin(n).map_or_else(|| format!("feedback #{n}"), |at| format!("{at}: feedback"));
+            bail!("{name}: field {field:?}: {problem}")
+        };
+        match subject(f.uaid.as_str()) {
             None => fail("uaid", format!("{:?} is not an indexed agent", f.uaid))?,
             Some(a) if a.registry != FEEDBACK_REGISTRY => {
                 fail("uaid", format!("agent {:?} is not in the {FEEDBACK_REGISTRY} registry", a.id))?

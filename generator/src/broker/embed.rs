@@ -117,19 +117,20 @@ pub fn key(model: &str, text: &str) -> String {
     crate::http::hex(&digest)
 }
 
-/// Embeds every agent, asking the provider only for texts `cached` lacks;
-/// returns the vectors in agent order and the newly computed entries.
+/// Embeds every agent's text ([`text`]), asking the provider only for
+/// texts `cached` lacks; returns the vectors in agent order and the newly
+/// computed entries.
 pub async fn agents(
     provider: &Provider,
-    agents: &[Agent],
+    texts: &[String],
     cached: &HashMap<String, Vec<f32>>,
 ) -> Result<(Vec<Vec<f32>>, Vec<(String, Vec<f32>)>)> {
-    let keys: Vec<String> = agents.iter().map(|a| key(provider.model(), &text(a))).collect();
+    let keys: Vec<String> = texts.iter().map(|t| key(provider.model(), t)).collect();
     let mut missing: Vec<(String, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for (agent, k) in agents.iter().zip(&keys) {
+    for (text, k) in texts.iter().zip(&keys) {
         if !cached.contains_key(k) && seen.insert(k.clone()) {
-            missing.push((k.clone(), text(agent)));
+            missing.push((k.clone(), text.clone()));
         }
     }
     let texts: Vec<String> = missing.iter().map(|(_, t)| t.clone()).collect();

@@ -20,13 +20,13 @@
 //! with the file and line; nothing is published. The one exception is a
 //! last line without its newline: a write the api did not finish, skipped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::catalog::{Category, FeedbackEntry, RegistryEntry};
+use super::catalog::{Catalog, Category, FeedbackEntry, RegistryEntry};
 use super::{Agent, Sources};
 
 /// One line. (Unknown fields cannot be refused here: serde does not
@@ -141,96 +141,205 @@ pub fn apply(sources: &mut Sources, records: &[(Position, Record)]) -> Result<()
         // The sources were checked when loaded; nothing to check again.
         return Ok(());
     }
-    let mut last_seq: Option<(u64, &Position)> = None;
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for (position, record) in records {
-        if let Some((seq, at)) = last_seq.filter(|(seq, _)| record.seq <= *seq) {
-            bail!("{position}: seq {} does not follow seq {seq} at {at}", record.seq);
+    let mut overlay = Overlay::new(records, &mut sources.catalog, &mut sources.feedback)?;
+    let mut agents = Vec::with_capacity(sources.agents.len());
+    for agent in std::mem::take(&mut sources.agents) {
+        agents.extend(overlay.pass(agent)?);
+    }
+    agents.extend(overlay.finish()?);
+    sources.agents = agents;
+    sources.journal_seq = overlay.seq;
+    sources.validate_with(&|n| overlay.origin(n).map(|p| p.to_string())).context("the sources with the journal applied")
+}
+
+/// What the journal does, applied to the catalog and the feedback (held
+/// whole) and kept for the agents, which pass by one at a time
+/// ([`Overlay::pass`]): a build streams the agent index through it rather
+/// than hold it. Whether a UAID the journal names must be among the
+/// sources is decided by its first event (a register: must not be; an
+/// update, a delete or feedback: must be) and checked as the sources pass.
+pub struct Overlay {
+    fates: HashMap<String, Fate>,
+    /// Registers so far (each registered agent's place after the sources).
+    registers: usize,
+    /// Per feedback entry, the record that added it (`None`: a source).
+    origins: Vec<Option<Position>>,
+    /// The `seq` of the last record (0: none).
+    pub seq: u64,
+}
+
+/// One UAID's events, folded.
+struct Fate {
+    /// Whether the sources hold the UAID, as its first event requires.
+    in_sources: bool,
+    /// That first event, for the error when the sources disagree.
+    first: (Position, &'static str),
+    /// Whether the UAID is indexed after the events so far.
+    present: bool,
+    /// The record the journal gave it last (`None`: the source's).
+    agent: Option<Agent>,
+    /// When registered by the journal (and not deleted since), the
+    /// register's place among the journal's registers: the agent follows
+    /// the sources, in that order.
+    added: Option<usize>,
+    /// Whether a source with the UAID has passed.
+    seen: bool,
+}
+
+impl Overlay {
+    /// Folds `records` (in order, `seq` strictly increasing): catalog,
+    /// search and feedback events are applied to `catalog` and `feedback`
+    /// at once; agent events are kept per UAID. Each agent is checked as a
+    /// source record would be, so that the error names its line.
+    pub fn new(
+        records: &[(Position, Record)],
+        catalog: &mut Catalog,
+        feedback: &mut Vec<FeedbackEntry>,
+    ) -> Result<Overlay> {
+        let mut overlay = Overlay { fates: HashMap::new(), registers: 0, origins: vec![None; feedback.len()], seq: 0 };
+        let mut last_seq: Option<(u64, &Position)> = None;
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        for (position, record) in records {
+            if let Some((seq, at)) = last_seq.filter(|(seq, _)| record.seq <= *seq) {
+                bail!("{position}: seq {} does not follow seq {seq} at {at}", record.seq);
+            }
+            last_seq = Some((record.seq, position));
+            let check_agent = |agent: &Agent| -> Result<()> {
+                super::validate(agent)
+                    .and_then(|()| super::catalog::validate(catalog, std::slice::from_ref(agent)))
+                    .with_context(|| format!("{position}"))
+            };
+            match &record.event {
+                Event::Register { agent } => {
+                    check_agent(agent)?;
+                    overlay.event(position, "register", &agent.uaid, Some((**agent).clone()))?;
+                }
+                Event::Update { agent } => {
+                    check_agent(agent)?;
+                    overlay.event(position, "update", &agent.uaid, Some((**agent).clone()))?;
+                }
+                Event::Delete { uaid } => {
+                    overlay.event(position, "delete", uaid, None)?;
+                    let mut origins = std::mem::take(&mut overlay.origins).into_iter();
+                    feedback.retain(|f| {
+                        let keep = f.uaid != *uaid;
+                        let origin = origins.next().expect("one origin per entry");
+                        if keep {
+                            overlay.origins.push(origin);
+                        }
+                        keep
+                    });
+                }
+                Event::Feedback { entry } => {
+                    overlay.event(position, "feedback", &entry.uaid, None)?;
+                    feedback.push((**entry).clone());
+                    overlay.origins.push(Some(position.clone()));
+                }
+                Event::Category { category } => {
+                    let registry = &mut catalog.adapter_registry;
+                    if registry.categories.iter().any(|c| c.slug == category.slug && c.id != category.id) {
+                        bail!("{position}: category {} has the slug {} of another", category.id, category.slug);
+                    }
+                    match registry.categories.iter().position(|c| c.id == category.id) {
+                        Some(i) => registry.categories[i] = (**category).clone(),
+                        None => registry.categories.push((**category).clone()),
+                    }
+                }
+                Event::Adapter { entry } => {
+                    let registry = &mut catalog.adapter_registry;
+                    if !registry.categories.iter().any(|c| c.id == entry.category_id) {
+                        bail!(
+                            "{position}: adapter {} names category {}, which is not known",
+                            entry.adapter_id,
+                            entry.category_id
+                        );
+                    }
+                    match registry.adapters.iter().position(|a| a.adapter_id == entry.adapter_id) {
+                        Some(i) => registry.adapters[i] = (**entry).clone(),
+                        None => registry.adapters.push((**entry).clone()),
+                    }
+                }
+                Event::Search { query, .. } => {
+                    let query = normalise(query);
+                    if !query.is_empty() {
+                        *counts.entry(query).or_default() += 1;
+                    }
+                }
+            }
         }
-        last_seq = Some((record.seq, position));
-        let find = |agents: &[Agent], uaid: &str| agents.iter().position(|a| a.uaid == uaid);
-        // Each record is checked as a source record would be, so that the
-        // error names its line.
-        let check_agent = |agent: &Agent| -> Result<()> {
-            super::validate(agent)
-                .and_then(|()| super::catalog::validate(&sources.catalog, std::slice::from_ref(agent)))
-                .with_context(|| format!("{position}"))
-        };
-        match &record.event {
-            Event::Register { agent } => {
-                check_agent(agent)?;
-                if find(&sources.agents, &agent.uaid).is_some() {
-                    bail!("{position}: register of {}, which is already indexed", agent.uaid);
-                }
-                if sources.agents.iter().any(|a| a.id == agent.id) {
-                    bail!("{position}: register of id {}, which another agent has", agent.id);
-                }
-                sources.agents.push((**agent).clone());
-            }
-            Event::Update { agent } => {
-                check_agent(agent)?;
-                match find(&sources.agents, &agent.uaid) {
-                    Some(i) => sources.agents[i] = (**agent).clone(),
-                    None => bail!("{position}: update of {}, which is not indexed", agent.uaid),
-                }
-            }
-            Event::Delete { uaid } => match find(&sources.agents, uaid) {
-                Some(i) => {
-                    sources.agents.remove(i);
-                    sources.feedback.retain(|f| f.uaid != *uaid);
-                }
-                None => bail!("{position}: delete of {uaid}, which is not indexed"),
-            },
-            Event::Feedback { entry } => {
-                let agent: &[Agent] = match find(&sources.agents, &entry.uaid) {
-                    Some(i) => std::slice::from_ref(&sources.agents[i]),
-                    None => &[],
-                };
-                let mut standing: Vec<FeedbackEntry> =
-                    sources.feedback.iter().filter(|f| f.uaid == entry.uaid).cloned().collect();
-                standing.push((**entry).clone());
-                super::catalog::validate_feedback(&standing, agent).with_context(|| format!("{position}"))?;
-                sources.feedback.push((**entry).clone());
-            }
-            Event::Category { category } => {
-                let registry = &mut sources.catalog.adapter_registry;
-                if registry.categories.iter().any(|c| c.slug == category.slug && c.id != category.id) {
-                    bail!("{position}: category {} has the slug {} of another", category.id, category.slug);
-                }
-                match registry.categories.iter().position(|c| c.id == category.id) {
-                    Some(i) => registry.categories[i] = (**category).clone(),
-                    None => registry.categories.push((**category).clone()),
-                }
-            }
-            Event::Adapter { entry } => {
-                let registry = &mut sources.catalog.adapter_registry;
-                if !registry.categories.iter().any(|c| c.id == entry.category_id) {
-                    bail!(
-                        "{position}: adapter {} names category {}, which is not known",
-                        entry.adapter_id,
-                        entry.category_id
-                    );
-                }
-                match registry.adapters.iter().position(|a| a.adapter_id == entry.adapter_id) {
-                    Some(i) => registry.adapters[i] = (**entry).clone(),
-                    None => registry.adapters.push((**entry).clone()),
-                }
-            }
-            Event::Search { query, .. } => {
-                let query = normalise(query);
-                if !query.is_empty() {
-                    *counts.entry(query).or_default() += 1;
-                }
-            }
+        if let Some((seq, _)) = last_seq {
+            overlay.seq = seq;
         }
+        if !counts.is_empty() {
+            catalog.popular_searches = popular(&counts, &catalog.popular_searches);
+        }
+        Ok(overlay)
     }
-    if let Some((seq, _)) = last_seq {
-        sources.journal_seq = seq;
+
+    /// One agent event: `agent` is the UAID's record after a register or
+    /// an update.
+    fn event(&mut self, at: &Position, kind: &'static str, uaid: &str, agent: Option<Agent>) -> Result<()> {
+        let registers = self.registers;
+        let fate = self.fates.entry(uaid.to_string()).or_insert_with(|| Fate {
+            in_sources: kind != "register",
+            first: (at.clone(), kind),
+            present: kind != "register",
+            agent: None,
+            added: None,
+            seen: false,
+        });
+        match (kind, fate.present) {
+            ("register", true) => bail!("{at}: register of {uaid}, which is already indexed"),
+            ("register", false) => {}
+            (_, false) => bail!("{at}: {kind} of {uaid}, which is not indexed"),
+            _ => {}
+        }
+        match kind {
+            "register" => {
+                (fate.present, fate.agent, fate.added) = (true, agent, Some(registers));
+                self.registers += 1;
+            }
+            "update" => fate.agent = agent,
+            "delete" => (fate.present, fate.agent, fate.added) = (false, None, None),
+            _ => {}
+        }
+        Ok(())
     }
-    if !counts.is_empty() {
-        sources.catalog.popular_searches = popular(&counts, &sources.catalog.popular_searches);
+
+    /// A source agent, as the journal leaves it: itself, the journal's
+    /// record of it, or nothing (deleted, or registered again: it then
+    /// follows the sources).
+    pub fn pass(&mut self, agent: Agent) -> Result<Option<Agent>> {
+        let Some(fate) = self.fates.get_mut(agent.uaid.as_str()) else { return Ok(Some(agent)) };
+        if !fate.in_sources {
+            bail!("{}: register of {}, which is already indexed", fate.first.0, agent.uaid);
+        }
+        fate.seen = true;
+        Ok(match (fate.present, fate.added, &fate.agent) {
+            (false, _, _) | (_, Some(_), _) => None,
+            (true, None, Some(record)) => Some(record.clone()),
+            (true, None, None) => Some(agent),
+        })
     }
-    sources.validate().context("the sources with the journal applied")
+
+    /// After the last source: the agents the journal registered, in order.
+    /// A UAID the journal found indexed that no source had fails here.
+    pub fn finish(&self) -> Result<Vec<Agent>> {
+        let mut missing: Vec<(&String, &Fate)> = self.fates.iter().filter(|(_, f)| f.in_sources && !f.seen).collect();
+        missing.sort_by_key(|(_, f)| f.first.0.line);
+        if let Some((uaid, fate)) = missing.first() {
+            bail!("{}: {} of {uaid}, which is not indexed", fate.first.0, fate.first.1);
+        }
+        let mut added: Vec<&Fate> = self.fates.values().filter(|f| f.present && f.added.is_some()).collect();
+        added.sort_by_key(|f| f.added);
+        Ok(added.iter().map(|f| f.agent.clone().expect("a registered agent has its record")).collect())
+    }
+
+    /// The journal record that added feedback entry `n` (`None`: a source
+    /// entry), so that a check of the whole names it.
+    pub fn origin(&self, n: usize) -> Option<&Position> {
+        self.origins.get(n).and_then(Option::as_ref)
+    }
 }
 
 /// The most counted queries (ties by text), then the seeds not among them,

@@ -19,6 +19,8 @@ pub mod journal;
 pub mod query;
 pub mod registration;
 pub mod render;
+pub mod scan;
+pub mod source;
 pub mod store;
 pub mod text;
 
@@ -287,13 +289,9 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
 /// `feedback.json` (absent: no feedback) under `dir`. Nothing is published when any record
 /// is wrong; the error names the file, the record and the field.
 pub fn load(dir: &Path) -> Result<Sources> {
-    let mut agents = read_json::<AgentsFile>(&dir.join("agents.json"))?.agents;
-    let demo = dir.join("demo-agents.json");
-    if demo.exists() {
-        agents.extend(read_json::<AgentsFile>(&demo)?.agents);
-    }
-    // Which agents can be chatted with is this deployment's to say.
-    chat::mark(&mut agents);
+    // Marked for chat as they are read: which agents can be chatted with
+    // is this deployment's to say.
+    let agents = source::read_all(dir)?;
     let catalog: Catalog = read_json(&dir.join("catalog.json"))?;
     let feedback_path = dir.join("feedback.json");
     let feedback = match feedback_path.exists() {
@@ -307,9 +305,17 @@ pub fn load(dir: &Path) -> Result<Sources> {
 
 impl Sources {
     pub fn validate(&self) -> Result<()> {
+        self.validate_with(&|_| None)
+    }
+
+    /// [`Sources::validate`], feedback entry `n` named as `origin(n)` says.
+    pub fn validate_with(&self, origin: &dyn Fn(usize) -> Option<String>) -> Result<()> {
         validate_index(&self.agents).context("agents.json")?;
         catalog::validate(&self.catalog, &self.agents).context("catalog.json")?;
-        catalog::validate_feedback(&self.feedback, &self.agents).context("feedback.json")
+        let by_uaid: std::collections::HashMap<&str, catalog::Subject> =
+            self.agents.iter().map(|a| (a.uaid.as_str(), catalog::Subject::of(a))).collect();
+        catalog::validate_feedback_by(&self.feedback, |uaid| by_uaid.get(uaid).copied(), origin)
+            .context("feedback.json")
     }
 }
 

@@ -17,13 +17,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
-use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::catalog::{metadata_at, Catalog, Facet, FacetOption, FeedbackEntry, RegistryEntry, FEEDBACK_REGISTRY};
 use super::query::slug;
-use super::{Agent, Sources};
+use super::Agent;
 use crate::http::{file_name, BadParameter, Cache, Representation};
 use crate::site::File;
 use crate::timestamp::Timestamp;
@@ -34,6 +33,8 @@ pub const SIMILAR_LIMIT: usize = 8;
 pub const ENTRIES_DEFAULT_LIMIT: usize = 50;
 pub const ENTRIES_MAX_LIMIT: usize = 200;
 
+/// What every route of section A begins with.
+pub const API: &str = "/api/v1/";
 pub const STATS: &str = "/api/v1/stats";
 pub const REGISTRIES: &str = "/api/v1/registries";
 pub const ADAPTERS: &str = "/api/v1/adapters";
@@ -97,21 +98,21 @@ fn file(route: String, path: String, value: &impl Serialize, last_modified: Time
     File { route, path, representation: Representation::json(value, last_modified, cache) }
 }
 
-/// Every static route of section A.
+/// Section A's files that are not one agent's (catalogs, statistics,
+/// facets), from the tally of every agent.
 #[tracing::instrument(level = "debug", skip_all)]
-pub fn files(sources: &Sources) -> Vec<File> {
-    let Sources { agents, catalog, feedback, .. } = sources;
+pub fn catalog_files(tally: &Tally, catalog: &Catalog) -> Vec<File> {
     let catalog_time = time(&catalog.updated_at);
-    let index_time = agents.iter().map(|a| time(&a.updated_at)).max().unwrap_or(catalog_time);
+    let index_time = tally.newest.unwrap_or(catalog_time);
     let both = catalog_time.max(index_time);
-    let adapters = adapter_ids(agents, catalog);
+    let adapters = tally.adapter_ids(catalog);
     let fixed = |route: &str, value: Value, at: Timestamp| {
         let path = format!("{}.json", route.trim_start_matches('/'));
         file(route.to_string(), path, &value, at, Cache::Catalog)
     };
     let mut files = vec![
-        fixed(STATS, stats(agents), index_time),
-        fixed(REGISTRIES, json!({"registries": registries(agents)}), index_time),
+        fixed(STATS, tally.stats(), index_time),
+        fixed(REGISTRIES, json!({"registries": tally.registries.keys().collect::<Vec<_>>()}), index_time),
         fixed(ADAPTERS, json!({"adapters": adapters}), both),
         fixed(ADAPTER_DETAILS, json!({"adapters": super::chat::describe(&catalog.adapters)}), catalog_time),
         fixed(CATEGORIES, json!({"categories": catalog.adapter_registry.categories}), catalog_time),
@@ -126,50 +127,169 @@ pub fn files(sources: &Sources) -> Vec<File> {
         fixed(ADDITIONAL_REGISTRIES, json!({"registries": catalog.additional_registries}), catalog_time),
         fixed(FEDERATION, serde_json::to_value(&catalog.federation).expect("serialises"), catalog_time),
     ];
-    for (adapter, body) in facets(agents, catalog, &adapters) {
+    for (adapter, body) in tally.facets(catalog, &adapters) {
         let path = match &adapter {
             Some(a) => format!("api/v1/search/facets/adapter/{}.json", file_name(a)),
             None => "api/v1/search/facets.json".to_string(),
         };
         files.push(file(facets_route(adapter.as_deref()), path, &body, both, Cache::Catalog));
     }
-    files.extend(agent_files(agents, feedback));
     files
 }
 
-/// Adapters found on agents and in the catalog, sorted.
-pub fn adapter_ids(agents: &[Agent], catalog: &Catalog) -> Vec<String> {
-    let mut ids: BTreeSet<&str> = agents.iter().map(|a| a.adapter.as_str()).collect();
-    ids.extend(catalog.adapters.iter().map(|a| a.id.as_str()));
-    ids.into_iter().map(str::to_string).collect()
+/// What the files of the whole index count, gathered one agent at a time
+/// ([`Tally::add`]): a build never holds every agent to make them.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub total: usize,
+    /// Agents per registry namespace.
+    pub registries: BTreeMap<String, usize>,
+    capabilities: BTreeMap<String, usize>,
+    kinds: BTreeMap<&'static str, usize>,
+    adapters: BTreeSet<String>,
+    /// The newest `updatedAt` (text, and as a time).
+    last_update: Option<String>,
+    pub newest: Option<Timestamp>,
+    /// Per facet of the catalog: the adapters it applies to, and per
+    /// adapter the options its agents have.
+    applies: Vec<BTreeSet<String>>,
+    options: Vec<BTreeMap<String, BTreeSet<(String, String)>>>,
 }
 
-/// Registry namespaces that have agents, sorted.
-pub fn registries(agents: &[Agent]) -> Vec<&str> {
-    agents.iter().map(|a| a.registry.as_str()).collect::<BTreeSet<_>>().into_iter().collect()
-}
-
-/// `GET /stats`. `lastUpdate` is the newest agent update, not a clock.
-pub fn stats(agents: &[Agent]) -> Value {
-    let mut registries: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut capabilities: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-    for a in agents {
-        *registries.entry(&a.registry).or_default() += 1;
-        *kinds.entry(a.kind.as_str()).or_default() += 1;
-        for label in &a.capability_labels {
-            *capabilities.entry(label).or_default() += 1;
+impl Tally {
+    pub fn new(catalog: &Catalog) -> Tally {
+        Tally {
+            applies: vec![BTreeSet::new(); catalog.facets.len()],
+            options: vec![BTreeMap::new(); catalog.facets.len()],
+            ..Tally::default()
         }
     }
-    let last = agents.iter().map(|a| a.updated_at.as_str()).max().unwrap_or("1970-01-01T00:00:00Z");
-    json!({
-        "totalAgents": agents.len(),
-        "registries": registries,
-        "capabilities": capabilities,
-        "types": kinds,
-        "lastUpdate": last,
-        "status": "operational",
-    })
+
+    /// Counts one agent.
+    pub fn add(&mut self, catalog: &Catalog, agent: &Agent) {
+        self.total += 1;
+        *self.registries.entry(agent.registry.clone()).or_default() += 1;
+        *self.kinds.entry(agent.kind.as_str()).or_default() += 1;
+        for label in &agent.capability_labels {
+            *self.capabilities.entry(label.clone()).or_default() += 1;
+        }
+        if !self.adapters.contains(&agent.adapter) {
+            self.adapters.insert(agent.adapter.clone());
+        }
+        if self.last_update.as_ref().is_none_or(|l| *l < agent.updated_at) {
+            self.last_update = Some(agent.updated_at.clone());
+        }
+        self.newest = self.newest.max(Some(time(&agent.updated_at)));
+        self.add_facets(catalog, agent);
+    }
+
+    /// The newest `updatedAt` of any agent.
+    pub fn last_update(&self) -> Option<&str> {
+        self.last_update.as_deref()
+    }
+
+    /// Adapters found on agents and in the catalog, sorted.
+    pub fn adapter_ids(&self, catalog: &Catalog) -> Vec<String> {
+        let mut ids = self.adapters.clone();
+        ids.extend(catalog.adapters.iter().map(|a| a.id.clone()));
+        ids.into_iter().collect()
+    }
+
+    /// `GET /stats`. `lastUpdate` is the newest agent update, not a clock.
+    pub fn stats(&self) -> Value {
+        json!({
+            "totalAgents": self.total,
+            "registries": self.registries,
+            "capabilities": self.capabilities,
+            "types": self.kinds,
+            "lastUpdate": self.last_update.as_deref().unwrap_or("1970-01-01T00:00:00Z"),
+            "status": "operational",
+        })
+    }
+
+    /// One agent's facet values. Options are the values agents actually
+    /// have (capabilities by slug); a facet applies to the adapters whose
+    /// agents carry it.
+    fn add_facets(&mut self, catalog: &Catalog, agent: &Agent) {
+        /// A value and its name, where `names` has one.
+        fn named<'a>(mut names: impl Iterator<Item = (&'a str, &'a str)>, v: &str) -> (String, String) {
+            let name = names.find(|(id, _)| *id == v).map_or(v, |(_, n)| n);
+            (v.to_string(), name.to_string())
+        }
+        for (f, facet) in catalog.facets.iter().enumerate() {
+            let values: Vec<(String, String)> = match facet.key.as_str() {
+                "registries" => {
+                    vec![named(catalog.registries.iter().map(|r| (r.id.as_str(), r.name.as_str())), &agent.registry)]
+                }
+                "adapters" => {
+                    vec![named(catalog.adapters.iter().map(|a| (a.id.as_str(), a.name.as_str())), &agent.adapter)]
+                }
+                "protocols" => agent
+                    .protocols
+                    .iter()
+                    .map(|p| named(catalog.protocols.iter().map(|c| (c.id.as_str(), c.name.as_str())), p))
+                    .collect(),
+                "capabilities" => agent.capability_labels.iter().map(|l| (slug(l), l.clone())).collect(),
+                "type" => vec![(agent.kind.as_str().to_string(), agent.kind.as_str().to_string())],
+                "verificationStatus" => {
+                    let status = agent.verification_status.as_str().to_string();
+                    vec![(status.clone(), status)]
+                }
+                key => match key.strip_prefix("metadata.") {
+                    Some(path) => scalars(metadata_at(&agent.metadata, path)),
+                    None => vec![(String::new(), String::new())],
+                },
+            };
+            if values.is_empty() {
+                continue;
+            }
+            if !self.applies[f].contains(&agent.adapter) {
+                self.applies[f].insert(agent.adapter.clone());
+            }
+            if facet.kind == "string" {
+                let options = match self.options[f].get_mut(&agent.adapter) {
+                    Some(options) => options,
+                    None => self.options[f].entry(agent.adapter.clone()).or_default(),
+                };
+                for value in values {
+                    if !options.contains(&value) {
+                        options.insert(value);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `GET /search/facets` for every adapter (`None`) and for each of
+    /// `adapters`. A per-adapter list holds only the facets that apply to
+    /// that adapter, with its agents' options.
+    pub fn facets(&self, catalog: &Catalog, adapters: &[String]) -> Vec<(Option<String>, Value)> {
+        let list = |adapter: Option<&str>| -> Value {
+            let mut out = Vec::new();
+            for (f, facet) in catalog.facets.iter().enumerate() {
+                if self.applies[f].is_empty() || adapter.is_some_and(|a| !self.applies[f].contains(a)) {
+                    continue;
+                }
+                let chosen: BTreeSet<&(String, String)> = self.options[f]
+                    .iter()
+                    .filter(|(a, _)| adapter.is_none_or(|wanted| wanted == a.as_str()))
+                    .flat_map(|(_, values)| values)
+                    .collect();
+                out.push(Facet {
+                    adapters: Some(self.applies[f].iter().cloned().collect()),
+                    options: (facet.kind == "string").then(|| {
+                        chosen
+                            .into_iter()
+                            .map(|(value, label)| FacetOption { value: value.clone(), label: label.clone() })
+                            .collect()
+                    }),
+                    ..facet.clone()
+                });
+            }
+            json!({"facets": out})
+        };
+        std::iter::once((None, list(None))).chain(adapters.iter().map(|a| (Some(a.clone()), list(Some(a))))).collect()
+    }
 }
 
 /// `GET /providers`: adapters, then the protocols messages can be routed over.
@@ -184,79 +304,6 @@ pub fn providers(catalog: &Catalog) -> Value {
         .collect();
     let protocols: Vec<_> = catalog.protocols.iter().filter(|p| p.routable).collect();
     json!({"providers": adapters, "protocols": protocols})
-}
-
-/// `GET /search/facets` for every adapter (`None`) and for each of
-/// `adapters`, in one pass over the agents. Options are the values agents
-/// actually have (capabilities by slug); a facet applies to the adapters
-/// whose agents carry it, and a per-adapter list holds only the facets that
-/// apply to that adapter, with its agents' options.
-pub fn facets(agents: &[Agent], catalog: &Catalog, adapters: &[String]) -> Vec<(Option<String>, Value)> {
-    let names = |pairs: Vec<(&str, &str)>| -> HashMap<String, String> {
-        pairs.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    };
-    let registry_names = names(catalog.registries.iter().map(|r| (r.id.as_str(), r.name.as_str())).collect());
-    let adapter_names = names(catalog.adapters.iter().map(|a| (a.id.as_str(), a.name.as_str())).collect());
-    let protocol_names = names(catalog.protocols.iter().map(|p| (p.id.as_str(), p.name.as_str())).collect());
-    let capability_slugs: HashMap<&str, String> =
-        agents.iter().flat_map(|a| &a.capability_labels).map(|l| (l.as_str(), slug(l))).collect();
-    // Per facet: the adapters it applies to, and per adapter its options.
-    let mut applies: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); catalog.facets.len()];
-    let mut options: Vec<BTreeMap<&str, BTreeSet<(String, String)>>> = vec![BTreeMap::new(); catalog.facets.len()];
-    let named = |names: &HashMap<String, String>, v: &str| (v.to_string(), names.get(v).map_or(v, |n| n).to_string());
-    for agent in agents {
-        for (f, facet) in catalog.facets.iter().enumerate() {
-            let values: Vec<(String, String)> = match facet.key.as_str() {
-                "registries" => vec![named(&registry_names, &agent.registry)],
-                "adapters" => vec![named(&adapter_names, &agent.adapter)],
-                "protocols" => agent.protocols.iter().map(|p| named(&protocol_names, p)).collect(),
-                "capabilities" => {
-                    agent.capability_labels.iter().map(|l| (capability_slugs[l.as_str()].clone(), l.clone())).collect()
-                }
-                "type" => vec![(agent.kind.as_str().to_string(), agent.kind.as_str().to_string())],
-                "verificationStatus" => {
-                    let status = agent.verification_status.as_str().to_string();
-                    vec![(status.clone(), status)]
-                }
-                key => match key.strip_prefix("metadata.") {
-                    Some(path) => scalars(metadata_at(&agent.metadata, path)),
-                    None => vec![(String::new(), String::new())],
-                },
-            };
-            if values.is_empty() {
-                continue;
-            }
-            applies[f].insert(&agent.adapter);
-            if facet.kind == "string" {
-                options[f].entry(&agent.adapter).or_default().extend(values);
-            }
-        }
-    }
-    let list = |adapter: Option<&str>| -> Value {
-        let mut out = Vec::new();
-        for (f, facet) in catalog.facets.iter().enumerate() {
-            if applies[f].is_empty() || adapter.is_some_and(|a| !applies[f].contains(a)) {
-                continue;
-            }
-            let chosen: BTreeSet<&(String, String)> = options[f]
-                .iter()
-                .filter(|(a, _)| adapter.is_none_or(|wanted| wanted == **a))
-                .flat_map(|(_, values)| values)
-                .collect();
-            out.push(Facet {
-                adapters: Some(applies[f].iter().map(|a| a.to_string()).collect()),
-                options: (facet.kind == "string").then(|| {
-                    chosen
-                        .into_iter()
-                        .map(|(value, label)| FacetOption { value: value.clone(), label: label.clone() })
-                        .collect()
-                }),
-                ..facet.clone()
-            });
-        }
-        json!({"facets": out})
-    };
-    std::iter::once((None, list(None))).chain(adapters.iter().map(|a| (Some(a.clone()), list(Some(a))))).collect()
 }
 
 /// A metadata value as facet options: a scalar, or each scalar of an array.
@@ -474,55 +521,76 @@ fn mask(agent: &Agent) -> u32 {
     agent.capabilities.iter().fold(0, |m, c| m | 1 << c)
 }
 
-/// For each agent, up to `limit` others ranked by how many capabilities
-/// they share (at least one), then trust score, then id. Agents are grouped
-/// by capability set, so the work grows with the number of distinct sets,
-/// not with the square of the index.
-pub fn similar(agents: &[Agent], limit: usize) -> Vec<Vec<usize>> {
-    let better = |a: usize, b: usize| {
-        agents[b].trust_score.total_cmp(&agents[a].trust_score).then_with(|| agents[a].id.cmp(&agents[b].id))
-    };
-    let mut groups: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for (i, agent) in agents.iter().enumerate() {
-        groups.entry(mask(agent)).or_default().push(i);
-    }
-    // Each group, best first, cut to the `limit + 1` any agent can need
-    // (one may be itself).
-    let groups: Vec<(u32, Vec<usize>)> = groups
-        .into_iter()
-        .map(|(m, mut members)| {
-            members.sort_by(|a, b| better(*a, *b));
-            members.truncate(limit + 1);
-            (m, members)
-        })
-        .collect();
-    let rank = |x: &(u32, usize), y: &(u32, usize)| y.0.cmp(&x.0).then_with(|| better(x.1, y.1));
-    let mut best: HashMap<u32, Vec<usize>> = HashMap::with_capacity(groups.len());
-    for (m, _) in &groups {
-        // The best `limit + 1` (shared, agent) pairs, kept sorted.
-        let mut top: Vec<(u32, usize)> = Vec::with_capacity(limit + 2);
-        for (g, members) in &groups {
-            let shared = (g & m).count_ones();
-            if shared == 0 {
-                continue;
-            }
-            for &i in members {
-                let candidate = (shared, i);
-                if top.len() > limit && rank(&candidate, &top[limit]).is_ge() {
-                    break; // the rest of this group ranks lower still
-                }
-                let at = top.partition_point(|t| rank(t, &candidate).is_lt());
-                top.insert(at, candidate);
-                top.truncate(limit + 1);
-            }
+/// Whether agent `a` ranks before `b` among agents sharing as many
+/// capabilities: higher trust score, then id.
+fn better(a: &Agent, b: &Agent) -> std::cmp::Ordering {
+    b.trust_score.total_cmp(&a.trust_score).then_with(|| a.id.cmp(&b.id))
+}
+
+/// The similar agents of a whole index, gathered one agent at a time
+/// ([`Similar::add`]): an agent's list ranks others by how many
+/// capabilities they share (at least one), then trust score, then id.
+/// Only the best `SIMILAR_LIMIT + 1` of each capability set can be on any
+/// list (one may be the agent itself), so those are all that is kept: the
+/// work and the memory grow with the number of distinct sets, not with the
+/// index.
+#[derive(Debug, Default)]
+pub struct Similar {
+    /// Per capability set, its best agents, best first.
+    groups: HashMap<u32, Vec<Agent>>,
+}
+
+/// [`Similar`] once every agent is in: per capability set, the best
+/// `SIMILAR_LIMIT + 1` agents sharing any of it.
+#[derive(Debug, Default)]
+pub struct SimilarIndex {
+    best: HashMap<u32, Vec<Agent>>,
+}
+
+impl Similar {
+    pub fn add(&mut self, agent: &Agent) {
+        let group = self.groups.entry(mask(agent)).or_default();
+        if group.len() > SIMILAR_LIMIT && better(agent, &group[SIMILAR_LIMIT]).is_ge() {
+            return;
         }
-        best.insert(*m, top.into_iter().map(|(_, i)| i).collect());
+        let at = group.partition_point(|g| better(g, agent).is_lt());
+        group.insert(at, agent.clone());
+        group.truncate(SIMILAR_LIMIT + 1);
     }
-    agents
-        .iter()
-        .enumerate()
-        .map(|(i, agent)| best[&mask(agent)].iter().copied().filter(|j| *j != i).take(limit).collect())
-        .collect()
+
+    pub fn finish(self) -> SimilarIndex {
+        let rank = |x: &(u32, &Agent), y: &(u32, &Agent)| y.0.cmp(&x.0).then_with(|| better(x.1, y.1));
+        let mut best = HashMap::with_capacity(self.groups.len());
+        for m in self.groups.keys() {
+            // The best `limit + 1` (shared, agent) pairs, kept sorted.
+            let mut top: Vec<(u32, &Agent)> = Vec::with_capacity(SIMILAR_LIMIT + 2);
+            for (g, members) in &self.groups {
+                let shared = (g & m).count_ones();
+                if shared == 0 {
+                    continue;
+                }
+                for other in members {
+                    let candidate = (shared, other);
+                    if top.len() > SIMILAR_LIMIT && rank(&candidate, &top[SIMILAR_LIMIT]).is_ge() {
+                        break; // the rest of this group ranks lower still
+                    }
+                    let at = top.partition_point(|t| rank(t, &candidate).is_lt());
+                    top.insert(at, candidate);
+                    top.truncate(SIMILAR_LIMIT + 1);
+                }
+            }
+            best.insert(*m, top.into_iter().map(|(_, a)| a.clone()).collect());
+        }
+        SimilarIndex { best }
+    }
+}
+
+impl SimilarIndex {
+    /// Up to [`SIMILAR_LIMIT`] agents similar to `agent`, best first.
+    pub fn of<'s>(&'s self, agent: &Agent) -> Vec<&'s Agent> {
+        let best = self.best.get(&mask(agent)).map_or(&[][..], |b| b.as_slice());
+        best.iter().filter(|other| other.uaid != agent.uaid).take(SIMILAR_LIMIT).collect()
+    }
 }
 
 /// A feedback entry as published: the source record and its registry.
@@ -597,71 +665,59 @@ fn published_entries<'a>(catalog: &'a Catalog, entries: impl Iterator<Item = &'a
         .collect()
 }
 
-/// Detail, similar, resolve and (for ERC-8004 agents) feedback files of
-/// every agent, rendered over the cores.
-#[tracing::instrument(level = "debug", skip_all)]
-fn agent_files(agents: &[Agent], feedback: &[FeedbackEntry]) -> Vec<File> {
-    let similar = similar(agents, SIMILAR_LIMIT);
-    let mut by_agent: HashMap<&str, Vec<&FeedbackEntry>> = HashMap::new();
-    for f in feedback {
-        by_agent.entry(f.uaid.as_str()).or_default().push(f);
-    }
-    let one = |i: usize| -> Vec<File> {
-        let agent = &agents[i];
-        let name = file_name(&agent.uaid);
-        let updated = time(&agent.updated_at);
-        let entries = by_agent.get(agent.uaid.as_str()).map_or(&[][..], |v| v.as_slice());
-        let feedback_time = time(newest_feedback(entries).unwrap_or(&agent.created_at));
-        let feedback_summary = (agent.registry == FEEDBACK_REGISTRY).then(|| feedback_summary(entries));
-        let detail = Detail {
-            agent,
-            trust: Trust {
-                score: agent.trust_score,
-                signals: &agent.trust_signals,
-                verification_status: agent.verification_status.as_str(),
-                feedback: feedback_summary.clone(),
-            },
-        };
-        let detail_time = match agent.registry == FEEDBACK_REGISTRY {
-            true => updated.max(feedback_time),
-            false => updated,
-        };
-        let mine = mask(agent);
-        let hits: Vec<SimilarHit> = similar[i].iter().map(|j| similar_hit(mine, &agents[*j])).collect();
-        let similar_time = similar[i].iter().map(|j| time(&agents[*j].updated_at)).fold(updated, Timestamp::max);
-        let route = agent_route(&agent.uaid);
-        let mut out = vec![
-            file(route.clone(), format!("api/v1/agents/{name}.json"), &detail, detail_time, Cache::Agent),
-            file(
-                format!("{route}/similar"),
-                format!("api/v1/agents/{name}/similar.json"),
-                &SimilarBody { uaid: &agent.uaid, total: hits.len(), hits },
-                similar_time,
-                Cache::Agent,
-            ),
-            file(
-                resolve_route(&agent.uaid),
-                format!("api/v1/resolve/{name}.json"),
-                &Resolved { agent },
-                updated,
-                Cache::Agent,
-            ),
-        ];
-        if let Some(summary) = &feedback_summary {
-            for (include_revoked, file_path) in [(false, "feedback"), (true, "feedback/revoked")] {
-                out.push(file(
-                    feedback_route(&agent.uaid, include_revoked),
-                    format!("api/v1/agents/{name}/{file_path}.json"),
-                    &feedback_body(agent, entries, summary, include_revoked),
-                    feedback_time,
-                    Cache::Agent,
-                ));
-            }
-        }
-        out
+/// The detail, similar, resolve and (for ERC-8004 agents) feedback files
+/// of one agent: `similar` are its similar agents, `entries` its feedback.
+pub fn agent_files(agent: &Agent, similar: &[&Agent], entries: &[&FeedbackEntry]) -> Vec<File> {
+    let name = file_name(&agent.uaid);
+    let updated = time(&agent.updated_at);
+    let feedback_time = time(newest_feedback(entries).unwrap_or(&agent.created_at));
+    let feedback_summary = (agent.registry == FEEDBACK_REGISTRY).then(|| feedback_summary(entries));
+    let detail = Detail {
+        agent,
+        trust: Trust {
+            score: agent.trust_score,
+            signals: &agent.trust_signals,
+            verification_status: agent.verification_status.as_str(),
+            feedback: feedback_summary.clone(),
+        },
     };
-    let indices: Vec<usize> = (0..agents.len()).collect();
-    indices.par_iter().map(|i| one(*i)).collect::<Vec<_>>().into_iter().flatten().collect()
+    let detail_time = match agent.registry == FEEDBACK_REGISTRY {
+        true => updated.max(feedback_time),
+        false => updated,
+    };
+    let mine = mask(agent);
+    let hits: Vec<SimilarHit> = similar.iter().map(|other| similar_hit(mine, other)).collect();
+    let similar_time = similar.iter().map(|other| time(&other.updated_at)).fold(updated, Timestamp::max);
+    let route = agent_route(&agent.uaid);
+    let mut out = vec![
+        file(route.clone(), format!("api/v1/agents/{name}.json"), &detail, detail_time, Cache::Agent),
+        file(
+            format!("{route}/similar"),
+            format!("api/v1/agents/{name}/similar.json"),
+            &SimilarBody { uaid: &agent.uaid, total: hits.len(), hits },
+            similar_time,
+            Cache::Agent,
+        ),
+        file(
+            resolve_route(&agent.uaid),
+            format!("api/v1/resolve/{name}.json"),
+            &Resolved { agent },
+            updated,
+            Cache::Agent,
+        ),
+    ];
+    if let Some(summary) = &feedback_summary {
+        for (include_revoked, file_path) in [(false, "feedback"), (true, "feedback/revoked")] {
+            out.push(file(
+                feedback_route(&agent.uaid, include_revoked),
+                format!("api/v1/agents/{name}/{file_path}.json"),
+                &feedback_body(agent, entries, summary, include_revoked),
+                feedback_time,
+                Cache::Agent,
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -673,12 +729,15 @@ mod tests {
     #[test]
     fn similar_made_live_matches_the_build() {
         let agents = crate::broker::generate::agents(600, 7);
-        let built = similar(&agents, SIMILAR_LIMIT);
+        let mut similar = Similar::default();
+        // The order agents are added in is no part of the result.
+        agents.iter().rev().for_each(|a| similar.add(a));
+        let built = similar.finish();
         for (i, agent) in agents.iter().enumerate().step_by(7) {
             let live = similar_live(agent, agents.iter());
             let uaids: Vec<&str> =
                 live["hits"].as_array().unwrap().iter().map(|h| h["uaid"].as_str().unwrap()).collect();
-            let expected: Vec<&str> = built[i].iter().map(|j| agents[*j].uaid.as_str()).collect();
+            let expected: Vec<&str> = built.of(agent).iter().map(|a| a.uaid.as_str()).collect();
             assert_eq!(uaids, expected, "agent {i}");
             assert_eq!(live["total"], json!(expected.len()));
         }

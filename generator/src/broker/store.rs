@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::catalog::{Catalog, FeedbackEntry};
 use super::{Agent, Sources};
+
 use crate::columnar;
 
 const SCHEMA: &str = "
@@ -44,61 +45,103 @@ pub struct Stored {
     pub fingerprint: String,
 }
 
-/// Replaces the broker tables with `sources` (in one transaction).
-pub fn write(conn: &Connection, sources: &Sources, embeddings: Option<&Embeddings>) -> Result<()> {
-    let tx = conn.unchecked_transaction()?;
-    tx.execute_batch(SCHEMA)?;
-    let mut fingerprint = Sha256::new();
-    let agents = &sources.agents;
-    for (start, part) in (0..agents.len()).step_by(50_000).zip(agents.chunks(50_000)) {
-        let records: Vec<String> = part.iter().map(|a| serde_json::to_string(a).expect("agents serialise")).collect();
-        records.iter().for_each(|r| fingerprint.update(r.as_bytes()));
-        let vectors =
-            columnar::float_lists((start..start + part.len()).map(|i| embeddings.map(|e| e.vectors[i].as_slice())));
+/// Replaces the broker tables, in one transaction: begun, then the
+/// agents appended batch by batch as a build streams them, then the rest.
+pub struct Writer<'c> {
+    tx: duckdb::Transaction<'c>,
+    fingerprint: Sha256,
+    /// Agents appended so far: the next one's position.
+    position: usize,
+}
+
+impl<'c> Writer<'c> {
+    pub fn begin(conn: &'c Connection) -> Result<Writer<'c>> {
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(SCHEMA)?;
+        Ok(Writer { tx, fingerprint: Sha256::new(), position: 0 })
+    }
+
+    /// The next agents of the index, in order; `embeddings` holds a vector
+    /// for every agent of the index, by position.
+    pub fn append(&mut self, agents: &[Agent], embeddings: Option<&Embeddings>) -> Result<()> {
+        use rayon::prelude::*;
+        let start = self.position;
+        let records: Vec<String> =
+            agents.par_iter().map(|a| serde_json::to_string(a).expect("agents serialise")).collect();
+        records.iter().for_each(|r| self.fingerprint.update(r.as_bytes()));
+        let positions = start..start + agents.len();
+        let vectors = columnar::float_lists(positions.clone().map(|i| embeddings.map(|e| e.vectors[i].as_slice())));
         let batch = columnar::batch(vec![
-            ("position", columnar::u32s((start..start + part.len()).map(|i| Some(i as u32)))),
-            ("id", columnar::strings(part.iter().map(|a| Some(&a.id)))),
-            ("uaid", columnar::strings(part.iter().map(|a| Some(&a.uaid)))),
-            ("registry", columnar::strings(part.iter().map(|a| Some(&a.registry)))),
-            ("name", columnar::strings(part.iter().map(|a| Some(&a.name)))),
-            ("adapter", columnar::strings(part.iter().map(|a| Some(&a.adapter)))),
-            ("type", columnar::strings(part.iter().map(|a| Some(&a.kind)))),
-            ("verification_status", columnar::strings(part.iter().map(|a| Some(&a.verification_status)))),
-            ("trust_score", Arc::new(part.iter().map(|a| Some(a.trust_score)).collect::<Float64Array>())),
-            ("available", columnar::bools(part.iter().map(|a| Some(a.available)))),
-            ("created_at", columnar::strings(part.iter().map(|a| Some(&a.created_at)))),
-            ("updated_at", columnar::strings(part.iter().map(|a| Some(&a.updated_at)))),
+            ("position", columnar::u32s(positions.map(|i| Some(i as u32)))),
+            ("id", columnar::strings(agents.iter().map(|a| Some(&a.id)))),
+            ("uaid", columnar::strings(agents.iter().map(|a| Some(&a.uaid)))),
+            ("registry", columnar::strings(agents.iter().map(|a| Some(&a.registry)))),
+            ("name", columnar::strings(agents.iter().map(|a| Some(&a.name)))),
+            ("adapter", columnar::strings(agents.iter().map(|a| Some(&a.adapter)))),
+            ("type", columnar::strings(agents.iter().map(|a| Some(&a.kind)))),
+            ("verification_status", columnar::strings(agents.iter().map(|a| Some(&a.verification_status)))),
+            ("trust_score", Arc::new(agents.iter().map(|a| Some(a.trust_score)).collect::<Float64Array>())),
+            ("available", columnar::bools(agents.iter().map(|a| Some(a.available)))),
+            ("created_at", columnar::strings(agents.iter().map(|a| Some(&a.created_at)))),
+            ("updated_at", columnar::strings(agents.iter().map(|a| Some(&a.updated_at)))),
             ("record", columnar::strings(records.iter().map(Some))),
             ("embedding", vectors),
         ])?;
-        columnar::append(&tx, "broker_agents", batch)?;
+        columnar::append(&self.tx, "broker_agents", batch)?;
+        self.position += agents.len();
+        Ok(())
     }
-    let feedback = &sources.feedback;
-    let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
-    records.iter().for_each(|r| fingerprint.update(r.as_bytes()));
-    let batch = columnar::batch(vec![
-        ("uaid", columnar::strings(feedback.iter().map(|f| Some(&f.uaid)))),
-        ("client", columnar::strings(feedback.iter().map(|f| Some(&f.client)))),
-        ("feedback_index", columnar::u64s(feedback.iter().map(|f| Some(f.feedback_index)))),
-        ("score", columnar::u32s(feedback.iter().map(|f| Some(u32::from(f.score))))),
-        ("revoked", columnar::bools(feedback.iter().map(|f| Some(f.revoked)))),
-        ("created_at", columnar::strings(feedback.iter().map(|f| Some(&f.created_at)))),
-        ("record", columnar::strings(records.iter().map(Some))),
-    ])?;
-    columnar::append(&tx, "broker_feedback", batch)?;
-    let catalog = serde_json::to_string(&sources.catalog).expect("catalog serialises");
-    fingerprint.update(catalog.as_bytes());
-    tx.execute("INSERT INTO broker_catalog VALUES (?)", [catalog])?;
-    if let Some(e) = embeddings {
-        fingerprint.update(e.model.as_bytes());
-        e.vectors.iter().flatten().for_each(|x| fingerprint.update(x.to_le_bytes()));
-        tx.execute("INSERT INTO broker_meta VALUES ('embedding_model', ?)", [&e.model])?;
+
+    /// The feedback, the catalog and what the build records of its
+    /// sources (`sources`: the fingerprint a later run compares its own
+    /// with), and the commit.
+    pub fn finish(mut self, rest: Rest) -> Result<()> {
+        let Rest { feedback, catalog, embeddings, journal_seq, sources } = rest;
+        let tx = &self.tx;
+        let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
+        records.iter().for_each(|r| self.fingerprint.update(r.as_bytes()));
+        let batch = columnar::batch(vec![
+            ("uaid", columnar::strings(feedback.iter().map(|f| Some(&f.uaid)))),
+            ("client", columnar::strings(feedback.iter().map(|f| Some(&f.client)))),
+            ("feedback_index", columnar::u64s(feedback.iter().map(|f| Some(f.feedback_index)))),
+            ("score", columnar::u32s(feedback.iter().map(|f| Some(u32::from(f.score))))),
+            ("revoked", columnar::bools(feedback.iter().map(|f| Some(f.revoked)))),
+            ("created_at", columnar::strings(feedback.iter().map(|f| Some(&f.created_at)))),
+            ("record", columnar::strings(records.iter().map(Some))),
+        ])?;
+        columnar::append(tx, "broker_feedback", batch)?;
+        let catalog = serde_json::to_string(catalog).expect("catalog serialises");
+        self.fingerprint.update(catalog.as_bytes());
+        tx.execute("INSERT INTO broker_catalog VALUES (?)", [catalog])?;
+        if let Some(e) = embeddings {
+            self.fingerprint.update(e.model.as_bytes());
+            e.vectors.iter().flatten().for_each(|x| self.fingerprint.update(x.to_le_bytes()));
+            tx.execute("INSERT INTO broker_meta VALUES ('embedding_model', ?)", [&e.model])?;
+        }
+        self.fingerprint.update(journal_seq.to_le_bytes());
+        tx.execute("INSERT INTO broker_meta VALUES ('journal_seq', ?)", [journal_seq.to_string()])?;
+        tx.execute("INSERT INTO broker_meta VALUES ('sources', ?)", [sources])?;
+        let fingerprint = crate::http::hex(&self.fingerprint.finalize());
+        tx.execute("INSERT INTO broker_meta VALUES ('fingerprint', ?)", [fingerprint])?;
+        self.tx.commit().context("writing the broker tables")
     }
-    fingerprint.update(sources.journal_seq.to_le_bytes());
-    tx.execute("INSERT INTO broker_meta VALUES ('journal_seq', ?)", [sources.journal_seq.to_string()])?;
-    let fingerprint = crate::http::hex(&fingerprint.finalize());
-    tx.execute("INSERT INTO broker_meta VALUES ('fingerprint', ?)", [fingerprint])?;
-    tx.commit().context("writing the broker tables")
+}
+
+/// What [`Writer::finish`] writes after the agents.
+pub struct Rest<'a> {
+    pub feedback: &'a [FeedbackEntry],
+    pub catalog: &'a Catalog,
+    pub embeddings: Option<&'a Embeddings>,
+    pub journal_seq: u64,
+    /// The fingerprint of the sources the build read
+    /// ([`super::scan::Summary::fingerprint`]).
+    pub sources: &'a str,
+}
+
+/// The fingerprint of the sources a snapshot's build read (`None`: no
+/// broker tables, or written before it was recorded).
+pub fn sources_fingerprint(conn: &Connection) -> Result<Option<String>> {
+    meta(conn, "sources")
 }
 
 fn meta(conn: &Connection, key: &str) -> Result<Option<String>> {

@@ -8,25 +8,27 @@ use super::{markup, routes, svg, Page};
 use crate::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY};
 use crate::broker::render::agent_route;
 use crate::broker::render::time as instant;
-use crate::broker::{Agent, Sources};
+use crate::broker::scan::Summary;
+use crate::broker::Agent;
 use crate::http::Cache;
 
 /// Feedback entries listed on a profile, newest first.
 const FEEDBACK_SHOWN: usize = 20;
 
-pub(super) fn pages(sources: &Sources) -> Vec<Page> {
-    let mut order: Vec<&Agent> = sources.agents.iter().collect();
-    order.sort_by_cached_key(|a| (a.name.to_lowercase(), a.uaid.to_string()));
+/// The directory's pages, from the summary's rows (each agent's profile
+/// is rendered with its batch: [`super::Renderer::profile`]).
+pub(super) fn directory(summary: &Summary) -> Vec<Page> {
+    let order = &summary.directory;
     let count = order.len().div_ceil(routes::AGENTS_PER_PAGE).max(1);
-    let registries: std::collections::BTreeSet<&str> = order.iter().map(|a| a.registry.as_str()).collect();
-    let mut pages: Vec<Page> = (1..=count)
+    let registries: Vec<&String> = summary.tally.registries.keys().collect();
+    (1..=count)
         .map(|page| {
             let slice = order.chunks(routes::AGENTS_PER_PAGE).nth(page - 1).unwrap_or(&[]);
             let agents: Vec<Value> = slice
                 .iter()
                 .map(|a| {
                     context! {
-                        name => a.name, href => routes::agent(a.uaid.as_str()).0, registry => a.registry,
+                        name => a.name, href => routes::agent(a.uaid()).0, registry => a.registry,
                         protocols => a.protocols, trust => format!("{:.0}", a.trust_score), available => a.available,
                     }
                 })
@@ -42,20 +44,15 @@ pub(super) fn pages(sources: &Sources) -> Vec<Page> {
                     previous => link(page - 1), next => link(page + 1),
                 },
                 json: None,
-                last_modified: slice.iter().map(|a| instant(&a.updated_at)).max().unwrap_or_default(),
+                last_modified: slice.iter().map(|a| a.updated).max().unwrap_or_default(),
                 cache: Cache::Agent,
             }
         })
-        .collect();
-    let mut feedback: std::collections::HashMap<&str, Vec<&FeedbackEntry>> = Default::default();
-    for f in &sources.feedback {
-        feedback.entry(f.uaid.as_str()).or_default().push(f);
-    }
-    pages.extend(sources.agents.iter().map(|a| profile(a, feedback.get(a.uaid.as_str()).map_or(&[][..], |v| v))));
-    pages
+        .collect()
 }
 
-fn profile(a: &Agent, entries: &[&FeedbackEntry]) -> Page {
+/// An agent's profile page, with its feedback entries.
+pub(super) fn profile(a: &Agent, entries: &[&FeedbackEntry]) -> Page {
     let mut signals: Vec<(String, f64)> = a.trust_signals.iter().map(|(k, v)| (k.clone(), *v)).collect();
     signals.sort_by(|x, y| x.0.cmp(&y.0));
     let chart = svg::scores(

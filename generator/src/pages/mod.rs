@@ -22,6 +22,7 @@ pub mod svg;
 use anyhow::{Context, Result};
 use minijinja::{context, Environment, Value};
 
+use crate::broker::catalog::FeedbackEntry;
 use crate::hcs20::analytics::Analytics;
 use crate::hcs20::tables::SupplyChange;
 use crate::http::{Cache, Representation};
@@ -38,7 +39,10 @@ pub struct Inputs<'a> {
     /// Mints and burns per token and minute, for the charts.
     pub changes: &'a [SupplyChange],
     pub guard: Option<&'a crate::guard::Datasets>,
-    pub broker: Option<&'a crate::broker::Sources>,
+    pub broker: Option<&'a crate::broker::scan::Summary>,
+    /// The newest of the agents' profile pages (rendered with their
+    /// batches: [`Renderer::profile`]).
+    pub profiles_newest: Timestamp,
     pub exports: &'a [Export],
 }
 
@@ -79,41 +83,57 @@ struct Site {
     openapi: &'static str,
 }
 
-/// Every page of the build.
-#[tracing::instrument(level = "debug", skip_all)]
-pub fn render(inputs: &Inputs) -> Result<Vec<File>> {
-    use rayon::prelude::*;
-    let env = environment();
-    let site =
-        Site { guard: inputs.guard.is_some(), agents: inputs.broker.is_some(), openapi: crate::http::OPENAPI_ROUTE };
-    let mut pages = ledger::pages(inputs.analytics, inputs.changes);
-    if let Some(datasets) = inputs.guard {
-        pages.extend(guard::pages(datasets));
-    }
-    if let Some(sources) = inputs.broker {
-        pages.extend(agents::pages(sources));
-    }
-    let newest = pages.iter().map(|p| p.last_modified).max().unwrap_or_default();
-    pages.push(landing(inputs, newest));
-    pages.into_par_iter().map(|page| finish(&env, &site, page)).collect()
+/// The templates compiled, and what every page's frame says of the site.
+pub struct Renderer {
+    env: Environment<'static>,
+    site: Site,
 }
 
-/// Renders a page into a file of the build.
-fn finish(env: &Environment, site: &Site, page: Page) -> Result<File> {
-    let template = env.get_template(page.template).expect("the templates are compiled in");
-    let as_of = page.last_modified.iso8601();
-    let context = context! { site => site, as_of => as_of, json => page.json, ..page.context };
-    let html = template.render(context).with_context(|| format!("rendering {} ({})", page.route, page.template))?;
-    Ok(File {
-        route: page.route,
-        path: page.file,
-        representation: Representation {
-            body: html.into_bytes(),
-            last_modified: page.last_modified,
-            content_type: HTML,
-            cache: page.cache,
-        },
-    })
+impl Renderer {
+    /// A renderer for a site with the guard section or not, and the
+    /// agents' or not.
+    pub fn new(guard: bool, agents: bool) -> Renderer {
+        Renderer { env: environment(), site: Site { guard, agents, openapi: crate::http::OPENAPI_ROUTE } }
+    }
+
+    /// Every page of the build but the agents' profiles.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub fn render(&self, inputs: &Inputs) -> Result<Vec<File>> {
+        use rayon::prelude::*;
+        let mut pages = ledger::pages(inputs.analytics, inputs.changes);
+        if let Some(datasets) = inputs.guard {
+            pages.extend(guard::pages(datasets));
+        }
+        if let Some(summary) = inputs.broker {
+            pages.extend(agents::directory(summary));
+        }
+        let newest = pages.iter().map(|p| p.last_modified).max().unwrap_or_default().max(inputs.profiles_newest);
+        pages.push(landing(inputs, newest));
+        pages.into_par_iter().map(|page| self.finish(page)).collect()
+    }
+
+    /// An agent's profile page, with its feedback entries.
+    pub fn profile(&self, agent: &crate::broker::Agent, feedback: &[&FeedbackEntry]) -> Result<File> {
+        self.finish(agents::profile(agent, feedback))
+    }
+
+    /// Renders a page into a file of the build.
+    fn finish(&self, page: Page) -> Result<File> {
+        let template = self.env.get_template(page.template).expect("the templates are compiled in");
+        let as_of = page.last_modified.iso8601();
+        let context = context! { site => self.site, as_of => as_of, json => page.json, ..page.context };
+        let html = template.render(context).with_context(|| format!("rendering {} ({})", page.route, page.template))?;
+        Ok(File {
+            route: page.route,
+            path: page.file,
+            representation: Representation {
+                body: html.into_bytes(),
+                last_modified: page.last_modified,
+                content_type: HTML,
+                cache: page.cache,
+            },
+        })
+    }
 }
 
 fn environment() -> Environment<'static> {
@@ -215,15 +235,14 @@ fn landing(inputs: &Inputs, newest: Timestamp) -> Page {
         }
     });
     let agents = inputs.broker.map(|b| {
-        let registries: std::collections::BTreeSet<&str> = b.agents.iter().map(|a| a.registry.as_str()).collect();
-        let updated = b.agents.iter().map(|a| a.updated_at.as_str()).max().unwrap_or(&b.catalog.updated_at);
+        let updated = b.tally.last_update().unwrap_or(&b.catalog.updated_at);
         datasets.push(context! {
             name => "Agent index",
-            version => format!("{} agents, journal record {}", b.agents.len(), b.journal_seq),
+            version => format!("{} agents, journal record {}", b.count(), b.journal_seq),
             as_of => updated,
         });
         datasets.push(context! { name => "Broker catalog", version => "catalog", as_of => b.catalog.updated_at });
-        context! { count => b.agents.len(), registries => registries.len() }
+        context! { count => b.count(), registries => b.tally.registries.len() }
     });
     let exports: Vec<Value> = inputs
         .exports

@@ -69,8 +69,7 @@ fn only_web_addresses_become_links() {
 
 #[test]
 fn text_from_the_data_is_escaped_and_markup_made_here_is_not() {
-    let env = environment();
-    let site = Site { guard: false, agents: false, openapi: "/api/v1/openapi.json" };
+    let renderer = Renderer::new(false, false);
     let hostile = "<script>alert('x')</script> & \"/\"";
     let page = Page {
         route: "/accounts/x".into(),
@@ -81,13 +80,14 @@ fn text_from_the_data_is_escaped_and_markup_made_here_is_not() {
         last_modified: Timestamp(0),
         cache: Cache::Balances,
     };
-    let file = finish(&env, &site, page).unwrap();
+    let file = renderer.finish(page).unwrap();
     let html = String::from_utf8(file.representation.body).unwrap();
     assert!(!html.contains("<script>"), "{html}");
     assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;/&quot;"), "{html}");
     // Paths stay readable: `/` is not an entity.
     assert!(html.contains("href=\"/hcs20/account/x\""), "{html}");
     assert_eq!(file.representation.content_type, HTML);
+    let env = environment();
     let template = env.template_from_named_str("chart.html", "{{ chart }} {{ text }}").unwrap();
     let chart = markup(svg::bars(&[1], 10, 10, "a"));
     let rendered = template.render(context! { chart, text => "<svg>" }).unwrap();
