@@ -24,7 +24,7 @@ rate() { wrk "$@" | awk '/Requests\/sec/{r=$2} $1=="99%"{p=$2} END{printf "%s/s 
 for size in "$@"; do
   say "broker at $size agents: build, api, search over 5,000 queries, agent routes against nginx"
   agents="$OUT/agents-$size"
-  [ -s "$agents/agents.json" ] || "$BIN/datagen" --preset agents --agents "$size" --out "$agents" 2>/dev/null
+  [ -s "$agents/agents.jsonl" ] || "$BIN/datagen" --preset agents --agents "$size" --lines --out "$agents" 2>/dev/null
   cp datasets/broker/catalog.json "$agents/"
   dir="$OUT/scale-$size-$$"
   timed "$BIN/generator" build --ledger-dir datasets/ledger --broker-dir "$agents" \

@@ -1,8 +1,9 @@
 //! One generator run, as a list of named steps ([`run`]), each a function
 //! that runs in a span of its name:
 //!
-//! 1. **sources** (`load_sources`): load and validate the guard and broker
-//!    sources, render their files;
+//! 1. **sources** (`load_sources`): load and validate the guard sources and
+//!    render their files; scan the broker's agent index (checked, counted,
+//!    never held: [`broker::scan`]);
 //! 2. **ingest** (`ingest`): fetch each topic's new messages into the
 //!    warehouse, following registrations to new topics until none are left
 //!    (and **embed** the agents, with a provider);
@@ -11,10 +12,12 @@
 //!    touch); otherwise **replay** every stored message and render every
 //!    route;
 //! 4. **stage** (`stage_and_snapshot`): the warehouse gets the build's
-//!    tables, the Parquet exports and the pages for people are made from
-//!    them; then write the build directory beside the live one, hard-linking
-//!    files whose bytes did not change, while the warehouse is copied to its
-//!    snapshot;
+//!    tables; the agents stream again in batches, each rendered, written
+//!    into the new build directory beside the live one and stored in the
+//!    broker tables; the Parquet exports and the pages for people are made;
+//!    then the rest of the directory is written while the warehouse is
+//!    copied to its snapshot (files whose bytes did not change are
+//!    hard-linked from the live build);
 //! 5. **publish** (`publish`): flip `current`, prune old builds.
 //!
 //! DuckDB appends on one core: `Writers` stores new messages and a
@@ -65,6 +68,8 @@ pub struct BuildConfig {
     pub limits: Limits,
     /// Always replay everything (a check on the incremental path).
     pub full: bool,
+    /// DuckDB's memory limit for the warehouse (`1GB`).
+    pub duckdb_memory: String,
     /// Guard sources (section B), if this deployment publishes them.
     pub guard: Option<GuardConfig>,
     /// Broker sources (section A), if this deployment publishes them.
@@ -166,7 +171,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     report.step("sources", started);
     fault::point("sources");
     let started = begin(&progress, "embed");
-    let mut warehouse = open_warehouse(&config.layout.warehouse(), config.full)?;
+    let mut warehouse = open_warehouse(&config.layout.warehouse(), config)?;
     let embeddings = embed_agents(config, &warehouse, sources.broker.as_mut()).instrument(info_span!("embed")).await?;
     report.step("embed", started);
     // Into an empty warehouse, what is fetched is everything there is: it is
@@ -426,7 +431,7 @@ fn stage_and_snapshot(
     };
     let reuse = previous.map(site::Previous::of);
     let renderer = crate::pages::Renderer::new(data.guard.is_some(), data.broker.is_some());
-    let mut entries: Vec<Entry> = computed.kept.to_vec();
+    let mut entries: Vec<Entry> = Vec::new();
     let mut broker_time = Timestamp::default();
     let mut profiles_newest = Timestamp::default();
     if let Some(summary) = data.broker.as_deref_mut() {
@@ -435,7 +440,7 @@ fn stage_and_snapshot(
                 stage_agents(summary, data.warehouse, data.embeddings, &renderer, &mut staging, reuse.as_ref())
             })
             .context("the broker's agents")?;
-        entries.extend(streamed.entries);
+        entries = streamed.entries;
         (broker_time, profiles_newest) = (streamed.newest, streamed.profiles_newest);
         let catalog = broker::render::catalog_files(&summary.tally, &summary.catalog);
         broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(broker_time, Timestamp::max);
@@ -444,6 +449,7 @@ fn stage_and_snapshot(
     let exports = write_exports(layout, &mut computed, &data, broker_time).context("snapshot")?;
     let pages = render_pages(config, &mut computed, &data, &renderer, profiles_newest, &exports).context("pages")?;
     computed.files.extend(pages);
+    entries.extend(computed.kept.iter().cloned());
     entries.extend(site::entries(&computed.files));
     let mut manifest = site::manifest_of(entries)?;
     manifest.exports = exports;
@@ -490,8 +496,16 @@ fn stage_agents(
 ) -> Result<StagedAgents> {
     use rayon::prelude::*;
     let mut store = broker::store::Writer::begin(warehouse.conn())?;
-    let mut staged =
-        StagedAgents { entries: Vec::new(), newest: Timestamp::default(), profiles_newest: Timestamp::default() };
+    // Each agent's files: detail, similar, resolve and page, and two of
+    // feedback for an ERC-8004 agent (the entries are most of what a build
+    // holds: they are counted, not grown into).
+    let feedback_agents = summary.tally.registries.get(broker::catalog::FEEDBACK_REGISTRY).copied().unwrap_or(0);
+    let files = 4 * summary.count() + 2 * feedback_agents;
+    let mut staged = StagedAgents {
+        entries: Vec::with_capacity(files + 1024),
+        newest: Timestamp::default(),
+        profiles_newest: Timestamp::default(),
+    };
     // The summary lends its parts to the batches while it streams.
     let feedback = std::mem::take(&mut summary.feedback);
     let similar = std::mem::take(&mut summary.similar);
@@ -569,6 +583,9 @@ fn write_exports(
 fn host_configs(config: &BuildConfig, manifest: &Manifest) -> Result<crate::hosts::Configs> {
     let root = std::path::absolute(config.layout.build_dir(&manifest.build)).context("the build's folder")?;
     let configs = crate::hosts::configure(manifest, &root, &config.hosts);
+    if let Some(why) = &configs.report.skipped {
+        tracing::warn!(why, "no static host configurations for this build");
+    }
     for host in &configs.report.hosts {
         let left: Vec<String> = host.leave_to_api.iter().map(|l| format!("{} ({})", l.kind, l.routes)).collect();
         tracing::info!(host = host.host, files = host.files, limit = ?host.file_limit, leave_to_api = %left.join(", "),
@@ -642,9 +659,9 @@ fn publish(
 /// Opens the warehouse. One this DuckDB cannot read (written by DuckDB 2.0)
 /// fails the run before anything is written, unless the run is full: a full
 /// run sets the file aside and rebuilds a new warehouse from the sources.
-fn open_warehouse(path: &std::path::Path, full: bool) -> Result<Warehouse> {
-    let error = match Warehouse::open(path) {
-        Err(error) if full => error,
+fn open_warehouse(path: &std::path::Path, config: &BuildConfig) -> Result<Warehouse> {
+    let error = match Warehouse::open(path, &config.duckdb_memory) {
+        Err(error) if config.full => error,
         opened => return opened,
     };
     let Some(unreadable) = error.downcast_ref::<database::Unreadable>() else { return Err(error) };
@@ -654,7 +671,7 @@ fn open_warehouse(path: &std::path::Path, full: bool) -> Result<Warehouse> {
         aside = %aside.display(),
         "set the unreadable warehouse aside (delete it when it is no longer wanted); rebuilding from the sources"
     );
-    Warehouse::open(path)
+    Warehouse::open(path, &config.duckdb_memory)
 }
 
 /// Step 2 (with a provider): embed the agents, asking the provider only

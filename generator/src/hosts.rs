@@ -25,13 +25,28 @@ pub const REDIRECTS: &str = "_redirects";
 pub const NETLIFY: &str = "netlify.toml";
 
 /// What a host configuration needs besides the manifest.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Options {
     /// nginx's `listen` (default `80`).
     pub nginx_listen: Option<String>,
     /// Where nginx sends what the build does not hold (the api, say
     /// `127.0.0.1:4000`); none: a JSON 404.
     pub nginx_api: Option<String>,
+    /// The most routes a build may have and still get configurations.
+    /// They are made in memory, about 2 KB per route (every spelling of
+    /// every route, by kind and by case-folded key), and no host takes
+    /// rules for millions of routes; a larger build gets none, and says so
+    /// ([`Report::skipped`]).
+    pub max_routes: usize,
+}
+
+/// [`Options::max_routes`] unless configured.
+pub const MAX_ROUTES: usize = 500_000;
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { nginx_listen: None, nginx_api: None, max_routes: MAX_ROUTES }
+    }
 }
 
 /// The host configurations of a build, and what they could not say.
@@ -44,19 +59,39 @@ pub struct Configs {
 }
 
 impl Configs {
-    /// Each file's name and bytes.
-    pub fn files(&self) -> [(&'static str, &[u8]); 4] {
-        [
-            (NGINX, self.nginx.as_bytes()),
-            (HEADERS, self.headers.as_bytes()),
-            (REDIRECTS, self.redirects.as_bytes()),
-            (NETLIFY, self.netlify.as_bytes()),
-        ]
+    /// Each file's name and bytes (none when skipped).
+    pub fn files(&self) -> Vec<(&'static str, &[u8])> {
+        match self.report.skipped {
+            Some(_) => Vec::new(),
+            None => vec![
+                (NGINX, self.nginx.as_bytes()),
+                (HEADERS, self.headers.as_bytes()),
+                (REDIRECTS, self.redirects.as_bytes()),
+                (NETLIFY, self.netlify.as_bytes()),
+            ],
+        }
     }
 }
 
-/// Makes every configuration for `manifest`, the build living in `root`.
+/// Makes every configuration for `manifest`, the build living in `root`;
+/// none (an empty [`Configs`] whose report says why) for a build of more
+/// than [`Options::max_routes`] routes.
 pub fn configure(manifest: &Manifest, root: &std::path::Path, options: &Options) -> Configs {
+    if manifest.routes.len() > options.max_routes {
+        let why = format!(
+            "{} routes, more than the {} the configurations are made for (--host-configs-max-routes)",
+            manifest.routes.len(),
+            options.max_routes
+        );
+        let report = Report { files: manifest.routes.len() + 2, hosts: Vec::new(), skipped: Some(why) };
+        return Configs {
+            nginx: String::new(),
+            headers: String::new(),
+            redirects: String::new(),
+            netlify: String::new(),
+            report,
+        };
+    }
     let kinds = kinds(manifest);
     let (nginx, unmapped) = nginx(manifest, &kinds, root, options);
     let (headers, header_rules) = headers(manifest);
@@ -125,7 +160,7 @@ fn spellings(route: &str) -> Vec<String> {
 /// routes that differ only in case).
 fn nginx(manifest: &Manifest, kinds: &Kinds, root: &std::path::Path, options: &Options) -> (String, Vec<Left>) {
     let classes: Vec<&str> =
-        manifest.routes.iter().map(|e| e.cache_control.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
+        manifest.routes.iter().map(|e| e.cache_control.as_ref()).collect::<BTreeSet<_>>().into_iter().collect();
     let class = |e: &Entry| classes.iter().position(|c| *c == e.cache_control).expect("listed");
     // `file|etag|last-modified|class|key`: none of the first four holds a
     // `|` (file names are percent-encoded), so the key, last, may.
@@ -403,7 +438,7 @@ fn headers(manifest: &Manifest) -> (String, usize) {
     let paths: BTreeMap<&str, Headers> = manifest
         .routes
         .iter()
-        .map(|e| (split(&e.route).0, (e.content_type.as_str(), e.cache_control.as_str())))
+        .map(|e| (split(&e.route).0, (e.content_type.as_ref(), e.cache_control.as_ref())))
         .collect();
     let mut out = String::from(
         "# almanac: generated from _manifest.json; do not edit.\n/*\n  Access-Control-Allow-Origin: *\n  \
@@ -559,6 +594,10 @@ pub struct Report {
     /// configurations.
     pub files: usize,
     pub hosts: Vec<HostReport>,
+    /// Why the build has no configurations (more routes than
+    /// [`Options::max_routes`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -689,7 +728,7 @@ impl Report {
                 leave_to_api: left,
             });
         }
-        Report { files, hosts }
+        Report { files, hosts, skipped: None }
     }
 }
 
@@ -701,10 +740,10 @@ mod tests {
         Entry {
             route: route.into(),
             file: file.into(),
-            etag: "\"00\"".into(),
-            last_modified: "Mon, 01 Jan 2024 00:00:00 GMT".into(),
-            content_type: content_type.into(),
-            cache_control: cache.into(),
+            etag: crate::manifest::Inline::new("\"00\"").unwrap(),
+            last_modified: crate::manifest::Inline::new("Mon, 01 Jan 2024 00:00:00 GMT").unwrap(),
+            content_type: content_type.to_string().into(),
+            cache_control: cache.to_string().into(),
             length: 1,
         }
     }
@@ -831,6 +870,23 @@ mod tests {
         assert_eq!(configs.report.files, 25_002 + OTHER_FILES);
     }
 
+    /// A build past the limit gets no configuration, and its report says
+    /// why; one at the limit gets them all.
+    #[test]
+    fn a_build_past_the_route_limit_gets_no_configurations() {
+        let entries: Vec<Entry> =
+            (0..10).map(|i| json(&format!("/api/v1/agents/a{i}"), &format!("api/v1/agents/a{i}.json"))).collect();
+        let m = manifest(entries);
+        let root = std::path::Path::new("/srv/site/builds/x");
+        let at = configure(&m, root, &Options { max_routes: 10, ..Options::default() });
+        assert_eq!(at.files().len(), 4);
+        assert!(at.report.skipped.is_none() && !at.report.hosts.is_empty());
+        let past = configure(&m, root, &Options { max_routes: 9, ..Options::default() });
+        assert!(past.files().is_empty() && past.report.hosts.is_empty());
+        let why = past.report.skipped.unwrap();
+        assert!(why.contains("10 routes") && why.contains("--host-configs-max-routes"), "{why}");
+    }
+
     #[test]
     fn nginx_maps_each_spelling_to_its_entry_and_refuses_names_equal_but_for_case() {
         let m = manifest(vec![
@@ -839,7 +895,7 @@ mod tests {
             json("/api/v1/agents/uaid%3Aaid%3AAb", "api/v1/agents/~01.json"),
             json("/api/v1/agents/uaid%3Aaid%3AaB", "api/v1/agents/~02.json"),
         ]);
-        let options = Options { nginx_listen: Some("127.0.0.1:8080".into()), nginx_api: None };
+        let options = Options { nginx_listen: Some("127.0.0.1:8080".into()), ..Options::default() };
         let (conf, unmapped) = nginx(&m, &kinds(&m), std::path::Path::new("/srv/site/builds/x"), &options);
         assert!(conf.contains(
             "    \"/hcs20/stats\" \"hcs20/stats.json|\\\"00\\\"|Mon, 01 Jan 2024 00:00:00 GMT|0|/hcs20/stats\";"

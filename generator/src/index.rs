@@ -32,67 +32,85 @@ const MAGIC: &[u8; 8] = b"ALMIDX01";
 const HEADER: usize = 24 + 32;
 const RECORD: usize = 64;
 
-/// The index of `manifest`, as bytes to write. Fails on an entry the
-/// index cannot hold (an ETag that is not 32 hex digits, a date that is
-/// not an HTTP-date).
-pub fn write(manifest: &Manifest) -> Result<Vec<u8>> {
+/// The index of `manifest`, as bytes (tests, small builds).
+pub fn to_bytes(manifest: &Manifest) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    write(manifest, &mut out)?;
+    Ok(out)
+}
+
+/// Writes the index of `manifest` to `out`, front to back: the strings'
+/// offsets are computed, not gathered, so nothing the size of the index
+/// is held. Fails on an entry the index cannot hold (an ETag that is not
+/// 32 hex digits, a date that is not an HTTP-date) before anything is
+/// written.
+pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
     let mut entries: Vec<&Entry> = manifest.routes.iter().collect();
     entries.sort_by(|a, b| a.route.as_bytes().cmp(b.route.as_bytes()));
-    let mut types: Vec<&str> = entries.iter().map(|e| e.content_type.as_str()).collect();
+    let mut types: Vec<&str> = entries.iter().map(|e| e.content_type.as_ref()).collect();
     types.sort_unstable();
     types.dedup();
-    let mut caches: Vec<&str> = entries.iter().map(|e| e.cache_control.as_str()).collect();
+    let mut caches: Vec<&str> = entries.iter().map(|e| e.cache_control.as_ref()).collect();
     caches.sort_unstable();
     caches.dedup();
     anyhow::ensure!(types.len() <= u16::MAX as usize && caches.len() <= u16::MAX as usize, "too many header values");
+    // Every record's fields, checked before a byte is written.
+    let fields: Vec<([u8; 16], u64)> = entries
+        .iter()
+        .map(|e| {
+            let etag = digest(&e.etag).with_context(|| format!("{}: ETag {}", e.route, e.etag))?;
+            let modified = httpdate::parse_http_date(&e.last_modified)
+                .with_context(|| format!("{}: Last-Modified {}", e.route, e.last_modified))?
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            Ok((etag, modified))
+        })
+        .collect::<Result<_>>()?;
 
     let tables = (types.len() + caches.len()) * 16;
-    let heap_start = HEADER + tables + entries.len() * RECORD;
-    let mut heap: Vec<u8> = Vec::new();
+    let mut next = (HEADER + tables + entries.len() * RECORD) as u64;
     let mut string = |text: &str| -> (u64, u64) {
-        let at = (heap_start + heap.len()) as u64;
-        heap.extend_from_slice(text.as_bytes());
+        let at = next;
+        next += text.len() as u64;
         (at, text.len() as u64)
     };
+    let heads = [manifest.build.as_str(), manifest.snapshot.as_str()];
     let mut head = Vec::with_capacity(HEADER + tables);
     head.extend_from_slice(MAGIC);
     head.extend_from_slice(&(entries.len() as u64).to_le_bytes());
     head.extend_from_slice(&(types.len() as u32).to_le_bytes());
     head.extend_from_slice(&(caches.len() as u32).to_le_bytes());
-    for text in [manifest.build.as_str(), manifest.snapshot.as_str()]
-        .into_iter()
-        .chain(types.iter().copied())
-        .chain(caches.iter().copied())
-    {
+    for text in heads.iter().chain(&types).chain(&caches) {
         let (at, len) = string(text);
         head.extend_from_slice(&at.to_le_bytes());
         head.extend_from_slice(&len.to_le_bytes());
     }
-    let mut records = Vec::with_capacity(entries.len() * RECORD);
-    for e in &entries {
+    out.write_all(&head)?;
+    let position = |list: &[&str], value: &str| list.binary_search(&value).expect("listed") as u16;
+    for (e, (etag, modified)) in entries.iter().zip(&fields) {
         let (route, route_len) = string(&e.route);
         let (file, file_len) = string(&e.file);
-        let etag = digest(&e.etag).with_context(|| format!("{}: ETag {}", e.route, e.etag))?;
-        let modified = httpdate::parse_http_date(&e.last_modified)
-            .with_context(|| format!("{}: Last-Modified {}", e.route, e.last_modified))?
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let position = |list: &[&str], value: &str| list.binary_search(&value).expect("listed") as u16;
-        records.extend_from_slice(&route.to_le_bytes());
-        records.extend_from_slice(&file.to_le_bytes());
-        records.extend_from_slice(&(route_len as u32).to_le_bytes());
-        records.extend_from_slice(&(file_len as u32).to_le_bytes());
-        records.extend_from_slice(&etag);
-        records.extend_from_slice(&modified.to_le_bytes());
-        records.extend_from_slice(&e.length.to_le_bytes());
-        records.extend_from_slice(&position(&types, &e.content_type).to_le_bytes());
-        records.extend_from_slice(&position(&caches, &e.cache_control).to_le_bytes());
-        records.extend_from_slice(&0u32.to_le_bytes());
+        let mut record = [0u8; RECORD];
+        record[0..8].copy_from_slice(&route.to_le_bytes());
+        record[8..16].copy_from_slice(&file.to_le_bytes());
+        record[16..20].copy_from_slice(&(route_len as u32).to_le_bytes());
+        record[20..24].copy_from_slice(&(file_len as u32).to_le_bytes());
+        record[24..40].copy_from_slice(etag);
+        record[40..48].copy_from_slice(&modified.to_le_bytes());
+        record[48..56].copy_from_slice(&e.length.to_le_bytes());
+        record[56..58].copy_from_slice(&position(&types, &e.content_type).to_le_bytes());
+        record[58..60].copy_from_slice(&position(&caches, &e.cache_control).to_le_bytes());
+        out.write_all(&record)?;
     }
-    let mut out = head;
-    out.extend_from_slice(&records);
-    out.extend_from_slice(&heap);
-    Ok(out)
+    // The strings, in the order their offsets were given.
+    for text in heads.iter().chain(&types).chain(&caches) {
+        out.write_all(text.as_bytes())?;
+    }
+    for e in &entries {
+        out.write_all(e.route.as_bytes())?;
+        out.write_all(e.file.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// The 16 bytes a manifest ETag (`"` 32 hex digits `"`) spells.
@@ -166,7 +184,7 @@ impl Index {
 
     /// An index of `manifest` made in memory.
     pub fn of(manifest: &Manifest) -> Result<Index> {
-        Index::new(Bytes::Owned(write(manifest)?))
+        Index::new(Bytes::Owned(to_bytes(manifest)?))
     }
 
     fn new(bytes: Bytes) -> Result<Index> {
@@ -298,9 +316,9 @@ mod tests {
         Entry {
             route: route.into(),
             file: format!("{}.json", route.trim_start_matches('/')),
-            etag: format!("\"{}\"", crate::http::hex(&[etag_byte; 16])),
-            last_modified: modified.into(),
-            content_type: content_type.into(),
+            etag: crate::manifest::Inline::new(&format!("\"{}\"", crate::http::hex(&[etag_byte; 16]))).unwrap(),
+            last_modified: crate::manifest::Inline::new(modified).unwrap(),
+            content_type: content_type.to_string().into(),
             cache_control: "public, max-age=60".into(),
             length: route.len() as u64,
         }
@@ -322,13 +340,13 @@ mod tests {
             let r = index.get(&e.route).unwrap_or_else(|| panic!("{}", e.route));
             assert_eq!(
                 (r.route, r.file, r.etag_text(), r.length),
-                (e.route.as_str(), e.file.as_str(), e.etag.clone(), e.length)
+                (e.route.as_str(), e.file.as_str(), e.etag.to_string(), e.length)
             );
             assert_eq!(
                 httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.last_modified)),
-                e.last_modified
+                e.last_modified.as_str()
             );
-            assert_eq!((r.content_type, r.cache_control), (e.content_type.as_str(), e.cache_control.as_str()));
+            assert_eq!((r.content_type, r.cache_control), (e.content_type.as_ref(), e.cache_control.as_ref()));
             assert_eq!(index.at(r.position), Some(r));
         }
         for missing in ["", "/r", "/r/", "/r/500", "/r/1 ", "/R/1", "/s"] {
@@ -337,7 +355,10 @@ mod tests {
         let routes: Vec<&str> = index.iter().map(|r| r.route).collect();
         assert!(routes.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()));
         // The same manifest gives the same bytes.
-        assert_eq!(write(&manifest).unwrap(), write(&Manifest::new(entries.into_iter().rev().collect())).unwrap());
+        assert_eq!(
+            to_bytes(&manifest).unwrap(),
+            to_bytes(&Manifest::new(entries.into_iter().rev().collect())).unwrap()
+        );
     }
 
     #[test]
@@ -345,7 +366,7 @@ mod tests {
         let manifest = Manifest::new(
             (0..50).map(|i| entry(&format!("/r/{i}"), i as u8, "Mon, 01 Jan 2024 00:00:00 GMT", "a/b")).collect(),
         );
-        let bytes = write(&manifest).unwrap();
+        let bytes = to_bytes(&manifest).unwrap();
         for cut in [0, 7, 8, 30, HEADER, bytes.len() / 2, bytes.len() - 1] {
             if let Ok(index) = Index::new(Bytes::Owned(bytes[..cut].to_vec())) {
                 for i in 0..60 {

@@ -80,8 +80,9 @@ struct BuildArgs {
     /// Reference date for guard expiries (YYYY-MM-DD; default: today, UTC).
     #[arg(long, env = "ALMANAC_GUARD_DATE")]
     guard_date: Option<chrono::NaiveDate>,
-    /// Broker sources (section A): agents.json, catalog.json and
-    /// feedback.json; skipped with a warning when agents.json is missing.
+    /// Broker sources (section A): agents.jsonl or agents.json,
+    /// catalog.json and feedback.json; skipped with a warning when there is
+    /// no agent index.
     #[arg(long, env = "ALMANAC_BROKER_DIR", default_value = "datasets/broker")]
     broker_dir: PathBuf,
     /// The api's OpenAPI document (`api openapi`), published in the build
@@ -95,6 +96,14 @@ struct BuildArgs {
     /// (the api's address, `127.0.0.1:4000`); none: a JSON 404.
     #[arg(long, env = "ALMANAC_NGINX_API")]
     nginx_api: Option<String>,
+    /// The most routes a build may have and still get the static hosts'
+    /// configurations (they are made in memory, about 2 KB per route).
+    #[arg(long, env = "ALMANAC_HOST_CONFIGS_MAX_ROUTES", default_value_t = almanac::hosts::MAX_ROUTES)]
+    host_configs_max_routes: usize,
+    /// DuckDB's memory limit for the warehouse (its own form: `1GB`,
+    /// `512MB`); past it DuckDB spills to disk.
+    #[arg(long, env = "ALMANAC_DUCKDB_MEMORY", default_value = "1GB")]
+    duckdb_memory: String,
     /// The api's journal of live broker events (default: `<data-dir>/journal`).
     #[arg(long, env = "ALMANAC_JOURNAL_DIR")]
     journal_dir: Option<PathBuf>,
@@ -230,9 +239,14 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
         keep_builds: args.keep_builds,
         limits: Limits { max_page_size: args.max_page_size },
         full: args.full,
+        duckdb_memory: args.duckdb_memory,
         openapi: args.openapi,
-        hosts: almanac::hosts::Options { nginx_listen: args.nginx_listen, nginx_api: args.nginx_api },
-        broker: match args.broker_dir.join("agents.json").exists() {
+        hosts: almanac::hosts::Options {
+            nginx_listen: args.nginx_listen,
+            nginx_api: args.nginx_api,
+            max_routes: args.host_configs_max_routes,
+        },
+        broker: match almanac::broker::source::present(&args.broker_dir) {
             true => Some(BrokerConfig {
                 dir: args.broker_dir,
                 journal,

@@ -3,10 +3,12 @@
 //! with them. The api loads it; the generator compares against the previous
 //! one to rewrite only files whose bytes changed.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -56,10 +58,14 @@ pub struct Column {
 pub struct Entry {
     pub route: String,
     pub file: String,
-    pub etag: String,
-    pub last_modified: String,
-    pub content_type: String,
-    pub cache_control: String,
+    /// The strong ETag, quoted; held inline, as is the HTTP-date: a build
+    /// holds millions of entries, and these are no allocation of their own.
+    pub etag: Inline<34>,
+    pub last_modified: Inline<29>,
+    /// `Content-Type` and `Cache-Control`: a build's own values are
+    /// borrowed, not copied into each of its millions of entries.
+    pub content_type: Cow<'static, str>,
+    pub cache_control: Cow<'static, str>,
     pub length: u64,
 }
 
@@ -70,9 +76,9 @@ impl Entry {
             route,
             file,
             etag: etag(&r.body),
-            last_modified: r.last_modified.http_date(),
-            content_type: r.content_type.to_string(),
-            cache_control: r.cache.header().to_string(),
+            last_modified: Inline::new(&r.last_modified.http_date()).expect("an HTTP-date is 29 bytes"),
+            content_type: Cow::Borrowed(r.content_type),
+            cache_control: Cow::Borrowed(r.cache.header()),
             length: r.body.len() as u64,
         }
     }
@@ -109,16 +115,101 @@ pub struct Damage {
 
 /// A strong entity tag from the SHA-256 of the exact bytes sent (128 bits
 /// of it, quoted).
-pub fn etag(body: &[u8]) -> String {
+pub fn etag(body: &[u8]) -> Inline<34> {
     let digest = Sha256::digest(body);
-    format!("\"{}\"", hex(&digest[..16]))
+    Inline::new(&format!("\"{}\"", hex(&digest[..16]))).expect("32 hex digits and two quotes")
+}
+
+/// Text of at most `N` bytes held inline: a field of millions of entries
+/// that would otherwise be an allocation each. Reads as a `str`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Inline<const N: usize> {
+    len: u8,
+    bytes: [u8; N],
+}
+
+impl<const N: usize> Inline<N> {
+    /// `text`, or `None` when it is longer than `N` bytes.
+    pub fn new(text: &str) -> Option<Inline<N>> {
+        let mut bytes = [0u8; N];
+        bytes.get_mut(..text.len())?.copy_from_slice(text.as_bytes());
+        Some(Inline { len: text.len() as u8, bytes })
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len as usize]).expect("made from a str")
+    }
+}
+
+impl<const N: usize> std::ops::Deref for Inline<N> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<const N: usize> std::fmt::Display for Inline<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for Inline<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl<const N: usize> PartialEq<str> for Inline<N> {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl<const N: usize> PartialEq<&str> for Inline<N> {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl<const N: usize> PartialEq<String> for Inline<N> {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl<const N: usize> PartialEq<Inline<N>> for &str {
+    fn eq(&self, other: &Inline<N>) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl<const N: usize> PartialEq<Inline<N>> for String {
+    fn eq(&self, other: &Inline<N>) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl<const N: usize> Serialize for Inline<N> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de, const N: usize> Deserialize<'de> for Inline<N> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Inline<N>, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Inline::new(&text).ok_or_else(|| serde::de::Error::custom(format!("{text:?} is longer than {N} bytes")))
+    }
 }
 
 impl Manifest {
     /// Builds the manifest of `entries`, sorted by route, naming the build
     /// after its content.
     pub fn new(mut entries: Vec<Entry>) -> Manifest {
-        entries.sort_by(|a, b| a.route.cmp(&b.route));
+        // Unstable: no scratch half the size of millions of entries (routes
+        // are unique; a duplicate fails the build).
+        entries.par_sort_unstable_by(|a, b| a.route.cmp(&b.route));
         let last_modified = entries
             .iter()
             .filter_map(|e| httpdate::parse_http_date(&e.last_modified).ok())
@@ -126,7 +217,8 @@ impl Manifest {
             .map_or_else(|| httpdate::fmt_http_date(std::time::UNIX_EPOCH), httpdate::fmt_http_date);
         let mut hasher = Sha256::new();
         for entry in &entries {
-            for part in [&entry.route, &entry.etag, &entry.last_modified, &entry.cache_control] {
+            for part in [entry.route.as_str(), entry.etag.as_str(), entry.last_modified.as_str(), &entry.cache_control]
+            {
                 hasher.update(part.as_bytes());
                 hasher.update([0]);
             }
@@ -152,9 +244,15 @@ impl Manifest {
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec_pretty(self).expect("manifest serialises");
-        bytes.push(b'\n');
+        let mut bytes = Vec::new();
+        self.write(&mut bytes).expect("a vector takes every byte");
         bytes
+    }
+
+    /// Writes `_manifest.json`'s bytes to `out`, as they are made.
+    pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, self)?;
+        out.write_all(b"\n")
     }
 
     pub fn by_route(&self) -> BTreeMap<&str, &Entry> {

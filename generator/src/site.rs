@@ -213,8 +213,8 @@ impl Staging {
             debug_assert!(!name.contains('/') && *name != manifest::FILE_NAME, "{name}");
             fs::write(staging.join(name), bytes).with_context(|| format!("writing {name}"))?;
         }
-        write_synced(&staging.join(crate::index::FILE_NAME), &crate::index::write(manifest)?)?;
-        write_synced(&staging.join(manifest::FILE_NAME), &manifest.to_bytes())?;
+        write_synced_with(&staging.join(crate::index::FILE_NAME), |out| crate::index::write(manifest, out))?;
+        write_synced_with(&staging.join(manifest::FILE_NAME), |out| Ok(manifest.write(out)?))?;
         if final_dir.exists() {
             // A build of the same id but other content cannot exist (the id
             // is a hash of the content): what is there is a partial leftover
@@ -309,6 +309,15 @@ pub fn prune(layout: &Layout, keep: usize) -> Result<usize> {
         }
     }
     Ok(removed)
+}
+
+/// Writes a file through a buffer as `write` makes its bytes, and syncs it.
+fn write_synced_with(path: &Path, write: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> Result<()>) -> Result<()> {
+    let file = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    write(&mut out).with_context(|| format!("writing {}", path.display()))?;
+    let file = out.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", path.display()))?;
+    file.sync_all().with_context(|| format!("syncing {}", path.display()))
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {

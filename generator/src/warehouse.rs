@@ -45,13 +45,19 @@ CREATE TABLE IF NOT EXISTS cursors (
 ";
 
 impl Warehouse {
-    pub fn open(path: &Path) -> Result<Warehouse> {
+    /// Opens (creating) the warehouse, DuckDB's memory held to
+    /// `memory_limit` (DuckDB's own form, `1GB`): past it, DuckDB writes
+    /// to disk what it can, or fails the run, rather than grow with the
+    /// sources.
+    pub fn open(path: &Path, memory_limit: &str) -> Result<Warehouse> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
         const FIX: &str = "the warehouse cannot be opened: rebuild it from the sources with \
                            `generator build --full` (which sets the unreadable file aside), or delete it";
         let conn = database::open(path, Access::ReadWrite).map_err(|error| database::advise(error, FIX))?;
+        conn.execute_batch(&format!("SET memory_limit = '{}'", memory_limit.replace('\'', "")))
+            .with_context(|| format!("DuckDB's memory limit {memory_limit:?}"))?;
         conn.execute_batch(SCHEMA).context("creating the warehouse schema")?;
         Ok(Warehouse { conn, path: path.to_path_buf() })
     }

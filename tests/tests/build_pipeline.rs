@@ -105,6 +105,30 @@ fn datasets_broker_agents_is_what_datagen_writes() {
     almanac::broker::validate_index(&agents).unwrap();
 }
 
+/// The agent index as JSON Lines (`datagen --lines`) builds the same files
+/// as the checked-in document: the two forms are one index.
+#[test]
+fn an_index_as_json_lines_builds_what_the_document_builds() {
+    let dir = TempDir::new("datagen-lines");
+    let sources = dir.path().join("broker");
+    let out = datagen(&["--preset", "agents", "--agents", "300", "--lines", "--out", sources.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!sources.join("agents.json").exists() && sources.join("agents.jsonl").exists());
+    let lines = std::fs::read_to_string(sources.join("agents.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 300, "one agent per line");
+    std::fs::copy(workspace_root().join("datasets/broker/catalog.json"), sources.join("catalog.json")).unwrap();
+    let ledger = workspace_root().join("datasets/ledger");
+    let built = |root: &Path, broker: &Path| {
+        let (site, data) = (root.join("site"), root.join("data"));
+        build(&site, &data, &["--ledger-dir", ledger.to_str().unwrap(), "--broker-dir", broker.to_str().unwrap()]);
+        current(&site).1
+    };
+    let from_lines = built(&dir.path().join("a"), &sources);
+    let from_document = built(&dir.path().join("b"), &workspace_root().join("datasets/broker"));
+    assert_eq!(from_lines, from_document);
+    assert!(from_lines.routes.iter().filter(|e| e.route.starts_with("/api/v1/agents/")).count() >= 300 * 3);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
     let topics = Topics::MAINNET;

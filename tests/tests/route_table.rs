@@ -58,8 +58,8 @@ async fn every_published_route_is_in_the_table_and_served_as_the_manifest_says()
         let headers = response.headers();
         assert_eq!(headers["etag"], entry.etag.as_str(), "{}", entry.route);
         assert_eq!(headers["last-modified"], entry.last_modified.as_str(), "{}", entry.route);
-        assert_eq!(headers["cache-control"], entry.cache_control.as_str(), "{}", entry.route);
-        assert_eq!(headers["content-type"], entry.content_type.as_str(), "{}", entry.route);
+        assert_eq!(headers["cache-control"], entry.cache_control.as_ref(), "{}", entry.route);
+        assert_eq!(headers["content-type"], entry.content_type.as_ref(), "{}", entry.route);
         assert_eq!(response.bytes().await.unwrap().len() as u64, entry.length, "{}", entry.route);
     }
 

@@ -492,12 +492,58 @@ pub fn similar_live<'a>(agent: &Agent, others: impl Iterator<Item = &'a Agent>) 
         top.insert(at, candidate);
         top.truncate(SIMILAR_LIMIT);
     }
-    let hits: Vec<SimilarHit> = top.iter().map(|(_, other)| similar_hit(mine, other)).collect();
+    let peers: Vec<Peer> = top.iter().map(|(_, other)| Peer::of(other)).collect();
+    let hits: Vec<SimilarHit> = peers.iter().map(|other| similar_hit(mine, other)).collect();
     serde_json::to_value(SimilarBody { uaid: &agent.uaid, total: hits.len(), hits }).expect("agents serialise")
 }
 
+/// What a similar agent's hit shows of it, and its ranking keys: the part
+/// of an agent the similar index keeps.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    id: String,
+    uaid: String,
+    registry: String,
+    name: String,
+    description: String,
+    capabilities: Vec<u8>,
+    capability_labels: Vec<String>,
+    protocols: Vec<String>,
+    adapter: String,
+    trust_score: f64,
+    available: bool,
+    verification_status: &'static str,
+    kind: &'static str,
+    updated_at: String,
+}
+
+impl Peer {
+    pub fn uaid(&self) -> &str {
+        &self.uaid
+    }
+
+    fn of(agent: &Agent) -> Peer {
+        Peer {
+            id: agent.id.clone(),
+            uaid: agent.uaid.to_string(),
+            registry: agent.registry.clone(),
+            name: agent.name.clone(),
+            description: agent.description.clone(),
+            capabilities: agent.capabilities.clone(),
+            capability_labels: agent.capability_labels.clone(),
+            protocols: agent.protocols.clone(),
+            adapter: agent.adapter.clone(),
+            trust_score: agent.trust_score,
+            available: agent.available,
+            verification_status: agent.verification_status.as_str(),
+            kind: agent.kind.as_str(),
+            updated_at: agent.updated_at.clone(),
+        }
+    }
+}
+
 /// `other` as a similar agent of one whose capability set is `mine`.
-fn similar_hit(mine: u32, other: &Agent) -> SimilarHit<'_> {
+fn similar_hit(mine: u32, other: &Peer) -> SimilarHit<'_> {
     SimilarHit {
         id: &other.id,
         uaid: &other.uaid,
@@ -510,8 +556,8 @@ fn similar_hit(mine: u32, other: &Agent) -> SimilarHit<'_> {
         adapter: &other.adapter,
         trust_score: other.trust_score,
         available: other.available,
-        verification_status: other.verification_status.as_str(),
-        kind: other.kind.as_str(),
+        verification_status: other.verification_status,
+        kind: other.kind,
         shared_capabilities: other.capabilities.iter().copied().filter(|c| mine & 1 << c != 0).collect(),
     }
 }
@@ -521,10 +567,14 @@ fn mask(agent: &Agent) -> u32 {
     agent.capabilities.iter().fold(0, |m, c| m | 1 << c)
 }
 
-/// Whether agent `a` ranks before `b` among agents sharing as many
-/// capabilities: higher trust score, then id.
-fn better(a: &Agent, b: &Agent) -> std::cmp::Ordering {
-    b.trust_score.total_cmp(&a.trust_score).then_with(|| a.id.cmp(&b.id))
+/// Whether an agent of trust score and id `a` ranks before one of `b`
+/// among agents sharing as many capabilities: higher trust score, then id.
+fn better(a: (f64, &str), b: (f64, &str)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1))
+}
+
+fn rank_of(peer: &Peer) -> (f64, &str) {
+    (peer.trust_score, &peer.id)
 }
 
 /// The similar agents of a whole index, gathered one agent at a time
@@ -537,33 +587,34 @@ fn better(a: &Agent, b: &Agent) -> std::cmp::Ordering {
 #[derive(Debug, Default)]
 pub struct Similar {
     /// Per capability set, its best agents, best first.
-    groups: HashMap<u32, Vec<Agent>>,
+    groups: HashMap<u32, Vec<Peer>>,
 }
 
 /// [`Similar`] once every agent is in: per capability set, the best
 /// `SIMILAR_LIMIT + 1` agents sharing any of it.
 #[derive(Debug, Default)]
 pub struct SimilarIndex {
-    best: HashMap<u32, Vec<Agent>>,
+    best: HashMap<u32, Vec<Peer>>,
 }
 
 impl Similar {
     pub fn add(&mut self, agent: &Agent) {
         let group = self.groups.entry(mask(agent)).or_default();
-        if group.len() > SIMILAR_LIMIT && better(agent, &group[SIMILAR_LIMIT]).is_ge() {
+        let key = (agent.trust_score, agent.id.as_str());
+        if group.len() > SIMILAR_LIMIT && better(key, rank_of(&group[SIMILAR_LIMIT])).is_ge() {
             return;
         }
-        let at = group.partition_point(|g| better(g, agent).is_lt());
-        group.insert(at, agent.clone());
+        let at = group.partition_point(|g| better(rank_of(g), key).is_lt());
+        group.insert(at, Peer::of(agent));
         group.truncate(SIMILAR_LIMIT + 1);
     }
 
     pub fn finish(self) -> SimilarIndex {
-        let rank = |x: &(u32, &Agent), y: &(u32, &Agent)| y.0.cmp(&x.0).then_with(|| better(x.1, y.1));
+        let rank = |x: &(u32, &Peer), y: &(u32, &Peer)| y.0.cmp(&x.0).then_with(|| better(rank_of(x.1), rank_of(y.1)));
         let mut best = HashMap::with_capacity(self.groups.len());
         for m in self.groups.keys() {
             // The best `limit + 1` (shared, agent) pairs, kept sorted.
-            let mut top: Vec<(u32, &Agent)> = Vec::with_capacity(SIMILAR_LIMIT + 2);
+            let mut top: Vec<(u32, &Peer)> = Vec::with_capacity(SIMILAR_LIMIT + 2);
             for (g, members) in &self.groups {
                 let shared = (g & m).count_ones();
                 if shared == 0 {
@@ -587,9 +638,9 @@ impl Similar {
 
 impl SimilarIndex {
     /// Up to [`SIMILAR_LIMIT`] agents similar to `agent`, best first.
-    pub fn of<'s>(&'s self, agent: &Agent) -> Vec<&'s Agent> {
+    pub fn of<'s>(&'s self, agent: &Agent) -> Vec<&'s Peer> {
         let best = self.best.get(&mask(agent)).map_or(&[][..], |b| b.as_slice());
-        best.iter().filter(|other| other.uaid != agent.uaid).take(SIMILAR_LIMIT).collect()
+        best.iter().filter(|other| agent.uaid != other.uaid).take(SIMILAR_LIMIT).collect()
     }
 }
 
@@ -667,7 +718,7 @@ fn published_entries<'a>(catalog: &'a Catalog, entries: impl Iterator<Item = &'a
 
 /// The detail, similar, resolve and (for ERC-8004 agents) feedback files
 /// of one agent: `similar` are its similar agents, `entries` its feedback.
-pub fn agent_files(agent: &Agent, similar: &[&Agent], entries: &[&FeedbackEntry]) -> Vec<File> {
+pub fn agent_files(agent: &Agent, similar: &[&Peer], entries: &[&FeedbackEntry]) -> Vec<File> {
     let name = file_name(&agent.uaid);
     let updated = time(&agent.updated_at);
     let feedback_time = time(newest_feedback(entries).unwrap_or(&agent.created_at));

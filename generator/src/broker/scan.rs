@@ -17,6 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
@@ -26,7 +27,7 @@ use sha2::{Digest, Sha256};
 use super::catalog::{self, Catalog, FeedbackEntry, Subject};
 use super::journal::{self, Overlay};
 use super::render::{Similar, SimilarIndex, Tally};
-use super::{source, Agent, FeedbackFile, Sources};
+use super::{source, Agent, FeedbackFile};
 use crate::timestamp::Timestamp;
 
 /// What pass 1 learnt: everything a file of the index needs besides its
@@ -47,42 +48,69 @@ pub struct Summary {
     agents: Agents,
 }
 
-/// Where pass 2 reads the agents from.
-enum Agents {
-    /// A broker folder, with the journal folded.
-    Folder { dir: PathBuf, overlay: Box<Overlay> },
-    /// Agents already in memory (tests, small indexes).
-    Held(Vec<Agent>),
+/// Where the passes read the agents from: a broker folder, through the
+/// journal's overlay.
+struct Agents {
+    dir: PathBuf,
+    overlay: Box<Overlay>,
 }
 
-/// An agent as the directory lists it.
+/// An agent as the directory lists it: one per agent, so kept small (the
+/// registry and the protocol list shared among the rows that have them).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// The order: lower-case name, then UAID.
-    pub key: (String, String),
-    pub name: String,
-    pub registry: String,
-    pub protocols: Vec<String>,
+    pub name: Box<str>,
+    pub uaid: Box<str>,
+    pub registry: Arc<str>,
+    pub protocols: Arc<[String]>,
     pub trust_score: f64,
     pub available: bool,
     pub updated: Timestamp,
 }
 
 impl Row {
-    fn of(agent: &Agent) -> Row {
+    /// The directory's order: by name without regard to case (each
+    /// character lower-cased as it is compared, nothing allocated), then
+    /// UAID.
+    fn order(a: &Row, b: &Row) -> std::cmp::Ordering {
+        a.name
+            .chars()
+            .flat_map(char::to_lowercase)
+            .cmp(b.name.chars().flat_map(char::to_lowercase))
+            .then_with(|| a.uaid.cmp(&b.uaid))
+    }
+}
+
+/// The rows' shared values: each registry and protocol list once.
+#[derive(Default)]
+struct Shared {
+    registries: HashMap<String, Arc<str>>,
+    protocols: HashMap<Vec<String>, Arc<[String]>>,
+}
+
+impl Shared {
+    fn row(&mut self, agent: &Agent) -> Row {
+        let registry = match self.registries.get(&agent.registry) {
+            Some(r) => r.clone(),
+            None => {
+                self.registries.entry(agent.registry.clone()).or_insert_with(|| agent.registry.as_str().into()).clone()
+            }
+        };
+        let protocols = match self.protocols.get(&agent.protocols) {
+            Some(p) => p.clone(),
+            None => {
+                self.protocols.entry(agent.protocols.clone()).or_insert_with(|| agent.protocols.clone().into()).clone()
+            }
+        };
         Row {
-            key: (agent.name.to_lowercase(), agent.uaid.to_string()),
-            name: agent.name.clone(),
-            registry: agent.registry.clone(),
-            protocols: agent.protocols.clone(),
+            name: agent.name.as_str().into(),
+            uaid: agent.uaid.as_str().into(),
+            registry,
+            protocols,
             trust_score: agent.trust_score,
             available: agent.available,
             updated: super::render::time(&agent.updated_at),
         }
-    }
-
-    pub fn uaid(&self) -> &str {
-        &self.key.1
     }
 }
 
@@ -105,18 +133,11 @@ pub fn scan(dir: &Path, journal: &Path) -> Result<Summary> {
     catalog::validate(&catalog, &[]).with_context(|| format!("{}", dir.join("catalog.json").display()))?;
     let records = journal::read(journal).context("the broker journal")?;
     let overlay = Overlay::new(&records, &mut catalog, &mut feedback).context("the broker journal")?;
-    let summary =
-        Summary::begin(catalog, feedback, overlay.seq, Agents::Folder { dir: dir.into(), overlay: overlay.into() });
+    let summary = Summary::begin(catalog, feedback, overlay.seq, Agents { dir: dir.into(), overlay: overlay.into() });
     summary.pass_one().with_context(|| format!("{}", dir.display()))
 }
 
 impl Summary {
-    /// The summary of sources already in memory.
-    pub fn of(sources: &Sources) -> Result<Summary> {
-        let Sources { agents, catalog, feedback, journal_seq } = sources.clone();
-        Summary::begin(catalog, feedback, journal_seq, Agents::Held(agents)).pass_one()
-    }
-
     fn begin(catalog: Catalog, feedback: Vec<FeedbackEntry>, journal_seq: u64, agents: Agents) -> Summary {
         Summary {
             tally: Tally::new(&catalog),
@@ -140,6 +161,7 @@ impl Summary {
             fingerprint: Sha256::new(),
         };
         let (catalog, mut tally, mut directory) = (&self.catalog, Tally::new(&self.catalog), Vec::new());
+        let mut shared = Shared::default();
         self.agents.each(source::BATCH, &mut |batch| {
             batch.par_iter().try_for_each(super::validate).context("agents.json")?;
             catalog::validate(catalog, batch).context("catalog.json")?;
@@ -150,7 +172,7 @@ impl Summary {
             for (agent, digest) in batch.iter().zip(digests) {
                 pass.add(agent, digest)?;
                 tally.add(catalog, agent);
-                directory.push(Row::of(agent));
+                directory.push(shared.row(agent));
             }
             Ok(())
         })?;
@@ -168,7 +190,7 @@ impl Summary {
             &origin,
         )
         .context("feedback.json")?;
-        directory.par_sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        directory.par_sort_unstable_by(Row::order);
         let mut fingerprint = pass.fingerprint;
         for entry in &self.feedback {
             fingerprint.update(serde_json::to_vec(entry).expect("feedback serialises"));
@@ -203,26 +225,19 @@ impl Summary {
 
 impl Agents {
     fn each(&mut self, batch: usize, each: &mut dyn FnMut(&[Agent]) -> Result<()>) -> Result<()> {
-        match self {
-            Agents::Held(agents) => agents.chunks(batch.max(1)).try_for_each(each),
-            Agents::Folder { dir, overlay } => {
-                source::read(dir, batch, |read| {
-                    let mut kept = Vec::with_capacity(read.len());
-                    for agent in read {
-                        kept.extend(overlay.pass(agent)?);
-                    }
-                    each(&kept)
-                })?;
-                overlay.finish()?.chunks(batch.max(1)).try_for_each(each)
+        let overlay = &mut self.overlay;
+        source::read(&self.dir, batch, |read| {
+            let mut kept = Vec::with_capacity(read.len());
+            for agent in read {
+                kept.extend(overlay.pass(agent)?);
             }
-        }
+            each(&kept)
+        })?;
+        overlay.finish()?.chunks(batch.max(1)).try_for_each(each)
     }
 
     fn origin(&self, n: usize) -> Option<String> {
-        match self {
-            Agents::Folder { overlay, .. } => overlay.origin(n).map(|p| p.to_string()),
-            Agents::Held(_) => None,
-        }
+        self.overlay.origin(n).map(|p| p.to_string())
     }
 }
 
@@ -264,4 +279,86 @@ fn wide_hash(value: &str) -> u128 {
         hasher.finish() as u128
     };
     half(0) << 64 | half(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::{generate, journal};
+
+    /// The two passes give what loading the sources whole and applying the
+    /// journal gives: the same agents in the same order, counted and ranked
+    /// the same; a bad record fails pass 1, naming it.
+    #[test]
+    fn the_passes_read_what_the_whole_sources_hold() {
+        let root = std::env::temp_dir().join(format!("almanac-scan-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (dir, journal_dir) = (root.join("broker"), root.join("journal"));
+        std::fs::create_dir_all(&journal_dir).unwrap();
+        let datasets = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/broker"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["agents.json", "catalog.json", "feedback.json"] {
+            std::fs::copy(datasets.join(name), dir.join(name)).unwrap();
+        }
+        let whole = crate::broker::load(&dir).unwrap();
+        let mut newcomer = generate::agents(301, 9).pop().unwrap();
+        newcomer.id = "nanda:newcomer".into();
+        let mut renamed = whole.agents[5].clone();
+        renamed.name = "Renamed Agent".into();
+        let events = [
+            serde_json::json!({"event": "register", "agent": newcomer}),
+            serde_json::json!({"event": "update", "agent": renamed}),
+            serde_json::json!({"event": "delete", "uaid": whole.agents[9].uaid}),
+            serde_json::json!({"event": "delete", "uaid": newcomer.uaid}),
+            serde_json::json!({"event": "register", "agent": newcomer}),
+        ];
+        let lines: String = events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let mut e = e.clone();
+                e["seq"] = (i + 1).into();
+                e["at"] = "2026-11-01T10:00:00Z".into();
+                e.to_string() + "\n"
+            })
+            .collect();
+        std::fs::write(journal_dir.join("1.jsonl"), lines).unwrap();
+        let mut expected = whole.clone();
+        journal::apply(&mut expected, &journal::read(&journal_dir).unwrap()).unwrap();
+
+        let mut summary = scan(&dir, &journal_dir).unwrap();
+        let mut streamed = Vec::new();
+        summary
+            .agents(7, |batch| {
+                assert!(batch.len() <= 7);
+                streamed.extend_from_slice(batch);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(streamed, expected.agents);
+        assert_eq!(streamed.last().map(|a| a.id.as_str()), Some("nanda:newcomer"));
+        assert_eq!((summary.count(), summary.journal_seq), (expected.agents.len(), 5));
+        assert_eq!(summary.directory.len(), expected.agents.len());
+        assert!(summary.directory.windows(2).all(|w| Row::order(&w[0], &w[1]).is_lt()));
+        let mut tally = crate::broker::render::Tally::new(&expected.catalog);
+        expected.agents.iter().for_each(|a| tally.add(&expected.catalog, a));
+        assert_eq!(summary.tally.stats(), tally.stats());
+        for agent in expected.agents.iter().step_by(11) {
+            let live = crate::broker::render::similar_live(agent, expected.agents.iter());
+            let hits: Vec<&str> =
+                live["hits"].as_array().unwrap().iter().map(|h| h["uaid"].as_str().unwrap()).collect();
+            let built: Vec<&str> = summary.similar.of(agent).iter().map(|p| p.uaid()).collect();
+            assert_eq!(hits, built, "{}", agent.uaid);
+        }
+
+        // A duplicate id fails pass 1, naming the agent and the field.
+        let mut agents: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("agents.json")).unwrap()).unwrap();
+        let first = agents["agents"][0]["id"].clone();
+        agents["agents"][3]["id"] = first.clone();
+        std::fs::write(dir.join("agents.json"), agents.to_string()).unwrap();
+        let error = format!("{:#}", scan(&dir, &journal_dir).err().expect("a duplicate id is refused"));
+        assert!(error.contains("\"id\": used twice") && error.contains(first.as_str().unwrap()), "{error}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -28,8 +28,8 @@ pub(super) fn directory(summary: &Summary) -> Vec<Page> {
                 .iter()
                 .map(|a| {
                     context! {
-                        name => a.name, href => routes::agent(a.uaid()).0, registry => a.registry,
-                        protocols => a.protocols, trust => format!("{:.0}", a.trust_score), available => a.available,
+                        name => &*a.name, href => routes::agent(&a.uaid).0, registry => &*a.registry,
+                        protocols => &*a.protocols, trust => format!("{:.0}", a.trust_score), available => a.available,
                     }
                 })
                 .collect();
