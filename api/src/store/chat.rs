@@ -121,10 +121,13 @@ pub fn members(conn: &Connection, session: &str) -> Result<Vec<Member>, Failure>
     Ok(members)
 }
 
-/// Adds (or re-scopes) a member.
+/// Adds (or re-scopes) a member. The invite is recorded after the
+/// session's last message even within the same millisecond, so that a
+/// member who sees only what followed it never sees what preceded it.
 pub fn invite(conn: &Connection, session: &str, member: &Member) -> Result<(), Failure> {
     conn.execute(
-        "INSERT INTO chat_members (session_id, uaid, invited_at, history_scope) VALUES (?1, ?2, ?3, ?4)
+        "INSERT INTO chat_members (session_id, uaid, invited_at, history_scope)
+         VALUES (?1, ?2, MAX(?3, COALESCE((SELECT MAX(created_at) + 1 FROM chat_messages WHERE session_id = ?1), 0)), ?4)
          ON CONFLICT (session_id, uaid) DO UPDATE SET history_scope = ?4",
         params![session, member.uaid, member.invited_at, member.history_scope],
     )?;
@@ -213,10 +216,13 @@ pub fn turn(
     if updated == 0 {
         return Ok(false);
     }
+    // A message is never recorded before an invite it follows (the
+    // invite may stand a millisecond ahead: see `invite`).
     for m in messages {
         conn.execute(
             "INSERT INTO chat_messages (session_id, message_id, role, content, cipher_envelope, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+             VALUES (?1, ?2, ?3, ?4, ?5,
+                     MAX(?6, COALESCE((SELECT MAX(invited_at) FROM chat_members WHERE session_id = ?1), 0)))",
             params![session, m.message_id, m.role, m.content, m.cipher_envelope, m.created_at],
         )?;
     }
