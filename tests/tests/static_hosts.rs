@@ -216,6 +216,16 @@ async fn nginx_with_the_generated_configuration_answers_as_the_api() {
     let config = std::fs::read_to_string(current.join("_nginx.conf")).unwrap();
     assert!(config.contains(&format!("proxy_pass http://{api_address};")), "the configuration was rewritten");
     nginx.reload();
+    // A reload is done when the old workers are gone: until then one may
+    // answer on a connection it holds. Fresh connections, until the new
+    // configuration answers (or 20 s).
+    let client = Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while get(&client, &on_nginx("/hcs20/account/0.0.999999"), None).await.status == StatusCode::NOT_FOUND
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let stats = get(&client, &api.url("/hcs20/stats"), None).await;
     for (path, header) in [
         ("/hcs20/account/0.0.999999", None),
