@@ -56,7 +56,7 @@ if [ ! -d "$corpus" ]; then
   "$BIN/datagen" --messages "$N" --seed 1 --out "$corpus"
 fi
 
-say "broker search relevance: BM25F index over 100k generated agents, in process"
+say "broker search relevance: the baseline BM25F and tantivy over 100k generated agents, in process"
 "$BIN/bench" text 100000
 
 say "ingest + rules, captured pages, in process (no DuckDB)"

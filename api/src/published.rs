@@ -173,8 +173,8 @@ impl Build {
         let snapshot = almanac::snapshot::open_for_build(&layout.snapshots().join(routes.snapshot()), id)?;
         let analytics = tables::load_analytics(&snapshot, settings.limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
-        let broker =
-            load_broker(&snapshot, previous).with_context(|| format!("loading the agent index of build {id}"))?;
+        let broker = load_broker(&snapshot, &layout.search(id), previous)
+            .with_context(|| format!("loading the agent index of build {id}"))?;
         inject("load-snapshot")?;
         tracing::info!(build = id, routes = routes.len(), ms = started.elapsed().as_millis() as u64, "build loaded");
         Ok(Build { id: id.to_string(), routes, analytics, guard, broker })
@@ -182,9 +182,11 @@ impl Build {
 }
 
 /// The build's agent index: the previous build's when the snapshot's broker
-/// tables are the same (most builds change only the ledger), else loaded.
+/// tables are the same (most builds change only the ledger), else loaded
+/// (the text index the generator wrote into `search` opened, not built).
 fn load_broker(
     snapshot: &almanac::snapshot::Connection,
+    search: &std::path::Path,
     previous: Option<&Build>,
 ) -> Result<Option<Arc<crate::broker::agents::Agents>>> {
     use almanac::broker::store;
@@ -194,7 +196,9 @@ fn load_broker(
         tracing::info!("agent index unchanged; kept");
         return Ok(Some(broker.clone()));
     }
-    Ok(store::load(snapshot)?.map(|stored| Arc::new(crate::broker::agents::Agents::new(stored))))
+    let Some(stored) = store::load(snapshot)? else { return Ok(None) };
+    let text = almanac::broker::text::TextIndex::open(search)?;
+    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, text)?)))
 }
 
 /// The live build, if one is published.

@@ -88,6 +88,9 @@ pub struct BrokerConfig {
     pub journal: PathBuf,
     /// The embedding provider for hybrid search; none: no vector search.
     pub embeddings: Option<broker::embed::ProviderConfig>,
+    /// The memory the search index's writer may hold (bytes) before it
+    /// writes a segment out.
+    pub search_memory: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -434,12 +437,28 @@ fn stage_and_snapshot(
     let mut entries: Vec<Entry> = Vec::new();
     let mut broker_time = Timestamp::default();
     let mut profiles_newest = Timestamp::default();
+    let search = layout.search_staging();
+    let mut searchable = false;
     if let Some(summary) = data.broker.as_deref_mut() {
+        let memory = config.broker.as_ref().map_or(128 << 20, |b| b.search_memory);
         let streamed = debug_span!("agents")
             .in_scope(|| {
-                stage_agents(summary, data.warehouse, data.embeddings, &renderer, &mut staging, reuse.as_ref())
+                let _ = std::fs::remove_dir_all(&search);
+                let mut text = broker::text::TextWriter::create(&search, rayon::current_num_threads(), memory)?;
+                let staged = stage_agents(
+                    summary,
+                    data.warehouse,
+                    data.embeddings,
+                    &renderer,
+                    &mut staging,
+                    reuse.as_ref(),
+                    &mut text,
+                )?;
+                debug_span!("search index").in_scope(|| text.finish())?;
+                anyhow::Ok(staged)
             })
             .context("the broker's agents")?;
+        searchable = true;
         entries = streamed.entries;
         (broker_time, profiles_newest) = (streamed.newest, streamed.profiles_newest);
         let catalog = broker::render::catalog_files(&summary.tally, &summary.catalog);
@@ -467,6 +486,9 @@ fn stage_and_snapshot(
     });
     let staged = staged.context("stage")?;
     snapshotted.context("snapshot")?;
+    if searchable {
+        site::name_search_index(layout, &search, &manifest.build).context("the search index")?;
+    }
     report.build = manifest.build.clone();
     (report.files, report.written, report.linked) = (staged.files, staged.written, staged.linked);
     report.hosts = Some(configs.report);
@@ -484,8 +506,9 @@ struct StagedAgents {
 }
 
 /// Pass 2 over the agent index: each batch's files (JSON and profile
-/// page) rendered over the cores and written into the new build, and its
-/// rows stored in the warehouse's broker tables; then the batch is gone.
+/// page) rendered over the cores and written into the new build, its
+/// rows stored in the warehouse's broker tables and its text handed to the
+/// search index's writer; then the batch is gone.
 fn stage_agents(
     summary: &mut broker::scan::Summary,
     warehouse: &Warehouse,
@@ -493,6 +516,7 @@ fn stage_agents(
     renderer: &crate::pages::Renderer,
     staging: &mut site::Staging,
     reuse: Option<&site::Previous>,
+    text: &mut broker::text::TextWriter,
 ) -> Result<StagedAgents> {
     use rayon::prelude::*;
     let mut store = broker::store::Writer::begin(warehouse.conn())?;
@@ -516,7 +540,7 @@ fn stage_agents(
         }
         by_agent
     };
-    let mut spent = [std::time::Duration::ZERO; 3];
+    let mut spent = [std::time::Duration::ZERO; 4];
     let streamed = summary.agents(broker::source::BATCH, |batch| {
         let started = std::time::Instant::now();
         let rendered: Vec<(Vec<site::File>, site::File)> = batch
@@ -540,12 +564,15 @@ fn stage_agents(
         staged.entries.extend(staging.write(&files, reuse)?);
         let writing = started.elapsed();
         store.append(batch, embeddings)?;
-        for (spent, until) in spent.iter_mut().zip([rendering, writing, started.elapsed()]) {
+        let storing = started.elapsed();
+        text.add(batch)?;
+        for (spent, until) in spent.iter_mut().zip([rendering, writing, storing, started.elapsed()]) {
             *spent += until;
         }
         Ok(())
     });
-    tracing::debug!(render = ?spent[0], write = ?(spent[1] - spent[0]), store = ?(spent[2] - spent[1]), "agents staged");
+    tracing::debug!(render = ?spent[0], write = ?(spent[1] - spent[0]), store = ?(spent[2] - spent[1]),
+        index = ?(spent[3] - spent[2]), "agents staged");
     drop(by_agent);
     (summary.feedback, summary.similar) = (feedback, similar);
     streamed?;

@@ -104,6 +104,11 @@ struct BuildArgs {
     /// `512MB`); past it DuckDB spills to disk.
     #[arg(long, env = "ALMANAC_DUCKDB_MEMORY", default_value = "1GB")]
     duckdb_memory: String,
+    /// The memory (MiB) the agents' search index may take while it is
+    /// written (tantivy's indexing budget, at least 15 per thread); past
+    /// it a segment is written out, and the segments merged at the end.
+    #[arg(long, env = "ALMANAC_SEARCH_MEMORY_MB", default_value_t = 128)]
+    search_memory_mb: usize,
     /// The api's journal of live broker events (default: `<data-dir>/journal`).
     #[arg(long, env = "ALMANAC_JOURNAL_DIR")]
     journal_dir: Option<PathBuf>,
@@ -251,6 +256,7 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
                 dir: args.broker_dir,
                 journal,
                 embeddings: args.embeddings.config(Duration::from_secs(args.embeddings_timeout), args.embeddings_batch),
+                search_memory: args.search_memory_mb.saturating_mul(1 << 20),
             }),
             false => {
                 tracing::warn!(dir = %args.broker_dir.display(), "no broker sources; building without section A");

@@ -5,6 +5,8 @@
 //! site/builds/.staging-<id>/  a build being written
 //! site/current -> builds/<id> the live build; replaced by one rename
 //! data/snapshots/<id>.duckdb  the build's snapshot, written before the flip
+//! data/search/<id>/           the build's search index (tantivy), likewise
+//! data/search/.staging-<pid>/ a search index being written
 //! ```
 //!
 //! A crash at any point leaves `current` pointing at a complete build.
@@ -49,6 +51,21 @@ impl Layout {
 
     pub fn snapshot(&self, manifest: &Manifest) -> PathBuf {
         self.snapshots().join(&manifest.snapshot)
+    }
+
+    /// The search indexes of the builds (the api's, not the static hosts').
+    pub fn search_indexes(&self) -> PathBuf {
+        self.data.join("search")
+    }
+
+    /// Build `id`'s search index.
+    pub fn search(&self, id: &str) -> PathBuf {
+        self.search_indexes().join(id)
+    }
+
+    /// Where this run writes a search index before its build is named.
+    pub fn search_staging(&self) -> PathBuf {
+        self.search_indexes().join(format!(".staging-{}", std::process::id()))
     }
 
     pub fn warehouse(&self) -> PathBuf {
@@ -274,7 +291,8 @@ pub fn publish(layout: &Layout, manifest: &Manifest) -> Result<()> {
 }
 
 /// Removes all but the `keep` newest builds (never the live one), their
-/// snapshots, and anything a crashed run left half-written.
+/// snapshots and search indexes, and anything a crashed run left
+/// half-written.
 pub fn prune(layout: &Layout, keep: usize) -> Result<usize> {
     let current = layout.current_build();
     let mut builds = Vec::new();
@@ -308,7 +326,30 @@ pub fn prune(layout: &Layout, keep: usize) -> Result<usize> {
             }
         }
     }
+    if let Ok(entries) = fs::read_dir(layout.search_indexes()) {
+        for entry in entries {
+            let entry = entry?;
+            if !kept.contains(entry.file_name().to_string_lossy().as_ref()) {
+                fs::remove_dir_all(entry.path())?;
+            }
+        }
+    }
     Ok(removed)
+}
+
+/// Names a search index written into `staged` for build `id`: it becomes
+/// `data/search/<id>`, unless that is already there (the same build: its
+/// agents are the same).
+pub fn name_search_index(layout: &Layout, staged: &Path, id: &str) -> Result<()> {
+    let named = layout.search(id);
+    if named.join("meta.json").exists() {
+        return fs::remove_dir_all(staged).with_context(|| format!("removing {}", staged.display()));
+    }
+    if named.exists() {
+        fs::remove_dir_all(&named).with_context(|| format!("removing {}", named.display()))?;
+    }
+    fs::rename(staged, &named).with_context(|| format!("naming {}", named.display()))?;
+    sync_dir(&layout.search_indexes())
 }
 
 /// Writes a file through a buffer as `write` makes its bytes, and syncs it.

@@ -3,6 +3,7 @@
 //! processes ([`process`]).
 
 pub mod agents;
+pub mod bm25f;
 pub mod browser;
 pub mod card;
 pub mod datagen;

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use almanac::broker::catalog::{Catalog, FeedbackEntry};
 use almanac::broker::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
 use almanac::broker::store::{Embeddings, Stored};
+use almanac::broker::text::TextIndex;
 use almanac::broker::Agent;
 
 /// The agents of one build, indexed for the live routes.
@@ -33,7 +34,9 @@ pub struct Agents {
 }
 
 impl Agents {
-    pub fn new(stored: Stored) -> Agents {
+    /// The agents of `stored`, searched for `q` in `text` (the build's text
+    /// index, which must hold them all, in order).
+    pub fn new(stored: Stored, text: TextIndex) -> anyhow::Result<Agents> {
         let Stored { sources, embeddings, fingerprint } = stored;
         let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
         let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.to_string(), i as u32)).collect();
@@ -41,17 +44,23 @@ impl Agents {
         for entry in sources.feedback {
             feedback.entry(entry.uaid.clone()).or_default().push(entry);
         }
-        Agents {
+        anyhow::ensure!(
+            text.len() == sources.agents.len(),
+            "the search index holds {} agents, the snapshot {}",
+            text.len(),
+            sources.agents.len()
+        );
+        Ok(Agents {
             feedback,
             journal_seq: sources.journal_seq as i64,
-            index: AgentIndex::build(sources.agents),
+            index: AgentIndex::with_text(sources.agents, text),
             catalog: sources.catalog,
             by_uaid,
             hits,
             embeddings,
             loaded_at: chrono_now(),
             fingerprint,
-        }
+        })
     }
 
     /// The agent with this UAID, if indexed.

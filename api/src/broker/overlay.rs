@@ -365,7 +365,8 @@ mod tests {
     fn build() -> Agents {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
         let sources = almanac::broker::load(&dir).unwrap();
-        Agents::new(Stored { sources, embeddings: None, fingerprint: String::new() })
+        let text = almanac::broker::text::TextIndex::build(&sources.agents);
+        Agents::new(Stored { sources, embeddings: None, fingerprint: String::new() }, text).unwrap()
     }
 
     /// Changes one at a time (registrations, updates of built and live

@@ -330,9 +330,16 @@ impl AgentIndex {
         self.names.registries.iter().any(|r| r.eq_ignore_ascii_case(registry))
     }
 
+    /// The index of `agents`, their text indexed in memory.
     pub fn build(agents: Vec<Agent>) -> AgentIndex {
-        let n = agents.len();
         let text = TextIndex::build(&agents);
+        AgentIndex::with_text(agents, text)
+    }
+
+    /// The index of `agents` with their `text` index made elsewhere (the
+    /// build's, written by the generator): agent `i` at position `i`.
+    pub fn with_text(agents: Vec<Agent>, text: TextIndex) -> AgentIndex {
+        let n = agents.len();
         let mut names = Names::default();
         let (mut registry, mut adapter, mut protocols, mut kind, mut verification) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -621,7 +628,7 @@ pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
 /// Runs `query` over the index without the agents in `excluded` (those a
 /// live change replaced or deleted). With a `reference`, relevance is
 /// scored as if the index were part of that one
-/// ([`TextIndex::search_beside`]).
+/// ([`TextIndex::scores`]).
 pub fn search_excluding(
     index: &AgentIndex,
     query: &SearchQuery,

@@ -1,156 +1,113 @@
-//! Relevance for `q`: BM25 over an agent's fields, with field weights
-//! (BM25F: term frequencies and lengths are summed with each field's
-//! weight before the usual saturation and length normalisation).
+//! Relevance for `q`, on tantivy: BM25F over an agent's text fields (each
+//! field's words counted as many times as the field weighs, in one indexed
+//! field, so that frequencies and lengths are weighted sums before BM25's
+//! saturation, and a query word is one posting list, not one per field);
+//! words stemmed (English), so `agents` finds `agent`; the query's last
+//! word also matched as a prefix, so `translat` finds `translation` while
+//! it is being typed.
 //!
-//! The index is built once per build, in memory, from the agents; a query
-//! walks only the postings of its terms. Pure: no IO.
+//! An index is made in memory from agents held whole ([`TextIndex::build`],
+//! the live overlay's segments and the tests), or written by the generator
+//! into a folder beside the build's snapshot ([`TextWriter`]) and opened
+//! from it memory-mapped ([`TextIndex::open`]): the api never builds the
+//! build's own. Documents carry their agent's position in the build (a
+//! fast field), so hits name agents whatever segments hold them.
 
-use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tantivy::collector::{Collector, SegmentCollector};
+use tantivy::columnar::ColumnValues;
+use tantivy::query::{Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur, PhrasePrefixQuery, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST};
+use tantivy::tokenizer::{
+    Language, LowerCaser, PreTokenizedString, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer, Token,
+};
+use tantivy::{DocId, Index, IndexWriter, Score, Searcher, SegmentOrdinal, SegmentReader, TantivyDocument, Term};
 
 use super::Agent;
 
-/// Saturation and length normalisation (the usual BM25 defaults).
-const K1: f32 = 1.2;
-const B: f32 = 0.75;
+/// How many times a word counts in each field (twice the weights 3, 2,
+/// 1.5, 1 and 0.5: whole numbers).
+const NAME: usize = 6;
+const CAPABILITIES: usize = 4;
+const TAGS: usize = 3;
+const DESCRIPTION: usize = 2;
+const METADATA: usize = 1;
 
-/// How much a term counts in each field.
-const NAME: f32 = 3.0;
-const CAPABILITIES: f32 = 2.0;
-const TAGS: f32 = 1.5;
-const DESCRIPTION: f32 = 1.0;
-const METADATA: f32 = 0.5;
+/// What a prefix match of the last word scores: a constant, well below
+/// what the word itself scores by BM25 (a whole word matches as its own
+/// prefix too).
+const PREFIX: Score = 0.3;
+/// A last word shorter than this is not taken as a prefix (`a` would match
+/// a good part of the vocabulary).
+const MIN_PREFIX: usize = 3;
 
-/// Lower-cased runs of letters and digits.
+/// The analyzers' names in an index's tokenizer manager.
+const STEMMED: &str = "almanac_en";
+
+/// Lower-cased runs of letters and digits (how text is split, before
+/// stemming; also how labels become slugs).
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_lowercase)
 }
 
-pub struct TextIndex {
-    /// Term to (document, impact), documents ascending. The impact is the
-    /// query-independent part of BM25, `tf (k1 + 1) / (tf + k1 (1 - b + b
-    /// len / avg))`, computed once here; a query multiplies it by the
-    /// term's idf.
-    postings: HashMap<String, Vec<(u32, f32)>>,
-    documents: usize,
-    /// Each document's weighted length, and their average: what
-    /// [`TextIndex::search_beside`] needs to score against another index.
-    lengths: Vec<f32>,
-    average: f32,
+/// Split as [`tokens`], lower-cased, words over 40 bytes dropped, stemmed.
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(Stemmer::new(Language::English))
+        .build()
 }
 
-impl TextIndex {
-    pub fn build(agents: &[Agent]) -> TextIndex {
-        let mut postings: HashMap<String, Vec<(u32, f32)>> = HashMap::new();
-        let mut lengths = Vec::with_capacity(agents.len());
-        for (doc, agent) in agents.iter().enumerate() {
-            let mut counts: HashMap<String, f32> = HashMap::new();
-            let mut length = 0.0;
-            let mut add = |text: &str, weight: f32| {
-                for token in tokens(text) {
-                    *counts.entry(token).or_default() += weight;
-                    length += weight;
-                }
-            };
-            add(&agent.name, NAME);
-            for label in &agent.capability_labels {
-                add(label, CAPABILITIES);
-            }
-            add(&agent.registry, TAGS);
-            for protocol in &agent.protocols {
-                add(protocol, TAGS);
-            }
-            add(&agent.description, DESCRIPTION);
-            for (key, value) in &agent.metadata {
-                add(key, METADATA);
-                metadata_text(value, &mut |text| add(text, METADATA));
-            }
-            lengths.push(length);
-            for (term, tf) in counts {
-                postings.entry(term).or_default().push((doc as u32, tf));
-            }
-        }
-        let average = if lengths.is_empty() { 1.0 } else { lengths.iter().sum::<f32>() / lengths.len() as f32 };
-        let average = average.max(f32::EPSILON);
-        for list in postings.values_mut() {
-            for (doc, tf) in list.iter_mut() {
-                let norm = K1 * (1.0 - B + B * lengths[*doc as usize] / average);
-                *tf = *tf * (K1 + 1.0) / (*tf + norm);
-            }
-        }
-        TextIndex { postings, documents: lengths.len(), lengths, average }
-    }
-
-    /// Every document matching any term of `query`, with its score (any
-    /// order). A term repeated in the query counts once.
-    pub fn search(&self, query: &str) -> Vec<(u32, f32)> {
-        let mut terms: Vec<String> = tokens(query).collect();
-        terms.sort();
-        terms.dedup();
-        let n = self.documents as f32;
-        let lists: Vec<&Vec<(u32, f32)>> = terms.iter().filter_map(|t| self.postings.get(t)).collect();
-        // Scores accumulate in a dense array, far cheaper than a map when a
-        // common term matches most of the index. The array is kept per
-        // thread and only its touched slots are cleared after.
-        thread_local! {
-            static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        SCORES.with_borrow_mut(|scores| {
-            scores.resize(self.documents.max(scores.len()), 0.0);
-            let mut touched: Vec<u32> = Vec::new();
-            for list in lists {
-                let df = list.len() as f32;
-                let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                for &(doc, impact) in list {
-                    let slot = &mut scores[doc as usize];
-                    if *slot == 0.0 {
-                        touched.push(doc);
-                    }
-                    *slot += idf * impact;
-                }
-            }
-            touched.into_iter().map(|doc| (doc, std::mem::take(&mut scores[doc as usize]))).collect()
-        })
-    }
+/// The schema's fields.
+#[derive(Clone, Copy)]
+struct Fields {
+    /// The weighted words of every text field.
+    text: Field,
+    position: Field,
 }
 
-impl TextIndex {
-    /// [`TextIndex::search`], or with a `reference`
-    /// [`TextIndex::search_beside`] it.
-    pub fn scores(&self, query: &str, reference: Option<&TextIndex>) -> Vec<(u32, f32)> {
-        match reference {
-            Some(reference) => self.search_beside(query, reference),
-            None => self.search(query),
-        }
-    }
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let indexing = TextFieldIndexing::default().set_tokenizer(STEMMED).set_index_option(IndexRecordOption::WithFreqs);
+    let text = builder.add_text_field("text", TextOptions::default().set_indexing_options(indexing));
+    let position = builder.add_u64_field("position", FAST);
+    (builder.build(), Fields { text, position })
+}
 
-    /// [`TextIndex::search`] of this index as if its documents were part
-    /// of `reference`: term rarity and the average length are those of both
-    /// together. For a small index beside a large one (the live overlay
-    /// beside a build), so that their scores compare; it walks its own
-    /// postings only, recovering each term frequency from its impact.
-    pub fn search_beside(&self, query: &str, reference: &TextIndex) -> Vec<(u32, f32)> {
-        let mut terms: Vec<String> = tokens(query).collect();
-        terms.sort();
-        terms.dedup();
-        let n = (self.documents + reference.documents) as f32;
-        let average = ((self.average * self.documents as f32 + reference.average * reference.documents as f32)
-            / n.max(1.0))
-        .max(f32::EPSILON);
-        let mut scores: HashMap<u32, f32> = HashMap::new();
-        for term in terms {
-            let Some(list) = self.postings.get(&term) else { continue };
-            let df = (list.len() + reference.postings.get(&term).map_or(0, Vec::len)) as f32;
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-            for &(doc, impact) in list {
-                let length = self.lengths[doc as usize];
-                let own = K1 * (1.0 - B + B * length / self.average.max(f32::EPSILON));
-                let tf = impact * own / (K1 + 1.0 - impact);
-                let norm = K1 * (1.0 - B + B * length / average);
-                *scores.entry(doc).or_default() += idf * tf * (K1 + 1.0) / (tf + norm);
+/// Agent `position`'s document: its words, each as many times as its
+/// field weighs.
+fn document(fields: &Fields, position: u64, agent: &Agent) -> TantivyDocument {
+    let mut analyzer = analyzer();
+    let mut words: Vec<Token> = Vec::new();
+    let mut add = |text: &str, weight: usize| {
+        let mut stream = analyzer.token_stream(text);
+        while let Some(token) = stream.next() {
+            for _ in 0..weight {
+                words.push(Token { position: words.len(), text: token.text.clone(), ..Token::default() });
             }
         }
-        scores.into_iter().collect()
+    };
+    add(&agent.name, NAME);
+    for label in &agent.capability_labels {
+        add(label, CAPABILITIES);
     }
+    add(&agent.registry, TAGS);
+    for protocol in &agent.protocols {
+        add(protocol, TAGS);
+    }
+    add(&agent.description, DESCRIPTION);
+    for (key, value) in &agent.metadata {
+        add(key, METADATA);
+        metadata_text(value, &mut |text| add(text, METADATA));
+    }
+    let mut doc = TantivyDocument::new();
+    doc.add_pre_tokenized_text(fields.text, PreTokenizedString { text: String::new(), tokens: words });
+    doc.add_u64(fields.position, position);
+    doc
 }
 
 /// Calls `f` with every string value (and key) in metadata, nested or not.
@@ -165,6 +122,214 @@ fn metadata_text(value: &serde_json::Value, f: &mut impl FnMut(&str)) {
             }
         }
         _ => {}
+    }
+}
+
+fn register(index: &Index) {
+    index.tokenizers().register(STEMMED, analyzer());
+}
+
+/// The text of a set of agents, searchable.
+pub struct TextIndex {
+    searcher: Searcher,
+    fields: Fields,
+}
+
+impl TextIndex {
+    /// An index of `agents` in memory, agent `i` at position `i`.
+    pub fn build(agents: &[Agent]) -> TextIndex {
+        let (schema, fields) = schema();
+        let index = Index::create_in_ram(schema);
+        register(&index);
+        // One indexing thread: an overlay segment is small and made often.
+        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).expect("an index in memory");
+        for (position, agent) in agents.iter().enumerate() {
+            writer.add_document(document(&fields, position as u64, agent)).expect("an index in memory");
+        }
+        writer.commit().expect("an index in memory");
+        writer.wait_merging_threads().expect("an index in memory");
+        TextIndex::of(index, fields).expect("an index in memory")
+    }
+
+    /// The index the generator wrote into `dir`, memory-mapped.
+    pub fn open(dir: &Path) -> Result<TextIndex> {
+        let index = Index::open_in_dir(dir).with_context(|| format!("opening the search index {}", dir.display()))?;
+        let (schema, fields) = schema();
+        if index.schema() != schema {
+            anyhow::bail!("the search index {} was written with other fields", dir.display());
+        }
+        TextIndex::of(index, fields)
+    }
+
+    fn of(index: Index, fields: Fields) -> Result<TextIndex> {
+        register(&index);
+        let reader = index.reader_builder().reload_policy(tantivy::ReloadPolicy::Manual).try_into()?;
+        Ok(TextIndex { searcher: reader.searcher(), fields })
+    }
+
+    /// How many agents the index holds.
+    pub fn len(&self) -> usize {
+        self.searcher.num_docs() as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every agent matching any word of `query`, by position, with its
+    /// score (any order). A word repeated in the query counts once.
+    pub fn search(&self, query: &str) -> Vec<(u32, f32)> {
+        self.scores(query, None)
+    }
+
+    /// [`TextIndex::search`]; with a `reference`, scored as if this
+    /// index's agents were part of it (term rarity and field lengths are
+    /// those of both together): for a small index beside a large one (the
+    /// live overlay beside a build), so that their scores compare.
+    pub fn scores(&self, query: &str, reference: Option<&TextIndex>) -> Vec<(u32, f32)> {
+        let Some(parsed) = self.query(query) else { return Vec::new() };
+        let collector = Positions;
+        let found = match reference {
+            Some(reference) => {
+                let both = Both { own: &self.searcher, reference: &reference.searcher };
+                self.searcher.search_with_statistics_provider(&parsed, &collector, &both)
+            }
+            None => self.searcher.search(&parsed, &collector),
+        };
+        found.expect("a search over mapped or in-memory segments")
+    }
+
+    /// `query` as tantivy's: each distinct stemmed word, and the last word
+    /// also as a prefix; `None` without words.
+    fn query(&self, query: &str) -> Option<BooleanQuery> {
+        let mut analyzer = analyzer();
+        let mut words: Vec<String> = Vec::new();
+        let mut stream = analyzer.token_stream(query);
+        while let Some(token) = stream.next() {
+            if !words.contains(&token.text) {
+                words.push(token.text.clone());
+            }
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let field = self.fields.text;
+        for word in &words {
+            let term = TermQuery::new(Term::from_field_text(field, word), IndexRecordOption::WithFreqs);
+            clauses.push((Occur::Should, Box::new(term)));
+        }
+        let last = tokens(query).last().filter(|w| w.len() >= MIN_PREFIX && w.len() <= 40);
+        if let Some(prefix) = last {
+            let term = PhrasePrefixQuery::new(vec![Term::from_field_text(field, &prefix)]);
+            clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(term), PREFIX))));
+        }
+        (!clauses.is_empty()).then(|| BooleanQuery::new(clauses))
+    }
+}
+
+/// Writes the build's text index into a folder, agents added in batches as
+/// they stream (tantivy's writer threads index them; its memory is held to
+/// a budget), then merged into one segment.
+pub struct TextWriter {
+    index: Index,
+    writer: IndexWriter,
+    fields: Fields,
+    added: u64,
+}
+
+impl TextWriter {
+    /// A new index in `dir` (which must be empty or absent), indexing on
+    /// `threads` threads within `memory` bytes.
+    pub fn create(dir: &Path, threads: usize, memory: usize) -> Result<TextWriter> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let (schema, fields) = schema();
+        let index = Index::create_in_dir(dir, schema).with_context(|| format!("creating {}", dir.display()))?;
+        register(&index);
+        // tantivy asks at least 15 MB per thread.
+        let threads = threads.clamp(1, 8).min(memory / 15_000_000).max(1);
+        let writer = index.writer_with_num_threads(threads, memory.max(15_000_000 * threads))?;
+        Ok(TextWriter { index, writer, fields, added: 0 })
+    }
+
+    /// Adds the next agents, at the positions that follow.
+    pub fn add(&mut self, agents: &[Agent]) -> Result<()> {
+        for agent in agents {
+            self.writer.add_document(document(&self.fields, self.added, agent))?;
+            self.added += 1;
+        }
+        Ok(())
+    }
+
+    /// Commits, merges what was written into one segment and removes the
+    /// files that merge left behind.
+    pub fn finish(mut self) -> Result<()> {
+        self.writer.commit().context("committing the search index")?;
+        let segments = self.index.searchable_segment_ids()?;
+        if segments.len() > 1 {
+            self.writer.merge(&segments).wait().context("merging the search index")?;
+        }
+        self.writer.wait_merging_threads().context("merging the search index")?;
+        let index = self.index;
+        let writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000)?;
+        writer.garbage_collect_files().wait().context("cleaning the search index")?;
+        writer.wait_merging_threads()?;
+        Ok(())
+    }
+}
+
+/// BM25's statistics of two indexes taken as one.
+struct Both<'a> {
+    own: &'a Searcher,
+    reference: &'a Searcher,
+}
+
+impl Bm25StatisticsProvider for Both<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        Ok(self.own.total_num_tokens(field)? + self.reference.total_num_tokens(field)?)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(Bm25StatisticsProvider::total_num_docs(self.own)? + Bm25StatisticsProvider::total_num_docs(self.reference)?)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        Ok(self.own.doc_freq(term)? + self.reference.doc_freq(term)?)
+    }
+}
+
+/// Collects every match as (position, score).
+struct Positions;
+
+struct SegmentPositions {
+    positions: Arc<dyn ColumnValues<u64>>,
+    found: Vec<(u32, f32)>,
+}
+
+impl Collector for Positions {
+    type Fruit = Vec<(u32, f32)>;
+    type Child = SegmentPositions;
+
+    fn for_segment(&self, _: SegmentOrdinal, segment: &SegmentReader) -> tantivy::Result<SegmentPositions> {
+        let positions = segment.fast_fields().u64("position")?.first_or_default_col(0);
+        Ok(SegmentPositions { positions, found: Vec::new() })
+    }
+
+    fn requires_scoring(&self) -> bool {
+        true
+    }
+
+    fn merge_fruits(&self, fruits: Vec<Vec<(u32, f32)>>) -> tantivy::Result<Vec<(u32, f32)>> {
+        Ok(fruits.concat())
+    }
+}
+
+impl SegmentCollector for SegmentPositions {
+    type Fruit = Vec<(u32, f32)>;
+
+    fn collect(&mut self, doc: DocId, score: Score) {
+        self.found.push((self.positions.get_val(doc) as u32, score));
+    }
+
+    fn harvest(self) -> Vec<(u32, f32)> {
+        self.found
     }
 }
 
@@ -185,8 +350,7 @@ mod tests {
         assert_eq!(t, ["smart", "contract", "audit", "v2", "ü"]);
     }
 
-    #[test]
-    fn relevance_follows_fields_and_rarity() {
+    fn six() -> Vec<Agent> {
         let mut set = agents(6, 3);
         let blank = |a: &mut Agent, name: &str, description: &str, labels: &[&str]| {
             a.name = name.into();
@@ -201,22 +365,35 @@ mod tests {
         blank(&mut set[2], "Tidal Tracker", "follows wallets", &["Transaction Analytics"]);
         blank(&mut set[3], "Audit Audit", "audit audit audit audit", &["Smart Contract Audit"]);
         blank(&mut set[4], "Signal Translator", "translates text", &["Language Translation"]);
-        blank(&mut set[5], "Lumen Digest", "summaries of long text", &["Summarization and Extraction"]);
+        blank(&mut set[5], "Lumen Digest", "summaries of long texts", &["Summarization and Extraction"]);
         set[5].metadata.insert("category".into(), serde_json::json!({"focus": "governance"}));
-        let index = TextIndex::build(&set);
+        set
+    }
 
+    #[test]
+    fn relevance_follows_fields_rarity_stems_and_the_last_prefix() {
+        let index = TextIndex::build(&six());
         // Each case: query, the documents expected first (in order).
         let check = |query: &str, expected: &[u32]| {
             let got = ranked(&index, query);
             assert_eq!(&got[..expected.len().min(got.len())], expected, "{query}: {got:?}");
+            assert_eq!(got.len().min(expected.len()), expected.len(), "{query}: {got:?}");
         };
         check("audit", &[3, 0, 1]); // name and capability outweigh description
         check("AUDIT audit", &[3, 0, 1]); // case and repeats do not matter
         check("solidity audit", &[0, 3, 1]); // a rare term lifts the agent that has it
         check("translation", &[4]);
+        check("translations", &[4]); // stemmed
+        check("translat", &[4]); // the last word as a prefix
         check("governance", &[5]); // nested metadata values are searched
+        check("summary", &[5]); // `summaries` stems alike
+        assert_eq!(ranked(&index, "texts").len(), 3, "`text` and `texts` stem alike");
         check("nothing-like-this", &[]);
         assert!(index.search("").is_empty());
+        assert!(index.search("  -- ").is_empty());
+        // Only the last word is a prefix, and only from three letters.
+        assert!(index.search("transl solidity").iter().all(|(doc, _)| *doc == 0));
+        assert!(index.search("tr").is_empty());
     }
 
     /// A small index scored beside a large one gives the scores one index
@@ -231,7 +408,7 @@ mod tests {
         {
             let mut expected: Vec<(u32, f32)> =
                 whole.search(query).into_iter().filter(|(doc, _)| *doc >= 392).map(|(d, s)| (d - 392, s)).collect();
-            let mut got = small.search_beside(query, &large);
+            let mut got = small.scores(query, Some(&large));
             expected.sort_by_key(|(doc, _)| *doc);
             got.sort_by_key(|(doc, _)| *doc);
             assert_eq!(got.len(), expected.len(), "{query}");
@@ -240,5 +417,30 @@ mod tests {
                 assert!((s - t).abs() <= 1e-4 * t.abs().max(1.0), "{query}: doc {d} scores {s}, one index {t}");
             }
         }
+    }
+
+    #[test]
+    fn a_written_index_opens_mapped_and_answers_as_one_built_in_memory() {
+        let set = agents(700, 5);
+        let dir = std::env::temp_dir().join(format!("almanac-text-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut writer = TextWriter::create(&dir, 2, 40_000_000).unwrap();
+        for batch in set.chunks(64) {
+            writer.add(batch).unwrap();
+        }
+        writer.finish().unwrap();
+        let (opened, built) = (TextIndex::open(&dir).unwrap(), TextIndex::build(&set));
+        assert_eq!(opened.len(), 700);
+        for query in ["text generation", "translator", "audit smart contracts", "analy"] {
+            let (mut a, mut b) = (opened.search(query), built.search(query));
+            a.sort_by_key(|(doc, _)| *doc);
+            b.sort_by_key(|(doc, _)| *doc);
+            assert!(!a.is_empty(), "{query}");
+            assert_eq!(a.iter().map(|h| h.0).collect::<Vec<_>>(), b.iter().map(|h| h.0).collect::<Vec<_>>(), "{query}");
+            for ((_, s), (_, t)) in a.iter().zip(&b) {
+                assert!((s - t).abs() <= 1e-4 * t.abs().max(1.0), "{query}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -5,9 +5,11 @@
 //!   rules in process, no DuckDB; median messages per second.
 //! - `bench mirror DIR LATENCY_MS PORT_FILE`: serve DIR's pages as a mirror
 //!   node on loopback with added latency until killed.
-//! - `bench text [AGENTS]`: build the relevance index of a generated agent
-//!   index (100k) and time a mix of searches (text, filters, sorts, pages),
-//!   in process, one thread.
+//! - `bench text [AGENTS]`: the relevance engines side by side over a
+//!   generated agent index (100k): the baseline BM25F and tantivy's, time
+//!   to index, latency over 2,000 distinct query texts, recall and
+//!   precision judged by the agents' capabilities; then whole searches over
+//!   the new index; in process, one thread.
 //! - `bench slow ADDR IDLE TRICKLE SECONDS`: hold IDLE connections that
 //!   send nothing and TRICKLE that send a request head one field line a
 //!   second, opening a new one whenever the server closes one, for
@@ -111,56 +113,116 @@ fn mirror(dir: &Path, latency_ms: u64, port_file: &Path) -> Result<()> {
     })
 }
 
+/// The relevance engines side by side over `n` generated agents: the
+/// baseline (the hand-written BM25F the api used before, `tests::bm25f`)
+/// and tantivy's (`broker::text`): time to index, the text part of 2,000
+/// distinct queries of `bench queries` (p50, p99, one thread), and
+/// relevance judged by the generator's capabilities: for each capability's
+/// own word, the word, an inflected form and a 5-letter prefix, the share
+/// of the agents having the capability that match (recall) and of the top
+/// 20 that have it (precision). Then whole searches (filters, sorts,
+/// pages, aggregations) over the new index.
 fn text(n: usize) -> Result<()> {
     use almanac::broker::generate;
     use almanac::broker::query::{search, AgentIndex, SearchQuery};
+    use almanac::broker::text::TextIndex;
     let agents = generate::agents(n, 1);
     let started = Instant::now();
-    let index = AgentIndex::build(agents);
-    let built = started.elapsed();
-    // A mix of what clients send: free text, filters, sorts, deep pages.
-    let queries: Vec<SearchQuery> = [
-        "q=text%20generation",
-        "q=audit&registries=erc-8004,hashgraph-online",
-        "q=smart%20contract%20audit&minTrust=60",
-        "q=ledger&sortBy=trust-score",
-        "q=translation&online=true&includeAggregations=false",
-        "",
-        "type=mcp-servers&sortBy=name&page=3",
-        "capabilities=code-generation&verified=true",
-        "metadata.isFree=true&metadata.deployment.region=eu-*&limit=50",
-        "q=fraud%20detection%20security&minSignals=uptime:90",
-        "protocols=a2a&sortBy=most-available&page=10",
-        "q=workflow%20automation%20api&limit=100",
-    ]
-    .iter()
-    .map(|raw| SearchQuery::parse(raw).map_err(|e| anyhow::anyhow!("{raw}: {e}")))
-    .collect::<Result<_>>()?;
-    let mut times = Vec::new();
-    let mut per_kind = vec![Vec::new(); queries.len()];
-    let mut hits = 0usize;
+    let baseline = tests::bm25f::TextIndex::build(&agents);
+    let baseline_built = started.elapsed();
     let started = Instant::now();
-    for _ in 0..30 {
-        for (k, query) in queries.iter().enumerate() {
+    let tantivy = TextIndex::build(&agents);
+    let tantivy_built = started.elapsed();
+    println!(
+        "text index of {n} agents: baseline BM25F built in {:.2} s, tantivy in {:.2} s",
+        baseline_built.as_secs_f64(),
+        tantivy_built.as_secs_f64()
+    );
+
+    let paths = query_paths(2_000);
+    let texts: Vec<String> =
+        paths.iter().filter_map(|p| SearchQuery::parse(p.split_once('?').map_or("", |(_, q)| q)).ok()?.q).collect();
+    let timed = |name: &str, run: &dyn Fn(&str) -> usize| {
+        let mut times: Vec<Duration> = Vec::with_capacity(texts.len());
+        let mut matched = 0usize;
+        for q in &texts {
             let t = Instant::now();
-            let page = search(&index, query);
-            hits += page.hits.len();
+            matched += run(q);
             times.push(t.elapsed());
-            per_kind[k].push(t.elapsed());
+        }
+        times.sort();
+        let pct = |p: f64| times[((times.len() as f64 * p) as usize).min(times.len() - 1)].as_secs_f64() * 1e3;
+        println!(
+            "  {name:8} {} texts: p50 {:.2} ms, p99 {:.2} ms, {:.0} matches per query",
+            texts.len(),
+            pct(0.5),
+            pct(0.99),
+            matched as f64 / texts.len() as f64
+        );
+    };
+    timed("baseline", &|q| baseline.search(q).len());
+    timed("tantivy", &|q| tantivy.search(q).len());
+
+    // Capability code, its word, an inflected form, a prefix.
+    let judged: [(u8, &str, &str); 14] = [
+        (1, "image", "images"),
+        (2, "audio", "audios"),
+        (5, "translation", "translating"),
+        (6, "summarization", "summarize"),
+        (7, "retrieval", "retrieve"),
+        (9, "intelligence", "intelligent"),
+        (10, "analytics", "analytic"),
+        (11, "audit", "audits"),
+        (12, "governance", "governing"),
+        (13, "monitoring", "monitor"),
+        (15, "fraud", "frauds"),
+        (16, "coordination", "coordinate"),
+        (17, "integration", "integrations"),
+        (18, "automation", "automate"),
+    ];
+    let mut table = [[(0.0f64, 0.0f64); 3]; 2];
+    for (code, word, inflected) in judged {
+        let relevant: std::collections::HashSet<u32> =
+            (0..agents.len() as u32).filter(|i| agents[*i as usize].capabilities.contains(&code)).collect();
+        let prefix: String = word.chars().take(5).collect();
+        for (form, q) in [word, inflected, prefix.as_str()].into_iter().enumerate() {
+            for (engine, mut hits) in [baseline.search(q), tantivy.search(q)].into_iter().enumerate() {
+                hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                let found = hits.iter().filter(|(doc, _)| relevant.contains(doc)).count();
+                let top = hits.iter().take(20).filter(|(doc, _)| relevant.contains(doc)).count();
+                table[engine][form].0 += found as f64 / relevant.len().max(1) as f64 / judged.len() as f64;
+                table[engine][form].1 += top as f64 / 20.0 / judged.len() as f64;
+            }
         }
     }
-    if std::env::var_os("BENCH_VERBOSE").is_some() {
-        for (k, mut t) in per_kind.into_iter().enumerate() {
-            t.sort();
-            eprintln!("  kind {k}: median {:.2} ms", t[t.len() / 2].as_secs_f64() * 1e3);
-        }
+    println!("  relevance over {} capabilities (recall, precision at 20):", judged.len());
+    for (engine, name) in ["baseline", "tantivy"].iter().enumerate() {
+        let [w, i, p] = table[engine];
+        println!(
+            "  {name:8} word {:.2}, {:.2}; inflected {:.2}, {:.2}; prefix {:.2}, {:.2}",
+            w.0, w.1, i.0, i.1, p.0, p.1
+        );
+    }
+
+    let index = AgentIndex::with_text(agents, tantivy);
+    let queries: Vec<SearchQuery> = paths
+        .iter()
+        .map(|p| SearchQuery::parse(p.split_once('?').map_or("", |(_, q)| q)).map_err(|e| anyhow::anyhow!("{p}: {e}")))
+        .collect::<Result<_>>()?;
+    let mut times = Vec::with_capacity(queries.len());
+    let mut hits = 0usize;
+    let started = Instant::now();
+    for query in &queries {
+        let t = Instant::now();
+        hits += search(&index, query).hits.len();
+        times.push(t.elapsed());
     }
     let total = started.elapsed();
     times.sort();
     let pct = |p: f64| times[((times.len() as f64 * p) as usize).min(times.len() - 1)];
     println!(
-        "search: {n} agents, index built in {:.2} s; {} searches (12 kinds): p50 {:.2} ms, p99 {:.2} ms, {:.0} searches/s on one thread ({hits} hits)",
-        built.as_secs_f64(),
+        "search: {} distinct searches (text, filters, sorts, pages, aggregations): p50 {:.2} ms, p99 {:.2} ms, \
+         {:.0} searches/s on one thread ({hits} hits)",
         times.len(),
         pct(0.5).as_secs_f64() * 1e3,
         pct(0.99).as_secs_f64() * 1e3,
@@ -594,12 +656,23 @@ fn streams(base: &str, api_pid: u32, count: usize) -> Result<()> {
 
 /// Prints `n` distinct search paths (see the module's doc).
 fn queries(n: usize) -> Result<()> {
+    let mut out = String::new();
+    for path in query_paths(n) {
+        out.push_str(&path);
+        out.push('\n');
+    }
+    print!("{out}");
+    Ok(())
+}
+
+/// `n` distinct search paths (see `bench queries`), the same every time.
+fn query_paths(n: usize) -> Vec<String> {
     use almanac::broker::generate::{vocabulary, Rng};
     let (words, registries, protocols) = vocabulary();
     let mut rng = Rng::new(2026);
     let pick = |list: &[&'static str], rng: &mut Rng| list[rng.below(list.len() as u64) as usize];
     let mut seen = std::collections::HashSet::new();
-    let mut out = String::new();
+    let mut out = Vec::with_capacity(n);
     while seen.len() < n {
         let mut params: Vec<String> = Vec::new();
         let terms = [0, 1, 1, 1, 2, 2, 3][rng.below(7) as usize];
@@ -632,12 +705,10 @@ fn queries(n: usize) -> Result<()> {
             false => format!("/api/v1/search?{}", params.join("&")),
         };
         if seen.insert(path.clone()) {
-            out.push_str(&path);
-            out.push('\n');
+            out.push(path);
         }
     }
-    print!("{out}");
-    Ok(())
+    out
 }
 
 /// Prints `n` agent-detail routes of the build in `dir` and their files.
