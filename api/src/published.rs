@@ -198,7 +198,8 @@ fn load_broker(
     }
     let Some(stored) = store::load(snapshot)? else { return Ok(None) };
     let text = almanac::broker::text::TextIndex::open(search)?;
-    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, text)?)))
+    let columns = almanac::broker::columns::load(search)?;
+    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, text, columns)?)))
 }
 
 /// The live build, if one is published.

@@ -445,6 +445,7 @@ fn stage_and_snapshot(
             .in_scope(|| {
                 let _ = std::fs::remove_dir_all(&search);
                 let mut text = broker::text::TextWriter::create(&search, rayon::current_num_threads(), memory)?;
+                let mut columns = broker::columns::Builder::new(summary.count());
                 let staged = stage_agents(
                     summary,
                     data.warehouse,
@@ -452,9 +453,12 @@ fn stage_and_snapshot(
                     &renderer,
                     &mut staging,
                     reuse.as_ref(),
-                    &mut text,
+                    (&mut text, &mut columns),
                 )?;
-                debug_span!("search index").in_scope(|| text.finish())?;
+                debug_span!("search index").in_scope(|| {
+                    text.finish()?;
+                    broker::columns::save(&columns.finish(), &search)
+                })?;
                 anyhow::Ok(staged)
             })
             .context("the broker's agents")?;
@@ -507,8 +511,8 @@ struct StagedAgents {
 
 /// Pass 2 over the agent index: each batch's files (JSON and profile
 /// page) rendered over the cores and written into the new build, its
-/// rows stored in the warehouse's broker tables and its text handed to the
-/// search index's writer; then the batch is gone.
+/// rows stored in the warehouse's broker tables, its text handed to the
+/// search index's writer and its columns gathered; then the batch is gone.
 fn stage_agents(
     summary: &mut broker::scan::Summary,
     warehouse: &Warehouse,
@@ -516,7 +520,7 @@ fn stage_agents(
     renderer: &crate::pages::Renderer,
     staging: &mut site::Staging,
     reuse: Option<&site::Previous>,
-    text: &mut broker::text::TextWriter,
+    (text, columns): (&mut broker::text::TextWriter, &mut broker::columns::Builder),
 ) -> Result<StagedAgents> {
     use rayon::prelude::*;
     let mut store = broker::store::Writer::begin(warehouse.conn())?;
@@ -566,6 +570,7 @@ fn stage_agents(
         store.append(batch, embeddings)?;
         let storing = started.elapsed();
         text.add(batch)?;
+        batch.iter().for_each(|agent| columns.add(agent));
         for (spent, until) in spent.iter_mut().zip([rendering, writing, storing, started.elapsed()]) {
             *spent += until;
         }

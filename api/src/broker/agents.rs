@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use almanac::broker::catalog::{Catalog, FeedbackEntry};
+use almanac::broker::columns::Columns;
 use almanac::broker::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
 use almanac::broker::store::{Embeddings, Stored};
 use almanac::broker::text::TextIndex;
@@ -34,9 +35,10 @@ pub struct Agents {
 }
 
 impl Agents {
-    /// The agents of `stored`, searched for `q` in `text` (the build's text
-    /// index, which must hold them all, in order).
-    pub fn new(stored: Stored, text: TextIndex) -> anyhow::Result<Agents> {
+    /// The agents of `stored`, searched with the `text` index and the
+    /// `columns` the generator wrote for them (which must hold them all, in
+    /// order).
+    pub fn new(stored: Stored, text: TextIndex, columns: Columns) -> anyhow::Result<Agents> {
         let Stored { sources, embeddings, fingerprint } = stored;
         let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
         let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.to_string(), i as u32)).collect();
@@ -44,16 +46,10 @@ impl Agents {
         for entry in sources.feedback {
             feedback.entry(entry.uaid.clone()).or_default().push(entry);
         }
-        anyhow::ensure!(
-            text.len() == sources.agents.len(),
-            "the search index holds {} agents, the snapshot {}",
-            text.len(),
-            sources.agents.len()
-        );
         Ok(Agents {
             feedback,
             journal_seq: sources.journal_seq as i64,
-            index: AgentIndex::with_text(sources.agents, text),
+            index: AgentIndex::of_parts(sources.agents, text, columns)?,
             catalog: sources.catalog,
             by_uaid,
             hits,

@@ -366,7 +366,8 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
         let sources = almanac::broker::load(&dir).unwrap();
         let text = almanac::broker::text::TextIndex::build(&sources.agents);
-        Agents::new(Stored { sources, embeddings: None, fingerprint: String::new() }, text).unwrap()
+        let columns = almanac::broker::columns::Columns::of(&sources.agents);
+        Agents::new(Stored { sources, embeddings: None, fingerprint: String::new() }, text, columns).unwrap()
     }
 
     /// Changes one at a time (registrations, updates of built and live

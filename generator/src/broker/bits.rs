@@ -28,6 +28,23 @@ impl Bits {
         bits
     }
 
+    /// A set of `len` positions from its words (as [`Bits::words`] gives
+    /// them); `None` when they are too few or too many, or hold a position
+    /// past `len`.
+    pub fn from_words(len: usize, words: impl IntoIterator<Item = u64>) -> Option<Bits> {
+        let words: Vec<u64> = words.into_iter().collect();
+        let spare = match (len % 64, words.last()) {
+            (0, _) | (_, None) => 0,
+            (used, Some(last)) => last >> used,
+        };
+        (words.len() == len.div_ceil(64) && spare == 0).then_some(Bits { words })
+    }
+
+    /// The set's words, 64 positions each, lowest first.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
     pub fn insert(&mut self, i: usize) {
         self.words[i / 64] |= 1 << (i % 64);
     }

@@ -9,6 +9,7 @@
 pub mod bits;
 pub mod catalog;
 pub mod chat;
+pub mod columns;
 pub mod embed;
 /// Deterministic agent indexes for tests and benchmarks: not part of a
 /// production build (the `datagen` feature, which the `tests` crate turns

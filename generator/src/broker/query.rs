@@ -17,9 +17,9 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::Value;
 
 use super::bits::Bits;
+use super::columns::{order_slot, Columns, Field, Trust};
 use super::text::TextIndex;
 use super::{Agent, KINDS, VERIFICATION};
 use crate::http::BadParameter;
@@ -220,114 +220,18 @@ fn glob(pattern: &str, text: &str) -> bool {
     true
 }
 
-/// The agents of a build, held for search: the records, their text index,
-/// and, built once per build, a set of agents ([`Bits`]) per value of each
-/// categorical field and the agents in every sort order. A search is then
-/// set intersections, population counts and a walk along one order until
-/// its page is full.
+/// The agents of a build, held for search: the records, their text index
+/// and their [`Columns`].
 pub struct AgentIndex {
     pub agents: Vec<Agent>,
     pub text: TextIndex,
-    names: Names,
-    /// Per interned value, the agents having it.
-    registry: Vec<Bits>,
-    adapter: Vec<Bits>,
-    protocols: Vec<Bits>,
-    kind: Vec<Bits>,
-    verification: Vec<Bits>,
-    /// Per capability code (0 to 31), the agents advertising it.
-    capabilities: Vec<Bits>,
-    available: Bits,
-    /// Trust scores, dense (reading them from the records misses the cache).
-    trust: Vec<f64>,
-    /// Capability slug (of a label) to code.
-    capability_codes: BTreeMap<String, u8>,
-    /// Agent positions in each sort order, ties by id; index [`order_slot`].
-    orders: Vec<Vec<u32>>,
-    id_rank: Vec<u32>,
-    /// Metadata flattened by dot-separated path: the distinct values seen,
-    /// and per value the agents having it (several values for an array).
-    metadata: BTreeMap<String, MetadataColumn>,
-    /// Trust signal name to each agent's value (NaN when it has none).
-    signals: BTreeMap<String, Vec<f64>>,
-}
-
-#[derive(Default)]
-struct MetadataColumn {
-    values: Vec<String>,
-    lookup: BTreeMap<String, u32>,
-    postings: Vec<Vec<u32>>,
-}
-
-/// Calls `f(path, value)` for every scalar under `map` (arrays give one
-/// call per element, on the same path).
-fn flatten(prefix: &str, map: &serde_json::Map<String, Value>, f: &mut impl FnMut(&str, String)) {
-    for (k, v) in map {
-        let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-        flatten_value(&path, v, f);
-    }
-}
-
-fn flatten_value(path: &str, value: &Value, f: &mut impl FnMut(&str, String)) {
-    match value {
-        Value::Object(map) => flatten(path, map, f),
-        Value::Array(items) => items.iter().for_each(|v| flatten_value(path, v, f)),
-        Value::String(text) => f(path, text.clone()),
-        Value::Null => {}
-        other => f(path, other.to_string()),
-    }
-}
-
-/// Interned strings of each categorical column.
-#[derive(Default)]
-struct Names {
-    registries: Vec<String>,
-    adapters: Vec<String>,
-    protocols: Vec<String>,
-    kinds: Vec<String>,
-    verification: Vec<String>,
-}
-
-/// Adds agent `i` to the set of `value` (interned into `names`).
-fn add(names: &mut Vec<String>, sets: &mut Vec<Bits>, n: usize, value: &str, i: usize) {
-    let id = match names.iter().position(|v| v == value) {
-        Some(id) => id,
-        None => {
-            names.push(value.to_string());
-            sets.push(Bits::empty(n));
-            names.len() - 1
-        }
-    };
-    sets[id].insert(i);
-}
-
-/// Dense ranks of `keys` (ascending).
-fn ranks<K: Ord>(keys: Vec<K>) -> Vec<u32> {
-    let mut order: Vec<usize> = (0..keys.len()).collect();
-    order.sort_by(|a, b| keys[*a].cmp(&keys[*b]));
-    let mut out = vec![0u32; keys.len()];
-    let mut rank = 0u32;
-    for (n, i) in order.iter().enumerate() {
-        if n > 0 && keys[order[n - 1]] != keys[*i] {
-            rank += 1;
-        }
-        out[*i] = rank;
-    }
-    out
-}
-
-const SORTS: [SortBy; 5] =
-    [SortBy::MostRecent, SortBy::Oldest, SortBy::Name, SortBy::MostAvailable, SortBy::TrustScore];
-
-/// Where the order of (`sort`, `ascending`) is kept.
-fn order_slot(sort: SortBy, ascending: bool) -> usize {
-    SORTS.iter().position(|s| *s == sort).expect("every sort is listed") * 2 + usize::from(ascending)
+    pub columns: Columns,
 }
 
 impl AgentIndex {
     /// Whether any agent is in `registry` (matched as the filter does).
     pub fn has_registry(&self, registry: &str) -> bool {
-        self.names.registries.iter().any(|r| r.eq_ignore_ascii_case(registry))
+        self.columns.registry.values.iter().any(|r| r.eq_ignore_ascii_case(registry))
     }
 
     /// The index of `agents`, their text indexed in memory.
@@ -339,85 +243,21 @@ impl AgentIndex {
     /// The index of `agents` with their `text` index made elsewhere (the
     /// build's, written by the generator): agent `i` at position `i`.
     pub fn with_text(agents: Vec<Agent>, text: TextIndex) -> AgentIndex {
-        let n = agents.len();
-        let mut names = Names::default();
-        let (mut registry, mut adapter, mut protocols, mut kind, mut verification) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut capabilities = vec![Bits::empty(n); 32];
-        let mut available = Bits::empty(n);
-        let mut capability_codes = BTreeMap::new();
-        for (i, agent) in agents.iter().enumerate() {
-            add(&mut names.registries, &mut registry, n, &agent.registry.to_lowercase(), i);
-            add(&mut names.adapters, &mut adapter, n, &agent.adapter.to_lowercase(), i);
-            for p in &agent.protocols {
-                add(&mut names.protocols, &mut protocols, n, &p.to_lowercase(), i);
-            }
-            add(&mut names.kinds, &mut kind, n, agent.kind.as_str(), i);
-            add(&mut names.verification, &mut verification, n, agent.verification_status.as_str(), i);
-            for c in &agent.capabilities {
-                capabilities[usize::from(*c).min(31)].insert(i);
-            }
-            if agent.available {
-                available.insert(i);
-            }
-            for (code, label) in agent.capabilities.iter().zip(&agent.capability_labels) {
-                capability_codes.entry(slug(label)).or_insert(*code);
-            }
-        }
-        let id_rank = ranks(agents.iter().map(|a| a.id.as_str()).collect());
-        let key_ranks = SORTS.map(|sort| ranks(agents.iter().map(|a| SortKey::of(a, sort)).collect()));
-        let mut orders = vec![Vec::new(); SORTS.len() * 2];
-        for (sort, key) in SORTS.iter().zip(&key_ranks) {
-            for ascending in [false, true] {
-                let mut order: Vec<u32> = (0..n as u32).collect();
-                order.sort_unstable_by(|a, b| {
-                    let (a, b) = (*a as usize, *b as usize);
-                    let forward = key[a].cmp(&key[b]);
-                    let primary = if ascending { forward } else { forward.reverse() };
-                    primary.then_with(|| id_rank[a].cmp(&id_rank[b]))
-                });
-                orders[order_slot(*sort, ascending)] = order;
-            }
-        }
-        let mut metadata: BTreeMap<String, MetadataColumn> = BTreeMap::new();
-        for (i, agent) in agents.iter().enumerate() {
-            flatten("", &agent.metadata, &mut |path, value| {
-                let column = metadata.entry(path.to_string()).or_default();
-                let id = *column.lookup.entry(value.clone()).or_insert_with(|| {
-                    column.values.push(value);
-                    column.postings.push(Vec::new());
-                    (column.values.len() - 1) as u32
-                });
-                let postings = &mut column.postings[id as usize];
-                if postings.last() != Some(&(i as u32)) {
-                    postings.push(i as u32);
-                }
-            });
-        }
-        let mut signals: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for (i, agent) in agents.iter().enumerate() {
-            for (name, value) in &agent.trust_signals {
-                signals.entry(name.clone()).or_insert_with(|| vec![f64::NAN; n])[i] = *value;
-            }
-        }
-        AgentIndex {
-            signals,
-            metadata,
-            text,
-            names,
-            registry,
-            adapter,
-            protocols,
-            kind,
-            verification,
-            capabilities,
-            available,
-            trust: agents.iter().map(|a| a.trust_score).collect(),
-            capability_codes,
-            orders,
-            id_rank,
-            agents,
-        }
+        let columns = Columns::of(&agents);
+        AgentIndex { agents, text, columns }
+    }
+
+    /// The index of `agents` from the text index and columns the generator
+    /// wrote for them; both must hold as many agents.
+    pub fn of_parts(agents: Vec<Agent>, text: TextIndex, columns: Columns) -> anyhow::Result<AgentIndex> {
+        anyhow::ensure!(
+            text.len() == agents.len() && columns.len == agents.len(),
+            "the search index holds {} agents and its columns {}, the snapshot {}",
+            text.len(),
+            columns.len,
+            agents.len()
+        );
+        Ok(AgentIndex { agents, text, columns })
     }
 }
 
@@ -428,7 +268,7 @@ enum SortKey<'a> {
     Name(String),
     /// Available first, then uptime in thousandths.
     Availability(bool, i64),
-    Trust(OrderedTrust),
+    Trust(Trust),
 }
 
 impl SortKey<'_> {
@@ -441,7 +281,7 @@ impl SortKey<'_> {
                 agent.available,
                 (agent.trust_signals.get("uptime").copied().unwrap_or(0.0) * 1000.0) as i64,
             ),
-            SortBy::TrustScore => SortKey::Trust(OrderedTrust(agent.trust_score)),
+            SortBy::TrustScore => SortKey::Trust(Trust(agent.trust_score)),
         }
     }
 }
@@ -465,58 +305,21 @@ pub fn order(query: &SearchQuery) -> Option<(SortBy, bool)> {
     Some((sort_by, query.ascending.unwrap_or(matches!(sort_by, SortBy::Oldest | SortBy::Name))))
 }
 
-/// Trust scores ordered by `total_cmp` (they are finite, 0 to 100).
-struct OrderedTrust(f64);
-
-impl PartialEq for OrderedTrust {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other).is_eq()
-    }
-}
-
-impl Eq for OrderedTrust {}
-
-impl PartialOrd for OrderedTrust {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for OrderedTrust {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-/// The union of the sets of the values named in `wanted` (any case); `None`
-/// when nothing is wanted (no filter).
-fn union_of(wanted: &[String], names: &[String], sets: &[Bits], n: usize) -> Option<Bits> {
-    (!wanted.is_empty()).then(|| {
-        let mut out = Bits::empty(n);
-        for (name, set) in names.iter().zip(sets) {
-            if wanted.iter().any(|w| w.eq_ignore_ascii_case(name)) {
-                out.unite(set);
-            }
-        }
-        out
-    })
-}
-
 /// The agents passing every filter of `query` (its `q` aside).
 fn keep(index: &AgentIndex, query: &SearchQuery) -> Bits {
-    let n = index.agents.len();
-    let names = &index.names;
+    let c = &index.columns;
+    let n = c.len;
     let mut keep = Bits::full(n);
     let one = |wanted: &Option<String>| wanted.iter().cloned().collect::<Vec<_>>();
     let verified = if query.verified { vec!["registered".to_string()] } else { Vec::new() };
     for set in [
-        union_of(&query.registries, &names.registries, &index.registry, n),
-        union_of(&query.adapters, &names.adapters, &index.adapter, n),
-        union_of(&query.protocols, &names.protocols, &index.protocols, n),
-        union_of(&one(&query.kind), &names.kinds, &index.kind, n),
-        union_of(&one(&query.verification_status), &names.verification, &index.verification, n),
-        union_of(&verified, &names.verification, &index.verification, n),
-        query.online.then(|| index.available.clone()),
+        c.registry.union_of(&query.registries, n),
+        c.adapter.union_of(&query.adapters, n),
+        c.protocols.union_of(&query.protocols, n),
+        c.kind.union_of(&one(&query.kind), n),
+        c.verification.union_of(&one(&query.verification_status), n),
+        c.verification.union_of(&verified, n),
+        query.online.then(|| c.available.clone()),
     ]
     .into_iter()
     .flatten()
@@ -524,15 +327,14 @@ fn keep(index: &AgentIndex, query: &SearchQuery) -> Bits {
         keep.intersect(&set);
     }
     for wanted in &query.capabilities {
-        let code =
-            wanted.parse::<u8>().ok().filter(|c| *c < 32).or_else(|| index.capability_codes.get(wanted).copied());
+        let code = wanted.parse::<u8>().ok().filter(|c| *c < 32).or_else(|| c.capability_codes.get(wanted).copied());
         match code {
-            Some(c) => keep.intersect(&index.capabilities[c as usize]),
+            Some(code) => keep.intersect(&c.capabilities[code as usize]),
             None => return Bits::empty(n),
         }
     }
     for (path, patterns) in &query.metadata {
-        let Some(column) = index.metadata.get(&path.join(".")) else { return Bits::empty(n) };
+        let Some(column) = c.metadata.get(&path.join(".")) else { return Bits::empty(n) };
         let mut matching = Bits::empty(n);
         for (value, postings) in column.values.iter().zip(&column.postings) {
             if patterns.iter().any(|p| glob(p, value)) {
@@ -543,10 +345,10 @@ fn keep(index: &AgentIndex, query: &SearchQuery) -> Bits {
     }
     // Numeric thresholds test only the agents still in.
     if let Some(t) = query.min_trust {
-        keep.retain(|i| index.trust[i] >= t);
+        keep.retain(|i| c.trust[i] >= t);
     }
     for (signal, min) in &query.min_signals {
-        let Some(column) = index.signals.get(signal) else { return Bits::empty(n) };
+        let Some(column) = c.signals.get(signal) else { return Bits::empty(n) };
         keep.retain(|i| column[i] >= *min);
     }
     keep
@@ -593,18 +395,24 @@ impl Aggregations {
 }
 
 fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
-    let named = |values: &[String], sets: &[Bits]| -> BTreeMap<String, usize> {
-        values.iter().zip(sets).map(|(k, set)| (k.clone(), matched.count_with(set))).filter(|(_, n)| *n > 0).collect()
+    let c = &index.columns;
+    let named = |field: &Field| -> BTreeMap<String, usize> {
+        field
+            .values
+            .iter()
+            .zip(&field.sets)
+            .map(|(k, set)| (k.clone(), matched.count_with(set)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     };
-    let labels: BTreeMap<u8, &String> = index.capability_codes.iter().map(|(slug, code)| (*code, slug)).collect();
-    let names = &index.names;
+    let labels: BTreeMap<u8, &String> = c.capability_codes.iter().map(|(slug, code)| (*code, slug)).collect();
     Aggregations {
-        registries: named(&names.registries, &index.registry),
-        adapters: named(&names.adapters, &index.adapter),
-        protocols: named(&names.protocols, &index.protocols),
-        kinds: named(&names.kinds, &index.kind),
-        verification: named(&names.verification, &index.verification),
-        capabilities: index
+        registries: named(&c.registry),
+        adapters: named(&c.adapter),
+        protocols: named(&c.protocols),
+        kinds: named(&c.kind),
+        verification: named(&c.verification),
+        capabilities: c
             .capabilities
             .iter()
             .enumerate()
@@ -635,7 +443,7 @@ pub fn search_excluding(
     excluded: Option<&Bits>,
     reference: Option<&TextIndex>,
 ) -> Page {
-    let n = index.agents.len();
+    let n = index.columns.len;
     let mut matched = keep(index, query);
     if let Some(excluded) = excluded {
         matched.subtract(excluded);
@@ -662,7 +470,7 @@ pub fn search_excluding(
         // first `end` need ordering.
         Some(mut scored) if query.sort_by.is_none() => {
             let order = |a: &(usize, f32), b: &(usize, f32)| {
-                b.1.total_cmp(&a.1).then_with(|| index.id_rank[a.0].cmp(&index.id_rank[b.0]))
+                b.1.total_cmp(&a.1).then_with(|| index.columns.id_rank[a.0].cmp(&index.columns.id_rank[b.0]))
             };
             if end < scored.len() {
                 scored.select_nth_unstable_by(end - 1, order);
@@ -675,7 +483,7 @@ pub fn search_excluding(
         // Otherwise walk the sort's order until the page is full.
         _ => {
             let (sort_by, ascending) = order(query).unwrap_or((SortBy::MostRecent, false));
-            index.orders[order_slot(sort_by, ascending)]
+            index.columns.orders[order_slot(sort_by, ascending)]
                 .iter()
                 .map(|i| *i as usize)
                 .filter(|i| matched.contains(*i))

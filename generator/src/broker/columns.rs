@@ -1,0 +1,596 @@
+//! What search needs of each agent besides its text, as columns: a set of
+//! agents ([`Bits`]) per value of each categorical field, the trust scores
+//! and signals dense, metadata values with their agents, and the agents in
+//! every sort order. A search is then set intersections, population counts
+//! and a walk along one order until its page is full.
+//!
+//! Gathered one agent at a time ([`Builder`]: the generator's agents
+//! stream past it; sort keys are kept in string arenas until the orders
+//! are made), and written as one binary file the api reads back
+//! ([`Columns::write`], [`Columns::read`]) instead of deriving them from
+//! the agents again. Pure but for those two.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use super::bits::Bits;
+use super::query::{slug, SortBy};
+use super::Agent;
+
+/// The sorts, in the order their two directions are kept.
+pub const SORTS: [SortBy; 5] =
+    [SortBy::MostRecent, SortBy::Oldest, SortBy::Name, SortBy::MostAvailable, SortBy::TrustScore];
+
+/// Where the order of (`sort`, `ascending`) is kept.
+pub fn order_slot(sort: SortBy, ascending: bool) -> usize {
+    SORTS.iter().position(|s| *s == sort).expect("every sort is listed") * 2 + usize::from(ascending)
+}
+
+/// Interned values of one categorical field, and per value its agents.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Field {
+    pub values: Vec<String>,
+    pub sets: Vec<Bits>,
+}
+
+impl Field {
+    /// Adds agent `i` to the set of `value`.
+    fn add(&mut self, n: usize, value: &str, i: usize) {
+        let id = match self.values.iter().position(|v| v == value) {
+            Some(id) => id,
+            None => {
+                self.values.push(value.to_string());
+                self.sets.push(Bits::empty(n));
+                self.values.len() - 1
+            }
+        };
+        self.sets[id].insert(i);
+    }
+
+    /// The union of the sets of the values named in `wanted` (any case);
+    /// `None` when nothing is wanted (no filter).
+    pub fn union_of(&self, wanted: &[String], n: usize) -> Option<Bits> {
+        (!wanted.is_empty()).then(|| {
+            let mut out = Bits::empty(n);
+            for (name, set) in self.values.iter().zip(&self.sets) {
+                if wanted.iter().any(|w| w.eq_ignore_ascii_case(name)) {
+                    out.unite(set);
+                }
+            }
+            out
+        })
+    }
+}
+
+/// One flattened metadata path: its distinct values, and per value the
+/// agents having it (ascending).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetadataColumn {
+    pub values: Vec<String>,
+    pub postings: Vec<Vec<u32>>,
+}
+
+/// The columns of a set of agents.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Columns {
+    pub len: usize,
+    pub registry: Field,
+    pub adapter: Field,
+    pub protocols: Field,
+    pub kind: Field,
+    pub verification: Field,
+    /// Per capability code (0 to 31), the agents advertising it.
+    pub capabilities: Vec<Bits>,
+    pub available: Bits,
+    pub trust: Vec<f64>,
+    /// Capability slug (of a label) to code.
+    pub capability_codes: BTreeMap<String, u8>,
+    /// Agent positions in each sort order, ties by id; index [`order_slot`].
+    pub orders: Vec<Vec<u32>>,
+    /// Each agent's rank by id.
+    pub id_rank: Vec<u32>,
+    /// Metadata flattened by dot-separated path.
+    pub metadata: BTreeMap<String, MetadataColumn>,
+    /// Trust signal name to each agent's value (NaN when it has none).
+    pub signals: BTreeMap<String, Vec<f64>>,
+}
+
+impl Columns {
+    /// The columns of `agents`, agent `i` at position `i`.
+    pub fn of(agents: &[Agent]) -> Columns {
+        let mut builder = Builder::new(agents.len());
+        agents.iter().for_each(|a| builder.add(a));
+        builder.finish()
+    }
+}
+
+/// Text kept end to end, each string's end recorded: sort keys of a
+/// million agents without a million allocations.
+#[derive(Default)]
+struct Arena {
+    bytes: String,
+    ends: Vec<usize>,
+}
+
+impl Arena {
+    fn push(&mut self, text: &str) {
+        self.bytes.push_str(text);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    fn all(&self) -> Vec<&str> {
+        (0..self.ends.len()).map(|i| self.get(i)).collect()
+    }
+}
+
+/// Gathers the columns of `len` agents, given one at a time in position
+/// order.
+pub struct Builder {
+    columns: Columns,
+    added: usize,
+    updated: Arena,
+    created: Arena,
+    names: Arena,
+    ids: Arena,
+    /// Per metadata path, each value's index in its column.
+    metadata_ids: std::collections::HashMap<String, std::collections::HashMap<String, u32>>,
+    /// Available first, then uptime in thousandths.
+    availability: Vec<(bool, i64)>,
+}
+
+impl Builder {
+    pub fn new(len: usize) -> Builder {
+        Builder {
+            columns: Columns {
+                len,
+                registry: Field::default(),
+                adapter: Field::default(),
+                protocols: Field::default(),
+                kind: Field::default(),
+                verification: Field::default(),
+                capabilities: vec![Bits::empty(len); 32],
+                available: Bits::empty(len),
+                trust: Vec::with_capacity(len),
+                capability_codes: BTreeMap::new(),
+                orders: Vec::new(),
+                id_rank: Vec::new(),
+                metadata: BTreeMap::new(),
+                signals: BTreeMap::new(),
+            },
+            added: 0,
+            updated: Arena::default(),
+            created: Arena::default(),
+            names: Arena::default(),
+            ids: Arena::default(),
+            metadata_ids: Default::default(),
+            availability: Vec::with_capacity(len),
+        }
+    }
+
+    /// Adds the agent at the next position.
+    ///
+    /// # Panics
+    /// Past the `len` agents the builder was made for.
+    pub fn add(&mut self, agent: &Agent) {
+        let (n, i, c) = (self.columns.len, self.added, &mut self.columns);
+        assert!(i < n, "more agents than the columns were made for");
+        c.registry.add(n, &agent.registry.to_lowercase(), i);
+        c.adapter.add(n, &agent.adapter.to_lowercase(), i);
+        for p in &agent.protocols {
+            c.protocols.add(n, &p.to_lowercase(), i);
+        }
+        c.kind.add(n, agent.kind.as_str(), i);
+        c.verification.add(n, agent.verification_status.as_str(), i);
+        for code in &agent.capabilities {
+            c.capabilities[usize::from(*code).min(31)].insert(i);
+        }
+        if agent.available {
+            c.available.insert(i);
+        }
+        for (code, label) in agent.capabilities.iter().zip(&agent.capability_labels) {
+            c.capability_codes.entry(slug(label)).or_insert(*code);
+        }
+        c.trust.push(agent.trust_score);
+        let ids = &mut self.metadata_ids;
+        flatten("", &agent.metadata, &mut |path, value| {
+            let column = c.metadata.entry(path.to_string()).or_default();
+            let lookup = ids.entry(path.to_string()).or_default();
+            let id = *lookup.entry(value.clone()).or_insert_with(|| {
+                column.values.push(value);
+                column.postings.push(Vec::new());
+                (column.values.len() - 1) as u32
+            });
+            let postings = &mut column.postings[id as usize];
+            if postings.last() != Some(&(i as u32)) {
+                postings.push(i as u32);
+            }
+        });
+        for (name, value) in &agent.trust_signals {
+            c.signals.entry(name.clone()).or_insert_with(|| vec![f64::NAN; n])[i] = *value;
+        }
+        self.updated.push(&agent.updated_at);
+        self.created.push(&agent.created_at);
+        self.names.push(&agent.name.to_lowercase());
+        self.ids.push(&agent.id);
+        let uptime = agent.trust_signals.get("uptime").copied().unwrap_or(0.0);
+        self.availability.push((agent.available, (uptime * 1000.0) as i64));
+        self.added += 1;
+    }
+
+    /// The columns, with every sort order made.
+    ///
+    /// # Panics
+    /// Before all `len` agents were added.
+    pub fn finish(self) -> Columns {
+        let mut columns = self.columns;
+        let n = columns.len;
+        assert_eq!(self.added, n, "fewer agents than the columns were made for");
+        let id_rank = ranks(self.ids.all());
+        let key_ranks: Vec<Vec<u32>> = SORTS
+            .iter()
+            .map(|sort| match sort {
+                SortBy::MostRecent => ranks(self.updated.all()),
+                SortBy::Oldest => ranks(self.created.all()),
+                SortBy::Name => ranks(self.names.all()),
+                SortBy::MostAvailable => ranks(self.availability.clone()),
+                SortBy::TrustScore => ranks(columns.trust.iter().map(|t| Trust(*t)).collect()),
+            })
+            .collect();
+        let mut orders = vec![Vec::new(); SORTS.len() * 2];
+        for (sort, key) in SORTS.iter().zip(&key_ranks) {
+            for ascending in [false, true] {
+                let mut order: Vec<u32> = (0..n as u32).collect();
+                order.sort_unstable_by(|a, b| {
+                    let (a, b) = (*a as usize, *b as usize);
+                    let forward = key[a].cmp(&key[b]);
+                    let primary = if ascending { forward } else { forward.reverse() };
+                    primary.then_with(|| id_rank[a].cmp(&id_rank[b]))
+                });
+                orders[order_slot(*sort, ascending)] = order;
+            }
+        }
+        columns.orders = orders;
+        columns.id_rank = id_rank;
+        columns
+    }
+}
+
+/// Trust scores ordered by `total_cmp` (they are finite, 0 to 100).
+#[derive(Clone, Copy)]
+pub struct Trust(pub f64);
+
+impl PartialEq for Trust {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Trust {}
+
+impl PartialOrd for Trust {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Trust {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Dense ranks of `keys` (ascending).
+fn ranks<K: Ord>(keys: Vec<K>) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..keys.len() as u32).collect();
+    order.sort_by(|a, b| keys[*a as usize].cmp(&keys[*b as usize]));
+    let mut out = vec![0u32; keys.len()];
+    let mut rank = 0u32;
+    for (n, i) in order.iter().enumerate() {
+        if n > 0 && keys[order[n - 1] as usize] != keys[*i as usize] {
+            rank += 1;
+        }
+        out[*i as usize] = rank;
+    }
+    out
+}
+
+/// Calls `f(path, value)` for every scalar under `map` (arrays give one
+/// call per element, on the same path).
+fn flatten(prefix: &str, map: &serde_json::Map<String, Value>, f: &mut impl FnMut(&str, String)) {
+    for (k, v) in map {
+        let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        flatten_value(&path, v, f);
+    }
+}
+
+fn flatten_value(path: &str, value: &Value, f: &mut impl FnMut(&str, String)) {
+    match value {
+        Value::Object(map) => flatten(path, map, f),
+        Value::Array(items) => items.iter().for_each(|v| flatten_value(path, v, f)),
+        Value::String(text) => f(path, text.clone()),
+        Value::Null => {}
+        other => f(path, other.to_string()),
+    }
+}
+
+/// The columns' file in a build's search index folder.
+pub const FILE: &str = "columns.bin";
+
+/// Writes `columns` into the search index folder `dir`, synced.
+pub fn save(columns: &Columns, dir: &std::path::Path) -> Result<()> {
+    let path = dir.join(FILE);
+    let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    columns.write(&mut out).with_context(|| format!("writing {}", path.display()))?;
+    let file = out.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", path.display()))?;
+    file.sync_all().with_context(|| format!("syncing {}", path.display()))
+}
+
+/// The columns saved in the search index folder `dir`.
+pub fn load(dir: &std::path::Path) -> Result<Columns> {
+    let path = dir.join(FILE);
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    Columns::read(&bytes).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The file's first bytes: its kind and format version.
+const MAGIC: &[u8; 8] = b"ALMCOL01";
+
+impl Columns {
+    /// The columns as one file: little-endian numbers, each list after its
+    /// length, strings as UTF-8 after theirs.
+    pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let mut w = Writer { out };
+        w.out.write_all(MAGIC)?;
+        w.u64(self.len as u64)?;
+        for field in [&self.registry, &self.adapter, &self.protocols, &self.kind, &self.verification] {
+            w.strings(&field.values)?;
+            for set in &field.sets {
+                w.bits(set)?;
+            }
+        }
+        w.u64(self.capabilities.len() as u64)?;
+        for set in &self.capabilities {
+            w.bits(set)?;
+        }
+        w.bits(&self.available)?;
+        w.f64s(&self.trust)?;
+        w.u64(self.capability_codes.len() as u64)?;
+        for (slug, code) in &self.capability_codes {
+            w.string(slug)?;
+            w.u64(u64::from(*code))?;
+        }
+        w.u64(self.orders.len() as u64)?;
+        for order in &self.orders {
+            w.u32s(order)?;
+        }
+        w.u32s(&self.id_rank)?;
+        w.u64(self.metadata.len() as u64)?;
+        for (path, column) in &self.metadata {
+            w.string(path)?;
+            w.strings(&column.values)?;
+            for postings in &column.postings {
+                w.u32s(postings)?;
+            }
+        }
+        w.u64(self.signals.len() as u64)?;
+        for (name, values) in &self.signals {
+            w.string(name)?;
+            w.f64s(values)?;
+        }
+        Ok(())
+    }
+
+    /// Columns written by [`Columns::write`]; anything else, or a file cut
+    /// short, is an error.
+    pub fn read(bytes: &[u8]) -> Result<Columns> {
+        let mut r = Reader { bytes, at: 0 };
+        if r.take(MAGIC.len())? != MAGIC {
+            bail!("not a columns file of this version");
+        }
+        let len = r.count()?;
+        let field = |r: &mut Reader| -> Result<Field> {
+            let values = r.strings()?;
+            let sets = values.iter().map(|_| r.bits(len)).collect::<Result<_>>()?;
+            Ok(Field { values, sets })
+        };
+        let (registry, adapter, protocols, kind, verification) =
+            (field(&mut r)?, field(&mut r)?, field(&mut r)?, field(&mut r)?, field(&mut r)?);
+        let capabilities = (0..r.count()?).map(|_| r.bits(len)).collect::<Result<_>>()?;
+        let available = r.bits(len)?;
+        let trust = r.f64s()?;
+        let mut capability_codes = BTreeMap::new();
+        for _ in 0..r.count()? {
+            let slug = r.string()?;
+            capability_codes.insert(slug, u8::try_from(r.u64()?).context("a capability code")?);
+        }
+        let orders = (0..r.count()?).map(|_| r.u32s()).collect::<Result<_>>()?;
+        let id_rank = r.u32s()?;
+        let mut metadata = BTreeMap::new();
+        for _ in 0..r.count()? {
+            let path = r.string()?;
+            let values = r.strings()?;
+            let postings = values.iter().map(|_| r.u32s()).collect::<Result<_>>()?;
+            metadata.insert(path, MetadataColumn { values, postings });
+        }
+        let mut signals = BTreeMap::new();
+        for _ in 0..r.count()? {
+            let name = r.string()?;
+            signals.insert(name, r.f64s()?);
+        }
+        if r.at != bytes.len() {
+            bail!("{} bytes follow the columns", bytes.len() - r.at);
+        }
+        let columns = Columns {
+            len,
+            registry,
+            adapter,
+            protocols,
+            kind,
+            verification,
+            capabilities,
+            available,
+            trust,
+            capability_codes,
+            orders,
+            id_rank,
+            metadata,
+            signals,
+        };
+        columns.check()?;
+        Ok(columns)
+    }
+
+    /// What search relies on: every per-agent list as long as the agents,
+    /// every position and code in range.
+    fn check(&self) -> Result<()> {
+        let n = self.len;
+        let per_agent = [self.trust.len(), self.id_rank.len()].into_iter().chain(self.signals.values().map(Vec::len));
+        if per_agent.into_iter().any(|l| l != n)
+            || self.capabilities.len() != 32
+            || self.orders.len() != SORTS.len() * 2
+        {
+            bail!("the columns do not describe {n} agents");
+        }
+        let positions = self.orders.iter().chain(self.metadata.values().flat_map(|c| &c.postings));
+        if positions.flatten().any(|p| *p as usize >= n) || self.orders.iter().any(|o| o.len() != n) {
+            bail!("the columns name agents past {n}");
+        }
+        if self.capability_codes.values().any(|c| *c >= 32) {
+            bail!("a capability code is past 31");
+        }
+        Ok(())
+    }
+}
+
+struct Writer<'a, W> {
+    out: &'a mut W,
+}
+
+impl<W: std::io::Write> Writer<'_, W> {
+    fn u64(&mut self, v: u64) -> std::io::Result<()> {
+        self.out.write_all(&v.to_le_bytes())
+    }
+
+    fn string(&mut self, s: &str) -> std::io::Result<()> {
+        self.u64(s.len() as u64)?;
+        self.out.write_all(s.as_bytes())
+    }
+
+    fn strings(&mut self, list: &[String]) -> std::io::Result<()> {
+        self.u64(list.len() as u64)?;
+        list.iter().try_for_each(|s| self.string(s))
+    }
+
+    fn bits(&mut self, bits: &Bits) -> std::io::Result<()> {
+        bits.words().iter().try_for_each(|w| self.u64(*w))
+    }
+
+    fn u32s(&mut self, list: &[u32]) -> std::io::Result<()> {
+        self.u64(list.len() as u64)?;
+        let bytes: Vec<u8> = list.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.out.write_all(&bytes)
+    }
+
+    fn f64s(&mut self, list: &[f64]) -> std::io::Result<()> {
+        self.u64(list.len() as u64)?;
+        let bytes: Vec<u8> = list.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.out.write_all(&bytes)
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8]> {
+        let end =
+            self.at.checked_add(len).filter(|e| *e <= self.bytes.len()).context("the columns file is cut short")?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("eight bytes")))
+    }
+
+    /// A length, which cannot exceed what is left to read.
+    fn count(&mut self) -> Result<usize> {
+        let n = usize::try_from(self.u64()?).context("a length")?;
+        if n > self.bytes.len() {
+            bail!("a length of {n} in a columns file of {} bytes", self.bytes.len());
+        }
+        Ok(n)
+    }
+
+    fn string(&mut self) -> Result<String> {
+        let len = self.count()?;
+        Ok(std::str::from_utf8(self.take(len)?).context("a string in the columns")?.to_string())
+    }
+
+    fn strings(&mut self) -> Result<Vec<String>> {
+        (0..self.count()?).map(|_| self.string()).collect()
+    }
+
+    fn bits(&mut self, len: usize) -> Result<Bits> {
+        let words = self.take(len.div_ceil(64) * 8)?;
+        Bits::from_words(len, words.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().expect("eight bytes"))))
+            .context("a set past its agents")
+    }
+
+    fn u32s(&mut self) -> Result<Vec<u32>> {
+        let len = self.count()?;
+        let bytes = self.take(len.checked_mul(4).context("a length")?)?;
+        Ok(bytes.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("four bytes"))).collect())
+    }
+
+    fn f64s(&mut self) -> Result<Vec<f64>> {
+        let len = self.count()?;
+        let bytes = self.take(len.checked_mul(8).context("a length")?)?;
+        Ok(bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("eight bytes"))).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::generate::agents;
+
+    #[test]
+    fn columns_written_read_back_are_the_same_and_damage_is_refused() {
+        for n in [0, 1, 63, 64, 65, 777] {
+            let columns = Columns::of(&agents(n, 4));
+            let mut bytes = Vec::new();
+            columns.write(&mut bytes).unwrap();
+            assert_eq!(Columns::read(&bytes).unwrap(), columns, "{n}");
+            for cut in [0, 7, 8, 16, bytes.len() / 2, bytes.len().saturating_sub(1)] {
+                if cut < bytes.len() {
+                    assert!(Columns::read(&bytes[..cut]).is_err(), "{n} agents cut at {cut}");
+                }
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert!(Columns::read(&longer).is_err());
+        }
+        let mut bytes = Vec::new();
+        Columns::of(&agents(10, 4)).write(&mut bytes).unwrap();
+        // A position past the agents (the first order's first entry).
+        let mut bad = Columns::of(&agents(10, 4));
+        bad.orders[0][0] = 10;
+        let mut damaged = Vec::new();
+        bad.write(&mut damaged).unwrap();
+        assert!(Columns::read(&damaged).is_err());
+        bytes[0] = b'X';
+        assert!(Columns::read(&bytes).is_err());
+    }
+}
