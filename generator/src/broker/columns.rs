@@ -16,8 +16,18 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 use super::bits::Bits;
-use super::query::{slug, SortBy};
+use super::text::slug;
 use super::Agent;
+
+/// The orders `sortBy` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortBy {
+    MostRecent,
+    Oldest,
+    Name,
+    MostAvailable,
+    TrustScore,
+}
 
 /// The sorts, in the order their two directions are kept.
 pub const SORTS: [SortBy; 5] =

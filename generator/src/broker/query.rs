@@ -27,14 +27,8 @@ use crate::http::BadParameter;
 pub const DEFAULT_LIMIT: usize = 20;
 pub const MAX_LIMIT: usize = 500;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SortBy {
-    MostRecent,
-    Oldest,
-    Name,
-    MostAvailable,
-    TrustScore,
-}
+pub use super::columns::SortBy;
+pub use super::text::slug;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SearchQuery {
@@ -69,11 +63,6 @@ fn boolean(parameter: &'static str, value: &str) -> Result<bool, BadParameter> {
         "false" => Ok(false),
         _ => Err(BadParameter::new(parameter, format!("{parameter} must be true or false"))),
     }
-}
-
-/// Lower-case words joined by hyphens: `Code Generation` is `code-generation`.
-pub fn slug(label: &str) -> String {
-    super::text::tokens(label).collect::<Vec<_>>().join("-")
 }
 
 /// Parameters of one value.

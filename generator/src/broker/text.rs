@@ -53,6 +53,11 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_lowercase)
 }
 
+/// Lower-case words joined by hyphens: `Code Generation` is `code-generation`.
+pub fn slug(label: &str) -> String {
+    tokens(label).collect::<Vec<_>>().join("-")
+}
+
 /// Split as [`tokens`], lower-cased, words over 40 bytes dropped, stemmed.
 fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
