@@ -438,7 +438,6 @@ fn stage_and_snapshot(
     let mut broker_time = Timestamp::default();
     let mut profiles_newest = Timestamp::default();
     let search = layout.search_staging();
-    let mut searchable = false;
     if let Some(summary) = data.broker.as_deref_mut() {
         let memory = config.broker.as_ref().map_or(128 << 20, |b| b.search_memory);
         let streamed = debug_span!("agents")
@@ -462,7 +461,6 @@ fn stage_and_snapshot(
                 anyhow::Ok(staged)
             })
             .context("the broker's agents")?;
-        searchable = true;
         entries = streamed.entries;
         (broker_time, profiles_newest) = (streamed.newest, streamed.profiles_newest);
         let catalog = broker::render::catalog_files(&summary.tally, &summary.catalog);
@@ -490,7 +488,7 @@ fn stage_and_snapshot(
     });
     let staged = staged.context("stage")?;
     snapshotted.context("snapshot")?;
-    if searchable {
+    if data.broker.is_some() {
         site::name_search_index(layout, &search, &manifest.build).context("the search index")?;
     }
     report.build = manifest.build.clone();

@@ -352,8 +352,12 @@ pub fn name_search_index(layout: &Layout, staged: &Path, id: &str) -> Result<()>
     sync_dir(&layout.search_indexes())
 }
 
-/// Writes a file through a buffer as `write` makes its bytes, and syncs it.
-fn write_synced_with(path: &Path, write: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> Result<()>) -> Result<()> {
+/// Writes a file through a buffer as `write` makes its bytes, and syncs it
+/// (the build's files, and a search index's columns).
+pub fn write_synced_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> Result<()>,
+) -> Result<()> {
     let file = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     write(&mut out).with_context(|| format!("writing {}", path.display()))?;

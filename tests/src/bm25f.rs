@@ -8,19 +8,12 @@
 
 use std::collections::HashMap;
 
-use almanac::broker::text::tokens;
+use almanac::broker::text::{tokens, weighted_text};
 use almanac::broker::Agent;
 
 /// Saturation and length normalisation (the usual BM25 defaults).
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
-
-/// How much a term counts in each field.
-const NAME: f32 = 3.0;
-const CAPABILITIES: f32 = 2.0;
-const TAGS: f32 = 1.5;
-const DESCRIPTION: f32 = 1.0;
-const METADATA: f32 = 0.5;
 
 pub struct TextIndex {
     /// Term to (document, impact), documents ascending. The impact is the
@@ -44,19 +37,10 @@ impl TextIndex {
                     length += weight;
                 }
             };
-            add(&agent.name, NAME);
-            for label in &agent.capability_labels {
-                add(label, CAPABILITIES);
-            }
-            add(&agent.registry, TAGS);
-            for protocol in &agent.protocols {
-                add(protocol, TAGS);
-            }
-            add(&agent.description, DESCRIPTION);
-            for (key, value) in &agent.metadata {
-                add(key, METADATA);
-                metadata_text(value, &mut |text| add(text, METADATA));
-            }
+            // The same texts as the new engine, at half its whole-number
+            // weights: name 3, capability labels 2, registry and protocols
+            // 1.5, description 1, metadata 0.5.
+            weighted_text(agent, |text, weight| add(text, weight as f32 / 2.0));
             lengths.push(length);
             for (term, tf) in counts {
                 postings.entry(term).or_default().push((doc as u32, tf));
@@ -103,20 +87,5 @@ impl TextIndex {
             }
             touched.into_iter().map(|doc| (doc, std::mem::take(&mut scores[doc as usize]))).collect()
         })
-    }
-}
-
-/// Calls `f` with every string value (and key) in metadata, nested or not.
-fn metadata_text(value: &serde_json::Value, f: &mut impl FnMut(&str)) {
-    match value {
-        serde_json::Value::String(s) => f(s),
-        serde_json::Value::Array(items) => items.iter().for_each(|v| metadata_text(v, f)),
-        serde_json::Value::Object(map) => {
-            for (k, v) in map {
-                f(k);
-                metadata_text(v, f);
-            }
-        }
-        _ => {}
     }
 }

@@ -335,12 +335,7 @@ pub const FILE: &str = "columns.bin";
 
 /// Writes `columns` into the search index folder `dir`, synced.
 pub fn save(columns: &Columns, dir: &std::path::Path) -> Result<()> {
-    let path = dir.join(FILE);
-    let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    columns.write(&mut out).with_context(|| format!("writing {}", path.display()))?;
-    let file = out.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", path.display()))?;
-    file.sync_all().with_context(|| format!("syncing {}", path.display()))
+    crate::site::write_synced_with(&dir.join(FILE), |out| Ok(columns.write(out)?))
 }
 
 /// The columns saved in the search index folder `dir`.

@@ -83,32 +83,36 @@ fn schema() -> (Schema, Fields) {
     (builder.build(), Fields { text, position })
 }
 
+/// Calls `f` with each text of `agent` that search reads and how many
+/// times its words count: what is searched, in one place.
+pub fn weighted_text(agent: &Agent, mut f: impl FnMut(&str, usize)) {
+    f(&agent.name, NAME);
+    for label in &agent.capability_labels {
+        f(label, CAPABILITIES);
+    }
+    f(&agent.registry, TAGS);
+    for protocol in &agent.protocols {
+        f(protocol, TAGS);
+    }
+    f(&agent.description, DESCRIPTION);
+    for (key, value) in &agent.metadata {
+        f(key, METADATA);
+        metadata_text(value, &mut |text| f(text, METADATA));
+    }
+}
+
 /// Agent `position`'s document: its words, each as many times as its
 /// field weighs.
-fn document(fields: &Fields, position: u64, agent: &Agent) -> TantivyDocument {
-    let mut analyzer = analyzer();
+fn document(analyzer: &mut TextAnalyzer, fields: &Fields, position: u64, agent: &Agent) -> TantivyDocument {
     let mut words: Vec<Token> = Vec::new();
-    let mut add = |text: &str, weight: usize| {
+    weighted_text(agent, |text, weight| {
         let mut stream = analyzer.token_stream(text);
         while let Some(token) = stream.next() {
             for _ in 0..weight {
                 words.push(Token { position: words.len(), text: token.text.clone(), ..Token::default() });
             }
         }
-    };
-    add(&agent.name, NAME);
-    for label in &agent.capability_labels {
-        add(label, CAPABILITIES);
-    }
-    add(&agent.registry, TAGS);
-    for protocol in &agent.protocols {
-        add(protocol, TAGS);
-    }
-    add(&agent.description, DESCRIPTION);
-    for (key, value) in &agent.metadata {
-        add(key, METADATA);
-        metadata_text(value, &mut |text| add(text, METADATA));
-    }
+    });
     let mut doc = TantivyDocument::new();
     doc.add_pre_tokenized_text(fields.text, PreTokenizedString { text: String::new(), tokens: words });
     doc.add_u64(fields.position, position);
@@ -116,7 +120,7 @@ fn document(fields: &Fields, position: u64, agent: &Agent) -> TantivyDocument {
 }
 
 /// Calls `f` with every string value (and key) in metadata, nested or not.
-fn metadata_text(value: &serde_json::Value, f: &mut impl FnMut(&str)) {
+pub fn metadata_text(value: &serde_json::Value, f: &mut impl FnMut(&str)) {
     match value {
         serde_json::Value::String(s) => f(s),
         serde_json::Value::Array(items) => items.iter().for_each(|v| metadata_text(v, f)),
@@ -138,6 +142,9 @@ fn register(index: &Index) {
 pub struct TextIndex {
     searcher: Searcher,
     fields: Fields,
+    /// The analyzer queries are read with (cloned per query: reading
+    /// needs it mutable).
+    analyzer: TextAnalyzer,
 }
 
 impl TextIndex {
@@ -148,8 +155,9 @@ impl TextIndex {
         register(&index);
         // One indexing thread: an overlay segment is small and made often.
         let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).expect("an index in memory");
+        let mut analyzer = analyzer();
         for (position, agent) in agents.iter().enumerate() {
-            writer.add_document(document(&fields, position as u64, agent)).expect("an index in memory");
+            writer.add_document(document(&mut analyzer, &fields, position as u64, agent)).expect("an index in memory");
         }
         writer.commit().expect("an index in memory");
         writer.wait_merging_threads().expect("an index in memory");
@@ -169,7 +177,7 @@ impl TextIndex {
     fn of(index: Index, fields: Fields) -> Result<TextIndex> {
         register(&index);
         let reader = index.reader_builder().reload_policy(tantivy::ReloadPolicy::Manual).try_into()?;
-        Ok(TextIndex { searcher: reader.searcher(), fields })
+        Ok(TextIndex { searcher: reader.searcher(), fields, analyzer: analyzer() })
     }
 
     /// How many agents the index holds.
@@ -207,7 +215,7 @@ impl TextIndex {
     /// `query` as tantivy's: each distinct stemmed word, and the last word
     /// also as a prefix; `None` without words.
     fn query(&self, query: &str) -> Option<BooleanQuery> {
-        let mut analyzer = analyzer();
+        let mut analyzer = self.analyzer.clone();
         let mut words: Vec<String> = Vec::new();
         let mut stream = analyzer.token_stream(query);
         while let Some(token) = stream.next() {
@@ -237,6 +245,7 @@ pub struct TextWriter {
     index: Index,
     writer: IndexWriter,
     fields: Fields,
+    analyzer: TextAnalyzer,
     added: u64,
 }
 
@@ -251,13 +260,13 @@ impl TextWriter {
         // tantivy asks at least 15 MB per thread.
         let threads = threads.clamp(1, 8).min(memory / 15_000_000).max(1);
         let writer = index.writer_with_num_threads(threads, memory.max(15_000_000 * threads))?;
-        Ok(TextWriter { index, writer, fields, added: 0 })
+        Ok(TextWriter { index, writer, fields, analyzer: analyzer(), added: 0 })
     }
 
     /// Adds the next agents, at the positions that follow.
     pub fn add(&mut self, agents: &[Agent]) -> Result<()> {
         for agent in agents {
-            self.writer.add_document(document(&self.fields, self.added, agent))?;
+            self.writer.add_document(document(&mut self.analyzer, &self.fields, self.added, agent))?;
             self.added += 1;
         }
         Ok(())
@@ -271,12 +280,8 @@ impl TextWriter {
         if segments.len() > 1 {
             self.writer.merge(&segments).wait().context("merging the search index")?;
         }
-        self.writer.wait_merging_threads().context("merging the search index")?;
-        let index = self.index;
-        let writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000)?;
-        writer.garbage_collect_files().wait().context("cleaning the search index")?;
-        writer.wait_merging_threads()?;
-        Ok(())
+        self.writer.garbage_collect_files().wait().context("cleaning the search index")?;
+        self.writer.wait_merging_threads().context("merging the search index")
     }
 }
 
