@@ -183,7 +183,7 @@ impl Build {
 
 /// The build's agent index: the previous build's when the snapshot's broker
 /// tables are the same (most builds change only the ledger), else loaded
-/// (the text index the generator wrote into `search` opened, not built).
+/// (the search index folder the generator wrote, `search`, opened: mapped, not built).
 fn load_broker(
     snapshot: &almanac::snapshot::Connection,
     search: &std::path::Path,
@@ -197,9 +197,8 @@ fn load_broker(
         return Ok(Some(broker.clone()));
     }
     let Some(stored) = store::load(snapshot)? else { return Ok(None) };
-    let text = almanac::broker::text::TextIndex::open(search)?;
-    let columns = almanac::broker::columns::load(search)?;
-    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, text, columns)?)))
+    let index = almanac::broker::search_folder::open(search)?;
+    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, index)?)))
 }
 
 /// The live build, if one is published.

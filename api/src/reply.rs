@@ -152,6 +152,13 @@ impl Error {
         Error::new(StatusCode::INTERNAL_SERVER_ERROR, "damaged_file", message)
     }
 
+    /// An agent record of the build that does not read as one: never
+    /// served.
+    pub fn damaged_record(error: &anyhow::Error) -> Error {
+        let message = format!("the build's record of this agent is damaged ({error:#})");
+        Error::new(StatusCode::INTERNAL_SERVER_ERROR, "damaged_record", message)
+    }
+
     pub fn not_found(path: &str) -> Error {
         Error::new(StatusCode::NOT_FOUND, "not_found", format!("no route {}", excerpt(path)))
     }

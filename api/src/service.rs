@@ -63,7 +63,7 @@ pub async fn health(request: Request) -> Answer {
             "bytes": g.cached_bytes(), "boundBytes": app.guard.mcp_cache.bytes,
         })),
         "broker": build.and_then(|b| b.broker.as_ref()).map(|b| json!({
-            "agents": b.index.agents.len(), "loadedAt": b.loaded_at, "fingerprint": b.fingerprint,
+            "agents": b.index.len(), "loadedAt": b.loaded_at, "fingerprint": b.fingerprint,
         })),
     });
     let mut reply = reply::json(&body);

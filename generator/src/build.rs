@@ -443,8 +443,8 @@ fn stage_and_snapshot(
         let streamed = debug_span!("agents")
             .in_scope(|| {
                 let _ = std::fs::remove_dir_all(&search);
-                let mut text = broker::text::TextWriter::create(&search, rayon::current_num_threads(), memory)?;
-                let mut columns = broker::columns::Builder::new(summary.count());
+                let threads = rayon::current_num_threads();
+                let mut index = broker::search_folder::Writer::create(&search, summary.count(), threads, memory)?;
                 let staged = stage_agents(
                     summary,
                     data.warehouse,
@@ -452,12 +452,9 @@ fn stage_and_snapshot(
                     &renderer,
                     &mut staging,
                     reuse.as_ref(),
-                    (&mut text, &mut columns),
+                    &mut index,
                 )?;
-                debug_span!("search index").in_scope(|| {
-                    text.finish()?;
-                    broker::columns::save(&columns.finish(), &search)
-                })?;
+                debug_span!("search index").in_scope(|| index.finish(&search))?;
                 anyhow::Ok(staged)
             })
             .context("the broker's agents")?;
@@ -509,8 +506,8 @@ struct StagedAgents {
 
 /// Pass 2 over the agent index: each batch's files (JSON and profile
 /// page) rendered over the cores and written into the new build, its
-/// rows stored in the warehouse's broker tables, its text handed to the
-/// search index's writer and its columns gathered; then the batch is gone.
+/// rows stored in the warehouse's broker tables, and handed to the search
+/// index folder's writer; then the batch is gone.
 fn stage_agents(
     summary: &mut broker::scan::Summary,
     warehouse: &Warehouse,
@@ -518,7 +515,7 @@ fn stage_agents(
     renderer: &crate::pages::Renderer,
     staging: &mut site::Staging,
     reuse: Option<&site::Previous>,
-    (text, columns): (&mut broker::text::TextWriter, &mut broker::columns::Builder),
+    index: &mut broker::search_folder::Writer,
 ) -> Result<StagedAgents> {
     use rayon::prelude::*;
     let mut store = broker::store::Writer::begin(warehouse.conn())?;
@@ -567,8 +564,7 @@ fn stage_agents(
         let writing = started.elapsed();
         store.append(batch, embeddings)?;
         let storing = started.elapsed();
-        text.add(batch)?;
-        batch.iter().for_each(|agent| columns.add(agent));
+        index.add(batch)?;
         for (spent, until) in spent.iter_mut().zip([rendering, writing, storing, started.elapsed()]) {
             *spent += until;
         }

@@ -1,27 +1,24 @@
-//! A build's agents as the api holds them: the search index, the catalog,
-//! UAID lookups and each agent's search hit serialised once. Loaded from
-//! the build's snapshot by `published`, read by the handlers in
-//! `broker`.
+//! A build's agents as the api holds them: the search index the generator
+//! wrote (text index and records mapped, columns read), the catalog, and
+//! the feedback answers made live need. Loaded by `published`, read by the
+//! handlers in `broker`. No agent record is in the heap: a hit is its
+//! record's mapped bytes, a lookup reads the keys.
 //!
 //! Agents registered, updated or deleted since the build are in front of
 //! it, in the live overlay (`super::overlay`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use almanac::broker::catalog::{Catalog, FeedbackEntry};
-use almanac::broker::columns::Columns;
 use almanac::broker::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
 use almanac::broker::store::{Embeddings, Stored};
-use almanac::broker::text::TextIndex;
 use almanac::broker::Agent;
 
 /// The agents of one build, indexed for the live routes.
 pub struct Agents {
     pub index: AgentIndex,
     pub catalog: Catalog,
-    by_uaid: HashMap<String, u32>,
-    /// Each agent's search hit, serialised once.
-    hits: Vec<Box<str>>,
     pub embeddings: Option<Embeddings>,
     /// ERC-8004 feedback by UAID (for answers made live).
     pub feedback: HashMap<String, Vec<FeedbackEntry>>,
@@ -35,39 +32,44 @@ pub struct Agents {
 }
 
 impl Agents {
-    /// The agents of `stored`, searched with the `text` index and the
-    /// `columns` the generator wrote for them (which must hold them all, in
-    /// order).
-    pub fn new(stored: Stored, text: TextIndex, columns: Columns) -> anyhow::Result<Agents> {
-        let Stored { sources, embeddings, fingerprint } = stored;
-        let hits = sources.agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
-        let by_uaid = sources.agents.iter().enumerate().map(|(i, a)| (a.uaid.to_string(), i as u32)).collect();
+    /// The agents of a snapshot's broker tables (`stored`), searched and
+    /// read through `index` (which must hold them all, in order).
+    pub fn new(stored: Stored, index: AgentIndex) -> anyhow::Result<Agents> {
+        let Stored { catalog, feedback: entries, journal_seq, agents, embeddings, fingerprint } = stored;
+        anyhow::ensure!(
+            index.len() == agents,
+            "the search index holds {} agents, the snapshot {agents}",
+            index.len()
+        );
         let mut feedback: HashMap<String, Vec<FeedbackEntry>> = HashMap::new();
-        for entry in sources.feedback {
+        for entry in entries {
             feedback.entry(entry.uaid.clone()).or_default().push(entry);
         }
         Ok(Agents {
             feedback,
-            journal_seq: sources.journal_seq as i64,
-            index: AgentIndex::of_parts(sources.agents, text, columns)?,
-            catalog: sources.catalog,
-            by_uaid,
-            hits,
+            journal_seq: journal_seq as i64,
+            index,
+            catalog,
             embeddings,
             loaded_at: chrono_now(),
             fingerprint,
         })
     }
 
-    /// The agent with this UAID, if indexed.
-    pub fn agent(&self, uaid: &str) -> Option<(usize, &Agent)> {
-        let i = *self.by_uaid.get(uaid)? as usize;
-        Some((i, &self.index.agents[i]))
+    /// The position of the agent with this UAID, if indexed.
+    pub fn position(&self, uaid: &str) -> Option<usize> {
+        self.index.records.find(uaid)
+    }
+
+    /// The agent with this UAID, if indexed, read from its record (an
+    /// error when the record is damaged).
+    pub fn agent(&self, uaid: &str) -> anyhow::Result<Option<Cow<'_, Agent>>> {
+        self.position(uaid).map(|i| self.index.records.agent(i)).transpose()
     }
 
     /// Agent `i`'s search hit, as JSON.
-    pub fn hit(&self, i: usize) -> &str {
-        &self.hits[i]
+    pub fn hit(&self, i: usize) -> &[u8] {
+        self.index.records.json(i)
     }
 
     pub fn search(&self, query: &SearchQuery) -> Page {
@@ -84,7 +86,7 @@ impl Agents {
 
 /// A search answer from hits already serialised.
 pub fn page_body<'a>(
-    hits: impl Iterator<Item = &'a str> + Clone,
+    hits: impl Iterator<Item = &'a [u8]> + Clone,
     total: usize,
     page: usize,
     limit: usize,
@@ -96,7 +98,7 @@ pub fn page_body<'a>(
         if n > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(hit.as_bytes());
+        out.extend_from_slice(hit);
     }
     out.extend_from_slice(format!("],\"total\":{total},\"page\":{page},\"limit\":{limit}").as_bytes());
     if let Some(aggregations) = aggregations {

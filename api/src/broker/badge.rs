@@ -28,9 +28,9 @@ pub async fn badge(request: Request) -> Answer {
     if style.is_some_and(|s| !BADGE_STYLES.contains(&s)) {
         return Err(Error::parameter("style", format!("style must be one of {}", BADGE_STYLES.join(", "))));
     }
-    let (default_label, message, color, is_error) = match broker.agent(uaid) {
+    let (default_label, message, color, is_error) = match broker.agent(uaid).map_err(|e| Error::damaged_record(&e))? {
         None => (metric.to_string(), "not found".to_string(), "lightgrey", true),
-        Some((_, a)) => match metric {
+        Some(a) => match metric {
             "trust" => (
                 "trust".into(),
                 format!("{}", a.trust_score),

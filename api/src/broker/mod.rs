@@ -22,7 +22,7 @@ pub mod registrar;
 pub mod vectors;
 
 use almanac::broker::catalog::FEEDBACK_REGISTRY;
-use almanac::broker::query::SearchQuery;
+use almanac::broker::query::{self, SearchQuery};
 use almanac::broker::render;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -94,7 +94,7 @@ pub async fn facets(request: Request) -> Answer {
 
 /// `GET /agents/{uaid}`.
 pub async fn agent(request: Request) -> Answer {
-    agent_file(&request, render::agent_route, |broker, _, agent| register::live_detail(broker, agent))
+    agent_file(&request, render::agent_route, |broker, _, agent| Ok(register::live_detail(broker, agent)))
 }
 
 /// `GET /agents/{uaid}/similar`: the build's list; for an agent changed
@@ -106,14 +106,22 @@ pub async fn similar(request: Request) -> Answer {
         |uaid| format!("{}/similar", render::agent_route(uaid)),
         |broker, view, agent| {
             let seen = view.live(broker).expect("a live agent is newer than the build");
-            render::similar_live(agent, seen.agents(broker))
+            // The build's best by its columns, then the live agents: the
+            // best of both are among them.
+            let best = query::sharing(&broker.index, render::mask(agent), &seen.base_excluded, render::SIMILAR_LIMIT);
+            let best: Vec<_> = best
+                .into_iter()
+                .map(|i| broker.index.records.agent(i).map(std::borrow::Cow::into_owned))
+                .collect::<anyhow::Result<_>>()
+                .map_err(|e| Error::damaged_record(&e))?;
+            Ok(render::similar_live(agent, best.iter().chain(seen.agents())))
         },
     )
 }
 
 /// `GET /resolve/{uaid}`.
 pub async fn resolve(request: Request) -> Answer {
-    agent_file(&request, render::resolve_route, |_, _, agent| render::resolved(agent))
+    agent_file(&request, render::resolve_route, |_, _, agent| Ok(render::resolved(agent)))
 }
 
 /// `GET /agents/{uaid}/feedback[?includeRevoked]`: ERC-8004 agents only.
@@ -121,7 +129,7 @@ pub async fn agent_feedback(request: Request) -> Answer {
     let (_, broker) = agents(&request)?;
     let uaid = request.params.get("uaid");
     let view = request.app.overlay.view();
-    let agent = register::lookup(&request, &view, uaid).ok_or_else(|| unknown_agent(uaid))?;
+    let agent = register::lookup(&request, &view, uaid)?.ok_or_else(|| unknown_agent(uaid))?;
     if agent.registry != FEEDBACK_REGISTRY {
         let message = format!("agent {uaid} is not in the {FEEDBACK_REGISTRY} registry and has no ERC-8004 feedback");
         return Err(Error::new(StatusCode::BAD_REQUEST, "feedback_unsupported", message));
@@ -131,15 +139,15 @@ pub async fn agent_feedback(request: Request) -> Answer {
         Some("true") => true,
         Some(_) => return Err(Error::parameter("includeRevoked", "includeRevoked must be true or false")),
     };
-    if let Some(body) = feedback::live(&request, agent, include).await? {
+    if let Some(body) = feedback::live(&request, &agent, include).await? {
         return Ok(live(reply::json(&body)));
     }
-    if broker.agent(uaid).is_none() {
+    if broker.position(uaid).is_none() {
         // Registered since the build: no feedback yet.
         let summary = json!({"averageScore": 0, "totalFeedbacks": 0});
         return Ok(live(reply::json(&json!({"uaid": uaid, "summary": summary, "entries": []}))));
     }
-    agent_file(&request, |uaid| render::feedback_route(uaid, include), |_, _, _| Value::Null)
+    agent_file(&request, |uaid| render::feedback_route(uaid, include), |_, _, _| Ok(Value::Null))
 }
 
 fn unknown_agent(uaid: &str) -> Error {
@@ -151,17 +159,17 @@ fn unknown_agent(uaid: &str) -> Error {
 fn agent_file(
     request: &Request,
     route: impl Fn(&str) -> String,
-    live_body: impl Fn(&Agents, &overlay::View, &almanac::broker::Agent) -> Value,
+    live_body: impl Fn(&Agents, &overlay::View, &almanac::broker::Agent) -> Result<Value, Error>,
 ) -> Answer {
     let (build, broker) = agents(request)?;
     let uaid = request.params.get("uaid");
     let view = request.app.overlay.view();
     match view.find(uaid, broker.journal_seq) {
-        overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, &view, agent)))),
+        overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, &view, agent)?))),
         overlay::Found::Deleted => return Err(unknown_agent(uaid)),
         overlay::Found::Build => {}
     }
-    broker.agent(uaid).ok_or_else(|| unknown_agent(uaid))?;
+    broker.position(uaid).ok_or_else(|| unknown_agent(uaid))?;
     let route = route(uaid);
     published(request, build, &route).ok_or_else(|| missing(&route))
 }

@@ -55,18 +55,22 @@ struct Segment {
     index: AgentIndex,
     /// The `seq` of each agent of `index`.
     seqs: Vec<i64>,
-    hits: Vec<Box<str>>,
 }
 
 impl Segment {
     fn new(entries: Vec<(i64, Agent)>) -> Segment {
         let (seqs, agents): (Vec<i64>, Vec<Agent>) = entries.into_iter().unzip();
-        let hits = agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
-        Segment { index: AgentIndex::build(agents), seqs, hits }
+        Segment { index: AgentIndex::build(agents), seqs }
     }
 
     fn len(&self) -> usize {
         self.seqs.len()
+    }
+
+    /// The segment's agents (held in memory, as [`AgentIndex::build`]
+    /// keeps them).
+    fn agents(&self) -> &[Agent] {
+        self.index.records.held_agents().expect("a segment's agents are held")
     }
 }
 
@@ -200,7 +204,7 @@ impl Overlay {
 fn current(changes: &HashMap<Arc<str>, (i64, Option<Place>)>, segments: &[&Arc<Segment>]) -> Vec<(i64, Agent)> {
     let mut kept = Vec::new();
     for segment in segments {
-        for (agent, seq) in segment.index.agents.iter().zip(&segment.seqs) {
+        for (agent, seq) in segment.agents().iter().zip(&segment.seqs) {
             if changes.get(agent.uaid.as_str()).is_some_and(|(held, _)| held == seq) {
                 kept.push((*seq, agent.clone()));
             }
@@ -212,7 +216,7 @@ fn current(changes: &HashMap<Arc<str>, (i64, Option<Place>)>, segments: &[&Arc<S
 /// Points each change's entry at its agent in segments `from` on.
 fn place(changes: &mut HashMap<Arc<str>, (i64, Option<Place>)>, segments: &[Arc<Segment>], from: usize) {
     for (k, segment) in segments.iter().enumerate().skip(from) {
-        for (p, (agent, seq)) in segment.index.agents.iter().zip(&segment.seqs).enumerate() {
+        for (p, (agent, seq)) in segment.agents().iter().zip(&segment.seqs).enumerate() {
             if let Some((held, at)) = changes.get_mut(agent.uaid.as_str()) {
                 if held == seq {
                     *at = Some((k as u32, p as u32));
@@ -247,13 +251,11 @@ impl<'a> Live<'a> {
         std::iter::once(base).chain(live).collect()
     }
 
-    /// Every agent of the build and the overlay as one index holds them.
-    pub fn agents<'b>(&'b self, build: &'b Agents) -> impl Iterator<Item = &'b Agent> {
-        let base = build.index.agents.iter().enumerate().filter(|(i, _)| !self.base_excluded.contains(*i));
-        let live = self
-            .segments()
-            .flat_map(|(index, excluded)| index.agents.iter().enumerate().filter(|(i, _)| !excluded.contains(*i)));
-        base.chain(live).map(|(_, agent)| agent)
+    /// The agents of the overlay as the build sees them.
+    pub fn agents(&self) -> impl Iterator<Item = &'a Agent> + '_ {
+        self.view.segments.iter().zip(self.excluded.iter()).flat_map(|(segment, excluded)| {
+            segment.agents().iter().enumerate().filter(|(i, _)| !excluded.contains(*i)).map(|(_, agent)| agent)
+        })
     }
 }
 
@@ -264,7 +266,7 @@ impl View {
     }
 
     fn agent(&self, (k, p): Place) -> &Agent {
-        &self.segments[k as usize].index.agents[p as usize]
+        &self.segments[k as usize].agents()[p as usize]
     }
 
     /// `uaid` as of now, for a build whose journal point is `seq`.
@@ -299,10 +301,10 @@ impl View {
     }
 
     /// The search hit of a [`Live::parts`] search.
-    pub fn hit<'b>(&'b self, build: &'b Agents, hit: Hit) -> &'b str {
+    pub fn hit<'b>(&'b self, build: &'b Agents, hit: Hit) -> &'b [u8] {
         match hit.part {
             0 => build.hit(hit.at),
-            k => &self.segments[k - 1].hits[hit.at],
+            k => self.segments[k - 1].index.records.json(hit.at),
         }
     }
 
@@ -317,11 +319,8 @@ impl View {
         }
         let seq = build.journal_seq;
         let base = Bits::from_positions(
-            build.index.agents.len(),
-            self.changes
-                .iter()
-                .filter(|(_, (held, _))| *held > seq)
-                .filter_map(|(uaid, _)| build.agent(uaid).map(|(i, _)| i)),
+            build.index.len(),
+            self.changes.iter().filter(|(_, (held, _))| *held > seq).filter_map(|(uaid, _)| build.position(uaid)),
         );
         let segments: Vec<Bits> = self
             .segments
@@ -334,7 +333,7 @@ impl View {
                 };
                 Bits::from_positions(
                     segment.len(),
-                    segment.index.agents.iter().enumerate().filter(|e| stale(*e)).map(|(p, _)| p),
+                    segment.agents().iter().enumerate().filter(|e| stale(*e)).map(|(p, _)| p),
                 )
             })
             .collect();
@@ -365,9 +364,19 @@ mod tests {
     fn build() -> Agents {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
         let sources = almanac::broker::load(&dir).unwrap();
-        let text = almanac::broker::text::TextIndex::build(&sources.agents);
-        let columns = almanac::broker::columns::Columns::of(&sources.agents);
-        Agents::new(Stored { sources, embeddings: None, fingerprint: String::new() }, text, columns).unwrap()
+        let stored = Stored {
+            catalog: sources.catalog,
+            feedback: sources.feedback,
+            journal_seq: 0,
+            agents: sources.agents.len(),
+            embeddings: None,
+            fingerprint: String::new(),
+        };
+        Agents::new(stored, AgentIndex::build(sources.agents)).unwrap()
+    }
+
+    fn built(build: &Agents, i: usize) -> Agent {
+        build.index.records.agent(i % build.index.len()).unwrap().into_owned()
     }
 
     /// Changes one at a time (registrations, updates of built and live
@@ -386,12 +395,12 @@ mod tests {
             let (uaid, agent) = match n % 6 {
                 // An update of a built agent.
                 0 => {
-                    let mut agent = build.index.agents[(n * 7) % build.index.agents.len()].clone();
+                    let mut agent = built(&build, n * 7);
                     agent.name = format!("Changed {n}");
                     (agent.uaid.to_string(), Some(agent))
                 }
                 // A deletion: of a built agent, or of a live one.
-                1 if n % 12 == 1 => (build.index.agents[(n * 13) % build.index.agents.len()].uaid.to_string(), None),
+                1 if n % 12 == 1 => (built(&build, n * 13).uaid.to_string(), None),
                 1 => (fresh[(n / 3) % 200].uaid.to_string(), None),
                 // An update of a live agent.
                 2 => {
@@ -419,8 +428,10 @@ mod tests {
                     _ => panic!("{uaid} after {n}"),
                 }
             }
-            let mut whole: Vec<Agent> =
-                build.index.agents.iter().filter(|a| !truth.contains_key(a.uaid.as_str())).cloned().collect();
+            let mut whole: Vec<Agent> = (0..build.index.len())
+                .map(|i| built(&build, i))
+                .filter(|a| !truth.contains_key(a.uaid.as_str()))
+                .collect();
             whole.extend(truth.values().flatten().cloned());
             let whole = AgentIndex::build(whole);
             for raw in queries {
@@ -431,11 +442,12 @@ mod tests {
                     .hits
                     .iter()
                     .map(|hit| match hit.part {
-                        0 => build.index.agents[hit.at].id.clone(),
-                        k => view.segments[k - 1].index.agents[hit.at].id.clone(),
+                        0 => build.index.records.keys(hit.at).id.to_string(),
+                        k => view.segments[k - 1].agents()[hit.at].id.clone(),
                     })
                     .collect();
-                let expected_ids: Vec<String> = expected.hits.iter().map(|i| whole.agents[*i].id.clone()).collect();
+                let expected_ids: Vec<String> =
+                    expected.hits.iter().map(|i| whole.records.keys(*i).id.to_string()).collect();
                 assert_eq!((ids, merged.total), (expected_ids, expected.total), "{raw} after {n}");
             }
         }

@@ -13,6 +13,7 @@
 //! neither is billed again. Credits of an additional registry that fails
 //! for good are refunded.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use almanac::broker::registration::{self, Invalid, Owner, Request as Registration};
@@ -28,13 +29,17 @@ use crate::store::registry::{self as stored, Attempt, Delivery, Mode, Outcome, P
 use crate::store::{self, credits};
 
 /// The agent of `uaid` as of now (overlay, then build); `None` when not
-/// indexed or deleted.
-pub fn lookup<'a>(request: &'a Request, view: &'a super::overlay::View, uaid: &str) -> Option<&'a Agent> {
-    let broker = request.build.as_deref()?.broker.as_deref()?;
+/// indexed or deleted; an error when the build's record of it is damaged.
+pub fn lookup<'a>(
+    request: &'a Request,
+    view: &'a super::overlay::View,
+    uaid: &str,
+) -> Result<Option<Cow<'a, Agent>>, Error> {
+    let Some(broker) = request.build.as_deref().and_then(|b| b.broker.as_deref()) else { return Ok(None) };
     match view.find(uaid, broker.journal_seq) {
-        Found::Live(agent) => Some(agent),
-        Found::Deleted => None,
-        Found::Build => broker.agent(uaid).map(|(_, a)| a),
+        Found::Live(agent) => Ok(Some(Cow::Borrowed(agent))),
+        Found::Deleted => Ok(None),
+        Found::Build => broker.agent(uaid).map_err(|e| Error::damaged_record(&e)),
     }
 }
 
@@ -143,7 +148,7 @@ pub async fn register(request: Request) -> Answer {
     let key = uaid.clone();
     let mine = request.app.store.read(move |conn| stored::find(conn, &key)).await?;
     let view = request.app.overlay.view();
-    if mine.is_none_or(|r| r.deleted_at.is_some()) && lookup(&request, &view, &uaid).is_some() {
+    if mine.is_none_or(|r| r.deleted_at.is_some()) && lookup(&request, &view, &uaid)?.is_some() {
         let message = format!("{uaid} is already indexed from another source");
         return Err(Error::new(StatusCode::CONFLICT, "already_indexed", message));
     }
@@ -198,7 +203,7 @@ async fn owned(request: &Request, uaid: &str, account: &str) -> Result<stored::R
         Some(_) => Err(Error::forbidden(format!("{uaid} was registered by another account"))),
         None => {
             let view = request.app.overlay.view();
-            match lookup(request, &view, uaid) {
+            match lookup(request, &view, uaid)? {
                 Some(_) => Err(Error::forbidden(format!("{uaid} was not registered here; it cannot be changed here"))),
                 None => {
                     Err(Error::new(StatusCode::NOT_FOUND, "agent_not_found", format!("no registered agent {uaid}")))
@@ -296,9 +301,9 @@ pub async fn delete(request: Request) -> Answer {
 pub async fn status(request: Request) -> Answer {
     let uaid = request.params.get("uaid");
     let view = request.app.overlay.view();
-    let agent = lookup(&request, &view, uaid)
+    let agent = lookup(&request, &view, uaid)?
         .ok_or_else(|| Error::new(StatusCode::NOT_FOUND, "agent_not_found", format!("{uaid} is not indexed")))?;
-    let mut agent_body = summary(agent);
+    let mut agent_body = summary(&agent);
     agent_body["uaid"] = json!(agent.uaid);
     Ok(reply::json(&json!({"registered": true, "agent": agent_body})))
 }
@@ -336,7 +341,7 @@ pub async fn messaging_network(request: Request) -> Answer {
     })?;
     let uaid = request.params.get("uaid");
     let view = request.app.overlay.view();
-    let agent = lookup(&request, &view, uaid)
+    let agent = lookup(&request, &view, uaid)?
         .ok_or_else(|| Error::new(StatusCode::NOT_FOUND, "agent_not_found", format!("{uaid} is not indexed")))?;
     if bridge.submit_to_hcs {
         let message = "this deployment has no ledger client to submit with; submit the profile yourself";

@@ -53,7 +53,7 @@ fn search_status(broker: &Agents, vectors: Option<&Vectors>) -> Value {
     };
     let mut status = json!({"enabled": enabled, "healthy": healthy, "mode": mode, "lastUpdated": broker.loaded_at,
     "details": {
-        "agents": broker.index.agents.len(),
+        "agents": broker.index.len(),
         "embeddedAgents": broker.embeddings.as_ref().map_or(0, |e| e.vectors.len()),
         "model": broker.embeddings.as_ref().map(|e| e.model.clone()),
         "reason": reason,
@@ -174,8 +174,9 @@ pub async fn search(request: Request) -> Answer {
     let mut live_hits: Vec<LiveHit> = Vec::new();
     if let Some(live) = &live {
         for (k, (index, excluded)) in live.segments().enumerate() {
+            let agents = index.records.held_agents().expect("a live segment's agents are held");
             for at in filtered(index, &q).into_iter().filter(|i| !excluded.contains(*i)) {
-                let agent = &index.agents[at];
+                let agent = &agents[at];
                 let key = embed::key(model, &embed::text(agent));
                 let vector = overlay.embedding(&agent.uaid, &key);
                 live_hits.push(LiveHit { hit: Hit { part: k + 1, at }, agent, key, vector });
@@ -217,7 +218,7 @@ pub async fn search(request: Request) -> Answer {
         .filter(|i| live.as_ref().is_none_or(|l| !l.base_excluded.contains(*i)))
         .map(|at| Candidate {
             hit: Hit { part: 0, at },
-            id: &broker.index.agents[at].id,
+            id: broker.index.records.keys(at).id,
             vector: &embeddings.vectors[at],
             text: base_text.get(&at).copied(),
         })
@@ -238,10 +239,11 @@ pub async fn search(request: Request) -> Answer {
         .skip(offset)
         .take(limit)
         .map(|(n, score)| {
-            let agent: Value = serde_json::from_str(view.hit(broker, candidates[n].hit)).expect("hits are JSON");
-            json!({"agent": agent, "score": score})
+            let agent: Value = serde_json::from_slice(view.hit(broker, candidates[n].hit))
+                .map_err(|e| Error::damaged_record(&anyhow::Error::from(e)))?;
+            Ok(json!({"agent": agent, "score": score}))
         })
-        .collect();
+        .collect::<Result<_, Error>>()?;
     let body = json!({"hits": hits, "total": total, "took": started.elapsed().as_millis() as u64});
     Ok(reply::json(&body))
 }
@@ -268,7 +270,7 @@ struct Candidate<'a> {
 /// BM25F relevance of `query` by agent position; a live index is scored
 /// beside the build's (so the two compare).
 fn text_scores(index: &AgentIndex, query: &str, build: Option<&AgentIndex>) -> HashMap<usize, f32> {
-    index.text.scores(query, build.map(|b| &b.text)).into_iter().map(|(i, score)| (i as usize, score)).collect()
+    index.text.scores(query, build.map(|b| &b.text), None).into_iter().map(|(i, score)| (i as usize, score)).collect()
 }
 
 /// Reciprocal rank fusion of the cosine ranking and the BM25F ranking of

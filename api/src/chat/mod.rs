@@ -19,6 +19,7 @@ pub mod sessions;
 pub mod sse;
 pub mod turn;
 
+use std::borrow::Cow;
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -130,7 +131,7 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
                 return Err(Error::new(StatusCode::BAD_REQUEST, "invalid_uaid", "uaid: not a UAID").naming("uaid"));
             }
             let view = request.app.overlay.view();
-            let record = crate::broker::register::lookup(request, &view, &uaid).cloned().ok_or_else(|| {
+            let record = crate::broker::register::lookup(request, &view, &uaid)?.map(Cow::into_owned).ok_or_else(|| {
                 Error::new(StatusCode::NOT_FOUND, "uaid_not_found", format!("no agent {uaid} is indexed here"))
             })?;
             let target = relay::target(&chat.client, &record, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;

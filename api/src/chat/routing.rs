@@ -3,6 +3,7 @@
 //! bounded cache of open agent connections it keeps (an A2A agent's card
 //! read once, reused until idle), with its status and close routes.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -44,7 +45,7 @@ pub async fn route(request: Request) -> Answer {
         return Err(code(StatusCode::BAD_REQUEST, "invalid_uaid", format!("{uaid:?} is not a UAID")));
     }
     let view = request.app.overlay.view();
-    let Some(agent) = crate::broker::register::lookup(&request, &view, &uaid).cloned() else {
+    let Some(agent) = crate::broker::register::lookup(&request, &view, &uaid)?.map(Cow::into_owned) else {
         return Err(code(StatusCode::NOT_FOUND, "uaid_not_found", format!("no agent {uaid} is indexed here")));
     };
     let now = store::now_ms();

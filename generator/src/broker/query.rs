@@ -14,12 +14,16 @@
 //!   alternatives, paths must all match; arrays match when any element
 //!   does; `metadata.isFree` is such a filter (`false` keeps non-free).
 
+use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::bits::Bits;
 use super::columns::{order_slot, Columns, Field, Trust};
+use super::records::Records;
 use super::text::TextIndex;
 use super::{Agent, KINDS, VERIFICATION};
 use crate::http::BadParameter;
@@ -209,10 +213,10 @@ fn glob(pattern: &str, text: &str) -> bool {
     true
 }
 
-/// The agents of a build, held for search: the records, their text index
-/// and their [`Columns`].
+/// The agents of a build, held for search: their records (mapped, or
+/// held for small sets), their text index and their [`Columns`].
 pub struct AgentIndex {
-    pub agents: Vec<Agent>,
+    pub records: Records,
     pub text: TextIndex,
     pub columns: Columns,
 }
@@ -223,64 +227,69 @@ impl AgentIndex {
         self.columns.registry.values.iter().any(|r| r.eq_ignore_ascii_case(registry))
     }
 
-    /// The index of `agents`, their text indexed in memory.
+    /// The index of `agents`, held in memory.
     pub fn build(agents: Vec<Agent>) -> AgentIndex {
         let text = TextIndex::build(&agents);
-        AgentIndex::with_text(agents, text)
-    }
-
-    /// The index of `agents` with their `text` index made elsewhere (the
-    /// build's, written by the generator): agent `i` at position `i`.
-    pub fn with_text(agents: Vec<Agent>, text: TextIndex) -> AgentIndex {
         let columns = Columns::of(&agents);
-        AgentIndex { agents, text, columns }
+        AgentIndex { records: Records::held(agents), text, columns }
     }
 
-    /// The index of `agents` from the text index and columns the generator
-    /// wrote for them; both must hold as many agents.
-    pub fn of_parts(agents: Vec<Agent>, text: TextIndex, columns: Columns) -> anyhow::Result<AgentIndex> {
+    /// The index of `records` from the text index and columns made for
+    /// them; all three must hold as many agents.
+    pub fn of_parts(records: Records, text: TextIndex, columns: Columns) -> anyhow::Result<AgentIndex> {
         anyhow::ensure!(
-            text.len() == agents.len() && columns.len == agents.len(),
-            "the search index holds {} agents and its columns {}, the snapshot {}",
+            text.len() == records.len() && columns.len == records.len(),
+            "the text index holds {} agents, the columns {}, the records {}",
             text.len(),
             columns.len,
-            agents.len()
+            records.len()
         );
-        Ok(AgentIndex { agents, text, columns })
+        Ok(AgentIndex { records, text, columns })
+    }
+
+    pub fn len(&self) -> usize {
+        self.columns.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// What agent `i` is ordered by in `sort`: read from its keys and the
+    /// columns, not its record.
+    fn sort_key(&self, i: usize, sort: SortBy) -> SortKey<'_> {
+        let c = &self.columns;
+        match sort {
+            SortBy::MostRecent => SortKey::Time(self.records.keys(i).updated_at),
+            SortBy::Oldest => SortKey::Time(self.records.keys(i).created_at),
+            SortBy::Name => SortKey::Name(self.records.keys(i).name),
+            SortBy::MostAvailable => {
+                let uptime = c.signals.get("uptime").map_or(0.0, |u| u[i]);
+                let uptime = if uptime.is_nan() { 0.0 } else { uptime };
+                SortKey::Availability(c.available.contains(i), (uptime * 1000.0) as i64)
+            }
+            SortBy::TrustScore => SortKey::Trust(Trust(c.trust[i])),
+        }
     }
 }
 
-/// What an agent is ordered by in one sort (ties are broken by id).
+/// What an agent is ordered by in one sort (ties are broken by id): the
+/// keys [`columns::Builder`](super::columns::Builder) ranks.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 enum SortKey<'a> {
     Time(&'a str),
-    Name(String),
+    Name(Cow<'a, str>),
     /// Available first, then uptime in thousandths.
     Availability(bool, i64),
     Trust(Trust),
 }
 
-impl SortKey<'_> {
-    fn of(agent: &Agent, sort: SortBy) -> SortKey<'_> {
-        match sort {
-            SortBy::MostRecent => SortKey::Time(&agent.updated_at),
-            SortBy::Oldest => SortKey::Time(&agent.created_at),
-            SortBy::Name => SortKey::Name(agent.name.to_lowercase()),
-            SortBy::MostAvailable => SortKey::Availability(
-                agent.available,
-                (agent.trust_signals.get("uptime").copied().unwrap_or(0.0) * 1000.0) as i64,
-            ),
-            SortBy::TrustScore => SortKey::Trust(Trust(agent.trust_score)),
-        }
-    }
-}
-
-/// How two agents are ordered by (`sort`, `ascending`), ties by id: the
-/// order the index keeps, for agents of different indexes.
-pub fn compare(a: &Agent, b: &Agent, sort: SortBy, ascending: bool) -> std::cmp::Ordering {
-    let forward = SortKey::of(a, sort).cmp(&SortKey::of(b, sort));
+/// How agent `a` of one index and agent `b` of another are ordered by
+/// (`sort`, `ascending`), ties by id: the order each index keeps.
+fn compare(x: (&AgentIndex, usize), y: (&AgentIndex, usize), sort: SortBy, ascending: bool) -> Ordering {
+    let forward = x.0.sort_key(x.1, sort).cmp(&y.0.sort_key(y.1, sort));
     let primary = if ascending { forward } else { forward.reverse() };
-    primary.then_with(|| a.id.cmp(&b.id))
+    primary.then_with(|| x.0.records.keys(x.1).id.cmp(y.0.records.keys(y.1).id))
 }
 
 /// The order a query asks for: `None` is relevance (with `q` and no
@@ -417,6 +426,31 @@ pub fn filtered(index: &AgentIndex, query: &SearchQuery) -> Vec<usize> {
     keep(index, query).iter().collect()
 }
 
+/// The `limit` agents sharing the most capabilities of `mask` (at least
+/// one), then by trust score (higher first), then id, but `excluded`: how
+/// similar agents rank, over an index's columns.
+pub fn sharing(index: &AgentIndex, mask: u32, excluded: &Bits, limit: usize) -> Vec<usize> {
+    let c = &index.columns;
+    let mut shared = vec![0u8; c.len];
+    for (_, set) in c.capabilities.iter().enumerate().filter(|(code, _)| mask & (1 << code) != 0) {
+        set.iter().for_each(|i| shared[i] += 1);
+    }
+    let rank = |a: usize, b: usize| {
+        let by_id = || index.records.keys(a).id.cmp(index.records.keys(b).id);
+        shared[b].cmp(&shared[a]).then_with(|| c.trust[b].total_cmp(&c.trust[a])).then_with(by_id)
+    };
+    let mut top: Vec<usize> = Vec::with_capacity(limit + 1);
+    for i in (0..c.len).filter(|i| shared[*i] > 0 && !excluded.contains(*i)) {
+        if limit == 0 || (top.len() == limit && rank(i, top[limit - 1]).is_ge()) {
+            continue;
+        }
+        let at = top.partition_point(|t| rank(*t, i).is_lt());
+        top.insert(at, i);
+        top.truncate(limit);
+    }
+    top
+}
+
 /// Runs `query` over the index.
 pub fn search(index: &AgentIndex, query: &SearchQuery) -> Page {
     search_excluding(index, query, None, None)
@@ -437,15 +471,11 @@ pub fn search_excluding(
     if let Some(excluded) = excluded {
         matched.subtract(excluded);
     }
-    let scored: Option<Vec<(usize, f32)>> = query.q.as_ref().map(|q| {
-        let hits: Vec<(usize, f32)> = index
-            .text
-            .scores(q, reference)
-            .into_iter()
-            .map(|(doc, score)| (doc as usize, score))
-            .filter(|(doc, _)| matched.contains(*doc))
-            .collect();
-        matched = Bits::from_positions(n, hits.iter().map(|(doc, _)| *doc));
+    // With `q`, the text index collects only the agents kept so far.
+    let scored: Option<Vec<(u32, f32)>> = query.q.as_ref().map(|q| {
+        let within = Arc::new(std::mem::replace(&mut matched, Bits::empty(0)));
+        let hits = index.text.scores(q, reference, Some(&within));
+        matched = Bits::from_positions(n, hits.iter().map(|(doc, _)| *doc as usize));
         hits
     });
     let total = matched.count();
@@ -458,16 +488,15 @@ pub fn search_excluding(
         // With `q` and no `sortBy`: by relevance, ties by id. Only the
         // first `end` need ordering.
         Some(mut scored) if query.sort_by.is_none() => {
-            let order = |a: &(usize, f32), b: &(usize, f32)| {
-                b.1.total_cmp(&a.1).then_with(|| index.columns.id_rank[a.0].cmp(&index.columns.id_rank[b.0]))
-            };
+            let rank = |i: u32| index.columns.id_rank[i as usize];
+            let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| rank(a.0).cmp(&rank(b.0)));
             if end < scored.len() {
                 scored.select_nth_unstable_by(end - 1, order);
                 scored.truncate(end);
             }
             scored.sort_unstable_by(order);
             scores = scored[start..].iter().map(|(_, score)| *score).collect();
-            scored[start..].iter().map(|(i, _)| *i).collect()
+            scored[start..].iter().map(|(i, _)| *i as usize).collect()
         }
         // Otherwise walk the sort's order until the page is full.
         _ => {
@@ -524,20 +553,32 @@ pub fn merge(parts: &[Part], query: &SearchQuery) -> Merged {
         all.add(more);
         all
     });
+    // Each part's list is in the query's order already: the page is
+    // their merge, taken head by head (reading keys, never records).
     let order = order(query);
-    let agent = |hit: &Hit| &parts[hit.part].index.agents[hit.at];
-    let mut all: Vec<(Hit, f32)> = Vec::with_capacity(pages.iter().map(|p| p.hits.len()).sum());
-    for (part, page) in pages.iter().enumerate() {
-        let score = |n: usize| if order.is_none() { page.scores[n] } else { 0.0 };
-        all.extend(page.hits.iter().enumerate().map(|(n, at)| (Hit { part, at: *at }, score(n))));
+    let precedes = |(p, n): (usize, usize), (q, m): (usize, usize)| -> bool {
+        let (x, y) = ((parts[p].index, pages[p].hits[n]), (parts[q].index, pages[q].hits[m]));
+        match order {
+            None => {
+                let by_id = || x.0.records.keys(x.1).id.cmp(y.0.records.keys(y.1).id);
+                pages[q].scores[m].total_cmp(&pages[p].scores[n]).then_with(by_id).is_lt()
+            }
+            Some((sort, ascending)) => compare(x, y, sort, ascending).is_lt(),
+        }
+    };
+    let mut next = vec![0usize; pages.len()];
+    let mut all: Vec<Hit> = Vec::with_capacity(end.min(pages.iter().map(|p| p.hits.len()).sum()));
+    while all.len() < end {
+        let heads = (0..pages.len()).filter(|p| next[*p] < pages[*p].hits.len());
+        let Some(best) = heads.reduce(|best, p| if precedes((p, next[p]), (best, next[best])) { p } else { best })
+        else {
+            break;
+        };
+        all.push(Hit { part: best, at: pages[best].hits[next[best]] });
+        next[best] += 1;
     }
-    all.sort_by(|(x, sx), (y, sy)| match order {
-        None => sy.total_cmp(sx).then_with(|| agent(x).id.cmp(&agent(y).id)),
-        Some((sort, ascending)) => compare(agent(x), agent(y), sort, ascending),
-    });
-    all.truncate(end);
     let start = (query.page - 1).saturating_mul(query.limit).min(all.len());
-    let hits = all.drain(start..).map(|(hit, _)| hit).collect();
+    let hits = all.split_off(start);
     Merged { hits, total, page: query.page, limit: query.limit, aggregations }
 }
 
@@ -707,6 +748,26 @@ mod tests {
         assert!(run(&set, "includeAggregations=false").aggregations.is_none());
     }
 
+    /// Ranking by the columns picks the similar agents the agents' own
+    /// ranking does (`render::similar_live`), excluded agents left out.
+    #[test]
+    fn sharing_ranks_as_similar_agents_do() {
+        let set = agents(500, 31);
+        let index = AgentIndex::build(set.clone());
+        for (n, agent) in set.iter().enumerate().step_by(37) {
+            let excluded = Bits::from_positions(500, (0..500).step_by(7).chain([n]));
+            let got: Vec<&str> = sharing(&index, super::super::render::mask(agent), &excluded, 8)
+                .into_iter()
+                .map(|i| set[i].id.as_str())
+                .collect();
+            let kept = set.iter().enumerate().filter(|(i, _)| !excluded.contains(*i)).map(|(_, a)| a);
+            let expected = super::super::render::similar_live(agent, kept);
+            let expected: Vec<&str> = expected["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+            assert_eq!(got, expected, "{}", agent.id);
+            assert_eq!(got.len(), 8);
+        }
+    }
+
     #[test]
     fn a_merged_search_is_the_search_of_its_parts_as_one_index() {
         let set = agents(260, 21);
@@ -732,17 +793,17 @@ mod tests {
         let mut again = older[0].clone();
         again.description = "changed twice".into();
         newer.insert(0, again);
-        let (older, newer) = (AgentIndex::build(older.to_vec()), AgentIndex::build(newer.clone()));
         let older_excluded = Bits::from_positions(30, [0]);
-        let newer_excluded = Bits::from_positions(newer.agents.len(), [newer.agents.len() - 1]);
+        let newer_excluded = Bits::from_positions(newer.len(), [newer.len() - 1]);
         let mut whole: Vec<Agent> =
             built.iter().enumerate().filter(|(i, _)| !excluded.contains(*i)).map(|(_, a)| a.clone()).collect();
-        whole.extend(older.agents[1..].iter().cloned());
-        whole.extend(newer.agents[..newer.agents.len() - 1].iter().cloned());
+        whole.extend(older[1..].iter().cloned());
+        whole.extend(newer[..newer.len() - 1].iter().cloned());
+        let (older, newer) = (AgentIndex::build(older.to_vec()), AgentIndex::build(newer));
         let truth = AgentIndex::build(whole);
         let indexes = [&base, &older, &newer];
         let ids_of = |merged: &Merged| -> Vec<String> {
-            merged.hits.iter().map(|hit| indexes[hit.part].agents[hit.at].id.clone()).collect()
+            merged.hits.iter().map(|hit| indexes[hit.part].records.keys(hit.at).id.to_string()).collect()
         };
         let parts = [
             Part { index: &base, excluded: &excluded, reference: None },
@@ -766,7 +827,7 @@ mod tests {
             let query = SearchQuery::parse(raw).unwrap();
             let merged = merge(&parts, &query);
             let expected = search(&truth, &query);
-            let expected_ids: Vec<String> = expected.hits.iter().map(|i| truth.agents[*i].id.clone()).collect();
+            let expected_ids: Vec<String> = expected.hits.iter().map(|i| truth.records.keys(*i).id.to_string()).collect();
             assert_eq!(ids_of(&merged), expected_ids, "{raw}");
             assert_eq!(merged.total, expected.total, "{raw}");
             assert_eq!(merged.aggregations, expected.aggregations, "{raw}");
@@ -777,7 +838,7 @@ mod tests {
         let merged = merge(&parts, &query);
         let mut got = ids_of(&merged);
         let mut expected: Vec<String> =
-            search(&truth, &query).hits.iter().map(|i| truth.agents[*i].id.clone()).collect();
+            search(&truth, &query).hits.iter().map(|i| truth.records.keys(*i).id.to_string()).collect();
         got.sort();
         expected.sort();
         assert_eq!(got, expected);

@@ -563,7 +563,8 @@ fn similar_hit(mine: u32, other: &Peer) -> SimilarHit<'_> {
 }
 
 /// Capability codes as a bit set.
-fn mask(agent: &Agent) -> u32 {
+/// The capability codes of an agent, as bits.
+pub fn mask(agent: &Agent) -> u32 {
     agent.capabilities.iter().fold(0, |m, c| m | 1 << c)
 }
 

@@ -13,7 +13,7 @@ use duckdb::Connection;
 use sha2::{Digest, Sha256};
 
 use super::catalog::{Catalog, FeedbackEntry};
-use super::{Agent, Sources};
+use super::Agent;
 
 use crate::columnar;
 
@@ -37,11 +37,18 @@ pub struct Embeddings {
     pub vectors: Vec<Vec<f32>>,
 }
 
-/// What a snapshot holds for the broker.
+/// What the api reads of a snapshot's broker tables: all but the agents'
+/// records, which it maps from the build's search index folder
+/// (`broker::search_folder`).
 pub struct Stored {
-    pub sources: Sources,
+    pub catalog: Catalog,
+    pub feedback: Vec<FeedbackEntry>,
+    /// The `seq` of the last journal record the build applied.
+    pub journal_seq: u64,
+    /// How many agents the build holds.
+    pub agents: usize,
     pub embeddings: Option<Embeddings>,
-    /// SHA-256 of everything above: equal fingerprints, equal contents.
+    /// SHA-256 of the broker tables: equal fingerprints, equal contents.
     pub fingerprint: String,
 }
 
@@ -161,21 +168,20 @@ pub fn fingerprint(conn: &Connection) -> Result<Option<String>> {
     meta(conn, "fingerprint")
 }
 
-/// The broker tables of an open snapshot; `None` when the build has none.
+/// The broker tables of an open snapshot but the agents' records; `None`
+/// when the build has none.
 pub fn load(conn: &Connection) -> Result<Option<Stored>> {
     let Some(fingerprint) = meta(conn, "fingerprint")? else { return Ok(None) };
     let catalog: String = conn.query_row("SELECT record FROM broker_catalog", [], |r| r.get(0))?;
     let catalog: Catalog = serde_json::from_str(&catalog).context("broker_catalog")?;
+    let agents: u64 = conn.query_row("SELECT count(*) FROM broker_agents", [], |r| r.get(0))?;
     let model = meta(conn, "embedding_model")?;
-    let mut agents: Vec<Agent> = Vec::new();
     let mut vectors: Vec<Vec<f32>> = Vec::new();
-    let mut stmt = conn.prepare("SELECT record, embedding FROM broker_agents ORDER BY position")?;
-    for batch in stmt.query_arrow([])? {
-        let records: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
-        let embedded = columnar::float_lists_of(&batch, 1).context("broker_agents.embedding")?;
-        for (i, vector) in embedded.into_iter().enumerate() {
-            agents.push(serde_json::from_str(records.value(i)).context("broker_agents.record")?);
-            vectors.extend(vector.filter(|_| model.is_some()));
+    if model.is_some() {
+        let mut stmt = conn.prepare("SELECT embedding FROM broker_agents ORDER BY position")?;
+        for batch in stmt.query_arrow([])? {
+            let embedded = columnar::float_lists_of(&batch, 0).context("broker_agents.embedding")?;
+            vectors.extend(embedded.into_iter().flatten());
         }
     }
     let mut feedback: Vec<FeedbackEntry> = Vec::new();
@@ -184,14 +190,14 @@ pub fn load(conn: &Connection) -> Result<Option<Stored>> {
         feedback.push(serde_json::from_str(&record?).context("broker_feedback.record")?);
     }
     let embeddings = match model {
-        Some(model) if vectors.len() == agents.len() => Some(Embeddings { model, vectors }),
+        Some(model) if vectors.len() as u64 == agents => Some(Embeddings { model, vectors }),
         _ => None,
     };
     let journal_seq = match meta(conn, "journal_seq")? {
         Some(text) => text.parse().context("broker_meta.journal_seq")?,
         None => 0,
     };
-    Ok(Some(Stored { sources: Sources { agents, catalog, feedback, journal_seq }, embeddings, fingerprint }))
+    Ok(Some(Stored { catalog, feedback, journal_seq, agents: agents as usize, embeddings, fingerprint }))
 }
 
 const CACHE_SCHEMA: &str =

@@ -26,6 +26,7 @@ use tantivy::tokenizer::{
 };
 use tantivy::{DocId, Index, IndexWriter, Score, Searcher, SegmentOrdinal, SegmentReader, TantivyDocument, Term};
 
+use super::bits::Bits;
 use super::Agent;
 
 /// How many times a word counts in each field (twice the weights 3, 2,
@@ -141,6 +142,9 @@ fn register(index: &Index) {
 /// The text of a set of agents, searchable.
 pub struct TextIndex {
     searcher: Searcher,
+    /// Per segment, each document's agent position (read from the
+    /// `position` fast field once, not per match).
+    positions: Vec<Arc<[u32]>>,
     fields: Fields,
     /// The analyzer queries are read with (cloned per query: reading
     /// needs it mutable).
@@ -177,7 +181,21 @@ impl TextIndex {
     fn of(index: Index, fields: Fields) -> Result<TextIndex> {
         register(&index);
         let reader = index.reader_builder().reload_policy(tantivy::ReloadPolicy::Manual).try_into()?;
-        Ok(TextIndex { searcher: reader.searcher(), fields, analyzer: analyzer() })
+        let searcher = reader.searcher();
+        let positions = searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| {
+                let column = segment.fast_fields().u64("position")?.first_or_default_col(0);
+                let max = segment.max_doc();
+                anyhow::ensure!(
+                    (0..max).all(|doc| column.get_val(doc) <= u64::from(u32::MAX)),
+                    "a document's position is out of range"
+                );
+                Ok((0..max).map(|doc| column.get_val(doc) as u32).collect())
+            })
+            .collect::<Result<_>>()?;
+        Ok(TextIndex { searcher, positions, fields, analyzer: analyzer() })
     }
 
     /// How many agents the index holds.
@@ -192,16 +210,17 @@ impl TextIndex {
     /// Every agent matching any word of `query`, by position, with its
     /// score (any order). A word repeated in the query counts once.
     pub fn search(&self, query: &str) -> Vec<(u32, f32)> {
-        self.scores(query, None)
+        self.scores(query, None, None)
     }
 
     /// [`TextIndex::search`]; with a `reference`, scored as if this
     /// index's agents were part of it (term rarity and field lengths are
     /// those of both together): for a small index beside a large one (the
-    /// live overlay beside a build), so that their scores compare.
-    pub fn scores(&self, query: &str, reference: Option<&TextIndex>) -> Vec<(u32, f32)> {
+    /// live overlay beside a build), so that their scores compare. With
+    /// `within`, only the agents in it.
+    pub fn scores(&self, query: &str, reference: Option<&TextIndex>, within: Option<&Arc<Bits>>) -> Vec<(u32, f32)> {
         let Some(parsed) = self.query(query) else { return Vec::new() };
-        let collector = Positions;
+        let collector = Positions { positions: &self.positions, within };
         let found = match reference {
             Some(reference) => {
                 let both = Both { own: &self.searcher, reference: &reference.searcher };
@@ -305,21 +324,25 @@ impl Bm25StatisticsProvider for Both<'_> {
     }
 }
 
-/// Collects every match as (position, score).
-struct Positions;
+/// Collects every match (in `within`, when given) as (position, score).
+struct Positions<'a> {
+    positions: &'a [Arc<[u32]>],
+    within: Option<&'a Arc<Bits>>,
+}
 
 struct SegmentPositions {
-    positions: Arc<dyn ColumnValues<u64>>,
+    positions: Arc<[u32]>,
+    within: Option<Arc<Bits>>,
     found: Vec<(u32, f32)>,
 }
 
-impl Collector for Positions {
+impl Collector for Positions<'_> {
     type Fruit = Vec<(u32, f32)>;
     type Child = SegmentPositions;
 
-    fn for_segment(&self, _: SegmentOrdinal, segment: &SegmentReader) -> tantivy::Result<SegmentPositions> {
-        let positions = segment.fast_fields().u64("position")?.first_or_default_col(0);
-        Ok(SegmentPositions { positions, found: Vec::new() })
+    fn for_segment(&self, ordinal: SegmentOrdinal, _: &SegmentReader) -> tantivy::Result<SegmentPositions> {
+        let positions = self.positions[ordinal as usize].clone();
+        Ok(SegmentPositions { positions, within: self.within.cloned(), found: Vec::new() })
     }
 
     fn requires_scoring(&self) -> bool {
@@ -335,7 +358,10 @@ impl SegmentCollector for SegmentPositions {
     type Fruit = Vec<(u32, f32)>;
 
     fn collect(&mut self, doc: DocId, score: Score) {
-        self.found.push((self.positions.get_val(doc) as u32, score));
+        let position = self.positions[doc as usize];
+        if self.within.as_ref().is_none_or(|within| within.contains(position as usize)) {
+            self.found.push((position, score));
+        }
     }
 
     fn harvest(self) -> Vec<(u32, f32)> {
@@ -418,7 +444,7 @@ mod tests {
         {
             let mut expected: Vec<(u32, f32)> =
                 whole.search(query).into_iter().filter(|(doc, _)| *doc >= 392).map(|(d, s)| (d - 392, s)).collect();
-            let mut got = small.scores(query, Some(&large));
+            let mut got = small.scores(query, Some(&large), None);
             expected.sort_by_key(|(doc, _)| *doc);
             got.sort_by_key(|(doc, _)| *doc);
             assert_eq!(got.len(), expected.len(), "{query}");

@@ -204,7 +204,8 @@ fn text(n: usize) -> Result<()> {
         );
     }
 
-    let index = AgentIndex::with_text(agents, tantivy);
+    let columns = almanac::broker::columns::Columns::of(&agents);
+    let index = AgentIndex::of_parts(almanac::broker::records::Records::held(agents), tantivy, columns)?;
     let queries: Vec<SearchQuery> = paths
         .iter()
         .map(|p| SearchQuery::parse(p.split_once('?').map_or("", |(_, q)| q)).map_err(|e| anyhow::anyhow!("{p}: {e}")))

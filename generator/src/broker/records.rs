@@ -1,0 +1,474 @@
+//! Each agent's record as search serves it, and the keys that order and
+//! find it, outside the heap: the generator writes them beside the text
+//! index (`records.bin`, `keys.bin`) as the agents stream, and the api
+//! maps them. A search hit is its record's bytes copied into the answer;
+//! sorting across indexes and looking up a UAID read only the keys.
+//!
+//! Both files are lists of byte strings ([`Packer`], [`Packed`]): the
+//! strings end to end, their offsets after them, then a trailer, then a
+//! footer saying where each part starts. The offsets and the footer are
+//! checked when a file is opened; a record's bytes are served as they
+//! are, so a build's records are only as good as its disk (as its files
+//! are).
+//!
+//! Small sets (a live overlay's segments, tests) are [`Records::held`] in
+//! memory and read the same way.
+
+use std::borrow::Cow;
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, ensure, Context, Result};
+
+use super::Agent;
+
+/// Each agent's record as JSON, by position.
+pub const RECORDS: &str = "records.bin";
+/// Each agent's keys, by position, and a table of UAID hashes.
+pub const KEYS: &str = "keys.bin";
+
+const RECORDS_MAGIC: &[u8; 8] = b"ALMREC01";
+const KEYS_MAGIC: &[u8; 8] = b"ALMKEY01";
+/// The footer: the count, where the offsets and the trailer start, the
+/// trailer's length, and the magic again.
+const FOOTER: usize = 40;
+
+/// What orders and finds an agent without reading its record: its id
+/// (ties), UAID (lookups), the two times and the lower-cased name (sorts).
+/// Trust and availability are in the columns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Keys<'a> {
+    pub id: &'a str,
+    pub uaid: &'a str,
+    pub created_at: &'a str,
+    pub updated_at: &'a str,
+    /// The name lower-cased, as the name sort compares it.
+    pub name: Cow<'a, str>,
+}
+
+impl Keys<'_> {
+    pub fn of(agent: &Agent) -> Keys<'_> {
+        Keys {
+            id: &agent.id,
+            uaid: agent.uaid.as_str(),
+            created_at: &agent.created_at,
+            updated_at: &agent.updated_at,
+            name: Cow::Owned(agent.name.to_lowercase()),
+        }
+    }
+
+    /// The keys as one string of `keys.bin`: each field after its length.
+    fn write(&self, out: &mut Vec<u8>) {
+        for field in [self.id, self.uaid, self.created_at, self.updated_at, &self.name] {
+            out.extend_from_slice(&(field.len() as u32).to_le_bytes());
+            out.extend_from_slice(field.as_bytes());
+        }
+    }
+
+    /// The keys from one string of `keys.bin`; `None` when it is not one.
+    fn read(mut bytes: &[u8]) -> Option<Keys<'_>> {
+        let mut field = || -> Option<&str> {
+            let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+            let text = std::str::from_utf8(bytes.get(4..4 + len)?).ok()?;
+            bytes = &bytes[4 + len..];
+            Some(text)
+        };
+        let keys = Keys {
+            id: field()?,
+            uaid: field()?,
+            created_at: field()?,
+            updated_at: field()?,
+            name: Cow::Borrowed(field()?),
+        };
+        bytes.is_empty().then_some(keys)
+    }
+}
+
+/// A set of agents' records and keys, by position.
+pub enum Records {
+    /// In memory, each record serialised once.
+    Held { agents: Vec<Agent>, json: Vec<Box<str>> },
+    /// A build's, mapped from its search index folder.
+    Mapped { records: Packed, keys: Packed },
+}
+
+impl Records {
+    pub fn held(agents: Vec<Agent>) -> Records {
+        let json = agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise").into()).collect();
+        Records::Held { agents, json }
+    }
+
+    /// Maps the records the generator wrote into the search index folder
+    /// `dir`; their count, offsets and keys are checked.
+    pub fn open(dir: &Path) -> Result<Records> {
+        let records = Packed::open(&dir.join(RECORDS), RECORDS_MAGIC)?;
+        let keys = Packed::open(&dir.join(KEYS), KEYS_MAGIC)?;
+        let path = dir.join(KEYS);
+        ensure!(
+            records.len() == keys.len(),
+            "{} holds {} agents, {} {}",
+            path.display(),
+            keys.len(),
+            RECORDS,
+            records.len()
+        );
+        if let Some(bad) = (0..keys.len()).find(|i| Keys::read(keys.get(*i)).is_none()) {
+            bail!("{}: the keys of agent {bad} are not keys", path.display());
+        }
+        let table = keys.trailer();
+        ensure!(table.len() == keys.len() * UAID_ENTRY, "{}: the UAID table is not one entry per agent", path.display());
+        let entries: Vec<(u64, u32)> = (0..keys.len()).map(|n| uaid_entry(table, n)).collect();
+        ensure!(
+            entries.windows(2).all(|w| w[0] < w[1]) && entries.iter().all(|(_, at)| (*at as usize) < keys.len()),
+            "{}: the UAID table is out of order or points past the agents",
+            path.display()
+        );
+        Ok(Records::Mapped { records, keys })
+    }
+
+    /// The agents, when held in memory.
+    pub fn held_agents(&self) -> Option<&[Agent]> {
+        match self {
+            Records::Held { agents, .. } => Some(agents),
+            Records::Mapped { .. } => None,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Records::Held { agents, .. } => agents.len(),
+            Records::Mapped { records, .. } => records.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Agent `i`'s record, as JSON.
+    pub fn json(&self, i: usize) -> &[u8] {
+        match self {
+            Records::Held { json, .. } => json[i].as_bytes(),
+            Records::Mapped { records, .. } => records.get(i),
+        }
+    }
+
+    /// Agent `i` (read from its record when mapped).
+    pub fn agent(&self, i: usize) -> Result<Cow<'_, Agent>> {
+        match self {
+            Records::Held { agents, .. } => Ok(Cow::Borrowed(&agents[i])),
+            Records::Mapped { records, .. } => serde_json::from_slice(records.get(i))
+                .map(Cow::Owned)
+                .with_context(|| format!("the record of agent {i} is not an agent")),
+        }
+    }
+
+    /// Agent `i`'s keys.
+    pub fn keys(&self, i: usize) -> Keys<'_> {
+        match self {
+            Records::Held { agents, .. } => Keys::of(&agents[i]),
+            Records::Mapped { keys, .. } => Keys::read(keys.get(i)).expect("keys are checked when opened"),
+        }
+    }
+
+    /// The position of the agent with this UAID.
+    pub fn find(&self, uaid: &str) -> Option<usize> {
+        match self {
+            Records::Held { agents, .. } => agents.iter().position(|a| a.uaid.as_str() == uaid),
+            Records::Mapped { keys, .. } => {
+                let (table, hash) = (keys.trailer(), fnv(uaid));
+                let n = keys.len();
+                let first = partition_point(n, |k| uaid_entry(table, k).0 < hash);
+                (first..n)
+                    .map(|k| uaid_entry(table, k))
+                    .take_while(|(h, _)| *h == hash)
+                    .map(|(_, at)| at as usize)
+                    .find(|at| self.keys(*at).uaid == uaid)
+            }
+        }
+    }
+}
+
+/// The smallest `k` in `0..n` for which `before(k)` is false (`before`
+/// true then false along `0..n`).
+fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
+    let (mut low, mut high) = (0, n);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if before(mid) {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    low
+}
+
+/// One entry of the UAID table: the UAID's hash, the agent's position.
+const UAID_ENTRY: usize = 12;
+
+fn uaid_entry(table: &[u8], n: usize) -> (u64, u32) {
+    let at = n * UAID_ENTRY;
+    let hash = u64::from_le_bytes(table[at..at + 8].try_into().expect("8 bytes"));
+    (hash, u32::from_le_bytes(table[at + 8..at + 12].try_into().expect("4 bytes")))
+}
+
+/// FNV-1a, 64 bits: a UAID's place in the table. Written down here, so
+/// that the file means the same to every build of the api.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Writes the records and keys of agents given in position order.
+pub struct Writer {
+    records: Packer,
+    keys: Packer,
+    uaids: Vec<(u64, u32)>,
+    scratch: Vec<u8>,
+}
+
+impl Writer {
+    /// Starts both files in the search index folder `dir` (which exists).
+    pub fn create(dir: &Path) -> Result<Writer> {
+        Ok(Writer {
+            records: Packer::create(&dir.join(RECORDS), RECORDS_MAGIC)?,
+            keys: Packer::create(&dir.join(KEYS), KEYS_MAGIC)?,
+            uaids: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Appends `batch`, serialised over the cores.
+    pub fn add(&mut self, batch: &[Agent]) -> Result<()> {
+        use rayon::prelude::*;
+        let json: Vec<Vec<u8>> = batch.par_iter().map(|a| serde_json::to_vec(a).expect("agents serialise")).collect();
+        for (agent, json) in batch.iter().zip(json) {
+            self.uaids.push((fnv(agent.uaid.as_str()), self.records.offsets.len() as u32 - 1));
+            self.records.push(&json)?;
+            self.scratch.clear();
+            Keys::of(agent).write(&mut self.scratch);
+            self.keys.push(&self.scratch)?;
+        }
+        Ok(())
+    }
+
+    /// Ends both files (the UAID table sorted into the keys' trailer) and
+    /// syncs them.
+    pub fn finish(mut self) -> Result<()> {
+        self.uaids.sort_unstable();
+        let mut table = Vec::with_capacity(self.uaids.len() * UAID_ENTRY);
+        for (hash, at) in &self.uaids {
+            table.extend_from_slice(&hash.to_le_bytes());
+            table.extend_from_slice(&at.to_le_bytes());
+        }
+        self.records.finish(&[])?;
+        self.keys.finish(&table)
+    }
+}
+
+/// Writes a list of byte strings (see the module's doc), one at a time.
+struct Packer {
+    path: std::path::PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    magic: &'static [u8; 8],
+    /// Where each string starts, from the end of the magic; and where the
+    /// next one will.
+    offsets: Vec<u64>,
+}
+
+impl Packer {
+    fn create(path: &Path, magic: &'static [u8; 8]) -> Result<Packer> {
+        let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        out.write_all(magic)?;
+        Ok(Packer { path: path.to_path_buf(), out, magic, offsets: vec![0] })
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out.write_all(bytes).with_context(|| format!("writing {}", self.path.display()))?;
+        let end = self.offsets.last().expect("starts with 0") + bytes.len() as u64;
+        self.offsets.push(end);
+        Ok(())
+    }
+
+    fn finish(mut self, trailer: &[u8]) -> Result<()> {
+        let context = || format!("writing {}", self.path.display());
+        let data_end = 8 + *self.offsets.last().expect("starts with 0");
+        let pad = (8 - data_end % 8) % 8;
+        self.out.write_all(&[0u8; 8][..pad as usize]).with_context(context)?;
+        let offsets_at = data_end + pad;
+        for offset in &self.offsets {
+            self.out.write_all(&offset.to_le_bytes()).with_context(context)?;
+        }
+        let trailer_at = offsets_at + 8 * self.offsets.len() as u64;
+        self.out.write_all(trailer).with_context(context)?;
+        let count = self.offsets.len() as u64 - 1;
+        for n in [count, offsets_at, trailer_at, trailer.len() as u64] {
+            self.out.write_all(&n.to_le_bytes()).with_context(context)?;
+        }
+        self.out.write_all(self.magic).with_context(context)?;
+        let file = self.out.into_inner().map_err(|e| e.into_error()).with_context(context)?;
+        file.sync_all().with_context(|| format!("syncing {}", self.path.display()))
+    }
+}
+
+/// A list of byte strings, mapped.
+pub struct Packed {
+    map: memmap2::Mmap,
+    count: usize,
+    offsets_at: usize,
+    trailer: std::ops::Range<usize>,
+}
+
+impl Packed {
+    fn open(path: &Path, magic: &[u8; 8]) -> Result<Packed> {
+        let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        // Safety: a search index folder is written whole under a staging
+        // name and renamed into place, never written again; every read is
+        // bounds-checked, so bytes changed under the map give wrong
+        // answers, not undefined behaviour (the map is only read as bytes).
+        let map = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("mapping {}", path.display()))?;
+        Packed::new(map, magic).with_context(|| format!("{} is not a list of {}", path.display(), name(magic)))
+    }
+
+    fn new(map: memmap2::Mmap, magic: &[u8; 8]) -> Result<Packed> {
+        let len = map.len();
+        ensure!(len >= 8 + FOOTER && &map[..8] == magic && &map[len - 8..] == magic, "no header or footer");
+        let word = |at: usize| u64::from_le_bytes(map[at..at + 8].try_into().expect("8 bytes"));
+        let footer = len - FOOTER;
+        let (count, offsets_at, trailer_at, trailer_len) =
+            (word(footer), word(footer + 8), word(footer + 16), word(footer + 24));
+        let offsets_end = count.checked_add(1).and_then(|n| n.checked_mul(8)).and_then(|n| n.checked_add(offsets_at));
+        let trailer_end = trailer_at.checked_add(trailer_len);
+        ensure!(
+            offsets_end == Some(trailer_at) && trailer_end == Some(footer as u64),
+            "the footer's parts do not meet"
+        );
+        let (count, offsets_at) = (count as usize, offsets_at as usize);
+        let packed = Packed { count, offsets_at, trailer: trailer_at as usize..footer, map };
+        let data = offsets_at as u64 - 8;
+        ensure!(packed.offset(0) == 0, "the first string does not start at the start");
+        let mut previous = 0;
+        for n in 1..=count {
+            let offset = packed.offset(n);
+            ensure!(offset >= previous && offset <= data, "string {} ends before it starts or past the data", n - 1);
+            previous = offset;
+        }
+        Ok(packed)
+    }
+
+    fn offset(&self, n: usize) -> u64 {
+        let at = self.offsets_at + 8 * n;
+        u64::from_le_bytes(self.map[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    fn get(&self, n: usize) -> &[u8] {
+        &self.map[8 + self.offset(n) as usize..8 + self.offset(n + 1) as usize]
+    }
+
+    fn trailer(&self) -> &[u8] {
+        &self.map[self.trailer.clone()]
+    }
+}
+
+fn name(magic: &[u8; 8]) -> &'static str {
+    if magic == RECORDS_MAGIC {
+        "agent records"
+    } else {
+        "agent keys"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::generate::agents;
+
+    /// A folder of this test process, removed when dropped.
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn written(agents: &[Agent]) -> Scratch {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = Scratch(std::env::temp_dir().join(format!("almanac-records-{}-{n}", std::process::id())));
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let mut writer = Writer::create(dir.path()).unwrap();
+        for batch in agents.chunks(7) {
+            writer.add(batch).unwrap();
+        }
+        writer.finish().unwrap();
+        dir
+    }
+
+    /// A mapped set answers as the same set held in memory: records, keys,
+    /// agents, lookups (and unknown UAIDs are not found).
+    #[test]
+    fn mapped_records_read_as_held_ones() {
+        let agents = agents(120, 4);
+        let dir = written(&agents);
+        let mapped = Records::open(dir.path()).unwrap();
+        let held = Records::held(agents.clone());
+        assert_eq!(mapped.len(), 120);
+        for (i, agent) in agents.iter().enumerate() {
+            assert_eq!(mapped.json(i), held.json(i));
+            assert_eq!(mapped.keys(i), held.keys(i));
+            assert_eq!(mapped.agent(i).unwrap().as_ref(), agent);
+            assert_eq!(mapped.find(agent.uaid.as_str()), Some(i));
+            assert_eq!(held.find(agent.uaid.as_str()), Some(i));
+        }
+        assert_eq!(mapped.find("uaid:aid:nobody"), None);
+        assert_eq!(mapped.find(""), None);
+        let empty = written(&[]);
+        assert!(Records::open(empty.path()).unwrap().is_empty());
+    }
+
+    /// A cut or damaged file, or one file of another build, is refused.
+    #[test]
+    fn damaged_records_are_refused() {
+        let agents = agents(30, 2);
+        let check = |damage: &dyn Fn(&Path), expected: &str| {
+            let dir = written(&agents);
+            damage(dir.path());
+            let error = format!("{:#}", Records::open(dir.path()).err().expect("refused"));
+            assert!(error.contains(expected), "{error}");
+        };
+        let edit = |file: &'static str, f: &'static dyn Fn(&mut Vec<u8>)| {
+            move |dir: &Path| {
+                let mut bytes = std::fs::read(dir.join(file)).unwrap();
+                f(&mut bytes);
+                std::fs::write(dir.join(file), bytes).unwrap();
+            }
+        };
+        check(&edit(RECORDS, &|b| b.truncate(b.len() - 3)), "no header or footer");
+        check(&edit(KEYS, &|b| b[0] = b'X'), "no header or footer");
+        check(&edit(RECORDS, &|b| b.insert(100, b' ')), "do not meet");
+        // The offset of string 5 set past the data.
+        check(
+            &edit(RECORDS, &|b| {
+                let at = u64::from_le_bytes(b[b.len() - 32..b.len() - 24].try_into().unwrap()) as usize + 5 * 8;
+                b[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+            }),
+            "string 4 ends",
+        );
+        // A key's length made longer than the key.
+        check(&edit(KEYS, &|b| b[8] = 0xff), "are not keys");
+        let other = written(&agents[..10]);
+        check(&|dir: &Path| std::fs::copy(other.path().join(KEYS), dir.join(KEYS)).map(drop).unwrap(), "holds 10");
+    }
+}

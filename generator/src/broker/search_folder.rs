@@ -1,0 +1,116 @@
+//! A build's search index folder (`data/search/<id>/`): the text index
+//! (`broker::text`), the columns (`broker::columns`) and the records and
+//! keys (`broker::records`) of the same agents in the same order, written
+//! together as the agents stream past and opened together by the api.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::columns::{self, Columns};
+use super::query::AgentIndex;
+use super::records::{self, Records};
+use super::text::{TextIndex, TextWriter};
+use super::Agent;
+
+/// Writes a search index folder from agents given in position order.
+pub struct Writer {
+    text: TextWriter,
+    columns: columns::Builder,
+    records: records::Writer,
+}
+
+impl Writer {
+    /// Starts the folder `dir` (made here) for `count` agents; the text
+    /// index is made on `threads` within `memory` bytes.
+    pub fn create(dir: &Path, count: usize, threads: usize, memory: usize) -> Result<Writer> {
+        Ok(Writer {
+            text: TextWriter::create(dir, threads, memory)?,
+            columns: columns::Builder::new(count),
+            records: records::Writer::create(dir)?,
+        })
+    }
+
+    /// Adds the next agents.
+    pub fn add(&mut self, batch: &[Agent]) -> Result<()> {
+        self.text.add(batch)?;
+        batch.iter().for_each(|agent| self.columns.add(agent));
+        self.records.add(batch)
+    }
+
+    /// Ends the folder: the text index merged and committed, the columns
+    /// and records written and synced.
+    pub fn finish(self, dir: &Path) -> Result<()> {
+        self.text.finish()?;
+        columns::save(&self.columns.finish(), dir)?;
+        self.records.finish()
+    }
+}
+
+/// The agents of the search index folder `dir`, mapped (the text index
+/// and the records) and read (the columns), checked to hold as many.
+pub fn open(dir: &Path) -> Result<AgentIndex> {
+    let text = TextIndex::open(dir)?;
+    let columns: Columns = columns::load(dir)?;
+    let records = Records::open(dir)?;
+    AgentIndex::of_parts(records, text, columns).with_context(|| format!("the search index in {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::bits::Bits;
+    use crate::broker::generate::agents;
+    use crate::broker::query::{merge, search, Merged, Part, SearchQuery};
+
+    /// A folder written from a stream answers every search, alone and
+    /// merged with a live index, as the same agents held in memory.
+    #[test]
+    fn a_written_folder_searches_as_the_agents_held_in_memory() {
+        let set = agents(300, 13);
+        let (built, live) = set.split_at(260);
+        let dir = std::env::temp_dir().join(format!("almanac-search-folder-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut writer = Writer::create(&dir, built.len(), 2, 40_000_000).unwrap();
+        for batch in built.chunks(50) {
+            writer.add(batch).unwrap();
+        }
+        writer.finish(&dir).unwrap();
+        let (opened, held) = (open(&dir).unwrap(), AgentIndex::build(built.to_vec()));
+        let live = AgentIndex::build(live.to_vec());
+        let ids = |index: &[&AgentIndex], merged: &Merged| -> Vec<String> {
+            merged.hits.iter().map(|h| index[h.part].records.keys(h.at).id.to_string()).collect()
+        };
+        let (none, some) = (Bits::empty(260), Bits::from_positions(40, [3]));
+        for raw in [
+            "",
+            "sortBy=name&page=2&limit=30",
+            "sortBy=most-available&sortOrder=asc",
+            "sortBy=oldest&registries=hashgraph-online",
+            "sortBy=trust-score&limit=100&includeAggregations=true",
+            "q=translator&sortBy=most-recent",
+            "online=true&minTrust=30&sortBy=name",
+        ] {
+            let query = SearchQuery::parse(raw).unwrap();
+            let (a, b) = (search(&opened, &query), search(&held, &query));
+            assert_eq!((a.hits, a.total, a.aggregations), (b.hits, b.total, b.aggregations), "{raw}");
+            let parts = |base: &AgentIndex| -> Merged {
+                let base_part = Part { index: base, excluded: &none, reference: None };
+                let live_part = Part { index: &live, excluded: &some, reference: Some(&base.text) };
+                merge(&[base_part, live_part], &query)
+            };
+            let (a, b) = (parts(&opened), parts(&held));
+            assert_eq!(ids(&[&opened, &live], &a), ids(&[&held, &live], &b), "{raw}");
+            assert!(!a.hits.is_empty(), "{raw}");
+        }
+        // Relevance: the same agents, in the same order where scores differ.
+        let query = SearchQuery::parse("q=data+analytics&limit=300").unwrap();
+        let (a, b) = (search(&opened, &query), search(&held, &query));
+        let (mut x, mut y) = (a.hits.clone(), b.hits.clone());
+        x.sort();
+        y.sort();
+        assert_eq!(x, y);
+        assert!(!x.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
