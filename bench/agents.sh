@@ -3,8 +3,10 @@
 # for each SIZE, a build of SIZE generated agents (time, peak memory, files),
 # the api on it (ready time, memory), GET /api/v1/search over 5,000
 # distinct queries (bench queries), and random agent-detail routes served
-# by the api against nginx as it runs in production, 200 and 304, then the
-# api's memory after all of it. Prints figures; asserts nothing.
+# by the api against nginx as it runs in production, 200 and 304, then
+# 10,000 agents registered over HTTP (the live overlay) and the searches
+# again over build and overlay, then the api's memory after all of it.
+# Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -70,6 +72,13 @@ CONF
       "$(PATHS="$OUT/sample.txt" COLUMN=2 rate -t1 -c64 -d10s --latency -s bench/paths.lua http://127.0.0.1:4087)" \
       "$(PATHS="$OUT/sample.txt" FRESH=1 rate -t1 -c64 -d10s --latency -s bench/paths.lua http://127.0.0.1:4086)" \
       "$(PATHS="$OUT/sample.txt" COLUMN=2 FRESH=1 rate -t1 -c64 -d10s --latency -s bench/paths.lua http://127.0.0.1:4087)"
+  done
+  "$BIN/bench" register http://127.0.0.1:4086 "$dir/data/live/store.sqlite" 10000
+  for round in 1 2 3; do
+    for c in 8 32; do
+      printf 'round %s: search with 10k live agents -c%s %s\n' "$round" "$c" \
+        "$(PATHS="$OUT/queries.txt" rate -t2 -c"$c" -d10s --latency -s bench/paths.lua http://127.0.0.1:4086)"
+    done
   done
   printf 'api RSS after the load %s\n' "$(rss $api)"
   kill $api 2>/dev/null || true

@@ -198,7 +198,8 @@ fn load_broker(
     }
     let Some(stored) = store::load(snapshot)? else { return Ok(None) };
     let index = almanac::broker::search_folder::open(search)?;
-    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, index)?)))
+    let embeddings = almanac::broker::records::Vectors::open(search)?;
+    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, index, embeddings)?)))
 }
 
 /// The live build, if one is published.

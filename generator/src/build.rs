@@ -444,7 +444,9 @@ fn stage_and_snapshot(
             .in_scope(|| {
                 let _ = std::fs::remove_dir_all(&search);
                 let threads = rayon::current_num_threads();
-                let mut index = broker::search_folder::Writer::create(&search, summary.count(), threads, memory)?;
+                let model = data.embeddings.map(|e| e.model.as_str());
+                let mut index =
+                    broker::search_folder::Writer::create(&search, summary.count(), model, threads, memory)?;
                 let staged = stage_agents(
                     summary,
                     data.warehouse,
@@ -540,6 +542,8 @@ fn stage_agents(
         by_agent
     };
     let mut spent = [std::time::Duration::ZERO; 4];
+    // Agents handed on so far: the next batch's first position.
+    let mut done = 0;
     let streamed = summary.agents(broker::source::BATCH, |batch| {
         let started = std::time::Instant::now();
         let rendered: Vec<(Vec<site::File>, site::File)> = batch
@@ -562,9 +566,13 @@ fn stage_agents(
         let rendering = started.elapsed();
         staged.entries.extend(staging.write(&files, reuse)?);
         let writing = started.elapsed();
-        store.append(batch, embeddings)?;
+        let records: Vec<String> =
+            batch.par_iter().map(|a| serde_json::to_string(a).expect("agents serialise")).collect();
+        store.append(batch, &records, embeddings)?;
         let storing = started.elapsed();
-        index.add(batch)?;
+        let vectors = embeddings.map(|e| &e.vectors[done..done + batch.len()]);
+        index.add(batch, &records, vectors)?;
+        done += batch.len();
         for (spent, until) in spent.iter_mut().zip([rendering, writing, storing, started.elapsed()]) {
             *spent += until;
         }

@@ -12,14 +12,16 @@ use std::collections::HashMap;
 
 use almanac::broker::catalog::{Catalog, FeedbackEntry};
 use almanac::broker::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
-use almanac::broker::store::{Embeddings, Stored};
+use almanac::broker::records::Vectors;
+use almanac::broker::store::Stored;
 use almanac::broker::Agent;
 
 /// The agents of one build, indexed for the live routes.
 pub struct Agents {
     pub index: AgentIndex,
     pub catalog: Catalog,
-    pub embeddings: Option<Embeddings>,
+    /// The agents' embeddings (mapped), when the build has them.
+    pub embeddings: Option<Vectors>,
     /// ERC-8004 feedback by UAID (for answers made live).
     pub feedback: HashMap<String, Vec<FeedbackEntry>>,
     /// The `seq` of the last journal record the build applied.
@@ -33,13 +35,15 @@ pub struct Agents {
 
 impl Agents {
     /// The agents of a snapshot's broker tables (`stored`), searched and
-    /// read through `index` (which must hold them all, in order).
-    pub fn new(stored: Stored, index: AgentIndex) -> anyhow::Result<Agents> {
-        let Stored { catalog, feedback: entries, journal_seq, agents, embeddings, fingerprint } = stored;
+    /// read through `index`, with their `embeddings` (both must hold them
+    /// all, in order).
+    pub fn new(stored: Stored, index: AgentIndex, embeddings: Option<Vectors>) -> anyhow::Result<Agents> {
+        let Stored { catalog, feedback: entries, journal_seq, agents, fingerprint } = stored;
         anyhow::ensure!(
-            index.len() == agents,
-            "the search index holds {} agents, the snapshot {agents}",
-            index.len()
+            index.len() == agents && embeddings.as_ref().is_none_or(|e| e.len() == agents),
+            "the search index holds {} agents and {} embeddings, the snapshot {agents}",
+            index.len(),
+            embeddings.as_ref().map_or(0, Vectors::len)
         );
         let mut feedback: HashMap<String, Vec<FeedbackEntry>> = HashMap::new();
         for entry in entries {

@@ -12,11 +12,11 @@
 //! journaled, so the next build publishes it (summary, detail and the
 //! feedback index included). Its `client` is the signed-in account.
 
-use std::borrow::Cow;
 use almanac::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
 use almanac::broker::Agent;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use warp::http::StatusCode;
 
 use crate::reply::{self, Answer, Error};
@@ -65,7 +65,9 @@ pub fn refusal(session: &Session, uaid: &str, min_messages: u64, account: Option
 async fn judged(request: &Request, session: &str) -> Result<(Agent, Session), Error> {
     let uaid = request.params.get("uaid");
     let view = request.app.overlay.view();
-    let agent = super::register::lookup(request, &view, uaid)?.map(Cow::into_owned).ok_or_else(|| super::unknown_agent(uaid))?;
+    let agent = super::register::lookup(request, &view, uaid)?
+        .map(Cow::into_owned)
+        .ok_or_else(|| super::unknown_agent(uaid))?;
     if agent.registry != FEEDBACK_REGISTRY {
         let message = format!("agent {uaid} is not in the {FEEDBACK_REGISTRY} registry and takes no ERC-8004 feedback");
         return Err(Error::new(StatusCode::BAD_REQUEST, "feedback_unsupported", message));

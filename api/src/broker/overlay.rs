@@ -369,10 +369,9 @@ mod tests {
             feedback: sources.feedback,
             journal_seq: 0,
             agents: sources.agents.len(),
-            embeddings: None,
             fingerprint: String::new(),
         };
-        Agents::new(stored, AgentIndex::build(sources.agents)).unwrap()
+        Agents::new(stored, AgentIndex::build(sources.agents), None).unwrap()
     }
 
     fn built(build: &Agents, i: usize) -> Agent {

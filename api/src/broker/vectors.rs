@@ -54,7 +54,7 @@ fn search_status(broker: &Agents, vectors: Option<&Vectors>) -> Value {
     let mut status = json!({"enabled": enabled, "healthy": healthy, "mode": mode, "lastUpdated": broker.loaded_at,
     "details": {
         "agents": broker.index.len(),
-        "embeddedAgents": broker.embeddings.as_ref().map_or(0, |e| e.vectors.len()),
+        "embeddedAgents": broker.embeddings.as_ref().map_or(0, |e| e.len()),
         "model": broker.embeddings.as_ref().map(|e| e.model.clone()),
         "reason": reason,
     }});
@@ -199,7 +199,7 @@ pub async fn search(request: Request) -> Answer {
         }
     };
     let embedded = fresh.remove(0);
-    let dimensions = embeddings.vectors.first().map_or(embedded.len(), Vec::len);
+    let dimensions = if embeddings.is_empty() { embedded.len() } else { embeddings.dimensions() };
     if embedded.len() != dimensions || fresh.iter().any(|v| v.len() != dimensions) {
         let message = "the provider's embeddings differ in length from the build's agents'";
         return Err(Error::new(StatusCode::INTERNAL_SERVER_ERROR, "embedding_failed", message));
@@ -219,7 +219,7 @@ pub async fn search(request: Request) -> Answer {
         .map(|at| Candidate {
             hit: Hit { part: 0, at },
             id: broker.index.records.keys(at).id,
-            vector: &embeddings.vectors[at],
+            vector: Vector::Mapped(embeddings.get(at)),
             text: base_text.get(&at).copied(),
         })
         .collect();
@@ -229,7 +229,7 @@ pub async fn search(request: Request) -> Answer {
         candidates.extend(live_hits.iter().map(|live| Candidate {
             hit: live.hit,
             id: &live.agent.id,
-            vector: live.vector.as_deref().expect("embedded above"),
+            vector: Vector::Held(live.vector.as_deref().expect("embedded above")),
             text: scores[live.hit.part - 1].get(&live.hit.at).copied(),
         }));
     }
@@ -263,8 +263,23 @@ struct LiveHit<'a> {
 struct Candidate<'a> {
     hit: Hit,
     id: &'a str,
-    vector: &'a [f32],
+    vector: Vector<'a>,
     text: Option<f32>,
+}
+
+/// An embedding: a live agent's, or a build's as its mapped bytes.
+enum Vector<'a> {
+    Held(&'a [f32]),
+    Mapped(&'a [u8]),
+}
+
+impl Vector<'_> {
+    fn dot(&self, query: &[f32]) -> f32 {
+        match self {
+            Vector::Held(v) => embed::dot(query, v),
+            Vector::Mapped(bytes) => almanac::broker::records::dot_bytes(query, bytes),
+        }
+    }
 }
 
 /// BM25F relevance of `query` by agent position; a live index is scored
@@ -285,7 +300,7 @@ fn fuse(query: &[f32], candidates: &[Candidate]) -> Vec<(usize, f64)> {
             score[n] += 1.0 / (FUSION_K + rank as f64 + 1.0);
         }
     };
-    add(candidates.iter().enumerate().map(|(n, c)| (n, embed::dot(query, c.vector))).collect());
+    add(candidates.iter().enumerate().map(|(n, c)| (n, c.vector.dot(query))).collect());
     add(candidates.iter().enumerate().filter_map(|(n, c)| c.text.map(|t| (n, t))).collect());
     let mut out: Vec<(usize, f64)> = score.into_iter().enumerate().collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| candidates[a.0].id.cmp(candidates[b.0].id)));

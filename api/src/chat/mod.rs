@@ -19,10 +19,10 @@ pub mod sessions;
 pub mod sse;
 pub mod turn;
 
-use std::borrow::Cow;
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use warp::http::StatusCode;
 
 use crate::reply::{self, Answer, Error};
@@ -131,9 +131,10 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
                 return Err(Error::new(StatusCode::BAD_REQUEST, "invalid_uaid", "uaid: not a UAID").naming("uaid"));
             }
             let view = request.app.overlay.view();
-            let record = crate::broker::register::lookup(request, &view, &uaid)?.map(Cow::into_owned).ok_or_else(|| {
-                Error::new(StatusCode::NOT_FOUND, "uaid_not_found", format!("no agent {uaid} is indexed here"))
-            })?;
+            let record =
+                crate::broker::register::lookup(request, &view, &uaid)?.map(Cow::into_owned).ok_or_else(|| {
+                    Error::new(StatusCode::NOT_FOUND, "uaid_not_found", format!("no agent {uaid} is indexed here"))
+                })?;
             let target = relay::target(&chat.client, &record, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
             let skills = match &target {
                 Target::A2a(card) => card.skills.clone(),

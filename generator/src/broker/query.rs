@@ -762,7 +762,8 @@ mod tests {
                 .collect();
             let kept = set.iter().enumerate().filter(|(i, _)| !excluded.contains(*i)).map(|(_, a)| a);
             let expected = super::super::render::similar_live(agent, kept);
-            let expected: Vec<&str> = expected["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+            let expected: Vec<&str> =
+                expected["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
             assert_eq!(got, expected, "{}", agent.id);
             assert_eq!(got.len(), 8);
         }
@@ -827,7 +828,8 @@ mod tests {
             let query = SearchQuery::parse(raw).unwrap();
             let merged = merge(&parts, &query);
             let expected = search(&truth, &query);
-            let expected_ids: Vec<String> = expected.hits.iter().map(|i| truth.records.keys(*i).id.to_string()).collect();
+            let expected_ids: Vec<String> =
+                expected.hits.iter().map(|i| truth.records.keys(*i).id.to_string()).collect();
             assert_eq!(ids_of(&merged), expected_ids, "{raw}");
             assert_eq!(merged.total, expected.total, "{raw}");
             assert_eq!(merged.aggregations, expected.aggregations, "{raw}");

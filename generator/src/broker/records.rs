@@ -1,8 +1,10 @@
-//! Each agent's record as search serves it, and the keys that order and
-//! find it, outside the heap: the generator writes them beside the text
-//! index (`records.bin`, `keys.bin`) as the agents stream, and the api
-//! maps them. A search hit is its record's bytes copied into the answer;
-//! sorting across indexes and looking up a UAID read only the keys.
+//! Each agent's record as search serves it, the keys that order and find
+//! it, and its embedding when the build has them, outside the heap: the
+//! generator writes them beside the text index (`records.bin`, `keys.bin`,
+//! `vectors.bin`) as the agents stream, and the api maps them. A search
+//! hit is its record's bytes copied into the answer; sorting across
+//! indexes and looking up a UAID read only the keys; hybrid search reads
+//! the vectors in place.
 //!
 //! Both files are lists of byte strings ([`Packer`], [`Packed`]): the
 //! strings end to end, their offsets after them, then a trailer, then a
@@ -27,8 +29,12 @@ pub const RECORDS: &str = "records.bin";
 /// Each agent's keys, by position, and a table of UAID hashes.
 pub const KEYS: &str = "keys.bin";
 
+/// Each agent's embedding, by position (the model's name as the trailer).
+pub const VECTORS: &str = "vectors.bin";
+
 const RECORDS_MAGIC: &[u8; 8] = b"ALMREC01";
 const KEYS_MAGIC: &[u8; 8] = b"ALMKEY01";
+const VECTORS_MAGIC: &[u8; 8] = b"ALMVEC01";
 /// The footer: the count, where the offsets and the trailer start, the
 /// trailer's length, and the magic again.
 const FOOTER: usize = 40;
@@ -116,7 +122,11 @@ impl Records {
             bail!("{}: the keys of agent {bad} are not keys", path.display());
         }
         let table = keys.trailer();
-        ensure!(table.len() == keys.len() * UAID_ENTRY, "{}: the UAID table is not one entry per agent", path.display());
+        ensure!(
+            table.len() == keys.len() * UAID_ENTRY,
+            "{}: the UAID table is not one entry per agent",
+            path.display()
+        );
         let entries: Vec<(u64, u32)> = (0..keys.len()).map(|n| uaid_entry(table, n)).collect();
         ensure!(
             entries.windows(2).all(|w| w[0] < w[1]) && entries.iter().all(|(_, at)| (*at as usize) < keys.len()),
@@ -219,32 +229,104 @@ fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// Writes the records and keys of agents given in position order.
+/// The agents' embeddings, mapped: one vector of little-endian `f32`s per
+/// agent, all of one length, made by one model.
+pub struct Vectors {
+    pub model: String,
+    packed: Packed,
+    dimensions: usize,
+}
+
+impl Vectors {
+    /// The embeddings in the search index folder `dir`; `None` when the
+    /// build has none.
+    pub fn open(dir: &Path) -> Result<Option<Vectors>> {
+        let path = dir.join(VECTORS);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let packed = Packed::open(&path, VECTORS_MAGIC)?;
+        let model = std::str::from_utf8(packed.trailer())
+            .with_context(|| format!("{}: the model's name is not UTF-8", path.display()))?
+            .to_string();
+        let dimensions = if packed.len() == 0 { 0 } else { packed.get(0).len() / 4 };
+        ensure!(
+            (0..packed.len()).all(|i| packed.get(i).len() == dimensions * 4),
+            "{}: the vectors differ in length",
+            path.display()
+        );
+        Ok(Some(Vectors { model, packed, dimensions }))
+    }
+
+    pub fn len(&self) -> usize {
+        self.packed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn dimensions(&self) -> usize {
+        self.dimensions
+    }
+
+    /// Agent `i`'s vector, as its bytes.
+    pub fn get(&self, i: usize) -> &[u8] {
+        self.packed.get(i)
+    }
+}
+
+/// The dot product of `query` and a vector kept as little-endian bytes.
+pub fn dot_bytes(query: &[f32], vector: &[u8]) -> f32 {
+    query.iter().zip(vector.chunks_exact(4)).map(|(x, y)| x * f32::from_le_bytes([y[0], y[1], y[2], y[3]])).sum()
+}
+
+/// Writes the records, keys (and embeddings) of agents given in position
+/// order.
 pub struct Writer {
     records: Packer,
     keys: Packer,
+    vectors: Option<(Packer, String)>,
     uaids: Vec<(u64, u32)>,
     scratch: Vec<u8>,
 }
 
 impl Writer {
-    /// Starts both files in the search index folder `dir` (which exists).
-    pub fn create(dir: &Path) -> Result<Writer> {
+    /// Starts the files in the search index folder `dir` (which exists);
+    /// the embeddings' too when the agents have them, made by `model`.
+    pub fn create(dir: &Path, model: Option<&str>) -> Result<Writer> {
+        let vectors = match model {
+            Some(model) => Some((Packer::create(&dir.join(VECTORS), VECTORS_MAGIC)?, model.to_string())),
+            None => None,
+        };
         Ok(Writer {
             records: Packer::create(&dir.join(RECORDS), RECORDS_MAGIC)?,
             keys: Packer::create(&dir.join(KEYS), KEYS_MAGIC)?,
+            vectors,
             uaids: Vec::new(),
             scratch: Vec::new(),
         })
     }
 
-    /// Appends `batch`, serialised over the cores.
-    pub fn add(&mut self, batch: &[Agent]) -> Result<()> {
-        use rayon::prelude::*;
-        let json: Vec<Vec<u8>> = batch.par_iter().map(|a| serde_json::to_vec(a).expect("agents serialise")).collect();
+    /// Appends `batch`, each agent with its record as serialised (`json`)
+    /// and, when the writer keeps embeddings, its vector.
+    pub fn add(&mut self, batch: &[Agent], json: &[String], vectors: Option<&[Vec<f32>]>) -> Result<()> {
+        ensure!(json.len() == batch.len(), "a record for each agent");
+        match (&mut self.vectors, vectors) {
+            (Some((packer, _)), Some(vectors)) => {
+                ensure!(vectors.len() == batch.len(), "an embedding for each agent");
+                for vector in vectors {
+                    self.scratch.clear();
+                    vector.iter().for_each(|x| self.scratch.extend_from_slice(&x.to_le_bytes()));
+                    packer.push(&self.scratch)?;
+                }
+            }
+            (None, None) => {}
+            _ => bail!("embeddings for some agents and not others"),
+        }
         for (agent, json) in batch.iter().zip(json) {
             self.uaids.push((fnv(agent.uaid.as_str()), self.records.offsets.len() as u32 - 1));
-            self.records.push(&json)?;
+            self.records.push(json.as_bytes())?;
             self.scratch.clear();
             Keys::of(agent).write(&mut self.scratch);
             self.keys.push(&self.scratch)?;
@@ -252,7 +334,7 @@ impl Writer {
         Ok(())
     }
 
-    /// Ends both files (the UAID table sorted into the keys' trailer) and
+    /// Ends the files (the UAID table sorted into the keys' trailer) and
     /// syncs them.
     pub fn finish(mut self) -> Result<()> {
         self.uaids.sort_unstable();
@@ -260,6 +342,9 @@ impl Writer {
         for (hash, at) in &self.uaids {
             table.extend_from_slice(&hash.to_le_bytes());
             table.extend_from_slice(&at.to_le_bytes());
+        }
+        if let Some((packer, model)) = self.vectors {
+            packer.finish(model.as_bytes())?;
         }
         self.records.finish(&[])?;
         self.keys.finish(&table)
@@ -376,10 +461,10 @@ impl Packed {
 }
 
 fn name(magic: &[u8; 8]) -> &'static str {
-    if magic == RECORDS_MAGIC {
-        "agent records"
-    } else {
-        "agent keys"
+    match magic {
+        RECORDS_MAGIC => "agent records",
+        KEYS_MAGIC => "agent keys",
+        _ => "agent embeddings",
     }
 }
 
@@ -408,12 +493,18 @@ mod tests {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = Scratch(std::env::temp_dir().join(format!("almanac-records-{}-{n}", std::process::id())));
         std::fs::create_dir_all(dir.path()).unwrap();
-        let mut writer = Writer::create(dir.path()).unwrap();
-        for batch in agents.chunks(7) {
-            writer.add(batch).unwrap();
+        let mut writer = Writer::create(dir.path(), Some("model-x")).unwrap();
+        for (n, batch) in agents.chunks(7).enumerate() {
+            let json: Vec<String> = batch.iter().map(|a| serde_json::to_string(a).unwrap()).collect();
+            writer.add(batch, &json, Some(&vectors(n * 7, batch.len()))).unwrap();
         }
         writer.finish().unwrap();
         dir
+    }
+
+    /// Embeddings of three dimensions for agents `from..from + n`.
+    fn vectors(from: usize, n: usize) -> Vec<Vec<f32>> {
+        (from..from + n).map(|i| vec![i as f32, -0.5, 1.0 / (i as f32 + 1.0)]).collect()
     }
 
     /// A mapped set answers as the same set held in memory: records, keys,
@@ -434,8 +525,16 @@ mod tests {
         }
         assert_eq!(mapped.find("uaid:aid:nobody"), None);
         assert_eq!(mapped.find(""), None);
+        let vectors = Vectors::open(dir.path()).unwrap().unwrap();
+        assert_eq!((vectors.model.as_str(), vectors.len(), vectors.dimensions()), ("model-x", 120, 3));
+        for (i, vector) in super::tests::vectors(0, 120).iter().enumerate() {
+            let query = [0.25, 2.0, -1.0];
+            assert_eq!(dot_bytes(&query, vectors.get(i)), crate::broker::embed::dot(&query, vector));
+        }
         let empty = written(&[]);
         assert!(Records::open(empty.path()).unwrap().is_empty());
+        std::fs::remove_file(empty.path().join(VECTORS)).unwrap();
+        assert!(Vectors::open(empty.path()).unwrap().is_none());
     }
 
     /// A cut or damaged file, or one file of another build, is refused.

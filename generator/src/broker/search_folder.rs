@@ -1,7 +1,8 @@
 //! A build's search index folder (`data/search/<id>/`): the text index
-//! (`broker::text`), the columns (`broker::columns`) and the records and
-//! keys (`broker::records`) of the same agents in the same order, written
-//! together as the agents stream past and opened together by the api.
+//! (`broker::text`), the columns (`broker::columns`) and the records, keys
+//! and embeddings (`broker::records`) of the same agents in the same
+//! order, written together as the agents stream past and opened together
+//! by the api.
 
 use std::path::Path;
 
@@ -21,21 +22,23 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts the folder `dir` (made here) for `count` agents; the text
-    /// index is made on `threads` within `memory` bytes.
-    pub fn create(dir: &Path, count: usize, threads: usize, memory: usize) -> Result<Writer> {
+    /// Starts the folder `dir` (made here) for `count` agents, with their
+    /// embeddings when they have some (made by `model`); the text index is
+    /// made on `threads` within `memory` bytes.
+    pub fn create(dir: &Path, count: usize, model: Option<&str>, threads: usize, memory: usize) -> Result<Writer> {
         Ok(Writer {
             text: TextWriter::create(dir, threads, memory)?,
             columns: columns::Builder::new(count),
-            records: records::Writer::create(dir)?,
+            records: records::Writer::create(dir, model)?,
         })
     }
 
-    /// Adds the next agents.
-    pub fn add(&mut self, batch: &[Agent]) -> Result<()> {
+    /// Adds the next agents, each with its record as serialised (`json`)
+    /// and its embedding when the folder keeps them.
+    pub fn add(&mut self, batch: &[Agent], json: &[String], vectors: Option<&[Vec<f32>]>) -> Result<()> {
         self.text.add(batch)?;
         batch.iter().for_each(|agent| self.columns.add(agent));
-        self.records.add(batch)
+        self.records.add(batch, json, vectors)
     }
 
     /// Ends the folder: the text index merged and committed, the columns
@@ -71,9 +74,10 @@ mod tests {
         let (built, live) = set.split_at(260);
         let dir = std::env::temp_dir().join(format!("almanac-search-folder-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let mut writer = Writer::create(&dir, built.len(), 2, 40_000_000).unwrap();
+        let mut writer = Writer::create(&dir, built.len(), None, 2, 40_000_000).unwrap();
         for batch in built.chunks(50) {
-            writer.add(batch).unwrap();
+            let json: Vec<String> = batch.iter().map(|a| serde_json::to_string(a).unwrap()).collect();
+            writer.add(batch, &json, None).unwrap();
         }
         writer.finish(&dir).unwrap();
         let (opened, held) = (open(&dir).unwrap(), AgentIndex::build(built.to_vec()));

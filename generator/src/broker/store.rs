@@ -38,8 +38,8 @@ pub struct Embeddings {
 }
 
 /// What the api reads of a snapshot's broker tables: all but the agents'
-/// records, which it maps from the build's search index folder
-/// (`broker::search_folder`).
+/// records and embeddings, which it maps from the build's search index
+/// folder (`broker::search_folder`).
 pub struct Stored {
     pub catalog: Catalog,
     pub feedback: Vec<FeedbackEntry>,
@@ -47,7 +47,6 @@ pub struct Stored {
     pub journal_seq: u64,
     /// How many agents the build holds.
     pub agents: usize,
-    pub embeddings: Option<Embeddings>,
     /// SHA-256 of the broker tables: equal fingerprints, equal contents.
     pub fingerprint: String,
 }
@@ -68,13 +67,11 @@ impl<'c> Writer<'c> {
         Ok(Writer { tx, fingerprint: Sha256::new(), position: 0 })
     }
 
-    /// The next agents of the index, in order; `embeddings` holds a vector
-    /// for every agent of the index, by position.
-    pub fn append(&mut self, agents: &[Agent], embeddings: Option<&Embeddings>) -> Result<()> {
-        use rayon::prelude::*;
+    /// The next agents of the index, in order, with their records as
+    /// serialised; `embeddings` holds a vector for every agent of the
+    /// index, by position.
+    pub fn append(&mut self, agents: &[Agent], records: &[String], embeddings: Option<&Embeddings>) -> Result<()> {
         let start = self.position;
-        let records: Vec<String> =
-            agents.par_iter().map(|a| serde_json::to_string(a).expect("agents serialise")).collect();
         records.iter().for_each(|r| self.fingerprint.update(r.as_bytes()));
         let positions = start..start + agents.len();
         let vectors = columnar::float_lists(positions.clone().map(|i| embeddings.map(|e| e.vectors[i].as_slice())));
@@ -168,36 +165,23 @@ pub fn fingerprint(conn: &Connection) -> Result<Option<String>> {
     meta(conn, "fingerprint")
 }
 
-/// The broker tables of an open snapshot but the agents' records; `None`
-/// when the build has none.
+/// The broker tables of an open snapshot but the agents' records and
+/// embeddings; `None` when the build has none.
 pub fn load(conn: &Connection) -> Result<Option<Stored>> {
     let Some(fingerprint) = meta(conn, "fingerprint")? else { return Ok(None) };
     let catalog: String = conn.query_row("SELECT record FROM broker_catalog", [], |r| r.get(0))?;
     let catalog: Catalog = serde_json::from_str(&catalog).context("broker_catalog")?;
     let agents: u64 = conn.query_row("SELECT count(*) FROM broker_agents", [], |r| r.get(0))?;
-    let model = meta(conn, "embedding_model")?;
-    let mut vectors: Vec<Vec<f32>> = Vec::new();
-    if model.is_some() {
-        let mut stmt = conn.prepare("SELECT embedding FROM broker_agents ORDER BY position")?;
-        for batch in stmt.query_arrow([])? {
-            let embedded = columnar::float_lists_of(&batch, 0).context("broker_agents.embedding")?;
-            vectors.extend(embedded.into_iter().flatten());
-        }
-    }
     let mut feedback: Vec<FeedbackEntry> = Vec::new();
     let mut stmt = conn.prepare("SELECT record FROM broker_feedback")?;
     for record in stmt.query_map([], |r| r.get::<_, String>(0))? {
         feedback.push(serde_json::from_str(&record?).context("broker_feedback.record")?);
     }
-    let embeddings = match model {
-        Some(model) if vectors.len() as u64 == agents => Some(Embeddings { model, vectors }),
-        _ => None,
-    };
     let journal_seq = match meta(conn, "journal_seq")? {
         Some(text) => text.parse().context("broker_meta.journal_seq")?,
         None => 0,
     };
-    Ok(Some(Stored { catalog, feedback, journal_seq, agents: agents as usize, embeddings, fingerprint }))
+    Ok(Some(Stored { catalog, feedback, journal_seq, agents: agents as usize, fingerprint }))
 }
 
 const CACHE_SCHEMA: &str =
