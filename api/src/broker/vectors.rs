@@ -285,7 +285,7 @@ impl Vector<'_> {
 /// BM25F relevance of `query` by agent position; a live index is scored
 /// beside the build's (so the two compare).
 fn text_scores(index: &AgentIndex, query: &str, build: Option<&AgentIndex>) -> HashMap<usize, f32> {
-    index.text.scores(query, build.map(|b| &b.text), None).into_iter().map(|(i, score)| (i as usize, score)).collect()
+    index.text.scores(query, build.map(|b| &b.text)).into_iter().map(|(i, score)| (i as usize, score)).collect()
 }
 
 /// Reciprocal rank fusion of the cosine ranking and the BM25F ranking of

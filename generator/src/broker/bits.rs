@@ -67,12 +67,24 @@ impl Bits {
     }
 
     pub fn count(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        popcount::ones(&self.words, None)
     }
 
     /// The size of the intersection, without building it.
     pub fn count_with(&self, other: &Bits) -> usize {
-        self.words.iter().zip(&other.words).map(|(a, b)| (a & b).count_ones() as usize).sum()
+        popcount::ones(&self.words, Some(&other.words))
+    }
+
+    /// The indices of the words holding a member: where a sparse set's
+    /// intersections are ([`Bits::count_with_in`]).
+    pub fn occupied(&self) -> Vec<u32> {
+        (0..self.words.len() as u32).filter(|w| self.words[*w as usize] != 0).collect()
+    }
+
+    /// [`Bits::count_with`], reading only the words `occupied` names (all
+    /// of this set's members must be in them).
+    pub fn count_with_in(&self, other: &Bits, occupied: &[u32]) -> usize {
+        popcount::ones_at(&self.words, &other.words, occupied)
     }
 
     /// Keeps only the members `keep` accepts (it sees only members).
@@ -104,6 +116,56 @@ impl Bits {
     }
 }
 
+/// Population counts: the CPU's `popcnt` instruction where it has one
+/// (asked at run time, so one binary runs everywhere), else Rust's
+/// portable count. Counting is most of an aggregation's work.
+mod popcount {
+    /// The ones of `a`, or of `a & b`.
+    pub fn ones(a: &[u64], b: Option<&[u64]>) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("popcnt") {
+            // Safety: the CPU has the instruction the function is built with.
+            return unsafe { ones_popcnt(a, b) };
+        }
+        portable(a, b)
+    }
+
+    /// The ones of `a & b` in the words `at`.
+    pub fn ones_at(a: &[u64], b: &[u64], at: &[u32]) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("popcnt") {
+            // Safety: as above.
+            return unsafe { ones_at_popcnt(a, b, at) };
+        }
+        portable_at(a, b, at)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn ones_popcnt(a: &[u64], b: Option<&[u64]>) -> usize {
+        portable(a, b)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn ones_at_popcnt(a: &[u64], b: &[u64], at: &[u32]) -> usize {
+        portable_at(a, b, at)
+    }
+
+    #[inline(always)]
+    fn portable_at(a: &[u64], b: &[u64], at: &[u32]) -> usize {
+        at.iter().map(|w| (a[*w as usize] & b[*w as usize]).count_ones() as usize).sum()
+    }
+
+    #[inline(always)]
+    fn portable(a: &[u64], b: Option<&[u64]>) -> usize {
+        match b {
+            None => a.iter().map(|w| w.count_ones() as usize).sum(),
+            Some(b) => a.iter().zip(b).map(|(x, y)| (x & y).count_ones() as usize).sum(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +184,8 @@ mod tests {
             and.intersect(&y);
             assert_eq!(and.iter().collect::<Vec<_>>(), both);
             assert_eq!(x.count_with(&y), both.len());
+            assert_eq!(x.count_with_in(&y, &x.occupied()), both.len());
+            assert_eq!(x.occupied().len(), x.words().iter().filter(|w| **w != 0).count());
             let mut or = x.clone();
             or.unite(&y);
             assert_eq!(or.count(), a.len() + b.len() - both.len());

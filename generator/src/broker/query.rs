@@ -17,7 +17,6 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -303,8 +302,9 @@ pub fn order(query: &SearchQuery) -> Option<(SortBy, bool)> {
     Some((sort_by, query.ascending.unwrap_or(matches!(sort_by, SortBy::Oldest | SortBy::Name))))
 }
 
-/// The agents passing every filter of `query` (its `q` aside).
-fn keep(index: &AgentIndex, query: &SearchQuery) -> Bits {
+/// The agents passing every filter of `query` (its `q` aside) but the
+/// numeric thresholds ([`thresholds`]).
+fn categories(index: &AgentIndex, query: &SearchQuery) -> Bits {
     let c = &index.columns;
     let n = c.len;
     let mut keep = Bits::full(n);
@@ -341,15 +341,30 @@ fn keep(index: &AgentIndex, query: &SearchQuery) -> Bits {
         }
         keep.intersect(&matching);
     }
-    // Numeric thresholds test only the agents still in.
+    keep
+}
+
+/// Leaves in `kept` the agents passing the numeric thresholds of `query`
+/// (a test per agent still in: applied last, to the fewest).
+fn thresholds(index: &AgentIndex, query: &SearchQuery, kept: &mut Bits) {
+    let c = &index.columns;
     if let Some(t) = query.min_trust {
-        keep.retain(|i| c.trust[i] >= t);
+        // The agents at or above `t` lead the trust order: when fewer than
+        // are still in, the set of them is made from there instead.
+        let order = &c.orders[order_slot(SortBy::TrustScore, false)];
+        let above = order.partition_point(|i| c.trust[*i as usize] >= t);
+        if above < kept.count() {
+            kept.intersect(&Bits::from_positions(c.len, order[..above].iter().map(|i| *i as usize)));
+        } else {
+            kept.retain(|i| c.trust[i] >= t);
+        }
     }
     for (signal, min) in &query.min_signals {
-        let Some(column) = c.signals.get(signal) else { return Bits::empty(n) };
-        keep.retain(|i| column[i] >= *min);
+        match c.signals.get(signal) {
+            Some(column) => kept.retain(|i| column[i] >= *min),
+            None => *kept = Bits::empty(c.len),
+        }
     }
-    keep
 }
 
 /// One page of a search, as indices into the agents.
@@ -394,14 +409,13 @@ impl Aggregations {
 
 fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
     let c = &index.columns;
+    // A sparse set (most of its words empty) is counted where it has
+    // members only.
+    let occupied = matched.occupied();
+    let sparse = occupied.len() * 2 < matched.words().len();
+    let count = |set: &Bits| if sparse { matched.count_with_in(set, &occupied) } else { matched.count_with(set) };
     let named = |field: &Field| -> BTreeMap<String, usize> {
-        field
-            .values
-            .iter()
-            .zip(&field.sets)
-            .map(|(k, set)| (k.clone(), matched.count_with(set)))
-            .filter(|(_, n)| *n > 0)
-            .collect()
+        field.values.iter().zip(&field.sets).map(|(k, set)| (k.clone(), count(set))).filter(|(_, n)| *n > 0).collect()
     };
     let labels: BTreeMap<u8, &String> = c.capability_codes.iter().map(|(slug, code)| (*code, slug)).collect();
     Aggregations {
@@ -414,7 +428,7 @@ fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
             .capabilities
             .iter()
             .enumerate()
-            .map(|(code, set)| (code, matched.count_with(set)))
+            .map(|(code, set)| (code, count(set)))
             .filter(|(_, n)| *n > 0)
             .map(|(code, n)| (labels.get(&(code as u8)).map_or(code.to_string(), |l| l.to_string()), n))
             .collect(),
@@ -423,7 +437,9 @@ fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
 
 /// Agents passing every filter of `query` (its `q` aside), in index order.
 pub fn filtered(index: &AgentIndex, query: &SearchQuery) -> Vec<usize> {
-    keep(index, query).iter().collect()
+    let mut kept = categories(index, query);
+    thresholds(index, query, &mut kept);
+    kept.iter().collect()
 }
 
 /// The `limit` agents sharing the most capabilities of `mask` (at least
@@ -466,37 +482,29 @@ pub fn search_excluding(
     excluded: Option<&Bits>,
     reference: Option<&TextIndex>,
 ) -> Page {
-    let n = index.columns.len;
-    let mut matched = keep(index, query);
+    let mut matched = categories(index, query);
     if let Some(excluded) = excluded {
         matched.subtract(excluded);
     }
-    // With `q`, the text index collects only the agents kept so far.
-    let scored: Option<Vec<(u32, f32)>> = query.q.as_ref().map(|q| {
-        let within = Arc::new(std::mem::replace(&mut matched, Bits::empty(0)));
-        let hits = index.text.scores(q, reference, Some(&within));
-        matched = Bits::from_positions(n, hits.iter().map(|(doc, _)| *doc as usize));
-        hits
-    });
+    // With `q`, what matches is read from the postings; only a page in
+    // relevance order is scored, below.
+    if let Some(q) = &query.q {
+        matched.intersect(&index.text.matching(q));
+    }
+    thresholds(index, query, &mut matched);
     let total = matched.count();
     let aggregations = query.include_aggregations.then(|| aggregate(index, &matched));
     let start = (query.page - 1).saturating_mul(query.limit);
     let end = start.saturating_add(query.limit).min(total);
     let mut scores = Vec::new();
-    let hits = match scored {
+    let hits = match &query.q {
         _ if start >= total => Vec::new(),
-        // With `q` and no `sortBy`: by relevance, ties by id. Only the
-        // first `end` need ordering.
-        Some(mut scored) if query.sort_by.is_none() => {
-            let rank = |i: u32| index.columns.id_rank[i as usize];
-            let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| rank(a.0).cmp(&rank(b.0)));
-            if end < scored.len() {
-                scored.select_nth_unstable_by(end - 1, order);
-                scored.truncate(end);
-            }
-            scored.sort_unstable_by(order);
-            scores = scored[start..].iter().map(|(_, score)| *score).collect();
-            scored[start..].iter().map(|(i, _)| *i as usize).collect()
+        // With `q` and no `sortBy`: by relevance, ties by id; the text
+        // index finds the first `end` without scoring every match.
+        Some(q) if query.sort_by.is_none() => {
+            let top = index.text.top(q, reference, &matched, end, &index.columns.id_rank);
+            scores = top[start.min(top.len())..].iter().map(|(_, score)| *score).collect();
+            top[start.min(top.len())..].iter().map(|(i, _)| *i as usize).collect()
         }
         // Otherwise walk the sort's order until the page is full.
         _ => {
@@ -664,6 +672,9 @@ mod tests {
             ),
             ("capabilities=code-generation", Box::new(|a| a.capabilities.contains(&4))),
             ("minTrust=70", Box::new(|a| a.trust_score >= 70.0)),
+            // Fewer kept than trusted enough: tested one by one.
+            ("registries=olas&minTrust=20", Box::new(|a| a.registry == "olas" && a.trust_score >= 20.0)),
+            ("minTrust=100", Box::new(|a| a.trust_score >= 100.0)),
             (
                 "minSignals=uptime:95,verifiedOwner:100",
                 Box::new(|a| a.trust_signals["uptime"] >= 95.0 && a.trust_signals["verifiedOwner"] >= 100.0),

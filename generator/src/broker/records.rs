@@ -413,6 +413,11 @@ impl Packed {
         // bounds-checked, so bytes changed under the map give wrong
         // answers, not undefined behaviour (the map is only read as bytes).
         let map = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("mapping {}", path.display()))?;
+        // A search reads a few records here and there: no read-ahead
+        // around each (it would fill the page cache, and the api's
+        // resident size, with records nobody asked for).
+        #[cfg(unix)]
+        map.advise(memmap2::Advice::Random).with_context(|| format!("advising {}", path.display()))?;
         Packed::new(map, magic).with_context(|| format!("{} is not a list of {}", path.display(), name(magic)))
     }
 

@@ -19,6 +19,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::ColumnValues;
+use tantivy::postings::BlockSegmentPostings;
+use tantivy::query::EnableScoring;
 use tantivy::query::{Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur, PhrasePrefixQuery, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST};
 use tantivy::tokenizer::{
@@ -188,8 +190,9 @@ impl TextIndex {
             .map(|segment| {
                 let column = segment.fast_fields().u64("position")?.first_or_default_col(0);
                 let max = segment.max_doc();
+                let agents = u64::from(searcher.num_docs() as u32);
                 anyhow::ensure!(
-                    (0..max).all(|doc| column.get_val(doc) <= u64::from(u32::MAX)),
+                    (0..max).all(|doc| column.get_val(doc) < agents),
                     "a document's position is out of range"
                 );
                 Ok((0..max).map(|doc| column.get_val(doc) as u32).collect())
@@ -210,17 +213,16 @@ impl TextIndex {
     /// Every agent matching any word of `query`, by position, with its
     /// score (any order). A word repeated in the query counts once.
     pub fn search(&self, query: &str) -> Vec<(u32, f32)> {
-        self.scores(query, None, None)
+        self.scores(query, None)
     }
 
     /// [`TextIndex::search`]; with a `reference`, scored as if this
     /// index's agents were part of it (term rarity and field lengths are
     /// those of both together): for a small index beside a large one (the
-    /// live overlay beside a build), so that their scores compare. With
-    /// `within`, only the agents in it.
-    pub fn scores(&self, query: &str, reference: Option<&TextIndex>, within: Option<&Arc<Bits>>) -> Vec<(u32, f32)> {
+    /// live overlay beside a build), so that their scores compare.
+    pub fn scores(&self, query: &str, reference: Option<&TextIndex>) -> Vec<(u32, f32)> {
         let Some(parsed) = self.query(query) else { return Vec::new() };
-        let collector = Positions { positions: &self.positions, within };
+        let collector = Positions { positions: &self.positions };
         let found = match reference {
             Some(reference) => {
                 let both = Both { own: &self.searcher, reference: &reference.searcher };
@@ -231,9 +233,9 @@ impl TextIndex {
         found.expect("a search over mapped or in-memory segments")
     }
 
-    /// `query` as tantivy's: each distinct stemmed word, and the last word
-    /// also as a prefix; `None` without words.
-    fn query(&self, query: &str) -> Option<BooleanQuery> {
+    /// What `query` looks for: each distinct stemmed word, and the last
+    /// word as typed (from [`MIN_PREFIX`] letters) as a prefix.
+    fn terms(&self, query: &str) -> (Vec<String>, Option<String>) {
         let mut analyzer = self.analyzer.clone();
         let mut words: Vec<String> = Vec::new();
         let mut stream = analyzer.token_stream(query);
@@ -242,18 +244,125 @@ impl TextIndex {
                 words.push(token.text.clone());
             }
         }
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        let field = self.fields.text;
-        for word in &words {
-            let term = TermQuery::new(Term::from_field_text(field, word), IndexRecordOption::WithFreqs);
-            clauses.push((Occur::Should, Box::new(term)));
-        }
-        let last = tokens(query).last().filter(|w| w.len() >= MIN_PREFIX && w.len() <= 40);
-        if let Some(prefix) = last {
-            let term = PhrasePrefixQuery::new(vec![Term::from_field_text(field, &prefix)]);
+        (words, tokens(query).last().filter(|w| w.len() >= MIN_PREFIX && w.len() <= 40))
+    }
+
+    /// `words` as tantivy's query: one term each, summed.
+    fn words_query(&self, words: &[String]) -> Vec<(Occur, Box<dyn Query>)> {
+        let term =
+            |word: &String| TermQuery::new(Term::from_field_text(self.fields.text, word), IndexRecordOption::WithFreqs);
+        words.iter().map(|word| (Occur::Should, Box::new(term(word)) as Box<dyn Query>)).collect()
+    }
+
+    /// `query` as tantivy's: each distinct stemmed word, and the last word
+    /// also as a prefix (a constant score); `None` without words.
+    fn query(&self, query: &str) -> Option<BooleanQuery> {
+        let (words, prefix) = self.terms(query);
+        let mut clauses = self.words_query(&words);
+        if let Some(prefix) = prefix {
+            let term = PhrasePrefixQuery::new(vec![Term::from_field_text(self.fields.text, &prefix)]);
             clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(term), PREFIX))));
         }
         (!clauses.is_empty()).then(|| BooleanQuery::new(clauses))
+    }
+
+    /// The agents matching any word of `query` (the last also as a
+    /// prefix), read from the postings alone: what a search with `q`
+    /// keeps, nothing scored.
+    pub fn matching(&self, query: &str) -> Bits {
+        let (words, prefix) = self.terms(query);
+        self.having(&words, prefix.as_deref())
+    }
+
+    /// The agents having any of `words`, or a word starting with `prefix`.
+    fn having(&self, words: &[String], prefix: Option<&str>) -> Bits {
+        let mut out = Bits::empty(self.len());
+        let field = self.fields.text;
+        for (segment, positions) in self.searcher.segment_readers().iter().zip(&self.positions) {
+            let inverted = segment.inverted_index(field).expect("a mapped or in-memory segment");
+            let mut add = |mut postings: BlockSegmentPostings| {
+                while !postings.docs().is_empty() {
+                    postings.docs().iter().for_each(|doc| out.insert(positions[*doc as usize] as usize));
+                    postings.advance();
+                }
+            };
+            for word in words {
+                let term = Term::from_field_text(field, word);
+                let postings = inverted.read_block_postings(&term, IndexRecordOption::Basic);
+                postings.expect("a mapped or in-memory segment").into_iter().for_each(&mut add);
+            }
+            if let Some(prefix) = prefix {
+                // Terms from `prefix` up to the same bytes with the last one
+                // raised (the prefix is UTF-8: no byte is 0xff).
+                let mut end = prefix.as_bytes().to_vec();
+                *end.last_mut().expect("a prefix has letters") += 1;
+                let mut terms = inverted.terms().range().ge(prefix).lt(&end).into_stream().expect("a term range");
+                while terms.advance() {
+                    let postings = inverted.read_block_postings_from_terminfo(terms.value(), IndexRecordOption::Basic);
+                    add(postings.expect("a mapped or in-memory segment"));
+                }
+            }
+        }
+        out
+    }
+
+    /// The `k` best agents of `within` for `query`, best first, with
+    /// their scores: as [`TextIndex::scores`] ranks them (beside
+    /// `reference`'s statistics when given), ties by `rank` (ascending,
+    /// indexed by position). Block-max WAND skips the postings blocks
+    /// whose best score cannot enter the `k`, so a broad query does not
+    /// score every match.
+    pub fn top(
+        &self,
+        query: &str,
+        reference: Option<&TextIndex>,
+        within: &Bits,
+        k: usize,
+        rank: &[u32],
+    ) -> Vec<(u32, f32)> {
+        let (words, prefix) = self.terms(query);
+        let mut top = Top::new(k, rank);
+        if k == 0 {
+            return Vec::new();
+        }
+        // A word match that also has the prefix scores `PREFIX` more: the
+        // pruning threshold is lowered by as much, so none is skipped.
+        let prefixed = prefix.as_deref().map(|p| self.having(&[], Some(p)));
+        let bonus = if prefixed.is_some() { PREFIX } else { 0.0 };
+        let mut offered = Bits::empty(self.len());
+        if !words.is_empty() {
+            let query = BooleanQuery::new(self.words_query(&words));
+            let both = reference.map(|reference| Both { own: &self.searcher, reference: &reference.searcher });
+            let scoring = match &both {
+                Some(both) => EnableScoring::enabled_from_statistics_provider(both, &self.searcher),
+                None => EnableScoring::enabled_from_searcher(&self.searcher),
+            };
+            let weight = query.weight(scoring).expect("a query over mapped or in-memory segments");
+            for (segment, positions) in self.searcher.segment_readers().iter().zip(&self.positions) {
+                let mut offer = |doc: DocId, score: Score| {
+                    let at = positions[doc as usize];
+                    if within.contains(at as usize) {
+                        offered.insert(at as usize);
+                        let extra =
+                            prefixed.as_ref().map_or(0.0, |p| if p.contains(at as usize) { PREFIX } else { 0.0 });
+                        top.offer(at, score + extra);
+                    }
+                    top.threshold().map_or(Score::MIN, |worst| (worst - bonus).next_down())
+                };
+                weight.for_each_pruning(Score::MIN, segment, &mut offer).expect("a mapped or in-memory segment");
+            }
+        }
+        // Agents with the prefix alone score `PREFIX`: they can enter only
+        // while the threshold stayed at or below it, so no word match was
+        // skipped and `offered` holds them all.
+        if let Some(prefixed) = prefixed {
+            if top.threshold().is_none_or(|worst| worst <= PREFIX) {
+                for at in prefixed.iter().filter(|at| within.contains(*at) && !offered.contains(*at)) {
+                    top.offer(at as u32, PREFIX);
+                }
+            }
+        }
+        top.into_sorted()
     }
 }
 
@@ -324,15 +433,73 @@ impl Bm25StatisticsProvider for Both<'_> {
     }
 }
 
-/// Collects every match (in `within`, when given) as (position, score).
+/// The best `k` (position, score) offered: a heap whose top is the worst
+/// kept (lowest score, then highest rank).
+struct Top<'a> {
+    k: usize,
+    rank: &'a [u32],
+    heap: std::collections::BinaryHeap<Kept>,
+}
+
+/// One kept match; greater is worse.
+#[derive(PartialEq)]
+struct Kept {
+    score: Score,
+    rank: u32,
+    at: u32,
+}
+
+impl Eq for Kept {}
+
+impl Ord for Kept {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.score.total_cmp(&self.score).then(self.rank.cmp(&other.rank))
+    }
+}
+
+impl PartialOrd for Kept {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Top<'_> {
+    fn new(k: usize, rank: &[u32]) -> Top<'_> {
+        Top { k, rank, heap: std::collections::BinaryHeap::with_capacity(k.min(1 << 16) + 1) }
+    }
+
+    fn offer(&mut self, at: u32, score: Score) {
+        let full = self.heap.len() == self.k;
+        // Below the worst kept: out, without reading its rank.
+        if full && self.heap.peek().is_some_and(|worst| score < worst.score) {
+            return;
+        }
+        let kept = Kept { score, rank: self.rank[at as usize], at };
+        if !full {
+            self.heap.push(kept);
+        } else if self.heap.peek().is_some_and(|worst| kept < *worst) {
+            self.heap.pop();
+            self.heap.push(kept);
+        }
+    }
+
+    /// The worst score kept, once `k` are.
+    fn threshold(&self) -> Option<Score> {
+        (self.heap.len() == self.k).then(|| self.heap.peek().map_or(Score::MIN, |worst| worst.score))
+    }
+
+    fn into_sorted(self) -> Vec<(u32, f32)> {
+        self.heap.into_sorted_vec().into_iter().map(|kept| (kept.at, kept.score)).collect()
+    }
+}
+
+/// Collects every match as (position, score).
 struct Positions<'a> {
     positions: &'a [Arc<[u32]>],
-    within: Option<&'a Arc<Bits>>,
 }
 
 struct SegmentPositions {
     positions: Arc<[u32]>,
-    within: Option<Arc<Bits>>,
     found: Vec<(u32, f32)>,
 }
 
@@ -342,7 +509,7 @@ impl Collector for Positions<'_> {
 
     fn for_segment(&self, ordinal: SegmentOrdinal, _: &SegmentReader) -> tantivy::Result<SegmentPositions> {
         let positions = self.positions[ordinal as usize].clone();
-        Ok(SegmentPositions { positions, within: self.within.cloned(), found: Vec::new() })
+        Ok(SegmentPositions { positions, found: Vec::new() })
     }
 
     fn requires_scoring(&self) -> bool {
@@ -358,10 +525,7 @@ impl SegmentCollector for SegmentPositions {
     type Fruit = Vec<(u32, f32)>;
 
     fn collect(&mut self, doc: DocId, score: Score) {
-        let position = self.positions[doc as usize];
-        if self.within.as_ref().is_none_or(|within| within.contains(position as usize)) {
-            self.found.push((position, score));
-        }
+        self.found.push((self.positions[doc as usize], score));
     }
 
     fn harvest(self) -> Vec<(u32, f32)> {
@@ -444,13 +608,60 @@ mod tests {
         {
             let mut expected: Vec<(u32, f32)> =
                 whole.search(query).into_iter().filter(|(doc, _)| *doc >= 392).map(|(d, s)| (d - 392, s)).collect();
-            let mut got = small.scores(query, Some(&large), None);
+            let mut got = small.scores(query, Some(&large));
             expected.sort_by_key(|(doc, _)| *doc);
             got.sort_by_key(|(doc, _)| *doc);
             assert_eq!(got.len(), expected.len(), "{query}");
             for ((d, s), (e, t)) in got.iter().zip(&expected) {
                 assert_eq!(d, e, "{query}");
                 assert!((s - t).abs() <= 1e-4 * t.abs().max(1.0), "{query}: doc {d} scores {s}, one index {t}");
+            }
+        }
+    }
+
+    /// What a query matches, read from the postings, is what scoring
+    /// every match finds; its top `k` within a set of agents, found by
+    /// block-max WAND, is the best `k` of every match scored (ties by rank;
+    /// equal scores may trade places).
+    #[test]
+    fn the_top_of_a_query_is_the_best_of_every_match_scored() {
+        let set = agents(600, 17);
+        let index = TextIndex::build(&set);
+        let large = TextIndex::build(&agents(900, 3));
+        // A permutation of the positions (7919 is prime to 600).
+        let rank: Vec<u32> = (0..600).map(|i| ((i * 7919) % 600) as u32).collect();
+        let all = Bits::full(600);
+        let some = Bits::from_positions(600, (0..600).filter(|i| i % 3 != 0));
+        let queries = ["translator", "text generation", "data analytics agent", "transl", "analy", "zzz", "agent", "a"];
+        for query in queries {
+            let scored = index.search(query);
+            let found: Vec<usize> = index.matching(query).iter().collect();
+            let mut expected_found: Vec<usize> = scored.iter().map(|(at, _)| *at as usize).collect();
+            expected_found.sort();
+            assert_eq!(found, expected_found, "{query}");
+            for (within, reference, k) in [
+                (&all, None, 1),
+                (&all, None, 20),
+                (&some, None, 5),
+                (&some, Some(&large), 20),
+                (&all, Some(&large), 1000),
+                (&some, None, 0),
+            ] {
+                let truth: std::collections::HashMap<u32, f32> = index
+                    .scores(query, reference)
+                    .into_iter()
+                    .filter(|(at, _)| within.contains(*at as usize))
+                    .collect();
+                let mut expected: Vec<(u32, f32)> = truth.iter().map(|(at, s)| (*at, *s)).collect();
+                expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(rank[a.0 as usize].cmp(&rank[b.0 as usize])));
+                expected.truncate(k);
+                let got = index.top(query, reference, within, k, &rank);
+                assert_eq!(got.len(), expected.len(), "{query} k={k}");
+                for ((at, score), (want, want_score)) in got.iter().zip(&expected) {
+                    let close = |x: f32, y: f32| (x - y).abs() <= 1e-4 * y.abs().max(1.0);
+                    assert!(close(*score, *want_score), "{query} k={k}: {at} scores {score}, expected {want_score}");
+                    assert!(at == want || close(truth[at], *want_score), "{query} k={k}: {at} in place of {want}");
+                }
             }
         }
     }

@@ -43,6 +43,7 @@ fn main() -> Result<()> {
         Some("sample") => sample(Path::new(&args[1]), args.get(2).map_or(Ok(50_000), |n| n.parse())?),
         Some("queries") => queries(args.get(1).map_or(Ok(5_000), |n| n.parse())?),
         Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
+        Some("search") => search_folder(Path::new(&args[1]), args.get(2).map_or(Ok(5_000), |n| n.parse())?),
         Some("slow") => slow(&args[1], args[2].parse()?, args[3].parse()?, args[4].parse()?),
         Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
         Some("signin") => signin(&args[1], args.get(2).map_or(Ok(5), |s| s.parse())?),
@@ -51,6 +52,7 @@ fn main() -> Result<()> {
         Some("streams") => streams(&args[1], args[2].parse()?, args[3].parse()?),
         _ => bail!(
             "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS] \
+             | bench search SEARCH_DIR [QUERIES] \
              | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS] \
              | bench register BASE STORE AGENTS | bench chat BASE [MESSAGES] | bench streams BASE API_PID STREAMS"
         ),
@@ -229,6 +231,62 @@ fn text(n: usize) -> Result<()> {
         pct(0.99).as_secs_f64() * 1e3,
         times.len() as f64 / total.as_secs_f64()
     );
+    Ok(())
+}
+
+/// Searches over a build's search index folder (`data/search/<id>`),
+/// opened as the api opens it, on one thread, without HTTP: `queries`
+/// distinct searches (`bench queries`), three passes, each search's median;
+/// p50 and p99 by kind of search (with text or not, sorted or not).
+fn search_folder(dir: &Path, queries: usize) -> Result<()> {
+    use almanac::broker::query::{search, SearchQuery};
+    let started = Instant::now();
+    let index = almanac::broker::search_folder::open(dir)?;
+    println!("opened {} agents in {:.2} s", index.len(), started.elapsed().as_secs_f64());
+    let paths = query_paths(queries);
+    let parsed: Vec<(String, SearchQuery)> = paths
+        .iter()
+        .map(|p| {
+            let raw = p.split_once('?').map_or("", |(_, q)| q);
+            SearchQuery::parse(raw).map(|q| (p.clone(), q)).map_err(|e| anyhow::anyhow!("{p}: {e}"))
+        })
+        .collect::<Result<_>>()?;
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); parsed.len()];
+    for _ in 0..3 {
+        for (n, (_, query)) in parsed.iter().enumerate() {
+            let t = Instant::now();
+            std::hint::black_box(search(&index, query).hits.len());
+            times[n].push(t.elapsed());
+        }
+    }
+    let mut kinds: std::collections::BTreeMap<&str, Vec<Duration>> = Default::default();
+    let mut slowest: Vec<(Duration, &str)> = Vec::new();
+    for ((path, query), mut t) in parsed.iter().zip(times) {
+        t.sort();
+        let kind = match (query.q.is_some(), query.sort_by.is_some()) {
+            (true, false) => "text, by relevance",
+            (true, true) => "text, sorted",
+            (false, _) => "no text",
+        };
+        kinds.entry("all").or_default().push(t[1]);
+        kinds.entry(kind).or_default().push(t[1]);
+        slowest.push((t[1], path));
+    }
+    slowest.sort_by(|a, b| b.cmp(a));
+    for (kind, mut t) in kinds {
+        t.sort();
+        let pct = |p: f64| t[((t.len() as f64 * p) as usize).min(t.len() - 1)].as_secs_f64() * 1e3;
+        println!(
+            "  {kind:20} {:5} searches: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+            t.len(),
+            pct(0.5),
+            pct(0.9),
+            pct(0.99)
+        );
+    }
+    for (t, path) in slowest.iter().take(8) {
+        println!("  slowest: {:.2} ms {path}", t.as_secs_f64() * 1e3);
+    }
     Ok(())
 }
 
