@@ -57,6 +57,9 @@ CONF
   for _ in $(seq 1 3000); do curl -sf localhost:4086/api/v1/stats >/dev/null && break; sleep 0.05; done
   printf 'api ready in %.1f s, RSS %s\n' "$(awk -v now="$(date +%s.%N)" -v then="$started" 'BEGIN { print now - then }')" "$(rss $api)"
   nginx -c "$nginx_conf"
+  # The same searches in process on one thread, over the build's search
+  # index folder as the api opens it: by kind, without HTTP.
+  "$BIN/bench" search "$dir/data/search/$(basename "$(readlink "$build")")" 5000
 
   for round in 1 2 3; do
     for c in 8 32; do
