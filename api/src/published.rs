@@ -198,8 +198,9 @@ fn load_broker(
     }
     let Some(stored) = store::load(snapshot)? else { return Ok(None) };
     let index = almanac::broker::search_folder::open(search)?;
+    let feedback = crate::broker::agents::Feedback::Mapped(almanac::broker::records::Feedback::open(search)?);
     let embeddings = almanac::broker::records::Vectors::open(search)?;
-    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, index, embeddings)?)))
+    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, index, feedback, embeddings)?)))
 }
 
 /// The live build, if one is published.

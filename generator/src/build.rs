@@ -571,7 +571,9 @@ fn stage_agents(
         store.append(batch, &records, embeddings)?;
         let storing = started.elapsed();
         let vectors = embeddings.map(|e| &e.vectors[done..done + batch.len()]);
-        index.add(batch, &records, vectors)?;
+        let feedback: Vec<&[&broker::catalog::FeedbackEntry]> =
+            batch.iter().map(|a| by_agent.get(a.uaid.as_str()).map_or(&[][..], |v| v.as_slice())).collect();
+        index.add(batch, &records, &feedback, vectors)?;
         done += batch.len();
         for (spent, until) in spent.iter_mut().zip([rendering, writing, storing, started.elapsed()]) {
             *spent += until;

@@ -1,8 +1,9 @@
 //! A build's agents as the api holds them: the search index the generator
-//! wrote (text index and records mapped, columns read), the catalog, and
-//! the feedback answers made live need. Loaded by `published`, read by the
-//! handlers in `broker`. No agent record is in the heap: a hit is its
-//! record's mapped bytes, a lookup reads the keys.
+//! wrote (text index, records, feedback and embeddings mapped, columns
+//! read) and the catalog. Loaded by `published`, read by the handlers in
+//! `broker`. No agent record is in the heap: a hit is its record's mapped
+//! bytes, a lookup reads the keys, an answer made live reads one agent's
+//! feedback.
 //!
 //! Agents registered, updated or deleted since the build are in front of
 //! it, in the live overlay (`super::overlay`).
@@ -12,7 +13,7 @@ use std::collections::HashMap;
 
 use almanac::broker::catalog::{Catalog, FeedbackEntry};
 use almanac::broker::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
-use almanac::broker::records::Vectors;
+use almanac::broker::records::{self, Vectors};
 use almanac::broker::store::Stored;
 use almanac::broker::Agent;
 
@@ -22,8 +23,8 @@ pub struct Agents {
     pub catalog: Catalog,
     /// The agents' embeddings (mapped), when the build has them.
     pub embeddings: Option<Vectors>,
-    /// ERC-8004 feedback by UAID (for answers made live).
-    pub feedback: HashMap<String, Vec<FeedbackEntry>>,
+    /// ERC-8004 feedback (for answers made live).
+    feedback: Feedback,
     /// The `seq` of the last journal record the build applied.
     pub journal_seq: i64,
     /// When the api loaded this index (RFC 3339).
@@ -35,20 +36,25 @@ pub struct Agents {
 
 impl Agents {
     /// The agents of a snapshot's broker tables (`stored`), searched and
-    /// read through `index`, with their `embeddings` (both must hold them
-    /// all, in order).
-    pub fn new(stored: Stored, index: AgentIndex, embeddings: Option<Vectors>) -> anyhow::Result<Agents> {
-        let Stored { catalog, feedback: entries, journal_seq, agents, fingerprint } = stored;
+    /// read through `index`, with their `feedback` and `embeddings` (each
+    /// must hold them all, in order).
+    pub fn new(
+        stored: Stored,
+        index: AgentIndex,
+        feedback: Feedback,
+        embeddings: Option<Vectors>,
+    ) -> anyhow::Result<Agents> {
+        let Stored { catalog, journal_seq, agents, fingerprint } = stored;
+        let feedback_len = match &feedback {
+            Feedback::Mapped(file) => file.len(),
+            Feedback::Held(_) => agents,
+        };
         anyhow::ensure!(
-            index.len() == agents && embeddings.as_ref().is_none_or(|e| e.len() == agents),
-            "the search index holds {} agents and {} embeddings, the snapshot {agents}",
+            index.len() == agents && feedback_len == agents && embeddings.as_ref().is_none_or(|e| e.len() == agents),
+            "the search index holds {} agents, {feedback_len} agents' feedback and {} embeddings, the snapshot {agents}",
             index.len(),
             embeddings.as_ref().map_or(0, Vectors::len)
         );
-        let mut feedback: HashMap<String, Vec<FeedbackEntry>> = HashMap::new();
-        for entry in entries {
-            feedback.entry(entry.uaid.clone()).or_default().push(entry);
-        }
         Ok(Agents {
             feedback,
             journal_seq: journal_seq as i64,
@@ -71,6 +77,15 @@ impl Agents {
         self.position(uaid).map(|i| self.index.records.agent(i)).transpose()
     }
 
+    /// The build's feedback entries about the agent with this UAID (an
+    /// error when the build's record of them is damaged).
+    pub fn feedback(&self, uaid: &str) -> anyhow::Result<Vec<FeedbackEntry>> {
+        match &self.feedback {
+            Feedback::Held(by_uaid) => Ok(by_uaid.get(uaid).cloned().unwrap_or_default()),
+            Feedback::Mapped(file) => self.position(uaid).map_or(Ok(Vec::new()), |i| file.get(i)),
+        }
+    }
+
     /// Agent `i`'s search hit, as JSON.
     pub fn hit(&self, i: usize) -> &[u8] {
         self.index.records.json(i)
@@ -85,6 +100,24 @@ impl Agents {
     pub fn page_body(&self, page: &Page) -> Vec<u8> {
         let hits = page.hits.iter().map(|i| self.hit(*i));
         page_body(hits, page.total, page.page, page.limit, page.aggregations.as_ref())
+    }
+}
+
+/// The build's ERC-8004 feedback: mapped from its search index folder, or
+/// held by UAID (a build made in memory).
+pub enum Feedback {
+    Mapped(records::Feedback),
+    Held(HashMap<String, Vec<FeedbackEntry>>),
+}
+
+impl Feedback {
+    /// `entries` held by UAID.
+    pub fn held(entries: Vec<FeedbackEntry>) -> Feedback {
+        let mut by_uaid: HashMap<String, Vec<FeedbackEntry>> = HashMap::new();
+        for entry in entries {
+            by_uaid.entry(entry.uaid.clone()).or_default().push(entry);
+        }
+        Feedback::Held(by_uaid)
     }
 }
 

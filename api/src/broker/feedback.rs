@@ -164,9 +164,11 @@ pub async fn submit(request: Request) -> Answer {
         tx_hash: None,
     };
     let broker = request.build.as_deref().and_then(|b| b.broker.as_deref());
-    let published = broker
-        .and_then(|b| b.feedback.get(agent.uaid.as_str()))
-        .map_or(0, |entries| entries.iter().filter(|e| e.client == client).count() as u64);
+    let published = match broker {
+        Some(b) => b.feedback(agent.uaid.as_str()).map_err(|e| Error::damaged_record(&e))?,
+        None => Vec::new(),
+    };
+    let published = published.iter().filter(|e| e.client == client).count() as u64;
     let journal_seq = broker.map_or(0, |b| b.journal_seq);
     let id = session.id.clone();
     let given =
@@ -213,7 +215,7 @@ pub async fn live(request: &Request, agent: &Agent, include_revoked: bool) -> Re
     if fresh.is_empty() {
         return Ok(None);
     }
-    let published = broker.feedback.get(agent.uaid.as_str()).map(Vec::as_slice).unwrap_or_default();
+    let published = broker.feedback(agent.uaid.as_str()).map_err(|e| Error::damaged_record(&e))?;
     let entries: Vec<&FeedbackEntry> = published.iter().chain(&fresh).collect();
     Ok(Some(almanac::broker::render::feedback_live(agent, &entries, include_revoked)))
 }

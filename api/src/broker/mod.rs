@@ -94,7 +94,7 @@ pub async fn facets(request: Request) -> Answer {
 
 /// `GET /agents/{uaid}`.
 pub async fn agent(request: Request) -> Answer {
-    agent_file(&request, render::agent_route, |broker, _, agent| Ok(register::live_detail(broker, agent)))
+    agent_file(&request, render::agent_route, |broker, _, agent| register::live_detail(broker, agent))
 }
 
 /// `GET /agents/{uaid}/similar`: the build's list; for an agent changed

@@ -366,12 +366,12 @@ mod tests {
         let sources = almanac::broker::load(&dir).unwrap();
         let stored = Stored {
             catalog: sources.catalog,
-            feedback: sources.feedback,
             journal_seq: 0,
             agents: sources.agents.len(),
             fingerprint: String::new(),
         };
-        Agents::new(stored, AgentIndex::build(sources.agents), None).unwrap()
+        let feedback = super::super::agents::Feedback::held(sources.feedback);
+        Agents::new(stored, AgentIndex::build(sources.agents), feedback, None).unwrap()
     }
 
     fn built(build: &Agents, i: usize) -> Agent {

@@ -574,7 +574,7 @@ fn summary(agent: &Agent) -> Value {
 }
 
 /// The agent's detail and resolve answers when it changed since the build.
-pub fn live_detail(broker: &super::agents::Agents, agent: &Agent) -> Value {
-    let feedback: Vec<_> = broker.feedback.get(agent.uaid.as_str()).map(|v| v.iter().collect()).unwrap_or_default();
-    render::detail(agent, &feedback)
+pub fn live_detail(broker: &super::agents::Agents, agent: &Agent) -> Result<Value, Error> {
+    let feedback = broker.feedback(agent.uaid.as_str()).map_err(|e| Error::damaged_record(&e))?;
+    Ok(render::detail(agent, &feedback.iter().collect::<Vec<_>>()))
 }

@@ -1,10 +1,11 @@
 //! Each agent's record as search serves it, the keys that order and find
-//! it, and its embedding when the build has them, outside the heap: the
-//! generator writes them beside the text index (`records.bin`, `keys.bin`,
-//! `vectors.bin`) as the agents stream, and the api maps them. A search
-//! hit is its record's bytes copied into the answer; sorting across
-//! indexes and looking up a UAID read only the keys; hybrid search reads
-//! the vectors in place.
+//! it, its ERC-8004 feedback, and its embedding when the build has them,
+//! outside the heap: the generator writes them beside the text index
+//! (`records.bin`, `keys.bin`, `feedback.bin`, `vectors.bin`) as the
+//! agents stream, and the api maps them. A search hit is its record's
+//! bytes copied into the answer; sorting across indexes and looking up a
+//! UAID read only the keys; an answer made live reads one agent's
+//! feedback; hybrid search reads the vectors in place.
 //!
 //! Both files are lists of byte strings ([`Packer`], [`Packed`]): the
 //! strings end to end, their offsets after them, then a trailer, then a
@@ -22,6 +23,7 @@ use std::path::Path;
 
 use anyhow::{bail, ensure, Context, Result};
 
+use super::catalog::FeedbackEntry;
 use super::Agent;
 
 /// Each agent's record as JSON, by position.
@@ -31,10 +33,14 @@ pub const KEYS: &str = "keys.bin";
 
 /// Each agent's embedding, by position (the model's name as the trailer).
 pub const VECTORS: &str = "vectors.bin";
+/// Each agent's feedback entries as a JSON array (nothing for none), by
+/// position.
+pub const FEEDBACK: &str = "feedback.bin";
 
 const RECORDS_MAGIC: &[u8; 8] = b"ALMREC01";
 const KEYS_MAGIC: &[u8; 8] = b"ALMKEY01";
 const VECTORS_MAGIC: &[u8; 8] = b"ALMVEC01";
+const FEEDBACK_MAGIC: &[u8; 8] = b"ALMFBK01";
 /// The footer: the count, where the offsets and the trailer start, the
 /// trailer's length, and the magic again.
 const FOOTER: usize = 40;
@@ -276,6 +282,32 @@ impl Vectors {
     }
 }
 
+/// The agents' feedback entries, mapped.
+pub struct Feedback(Packed);
+
+impl Feedback {
+    pub fn open(dir: &Path) -> Result<Feedback> {
+        Ok(Feedback(Packed::open(&dir.join(FEEDBACK), FEEDBACK_MAGIC)?))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Agent `i`'s entries.
+    pub fn get(&self, i: usize) -> Result<Vec<FeedbackEntry>> {
+        let bytes = self.0.get(i);
+        if bytes.is_empty() {
+            return Ok(Vec::new());
+        }
+        serde_json::from_slice(bytes).with_context(|| format!("the feedback of agent {i} is not feedback"))
+    }
+}
+
 /// The dot product of `query` and a vector kept as little-endian bytes.
 pub fn dot_bytes(query: &[f32], vector: &[u8]) -> f32 {
     query.iter().zip(vector.chunks_exact(4)).map(|(x, y)| x * f32::from_le_bytes([y[0], y[1], y[2], y[3]])).sum()
@@ -286,6 +318,7 @@ pub fn dot_bytes(query: &[f32], vector: &[u8]) -> f32 {
 pub struct Writer {
     records: Packer,
     keys: Packer,
+    feedback: Packer,
     vectors: Option<(Packer, String)>,
     uaids: Vec<(u64, u32)>,
     scratch: Vec<u8>,
@@ -302,16 +335,28 @@ impl Writer {
         Ok(Writer {
             records: Packer::create(&dir.join(RECORDS), RECORDS_MAGIC)?,
             keys: Packer::create(&dir.join(KEYS), KEYS_MAGIC)?,
+            feedback: Packer::create(&dir.join(FEEDBACK), FEEDBACK_MAGIC)?,
             vectors,
             uaids: Vec::new(),
             scratch: Vec::new(),
         })
     }
 
-    /// Appends `batch`, each agent with its record as serialised (`json`)
-    /// and, when the writer keeps embeddings, its vector.
-    pub fn add(&mut self, batch: &[Agent], json: &[String], vectors: Option<&[Vec<f32>]>) -> Result<()> {
-        ensure!(json.len() == batch.len(), "a record for each agent");
+    /// Appends `batch`, each agent with its record as serialised (`json`),
+    /// its feedback entries and, when the writer keeps embeddings, its
+    /// vector.
+    pub fn add(
+        &mut self,
+        batch: &[Agent],
+        json: &[String],
+        feedback: &[&[&FeedbackEntry]],
+        vectors: Option<&[Vec<f32>]>,
+    ) -> Result<()> {
+        ensure!(json.len() == batch.len() && feedback.len() == batch.len(), "a record for each agent");
+        for entries in feedback {
+            let bytes = if entries.is_empty() { Vec::new() } else { serde_json::to_vec(entries)? };
+            self.feedback.push(&bytes)?;
+        }
         match (&mut self.vectors, vectors) {
             (Some((packer, _)), Some(vectors)) => {
                 ensure!(vectors.len() == batch.len(), "an embedding for each agent");
@@ -347,6 +392,7 @@ impl Writer {
             packer.finish(model.as_bytes())?;
         }
         self.records.finish(&[])?;
+        self.feedback.finish(&[])?;
         self.keys.finish(&table)
     }
 }
@@ -469,6 +515,7 @@ fn name(magic: &[u8; 8]) -> &'static str {
     match magic {
         RECORDS_MAGIC => "agent records",
         KEYS_MAGIC => "agent keys",
+        FEEDBACK_MAGIC => "agent feedback",
         _ => "agent embeddings",
     }
 }
@@ -501,10 +548,19 @@ mod tests {
         let mut writer = Writer::create(dir.path(), Some("model-x")).unwrap();
         for (n, batch) in agents.chunks(7).enumerate() {
             let json: Vec<String> = batch.iter().map(|a| serde_json::to_string(a).unwrap()).collect();
-            writer.add(batch, &json, Some(&vectors(n * 7, batch.len()))).unwrap();
+            let entries = feedback_of(batch);
+            let feedback: Vec<Vec<&FeedbackEntry>> = entries.iter().map(|e| e.iter().collect()).collect();
+            let feedback: Vec<&[&FeedbackEntry]> = feedback.iter().map(Vec::as_slice).collect();
+            writer.add(batch, &json, &feedback, Some(&vectors(n * 7, batch.len()))).unwrap();
         }
         writer.finish().unwrap();
         dir
+    }
+
+    /// The generated feedback of each agent (ERC-8004 agents have some).
+    fn feedback_of(batch: &[Agent]) -> Vec<Vec<FeedbackEntry>> {
+        let all = crate::broker::generate::feedback(batch, 2);
+        batch.iter().map(|a| all.iter().filter(|f| f.uaid == a.uaid.as_str()).cloned().collect()).collect()
     }
 
     /// Embeddings of three dimensions for agents `from..from + n`.
@@ -530,6 +586,13 @@ mod tests {
         }
         assert_eq!(mapped.find("uaid:aid:nobody"), None);
         assert_eq!(mapped.find(""), None);
+        let feedback = Feedback::open(dir.path()).unwrap();
+        for (batch, at) in agents.chunks(7).zip((0..).step_by(7)) {
+            for (n, entries) in feedback_of(batch).into_iter().enumerate() {
+                assert_eq!(feedback.get(at + n).unwrap(), entries);
+            }
+        }
+        assert!(feedback_of(&agents).iter().any(|e| !e.is_empty()) && feedback_of(&agents).iter().any(Vec::is_empty));
         let vectors = Vectors::open(dir.path()).unwrap().unwrap();
         assert_eq!((vectors.model.as_str(), vectors.len(), vectors.dimensions()), ("model-x", 120, 3));
         for (i, vector) in super::tests::vectors(0, 120).iter().enumerate() {

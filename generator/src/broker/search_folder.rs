@@ -1,13 +1,14 @@
 //! A build's search index folder (`data/search/<id>/`): the text index
-//! (`broker::text`), the columns (`broker::columns`) and the records, keys
-//! and embeddings (`broker::records`) of the same agents in the same
-//! order, written together as the agents stream past and opened together
+//! (`broker::text`), the columns (`broker::columns`) and the records, keys,
+//! feedback and embeddings (`broker::records`) of the same agents in the
+//! same order, written together as the agents stream past and opened together
 //! by the api.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use super::catalog::FeedbackEntry;
 use super::columns::{self, Columns};
 use super::query::AgentIndex;
 use super::records::{self, Records};
@@ -33,12 +34,18 @@ impl Writer {
         })
     }
 
-    /// Adds the next agents, each with its record as serialised (`json`)
-    /// and its embedding when the folder keeps them.
-    pub fn add(&mut self, batch: &[Agent], json: &[String], vectors: Option<&[Vec<f32>]>) -> Result<()> {
+    /// Adds the next agents, each with its record as serialised (`json`),
+    /// its feedback entries and its embedding when the folder keeps them.
+    pub fn add(
+        &mut self,
+        batch: &[Agent],
+        json: &[String],
+        feedback: &[&[&FeedbackEntry]],
+        vectors: Option<&[Vec<f32>]>,
+    ) -> Result<()> {
         self.text.add(batch)?;
         batch.iter().for_each(|agent| self.columns.add(agent));
-        self.records.add(batch, json, vectors)
+        self.records.add(batch, json, feedback, vectors)
     }
 
     /// Ends the folder: the text index merged and committed, the columns
@@ -77,7 +84,7 @@ mod tests {
         let mut writer = Writer::create(&dir, built.len(), None, 2, 40_000_000).unwrap();
         for batch in built.chunks(50) {
             let json: Vec<String> = batch.iter().map(|a| serde_json::to_string(a).unwrap()).collect();
-            writer.add(batch, &json, None).unwrap();
+            writer.add(batch, &json, &vec![&[][..]; batch.len()], None).unwrap();
         }
         writer.finish(&dir).unwrap();
         let (opened, held) = (open(&dir).unwrap(), AgentIndex::build(built.to_vec()));

@@ -38,11 +38,10 @@ pub struct Embeddings {
 }
 
 /// What the api reads of a snapshot's broker tables: all but the agents'
-/// records and embeddings, which it maps from the build's search index
-/// folder (`broker::search_folder`).
+/// records, feedback and embeddings, which it maps from the build's
+/// search index folder (`broker::search_folder`).
 pub struct Stored {
     pub catalog: Catalog,
-    pub feedback: Vec<FeedbackEntry>,
     /// The `seq` of the last journal record the build applied.
     pub journal_seq: u64,
     /// How many agents the build holds.
@@ -165,23 +164,18 @@ pub fn fingerprint(conn: &Connection) -> Result<Option<String>> {
     meta(conn, "fingerprint")
 }
 
-/// The broker tables of an open snapshot but the agents' records and
-/// embeddings; `None` when the build has none.
+/// The broker tables of an open snapshot but the agents' records,
+/// feedback and embeddings; `None` when the build has none.
 pub fn load(conn: &Connection) -> Result<Option<Stored>> {
     let Some(fingerprint) = meta(conn, "fingerprint")? else { return Ok(None) };
     let catalog: String = conn.query_row("SELECT record FROM broker_catalog", [], |r| r.get(0))?;
     let catalog: Catalog = serde_json::from_str(&catalog).context("broker_catalog")?;
     let agents: u64 = conn.query_row("SELECT count(*) FROM broker_agents", [], |r| r.get(0))?;
-    let mut feedback: Vec<FeedbackEntry> = Vec::new();
-    let mut stmt = conn.prepare("SELECT record FROM broker_feedback")?;
-    for record in stmt.query_map([], |r| r.get::<_, String>(0))? {
-        feedback.push(serde_json::from_str(&record?).context("broker_feedback.record")?);
-    }
     let journal_seq = match meta(conn, "journal_seq")? {
         Some(text) => text.parse().context("broker_meta.journal_seq")?,
         None => 0,
     };
-    Ok(Some(Stored { catalog, feedback, journal_seq, agents: agents as usize, fingerprint }))
+    Ok(Some(Stored { catalog, journal_seq, agents: agents as usize, fingerprint }))
 }
 
 const CACHE_SCHEMA: &str =
