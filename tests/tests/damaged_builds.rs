@@ -149,3 +149,51 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
     let (dir, manifest) = grow(13_000);
     assert!(almanac::site::damaged(&dir, &manifest).is_empty());
 }
+
+/// The agents' search folder is checked as its build loads: with records
+/// cut short or a file missing, the build is not served and the api says
+/// why; repaired, it is served at the next try.
+#[test]
+fn a_damaged_search_folder_is_refused_until_repaired() {
+    let root = TempDir::new("damaged-search");
+    let (site, data) = (root.path().join("site"), root.path().join("data"));
+    let (ledger, broker) =
+        (tests::workspace_root().join("datasets/ledger"), tests::workspace_root().join("datasets/broker"));
+    build(&site, &data, &["--ledger-dir", ledger.to_str().unwrap(), "--broker-dir", broker.to_str().unwrap()]);
+    let (_, manifest) = live(&site);
+    let folder = data.join("search").join(&manifest.build);
+    type Damage = fn(&Path);
+    let cases: &[(&str, &str, Damage)] = &[
+        ("records cut short", "no header or footer", |folder| {
+            let path = folder.join(almanac::broker::records::RECORDS);
+            let bytes = std::fs::read(&path).unwrap();
+            std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        }),
+        ("feedback missing", "feedback.bin", |folder| {
+            std::fs::remove_file(folder.join(almanac::broker::records::FEEDBACK)).unwrap();
+        }),
+    ];
+    let pristine = root.path().join("pristine");
+    std::fs::create_dir_all(&pristine).unwrap();
+    for entry in std::fs::read_dir(&folder).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), pristine.join(entry.file_name())).unwrap();
+    }
+    for (name, says, damage) in cases {
+        damage(&folder);
+        let log = root.path().join(format!("api-{}.log", name.replace(' ', "-")));
+        let api = Api::start_logged(&site, &data, &[], &log);
+        logged(&log, "could not load the published build");
+        logged(&log, says);
+        assert_ne!(api.served_build(""), manifest.build, "{name}: the damaged build is not served");
+        for entry in std::fs::read_dir(&pristine).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), folder.join(entry.file_name())).unwrap();
+        }
+        assert_eq!(api.served_build(&manifest.build), manifest.build, "{name}: served once repaired");
+        let search = reqwest::blocking::get(api.url("/api/v1/search?q=translator")).unwrap();
+        assert_eq!(search.status(), 200, "{name}");
+        let body: serde_json::Value = search.json().unwrap();
+        assert!(body["total"].as_u64().unwrap() > 0, "{name}: {body}");
+    }
+}
