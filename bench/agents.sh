@@ -22,6 +22,17 @@ timed() {
 rss() { printf '%d MiB' "$(( $(ps -o rss= -p "$1") / 1024 ))"; }
 rate() { wrk "$@" | awk '/Requests\/sec/{r=$2} $1=="99%"{p=$2} END{printf "%s/s p99 %s", r, p}'; }
 
+# Three rounds of the distinct searches at 8 and 32 connections against
+# the api on 4086, each line labelled $1.
+search_rounds() {
+  for round in 1 2 3; do
+    for c in 8 32; do
+      printf 'round %s: %s -c%s %s\n' "$round" "$1" "$c" \
+        "$(PATHS="$OUT/queries.txt" rate -t2 -c"$c" -d10s --latency -s bench/paths.lua http://127.0.0.1:4086)"
+    done
+  done
+}
+
 "$BIN/bench" queries 5000 >"$OUT/queries.txt"
 for size in "$@"; do
   say "broker at $size agents: build, api, search over 5,000 queries, agent routes against nginx"
@@ -61,12 +72,7 @@ CONF
   # index folder as the api opens it: by kind, without HTTP.
   "$BIN/bench" search "$dir/data/search/$(basename "$(readlink "$build")")" 5000
 
-  for round in 1 2 3; do
-    for c in 8 32; do
-      printf 'round %s: search -c%s %s\n' "$round" "$c" \
-        "$(PATHS="$OUT/queries.txt" rate -t2 -c"$c" -d10s --latency -s bench/paths.lua http://127.0.0.1:4086)"
-    done
-  done
+  search_rounds search
 
   "$BIN/bench" sample "$build" 50000 >"$OUT/sample.txt"
   for round in 1 2 3; do
@@ -77,12 +83,7 @@ CONF
       "$(PATHS="$OUT/sample.txt" COLUMN=2 FRESH=1 rate -t1 -c64 -d10s --latency -s bench/paths.lua http://127.0.0.1:4087)"
   done
   "$BIN/bench" register http://127.0.0.1:4086 "$dir/data/live/store.sqlite" 10000
-  for round in 1 2 3; do
-    for c in 8 32; do
-      printf 'round %s: search with 10k live agents -c%s %s\n' "$round" "$c" \
-        "$(PATHS="$OUT/queries.txt" rate -t2 -c"$c" -d10s --latency -s bench/paths.lua http://127.0.0.1:4086)"
-    done
-  done
+  search_rounds 'search with 10k live agents'
   printf 'api RSS after the load %s\n' "$(rss $api)"
   kill $api 2>/dev/null || true
   nginx -c "$nginx_conf" -s stop 2>/dev/null || true

@@ -197,10 +197,9 @@ fn load_broker(
         return Ok(Some(broker.clone()));
     }
     let Some(stored) = store::load(snapshot)? else { return Ok(None) };
-    let index = almanac::broker::search_folder::open(search)?;
-    let feedback = crate::broker::agents::Feedback::Mapped(almanac::broker::records::Feedback::open(search)?);
-    let embeddings = almanac::broker::records::Vectors::open(search)?;
-    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, index, feedback, embeddings)?)))
+    let folder = almanac::broker::search_folder::open(search)?;
+    let feedback = crate::broker::agents::Feedback::Mapped(folder.feedback);
+    Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, folder.index, feedback, folder.vectors)?)))
 }
 
 /// The live build, if one is published.

@@ -546,10 +546,15 @@ fn stage_agents(
     let mut done = 0;
     let streamed = summary.agents(broker::source::BATCH, |batch| {
         let started = std::time::Instant::now();
+        // Each agent's feedback entries: rendered into its files, and kept
+        // beside its record in the search index.
+        let feedback: Vec<&[&broker::catalog::FeedbackEntry]> =
+            batch.iter().map(|a| by_agent.get(a.uaid.as_str()).map_or(&[][..], |v| v.as_slice())).collect();
         let rendered: Vec<(Vec<site::File>, site::File)> = batch
             .par_iter()
-            .map(|agent| {
-                let entries = by_agent.get(agent.uaid.as_str()).map_or(&[][..], |v| v.as_slice());
+            .zip(&feedback)
+            .map(|(agent, entries)| {
+                let entries = *entries;
                 let files = broker::render::agent_files(agent, &similar.of(agent), entries);
                 Ok((files, renderer.profile(agent, entries)?))
             })
@@ -571,9 +576,7 @@ fn stage_agents(
         store.append(batch, &records, embeddings)?;
         let storing = started.elapsed();
         let vectors = embeddings.map(|e| &e.vectors[done..done + batch.len()]);
-        let feedback: Vec<&[&broker::catalog::FeedbackEntry]> =
-            batch.iter().map(|a| by_agent.get(a.uaid.as_str()).map_or(&[][..], |v| v.as_slice())).collect();
-        index.add(batch, &records, &feedback, vectors)?;
+        index.add(&broker::records::Batch { agents: batch, json: &records, feedback: &feedback, vectors })?;
         done += batch.len();
         for (spent, until) in spent.iter_mut().zip([rendering, writing, storing, started.elapsed()]) {
             *spent += until;

@@ -36,8 +36,8 @@ pub struct Agents {
 
 impl Agents {
     /// The agents of a snapshot's broker tables (`stored`), searched and
-    /// read through `index`, with their `feedback` and `embeddings` (each
-    /// must hold them all, in order).
+    /// read through `index` (which must hold them all, in order), with their
+    /// `feedback` and `embeddings` (checked against `index` as opened).
     pub fn new(
         stored: Stored,
         index: AgentIndex,
@@ -45,16 +45,7 @@ impl Agents {
         embeddings: Option<Vectors>,
     ) -> anyhow::Result<Agents> {
         let Stored { catalog, journal_seq, agents, fingerprint } = stored;
-        let feedback_len = match &feedback {
-            Feedback::Mapped(file) => file.len(),
-            Feedback::Held(_) => agents,
-        };
-        anyhow::ensure!(
-            index.len() == agents && feedback_len == agents && embeddings.as_ref().is_none_or(|e| e.len() == agents),
-            "the search index holds {} agents, {feedback_len} agents' feedback and {} embeddings, the snapshot {agents}",
-            index.len(),
-            embeddings.as_ref().map_or(0, Vectors::len)
-        );
+        anyhow::ensure!(index.len() == agents, "the search index holds {} agents, the snapshot {agents}", index.len());
         Ok(Agents {
             feedback,
             journal_seq: journal_seq as i64,

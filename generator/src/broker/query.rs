@@ -283,8 +283,9 @@ enum SortKey<'a> {
     Trust(Trust),
 }
 
-/// How agent `a` of one index and agent `b` of another are ordered by
-/// (`sort`, `ascending`), ties by id: the order each index keeps.
+/// How agent `x.1` of index `x.0` and agent `y.1` of index `y.0` are
+/// ordered by (`sort`, `ascending`), ties by id: the order each index
+/// keeps.
 fn compare(x: (&AgentIndex, usize), y: (&AgentIndex, usize), sort: SortBy, ascending: bool) -> Ordering {
     let forward = x.0.sort_key(x.1, sort).cmp(&y.0.sort_key(y.1, sort));
     let primary = if ascending { forward } else { forward.reverse() };
@@ -448,8 +449,10 @@ pub fn filtered(index: &AgentIndex, query: &SearchQuery) -> Vec<usize> {
 pub fn sharing(index: &AgentIndex, mask: u32, excluded: &Bits, limit: usize) -> Vec<usize> {
     let c = &index.columns;
     let mut shared = vec![0u8; c.len];
-    for (_, set) in c.capabilities.iter().enumerate().filter(|(code, _)| mask & (1 << code) != 0) {
-        set.iter().for_each(|i| shared[i] += 1);
+    for (code, set) in c.capabilities.iter().enumerate() {
+        if mask & (1 << code) != 0 {
+            set.iter().for_each(|i| shared[i] += 1);
+        }
     }
     let rank = |a: usize, b: usize| {
         let by_id = || index.records.keys(a).id.cmp(index.records.keys(b).id);
@@ -488,8 +491,9 @@ pub fn search_excluding(
     }
     // With `q`, what matches is read from the postings; only a page in
     // relevance order is scored, below.
-    if let Some(q) = &query.q {
-        matched.intersect(&index.text.matching(q));
+    let text = query.q.as_ref().map(|q| index.text.matching(q));
+    if let Some(text) = &text {
+        matched.intersect(&text.agents());
     }
     thresholds(index, query, &mut matched);
     let total = matched.count();
@@ -497,12 +501,12 @@ pub fn search_excluding(
     let start = (query.page - 1).saturating_mul(query.limit);
     let end = start.saturating_add(query.limit).min(total);
     let mut scores = Vec::new();
-    let hits = match &query.q {
+    let hits = match &text {
         _ if start >= total => Vec::new(),
         // With `q` and no `sortBy`: by relevance, ties by id; the text
         // index finds the first `end` without scoring every match.
-        Some(q) if query.sort_by.is_none() => {
-            let top = index.text.top(q, reference, &matched, end, &index.columns.id_rank);
+        Some(text) if query.sort_by.is_none() => {
+            let top = index.text.top(text, reference, &matched, end, &index.columns.id_rank);
             scores = top[start.min(top.len())..].iter().map(|(_, score)| *score).collect();
             top[start.min(top.len())..].iter().map(|(i, _)| *i as usize).collect()
         }

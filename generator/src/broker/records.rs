@@ -7,7 +7,7 @@
 //! UAID read only the keys; an answer made live reads one agent's
 //! feedback; hybrid search reads the vectors in place.
 //!
-//! Both files are lists of byte strings ([`Packer`], [`Packed`]): the
+//! Each file is a list of byte strings ([`Packer`], [`Packed`]): the
 //! strings end to end, their offsets after them, then a trailer, then a
 //! footer saying where each part starts. The offsets and the footer are
 //! checked when a file is opened; a record's bytes are served as they
@@ -133,9 +133,9 @@ impl Records {
             "{}: the UAID table is not one entry per agent",
             path.display()
         );
-        let entries: Vec<(u64, u32)> = (0..keys.len()).map(|n| uaid_entry(table, n)).collect();
+        let in_order = (1..keys.len()).all(|n| uaid_entry(table, n - 1) < uaid_entry(table, n));
         ensure!(
-            entries.windows(2).all(|w| w[0] < w[1]) && entries.iter().all(|(_, at)| (*at as usize) < keys.len()),
+            in_order && (0..keys.len()).all(|n| (uaid_entry(table, n).1 as usize) < keys.len()),
             "{}: the UAID table is out of order or points past the agents",
             path.display()
         );
@@ -313,8 +313,19 @@ pub fn dot_bytes(query: &[f32], vector: &[u8]) -> f32 {
     query.iter().zip(vector.chunks_exact(4)).map(|(x, y)| x * f32::from_le_bytes([y[0], y[1], y[2], y[3]])).sum()
 }
 
-/// Writes the records, keys (and embeddings) of agents given in position
-/// order.
+/// Agents given to a search index folder, in position order, with what
+/// goes beside each: its record as serialised, its feedback entries, and
+/// its embedding when the folder keeps them.
+#[derive(Clone, Copy)]
+pub struct Batch<'a> {
+    pub agents: &'a [Agent],
+    pub json: &'a [String],
+    pub feedback: &'a [&'a [&'a FeedbackEntry]],
+    pub vectors: Option<&'a [Vec<f32>]>,
+}
+
+/// Writes the records, keys, feedback (and embeddings) of agents given in
+/// position order.
 pub struct Writer {
     records: Packer,
     keys: Packer,
@@ -342,16 +353,9 @@ impl Writer {
         })
     }
 
-    /// Appends `batch`, each agent with its record as serialised (`json`),
-    /// its feedback entries and, when the writer keeps embeddings, its
-    /// vector.
-    pub fn add(
-        &mut self,
-        batch: &[Agent],
-        json: &[String],
-        feedback: &[&[&FeedbackEntry]],
-        vectors: Option<&[Vec<f32>]>,
-    ) -> Result<()> {
+    /// Appends the next agents.
+    pub fn add(&mut self, batch: &Batch) -> Result<()> {
+        let Batch { agents: batch, json, feedback, vectors } = *batch;
         ensure!(json.len() == batch.len() && feedback.len() == batch.len(), "a record for each agent");
         for entries in feedback {
             let bytes = if entries.is_empty() { Vec::new() } else { serde_json::to_vec(entries)? };
@@ -551,7 +555,8 @@ mod tests {
             let entries = feedback_of(batch);
             let feedback: Vec<Vec<&FeedbackEntry>> = entries.iter().map(|e| e.iter().collect()).collect();
             let feedback: Vec<&[&FeedbackEntry]> = feedback.iter().map(Vec::as_slice).collect();
-            writer.add(batch, &json, &feedback, Some(&vectors(n * 7, batch.len()))).unwrap();
+            let vectors = vectors(n * 7, batch.len());
+            writer.add(&Batch { agents: batch, json: &json, feedback: &feedback, vectors: Some(&vectors) }).unwrap();
         }
         writer.finish().unwrap();
         dir

@@ -8,12 +8,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::catalog::FeedbackEntry;
 use super::columns::{self, Columns};
 use super::query::AgentIndex;
-use super::records::{self, Records};
+use super::records::{self, Batch, Feedback, Records, Vectors};
 use super::text::{TextIndex, TextWriter};
-use super::Agent;
 
 /// Writes a search index folder from agents given in position order.
 pub struct Writer {
@@ -34,18 +32,11 @@ impl Writer {
         })
     }
 
-    /// Adds the next agents, each with its record as serialised (`json`),
-    /// its feedback entries and its embedding when the folder keeps them.
-    pub fn add(
-        &mut self,
-        batch: &[Agent],
-        json: &[String],
-        feedback: &[&[&FeedbackEntry]],
-        vectors: Option<&[Vec<f32>]>,
-    ) -> Result<()> {
-        self.text.add(batch)?;
-        batch.iter().for_each(|agent| self.columns.add(agent));
-        self.records.add(batch, json, feedback, vectors)
+    /// Adds the next agents.
+    pub fn add(&mut self, batch: &Batch) -> Result<()> {
+        self.text.add(batch.agents)?;
+        batch.agents.iter().for_each(|agent| self.columns.add(agent));
+        self.records.add(batch)
     }
 
     /// Ends the folder: the text index merged and committed, the columns
@@ -57,13 +48,32 @@ impl Writer {
     }
 }
 
-/// The agents of the search index folder `dir`, mapped (the text index
-/// and the records) and read (the columns), checked to hold as many.
-pub fn open(dir: &Path) -> Result<AgentIndex> {
+/// A search index folder, opened.
+pub struct Folder {
+    pub index: AgentIndex,
+    pub feedback: Feedback,
+    pub vectors: Option<Vectors>,
+}
+
+/// The agents of the search index folder `dir`: mapped (the text index,
+/// records, feedback and embeddings) and read (the columns), checked to
+/// hold as many.
+pub fn open(dir: &Path) -> Result<Folder> {
+    let context = || format!("the search index in {}", dir.display());
     let text = TextIndex::open(dir)?;
     let columns: Columns = columns::load(dir)?;
     let records = Records::open(dir)?;
-    AgentIndex::of_parts(records, text, columns).with_context(|| format!("the search index in {}", dir.display()))
+    let index = AgentIndex::of_parts(records, text, columns).with_context(context)?;
+    let (feedback, vectors) = (Feedback::open(dir)?, Vectors::open(dir)?);
+    anyhow::ensure!(
+        feedback.len() == index.len() && vectors.as_ref().is_none_or(|v| v.len() == index.len()),
+        "{}: {} agents, {} agents' feedback, {} embeddings",
+        context(),
+        index.len(),
+        feedback.len(),
+        vectors.as_ref().map_or(0, Vectors::len)
+    );
+    Ok(Folder { index, feedback, vectors })
 }
 
 #[cfg(test)]
@@ -84,10 +94,11 @@ mod tests {
         let mut writer = Writer::create(&dir, built.len(), None, 2, 40_000_000).unwrap();
         for batch in built.chunks(50) {
             let json: Vec<String> = batch.iter().map(|a| serde_json::to_string(a).unwrap()).collect();
-            writer.add(batch, &json, &vec![&[][..]; batch.len()], None).unwrap();
+            let feedback = vec![&[][..]; batch.len()];
+            writer.add(&Batch { agents: batch, json: &json, feedback: &feedback, vectors: None }).unwrap();
         }
         writer.finish(&dir).unwrap();
-        let (opened, held) = (open(&dir).unwrap(), AgentIndex::build(built.to_vec()));
+        let (opened, held) = (open(&dir).unwrap().index, AgentIndex::build(built.to_vec()));
         let live = AgentIndex::build(live.to_vec());
         let ids = |index: &[&AgentIndex], merged: &Merged| -> Vec<String> {
             merged.hits.iter().map(|h| index[h.part].records.keys(h.at).id.to_string()).collect()

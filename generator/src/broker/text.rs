@@ -266,12 +266,14 @@ impl TextIndex {
         (!clauses.is_empty()).then(|| BooleanQuery::new(clauses))
     }
 
-    /// The agents matching any word of `query` (the last also as a
-    /// prefix), read from the postings alone: what a search with `q`
-    /// keeps, nothing scored.
-    pub fn matching(&self, query: &str) -> Bits {
+    /// What `query` matches, read from the postings alone (nothing
+    /// scored): each posting list once, for the search's set and for its
+    /// relevance page ([`TextIndex::top`]).
+    pub fn matching(&self, query: &str) -> Matched {
         let (words, prefix) = self.terms(query);
-        self.having(&words, prefix.as_deref())
+        let worded = self.having(&words, None);
+        let prefixed = prefix.as_deref().map(|p| self.having(&[], Some(p)));
+        Matched { words, worded, prefixed }
     }
 
     /// The agents having any of `words`, or a word starting with `prefix`.
@@ -306,32 +308,30 @@ impl TextIndex {
         out
     }
 
-    /// The `k` best agents of `within` for `query`, best first, with
-    /// their scores: as [`TextIndex::scores`] ranks them (beside
-    /// `reference`'s statistics when given), ties by `rank` (ascending,
-    /// indexed by position). Block-max WAND skips the postings blocks
-    /// whose best score cannot enter the `k`, so a broad query does not
-    /// score every match.
+    /// The `k` best agents of `within` for the query `matched` is of,
+    /// best first, with their scores: as [`TextIndex::scores`] ranks them
+    /// (beside `reference`'s statistics when given), ties by `rank`
+    /// (ascending, indexed by position). Block-max WAND skips the postings
+    /// blocks whose best score cannot enter the `k`, so a broad query does
+    /// not score every match.
     pub fn top(
         &self,
-        query: &str,
+        matched: &Matched,
         reference: Option<&TextIndex>,
         within: &Bits,
         k: usize,
         rank: &[u32],
     ) -> Vec<(u32, f32)> {
-        let (words, prefix) = self.terms(query);
-        let mut top = Top::new(k, rank);
         if k == 0 {
             return Vec::new();
         }
+        let mut top = Top::new(k, rank);
         // A word match that also has the prefix scores `PREFIX` more: the
         // pruning threshold is lowered by as much, so none is skipped.
-        let prefixed = prefix.as_deref().map(|p| self.having(&[], Some(p)));
+        let prefixed = matched.prefixed.as_ref();
         let bonus = if prefixed.is_some() { PREFIX } else { 0.0 };
-        let mut offered = Bits::empty(self.len());
-        if !words.is_empty() {
-            let query = BooleanQuery::new(self.words_query(&words));
+        if !matched.words.is_empty() {
+            let query = BooleanQuery::new(self.words_query(&matched.words));
             let both = reference.map(|reference| Both { own: &self.searcher, reference: &reference.searcher });
             let scoring = match &both {
                 Some(both) => EnableScoring::enabled_from_statistics_provider(both, &self.searcher),
@@ -342,9 +342,7 @@ impl TextIndex {
                 let mut offer = |doc: DocId, score: Score| {
                     let at = positions[doc as usize];
                     if within.contains(at as usize) {
-                        offered.insert(at as usize);
-                        let extra =
-                            prefixed.as_ref().map_or(0.0, |p| if p.contains(at as usize) { PREFIX } else { 0.0 });
+                        let extra = prefixed.map_or(0.0, |p| if p.contains(at as usize) { PREFIX } else { 0.0 });
                         top.offer(at, score + extra);
                     }
                     top.threshold().map_or(Score::MIN, |worst| (worst - bonus).next_down())
@@ -353,11 +351,11 @@ impl TextIndex {
             }
         }
         // Agents with the prefix alone score `PREFIX`: they can enter only
-        // while the threshold stayed at or below it, so no word match was
-        // skipped and `offered` holds them all.
+        // while the threshold stayed at or below it, so no word match of
+        // `within` was skipped (each was offered above).
         if let Some(prefixed) = prefixed {
             if top.threshold().is_none_or(|worst| worst <= PREFIX) {
-                for at in prefixed.iter().filter(|at| within.contains(*at) && !offered.contains(*at)) {
+                for at in prefixed.iter().filter(|at| within.contains(*at) && !matched.worded.contains(*at)) {
                     top.offer(at as u32, PREFIX);
                 }
             }
@@ -430,6 +428,28 @@ impl Bm25StatisticsProvider for Both<'_> {
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
         Ok(self.own.doc_freq(term)? + self.reference.doc_freq(term)?)
+    }
+}
+
+/// What a query matches ([`TextIndex::matching`]).
+pub struct Matched {
+    /// Its distinct stemmed words.
+    words: Vec<String>,
+    /// The agents having one of them.
+    worded: Bits,
+    /// The agents having a word that starts with its last word as typed,
+    /// when that is long enough.
+    prefixed: Option<Bits>,
+}
+
+impl Matched {
+    /// Every agent the query matches.
+    pub fn agents(&self) -> Bits {
+        let mut all = self.worded.clone();
+        if let Some(prefixed) = &self.prefixed {
+            all.unite(prefixed);
+        }
+        all
     }
 }
 
@@ -635,7 +655,8 @@ mod tests {
         let queries = ["translator", "text generation", "data analytics agent", "transl", "analy", "zzz", "agent", "a"];
         for query in queries {
             let scored = index.search(query);
-            let found: Vec<usize> = index.matching(query).iter().collect();
+            let matched = index.matching(query);
+            let found: Vec<usize> = matched.agents().iter().collect();
             let mut expected_found: Vec<usize> = scored.iter().map(|(at, _)| *at as usize).collect();
             expected_found.sort();
             assert_eq!(found, expected_found, "{query}");
@@ -655,7 +676,7 @@ mod tests {
                 let mut expected: Vec<(u32, f32)> = truth.iter().map(|(at, s)| (*at, *s)).collect();
                 expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(rank[a.0 as usize].cmp(&rank[b.0 as usize])));
                 expected.truncate(k);
-                let got = index.top(query, reference, within, k, &rank);
+                let got = index.top(&matched, reference, within, k, &rank);
                 assert_eq!(got.len(), expected.len(), "{query} k={k}");
                 for ((at, score), (want, want_score)) in got.iter().zip(&expected) {
                     let close = |x: f32, y: f32| (x - y).abs() <= 1e-4 * y.abs().max(1.0);

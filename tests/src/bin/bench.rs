@@ -241,7 +241,7 @@ fn text(n: usize) -> Result<()> {
 fn search_folder(dir: &Path, queries: usize) -> Result<()> {
     use almanac::broker::query::{search, SearchQuery};
     let started = Instant::now();
-    let index = almanac::broker::search_folder::open(dir)?;
+    let index = almanac::broker::search_folder::open(dir)?.index;
     println!("opened {} agents in {:.2} s", index.len(), started.elapsed().as_secs_f64());
     let paths = query_paths(queries);
     let parsed: Vec<(String, SearchQuery)> = paths
