@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::bits::Bits;
 use super::columns::{order_slot, Columns, Field, Trust};
 use super::records::Records;
-use super::text::TextIndex;
+use super::text::{Ranks, TextIndex};
 use super::{Agent, KINDS, VERIFICATION};
 use crate::http::BadParameter;
 
@@ -218,6 +218,10 @@ pub struct AgentIndex {
     pub records: Records,
     pub text: TextIndex,
     pub columns: Columns,
+    /// Whether the text index's documents are in the order of the agents'
+    /// ids (as the generator writes and [`AgentIndex::build`] makes them):
+    /// then relevance ties are pruned.
+    text_in_order: bool,
 }
 
 impl AgentIndex {
@@ -228,9 +232,9 @@ impl AgentIndex {
 
     /// The index of `agents`, held in memory.
     pub fn build(agents: Vec<Agent>) -> AgentIndex {
-        let text = TextIndex::build(&agents);
         let columns = Columns::of(&agents);
-        AgentIndex { records: Records::held(agents), text, columns }
+        let text = TextIndex::build(&agents, &columns.id_rank);
+        AgentIndex::of_parts(Records::held(agents), text, columns).expect("an index of as many agents")
     }
 
     /// The index of `records` from the text index and columns made for
@@ -243,7 +247,8 @@ impl AgentIndex {
             columns.len,
             records.len()
         );
-        Ok(AgentIndex { records, text, columns })
+        let text_in_order = text.in_order(&columns.id_rank);
+        Ok(AgentIndex { records, text, columns, text_in_order })
     }
 
     pub fn len(&self) -> usize {
@@ -506,7 +511,8 @@ pub fn search_excluding(
         // With `q` and no `sortBy`: by relevance, ties by id; the text
         // index finds the first `end` without scoring every match.
         Some(text) if query.sort_by.is_none() => {
-            let top = index.text.top(text, reference, &matched, end, &index.columns.id_rank);
+            let rank = Ranks { of: &index.columns.id_rank, ordered: index.text_in_order };
+            let top = index.text.top(text, reference, &matched, end, &rank);
             scores = top[start.min(top.len())..].iter().map(|(_, score)| *score).collect();
             top[start.min(top.len())..].iter().map(|(i, _)| *i as usize).collect()
         }

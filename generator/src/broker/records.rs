@@ -142,6 +142,17 @@ impl Records {
         Ok(Records::Mapped { records, keys })
     }
 
+    /// Lets the pages of mapped records read so far leave this process's
+    /// resident set (the page cache keeps them, and a later read maps them
+    /// again): for a pass over every record, as the generator makes the
+    /// text index, so that its memory stays within its bound.
+    pub fn release(&self) -> Result<()> {
+        match self {
+            Records::Held { .. } => Ok(()),
+            Records::Mapped { records, keys } => records.release().and_then(|()| keys.release()),
+        }
+    }
+
     /// The agents, when held in memory.
     pub fn held_agents(&self) -> Option<&[Agent]> {
         match self {
@@ -469,6 +480,15 @@ impl Packed {
         #[cfg(unix)]
         map.advise(memmap2::Advice::Random).with_context(|| format!("advising {}", path.display()))?;
         Packed::new(map, magic).with_context(|| format!("{} is not a list of {}", path.display(), name(magic)))
+    }
+
+    /// See [`Records::release`].
+    fn release(&self) -> Result<()> {
+        #[cfg(unix)]
+        // Safety: the map is shared, of a file, and only read: dropping its
+        // pages loses nothing, the next read faults them in from the file.
+        unsafe { self.map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) }.context("releasing mapped records")?;
+        Ok(())
     }
 
     fn new(map: memmap2::Mmap, magic: &[u8; 8]) -> Result<Packed> {

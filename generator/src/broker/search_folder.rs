@@ -13,7 +13,13 @@ use super::query::AgentIndex;
 use super::records::{self, Batch, Feedback, Records, Vectors};
 use super::text::{TextIndex, TextWriter};
 
-/// Writes a search index folder from agents given in position order.
+/// How many agents the text index is given at a time.
+const TEXT_BATCH: usize = 4096;
+
+/// Writes a search index folder from agents given in position order: the
+/// records and columns as they come, the text index at the end, from the
+/// records written, in the order of the agents' ids (which no agent in a
+/// stream can know before the last has passed).
 pub struct Writer {
     text: TextWriter,
     columns: columns::Builder,
@@ -34,17 +40,34 @@ impl Writer {
 
     /// Adds the next agents.
     pub fn add(&mut self, batch: &Batch) -> Result<()> {
-        self.text.add(batch.agents)?;
         batch.agents.iter().for_each(|agent| self.columns.add(agent));
         self.records.add(batch)
     }
 
-    /// Ends the folder: the text index merged and committed, the columns
-    /// and records written and synced.
-    pub fn finish(self, dir: &Path) -> Result<()> {
-        self.text.finish()?;
-        columns::save(&self.columns.finish(), dir)?;
-        self.records.finish()
+    /// Ends the folder: the records and columns written and synced, then
+    /// the text index made from the records (read back in id order, a
+    /// batch at a time over the cores), merged and committed.
+    pub fn finish(mut self, dir: &Path) -> Result<()> {
+        use rayon::prelude::*;
+        self.records.finish()?;
+        let columns = self.columns.finish();
+        columns::save(&columns, dir)?;
+        let records = Records::open(dir)?;
+        let mut by_id = vec![0u32; columns.len];
+        columns.id_rank.iter().enumerate().for_each(|(position, rank)| by_id[*rank as usize] = position as u32);
+        for (batch, positions) in by_id.chunks(TEXT_BATCH).enumerate() {
+            let agents = positions
+                .par_iter()
+                .enumerate()
+                .map(|(n, at)| {
+                    let agent = records.agent(*at as usize)?.into_owned();
+                    Ok((*at, (batch * TEXT_BATCH + n) as u32, agent))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.text.add(&agents)?;
+            records.release()?;
+        }
+        self.text.finish()
     }
 }
 

@@ -11,7 +11,11 @@
 //! into a folder beside the build's snapshot ([`TextWriter`]) and opened
 //! from it memory-mapped ([`TextIndex::open`]): the api never builds the
 //! build's own. Documents carry their agent's position in the build (a
-//! fast field), so hits name agents whatever segments hold them.
+//! fast field), so hits name agents whatever segments hold them, and are
+//! kept in the order of their agents' ids (the index is sorted by a `rank`
+//! fast field): the order relevance ties are broken in, so that once a page
+//! is full a later document scoring the same cannot enter it and block-max
+//! WAND skips it with the blocks that cannot do better.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,7 +30,10 @@ use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextO
 use tantivy::tokenizer::{
     Language, LowerCaser, PreTokenizedString, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer, Token,
 };
-use tantivy::{DocId, Index, IndexWriter, Score, Searcher, SegmentOrdinal, SegmentReader, TantivyDocument, Term};
+use tantivy::{
+    DocId, Index, IndexSettings, IndexSortByField, IndexWriter, Order, Score, Searcher, SegmentOrdinal, SegmentReader,
+    TantivyDocument, Term,
+};
 
 use super::bits::Bits;
 use super::Agent;
@@ -43,6 +50,10 @@ const METADATA: usize = 1;
 /// what the word itself scores by BM25 (a whole word matches as its own
 /// prefix too).
 const PREFIX: Score = 0.3;
+/// A set of agents having a query's words is scored agent by agent, not by
+/// WAND over the postings, when it holds fewer than one in this many of
+/// them.
+const NARROW: usize = 4;
 /// A last word shorter than this is not taken as a prefix (`a` would match
 /// a good part of the vocabulary).
 const MIN_PREFIX: usize = 3;
@@ -76,6 +87,8 @@ struct Fields {
     /// The weighted words of every text field.
     text: Field,
     position: Field,
+    /// The agent's rank by id: what the index is sorted by.
+    rank: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -83,7 +96,16 @@ fn schema() -> (Schema, Fields) {
     let indexing = TextFieldIndexing::default().set_tokenizer(STEMMED).set_index_option(IndexRecordOption::WithFreqs);
     let text = builder.add_text_field("text", TextOptions::default().set_indexing_options(indexing));
     let position = builder.add_u64_field("position", FAST);
-    (builder.build(), Fields { text, position })
+    let rank = builder.add_u64_field("rank", FAST);
+    (builder.build(), Fields { text, position, rank })
+}
+
+/// Documents kept in the order of their agents' ids.
+fn settings() -> IndexSettings {
+    IndexSettings {
+        sort_by_field: Some(IndexSortByField { field: "rank".to_string(), order: Order::Asc }),
+        ..IndexSettings::default()
+    }
 }
 
 /// Calls `f` with each text of `agent` that search reads and how many
@@ -104,9 +126,9 @@ pub fn weighted_text(agent: &Agent, mut f: impl FnMut(&str, usize)) {
     }
 }
 
-/// Agent `position`'s document: its words, each as many times as its
-/// field weighs.
-fn document(analyzer: &mut TextAnalyzer, fields: &Fields, position: u64, agent: &Agent) -> TantivyDocument {
+/// Agent `position`'s document (`rank` by id): its words, each as many
+/// times as its field weighs.
+fn document(analyzer: &mut TextAnalyzer, fields: &Fields, position: u32, rank: u32, agent: &Agent) -> TantivyDocument {
     let mut words: Vec<Token> = Vec::new();
     weighted_text(agent, |text, weight| {
         let mut stream = analyzer.token_stream(text);
@@ -118,7 +140,8 @@ fn document(analyzer: &mut TextAnalyzer, fields: &Fields, position: u64, agent: 
     });
     let mut doc = TantivyDocument::new();
     doc.add_pre_tokenized_text(fields.text, PreTokenizedString { text: String::new(), tokens: words });
-    doc.add_u64(fields.position, position);
+    doc.add_u64(fields.position, u64::from(position));
+    doc.add_u64(fields.rank, u64::from(rank));
     doc
 }
 
@@ -147,6 +170,9 @@ pub struct TextIndex {
     /// Per segment, each document's agent position (read from the
     /// `position` fast field once, not per match).
     positions: Vec<Arc<[u32]>>,
+    /// Each agent's document, numbered on across segments (the inverse of
+    /// `positions`): to score a few agents where they are.
+    documents: Vec<u32>,
     fields: Fields,
     /// The analyzer queries are read with (cloned per query: reading
     /// needs it mutable).
@@ -154,18 +180,25 @@ pub struct TextIndex {
 }
 
 impl TextIndex {
-    /// An index of `agents` in memory, agent `i` at position `i`.
-    pub fn build(agents: &[Agent]) -> TextIndex {
+    /// An index of `agents` in memory, agent `i` at position `i`, its
+    /// rank by id `rank[i]`.
+    pub fn build(agents: &[Agent], rank: &[u32]) -> TextIndex {
         let (schema, fields) = schema();
-        let index = Index::create_in_ram(schema);
+        let index = Index::builder().schema(schema).settings(settings()).create_in_ram().expect("an index in memory");
         register(&index);
         // One indexing thread: an overlay segment is small and made often.
         let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).expect("an index in memory");
         let mut analyzer = analyzer();
         for (position, agent) in agents.iter().enumerate() {
-            writer.add_document(document(&mut analyzer, &fields, position as u64, agent)).expect("an index in memory");
+            let doc = document(&mut analyzer, &fields, position as u32, rank[position], agent);
+            writer.add_document(doc).expect("an index in memory");
         }
         writer.commit().expect("an index in memory");
+        // One segment, so that the documents are in rank order throughout.
+        let segments = index.searchable_segment_ids().expect("an index in memory");
+        if segments.len() > 1 {
+            writer.merge(&segments).wait().expect("an index in memory");
+        }
         writer.wait_merging_threads().expect("an index in memory");
         TextIndex::of(index, fields).expect("an index in memory")
     }
@@ -197,8 +230,13 @@ impl TextIndex {
                 );
                 Ok((0..max).map(|doc| column.get_val(doc) as u32).collect())
             })
-            .collect::<Result<_>>()?;
-        Ok(TextIndex { searcher, positions, fields, analyzer: analyzer() })
+            .collect::<Result<Vec<Arc<[u32]>>>>()?;
+        let mut documents = vec![u32::MAX; searcher.num_docs() as usize];
+        for (number, at) in positions.iter().flat_map(|segment| segment.iter()).enumerate() {
+            anyhow::ensure!(documents[*at as usize] == u32::MAX, "two documents are of agent {at}");
+            documents[*at as usize] = number as u32;
+        }
+        Ok(TextIndex { searcher, positions, documents, fields, analyzer: analyzer() })
     }
 
     /// How many agents the index holds.
@@ -272,8 +310,9 @@ impl TextIndex {
     pub fn matching(&self, query: &str) -> Matched {
         let (words, prefix) = self.terms(query);
         let worded = self.having(&words, None);
+        let worded_count = worded.count();
         let prefixed = prefix.as_deref().map(|p| self.having(&[], Some(p)));
-        Matched { words, worded, prefixed }
+        Matched { words, worded, worded_count, prefixed }
     }
 
     /// The agents having any of `words`, or a word starting with `prefix`.
@@ -308,28 +347,33 @@ impl TextIndex {
         out
     }
 
+    /// Whether the documents, segment after segment, are in the order of
+    /// `rank` (each agent's rank by id, indexed by position): then
+    /// [`TextIndex::top`] prunes ties.
+    pub fn in_order(&self, rank: &[u32]) -> bool {
+        let ranks = self.positions.iter().flat_map(|segment| segment.iter().map(|at| rank[*at as usize]));
+        ranks.clone().zip(ranks.skip(1)).all(|(a, b)| a < b)
+    }
+
     /// The `k` best agents of `within` for the query `matched` is of,
     /// best first, with their scores: as [`TextIndex::scores`] ranks them
     /// (beside `reference`'s statistics when given), ties by `rank`
     /// (ascending, indexed by position). Block-max WAND skips the postings
     /// blocks whose best score cannot enter the `k`, so a broad query does
-    /// not score every match.
+    /// not score every match; with the documents `in_order` of `rank`, the
+    /// blocks that could only tie are skipped too.
     pub fn top(
         &self,
         matched: &Matched,
         reference: Option<&TextIndex>,
         within: &Bits,
         k: usize,
-        rank: &[u32],
+        rank: &Ranks,
     ) -> Vec<(u32, f32)> {
         if k == 0 {
             return Vec::new();
         }
-        let mut top = Top::new(k, rank);
-        // A word match that also has the prefix scores `PREFIX` more: the
-        // pruning threshold is lowered by as much, so none is skipped.
-        let prefixed = matched.prefixed.as_ref();
-        let bonus = if prefixed.is_some() { PREFIX } else { 0.0 };
+        let mut best = Top::new(k, rank.of);
         if !matched.words.is_empty() {
             let query = BooleanQuery::new(self.words_query(&matched.words));
             let both = reference.map(|reference| Both { own: &self.searcher, reference: &reference.searcher });
@@ -338,41 +382,140 @@ impl TextIndex {
                 None => EnableScoring::enabled_from_searcher(&self.searcher),
             };
             let weight = query.weight(scoring).expect("a query over mapped or in-memory segments");
-            for (segment, positions) in self.searcher.segment_readers().iter().zip(&self.positions) {
-                let mut offer = |doc: DocId, score: Score| {
-                    let at = positions[doc as usize];
-                    if within.contains(at as usize) {
-                        let extra = prefixed.map_or(0.0, |p| if p.contains(at as usize) { PREFIX } else { 0.0 });
-                        top.offer(at, score + extra);
-                    }
-                    top.threshold().map_or(Score::MIN, |worst| (worst - bonus).next_down())
-                };
-                weight.for_each_pruning(Score::MIN, segment, &mut offer).expect("a mapped or in-memory segment");
+            // A word match that also has the prefix scores `PREFIX` more:
+            // those are ranked first, among themselves, then the rest need
+            // at least what the last of them scores.
+            let (mut with, mut without) = (within.clone(), within.clone());
+            with.intersect(&matched.worded);
+            without.intersect(&matched.worded);
+            match &matched.prefixed {
+                Some(prefixed) => {
+                    with.intersect(prefixed);
+                    without.subtract(prefixed);
+                }
+                // No prefix: none has it.
+                None => with.subtract(&matched.worded),
             }
+            let first = self.best_of(weight.as_ref(), &with, matched.worded_count, k, rank, Score::MIN);
+            let floor = if first.len() == k { (first[k - 1].1 + PREFIX).next_down() } else { Score::MIN };
+            first.into_iter().for_each(|(at, score)| best.offer(at, score + PREFIX));
+            let rest = self.best_of(weight.as_ref(), &without, matched.worded_count, k, rank, floor);
+            rest.into_iter().for_each(|(at, score)| best.offer(at, score));
         }
         // Agents with the prefix alone score `PREFIX`: they can enter only
-        // while the threshold stayed at or below it, so no word match of
-        // `within` was skipped (each was offered above).
-        if let Some(prefixed) = prefixed {
-            if top.threshold().is_none_or(|worst| worst <= PREFIX) {
+        // while the page is not full of better.
+        if let Some(prefixed) = &matched.prefixed {
+            if best.threshold().is_none_or(|worst| worst <= PREFIX) {
                 for at in prefixed.iter().filter(|at| within.contains(*at) && !matched.worded.contains(*at)) {
-                    top.offer(at as u32, PREFIX);
+                    best.offer(at as u32, PREFIX);
                 }
             }
+        }
+        best.into_sorted()
+    }
+
+    /// The `k` best of `set` (agents having one of the words, of `worded`)
+    /// by `weight`'s scores, above `floor`, best first, ties by rank: by
+    /// block-max WAND over the postings when the set is a good part of
+    /// them, else by scoring each of its agents (a narrow filter leaves
+    /// WAND's threshold low for long, so it would score most postings).
+    fn best_of(
+        &self,
+        weight: &dyn tantivy::query::Weight,
+        set: &Bits,
+        worded: usize,
+        k: usize,
+        rank: &Ranks,
+        floor: Score,
+    ) -> Vec<(u32, f32)> {
+        let members = set.count();
+        if members == 0 {
+            Vec::new()
+        } else if members.saturating_mul(NARROW) < worded {
+            self.each_of(weight, set, members, k, rank, floor)
+        } else {
+            self.wand(weight, set, k, rank, floor)
+        }
+    }
+
+    /// [`TextIndex::best_of`] by scoring each agent of `set` (`members`
+    /// of them, each having a word) where its document is.
+    fn each_of(
+        &self,
+        weight: &dyn tantivy::query::Weight,
+        set: &Bits,
+        members: usize,
+        k: usize,
+        rank: &Ranks,
+        floor: Score,
+    ) -> Vec<(u32, f32)> {
+        // The set in document order: a set of documents (a pass over
+        // n / 64 words, not a sort).
+        let mut numbers = Bits::empty(self.documents.len());
+        set.iter().for_each(|at| numbers.insert(self.documents[at] as usize));
+        debug_assert_eq!(numbers.count(), members);
+        let mut top = Top::new(k, rank.of);
+        let mut docs = numbers.iter().map(|number| number as u32).peekable();
+        let mut base = 0u32;
+        for (segment, positions) in self.searcher.segment_readers().iter().zip(&self.positions) {
+            let end = base + segment.max_doc();
+            let mut scorer = weight.scorer(segment, 1.0).expect("a mapped or in-memory segment");
+            while let Some(number) = docs.next_if(|number| *number < end) {
+                let doc = number - base;
+                if scorer.doc() <= doc && scorer.seek(doc) == doc {
+                    let score = scorer.score();
+                    if score > floor {
+                        top.offer(positions[doc as usize], score);
+                    }
+                }
+            }
+            base = end;
+        }
+        top.into_sorted()
+    }
+
+    /// [`TextIndex::best_of`] by block-max WAND.
+    fn wand(
+        &self,
+        weight: &dyn tantivy::query::Weight,
+        within: &Bits,
+        k: usize,
+        rank: &Ranks,
+        floor: Score,
+    ) -> Vec<(u32, f32)> {
+        let mut top = Top::new(k, rank.of);
+        for (segment, positions) in self.searcher.segment_readers().iter().zip(&self.positions) {
+            let mut offer = |doc: DocId, score: Score| {
+                let at = positions[doc as usize];
+                if within.contains(at as usize) {
+                    top.offer(at, score);
+                }
+                // In rank order a later document that ties the worst kept
+                // ranks after it: only a better score enters.
+                let worst =
+                    top.threshold().map_or(Score::MIN, |worst| if rank.ordered { worst } else { worst.next_down() });
+                worst.max(floor)
+            };
+            weight.for_each_pruning(floor, segment, &mut offer).expect("a mapped or in-memory segment");
         }
         top.into_sorted()
     }
 }
 
-/// Writes the build's text index into a folder, agents added in batches as
-/// they stream (tantivy's writer threads index them; its memory is held to
-/// a budget), then merged into one segment.
+/// Each agent's rank by id (indexed by position), and whether a text
+/// index's documents are in that order ([`TextIndex::in_order`]).
+pub struct Ranks<'a> {
+    pub of: &'a [u32],
+    pub ordered: bool,
+}
+
+/// Writes the build's text index into a folder, agents added in batches
+/// (tantivy's writer threads index them, sorted by rank; its memory is held
+/// to a budget), then merged into one segment.
 pub struct TextWriter {
     index: Index,
     writer: IndexWriter,
     fields: Fields,
-    analyzer: TextAnalyzer,
-    added: u64,
 }
 
 impl TextWriter {
@@ -381,19 +524,32 @@ impl TextWriter {
     pub fn create(dir: &Path, threads: usize, memory: usize) -> Result<TextWriter> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let (schema, fields) = schema();
-        let index = Index::create_in_dir(dir, schema).with_context(|| format!("creating {}", dir.display()))?;
+        let index = Index::builder()
+            .schema(schema)
+            .settings(settings())
+            .create_in_dir(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
         register(&index);
         // tantivy asks at least 15 MB per thread.
         let threads = threads.clamp(1, 8).min(memory / 15_000_000).max(1);
         let writer = index.writer_with_num_threads(threads, memory.max(15_000_000 * threads))?;
-        Ok(TextWriter { index, writer, fields, analyzer: analyzer(), added: 0 })
+        Ok(TextWriter { index, writer, fields })
     }
 
-    /// Adds the next agents, at the positions that follow.
-    pub fn add(&mut self, agents: &[Agent]) -> Result<()> {
-        for agent in agents {
-            self.writer.add_document(document(&mut self.analyzer, &self.fields, self.added, agent))?;
-            self.added += 1;
+    /// Adds agents, each with its position and its rank by id (in any
+    /// order: the index is sorted by rank); their words are read over the
+    /// cores.
+    pub fn add(&mut self, agents: &[(u32, u32, Agent)]) -> Result<()> {
+        use rayon::prelude::*;
+        let fields = self.fields;
+        let documents: Vec<TantivyDocument> = agents
+            .par_iter()
+            .map_init(analyzer, |analyzer, (position, rank, agent)| {
+                document(analyzer, &fields, *position, *rank, agent)
+            })
+            .collect();
+        for document in documents {
+            self.writer.add_document(document)?;
         }
         Ok(())
     }
@@ -435,8 +591,9 @@ impl Bm25StatisticsProvider for Both<'_> {
 pub struct Matched {
     /// Its distinct stemmed words.
     words: Vec<String>,
-    /// The agents having one of them.
+    /// The agents having one of them, and how many.
     worded: Bits,
+    worded_count: usize,
     /// The agents having a word that starts with its last word as typed,
     /// when that is long enough.
     prefixed: Option<Bits>,
@@ -558,6 +715,19 @@ mod tests {
     use super::*;
     use crate::broker::generate::agents;
 
+    /// Each agent's rank by id.
+    fn by_id(set: &[Agent]) -> Vec<u32> {
+        let mut order: Vec<usize> = (0..set.len()).collect();
+        order.sort_by(|a, b| set[*a].id.cmp(&set[*b].id));
+        let mut rank = vec![0; set.len()];
+        order.iter().enumerate().for_each(|(r, at)| rank[*at] = r as u32);
+        rank
+    }
+
+    fn built(set: &[Agent]) -> TextIndex {
+        TextIndex::build(set, &by_id(set))
+    }
+
     fn ranked(index: &TextIndex, query: &str) -> Vec<u32> {
         let mut hits = index.search(query);
         hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -592,7 +762,7 @@ mod tests {
 
     #[test]
     fn relevance_follows_fields_rarity_stems_and_the_last_prefix() {
-        let index = TextIndex::build(&six());
+        let index = built(&six());
         // Each case: query, the documents expected first (in order).
         let check = |query: &str, expected: &[u32]| {
             let got = ranked(&index, query);
@@ -621,9 +791,9 @@ mod tests {
     #[test]
     fn scores_beside_a_reference_are_those_of_one_index() {
         let set = agents(400, 11);
-        let whole = TextIndex::build(&set);
+        let whole = built(&set);
         let (large, small) = set.split_at(392);
-        let (large, small) = (TextIndex::build(large), TextIndex::build(small));
+        let (large, small) = (built(large), built(small));
         for query in ["text generation", "audit solidity contracts", "translation", "agents data", "nothing-like-this"]
         {
             let mut expected: Vec<(u32, f32)> =
@@ -641,17 +811,25 @@ mod tests {
 
     /// What a query matches, read from the postings, is what scoring
     /// every match finds; its top `k` within a set of agents, found by
-    /// block-max WAND, is the best `k` of every match scored (ties by rank;
-    /// equal scores may trade places).
+    /// block-max WAND (or agent by agent, within few), is the best `k` of
+    /// every match scored (ties by rank;
+    /// scores equal to a few ulps may trade places), whether the documents
+    /// are in rank order or not; in rank order, with ties pruned, it is
+    /// exactly what offering every tie finds.
     #[test]
     fn the_top_of_a_query_is_the_best_of_every_match_scored() {
         let set = agents(600, 17);
-        let index = TextIndex::build(&set);
-        let large = TextIndex::build(&agents(900, 3));
-        // A permutation of the positions (7919 is prime to 600).
-        let rank: Vec<u32> = (0..600).map(|i| ((i * 7919) % 600) as u32).collect();
+        let index = built(&set);
+        let large = built(&agents(900, 3));
+        // The documents' own order, and a permutation of the positions
+        // (7919 is prime to 600).
+        let ids = by_id(&set);
+        let shuffled: Vec<u32> = (0..600).map(|i| ((i * 7919) % 600) as u32).collect();
+        assert!(index.in_order(&ids) && !index.in_order(&shuffled));
         let all = Bits::full(600);
         let some = Bits::from_positions(600, (0..600).filter(|i| i % 3 != 0));
+        // Narrow: scored agent by agent, not by WAND.
+        let few = Bits::from_positions(600, (0..600).filter(|i| i % 9 == 4));
         let queries = ["translator", "text generation", "data analytics agent", "transl", "analy", "zzz", "agent", "a"];
         for query in queries {
             let scored = index.search(query);
@@ -667,21 +845,33 @@ mod tests {
                 (&some, Some(&large), 20),
                 (&all, Some(&large), 1000),
                 (&some, None, 0),
+                (&few, None, 5),
+                (&few, Some(&large), 30),
             ] {
                 let truth: std::collections::HashMap<u32, f32> = index
                     .scores(query, reference)
                     .into_iter()
                     .filter(|(at, _)| within.contains(*at as usize))
                     .collect();
-                let mut expected: Vec<(u32, f32)> = truth.iter().map(|(at, s)| (*at, *s)).collect();
-                expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(rank[a.0 as usize].cmp(&rank[b.0 as usize])));
-                expected.truncate(k);
-                let got = index.top(&matched, reference, within, k, &rank);
-                assert_eq!(got.len(), expected.len(), "{query} k={k}");
-                for ((at, score), (want, want_score)) in got.iter().zip(&expected) {
-                    let close = |x: f32, y: f32| (x - y).abs() <= 1e-4 * y.abs().max(1.0);
-                    assert!(close(*score, *want_score), "{query} k={k}: {at} scores {score}, expected {want_score}");
-                    assert!(at == want || close(truth[at], *want_score), "{query} k={k}: {at} in place of {want}");
+                for rank in [&ids, &shuffled] {
+                    let mut expected: Vec<(u32, f32)> = truth.iter().map(|(at, s)| (*at, *s)).collect();
+                    expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(rank[a.0 as usize].cmp(&rank[b.0 as usize])));
+                    expected.truncate(k);
+                    let ordered = index.in_order(rank);
+                    let got = index.top(&matched, reference, within, k, &Ranks { of: rank, ordered });
+                    assert_eq!(got.len(), expected.len(), "{query} k={k}");
+                    for ((at, score), (want, want_score)) in got.iter().zip(&expected) {
+                        let close = |x: f32, y: f32| (x - y).abs() <= 1e-4 * y.abs().max(1.0);
+                        assert!(
+                            close(*score, *want_score),
+                            "{query} k={k}: {at} scores {score}, expected {want_score}"
+                        );
+                        assert!(at == want || close(truth[at], *want_score), "{query} k={k}: {at} in place of {want}");
+                    }
+                    if ordered {
+                        let every_tie = index.top(&matched, reference, within, k, &Ranks { of: rank, ordered: false });
+                        assert_eq!(got, every_tie, "{query} k={k}");
+                    }
                 }
             }
         }
@@ -693,12 +883,17 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("almanac-text-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mut writer = TextWriter::create(&dir, 2, 40_000_000).unwrap();
-        for batch in set.chunks(64) {
+        // Given in position order; kept in the order of the ids.
+        let ids = by_id(&set);
+        let numbered: Vec<(u32, u32, Agent)> =
+            set.iter().enumerate().map(|(at, agent)| (at as u32, ids[at], agent.clone())).collect();
+        for batch in numbered.chunks(64) {
             writer.add(batch).unwrap();
         }
         writer.finish().unwrap();
-        let (opened, built) = (TextIndex::open(&dir).unwrap(), TextIndex::build(&set));
+        let (opened, built) = (TextIndex::open(&dir).unwrap(), built(&set));
         assert_eq!(opened.len(), 700);
+        assert!(opened.in_order(&ids) && built.in_order(&ids));
         for query in ["text generation", "translator", "audit smart contracts", "analy"] {
             let (mut a, mut b) = (opened.search(query), built.search(query));
             a.sort_by_key(|(doc, _)| *doc);

@@ -10,6 +10,12 @@
 //!   to index, latency over 2,000 distinct query texts, recall and
 //!   precision judged by the agents' capabilities; then whole searches over
 //!   the new index; in process, one thread.
+//! - `bench search SEARCH_DIR [QUERIES]`: QUERIES distinct searches (`bench
+//!   queries`) in process over a build's search index folder, by kind.
+//! - `bench folder AGENTS SEARCH_DIR`: a search index folder of AGENTS
+//!   agents of the datagen's (`--preset agents`, its default seed), written
+//!   as the generator writes a build's, without the rest of the build: for
+//!   `bench search` and profiling at scale in minutes.
 //! - `bench slow ADDR IDLE TRICKLE SECONDS`: hold IDLE connections that
 //!   send nothing and TRICKLE that send a request head one field line a
 //!   second, opening a new one whenever the server closes one, for
@@ -44,6 +50,7 @@ fn main() -> Result<()> {
         Some("queries") => queries(args.get(1).map_or(Ok(5_000), |n| n.parse())?),
         Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
         Some("search") => search_folder(Path::new(&args[1]), args.get(2).map_or(Ok(5_000), |n| n.parse())?),
+        Some("folder") => write_folder(args[1].parse()?, Path::new(&args[2])),
         Some("slow") => slow(&args[1], args[2].parse()?, args[3].parse()?, args[4].parse()?),
         Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
         Some("signin") => signin(&args[1], args.get(2).map_or(Ok(5), |s| s.parse())?),
@@ -52,7 +59,7 @@ fn main() -> Result<()> {
         Some("streams") => streams(&args[1], args[2].parse()?, args[3].parse()?),
         _ => bail!(
             "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS] \
-             | bench search SEARCH_DIR [QUERIES] \
+             | bench search SEARCH_DIR [QUERIES] | bench folder AGENTS SEARCH_DIR \
              | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS] \
              | bench register BASE STORE AGENTS | bench chat BASE [MESSAGES] | bench streams BASE API_PID STREAMS"
         ),
@@ -132,8 +139,9 @@ fn text(n: usize) -> Result<()> {
     let started = Instant::now();
     let baseline = tests::bm25f::TextIndex::build(&agents);
     let baseline_built = started.elapsed();
+    let rank = almanac::broker::columns::Columns::of(&agents).id_rank;
     let started = Instant::now();
-    let tantivy = TextIndex::build(&agents);
+    let tantivy = TextIndex::build(&agents, &rank);
     let tantivy_built = started.elapsed();
     println!(
         "text index of {n} agents: baseline BM25F built in {:.2} s, tantivy in {:.2} s",
@@ -287,6 +295,24 @@ fn search_folder(dir: &Path, queries: usize) -> Result<()> {
     for (t, path) in slowest.iter().take(8) {
         println!("  slowest: {:.2} ms {path}", t.as_secs_f64() * 1e3);
     }
+    Ok(())
+}
+
+/// A search index folder of `agents` generated agents in `dir` (see the
+/// module's doc).
+fn write_folder(agents: usize, dir: &Path) -> Result<()> {
+    use almanac::broker::{generate, records::Batch, search_folder::Writer};
+    let started = Instant::now();
+    let all = generate::agents(agents, 1);
+    anyhow::ensure!(!dir.exists(), "{} exists", dir.display());
+    let mut writer = Writer::create(dir, all.len(), None, 2, 128 << 20)?;
+    for batch in all.chunks(4096) {
+        let json = batch.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>()?;
+        let feedback = vec![&[][..]; batch.len()];
+        writer.add(&Batch { agents: batch, json: &json, feedback: &feedback, vectors: None })?;
+    }
+    writer.finish(dir)?;
+    println!("{agents} agents written to {} in {:.1} s", dir.display(), started.elapsed().as_secs_f64());
     Ok(())
 }
 
