@@ -19,7 +19,9 @@ timed() {
   read -r secs kb <"$OUT/time.txt"
   printf 'wall %.2f s, peak RSS %d MiB, %s\n' "$secs" "$((kb / 1024))" "$(grep -o 'files=[0-9]*' "$OUT/last.log" | tail -1)"
 }
-rss() { printf '%d MiB' "$(( $(ps -o rss= -p "$1") / 1024 ))"; }
+# Resident memory of process $1, and how much of it is anonymous (the heap:
+# the rest is mapped build files, page cache the kernel can reclaim).
+rss() { awk '/^VmRSS/{r=$2} /^RssAnon/{a=$2} END{printf "%d MiB (anonymous %d MiB)", r/1024, a/1024}' "/proc/$1/status"; }
 rate() { wrk "$@" | awk '/Requests\/sec/{r=$2} $1=="99%"{p=$2} END{printf "%s/s p99 %s", r, p}'; }
 
 # Three rounds of the distinct searches at 8 and 32 connections against
