@@ -49,7 +49,7 @@ for size in "$@"; do
     "$(du -h "$build/_manifest.json" | cut -f1)" "$(du -h "$build/_manifest.idx" | cut -f1)"
 
   started=$(date +%s.%N)
-  "$BIN/api" --bind 127.0.0.1:4086 --site-dir "$dir/site" --data-dir "$dir/data" >/dev/null 2>&1 &
+  "$BIN/api" --bind 127.0.0.1:4086 --site-dir "$dir/site" --data-dir "$dir/data" >"$OUT/api-$size.log" 2>&1 &
   api=$!
   nginx_conf="$OUT/nginx-scale.conf"
   cat >"$nginx_conf" <<CONF
@@ -68,7 +68,8 @@ http {
 CONF
   trap 'kill $api 2>/dev/null || true; nginx -c "$nginx_conf" -s stop 2>/dev/null || true' EXIT
   for _ in $(seq 1 3000); do curl -sf localhost:4086/api/v1/stats >/dev/null && break; sleep 0.05; done
-  printf 'api ready in %.1f s, RSS %s\n' "$(awk -v now="$(date +%s.%N)" -v then="$started" 'BEGIN { print now - then }')" "$(rss $api)"
+  printf 'api ready in %.1f s (build loaded in %s ms), RSS %s\n' "$(awk -v now="$(date +%s.%N)" -v then="$started" 'BEGIN { print now - then }')" \
+    "$(grep -o 'load_ms=[0-9]*' "$OUT/api-$size.log" | head -1 | cut -d= -f2)" "$(rss $api)"
   nginx -c "$nginx_conf"
   # The same searches in process on one thread, over the build's search
   # index folder as the api opens it: by kind, without HTTP.

@@ -80,11 +80,13 @@ impl Watcher {
         let (layout, settings) = (self.layout.clone(), self.settings);
         let previous = serving.clone();
         let build = id.clone();
+        let started = Instant::now();
         let loaded =
             tokio::task::spawn_blocking(move || Build::load(&layout, &build, settings, previous.as_deref())).await;
         let error = match loaded {
             Ok(Ok(build)) => {
-                tracing::info!(build = %build.id, "serving new build");
+                let load_ms = started.elapsed().as_millis() as u64;
+                tracing::info!(build = %build.id, load_ms, "serving new build");
                 self.live.set(build);
                 self.failed = None;
                 return Outcome::Loaded;
