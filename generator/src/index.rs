@@ -2,11 +2,8 @@
 //! `_manifest.json` for the api. The JSON is for people and static hosts;
 //! at a million agents it is gigabytes, too slow to parse at every build
 //! swap. The index is opened as a memory map and searched in place: routes
-//! sorted by their bytes, fixed-size records, strings in one heap. A
-//! lookup is a binary search: first over every [`FENCE`]th route, read
-//! into memory at open, then within the few records between two of them
-//! (at a million agents, a search over the whole map touched some forty
-//! pages spread over 1.4 GB; now a handful side by side).
+//! sorted by their bytes, fixed-size records, strings in one heap. Opening
+//! it costs the same at any size; a lookup is a binary search.
 //!
 //! Layout, little-endian:
 //!
@@ -34,8 +31,6 @@ pub const FILE_NAME: &str = "_manifest.idx";
 const MAGIC: &[u8; 8] = b"ALMIDX01";
 const HEADER: usize = 24 + 32;
 const RECORD: usize = 64;
-/// One route in this many is held in memory as a fence.
-const FENCE: usize = 256;
 
 /// The index of `manifest`, as bytes (tests, small builds).
 pub fn to_bytes(manifest: &Manifest) -> Result<Vec<u8>> {
@@ -144,8 +139,6 @@ pub struct Index {
     records: usize,
     types: usize,
     caches: usize,
-    /// The routes of records 0, [`FENCE`], 2 × [`FENCE`]…
-    fence: Vec<Box<[u8]>>,
 }
 
 /// One route's entry, read from the index.
@@ -212,13 +205,10 @@ impl Index {
         if end.is_none() {
             bail!("the index is shorter than its header says");
         }
-        let mut index = Index { bytes, records, types, caches, fence: Vec::new() };
+        let index = Index { bytes, records, types, caches };
         if index.build().is_none() || index.snapshot().is_none() {
             bail!("the index names no build");
         }
-        let fence: Option<Vec<Box<[u8]>>> =
-            (0..records).step_by(FENCE).map(|p| index.route_bytes(p).map(Box::from)).collect();
-        index.fence = fence.context("a route of the index is out of bounds")?;
         Ok(index)
     }
 
@@ -298,11 +288,9 @@ impl Index {
         })
     }
 
-    /// The record of `route`, found by binary search: over the fence, then
-    /// within the records after the last fence route not above it.
+    /// The record of `route`, found by binary search.
     pub fn get(&self, route: &str) -> Option<Record<'_>> {
-        let block = self.fence.partition_point(|fenced| **fenced <= *route.as_bytes()).checked_sub(1)?;
-        let (mut low, mut high) = (block * FENCE, (block * FENCE + FENCE).min(self.records));
+        let (mut low, mut high) = (0, self.records);
         while low < high {
             let middle = low + (high - low) / 2;
             match self.route_bytes(middle)?.cmp(route.as_bytes()) {
