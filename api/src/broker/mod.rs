@@ -169,9 +169,14 @@ fn agent_file(
         overlay::Found::Deleted => return Err(unknown_agent(uaid)),
         overlay::Found::Build => {}
     }
-    broker.position(uaid).ok_or_else(|| unknown_agent(uaid))?;
+    // The build's file first: an agent of the build has it, so the UAID is
+    // looked up among the build's agents only when it is missing (404 for
+    // an agent the build does not hold, else a broken build).
     let route = route(uaid);
-    published(request, build, &route).ok_or_else(|| missing(&route))
+    published(request, build, &route).ok_or_else(|| match broker.position(uaid) {
+        None => unknown_agent(uaid),
+        Some(_) => missing(&route),
+    })
 }
 
 /// The build lacks a file its own index promises: a broken build.
