@@ -416,10 +416,13 @@ impl Aggregations {
 fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
     let c = &index.columns;
     // A sparse set (most of its words empty) is counted where it has
-    // members only.
-    let occupied = matched.occupied();
-    let sparse = occupied.len() * 2 < matched.words().len();
-    let count = |set: &Bits| if sparse { matched.count_with_in(set, &occupied) } else { matched.count_with(set) };
+    // members only; the words are listed only then.
+    let empty = matched.words().iter().filter(|w| **w == 0).count();
+    let occupied = (empty * 2 > matched.words().len()).then(|| matched.occupied());
+    let count = |set: &Bits| match &occupied {
+        Some(occupied) => matched.count_with_in(set, occupied),
+        None => matched.count_with(set),
+    };
     let named = |field: &Field| -> BTreeMap<String, usize> {
         field.values.iter().zip(&field.sets).map(|(k, set)| (k.clone(), count(set))).filter(|(_, n)| *n > 0).collect()
     };

@@ -21,9 +21,11 @@ const TEXT_BATCH: usize = 4096;
 /// records written, in the order of the agents' ids (which no agent in a
 /// stream can know before the last has passed).
 pub struct Writer {
-    text: TextWriter,
     columns: columns::Builder,
     records: records::Writer,
+    /// The text index's threads and memory, taken at the end.
+    threads: usize,
+    memory: usize,
 }
 
 impl Writer {
@@ -31,10 +33,12 @@ impl Writer {
     /// embeddings when they have some (made by `model`); the text index is
     /// made on `threads` within `memory` bytes.
     pub fn create(dir: &Path, count: usize, model: Option<&str>, threads: usize, memory: usize) -> Result<Writer> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(Writer {
-            text: TextWriter::create(dir, threads, memory)?,
             columns: columns::Builder::new(count),
             records: records::Writer::create(dir, model)?,
+            threads,
+            memory,
         })
     }
 
@@ -47,12 +51,13 @@ impl Writer {
     /// Ends the folder: the records and columns written and synced, then
     /// the text index made from the records (read back in id order, a
     /// batch at a time over the cores), merged and committed.
-    pub fn finish(mut self, dir: &Path) -> Result<()> {
+    pub fn finish(self, dir: &Path) -> Result<()> {
         use rayon::prelude::*;
         self.records.finish()?;
         let columns = self.columns.finish();
         columns::save(&columns, dir)?;
         let records = Records::open(dir)?;
+        let mut text = TextWriter::create(dir, self.threads, self.memory)?;
         let mut by_id = vec![0u32; columns.len];
         columns.id_rank.iter().enumerate().for_each(|(position, rank)| by_id[*rank as usize] = position as u32);
         for (batch, positions) in by_id.chunks(TEXT_BATCH).enumerate() {
@@ -64,10 +69,10 @@ impl Writer {
                     Ok((*at, (batch * TEXT_BATCH + n) as u32, agent))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            self.text.add(&agents)?;
+            text.add(&agents)?;
             records.release()?;
         }
-        self.text.finish()
+        text.finish()
     }
 }
 

@@ -310,9 +310,8 @@ impl TextIndex {
     pub fn matching(&self, query: &str) -> Matched {
         let (words, prefix) = self.terms(query);
         let worded = self.having(&words, None);
-        let worded_count = worded.count();
         let prefixed = prefix.as_deref().map(|p| self.having(&[], Some(p)));
-        Matched { words, worded, worded_count, prefixed }
+        Matched { words, worded, prefixed }
     }
 
     /// The agents having any of `words`, or a word starting with `prefix`.
@@ -351,8 +350,11 @@ impl TextIndex {
     /// `rank` (each agent's rank by id, indexed by position): then
     /// [`TextIndex::top`] prunes ties.
     pub fn in_order(&self, rank: &[u32]) -> bool {
-        let ranks = self.positions.iter().flat_map(|segment| segment.iter().map(|at| rank[*at as usize]));
-        ranks.clone().zip(ranks.skip(1)).all(|(a, b)| a < b)
+        let mut last = None;
+        self.positions.iter().flat_map(|segment| segment.iter()).all(|at| {
+            let next = Some(rank[*at as usize]);
+            std::mem::replace(&mut last, next) < next
+        })
     }
 
     /// The `k` best agents of `within` for the query `matched` is of,
@@ -385,21 +387,20 @@ impl TextIndex {
             // A word match that also has the prefix scores `PREFIX` more:
             // those are ranked first, among themselves, then the rest need
             // at least what the last of them scores.
-            let (mut with, mut without) = (within.clone(), within.clone());
-            with.intersect(&matched.worded);
+            let worded = matched.worded.count();
+            let mut without = within.clone();
             without.intersect(&matched.worded);
-            match &matched.prefixed {
-                Some(prefixed) => {
-                    with.intersect(prefixed);
-                    without.subtract(prefixed);
-                }
-                // No prefix: none has it.
-                None => with.subtract(&matched.worded),
-            }
-            let first = self.best_of(weight.as_ref(), &with, matched.worded_count, k, rank, Score::MIN);
+            let with = matched.prefixed.as_ref().map(|prefixed| {
+                let mut with = without.clone();
+                with.intersect(prefixed);
+                without.subtract(prefixed);
+                with
+            });
+            let first =
+                with.map_or(Vec::new(), |with| self.best_of(weight.as_ref(), &with, worded, k, rank, Score::MIN));
             let floor = if first.len() == k { (first[k - 1].1 + PREFIX).next_down() } else { Score::MIN };
             first.into_iter().for_each(|(at, score)| best.offer(at, score + PREFIX));
-            let rest = self.best_of(weight.as_ref(), &without, matched.worded_count, k, rank, floor);
+            let rest = self.best_of(weight.as_ref(), &without, worded, k, rank, floor);
             rest.into_iter().for_each(|(at, score)| best.offer(at, score));
         }
         // Agents with the prefix alone score `PREFIX`: they can enter only
@@ -432,19 +433,18 @@ impl TextIndex {
         if members == 0 {
             Vec::new()
         } else if members.saturating_mul(NARROW) < worded {
-            self.each_of(weight, set, members, k, rank, floor)
+            self.each_of(weight, set, k, rank, floor)
         } else {
             self.wand(weight, set, k, rank, floor)
         }
     }
 
-    /// [`TextIndex::best_of`] by scoring each agent of `set` (`members`
-    /// of them, each having a word) where its document is.
+    /// [`TextIndex::best_of`] by scoring each agent of `set` (each having
+    /// a word) where its document is.
     fn each_of(
         &self,
         weight: &dyn tantivy::query::Weight,
         set: &Bits,
-        members: usize,
         k: usize,
         rank: &Ranks,
         floor: Score,
@@ -453,7 +453,6 @@ impl TextIndex {
         // n / 64 words, not a sort).
         let mut numbers = Bits::empty(self.documents.len());
         set.iter().for_each(|at| numbers.insert(self.documents[at] as usize));
-        debug_assert_eq!(numbers.count(), members);
         let mut top = Top::new(k, rank.of);
         let mut docs = numbers.iter().map(|number| number as u32).peekable();
         let mut base = 0u32;
@@ -519,7 +518,7 @@ pub struct TextWriter {
 }
 
 impl TextWriter {
-    /// A new index in `dir` (which must be empty or absent), indexing on
+    /// A new index in `dir` (which must hold none), indexing on
     /// `threads` threads within `memory` bytes.
     pub fn create(dir: &Path, threads: usize, memory: usize) -> Result<TextWriter> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -591,9 +590,8 @@ impl Bm25StatisticsProvider for Both<'_> {
 pub struct Matched {
     /// Its distinct stemmed words.
     words: Vec<String>,
-    /// The agents having one of them, and how many.
+    /// The agents having one of them.
     worded: Bits,
-    worded_count: usize,
     /// The agents having a word that starts with its last word as typed,
     /// when that is long enough.
     prefixed: Option<Bits>,
