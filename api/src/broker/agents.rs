@@ -88,7 +88,7 @@ impl Agents {
 
     /// `{hits, total, page, limit}` (and `aggregations` when asked), the
     /// hits spliced from their serialised form.
-    pub fn page_body(&self, page: &Page) -> Vec<u8> {
+    pub fn page_body(&self, page: &Page) -> anyhow::Result<Vec<u8>> {
         let hits = page.hits.iter().map(|i| self.hit(*i));
         page_body(hits, page.total, page.page, page.limit, page.aggregations.as_ref())
     }
@@ -112,17 +112,19 @@ impl Feedback {
     }
 }
 
-/// A search answer from hits already serialised.
+/// A search answer from hits already serialised; an error for a hit
+/// whose record is empty (what a damaged records file reads as).
 pub fn page_body<'a>(
     hits: impl Iterator<Item = &'a [u8]> + Clone,
     total: usize,
     page: usize,
     limit: usize,
     aggregations: Option<&Aggregations>,
-) -> Vec<u8> {
+) -> anyhow::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(64 + hits.clone().map(|h| h.len() + 1).sum::<usize>());
     out.extend_from_slice(b"{\"hits\":[");
     for (n, hit) in hits.enumerate() {
+        anyhow::ensure!(!hit.is_empty(), "hit {n} of the page has an empty record");
         if n > 0 {
             out.push(b',');
         }
@@ -134,7 +136,7 @@ pub fn page_body<'a>(
         serde_json::to_writer(&mut out, aggregations).expect("aggregations serialise");
     }
     out.push(b'}');
-    out
+    Ok(out)
 }
 
 /// The current UTC time, RFC 3339 (a live answer's own time, never a file's).

@@ -53,9 +53,10 @@ pub async fn search(request: Request) -> Answer {
 fn run_search(request: &Request, query: &SearchQuery) -> Answer {
     let (_, broker) = agents(request)?;
     let view = request.app.overlay.view();
+    let damaged = |e: anyhow::Error| Error::damaged_record(&e);
     Ok(match view.search(broker, query) {
-        Some(merged) => live(reply::bytes(view.page_body(broker, &merged))),
-        None => reply::bytes(broker.page_body(&broker.search(query))),
+        Some(merged) => live(reply::bytes(view.page_body(broker, &merged).map_err(damaged)?)),
+        None => reply::bytes(broker.page_body(&broker.search(query)).map_err(damaged)?),
     })
 }
 

@@ -343,7 +343,7 @@ impl View {
     }
 
     /// `{hits, total, page, limit[, aggregations]}` of a merged page.
-    pub fn page_body(&self, build: &Agents, page: &Merged) -> Vec<u8> {
+    pub fn page_body(&self, build: &Agents, page: &Merged) -> anyhow::Result<Vec<u8>> {
         super::agents::page_body(
             page.hits.iter().map(|hit| self.hit(build, *hit)),
             page.total,
