@@ -49,6 +49,10 @@ impl Bits {
         self.words[i / 64] |= 1 << (i % 64);
     }
 
+    pub fn remove(&mut self, i: usize) {
+        self.words[i / 64] &= !(1 << (i % 64));
+    }
+
     pub fn contains(&self, i: usize) -> bool {
         self.words[i / 64] >> (i % 64) & 1 == 1
     }
@@ -202,8 +206,11 @@ mod tests {
             let mut or = x.clone();
             or.unite(&y);
             assert_eq!(or.count(), a.len() + b.len() - both.len());
+            let mut removed = x.clone();
+            b.iter().for_each(|i| removed.remove(*i));
             let mut less = x.clone();
             less.subtract(&y);
+            assert_eq!(removed, less);
             assert_eq!(
                 less.iter().collect::<Vec<_>>(),
                 a.iter().copied().filter(|i| !b.contains(i)).collect::<Vec<_>>()

@@ -80,7 +80,15 @@ impl Field {
 pub struct MetadataColumn {
     pub values: Vec<String>,
     pub postings: Vec<Vec<u32>>,
+    /// The agents of each value held by many (a 32nd of the agents or
+    /// more) as a set as well, made when the columns are: a filter
+    /// unites it in `n / 64` words instead of setting each agent's bit.
+    /// No larger than the postings it copies.
+    pub dense: Vec<Option<Bits>>,
 }
+
+/// How many steps [`Columns::trust_steps`] cuts the trust order into.
+pub const TRUST_STEPS: usize = 32;
 
 /// The columns of a set of agents.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,6 +113,43 @@ pub struct Columns {
     pub metadata: BTreeMap<String, MetadataColumn>,
     /// Trust signal name to each agent's value (NaN when it has none).
     pub signals: BTreeMap<String, Vec<f64>>,
+    /// Step `k` is the set of the first `(k + 1) n / TRUST_STEPS` agents
+    /// of the trust order (highest first), made when the columns are: a
+    /// `minTrust` filter starts from the nearest step and sets or clears
+    /// at most `n / (2 TRUST_STEPS)` agents, instead of up to all of them.
+    pub trust_steps: Vec<Bits>,
+}
+
+impl Columns {
+    /// The sets kept beside the columns for the filters (see
+    /// [`MetadataColumn::dense`] and [`Columns::trust_steps`]): computed
+    /// from the rest, never written.
+    fn derive(&mut self) {
+        let n = self.len;
+        for column in self.metadata.values_mut() {
+            column.dense = column
+                .postings
+                .iter()
+                .map(|p| (p.len() >= n / 32).then(|| Bits::from_positions(n, p.iter().map(|i| *i as usize))))
+                .collect();
+        }
+        let order = &self.orders[order_slot(SortBy::TrustScore, false)];
+        let mut set = Bits::empty(n);
+        let mut done = 0;
+        self.trust_steps = (0..TRUST_STEPS - 1)
+            .map(|k| {
+                let end = trust_step_end(n, k);
+                order[done..end].iter().for_each(|i| set.insert(*i as usize));
+                done = end;
+                set.clone()
+            })
+            .collect();
+    }
+}
+
+/// How many agents of the trust order step `k` holds.
+pub fn trust_step_end(n: usize, k: usize) -> usize {
+    (k + 1) * n / TRUST_STEPS
 }
 
 impl Columns {
@@ -173,6 +218,7 @@ impl Builder {
                 id_rank: Vec::new(),
                 metadata: BTreeMap::new(),
                 signals: BTreeMap::new(),
+                trust_steps: Vec::new(),
             },
             added: 0,
             updated: Arena::default(),
@@ -268,6 +314,7 @@ impl Builder {
         }
         columns.orders = orders;
         columns.id_rank = id_rank;
+        columns.derive();
         columns
     }
 }
@@ -423,7 +470,7 @@ impl Columns {
             let path = r.string()?;
             let values = r.strings()?;
             let postings = values.iter().map(|_| r.u32s()).collect::<Result<_>>()?;
-            metadata.insert(path, MetadataColumn { values, postings });
+            metadata.insert(path, MetadataColumn { values, postings, dense: Vec::new() });
         }
         let mut signals = BTreeMap::new();
         for _ in 0..r.count()? {
@@ -433,7 +480,7 @@ impl Columns {
         if r.at != bytes.len() {
             bail!("{} bytes follow the columns", bytes.len() - r.at);
         }
-        let columns = Columns {
+        let mut columns = Columns {
             len,
             registry,
             adapter,
@@ -448,8 +495,10 @@ impl Columns {
             id_rank,
             metadata,
             signals,
+            trust_steps: Vec::new(),
         };
         columns.check()?;
+        columns.derive();
         Ok(columns)
     }
 

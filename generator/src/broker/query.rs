@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::bits::Bits;
-use super::columns::{order_slot, Columns, Field, Trust};
+use super::columns::{order_slot, Columns, Field, Trust, TRUST_STEPS};
 use super::records::Records;
 use super::text::{Ranks, TextIndex};
 use super::{Agent, KINDS, VERIFICATION};
@@ -340,9 +340,12 @@ fn categories(index: &AgentIndex, query: &SearchQuery) -> Bits {
     for (path, patterns) in &query.metadata {
         let Some(column) = c.metadata.get(&path.join(".")) else { return Bits::empty(n) };
         let mut matching = Bits::empty(n);
-        for (value, postings) in column.values.iter().zip(&column.postings) {
+        for ((value, postings), dense) in column.values.iter().zip(&column.postings).zip(&column.dense) {
             if patterns.iter().any(|p| glob(p, value)) {
-                postings.iter().for_each(|i| matching.insert(*i as usize));
+                match dense {
+                    Some(set) => matching.unite(set),
+                    None => postings.iter().for_each(|i| matching.insert(*i as usize)),
+                }
             }
         }
         keep.intersect(&matching);
@@ -355,14 +358,15 @@ fn categories(index: &AgentIndex, query: &SearchQuery) -> Bits {
 fn thresholds(index: &AgentIndex, query: &SearchQuery, kept: &mut Bits) {
     let c = &index.columns;
     if let Some(t) = query.min_trust {
-        // The agents at or above `t` lead the trust order: when fewer than
-        // are still in, the set of them is made from there instead.
+        // The agents at or above `t` lead the trust order: unless few are
+        // still in (each then tested), their set is made from the nearest
+        // step of that order, the agents between set or cleared.
         let order = &c.orders[order_slot(SortBy::TrustScore, false)];
         let above = order.partition_point(|i| c.trust[*i as usize] >= t);
-        if above < kept.count() {
-            kept.intersect(&Bits::from_positions(c.len, order[..above].iter().map(|i| *i as usize)));
-        } else {
+        if kept.count() <= c.len / (2 * TRUST_STEPS) {
             kept.retain(|i| c.trust[i] >= t);
+        } else {
+            kept.intersect(&trust_at_least(c, above));
         }
     }
     for (signal, min) in &query.min_signals {
@@ -371,6 +375,24 @@ fn thresholds(index: &AgentIndex, query: &SearchQuery, kept: &mut Bits) {
             None => *kept = Bits::empty(c.len),
         }
     }
+}
+
+/// The set of the first `above` agents of the trust order (highest
+/// first), from the step of [`Columns::trust_steps`] nearest it.
+fn trust_at_least(c: &Columns, above: usize) -> Bits {
+    let order = &c.orders[order_slot(SortBy::TrustScore, false)];
+    // Step k - 1 ends at k n / STEPS; none (empty) ends at 0, and the
+    // whole order (full) at n.
+    let nearest = (0..=TRUST_STEPS).min_by_key(|k| (*k * c.len / TRUST_STEPS).abs_diff(above)).expect("steps");
+    let end = nearest * c.len / TRUST_STEPS;
+    let mut set = match nearest {
+        0 => Bits::empty(c.len),
+        k if k == TRUST_STEPS => Bits::full(c.len),
+        k => c.trust_steps[k - 1].clone(),
+    };
+    order[end.min(above)..above].iter().for_each(|i| set.insert(*i as usize));
+    order[above..end.max(above)].iter().for_each(|i| set.remove(*i as usize));
+    set
 }
 
 /// One page of a search, as indices into the agents.
@@ -720,6 +742,29 @@ mod tests {
             assert!(expected == 0 || expected < set.len() || raw.contains("false"), "{raw} filters nothing");
             assert!(page.hits.iter().all(|i| matches(&set[*i])), "{raw}");
             assert_eq!(page.hits.len(), expected.min(500), "{raw}");
+        }
+        // Trust thresholds at and between the steps of the trust order,
+        // alone (made from a step) and within a narrow filter (tested
+        // agent by agent).
+        let mut trusts: Vec<f64> = set.iter().map(|a| a.trust_score).collect();
+        trusts.sort_by(f64::total_cmp);
+        let between = trusts.windows(2).step_by(37).map(|w| (w[0] + w[1]) / 2.0);
+        let narrow = |a: &Agent| a.registry == "olas" && a.verification_status == crate::broker::Verification::Pending;
+        let narrowed: Vec<f64> = set.iter().filter(|a| narrow(a)).map(|a| a.trust_score).collect();
+        assert!(!narrowed.is_empty() && narrowed.len() <= set.len() / (2 * TRUST_STEPS));
+        let thresholds = [0.0, 100.0].into_iter().chain(trusts.iter().step_by(23).copied()).chain(between);
+        for t in thresholds.chain(narrowed) {
+            let everyone = |_: &Agent| true;
+            let filters: [(&str, &dyn Fn(&Agent) -> bool); 2] =
+                [("", &everyone), ("&registries=olas&verificationStatus=pending", &narrow)];
+            for (filter, keeps) in filters {
+                let raw = format!("minTrust={t}{filter}&limit=500");
+                let expected: Vec<usize> =
+                    (0..set.len()).filter(|i| keeps(&set[*i]) && set[*i].trust_score >= t).collect();
+                let mut hits = run(&set, &raw).hits;
+                hits.sort();
+                assert_eq!(hits, expected, "{raw}");
+            }
         }
     }
 
