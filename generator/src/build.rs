@@ -469,6 +469,9 @@ fn stage_and_snapshot(
     let exports = write_exports(layout, &mut computed, &data, broker_time).context("snapshot")?;
     let pages = render_pages(config, &mut computed, &data, &renderer, profiles_newest, &exports).context("pages")?;
     computed.files.extend(pages);
+    // Exactly: the agents' entries are millions, and growing by doubling
+    // would hold twice their size.
+    entries.reserve_exact(computed.kept.len() + computed.files.len());
     entries.extend(computed.kept.iter().cloned());
     entries.extend(site::entries(&computed.files));
     let mut manifest = site::manifest_of(entries)?;

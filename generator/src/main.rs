@@ -101,8 +101,10 @@ struct BuildArgs {
     #[arg(long, env = "ALMANAC_HOST_CONFIGS_MAX_ROUTES", default_value_t = almanac::hosts::MAX_ROUTES)]
     host_configs_max_routes: usize,
     /// DuckDB's memory limit for the warehouse (its own form: `1GB`,
-    /// `512MB`); past it DuckDB spills to disk.
-    #[arg(long, env = "ALMANAC_DUCKDB_MEMORY", default_value = "1GB")]
+    /// `512MB`); past it DuckDB spills to disk. Part of the run's whole
+    /// memory: at a million agents 512 MB holds the run to about 4.2 GB,
+    /// 1 GB to about 4.7 GB; 256 MB is too little to export them.
+    #[arg(long, env = "ALMANAC_DUCKDB_MEMORY", default_value = "512MB")]
     duckdb_memory: String,
     /// The memory (MiB) the agents' search index may take while it is
     /// written (tantivy's indexing budget, at least 15 per thread); past
