@@ -754,9 +754,8 @@ mod tests {
         assert!(!narrowed.is_empty() && narrowed.len() <= set.len() / (2 * TRUST_STEPS));
         let thresholds = [0.0, 100.0].into_iter().chain(trusts.iter().step_by(23).copied()).chain(between);
         for t in thresholds.chain(narrowed) {
-            let everyone = |_: &Agent| true;
-            let filters: [(&str, &dyn Fn(&Agent) -> bool); 2] =
-                [("", &everyone), ("&registries=olas&verificationStatus=pending", &narrow)];
+            let filters: [(&str, Oracle); 2] =
+                [("", Box::new(|_| true)), ("&registries=olas&verificationStatus=pending", Box::new(narrow))];
             for (filter, keeps) in filters {
                 let raw = format!("minTrust={t}{filter}&limit=500");
                 let expected: Vec<usize> =
