@@ -113,7 +113,7 @@ pub struct Columns {
     pub metadata: BTreeMap<String, MetadataColumn>,
     /// Trust signal name to each agent's value (NaN when it has none).
     pub signals: BTreeMap<String, Vec<f64>>,
-    /// Step `k` is the set of the first `(k + 1) n / TRUST_STEPS` agents
+    /// Entry `k - 1` is the set of the first `k n / TRUST_STEPS` agents
     /// of the trust order (highest first), made when the columns are: a
     /// `minTrust` filter starts from the nearest step and sets or clears
     /// at most `n / (2 TRUST_STEPS)` agents, instead of up to all of them.
@@ -136,7 +136,7 @@ impl Columns {
         let order = &self.orders[order_slot(SortBy::TrustScore, false)];
         let mut set = Bits::empty(n);
         let mut done = 0;
-        self.trust_steps = (0..TRUST_STEPS - 1)
+        self.trust_steps = (1..TRUST_STEPS)
             .map(|k| {
                 let end = trust_step_end(n, k);
                 order[done..end].iter().for_each(|i| set.insert(*i as usize));
@@ -145,11 +145,30 @@ impl Columns {
             })
             .collect();
     }
+
+    /// The agents whose trust is `t` or more: the head of the trust order
+    /// (highest first), made from the nearest of [`Columns::trust_steps`].
+    pub fn trust_at_least(&self, t: f64) -> Bits {
+        let (n, order) = (self.len, &self.orders[order_slot(SortBy::TrustScore, false)]);
+        let above = order.partition_point(|i| self.trust[*i as usize] >= t);
+        // Step k ends at k n / STEPS, for k from 1 to STEPS - 1; no agent
+        // (empty) is step 0, all of them (full) step STEPS.
+        let nearest = (0..=TRUST_STEPS).min_by_key(|k| trust_step_end(n, *k).abs_diff(above)).expect("steps");
+        let end = trust_step_end(n, nearest);
+        let mut set = match nearest {
+            0 => Bits::empty(n),
+            k if k == TRUST_STEPS => Bits::full(n),
+            k => self.trust_steps[k - 1].clone(),
+        };
+        order[end.min(above)..above].iter().for_each(|i| set.insert(*i as usize));
+        order[above..end.max(above)].iter().for_each(|i| set.remove(*i as usize));
+        set
+    }
 }
 
-/// How many agents of the trust order step `k` holds.
-pub fn trust_step_end(n: usize, k: usize) -> usize {
-    (k + 1) * n / TRUST_STEPS
+/// Where step `k` of the trust order ends (how many agents it holds).
+fn trust_step_end(n: usize, k: usize) -> usize {
+    k * n / TRUST_STEPS
 }
 
 impl Columns {

@@ -358,15 +358,12 @@ fn categories(index: &AgentIndex, query: &SearchQuery) -> Bits {
 fn thresholds(index: &AgentIndex, query: &SearchQuery, kept: &mut Bits) {
     let c = &index.columns;
     if let Some(t) = query.min_trust {
-        // The agents at or above `t` lead the trust order: unless few are
-        // still in (each then tested), their set is made from the nearest
-        // step of that order, the agents between set or cleared.
-        let order = &c.orders[order_slot(SortBy::TrustScore, false)];
-        let above = order.partition_point(|i| c.trust[*i as usize] >= t);
+        // Each agent still in is tested when they are no more than a set
+        // made from a step would set or clear.
         if kept.count() <= c.len / (2 * TRUST_STEPS) {
             kept.retain(|i| c.trust[i] >= t);
         } else {
-            kept.intersect(&trust_at_least(c, above));
+            kept.intersect(&c.trust_at_least(t));
         }
     }
     for (signal, min) in &query.min_signals {
@@ -375,24 +372,6 @@ fn thresholds(index: &AgentIndex, query: &SearchQuery, kept: &mut Bits) {
             None => *kept = Bits::empty(c.len),
         }
     }
-}
-
-/// The set of the first `above` agents of the trust order (highest
-/// first), from the step of [`Columns::trust_steps`] nearest it.
-fn trust_at_least(c: &Columns, above: usize) -> Bits {
-    let order = &c.orders[order_slot(SortBy::TrustScore, false)];
-    // Step k - 1 ends at k n / STEPS; none (empty) ends at 0, and the
-    // whole order (full) at n.
-    let nearest = (0..=TRUST_STEPS).min_by_key(|k| (*k * c.len / TRUST_STEPS).abs_diff(above)).expect("steps");
-    let end = nearest * c.len / TRUST_STEPS;
-    let mut set = match nearest {
-        0 => Bits::empty(c.len),
-        k if k == TRUST_STEPS => Bits::full(c.len),
-        k => c.trust_steps[k - 1].clone(),
-    };
-    order[end.min(above)..above].iter().for_each(|i| set.insert(*i as usize));
-    order[above..end.max(above)].iter().for_each(|i| set.remove(*i as usize));
-    set
 }
 
 /// One page of a search, as indices into the agents.

@@ -85,21 +85,14 @@ impl Keys<'_> {
     /// empty, so a damaged file sorts wrongly and finds nothing, but
     /// answers.
     fn read(mut bytes: &[u8]) -> Keys<'_> {
-        let mut field = || -> &str {
-            let text = bytes
-                .get(..4)
-                .map(|len| u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize)
-                .and_then(|len| Some((len, std::str::from_utf8(bytes.get(4..4 + len)?).ok()?)));
-            match text {
-                Some((len, text)) => {
-                    bytes = &bytes[4 + len..];
-                    text
-                }
-                None => {
-                    bytes = &[];
-                    ""
-                }
-            }
+        let mut field = || {
+            let read = bytes.get(..4).and_then(|len| {
+                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                Some((std::str::from_utf8(bytes.get(4..4 + len)?).ok()?, &bytes[4 + len..]))
+            });
+            let (text, rest) = read.unwrap_or(("", &[]));
+            bytes = rest;
+            text
         };
         Keys { id: field(), uaid: field(), created_at: field(), updated_at: field(), name: Cow::Borrowed(field()) }
     }

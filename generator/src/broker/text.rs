@@ -253,23 +253,26 @@ impl TextIndex {
     }
 
     /// The sets of the words held by a [`DENSE`]th of the agents or more,
-    /// the most common first, up to [`DENSE_BYTES`].
+    /// the most common first, up to [`DENSE_BYTES`] (made from the
+    /// postings: called before there are any). Only those words are kept
+    /// while the dictionary is read, not the whole vocabulary.
     fn common_words(&self) -> Result<std::collections::HashMap<String, Bits>> {
         let n = self.len();
-        let mut frequency: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut common: std::collections::BTreeMap<String, u64> = Default::default();
         for segment in self.searcher.segment_readers() {
             let inverted = segment.inverted_index(self.fields.text)?;
             let mut terms = inverted.terms().stream()?;
             while terms.advance() {
-                let word = String::from_utf8_lossy(terms.key()).into_owned();
-                *frequency.entry(word).or_default() += u64::from(terms.value().doc_freq);
+                let frequency = u64::from(terms.value().doc_freq);
+                if frequency as usize * DENSE >= n {
+                    *common.entry(String::from_utf8_lossy(terms.key()).into_owned()).or_default() += frequency;
+                }
             }
         }
-        let mut common: Vec<(String, u64)> =
-            frequency.into_iter().filter(|(_, f)| *f as usize * DENSE >= n && *f > 0).collect();
+        let mut common: Vec<(String, u64)> = common.into_iter().collect();
         common.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         common.truncate(DENSE_BYTES / n.div_ceil(8).max(1));
-        Ok(common.into_iter().map(|(word, _)| (word.clone(), self.posted(&[word], None))).collect())
+        Ok(common.into_iter().map(|(word, _)| (word.clone(), self.having(&[word], None))).collect())
     }
 
     /// How many agents the index holds.
@@ -348,18 +351,10 @@ impl TextIndex {
     }
 
     /// The agents having any of `words`, or a word starting with `prefix`:
-    /// a common word's set, the others' postings.
+    /// a common word's set ([`DENSE`]), another's postings. (A common
+    /// word's set is of every segment, so it is united again in each: a
+    /// built or written index has one.)
     fn having(&self, words: &[String], prefix: Option<&str>) -> Bits {
-        let (common, rare): (Vec<&String>, Vec<&String>) = words.iter().partition(|w| self.dense.contains_key(*w));
-        let rare: Vec<String> = rare.into_iter().cloned().collect();
-        let mut out = self.posted(&rare, prefix);
-        common.into_iter().for_each(|word| out.unite(&self.dense[word]));
-        out
-    }
-
-    /// [`TextIndex::having`] from the postings (a common word in the
-    /// prefix's range from its set).
-    fn posted(&self, words: &[String], prefix: Option<&str>) -> Bits {
         let mut out = Bits::empty(self.len());
         let field = self.fields.text;
         for (segment, positions) in self.searcher.segment_readers().iter().zip(&self.positions) {
@@ -371,6 +366,10 @@ impl TextIndex {
                 }
             };
             for word in words {
+                if let Some(set) = self.dense.get(word) {
+                    out.unite(set);
+                    continue;
+                }
                 let term = Term::from_field_text(field, word);
                 let postings = inverted.read_block_postings(&term, IndexRecordOption::Basic);
                 postings.expect("a mapped or in-memory segment").into_iter().for_each(|p| add(&mut out, p));
