@@ -23,12 +23,14 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::ColumnValues;
+use tantivy::directory::RamDirectory;
 use tantivy::postings::BlockSegmentPostings;
 use tantivy::query::EnableScoring;
 use tantivy::query::{Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur, PhrasePrefixQuery, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST};
 use tantivy::tokenizer::{
     Language, LowerCaser, PreTokenizedString, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer, Token,
+    TokenizerManager,
 };
 use tantivy::{
     DocId, Index, IndexSettings, IndexSortByField, IndexWriter, Order, Score, Searcher, SegmentOrdinal, SegmentReader,
@@ -57,6 +59,10 @@ const NARROW: usize = 4;
 /// A last word shorter than this is not taken as a prefix (`a` would match
 /// a good part of the vocabulary).
 const MIN_PREFIX: usize = 3;
+/// The memory an in-memory index is sized by, per agent: its word table
+/// starts with room for about a hundred words an agent (tantivy gives a
+/// third of the budget to the table, about 12 bytes a slot, half full).
+const WORDS_BUDGET: usize = 7_200;
 
 /// A word held by a 64th of the agents or more is kept as a set of them,
 /// made when the index is opened: a query unites its `n / 64` words
@@ -194,22 +200,27 @@ impl TextIndex {
     /// rank by id `rank[i]`.
     pub fn build(agents: &[Agent], rank: &[u32]) -> TextIndex {
         let (schema, fields) = schema();
-        let index = Index::builder().schema(schema).settings(settings()).create_in_ram().expect("an index in memory");
-        register(&index);
-        // One indexing thread: an overlay segment is small and made often.
-        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).expect("an index in memory");
+        let tokenizers = TokenizerManager::default();
+        tokenizers.register(STEMMED, analyzer());
+        // One segment written in this thread: an overlay segment is small
+        // and made at every registration. An `IndexWriter` starts a pool
+        // of threads and sizes its word table by its budget (15 MB at the
+        // least), and clearing and walking that table cost about 10 ms
+        // however few the agents: most of a registration's time. Here the
+        // table starts at about the agents' words and grows as needed.
+        let budget = (agents.len() * WORDS_BUDGET).clamp(100_000, 15_000_000);
+        let mut writer = Index::builder()
+            .schema(schema)
+            .settings(settings())
+            .tokenizers(tokenizers)
+            .single_segment_index_writer(RamDirectory::create(), budget)
+            .expect("an index in memory");
         let mut analyzer = analyzer();
         for (position, agent) in agents.iter().enumerate() {
             let doc = document(&mut analyzer, &fields, position as u32, rank[position], agent);
             writer.add_document(doc).expect("an index in memory");
         }
-        writer.commit().expect("an index in memory");
-        // One segment, so that the documents are in rank order throughout.
-        let segments = index.searchable_segment_ids().expect("an index in memory");
-        if segments.len() > 1 {
-            writer.merge(&segments).wait().expect("an index in memory");
-        }
-        writer.wait_merging_threads().expect("an index in memory");
+        let index = writer.finalize().expect("an index in memory");
         TextIndex::of(index, fields).expect("an index in memory")
     }
 
