@@ -25,7 +25,7 @@ pub struct App {
     /// The live store: the broker's accounts, keys, credits, registrations.
     pub store: Store,
     /// Agents registered, updated or deleted since the published build.
-    pub overlay: Overlay,
+    pub overlay: Arc<Overlay>,
     /// Messages a chat session needs before it may give ERC-8004 feedback.
     pub feedback_min_messages: u64,
     /// The newest ERC-8004 feedback given through the api.

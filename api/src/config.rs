@@ -18,7 +18,6 @@ use crate::auth::{
     self,
     ledger::{self, KeySource, Network},
 };
-use crate::broker::overlay::Overlay;
 use crate::broker::payments::{Card, Redemption, Treasury};
 use crate::broker::pricing::{self, Pricing};
 use crate::broker::provider::Vectors;
@@ -439,7 +438,7 @@ impl Config {
             card,
             redemption,
             chat,
-            overlay: Overlay::default(),
+            overlay: Arc::default(),
             feedback_min_messages: self.feedback_min_messages,
             feedback_changes: crate::store::Newest::default(),
             catalog_changes: crate::store::Newest::default(),

@@ -20,7 +20,10 @@
 //! merged with it (dropping agents changed since). There are O(log n)
 //! segments and each agent is indexed O(log n) times, so a change costs
 //! little whatever the overlay holds, and a search merges a handful of
-//! small indexes with the build's.
+//! small indexes with the build's. Requests' changes that arrive while a
+//! segment is being indexed wait and go into the next one together
+//! ([`Overlay::apply_together`]): a segment's fixed cost is paid once per
+//! batch, not once per registration.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -41,6 +44,9 @@ pub struct Overlay {
     view: RwLock<Arc<View>>,
     /// Serialises changes (each makes the next view from the last).
     changing: Mutex<()>,
+    /// Changes handed in by requests and not yet applied: whoever applies
+    /// next takes them all (see [`Overlay::apply_together`]).
+    waiting: Mutex<Vec<Change>>,
     /// Embeddings of live agents for hybrid search, by UAID: the key of
     /// the text embedded and its vector. Made on the first hybrid search
     /// that needs them; kept while the agent is in the overlay.
@@ -124,6 +130,37 @@ impl Overlay {
     /// changed agents, then merges segments as [`View`] keeps them.
     pub fn apply(&self, changes: Vec<Change>) {
         let _one_at_a_time = self.changing.lock().expect("overlay");
+        self.apply_held(changes);
+    }
+
+    /// Applies `changes` together with those other requests hand in
+    /// meanwhile, on a blocking thread; returns once they are visible.
+    ///
+    /// Why: indexing a segment has a fixed cost (tantivy's writer sets up
+    /// its tables whatever it indexes), so one segment for the changes
+    /// of 32 requests costs little more than one for a single change; and
+    /// indexing does not belong on the async threads. Each request hands
+    /// its changes in, then takes the lock and applies whatever is
+    /// waiting: its own, unless an earlier holder of the lock took them,
+    /// and that holder applied them before letting go.
+    pub async fn apply_together(self: Arc<Self>, changes: Vec<Change>) {
+        self.waiting.lock().expect("overlay").extend(changes);
+        let applied = tokio::task::spawn_blocking(move || {
+            let _one_at_a_time = self.changing.lock().expect("overlay");
+            let waiting = std::mem::take(&mut *self.waiting.lock().expect("overlay"));
+            if !waiting.is_empty() {
+                self.apply_held(waiting);
+            }
+        });
+        // Only a panic while indexing ends it otherwise: that is a bug,
+        // shown as the request's own.
+        if let Err(e) = applied.await {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+
+    /// [`Overlay::apply`] once `changing` is held.
+    fn apply_held(&self, changes: Vec<Change>) {
         let old = self.view();
         let mut latest: HashMap<String, (i64, Option<Agent>)> = HashMap::new();
         for (seq, uaid, agent) in changes {
@@ -376,6 +413,57 @@ mod tests {
 
     fn built(build: &Agents, i: usize) -> Agent {
         build.index.records.agent(i % build.index.len()).unwrap().into_owned()
+    }
+
+    /// Changes handed in by many requests at once: each is visible when
+    /// its own call returns, the latest change of a UAID wins whichever
+    /// call applied it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn changes_applied_together_are_visible_on_return() {
+        let overlay = Arc::new(Overlay::default());
+        let fresh = almanac::broker::generate::agents(96, 5);
+        let calls: Vec<_> = fresh
+            .iter()
+            .enumerate()
+            .map(|(i, agent)| {
+                let overlay = overlay.clone();
+                let mut agent = agent.clone();
+                // The second half changes the first half's agents again.
+                let seq = i as i64 + 1;
+                if i >= 48 {
+                    agent = fresh[i - 48].clone();
+                    agent.name = format!("Renamed {i}");
+                }
+                tokio::spawn(async move {
+                    let uaid = agent.uaid.to_string();
+                    overlay.clone().apply_together(vec![(seq, uaid.clone(), Some(agent.clone()))]).await;
+                    // Visible now; a later change of the same agent may
+                    // already have replaced it, never an earlier one.
+                    match overlay.view().find(&uaid, 0) {
+                        Found::Live(found) => assert!(found == &agent || found.name.starts_with("Renamed")),
+                        _ => panic!("{uaid} is not visible after its call returned"),
+                    }
+                })
+            })
+            .collect();
+        for call in calls {
+            call.await.unwrap();
+        }
+        // And one at a time, each alone in its batch.
+        let more = almanac::broker::generate::agents(100, 6);
+        for (i, agent) in more.iter().enumerate().skip(96) {
+            let uaid = agent.uaid.to_string();
+            overlay.clone().apply_together(vec![(i as i64 + 1, uaid.clone(), Some(agent.clone()))]).await;
+            assert!(matches!(overlay.view().find(&uaid, 0), Found::Live(found) if found == agent), "{uaid}");
+        }
+        let view = overlay.view();
+        for (i, agent) in fresh.iter().enumerate().take(48) {
+            match view.find(agent.uaid.as_str(), 0) {
+                Found::Live(found) => assert_eq!(found.name, format!("Renamed {}", i + 48)),
+                _ => panic!("{} is missing", agent.uaid),
+            }
+        }
+        assert_eq!(view.newest, 100);
     }
 
     /// Changes one at a time (registrations, updates of built and live

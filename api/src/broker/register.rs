@@ -268,7 +268,7 @@ async fn ownership(request: Request, body: Value) -> Answer {
     let outcome = save(&request, &agent, owner.account, &body, Plan::new(Mode::Update, 0, Vec::new()), ms).await?;
     let agent = match outcome {
         Outcome::Done { seq, .. } => {
-            changed(&request, seq, &uaid, Some(agent.clone()));
+            changed(&request, seq, &uaid, Some(agent.clone())).await;
             agent
         }
         Outcome::Same { registration, .. } => registration.agent,
@@ -291,7 +291,7 @@ pub async fn delete(request: Request) -> Answer {
     let (key, account) = (uaid.clone(), owner.account.clone());
     let outcome = request.app.store.write(move |conn| stored::delete(conn, &key, &account, store::now_ms())).await?;
     match outcome {
-        Outcome::Done { seq, .. } => changed(&request, seq, &uaid, None),
+        Outcome::Done { seq, .. } => changed(&request, seq, &uaid, None).await,
         other => return Err(unexpected(other)),
     }
     Ok(reply::json(&json!({"success": true, "uaid": uaid, "message": "the agent was removed from the index"})))
@@ -371,8 +371,8 @@ pub async fn messaging_network(request: Request) -> Answer {
 
 /// After a stored change: the overlay shows it, the journal writer is
 /// woken.
-fn changed(request: &Request, seq: i64, uaid: &str, agent: Option<Agent>) {
-    request.app.overlay.apply(vec![(seq, uaid.to_string(), agent)]);
+async fn changed(request: &Request, seq: i64, uaid: &str, agent: Option<Agent>) {
+    request.app.overlay.clone().apply_together(vec![(seq, uaid.to_string(), agent)]).await;
     request.app.journal.wake.notify_one();
 }
 
@@ -400,7 +400,7 @@ async fn finish(request: &Request, outcome: Outcome, agent: Agent, plan: &Plan) 
     let uaid = agent.uaid.to_string();
     let (attempt_id, agent, fresh) = match outcome {
         Outcome::Done { seq, attempt } => {
-            changed(request, seq, &uaid, Some(agent.clone()));
+            changed(request, seq, &uaid, Some(agent.clone())).await;
             if !plan.additional.is_empty() {
                 request.app.registrar.wake.notify_one();
             }
