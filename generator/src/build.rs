@@ -881,7 +881,7 @@ fn link_kept(
 /// The section C route of a manifest entry, if it is one (only those are
 /// kept from the live build; the others are re-rendered every run).
 fn route_of(entry: &Entry, limits: Limits) -> Option<Route> {
-    let (path, query) = entry.route.split_once('?').unwrap_or((&entry.route, ""));
+    let (path, query) = entry.route().split_once('?').unwrap_or((entry.route(), ""));
     Route::parse(path, query, limits).ok().flatten()
 }
 
@@ -889,11 +889,10 @@ fn route_of(entry: &Entry, limits: Limits) -> Option<Route> {
 /// guard route), and was made from the same broker sources.
 fn unchanged(others: &Others, live: &Manifest, config: &BuildConfig) -> bool {
     let routes = live.by_route();
-    let same = others.files.iter().all(|f| {
-        routes
-            .get(f.route.as_str())
-            .is_some_and(|e| **e == Entry::new(f.route.clone(), f.path.clone(), &f.representation))
-    });
+    let same = others
+        .files
+        .iter()
+        .all(|f| routes.get(f.route.as_str()).is_some_and(|e| **e == Entry::new(&f.route, &f.path, &f.representation)));
     let rendered: BTreeSet<&str> = others.files.iter().map(|f| f.route.as_str()).collect();
     // The broker's files are the live build's when its sources are: their
     // fingerprint is in the live build's snapshot.
@@ -910,10 +909,10 @@ fn unchanged(others: &Others, live: &Manifest, config: &BuildConfig) -> bool {
     same && broker_same
         && live.routes.iter().all(|e| {
             route_of(e, config.limits).is_some()
-                || crate::analysts::is_export(&e.route)
+                || crate::analysts::is_export(e.route())
                 || e.content_type == crate::pages::HTML
-                || rendered.contains(e.route.as_str())
-                || (others.broker.is_some() && e.route.starts_with(broker::render::API))
+                || rendered.contains(e.route())
+                || (others.broker.is_some() && e.route().starts_with(broker::render::API))
         })
 }
 

@@ -160,18 +160,19 @@ fn spellings(route: &str) -> Vec<String> {
 /// routes that differ only in case).
 fn nginx(manifest: &Manifest, kinds: &Kinds, root: &std::path::Path, options: &Options) -> (String, Vec<Left>) {
     let classes: Vec<&str> =
-        manifest.routes.iter().map(|e| e.cache_control.as_ref()).collect::<BTreeSet<_>>().into_iter().collect();
+        manifest.routes.iter().map(|e| e.cache_control).collect::<BTreeSet<_>>().into_iter().collect();
     let class = |e: &Entry| classes.iter().position(|c| *c == e.cache_control).expect("listed");
     // `file|etag|last-modified|class|key`: none of the first four holds a
     // `|` (file names are percent-encoded), so the key, last, may.
-    let value = |e: &Entry, key: &str| quoted(&format!("{}|{}|{}|{}|{key}", e.file, e.etag, e.last_modified, class(e)));
+    let value =
+        |e: &Entry, key: &str| quoted(&format!("{}|{}|{}|{}|{key}", e.file(), e.etag, e.last_modified, class(e)));
     // nginx compares map keys without regard to case: two routes that
     // differ only in case cannot both be mapped, so neither is (the
     // request is then the api's). The entry also carries its exact key,
     // checked below.
     let mut by_key: BTreeMap<String, Vec<(&Entry, String)>> = BTreeMap::new();
     for e in &manifest.routes {
-        let spellings = std::iter::once(e.route.clone()).chain(spellings(&e.route));
+        let spellings = std::iter::once(e.route().to_string()).chain(spellings(e.route()));
         for key in spellings.map(|s| decoded_spelling(&s)) {
             by_key.entry(key.to_lowercase()).or_default().push((e, key));
         }
@@ -179,7 +180,7 @@ fn nginx(manifest: &Manifest, kinds: &Kinds, root: &std::path::Path, options: &O
     let mut unmapped: BTreeMap<&str, usize> = BTreeMap::new();
     for entries in by_key.values().filter(|v| v.len() > 1) {
         for (e, _) in entries {
-            *unmapped.entry(kinds[e.route.as_str()].as_str()).or_default() += 1;
+            *unmapped.entry(kinds[e.route()].as_str()).or_default() += 1;
         }
     }
     let unmapped = unmapped
@@ -193,7 +194,7 @@ fn nginx(manifest: &Manifest, kinds: &Kinds, root: &std::path::Path, options: &O
         let (e, key) = &entries[0];
         longest = longest.max(key.len());
         let line = format!("    {} {};\n", quoted(key), value(e, key));
-        match e.route.contains('?') {
+        match e.route().contains('?') {
             true => queries.push_str(&line),
             false => paths.push_str(&line),
         }
@@ -201,7 +202,7 @@ fn nginx(manifest: &Manifest, kinds: &Kinds, root: &std::path::Path, options: &O
     let mut types: BTreeMap<String, &str> = BTreeMap::new();
     for e in &manifest.routes {
         let base = e.content_type.split(';').next().unwrap_or_default().trim();
-        types.insert(extension(&e.file).to_string(), base);
+        types.insert(extension(e.file()).to_string(), base);
     }
     let charset: BTreeSet<&str> = manifest
         .routes
@@ -369,13 +370,13 @@ fn split(route: &str) -> (&str, Option<&str>) {
 /// route as they are: the decoded path is the file, or the file less
 /// `.html` (or `index.html` for a folder).
 fn natural(entry: &Entry) -> bool {
-    let (path, query) = split(&entry.route);
+    let (path, query) = split(entry.route());
     if query.is_some() {
         return false;
     }
     let wanted = decoded(path);
     let wanted = wanted.trim_start_matches('/');
-    let file = entry.file.as_str();
+    let file = entry.file();
     file == wanted
         || file.strip_suffix(".html") == Some(wanted)
         || file.strip_suffix("index.html").is_some_and(|dir| dir.trim_end_matches('/') == wanted.trim_end_matches('/'))
@@ -393,7 +394,7 @@ fn kinds(manifest: &Manifest) -> Kinds<'_> {
     let value = |s: &&str| s.chars().any(|c| c.is_ascii_digit() || matches!(c, '%' | '.' | ':' | '~'));
     let mut children: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
     for e in &manifest.routes {
-        let (path, _) = split(&e.route);
+        let (path, _) = split(e.route());
         let segments: Vec<&str> = path.split('/').skip(1).collect();
         for depth in 0..segments.len() {
             children.entry(segments[..depth].join("/")).or_default().insert(segments[depth]);
@@ -411,7 +412,7 @@ fn kinds(manifest: &Manifest) -> Kinds<'_> {
         .routes
         .iter()
         .map(|e| {
-            let (path, query) = split(&e.route);
+            let (path, query) = split(e.route());
             let segments: Vec<&str> = path.split('/').skip(1).collect();
             let kind: Vec<&str> =
                 (0..segments.len()).map(|d| if many[&segments[..d].join("/")] { "*" } else { segments[d] }).collect();
@@ -420,7 +421,7 @@ fn kinds(manifest: &Manifest) -> Kinds<'_> {
                 let names: Vec<&str> = query.split('&').map(|p| p.split('=').next().unwrap_or(p)).collect();
                 kind = format!("{kind}?{}", names.join("&"));
             }
-            (e.route.as_str(), kind)
+            (e.route(), kind)
         })
         .collect()
 }
@@ -435,11 +436,8 @@ type Headers<'a> = (&'a str, &'a str);
 /// Also returns how many rules it holds.
 fn headers(manifest: &Manifest) -> (String, usize) {
     // Every route path, with its headers.
-    let paths: BTreeMap<&str, Headers> = manifest
-        .routes
-        .iter()
-        .map(|e| (split(&e.route).0, (e.content_type.as_ref(), e.cache_control.as_ref())))
-        .collect();
+    let paths: BTreeMap<&str, Headers> =
+        manifest.routes.iter().map(|e| (split(e.route()).0, (e.content_type, e.cache_control))).collect();
     let mut out = String::from(
         "# almanac: generated from _manifest.json; do not edit.\n/*\n  Access-Control-Allow-Origin: *\n  \
          Access-Control-Expose-Headers: ETag\n  X-Content-Type-Options: nosniff\n\n",
@@ -519,18 +517,18 @@ fn redirects(manifest: &Manifest, kinds: &Kinds) -> (String, String, Vec<Rule>) 
     // Placeholder rules: `folder/:name` to `folder/:name.ext` when every
     // route one segment under the folder is its file less the extension.
     let mut by_folder: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
-    for e in manifest.routes.iter().filter(|e| !e.route.contains('?')) {
-        let folder = e.route.rsplit_once('/').map_or("", |(f, _)| f);
+    for e in manifest.routes.iter().filter(|e| !e.route().contains('?')) {
+        let folder = e.route().rsplit_once('/').map_or("", |(f, _)| f);
         by_folder.entry(folder).or_default().push(e);
     }
     let follows = |e: &Entry| {
-        let (folder, name) = e.route.rsplit_once('/').unwrap_or(("", &e.route));
-        !name.contains('%') && e.file == format!("{}/{name}.{}", folder.trim_start_matches('/'), extension(&e.file))
+        let (folder, name) = e.route().rsplit_once('/').unwrap_or(("", e.route()));
+        !name.contains('%') && e.file() == format!("{}/{name}.{}", folder.trim_start_matches('/'), extension(e.file()))
     };
     let mut done: BTreeSet<&str> = BTreeSet::new();
     for (folder, entries) in &by_folder {
         let unnatural = entries.iter().filter(|e| !natural(e)).count();
-        let extensions: BTreeSet<&str> = entries.iter().map(|e| extension(&e.file)).collect();
+        let extensions: BTreeSet<&str> = entries.iter().map(|e| extension(e.file())).collect();
         if unnatural > 1 && extensions.len() == 1 && entries.iter().all(|e| follows(e)) {
             let extension = extensions.into_iter().next().unwrap_or_default();
             rules.push(Rule {
@@ -539,16 +537,16 @@ fn redirects(manifest: &Manifest, kinds: &Kinds) -> (String, String, Vec<Rule>) 
                 routes: entries.len(),
                 dynamic: true,
                 query: false,
-                kind: kinds[entries[0].route.as_str()].clone(),
+                kind: kinds[entries[0].route()].clone(),
             });
-            done.extend(entries.iter().map(|e| e.route.as_str()));
+            done.extend(entries.iter().map(|e| e.route()));
         }
     }
-    for e in manifest.routes.iter().filter(|e| !natural(e) && !done.contains(e.route.as_str())) {
-        let kind = kinds[e.route.as_str()].clone();
-        let to = format!("/{}", e.file);
-        let mut all = vec![e.route.clone()];
-        all.extend(spellings(&e.route));
+    for e in manifest.routes.iter().filter(|e| !natural(e) && !done.contains(e.route())) {
+        let kind = kinds[e.route()].clone();
+        let to = format!("/{}", e.file());
+        let mut all = vec![e.route().to_string()];
+        all.extend(spellings(e.route()));
         for spelling in all {
             let query = spelling.contains('?');
             rules.push(Rule { from: spelling, to: to.clone(), routes: 1, dynamic: false, query, kind: kind.clone() });
@@ -737,15 +735,9 @@ mod tests {
     use super::*;
 
     fn entry(route: &str, file: &str, content_type: &str, cache: &str) -> Entry {
-        Entry {
-            route: route.into(),
-            file: file.into(),
-            etag: crate::manifest::Inline::new("\"00\"").unwrap(),
-            last_modified: crate::manifest::Inline::new("Mon, 01 Jan 2024 00:00:00 GMT").unwrap(),
-            content_type: content_type.to_string().into(),
-            cache_control: cache.to_string().into(),
-            length: 1,
-        }
+        let etag = crate::manifest::Inline::new("\"00\"").unwrap();
+        let (content_type, cache) = (crate::manifest::shared(content_type), crate::manifest::shared(cache));
+        Entry::of(route, file, etag, "Mon, 01 Jan 2024 00:00:00 GMT", content_type, cache, 1)
     }
 
     fn json(route: &str, file: &str) -> Entry {

@@ -46,21 +46,20 @@ pub fn to_bytes(manifest: &Manifest) -> Result<Vec<u8>> {
 /// written.
 pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
     let mut entries: Vec<&Entry> = manifest.routes.iter().collect();
-    entries.sort_by(|a, b| a.route.as_bytes().cmp(b.route.as_bytes()));
-    let mut types: Vec<&str> = entries.iter().map(|e| e.content_type.as_ref()).collect();
-    types.sort_unstable();
-    types.dedup();
-    let mut caches: Vec<&str> = entries.iter().map(|e| e.cache_control.as_ref()).collect();
-    caches.sort_unstable();
-    caches.dedup();
+    entries.sort_by(|a, b| a.route().as_bytes().cmp(b.route().as_bytes()));
+    // A handful of values among millions of entries: gathered as sets.
+    let types: Vec<&str> =
+        entries.iter().map(|e| e.content_type).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let caches: Vec<&str> =
+        entries.iter().map(|e| e.cache_control).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     anyhow::ensure!(types.len() <= u16::MAX as usize && caches.len() <= u16::MAX as usize, "too many header values");
     // Every record's fields, checked before a byte is written.
     let fields: Vec<([u8; 16], u64)> = entries
         .iter()
         .map(|e| {
-            let etag = digest(&e.etag).with_context(|| format!("{}: ETag {}", e.route, e.etag))?;
+            let etag = digest(&e.etag).with_context(|| format!("{}: ETag {}", e.route(), e.etag))?;
             let modified = httpdate::parse_http_date(&e.last_modified)
-                .with_context(|| format!("{}: Last-Modified {}", e.route, e.last_modified))?
+                .with_context(|| format!("{}: Last-Modified {}", e.route(), e.last_modified))?
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
             Ok((etag, modified))
@@ -88,8 +87,8 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
     out.write_all(&head)?;
     let position = |list: &[&str], value: &str| list.binary_search(&value).expect("listed") as u16;
     for (e, (etag, modified)) in entries.iter().zip(&fields) {
-        let (route, route_len) = string(&e.route);
-        let (file, file_len) = string(&e.file);
+        let (route, route_len) = string(e.route());
+        let (file, file_len) = string(e.file());
         let mut record = [0u8; RECORD];
         record[0..8].copy_from_slice(&route.to_le_bytes());
         record[8..16].copy_from_slice(&file.to_le_bytes());
@@ -98,8 +97,8 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
         record[24..40].copy_from_slice(etag);
         record[40..48].copy_from_slice(&modified.to_le_bytes());
         record[48..56].copy_from_slice(&e.length.to_le_bytes());
-        record[56..58].copy_from_slice(&position(&types, &e.content_type).to_le_bytes());
-        record[58..60].copy_from_slice(&position(&caches, &e.cache_control).to_le_bytes());
+        record[56..58].copy_from_slice(&position(&types, e.content_type).to_le_bytes());
+        record[58..60].copy_from_slice(&position(&caches, e.cache_control).to_le_bytes());
         out.write_all(&record)?;
     }
     // The strings, in the order their offsets were given.
@@ -107,8 +106,8 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
         out.write_all(text.as_bytes())?;
     }
     for e in &entries {
-        out.write_all(e.route.as_bytes())?;
-        out.write_all(e.file.as_bytes())?;
+        out.write_all(e.route().as_bytes())?;
+        out.write_all(e.file().as_bytes())?;
     }
     Ok(())
 }
@@ -313,15 +312,10 @@ mod tests {
     use super::*;
 
     fn entry(route: &str, etag_byte: u8, modified: &str, content_type: &str) -> Entry {
-        Entry {
-            route: route.into(),
-            file: format!("{}.json", route.trim_start_matches('/')),
-            etag: crate::manifest::Inline::new(&format!("\"{}\"", crate::http::hex(&[etag_byte; 16]))).unwrap(),
-            last_modified: crate::manifest::Inline::new(modified).unwrap(),
-            content_type: content_type.to_string().into(),
-            cache_control: "public, max-age=60".into(),
-            length: route.len() as u64,
-        }
+        let file = format!("{}.json", route.trim_start_matches('/'));
+        let etag = crate::manifest::Inline::new(&format!("\"{}\"", crate::http::hex(&[etag_byte; 16]))).unwrap();
+        let content_type = crate::manifest::shared(content_type);
+        Entry::of(route, &file, etag, modified, content_type, "public, max-age=60", route.len() as u64)
     }
 
     #[test]
@@ -337,16 +331,13 @@ mod tests {
             (501, Some(manifest.build.as_str()), Some(manifest.snapshot.as_str()))
         );
         for e in &entries {
-            let r = index.get(&e.route).unwrap_or_else(|| panic!("{}", e.route));
-            assert_eq!(
-                (r.route, r.file, r.etag_text(), r.length),
-                (e.route.as_str(), e.file.as_str(), e.etag.to_string(), e.length)
-            );
+            let r = index.get(e.route()).unwrap_or_else(|| panic!("{}", e.route()));
+            assert_eq!((r.route, r.file, r.etag_text(), r.length), (e.route(), e.file(), e.etag.to_string(), e.length));
             assert_eq!(
                 httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.last_modified)),
                 e.last_modified.as_str()
             );
-            assert_eq!((r.content_type, r.cache_control), (e.content_type.as_ref(), e.cache_control.as_ref()));
+            assert_eq!((r.content_type, r.cache_control), (e.content_type, e.cache_control));
             assert_eq!(index.at(r.position), Some(r));
         }
         for missing in ["", "/r", "/r/", "/r/500", "/r/1 ", "/R/1", "/s"] {

@@ -53,33 +53,137 @@ pub struct Column {
     pub kind: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// One route of a build. A build holds millions of these, in the
+/// generator while it writes them and wherever a manifest is loaded, so
+/// each is kept small: the route and the file share one allocation, the
+/// ETag and HTTP-date are inline, and the header values are shared.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Entry {
-    pub route: String,
-    pub file: String,
-    /// The strong ETag, quoted; held inline, as is the HTTP-date: a build
-    /// holds millions of entries, and these are no allocation of their own.
+    /// The route, then the file (`paths[..split]`, `paths[split..]`).
+    paths: Box<str>,
+    split: u32,
+    /// The strong ETag, quoted.
     pub etag: Inline<34>,
     pub last_modified: Inline<29>,
-    /// `Content-Type` and `Cache-Control`: a build's own values are
-    /// borrowed, not copied into each of its millions of entries.
-    pub content_type: Cow<'static, str>,
-    pub cache_control: Cow<'static, str>,
+    /// `Content-Type` and `Cache-Control`: a build has a handful of
+    /// each, shared by its entries (see [`shared`]).
+    pub content_type: &'static str,
+    pub cache_control: &'static str,
     pub length: u64,
 }
 
 impl Entry {
     /// The entry of a representation published at `route` in `file`.
-    pub fn new(route: String, file: String, r: &crate::http::Representation) -> Entry {
+    pub fn new(route: &str, file: &str, r: &crate::http::Representation) -> Entry {
+        let (content_type, cache_control) = (r.content_type, r.cache.header());
+        let date = r.last_modified.http_date();
+        Entry::of(route, file, etag(&r.body), &date, content_type, cache_control, r.body.len() as u64)
+    }
+
+    /// An entry of its parts, the date already an HTTP-date.
+    pub fn of(
+        route: &str,
+        file: &str,
+        etag: Inline<34>,
+        last_modified: &str,
+        content_type: &'static str,
+        cache_control: &'static str,
+        length: u64,
+    ) -> Entry {
+        let split = u32::try_from(route.len()).expect("a route shorter than 4 GB");
         Entry {
-            route,
-            file,
-            etag: etag(&r.body),
-            last_modified: Inline::new(&r.last_modified.http_date()).expect("an HTTP-date is 29 bytes"),
-            content_type: Cow::Borrowed(r.content_type),
-            cache_control: Cow::Borrowed(r.cache.header()),
-            length: r.body.len() as u64,
+            paths: [route, file].concat().into_boxed_str(),
+            split,
+            etag,
+            last_modified: Inline::new(last_modified).expect("an HTTP-date is 29 bytes"),
+            content_type,
+            cache_control,
+            length,
+        }
+    }
+
+    /// The path the entry answers, as requested (percent-encoded).
+    pub fn route(&self) -> &str {
+        &self.paths[..self.split as usize]
+    }
+
+    /// The file holding its bytes, relative to the build's folder.
+    pub fn file(&self) -> &str {
+        &self.paths[self.split as usize..]
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Wire::of(self).fmt(f)
+    }
+}
+
+/// An entry as `_manifest.json` spells it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Wire<'a> {
+    #[serde(borrow)]
+    route: Cow<'a, str>,
+    #[serde(borrow)]
+    file: Cow<'a, str>,
+    etag: Inline<34>,
+    last_modified: Inline<29>,
+    #[serde(borrow)]
+    content_type: Cow<'a, str>,
+    #[serde(borrow)]
+    cache_control: Cow<'a, str>,
+    length: u64,
+}
+
+impl Wire<'_> {
+    fn of(entry: &Entry) -> Wire<'_> {
+        Wire {
+            route: Cow::Borrowed(entry.route()),
+            file: Cow::Borrowed(entry.file()),
+            etag: entry.etag,
+            last_modified: entry.last_modified,
+            content_type: Cow::Borrowed(entry.content_type),
+            cache_control: Cow::Borrowed(entry.cache_control),
+            length: entry.length,
+        }
+    }
+}
+
+impl From<Wire<'_>> for Entry {
+    fn from(w: Wire) -> Entry {
+        let (content_type, cache_control) = (shared(&w.content_type), shared(&w.cache_control));
+        Entry::of(&w.route, &w.file, w.etag, &w.last_modified, content_type, cache_control, w.length)
+    }
+}
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Entry, D::Error> {
+        Wire::deserialize(deserializer).map(Entry::from)
+    }
+}
+
+impl Serialize for Entry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Wire::of(self).serialize(serializer)
+    }
+}
+
+/// `text` as a string that lives as long as the process, one copy per
+/// distinct value: what a loaded manifest's entries hold for their header
+/// values. A build has a handful (the content types and cache policies
+/// the generator writes), so what is kept stays small however many
+/// builds are loaded.
+pub fn shared(text: &str) -> &'static str {
+    static SEEN: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut seen = SEEN.lock().expect("shared header values");
+    match seen.get(text) {
+        Some(kept) => kept,
+        None => {
+            let kept: &'static str = Box::leak(text.to_string().into_boxed_str());
+            seen.insert(kept);
+            kept
         }
     }
 }
@@ -88,7 +192,7 @@ impl Entry {
     /// Whether `bytes` are what this entry describes: its length, and the
     /// hash its ETag is made from.
     pub fn check(&self, bytes: &[u8]) -> Result<(), Damage> {
-        check(&self.file, bytes, self.length, &self.etag)
+        check(self.file(), bytes, self.length, &self.etag)
     }
 }
 
@@ -209,7 +313,7 @@ impl Manifest {
     pub fn new(mut entries: Vec<Entry>) -> Manifest {
         // Unstable: no scratch half the size of millions of entries (routes
         // are unique; a duplicate fails the build).
-        entries.par_sort_unstable_by(|a, b| a.route.cmp(&b.route));
+        entries.par_sort_unstable_by(|a, b| a.route().cmp(b.route()));
         let last_modified = entries
             .iter()
             .filter_map(|e| httpdate::parse_http_date(&e.last_modified).ok())
@@ -217,8 +321,7 @@ impl Manifest {
             .map_or_else(|| httpdate::fmt_http_date(std::time::UNIX_EPOCH), httpdate::fmt_http_date);
         let mut hasher = Sha256::new();
         for entry in &entries {
-            for part in [entry.route.as_str(), entry.etag.as_str(), entry.last_modified.as_str(), &entry.cache_control]
-            {
+            for part in [entry.route(), entry.etag.as_str(), entry.last_modified.as_str(), entry.cache_control] {
                 hasher.update(part.as_bytes());
                 hasher.update([0]);
             }
@@ -256,6 +359,39 @@ impl Manifest {
     }
 
     pub fn by_route(&self) -> BTreeMap<&str, &Entry> {
-        self.routes.iter().map(|e| (e.route.as_str(), e)).collect()
+        self.routes.iter().map(|e| (e.route(), e)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry reads back from `_manifest.json` as it was written: the
+    /// route and file apart again (one of them empty, or holding what a
+    /// JSON string escapes), the header values shared with equal ones.
+    #[test]
+    fn entries_read_back_as_written() {
+        let check = |route: &str, file: &str| {
+            let etag = etag(route.as_bytes());
+            let entry = Entry::of(route, file, etag, "Mon, 01 Jan 2024 00:00:00 GMT", "text/html", "no-cache", 7);
+            assert_eq!((entry.route(), entry.file()), (route, file));
+            let json = serde_json::to_string(&entry).unwrap();
+            let expected = serde_json::json!({"route": route, "file": file, "etag": etag.as_str(),
+                "lastModified": "Mon, 01 Jan 2024 00:00:00 GMT", "contentType": "text/html",
+                "cacheControl": "no-cache", "length": 7});
+            assert_eq!(serde_json::from_str::<serde_json::Value>(&json).unwrap(), expected);
+            let read: Entry = serde_json::from_str(&json).unwrap();
+            assert_eq!(read, entry, "{route}");
+            // Owned text (a reader, not a slice) reads the same.
+            let owned: Entry = serde_json::from_reader(json.as_bytes()).unwrap();
+            assert_eq!(owned, entry, "{route}");
+            assert!(std::ptr::eq(read.content_type, shared("text/html")));
+        };
+        check("/api/v1/agents/uaid%3Aa", "api/v1/agents/uaid%253Aa.json");
+        check("/", "index.html");
+        check("/a\"b\\c", "x\ny.json");
+        check("", "");
+        check("/route/ünïcode", "ü.json");
     }
 }

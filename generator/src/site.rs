@@ -107,8 +107,8 @@ pub struct StageReport {
 /// the previous build): computing it names the build.
 pub fn manifest_of(entries: Vec<Entry>) -> Result<Manifest> {
     let manifest = Manifest::new(entries);
-    if let Some(pair) = manifest.routes.windows(2).find(|w| w[0].route == w[1].route) {
-        anyhow::bail!("route {} would be written twice", pair[0].route);
+    if let Some(pair) = manifest.routes.windows(2).find(|w| w[0].route() == w[1].route()) {
+        anyhow::bail!("route {} would be written twice", pair[0].route());
     }
     Ok(manifest)
 }
@@ -116,7 +116,7 @@ pub fn manifest_of(entries: Vec<Entry>) -> Result<Manifest> {
 /// The entries of `files`, computed over the cores.
 pub fn entries(files: &[File]) -> Vec<Entry> {
     use rayon::prelude::*;
-    files.par_iter().map(|f| Entry::new(f.route.clone(), f.path.clone(), &f.representation)).collect()
+    files.par_iter().map(|f| Entry::new(&f.route, &f.path, &f.representation)).collect()
 }
 
 /// The live build, as a new one reuses its files: a file whose route and
@@ -153,13 +153,13 @@ impl Staging {
         if dir.exists() {
             fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
         }
-        create_parents(&dir, kept.iter().map(|e| e.file.as_str()))?;
+        create_parents(&dir, kept.iter().map(|e| e.file()))?;
         let mut staging = Staging { dir, written: 0, linked: 0 };
         if !kept.is_empty() {
             let previous = previous.context("kept entries need a previous build")?;
             let (_, linked) = parallel_sum(kept, |entry| {
-                fs::hard_link(previous.join(&entry.file), staging.dir.join(&entry.file))
-                    .with_context(|| format!("linking {}", entry.file))?;
+                fs::hard_link(previous.join(entry.file()), staging.dir.join(entry.file()))
+                    .with_context(|| format!("linking {}", entry.file()))?;
                 Ok((0, 1))
             })?;
             staging.linked = linked;
@@ -177,13 +177,13 @@ impl Staging {
         let written: Vec<(Entry, bool)> = files
             .par_iter()
             .map(|file| {
-                let entry = Entry::new(file.route.clone(), file.path.clone(), &file.representation);
+                let entry = Entry::new(&file.route, &file.path, &file.representation);
                 let target = staging.join(&file.path);
                 if let Some(previous) = previous {
                     if previous
                         .routes
                         .get(file.route.as_str())
-                        .is_some_and(|o| o.etag == entry.etag && o.file == entry.file)
+                        .is_some_and(|o| o.etag == entry.etag && o.file() == entry.file())
                         && fs::hard_link(previous.dir.join(&file.path), &target).is_ok()
                     {
                         return Ok((entry, true));
@@ -398,7 +398,7 @@ impl<'a> BuildFiles<'a> {
         let mut folders: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
         for entry in &manifest.routes {
             let mut folder = PathBuf::new();
-            for part in Path::new(&entry.file).parent().into_iter().flat_map(Path::components) {
+            for part in Path::new(entry.file()).parent().into_iter().flat_map(Path::components) {
                 folder.push(part);
                 folders.entry(folder.clone()).or_default();
             }
@@ -418,7 +418,8 @@ impl<'a> BuildFiles<'a> {
 
     /// The bytes of `entry`'s file, when they are what the manifest says.
     pub fn read(&self, entry: &Entry) -> Result<Vec<u8>, Damage> {
-        let bytes = self.read_inside(&entry.file).map_err(|problem| Damage { file: entry.file.clone(), problem })?;
+        let bytes =
+            self.read_inside(entry.file()).map_err(|problem| Damage { file: entry.file().to_string(), problem })?;
         entry.check(&bytes)?;
         Ok(bytes)
     }

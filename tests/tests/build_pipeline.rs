@@ -127,7 +127,7 @@ fn an_index_as_json_lines_builds_what_the_document_builds() {
     let from_document = built(&dir.path().join("b"), &workspace_root().join("datasets/broker"));
     assert_eq!(from_lines, from_document);
     // One resolve route per agent: all 300 are in.
-    assert!(from_lines.routes.iter().filter(|e| e.route.starts_with("/api/v1/resolve/")).count() >= 300);
+    assert!(from_lines.routes.iter().filter(|e| e.route().starts_with("/api/v1/resolve/")).count() >= 300);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -254,15 +254,15 @@ fn incremental_run_rewrites_only_changed_files() {
     let old = a.by_route();
     let mut changed = 0;
     for entry in &b.routes {
-        let path = dir_b.join(&entry.file);
-        let unchanged = old.get(entry.route.as_str()).is_some_and(|o| o.etag == entry.etag);
+        let path = dir_b.join(entry.file());
+        let unchanged = old.get(entry.route()).is_some_and(|o| o.etag == entry.etag);
         let same_inode = {
             use std::os::unix::fs::MetadataExt;
-            let before = std::fs::metadata(dir_a.join(&entry.file)).ok();
+            let before = std::fs::metadata(dir_a.join(entry.file())).ok();
             let after = std::fs::metadata(&path).unwrap();
             before.is_some_and(|m| m.ino() == after.ino())
         };
-        assert_eq!(unchanged, same_inode, "{}: unchanged files are linked, changed ones written", entry.route);
+        assert_eq!(unchanged, same_inode, "{}: unchanged files are linked, changed ones written", entry.route());
         changed += usize::from(!unchanged);
     }
     assert!(

@@ -35,7 +35,7 @@ fn logged(log: &Path, text: &str) {
 
 /// A file of the build with enough bytes to damage, and its route.
 fn victim(manifest: &Manifest) -> &Entry {
-    manifest.routes.iter().find(|e| e.route == "/hcs20/stats").expect("a stats file")
+    manifest.routes.iter().find(|e| e.route() == "/hcs20/stats").expect("a stats file")
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
     let (_, first) = grow(10_000);
     let (second_dir, second) = grow(12_000);
     let entry = victim(&second).clone();
-    let file = second_dir.join(&entry.file);
+    let file = second_dir.join(entry.file());
     let pristine = std::fs::read(&file).unwrap();
     let outside = root.path().join("outside.json");
     std::fs::write(&outside, &pristine).unwrap();
@@ -142,10 +142,10 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
     let (dir, manifest) = live(&site);
     assert_eq!(manifest.build, second.build, "the same data gives the same build");
     assert!(almanac::site::damaged(&dir, &manifest).is_empty(), "every file is what the manifest says");
-    assert_eq!(std::fs::read(dir.join(&entry.file)).unwrap(), pristine);
+    assert_eq!(std::fs::read(dir.join(entry.file())).unwrap(), pristine);
     // And so is a run with something new (its kept files are linked only
     // from a sound build).
-    std::fs::write(dir.join(&entry.file), &pristine[..10]).unwrap();
+    std::fs::write(dir.join(entry.file()), &pristine[..10]).unwrap();
     let (dir, manifest) = grow(13_000);
     assert!(almanac::site::damaged(&dir, &manifest).is_empty());
 }

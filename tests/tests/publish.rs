@@ -25,8 +25,8 @@ fn assert_complete(site: &Path) -> Manifest {
     let dir = std::fs::canonicalize(site.join("current")).unwrap();
     let manifest = Manifest::load(&dir).unwrap();
     for entry in &manifest.routes {
-        let bytes = std::fs::read(dir.join(&entry.file)).unwrap_or_else(|_| panic!("{} missing", entry.file));
-        assert_eq!(almanac::manifest::etag(&bytes), entry.etag, "{} torn", entry.file);
+        let bytes = std::fs::read(dir.join(entry.file())).unwrap_or_else(|_| panic!("{} missing", entry.file()));
+        assert_eq!(almanac::manifest::etag(&bytes), entry.etag, "{} torn", entry.file());
     }
     manifest
 }

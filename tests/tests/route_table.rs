@@ -30,16 +30,16 @@ async fn every_published_route_is_in_the_table_and_served_as_the_manifest_says()
     // Every route kind is in this build, so the check covers all three
     // surfaces.
     for prefix in ["/hcs20/", "/guard/", "/api/v1/agents/"] {
-        assert!(manifest.routes.iter().any(|e| e.route.starts_with(prefix)), "{prefix}");
+        assert!(manifest.routes.iter().any(|e| e.route().starts_with(prefix)), "{prefix}");
     }
 
     let routes = Table::new(table());
     for entry in &manifest.routes {
-        let path = entry.route.split('?').next().unwrap();
+        let path = entry.route().split('?').next().unwrap();
         let normal = api::path::normalize(path).unwrap();
-        let found = routes.find(&normal).unwrap_or_else(|| panic!("{} is not in the route table", entry.route));
+        let found = routes.find(&normal).unwrap_or_else(|| panic!("{} is not in the route table", entry.route()));
         let get = found.endpoint.operation_for(&Method::GET).expect("published routes answer GET");
-        assert_eq!(get.cache.header(), entry.cache_control, "{}: the table's cache policy", entry.route);
+        assert_eq!(get.cache.header(), entry.cache_control, "{}: the table's cache policy", entry.route());
     }
 
     let dirs = ["--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
@@ -53,14 +53,14 @@ async fn every_published_route_is_in_the_table_and_served_as_the_manifest_says()
     }));
     let client = reqwest::Client::new();
     for entry in &manifest.routes {
-        let response = client.get(format!("{base}{}", entry.route)).send().await.unwrap();
-        assert_eq!(response.status(), 200, "{}", entry.route);
+        let response = client.get(format!("{base}{}", entry.route())).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{}", entry.route());
         let headers = response.headers();
-        assert_eq!(headers["etag"], entry.etag.as_str(), "{}", entry.route);
-        assert_eq!(headers["last-modified"], entry.last_modified.as_str(), "{}", entry.route);
-        assert_eq!(headers["cache-control"], entry.cache_control.as_ref(), "{}", entry.route);
-        assert_eq!(headers["content-type"], entry.content_type.as_ref(), "{}", entry.route);
-        assert_eq!(response.bytes().await.unwrap().len() as u64, entry.length, "{}", entry.route);
+        assert_eq!(headers["etag"], entry.etag.as_str(), "{}", entry.route());
+        assert_eq!(headers["last-modified"], entry.last_modified.as_str(), "{}", entry.route());
+        assert_eq!(headers["cache-control"], entry.cache_control, "{}", entry.route());
+        assert_eq!(headers["content-type"], entry.content_type, "{}", entry.route());
+        assert_eq!(response.bytes().await.unwrap().len() as u64, entry.length, "{}", entry.route());
     }
 
     // OPTIONS and 405 agree on Allow, endpoint by endpoint: both come from
