@@ -101,18 +101,23 @@ impl<'c> Writer<'c> {
     pub fn finish(mut self, rest: Rest) -> Result<()> {
         let Rest { feedback, catalog, embeddings, journal_seq, sources } = rest;
         let tx = &self.tx;
-        let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
-        records.iter().for_each(|r| self.fingerprint.update(r.as_bytes()));
-        let batch = columnar::batch(vec![
-            ("uaid", columnar::strings(feedback.iter().map(|f| Some(&f.uaid)))),
-            ("client", columnar::strings(feedback.iter().map(|f| Some(&f.client)))),
-            ("feedback_index", columnar::u64s(feedback.iter().map(|f| Some(f.feedback_index)))),
-            ("score", columnar::u32s(feedback.iter().map(|f| Some(u32::from(f.score))))),
-            ("revoked", columnar::bools(feedback.iter().map(|f| Some(f.revoked)))),
-            ("created_at", columnar::strings(feedback.iter().map(|f| Some(&f.created_at)))),
-            ("record", columnar::strings(records.iter().map(Some))),
-        ])?;
-        columnar::append(tx, "broker_feedback", batch)?;
+        // In batches, as the agents were: the feedback of a million agents
+        // as one batch of columns and records took about 700 MB at once,
+        // the generator's peak.
+        for feedback in feedback.chunks(super::source::BATCH * 4) {
+            let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
+            records.iter().for_each(|r| self.fingerprint.update(r.as_bytes()));
+            let batch = columnar::batch(vec![
+                ("uaid", columnar::strings(feedback.iter().map(|f| Some(&f.uaid)))),
+                ("client", columnar::strings(feedback.iter().map(|f| Some(&f.client)))),
+                ("feedback_index", columnar::u64s(feedback.iter().map(|f| Some(f.feedback_index)))),
+                ("score", columnar::u32s(feedback.iter().map(|f| Some(u32::from(f.score))))),
+                ("revoked", columnar::bools(feedback.iter().map(|f| Some(f.revoked)))),
+                ("created_at", columnar::strings(feedback.iter().map(|f| Some(&f.created_at)))),
+                ("record", columnar::strings(records.iter().map(Some))),
+            ])?;
+            columnar::append(tx, "broker_feedback", batch)?;
+        }
         let catalog = serde_json::to_string(catalog).expect("catalog serialises");
         self.fingerprint.update(catalog.as_bytes());
         tx.execute("INSERT INTO broker_catalog VALUES (?)", [catalog])?;
