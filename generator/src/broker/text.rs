@@ -59,9 +59,10 @@ const NARROW: usize = 4;
 /// A last word shorter than this is not taken as a prefix (`a` would match
 /// a good part of the vocabulary).
 const MIN_PREFIX: usize = 3;
-/// The memory an in-memory index is sized by, per agent: its word table
-/// starts with room for about a hundred words an agent (tantivy gives a
-/// third of the budget to the table, about 12 bytes a slot, half full).
+/// The memory an in-memory index is sized by, per agent. tantivy gives a
+/// third of it to the word table, 8 bytes a slot: 300 slots an agent to
+/// start with (rounded down to a power of two), and the table grows as it
+/// fills.
 const WORDS_BUDGET: usize = 7_200;
 
 /// A word held by a 64th of the agents or more is kept as a set of them,
