@@ -101,10 +101,7 @@ impl<'c> Writer<'c> {
     pub fn finish(mut self, rest: Rest) -> Result<()> {
         let Rest { feedback, catalog, embeddings, journal_seq, sources } = rest;
         let tx = &self.tx;
-        // In batches, as the agents were: the feedback of a million agents
-        // as one batch of columns and records took about 700 MB at once,
-        // the generator's peak.
-        for feedback in feedback.chunks(super::source::BATCH * 4) {
+        for feedback in feedback.chunks(FEEDBACK_BATCH) {
             let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
             records.iter().for_each(|r| self.fingerprint.update(r.as_bytes()));
             let batch = columnar::batch(vec![
@@ -134,6 +131,11 @@ impl<'c> Writer<'c> {
         self.tx.commit().context("writing the broker tables")
     }
 }
+
+/// Feedback entries written to the warehouse at a time. In batches, as the
+/// agents are: the feedback of a million agents as one batch of columns
+/// and records took about 700 MB at once, the generator's peak.
+const FEEDBACK_BATCH: usize = 16_384;
 
 /// What [`Writer::finish`] writes after the agents.
 pub struct Rest<'a> {
