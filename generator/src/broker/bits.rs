@@ -120,6 +120,54 @@ impl Bits {
     }
 }
 
+/// Sets no two of which share a member (the values of a field each agent
+/// has at most one of), as bit planes: a member of set `v` has the binary
+/// digits of `v + 1` across the planes, a member of none has 0. Counting
+/// every set within another then reads `log2(sets + 1)` sets' words
+/// instead of one per set: an aggregation is bound by how many words it
+/// reads, not by counting them (seven registries are three planes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planes {
+    planes: Vec<Bits>,
+    sets: usize,
+}
+
+impl Planes {
+    /// The planes of `sets` (each over as many positions); `None` when two
+    /// of them share a member, or they are too many to be worth planes.
+    pub fn of(sets: &[Bits]) -> Option<Planes> {
+        let depth = (usize::BITS - sets.len().leading_zeros()) as usize;
+        let first = sets.first()?;
+        if depth > popcount::MAX_PLANES || sets.iter().any(|s| s.words.len() != first.words.len()) {
+            return None;
+        }
+        let mut planes = vec![Bits { words: vec![0; first.words.len()] }; depth];
+        let mut seen = vec![0u64; first.words.len()];
+        for (v, set) in sets.iter().enumerate() {
+            for (w, word) in set.words.iter().enumerate() {
+                if seen[w] & word != 0 {
+                    return None;
+                }
+                seen[w] |= word;
+                for (j, plane) in planes.iter_mut().enumerate() {
+                    if (v + 1) >> j & 1 == 1 {
+                        plane.words[w] |= word;
+                    }
+                }
+            }
+        }
+        Some(Planes { planes, sets: sets.len() })
+    }
+
+    /// How many members of each set `within` holds, in the sets' order;
+    /// reading only the words `occupied` names when given (all of
+    /// `within`'s members must be in them: see [`Bits::occupied`]).
+    pub fn counts(&self, within: &Bits, occupied: Option<&[u32]>) -> Vec<usize> {
+        let planes: Vec<&[u64]> = self.planes.iter().map(|p| p.words.as_slice()).collect();
+        popcount::codes(&within.words, &planes, self.sets, occupied)
+    }
+}
+
 /// Population counts: AVX-512's vector count (eight words an instruction)
 /// or else the `popcnt` instruction where the CPU has them (asked at run
 /// time, so one binary runs everywhere), else Rust's portable count.
@@ -167,6 +215,98 @@ mod popcount {
     #[target_feature(enable = "popcnt")]
     unsafe fn ones_at_popcnt(a: &[u64], b: &[u64], at: &[u32]) -> usize {
         portable_at(a, b, at)
+    }
+
+    /// The most planes [`super::Planes`] are made of (31 sets).
+    pub const MAX_PLANES: usize = 5;
+
+    /// Words counted at a time: the set's and the planes' words of a chunk
+    /// stay in the first-level cache while each code is counted.
+    const CHUNK: usize = 512;
+
+    /// For each code from 1 to `codes`, the ones of `within` where the
+    /// planes spell it (in the words `at` only, when given).
+    pub fn codes(within: &[u64], planes: &[&[u64]], codes: usize, at: Option<&[u32]>) -> Vec<usize> {
+        assert!(planes.len() <= MAX_PLANES && planes.iter().all(|p| p.len() == within.len()));
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512vpopcntdq") {
+                // Safety: the CPU has the instructions the function is built with.
+                return unsafe { codes_avx512(within, planes, codes, at) };
+            }
+            if std::arch::is_x86_feature_detected!("popcnt") {
+                // Safety: as above.
+                return unsafe { codes_popcnt(within, planes, codes, at) };
+            }
+        }
+        codes_any(within, planes, codes, at)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vpopcntdq,popcnt")]
+    unsafe fn codes_avx512(within: &[u64], planes: &[&[u64]], codes: usize, at: Option<&[u32]>) -> Vec<usize> {
+        codes_any(within, planes, codes, at)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn codes_popcnt(within: &[u64], planes: &[&[u64]], codes: usize, at: Option<&[u32]>) -> Vec<usize> {
+        codes_any(within, planes, codes, at)
+    }
+
+    /// One function per number of planes, so that each code's count is a
+    /// loop the compiler makes vector instructions of.
+    #[inline(always)]
+    fn codes_any(within: &[u64], planes: &[&[u64]], codes: usize, at: Option<&[u32]>) -> Vec<usize> {
+        match planes.len() {
+            0 => vec![0; codes],
+            1 => codes_of::<1>(within, planes, codes, at),
+            2 => codes_of::<2>(within, planes, codes, at),
+            3 => codes_of::<3>(within, planes, codes, at),
+            4 => codes_of::<4>(within, planes, codes, at),
+            _ => codes_of::<5>(within, planes, codes, at),
+        }
+    }
+
+    #[inline(always)]
+    fn codes_of<const B: usize>(within: &[u64], planes: &[&[u64]], codes: usize, at: Option<&[u32]>) -> Vec<usize> {
+        // A plane is taken as it is where a code has a one, complemented
+        // where it has a zero. Plain loops: a closure would be compiled
+        // apart from the caller's target features, without vector counts.
+        let flips: Vec<[u64; B]> =
+            (1..=codes).map(|code| std::array::from_fn(|j| if code >> j & 1 == 1 { 0 } else { u64::MAX })).collect();
+        let mut counts = vec![0; codes];
+        if let Some(at) = at {
+            for w in at {
+                let w = *w as usize;
+                let words: [u64; B] = std::array::from_fn(|j| planes[j][w]);
+                for (count, flip) in counts.iter_mut().zip(&flips) {
+                    let mut x = within[w];
+                    for j in 0..B {
+                        x &= words[j] ^ flip[j];
+                    }
+                    *count += x.count_ones() as usize;
+                }
+            }
+            return counts;
+        }
+        for start in (0..within.len()).step_by(CHUNK) {
+            let end = (start + CHUNK).min(within.len());
+            let set = &within[start..end];
+            let planes: [&[u64]; B] = std::array::from_fn(|j| &planes[j][start..end]);
+            for (count, flip) in counts.iter_mut().zip(&flips) {
+                let mut sum = 0u64;
+                for w in 0..set.len() {
+                    let mut x = set[w];
+                    for j in 0..B {
+                        x &= planes[j][w] ^ flip[j];
+                    }
+                    sum += u64::from(x.count_ones());
+                }
+                *count += sum as usize;
+            }
+        }
+        counts
     }
 
     #[inline(always)]
@@ -220,5 +360,31 @@ mod tests {
             assert_eq!(kept.iter().collect::<Vec<_>>(), a.iter().copied().filter(|i| i % 2 == 1).collect::<Vec<_>>());
             assert!(a.iter().all(|i| x.contains(*i)) && (0..len).filter(|i| !a.contains(i)).all(|i| !x.contains(i)));
         }
+    }
+
+    /// Planes count each set within another as the sets do, for every
+    /// number of planes, across chunks; sets sharing a member, or too
+    /// many, get none.
+    #[test]
+    fn planes_count_as_the_sets_they_are_made_of() {
+        for (sets, len) in [(1usize, 100usize), (2, 64), (3, 1000), (7, 70_001), (12, 33_000), (31, 5_000)] {
+            // Position i is in set i % (sets + 2) when that is a set: some
+            // positions are in none.
+            let of = |v: usize| Bits::from_positions(len, (0..len).filter(|i| i % (sets + 2) == v));
+            let all: Vec<Bits> = (0..sets).map(of).collect();
+            let planes = Planes::of(&all).expect("disjoint sets");
+            let sparse = Bits::from_positions(len, (0..len).step_by(300));
+            for within in
+                [Bits::full(len), Bits::empty(len), Bits::from_positions(len, (0..len).filter(|i| i % 5 != 3)), sparse]
+            {
+                let expected: Vec<usize> = all.iter().map(|s| s.count_with(&within)).collect();
+                assert_eq!(planes.counts(&within, None), expected, "{sets} sets of {len}");
+                assert_eq!(planes.counts(&within, Some(&within.occupied())), expected, "{sets} sets of {len}");
+            }
+        }
+        let overlapping = [Bits::from_positions(10, [1, 2]), Bits::from_positions(10, [2, 3])];
+        assert_eq!(Planes::of(&overlapping), None);
+        assert_eq!(Planes::of(&vec![Bits::empty(10); 32]), None);
+        assert_eq!(Planes::of(&[]), None);
     }
 }

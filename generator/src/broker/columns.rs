@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use super::bits::Bits;
+use super::bits::{Bits, Planes};
 use super::text::slug;
 use super::Agent;
 
@@ -43,6 +43,9 @@ pub fn order_slot(sort: SortBy, ascending: bool) -> usize {
 pub struct Field {
     pub values: Vec<String>,
     pub sets: Vec<Bits>,
+    /// The sets as planes when no agent has two of the values (made when
+    /// the columns are, never written): what an aggregation counts.
+    pub planes: Option<Planes>,
 }
 
 impl Field {
@@ -126,6 +129,11 @@ impl Columns {
     /// from the rest, never written.
     fn derive(&mut self) {
         let n = self.len;
+        for field in
+            [&mut self.registry, &mut self.adapter, &mut self.protocols, &mut self.kind, &mut self.verification]
+        {
+            field.planes = Planes::of(&field.sets);
+        }
         for column in self.metadata.values_mut() {
             column.dense = column
                 .postings
@@ -470,7 +478,7 @@ impl Columns {
         let field = |r: &mut Reader| -> Result<Field> {
             let values = r.strings()?;
             let sets = values.iter().map(|_| r.bits(len)).collect::<Result<_>>()?;
-            Ok(Field { values, sets })
+            Ok(Field { values, sets, planes: None })
         };
         let (registry, adapter, protocols, kind, verification) =
             (field(&mut r)?, field(&mut r)?, field(&mut r)?, field(&mut r)?, field(&mut r)?);
@@ -643,6 +651,9 @@ mod tests {
     fn columns_written_read_back_are_the_same_and_damage_is_refused() {
         for n in [0, 1, 63, 64, 65, 777] {
             let columns = Columns::of(&agents(n, 4));
+            // An agent is of one registry and one kind: their sets are
+            // counted as planes.
+            assert_eq!(columns.registry.planes.is_some() && columns.kind.planes.is_some(), n > 0, "{n}");
             let mut bytes = Vec::new();
             columns.write(&mut bytes).unwrap();
             assert_eq!(Columns::read(&bytes).unwrap(), columns, "{n}");

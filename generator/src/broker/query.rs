@@ -416,16 +416,21 @@ impl Aggregations {
 
 fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
     let c = &index.columns;
-    // A sparse set (most of its words empty) is counted where it has
-    // members only; the words are listed only then.
-    let empty = matched.words().iter().filter(|w| **w == 0).count();
-    let occupied = (empty * 2 > matched.words().len()).then(|| matched.occupied());
+    // A sparse set is counted where it has members only (the words are
+    // listed only then): where fewer than an eighth of its words do, as a
+    // cache line holds eight, or the lines read are about all of them.
+    let held = matched.words().iter().filter(|w| **w != 0).count();
+    let occupied = (held * 8 < matched.words().len()).then(|| matched.occupied());
     let count = |set: &Bits| match &occupied {
         Some(occupied) => matched.count_with_in(set, occupied),
         None => matched.count_with(set),
     };
     let named = |field: &Field| -> BTreeMap<String, usize> {
-        field.values.iter().zip(&field.sets).map(|(k, set)| (k.clone(), count(set))).filter(|(_, n)| *n > 0).collect()
+        let counts: Vec<usize> = match &field.planes {
+            Some(planes) => planes.counts(matched, occupied.as_deref()),
+            _ => field.sets.iter().map(count).collect(),
+        };
+        field.values.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(k, n)| (k.clone(), n)).collect()
     };
     let labels: BTreeMap<u8, &String> = c.capability_codes.iter().map(|(slug, code)| (*code, slug)).collect();
     Aggregations {
