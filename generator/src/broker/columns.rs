@@ -174,6 +174,46 @@ impl Columns {
     }
 }
 
+impl Columns {
+    /// The same columns with each agent moved to its rank by id (agent
+    /// `i` to position `id_rank[i]`), as a build's search index folder
+    /// keeps them: its text index is sorted by id, so that its documents
+    /// are the agents' positions, with no table between them.
+    pub fn in_id_order(mut self) -> Columns {
+        let n = self.len;
+        let rank = std::mem::take(&mut self.id_rank);
+        let mut by_id = vec![0u32; n];
+        rank.iter().enumerate().for_each(|(at, r)| by_id[*r as usize] = at as u32);
+        let moved = |set: &Bits| Bits::from_positions(n, set.iter().map(|i| rank[i] as usize));
+        for field in
+            [&mut self.registry, &mut self.adapter, &mut self.protocols, &mut self.kind, &mut self.verification]
+        {
+            field.sets = field.sets.iter().map(moved).collect();
+        }
+        self.capabilities = self.capabilities.iter().map(moved).collect();
+        self.available = moved(&self.available);
+        self.trust = by_id.iter().map(|at| self.trust[*at as usize]).collect();
+        for values in self.signals.values_mut() {
+            *values = by_id.iter().map(|at| values[*at as usize]).collect();
+        }
+        for order in &mut self.orders {
+            order.iter_mut().for_each(|at| *at = rank[*at as usize]);
+        }
+        for postings in self.metadata.values_mut().flat_map(|column| column.postings.iter_mut()) {
+            postings.iter_mut().for_each(|at| *at = rank[*at as usize]);
+            postings.sort_unstable();
+        }
+        self.id_rank = (0..n as u32).collect();
+        self.derive();
+        self
+    }
+
+    /// Whether each agent's position is its rank by id.
+    pub fn positions_are_ranks(&self) -> bool {
+        self.id_rank.iter().enumerate().all(|(at, rank)| *rank as usize == at)
+    }
+}
+
 /// Where step `k` of the trust order ends (how many agents it holds).
 fn trust_step_end(n: usize, k: usize) -> usize {
     k * n / TRUST_STEPS

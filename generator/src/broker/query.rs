@@ -222,6 +222,9 @@ pub struct AgentIndex {
     /// ids (as the generator writes and [`AgentIndex::build`] makes them):
     /// then relevance ties are pruned.
     text_in_order: bool,
+    /// Whether each agent's position is its rank by id (a build's folder):
+    /// then no rank is read from a table.
+    ranked: bool,
 }
 
 impl AgentIndex {
@@ -248,7 +251,8 @@ impl AgentIndex {
             records.len()
         );
         let text_in_order = text.in_order(&columns.id_rank);
-        Ok(AgentIndex { records, text, columns, text_in_order })
+        let ranked = columns.positions_are_ranks();
+        Ok(AgentIndex { records, text, columns, text_in_order, ranked })
     }
 
     pub fn len(&self) -> usize {
@@ -520,7 +524,8 @@ pub fn search_excluding(
         // With `q` and no `sortBy`: by relevance, ties by id; the text
         // index finds the first `end` without scoring every match.
         Some(text) if query.sort_by.is_none() => {
-            let rank = Ranks { of: &index.columns.id_rank, ordered: index.text_in_order };
+            let of = (!index.ranked).then_some(index.columns.id_rank.as_slice());
+            let rank = Ranks { of, ordered: index.text_in_order };
             let top = index.text.top(text, reference, &matched, end, &rank);
             scores = top[start.min(top.len())..].iter().map(|(_, score)| *score).collect();
             top[start.min(top.len())..].iter().map(|(i, _)| *i as usize).collect()

@@ -389,13 +389,8 @@ impl Writer {
 
     /// Ends the files (the UAID table sorted into the keys' trailer) and
     /// syncs them.
-    pub fn finish(mut self) -> Result<()> {
-        self.uaids.sort_unstable();
-        let mut table = Vec::with_capacity(self.uaids.len() * UAID_ENTRY);
-        for (hash, at) in &self.uaids {
-            table.extend_from_slice(&hash.to_le_bytes());
-            table.extend_from_slice(&at.to_le_bytes());
-        }
+    pub fn finish(self) -> Result<()> {
+        let table = uaid_table(self.uaids);
         if let Some((packer, model)) = self.vectors {
             packer.finish(model.as_bytes())?;
         }
@@ -403,6 +398,58 @@ impl Writer {
         self.feedback.finish(&[])?;
         self.keys.finish(&table)
     }
+}
+
+/// Writes the files of the search index folder `dir` again with their
+/// agents in `order` (the agent at position `k` is the one that was at
+/// `order[k]`; every position once), each replacing its old self once
+/// whole: the UAID table points at the new positions, the trailers are
+/// kept. The pages read are let go as it goes ([`Records::release`]), so
+/// that a million agents' records pass through in bounded memory.
+pub fn reorder(dir: &Path, order: &[u32]) -> Result<()> {
+    for (name, magic) in
+        [(RECORDS, RECORDS_MAGIC), (KEYS, KEYS_MAGIC), (FEEDBACK, FEEDBACK_MAGIC), (VECTORS, VECTORS_MAGIC)]
+    {
+        let path = dir.join(name);
+        if name == VECTORS && !path.exists() {
+            continue;
+        }
+        let old = Packed::open(&path, magic)?;
+        ensure!(old.len() == order.len(), "{}: {} agents, {} to order", path.display(), old.len(), order.len());
+        let staged = dir.join(format!("{name}.reordered"));
+        let mut new = Packer::create(&staged, magic)?;
+        let mut uaids = Vec::with_capacity(if name == KEYS { order.len() } else { 0 });
+        for (k, at) in order.iter().enumerate() {
+            let bytes = old.get(*at as usize);
+            if name == KEYS {
+                uaids.push((fnv(Keys::read(bytes).uaid), k as u32));
+            }
+            new.push(bytes)?;
+            if k % RELEASE_EVERY == RELEASE_EVERY - 1 {
+                old.release()?;
+            }
+        }
+        let trailer = if name == KEYS { uaid_table(uaids) } else { old.trailer().to_vec() };
+        new.finish(&trailer)?;
+        drop(old);
+        std::fs::rename(&staged, &path).with_context(|| format!("replacing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// How many strings [`reorder`] copies between letting go of the pages
+/// it read.
+const RELEASE_EVERY: usize = 16_384;
+
+/// The keys' trailer: each (UAID hash, position), sorted.
+fn uaid_table(mut uaids: Vec<(u64, u32)>) -> Vec<u8> {
+    uaids.sort_unstable();
+    let mut table = Vec::with_capacity(uaids.len() * UAID_ENTRY);
+    for (hash, at) in &uaids {
+        table.extend_from_slice(&hash.to_le_bytes());
+        table.extend_from_slice(&at.to_le_bytes());
+    }
+    table
 }
 
 /// Writes a list of byte strings (see the module's doc), one at a time.
