@@ -121,6 +121,9 @@ pub struct Columns {
     /// `minTrust` filter starts from the nearest step and sets or clears
     /// at most `n / (2 TRUST_STEPS)` agents, instead of up to all of them.
     pub trust_steps: Vec<Bits>,
+    /// The capability codes some agent has (made when the columns are):
+    /// an aggregation counts only their sets, not all 32.
+    pub capabilities_held: Vec<u8>,
 }
 
 impl Columns {
@@ -134,6 +137,8 @@ impl Columns {
         {
             field.planes = Planes::of(&field.sets);
         }
+        self.capabilities_held =
+            (0..self.capabilities.len()).filter(|c| self.capabilities[*c].count() > 0).map(|c| c as u8).collect();
         for column in self.metadata.values_mut() {
             column.dense = column
                 .postings
@@ -286,6 +291,7 @@ impl Builder {
                 metadata: BTreeMap::new(),
                 signals: BTreeMap::new(),
                 trust_steps: Vec::new(),
+                capabilities_held: Vec::new(),
             },
             added: 0,
             updated: Arena::default(),
@@ -563,6 +569,7 @@ impl Columns {
             metadata,
             signals,
             trust_steps: Vec::new(),
+            capabilities_held: Vec::new(),
         };
         columns.check()?;
         columns.derive();

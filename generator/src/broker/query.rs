@@ -444,10 +444,9 @@ fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
         kinds: named(&c.kind),
         verification: named(&c.verification),
         capabilities: c
-            .capabilities
+            .capabilities_held
             .iter()
-            .enumerate()
-            .map(|(code, set)| (code, count(set)))
+            .map(|code| (*code as usize, count(&c.capabilities[*code as usize])))
             .filter(|(_, n)| *n > 0)
             .map(|(code, n)| (labels.get(&(code as u8)).map_or(code.to_string(), |l| l.to_string()), n))
             .collect(),
