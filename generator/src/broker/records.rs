@@ -439,7 +439,7 @@ pub fn reorder(dir: &Path, order: &[u32]) -> Result<()> {
 
 /// How many strings [`reorder`] copies between letting go of the pages
 /// it read.
-const RELEASE_EVERY: usize = 16_384;
+const RELEASE_EVERY: usize = 1_024;
 
 /// The keys' trailer: each (UAID hash, position), sorted.
 fn uaid_table(mut uaids: Vec<(u64, u32)>) -> Vec<u8> {
