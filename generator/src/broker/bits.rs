@@ -61,6 +61,21 @@ impl Bits {
         self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a &= b);
     }
 
+    /// The positions both `a` and `b` hold (one pass, no copy first).
+    pub fn both(a: &Bits, b: &Bits) -> Bits {
+        Bits { words: a.words.iter().zip(&b.words).map(|(x, y)| x & y).collect() }
+    }
+
+    /// Keeps only the positions `a` or `b` holds (one pass, no union made).
+    pub fn intersect_either(&mut self, a: &Bits, b: Option<&Bits>) {
+        match b {
+            None => self.intersect(a),
+            Some(b) => {
+                self.words.iter_mut().zip(&a.words).zip(&b.words).for_each(|((w, x), y)| *w &= x | y);
+            }
+        }
+    }
+
     /// Removes every position `other` holds.
     pub fn subtract(&mut self, other: &Bits) {
         self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a &= !b);
@@ -340,6 +355,13 @@ mod tests {
             let mut and = x.clone();
             and.intersect(&y);
             assert_eq!(and.iter().collect::<Vec<_>>(), both);
+            assert_eq!(Bits::both(&x, &y), and);
+            let z = Bits::from_positions(len, (0..len).filter(|i| i % 5 == 0));
+            let mut either = Bits::full(len);
+            either.intersect_either(&x, Some(&z));
+            let mut union = x.clone();
+            union.unite(&z);
+            assert_eq!(either, union);
             assert_eq!(x.count_with(&y), both.len());
             assert_eq!(x.count_with_in(&y, &x.occupied()), both.len());
             assert_eq!(x.occupied().len(), x.words().iter().filter(|w| **w != 0).count());

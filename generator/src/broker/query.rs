@@ -510,7 +510,7 @@ pub fn search_excluding(
     // relevance order is scored, below.
     let text = query.q.as_ref().map(|q| index.text.matching(q));
     if let Some(text) = &text {
-        matched.intersect(&text.agents());
+        text.restrict(&mut matched);
     }
     thresholds(index, query, &mut matched);
     let total = matched.count();

@@ -485,11 +485,9 @@ impl TextIndex {
             // those are ranked first, among themselves, then the rest need
             // at least what the last of them scores.
             let worded = matched.worded.count();
-            let mut without = within.clone();
-            without.intersect(&matched.worded);
+            let mut without = Bits::both(within, &matched.worded);
             let with = matched.prefixed.as_ref().map(|prefixed| {
-                let mut with = without.clone();
-                with.intersect(prefixed);
+                let with = Bits::both(&without, prefixed);
                 without.subtract(prefixed);
                 with
             });
@@ -705,12 +703,18 @@ pub struct Matched {
 
 impl Matched {
     /// Every agent the query matches.
+    #[cfg(test)]
     pub fn agents(&self) -> Bits {
         let mut all = self.worded.clone();
         if let Some(prefixed) = &self.prefixed {
             all.unite(prefixed);
         }
         all
+    }
+
+    /// Keeps in `set` only the agents the query matches.
+    pub fn restrict(&self, set: &mut Bits) {
+        set.intersect_either(&self.worded, self.prefixed.as_ref());
     }
 }
 
