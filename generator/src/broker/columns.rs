@@ -132,9 +132,7 @@ impl Columns {
     /// from the rest, never written.
     fn derive(&mut self) {
         let n = self.len;
-        for field in
-            [&mut self.registry, &mut self.adapter, &mut self.protocols, &mut self.kind, &mut self.verification]
-        {
+        for field in self.fields_mut() {
             field.planes = Planes::of(&field.sets);
         }
         self.capabilities_held =
@@ -186,13 +184,10 @@ impl Columns {
     /// are the agents' positions, with no table between them.
     pub fn in_id_order(mut self) -> Columns {
         let n = self.len;
+        let by_id = self.id_order();
         let rank = std::mem::take(&mut self.id_rank);
-        let mut by_id = vec![0u32; n];
-        rank.iter().enumerate().for_each(|(at, r)| by_id[*r as usize] = at as u32);
         let moved = |set: &Bits| Bits::from_positions(n, set.iter().map(|i| rank[i] as usize));
-        for field in
-            [&mut self.registry, &mut self.adapter, &mut self.protocols, &mut self.kind, &mut self.verification]
-        {
+        for field in self.fields_mut() {
             field.sets = field.sets.iter().map(moved).collect();
         }
         self.capabilities = self.capabilities.iter().map(moved).collect();
@@ -211,6 +206,18 @@ impl Columns {
         self.id_rank = (0..n as u32).collect();
         self.derive();
         self
+    }
+
+    /// The agents' positions in id order (the inverse of `id_rank`).
+    pub fn id_order(&self) -> Vec<u32> {
+        let mut by_id = vec![0u32; self.len];
+        self.id_rank.iter().enumerate().for_each(|(at, rank)| by_id[*rank as usize] = at as u32);
+        by_id
+    }
+
+    /// The categorical fields, each a set per value.
+    fn fields_mut(&mut self) -> [&mut Field; 5] {
+        [&mut self.registry, &mut self.adapter, &mut self.protocols, &mut self.kind, &mut self.verification]
     }
 
     /// Whether each agent's position is its rank by id.

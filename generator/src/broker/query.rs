@@ -432,7 +432,7 @@ fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
     let named = |field: &Field| -> BTreeMap<String, usize> {
         let counts: Vec<usize> = match &field.planes {
             Some(planes) => planes.counts(matched, occupied.as_deref()),
-            _ => field.sets.iter().map(count).collect(),
+            None => field.sets.iter().map(count).collect(),
         };
         field.values.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(k, n)| (k.clone(), n)).collect()
     };

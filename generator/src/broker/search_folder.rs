@@ -58,10 +58,7 @@ impl Writer {
         use rayon::prelude::*;
         self.records.finish()?;
         let columns = self.columns.finish();
-        let mut by_id = vec![0u32; columns.len];
-        columns.id_rank.iter().enumerate().for_each(|(position, rank)| by_id[*rank as usize] = position as u32);
-        records::reorder(dir, &by_id)?;
-        drop(by_id);
+        records::reorder(dir, &columns.id_order())?;
         let columns = columns.in_id_order();
         columns::save(&columns, dir)?;
         let records = Records::open(dir)?;

@@ -284,13 +284,18 @@ impl TextIndex {
                 Ok((0..max).map(|doc| column.get_val(doc) as u32).collect())
             })
             .collect::<Result<Vec<Arc<[u32]>>>>()?;
-        let mut documents = vec![u32::MAX; searcher.num_docs() as usize];
-        for (number, at) in positions.iter().flat_map(|segment| segment.iter()).enumerate() {
-            anyhow::ensure!(documents[*at as usize] == u32::MAX, "two documents are of agent {at}");
-            documents[*at as usize] = number as u32;
-        }
+        // A build's one segment holds its agents in order: no table kept.
         let same = positions.len() == 1 && positions[0].iter().enumerate().all(|(doc, at)| doc == *at as usize);
-        let places = if same { Places::Same } else { Places::Tables { positions, documents } };
+        let places = if same {
+            Places::Same
+        } else {
+            let mut documents = vec![u32::MAX; searcher.num_docs() as usize];
+            for (number, at) in positions.iter().flat_map(|segment| segment.iter()).enumerate() {
+                anyhow::ensure!(documents[*at as usize] == u32::MAX, "two documents are of agent {at}");
+                documents[*at as usize] = number as u32;
+            }
+            Places::Tables { positions, documents }
+        };
         let mut index = TextIndex { searcher, places, fields, analyzer: analyzer(), dense: Default::default() };
         index.dense = index.common_words()?;
         Ok(index)
