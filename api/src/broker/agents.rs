@@ -78,7 +78,7 @@ impl Agents {
     }
 
     /// Agent `i`'s search hit, as JSON.
-    pub fn hit(&self, i: usize) -> &[u8] {
+    pub fn hit(&self, i: usize) -> anyhow::Result<Cow<'_, [u8]>> {
         self.index.records.json(i)
     }
 
@@ -89,8 +89,8 @@ impl Agents {
     /// `{hits, total, page, limit}` (and `aggregations` when asked), the
     /// hits spliced from their serialised form.
     pub fn page_body(&self, page: &Page) -> anyhow::Result<Vec<u8>> {
-        let hits = page.hits.iter().map(|i| self.hit(*i));
-        page_body(hits, page.total, page.page, page.limit, page.aggregations.as_ref())
+        let hits = page.hits.iter().map(|i| self.hit(*i)).collect::<anyhow::Result<Vec<_>>>()?;
+        page_body(&hits, page.total, page.page, page.limit, page.aggregations.as_ref())
     }
 }
 
@@ -114,16 +114,16 @@ impl Feedback {
 
 /// A search answer from hits already serialised; an error for a hit
 /// whose record is empty (what a damaged records file reads as).
-pub fn page_body<'a>(
-    hits: impl Iterator<Item = &'a [u8]> + Clone,
+pub fn page_body(
+    hits: &[Cow<'_, [u8]>],
     total: usize,
     page: usize,
     limit: usize,
     aggregations: Option<&Aggregations>,
 ) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(64 + hits.clone().map(|h| h.len() + 1).sum::<usize>());
+    let mut out = Vec::with_capacity(64 + hits.iter().map(|h| h.len() + 1).sum::<usize>());
     out.extend_from_slice(b"{\"hits\":[");
-    for (n, hit) in hits.enumerate() {
+    for (n, hit) in hits.iter().enumerate() {
         anyhow::ensure!(!hit.is_empty(), "hit {n} of the page has an empty record");
         if n > 0 {
             out.push(b',');

@@ -25,6 +25,7 @@
 //! ([`Overlay::apply_together`]): a segment's fixed cost is paid once per
 //! batch, not once per registration.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -338,7 +339,7 @@ impl View {
     }
 
     /// The search hit of a [`Live::parts`] search.
-    pub fn hit<'b>(&'b self, build: &'b Agents, hit: Hit) -> &'b [u8] {
+    pub fn hit<'b>(&'b self, build: &'b Agents, hit: Hit) -> anyhow::Result<Cow<'b, [u8]>> {
         match hit.part {
             0 => build.hit(hit.at),
             k => self.segments[k - 1].index.records.json(hit.at),
@@ -381,13 +382,8 @@ impl View {
 
     /// `{hits, total, page, limit[, aggregations]}` of a merged page.
     pub fn page_body(&self, build: &Agents, page: &Merged) -> anyhow::Result<Vec<u8>> {
-        super::agents::page_body(
-            page.hits.iter().map(|hit| self.hit(build, *hit)),
-            page.total,
-            page.page,
-            page.limit,
-            page.aggregations.as_ref(),
-        )
+        let hits = page.hits.iter().map(|hit| self.hit(build, *hit)).collect::<anyhow::Result<Vec<_>>>()?;
+        super::agents::page_body(&hits, page.total, page.page, page.limit, page.aggregations.as_ref())
     }
 }
 

@@ -239,8 +239,9 @@ pub async fn search(request: Request) -> Answer {
         .skip(offset)
         .take(limit)
         .map(|(n, score)| {
-            let agent: Value = serde_json::from_slice(view.hit(broker, candidates[n].hit))
-                .map_err(|e| Error::damaged_record(&anyhow::Error::from(e)))?;
+            let damaged = |e: anyhow::Error| Error::damaged_record(&e);
+            let record = view.hit(broker, candidates[n].hit).map_err(damaged)?;
+            let agent: Value = serde_json::from_slice(&record).map_err(|e| damaged(e.into()))?;
             Ok(json!({"agent": agent, "score": score}))
         })
         .collect::<Result<_, Error>>()?;
