@@ -44,8 +44,9 @@ pub struct Build {
     pub broker: Option<Arc<crate::broker::agents::Agents>>,
 }
 
-/// A build's routes: its index (`_manifest.idx`, a memory map searched in
-/// place, so opening a build costs the same at any size) and its files.
+/// A build's routes: its index (`_manifest.idx`: its header read and its
+/// slots mapped, so opening a build costs the same at any size; a lookup
+/// reads one record) and its files.
 /// A file is read when its route is first asked for, only from inside the
 /// build directory, and checked against its length and ETag; what is asked
 /// for stays in memory up to a bound, the rest is read again (from the page
@@ -54,8 +55,8 @@ pub struct Build {
 pub struct Routes {
     dir: PathBuf,
     index: Index,
-    /// By route: a route asked for again is found without searching the
-    /// index (a binary search whose steps land far apart in the map).
+    /// By route: a route asked for again is found without reading the
+    /// index or its file again.
     kept: quick_cache::sync::Cache<String, Arc<Representation>, Weight>,
 }
 
@@ -75,7 +76,8 @@ impl Routes {
     pub fn open(dir: PathBuf, id: &str, cache_bytes: u64) -> Result<Routes> {
         let index = match Index::open(&dir) {
             Ok(index) => index,
-            Err(_) if !dir.join(almanac::index::FILE_NAME).exists() => Index::of(&Manifest::load(&dir)?)?,
+            // A build from before the index, or from before its version.
+            Err(_) if !almanac::index::current_in(&dir) => Index::of(&Manifest::load(&dir)?)?,
             Err(error) => return Err(error),
         };
         anyhow::ensure!(
@@ -123,7 +125,7 @@ impl Routes {
     /// Reads and checks `record`'s file.
     fn read(&self, record: &Record) -> Result<Representation, Damage> {
         let damage = |problem: String| Damage { file: record.file.to_string(), problem };
-        let bytes = almanac::site::read_inside(&self.dir, record.file).map_err(damage)?;
+        let bytes = almanac::site::read_inside(&self.dir, &record.file).map_err(damage)?;
         record.check(&bytes)?;
         let modified = std::time::UNIX_EPOCH + std::time::Duration::from_secs(record.last_modified);
         Representation::new(

@@ -1,36 +1,49 @@
 //! `_manifest.idx`: the manifest as an index, written beside
 //! `_manifest.json` for the api. The JSON is for people and static hosts;
 //! at a million agents it is gigabytes, too slow to parse at every build
-//! swap. The index is opened as a memory map and searched in place: routes
-//! sorted by their bytes, fixed-size records, strings in one heap. Opening
-//! it costs the same at any size; a lookup is a binary search.
+//! swap. Opening the index costs the same at any size: its header is read,
+//! its table of slots mapped, and a lookup reads one record and its
+//! strings with positioned reads through the page cache. (The first
+//! version was searched in place, by binary search over the whole map:
+//! every page a lookup touched stayed in the api's resident set, and the
+//! kernel maps large runs of cached pages around each fault, so a few
+//! minutes of random routes over a 1.4 GB index made it all resident.)
 //!
 //! Layout, little-endian:
 //!
 //! ```text
-//! magic "ALMIDX01" | records u64 | types u32 | caches u32
+//! magic "ALMIDX02" | records u64 | types u32 | caches u32 | slots u64
 //! build (offset u64, length u64) | snapshot (offset u64, length u64)
 //! content types: (offset u64, length u64) each | cache policies: the same
 //! records: 64 bytes each, by route:
 //!   route offset u64 | file offset u64 | route length u32 | file length u32
 //!   etag: the 16 bytes its hex spells | Last-Modified (Unix seconds) u64
 //!   length u64 | content type u16 | cache policy u16 | 0 u32
-//! strings
+//! slots: 8 bytes each, a power of two of them, at least 5/4 of the records:
+//!   record position + 1 u32 (0: empty) | the route's hash's high half u32
+//! strings: each record's route then its file
 //! ```
+//!
+//! A route's hash is [`fnv`](crate::http::fnv) of its bytes; its record is
+//! in the first slot from `hash mod slots` onwards (wrapping) whose high
+//! half matches and whose route is the one asked for, before an empty slot.
 //!
 //! Every read is bounds-checked: a damaged index gives no entry, never a
 //! panic or a read outside the file.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use crate::http::fnv;
 use crate::manifest::{Entry, Manifest};
 
 pub const FILE_NAME: &str = "_manifest.idx";
-const MAGIC: &[u8; 8] = b"ALMIDX01";
-const HEADER: usize = 24 + 32;
+const MAGIC: &[u8; 8] = b"ALMIDX02";
+const HEADER: usize = 32 + 32;
 const RECORD: usize = 64;
+const SLOT: usize = 8;
 
 /// The index of `manifest`, as bytes (tests, small builds).
 pub fn to_bytes(manifest: &Manifest) -> Result<Vec<u8>> {
@@ -39,14 +52,29 @@ pub fn to_bytes(manifest: &Manifest) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// How many slots an index of `records` routes has.
+fn slot_count(records: usize) -> usize {
+    (records + records / 4).max(1).next_power_of_two()
+}
+
+/// Whether the index in `dir` is of this version (an index of an older
+/// one is read from the JSON manifest instead, as a build without one).
+pub fn current_in(dir: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(dir.join(FILE_NAME))
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut magic))
+        .is_ok_and(|()| &magic == MAGIC)
+}
+
 /// Writes the index of `manifest` to `out`, front to back: the strings'
-/// offsets are computed, not gathered, so nothing the size of the index
-/// is held. Fails on an entry the index cannot hold (an ETag that is not
-/// 32 hex digits, a date that is not an HTTP-date) before anything is
-/// written.
+/// offsets are computed, not gathered, so nothing the size of the strings
+/// is held (the slots are: 8 bytes for each of them). Fails on an entry the
+/// index cannot hold (an ETag that is not 32 hex digits, a date that is not
+/// an HTTP-date) before anything is written.
 pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
     let mut entries: Vec<&Entry> = manifest.routes.iter().collect();
     entries.sort_by(|a, b| a.route().as_bytes().cmp(b.route().as_bytes()));
+    anyhow::ensure!(entries.len() < u32::MAX as usize, "{} routes are more than an index holds", entries.len());
     // A handful of values among millions of entries: gathered as sets.
     let types: Vec<&str> =
         entries.iter().map(|e| e.content_type).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
@@ -65,9 +93,10 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
             Ok((etag, modified))
         })
         .collect::<Result<_>>()?;
+    let slots = slot_table(&entries);
 
     let tables = (types.len() + caches.len()) * 16;
-    let mut next = (HEADER + tables + entries.len() * RECORD) as u64;
+    let mut next = (HEADER + tables + entries.len() * RECORD + slots.len() * SLOT) as u64;
     let mut string = |text: &str| -> (u64, u64) {
         let at = next;
         next += text.len() as u64;
@@ -79,6 +108,7 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
     head.extend_from_slice(&(entries.len() as u64).to_le_bytes());
     head.extend_from_slice(&(types.len() as u32).to_le_bytes());
     head.extend_from_slice(&(caches.len() as u32).to_le_bytes());
+    head.extend_from_slice(&(slots.len() as u64).to_le_bytes());
     for text in heads.iter().chain(&types).chain(&caches) {
         let (at, len) = string(text);
         head.extend_from_slice(&at.to_le_bytes());
@@ -101,6 +131,9 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
         record[58..60].copy_from_slice(&position(&caches, e.cache_control).to_le_bytes());
         out.write_all(&record)?;
     }
+    for slot in slots {
+        out.write_all(&slot.to_le_bytes())?;
+    }
     // The strings, in the order their offsets were given.
     for text in heads.iter().chain(&types).chain(&caches) {
         out.write_all(text.as_bytes())?;
@@ -110,6 +143,22 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
         out.write_all(e.file().as_bytes())?;
     }
     Ok(())
+}
+
+/// The slots of `entries` (in their order in the index): each record's
+/// position + 1 in the low half, its hash's high half in the high one.
+fn slot_table(entries: &[&Entry]) -> Vec<u64> {
+    let mut slots = vec![0u64; slot_count(entries.len())];
+    let mask = slots.len() - 1;
+    for (position, e) in entries.iter().enumerate() {
+        let hash = fnv(e.route().as_bytes());
+        let mut at = hash as usize & mask;
+        while slots[at] != 0 {
+            at = (at + 1) & mask;
+        }
+        slots[at] = (hash >> 32) << 32 | (position as u64 + 1);
+    }
+    slots
 }
 
 /// The 16 bytes a manifest ETag (`"` 32 hex digits `"`) spells.
@@ -125,28 +174,66 @@ fn digest(etag: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
-/// Where an index's bytes live: a memory map of the file, or bytes (an
-/// index made from a JSON manifest, for builds older than the index).
+/// Where an index's bytes live: a file (its slots mapped, the rest read
+/// as asked for), or bytes (an index made from a JSON manifest, for builds
+/// older than this index).
 enum Bytes {
-    Mapped(memmap2::Mmap),
+    File { file: std::fs::File, map: memmap2::Mmap },
     Owned(Vec<u8>),
 }
 
-/// An opened index.
+impl Bytes {
+    fn len(&self) -> usize {
+        match self {
+            Bytes::File { map, .. } => map.len(),
+            Bytes::Owned(v) => v.len(),
+        }
+    }
+
+    /// Bytes `start..start + len`, when all inside: from the file by a
+    /// positioned read, so no page of it stays mapped.
+    fn read(&self, start: u64, len: u64) -> Option<Cow<'_, [u8]>> {
+        let start = usize::try_from(start).ok()?;
+        let end = start.checked_add(usize::try_from(len).ok()?).filter(|end| *end <= self.len())?;
+        match self {
+            Bytes::Owned(v) => Some(Cow::Borrowed(&v[start..end])),
+            Bytes::File { file, .. } => {
+                let mut out = vec![0; end - start];
+                std::os::unix::fs::FileExt::read_exact_at(file, &mut out, start as u64).ok()?;
+                Some(Cow::Owned(out))
+            }
+        }
+    }
+
+    /// Bytes `range` in place (the slots: touched a few at a time, at
+    /// most 8 bytes a route).
+    fn mapped(&self, range: std::ops::Range<usize>) -> Option<&[u8]> {
+        match self {
+            Bytes::File { map, .. } => map.get(range),
+            Bytes::Owned(v) => v.get(range),
+        }
+    }
+}
+
+/// An opened index: its header and header strings read, its slots mapped.
 pub struct Index {
     bytes: Bytes,
     records: usize,
+    slots: usize,
+    build: String,
+    snapshot: String,
+    /// The content types, then the cache policies.
+    values: Vec<String>,
     types: usize,
-    caches: usize,
 }
 
 /// One route's entry, read from the index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record<'a> {
-    /// Its place in the index (0 to `len() - 1`), a key for caches.
+    /// Its place in the index (0 to `len() - 1`).
     pub position: usize,
-    pub route: &'a str,
-    pub file: &'a str,
+    pub route: String,
+    pub file: String,
     pub etag: [u8; 16],
     /// Unix seconds.
     pub last_modified: u64,
@@ -163,12 +250,12 @@ impl Record<'_> {
 
     /// Whether `bytes` are this record's file: its length and ETag.
     pub fn check(&self, bytes: &[u8]) -> Result<(), crate::manifest::Damage> {
-        crate::manifest::check(self.file, bytes, self.length, &self.etag_text())
+        crate::manifest::check(&self.file, bytes, self.length, &self.etag_text())
     }
 }
 
 impl Index {
-    /// Maps the index of the build in `dir`.
+    /// Opens the index of the build in `dir`.
     pub fn open(dir: &Path) -> Result<Index> {
         let path = dir.join(FILE_NAME);
         let file = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
@@ -178,7 +265,7 @@ impl Index {
         // wrong answers, not undefined behaviour in this process's Rust
         // (the map is only read as bytes).
         let map = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("mapping {}", path.display()))?;
-        Index::new(Bytes::Mapped(map)).with_context(|| format!("{} is not an index", path.display()))
+        Index::new(Bytes::File { file, map }).with_context(|| format!("{} is not an index", path.display()))
     }
 
     /// An index of `manifest` made in memory.
@@ -187,57 +274,37 @@ impl Index {
     }
 
     fn new(bytes: Bytes) -> Result<Index> {
-        let data: &[u8] = match &bytes {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(v) => v,
-        };
-        if data.len() < HEADER || &data[..8] != MAGIC {
-            bail!("no index header");
-        }
-        let records = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes")) as usize;
-        let types = u32::from_le_bytes(data[16..20].try_into().expect("4 bytes")) as usize;
-        let caches = u32::from_le_bytes(data[20..24].try_into().expect("4 bytes")) as usize;
+        let head = bytes.read(0, HEADER as u64).filter(|h| &h[..8] == MAGIC);
+        let Some(head) = head else { bail!("no index header") };
+        let u32_at = |at: usize| u32::from_le_bytes(head[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let u64_at = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().expect("8 bytes")) as usize;
+        let (records, types, caches, slots) = (u64_at(8), u32_at(16), u32_at(20), u64_at(24));
         let end = records
             .checked_mul(RECORD)
+            .and_then(|r| r.checked_add(slots.checked_mul(SLOT)?))
             .and_then(|r| r.checked_add(HEADER + (types + caches) * 16))
-            .filter(|end| *end <= data.len());
-        if end.is_none() {
-            bail!("the index is shorter than its header says");
+            .filter(|end| *end <= bytes.len());
+        if end.is_none() || !slots.is_power_of_two() || slots < records {
+            bail!("the index is shorter than its header says, or its slots are not a table");
         }
-        let index = Index { bytes, records, types, caches };
-        if index.build().is_none() || index.snapshot().is_none() {
-            bail!("the index names no build");
-        }
-        Ok(index)
-    }
-
-    fn data(&self) -> &[u8] {
-        match &self.bytes {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(v) => v,
-        }
-    }
-
-    fn u64_at(&self, at: usize) -> Option<u64> {
-        Some(u64::from_le_bytes(self.data().get(at..at + 8)?.try_into().ok()?))
-    }
-
-    fn bytes_at(&self, offset: u64, length: u64) -> Option<&[u8]> {
-        let start = usize::try_from(offset).ok()?;
-        self.data().get(start..start.checked_add(usize::try_from(length).ok()?)?)
-    }
-
-    /// The string whose reference is at `at` (offset, length).
-    fn string_ref(&self, at: usize) -> Option<&str> {
-        std::str::from_utf8(self.bytes_at(self.u64_at(at)?, self.u64_at(at + 8)?)?).ok()
+        let strings = bytes.read(32, (2 + types + caches) as u64 * 16).context("the header's strings")?;
+        let string = |n: usize| -> Result<String> {
+            let reference = |at: usize| u64::from_le_bytes(strings[at..at + 8].try_into().expect("8 bytes"));
+            let text =
+                bytes.read(reference(16 * n), reference(16 * n + 8)).context("a header string out of the index")?;
+            Ok(std::str::from_utf8(&text).context("a header string not UTF-8")?.to_string())
+        };
+        let (build, snapshot) = (string(0)?, string(1)?);
+        let values = (0..types + caches).map(|n| string(2 + n)).collect::<Result<_>>()?;
+        Ok(Index { records, slots, build, snapshot, values, types, bytes })
     }
 
     pub fn build(&self) -> Option<&str> {
-        self.string_ref(24)
+        Some(&self.build)
     }
 
     pub fn snapshot(&self) -> Option<&str> {
-        self.string_ref(40)
+        Some(&self.snapshot)
     }
 
     pub fn len(&self) -> usize {
@@ -248,15 +315,8 @@ impl Index {
         self.records == 0
     }
 
-    fn record_start(&self, position: usize) -> usize {
-        HEADER + (self.types + self.caches) * 16 + position * RECORD
-    }
-
-    /// The route bytes of the record at `position`.
-    fn route_bytes(&self, position: usize) -> Option<&[u8]> {
-        let at = self.record_start(position);
-        let len = u32::from_le_bytes(self.data().get(at + 16..at + 20)?.try_into().ok()?);
-        self.bytes_at(self.u64_at(at)?, len as u64)
+    fn records_start(&self) -> usize {
+        HEADER + self.values.len() * 16
     }
 
     /// The record at `position`.
@@ -264,39 +324,59 @@ impl Index {
         if position >= self.records {
             return None;
         }
-        let at = self.record_start(position);
-        let r = self.data().get(at..at + RECORD)?;
+        let r = self.bytes.read((self.records_start() + position * RECORD) as u64, RECORD as u64)?;
         let u16_at = |i: usize| u16::from_le_bytes([r[i], r[i + 1]]) as usize;
         let u32_at = |i: usize| u32::from_le_bytes(r[i..i + 4].try_into().expect("4 bytes")) as u64;
         let u64_at = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().expect("8 bytes"));
-        let text = |offset: u64, length: u64| std::str::from_utf8(self.bytes_at(offset, length)?).ok();
         let (content_type, cache_control) = (u16_at(56), u16_at(58));
-        if content_type >= self.types || cache_control >= self.caches {
+        if content_type >= self.types || self.types + cache_control >= self.values.len() {
             return None;
         }
-        let table = HEADER;
+        let (route, file) = self.strings((u64_at(0), u32_at(16)), (u64_at(8), u32_at(20)))?;
         Some(Record {
             position,
-            route: text(u64_at(0), u32_at(16))?,
-            file: text(u64_at(8), u32_at(20))?,
+            route,
+            file,
             etag: r[24..40].try_into().expect("16 bytes"),
             last_modified: u64_at(40),
             length: u64_at(48),
-            content_type: self.string_ref(table + content_type * 16)?,
-            cache_control: self.string_ref(table + (self.types + cache_control) * 16)?,
+            content_type: &self.values[content_type],
+            cache_control: &self.values[self.types + cache_control],
         })
     }
 
-    /// The record of `route`, found by binary search.
+    /// A record's route and file, each (offset, length): one read when
+    /// the file follows the route, as the writer puts them.
+    fn strings(&self, route: (u64, u64), file: (u64, u64)) -> Option<(String, String)> {
+        let text = |bytes: &[u8]| std::str::from_utf8(bytes).ok().map(str::to_string);
+        if route.0.checked_add(route.1) == Some(file.0) {
+            let both = self.bytes.read(route.0, route.1 + file.1)?;
+            let (r, f) = both.split_at(route.1 as usize);
+            return Some((text(r)?, text(f)?));
+        }
+        Some((text(&self.bytes.read(route.0, route.1)?)?, text(&self.bytes.read(file.0, file.1)?)?))
+    }
+
+    /// The record of `route`, from its slot.
     pub fn get(&self, route: &str) -> Option<Record<'_>> {
-        let (mut low, mut high) = (0, self.records);
-        while low < high {
-            let middle = low + (high - low) / 2;
-            match self.route_bytes(middle)?.cmp(route.as_bytes()) {
-                std::cmp::Ordering::Less => low = middle + 1,
-                std::cmp::Ordering::Greater => high = middle,
-                std::cmp::Ordering::Equal => return self.at(middle),
+        let hash = fnv(route.as_bytes());
+        let table = self.records_start() + self.records * RECORD;
+        let mask = self.slots - 1;
+        let mut at = hash as usize & mask;
+        // At most every slot once: a damaged table may have no empty one.
+        for _ in 0..self.slots {
+            let slot = self.bytes.mapped(table + at * SLOT..table + (at + 1) * SLOT)?;
+            let slot = u64::from_le_bytes(slot.try_into().expect("8 bytes"));
+            if slot == 0 {
+                return None;
             }
+            if slot >> 32 == hash >> 32 {
+                let record = self.at(((slot & u64::from(u32::MAX)) as usize).checked_sub(1)?)?;
+                if record.route == route {
+                    return Some(record);
+                }
+            }
+            at = (at + 1) & mask;
         }
         None
     }
@@ -325,26 +405,45 @@ mod tests {
             .chain([entry("/", 1, "Thu, 01 Jan 1970 00:00:00 GMT", "text/html; charset=utf-8")])
             .collect();
         let manifest = Manifest::new(entries.clone());
-        let index = Index::of(&manifest).unwrap();
-        assert_eq!(
-            (index.len(), index.build(), index.snapshot()),
-            (501, Some(manifest.build.as_str()), Some(manifest.snapshot.as_str()))
-        );
-        for e in &entries {
-            let r = index.get(e.route()).unwrap_or_else(|| panic!("{}", e.route()));
-            assert_eq!((r.route, r.file, r.etag_text(), r.length), (e.route(), e.file(), e.etag.to_string(), e.length));
+        // Made in memory, and written to a file and opened from it (the
+        // header read, the slots mapped, the records read as asked for).
+        let dir = std::env::temp_dir().join(format!("almanac-index-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(FILE_NAME), to_bytes(&manifest).unwrap()).unwrap();
+        assert!(current_in(&dir));
+        let opened = Index::open(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        for index in [Index::of(&manifest).unwrap(), opened] {
             assert_eq!(
-                httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.last_modified)),
-                e.last_modified.as_str()
+                (index.len(), index.build(), index.snapshot()),
+                (501, Some(manifest.build.as_str()), Some(manifest.snapshot.as_str()))
             );
-            assert_eq!((r.content_type, r.cache_control), (e.content_type, e.cache_control));
-            assert_eq!(index.at(r.position), Some(r));
+            for e in &entries {
+                let r = index.get(e.route()).unwrap_or_else(|| panic!("{}", e.route()));
+                assert_eq!(
+                    (r.route.as_str(), r.file.as_str(), r.etag_text(), r.length),
+                    (e.route(), e.file(), e.etag.to_string(), e.length)
+                );
+                assert_eq!(
+                    httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.last_modified)),
+                    e.last_modified.as_str()
+                );
+                assert_eq!((r.content_type, r.cache_control), (e.content_type, e.cache_control));
+                assert_eq!(index.at(r.position).as_ref(), Some(&r));
+            }
+            for missing in ["", "/r", "/r/", "/r/500", "/r/1 ", "/R/1", "/s"] {
+                assert!(index.get(missing).is_none(), "{missing:?}");
+            }
+            let routes: Vec<String> = index.iter().map(|r| r.route).collect();
+            assert!(routes.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()));
         }
-        for missing in ["", "/r", "/r/", "/r/500", "/r/1 ", "/R/1", "/s"] {
-            assert!(index.get(missing).is_none(), "{missing:?}");
-        }
-        let routes: Vec<&str> = index.iter().map(|r| r.route).collect();
-        assert!(routes.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()));
+        // Slots for a quarter more than the routes, a power of two: here
+        // 1,024 for 501, so routes share a first slot and are found further.
+        let mask = slot_count(entries.len()) - 1;
+        let mut first: Vec<usize> = entries.iter().map(|e| fnv(e.route().as_bytes()) as usize & mask).collect();
+        first.sort();
+        first.dedup();
+        assert!(first.len() < entries.len(), "no two routes share a first slot");
         // The same manifest gives the same bytes.
         assert_eq!(
             to_bytes(&manifest).unwrap(),
@@ -377,6 +476,13 @@ mod tests {
             }
         }
         assert!(Index::new(Bytes::Owned(b"ALMIDX01".to_vec())).is_err());
+        // An index of the first version is not taken for this one (the api
+        // reads such a build's JSON manifest instead).
+        let dir = std::env::temp_dir().join(format!("almanac-index-v1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(FILE_NAME), [&b"ALMIDX01"[..], &bytes[8..]].concat()).unwrap();
+        assert!(!current_in(&dir) && Index::open(&dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
         assert!(digest("\"zz\"").is_none() && digest("W/\"00\"").is_none());
     }
 }

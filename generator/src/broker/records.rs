@@ -249,7 +249,7 @@ fn uaid_entry(table: &[u8], n: usize) -> (u64, u32) {
 /// FNV-1a, 64 bits: a UAID's place in the table. Written down here, so
 /// that the file means the same to every build of the api.
 fn fnv(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+    crate::http::fnv(text.as_bytes())
 }
 
 /// The agents' embeddings, mapped: one vector of little-endian `f32`s per

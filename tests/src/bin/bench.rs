@@ -801,7 +801,7 @@ fn query_paths(n: usize) -> Vec<String> {
 /// Prints `n` agent-detail routes of the build in `dir` and their files.
 fn sample(dir: &Path, n: usize) -> Result<()> {
     let index = almanac::index::Index::open(dir)?;
-    let details: Vec<(&str, &str)> = index
+    let details: Vec<(String, String)> = index
         .iter()
         .filter(|r| r.route.starts_with("/api/v1/agents/") && r.route.matches('/').count() == 4)
         .map(|r| (r.route, r.file))
@@ -810,7 +810,7 @@ fn sample(dir: &Path, n: usize) -> Result<()> {
     let mut rng = almanac::broker::generate::Rng::new(7);
     let mut out = String::new();
     for _ in 0..n.min(details.len()) {
-        let (route, file) = details[rng.below(details.len() as u64) as usize];
+        let (route, file) = &details[rng.below(details.len() as u64) as usize];
         out.push_str(&format!("{route} /{file}\n"));
     }
     print!("{out}");
