@@ -161,6 +161,16 @@ fn slot_table(entries: &[&Entry]) -> Vec<u64> {
     slots
 }
 
+/// `len` bytes of `file` from `offset`, by a positioned read: no cursor
+/// moves, so threads read one file at once, and nothing of it is mapped
+/// (what the api reads at random from files of gigabytes: mapped, every
+/// page touched would stay in its resident set).
+pub fn read_at(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut out = vec![0; len];
+    std::os::unix::fs::FileExt::read_exact_at(file, &mut out, offset)?;
+    Ok(out)
+}
+
 /// The 16 bytes a manifest ETag (`"` 32 hex digits `"`) spells.
 fn digest(etag: &str) -> Option<[u8; 16]> {
     let hex = etag.strip_prefix('"')?.strip_suffix('"')?;
@@ -197,11 +207,7 @@ impl Bytes {
         let end = start.checked_add(usize::try_from(len).ok()?).filter(|end| *end <= self.len())?;
         match self {
             Bytes::Owned(v) => Some(Cow::Borrowed(&v[start..end])),
-            Bytes::File { file, .. } => {
-                let mut out = vec![0; end - start];
-                std::os::unix::fs::FileExt::read_exact_at(file, &mut out, start as u64).ok()?;
-                Some(Cow::Owned(out))
-            }
+            Bytes::File { file, .. } => read_at(file, start as u64, end - start).ok().map(Cow::Owned),
         }
     }
 

@@ -175,9 +175,7 @@ impl Columns {
         order[above..end.max(above)].iter().for_each(|i| set.remove(*i as usize));
         set
     }
-}
 
-impl Columns {
     /// The same columns with each agent moved to its rank by id (agent
     /// `i` to position `id_rank[i]`), as a build's search index folder
     /// keeps them: its text index is sorted by id, so that its documents

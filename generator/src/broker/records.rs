@@ -589,10 +589,7 @@ impl Packed {
     /// String `n`, read from the file: nothing of it is mapped.
     fn read(&self, n: usize) -> std::io::Result<Vec<u8>> {
         let span = self.span(n);
-        let mut out = vec![0; span.len()];
-        // A positioned read: no cursor is moved, so threads read at once.
-        std::os::unix::fs::FileExt::read_exact_at(&self.file, &mut out, span.start as u64)?;
-        Ok(out)
+        crate::index::read_at(&self.file, span.start as u64, span.len())
     }
 
     fn trailer(&self) -> &[u8] {
