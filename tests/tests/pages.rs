@@ -10,12 +10,11 @@ use std::sync::OnceLock;
 use serde_json::{json, Value};
 use tests::browser::Browser;
 use tests::process::{build, Api};
-use tests::{unpooled_client, workspace_root, TempDir};
+use tests::{shared_folder, unpooled_client, workspace_root};
 
 const HTML: &str = "text/html; charset=utf-8";
 
 struct Site {
-    _dir: TempDir,
     api: Api,
     manifest: Value,
 }
@@ -24,9 +23,9 @@ struct Site {
 fn site() -> &'static Site {
     static SITE: OnceLock<Site> = OnceLock::new();
     SITE.get_or_init(|| {
-        let dir = TempDir::new("pages");
+        let dir = shared_folder("pages");
         let datasets = workspace_root().join("datasets");
-        let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+        let (site, data) = (dir.join("site"), dir.join("data"));
         let paths = ["ledger", "broker", "guard"].map(|d| datasets.join(d).to_str().unwrap().to_string());
         build(
             &site,
@@ -44,7 +43,7 @@ fn site() -> &'static Site {
         );
         let manifest = serde_json::from_slice(&std::fs::read(site.join("current/_manifest.json")).unwrap()).unwrap();
         let api = Api::start_shared(&site, &data, &["--guard-rate", "1000000", "--guard-burst", "1000000"]);
-        Site { _dir: dir, api, manifest }
+        Site { api, manifest }
     })
 }
 
