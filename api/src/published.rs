@@ -15,7 +15,7 @@ use almanac::guard;
 use almanac::hcs20::analytics::Analytics;
 use almanac::hcs20::routes::Limits;
 use almanac::hcs20::tables;
-use almanac::index::{Index, Record};
+use almanac::index::{Index, Layer, Record, Stack};
 use almanac::manifest::{Damage, Manifest};
 use almanac::site::Layout;
 use anyhow::{Context, Result};
@@ -46,7 +46,9 @@ pub struct Build {
 
 /// A build's routes: its index (`_manifest.idx`: its header read and its
 /// slots mapped, so opening a build costs the same at any size; a lookup
-/// reads one record) and its files.
+/// reads one record), with its base's when the build is a layer (a route
+/// the layer does not hold is the base's, its file in the base's folder),
+/// and its files.
 /// A file is read when its route is first asked for, only from inside the
 /// build directory, and checked against its length and ETag; what is asked
 /// for stays in memory up to a bound, the rest is read again (from the page
@@ -54,7 +56,11 @@ pub struct Build {
 /// served: its route answers an error naming the damage.
 pub struct Routes {
     dir: PathBuf,
-    index: Index,
+    /// The base's folder, when the build is a layer.
+    base_dir: Option<PathBuf>,
+    index: Stack,
+    /// How many routes the build serves (a layer's and its base's).
+    len: usize,
     /// By route: a route asked for again is found without reading the
     /// index or its file again.
     kept: quick_cache::sync::Cache<String, Arc<Representation>, Weight>,
@@ -73,30 +79,37 @@ impl quick_cache::Weighter<String, Arc<Representation>> for Weight {
 impl Routes {
     /// The routes of the build in `dir`: its index, or for a build written
     /// before there was one, an index made from its JSON manifest.
-    pub fn open(dir: PathBuf, id: &str, cache_bytes: u64) -> Result<Routes> {
-        let index = match Index::open(&dir) {
+    pub fn open(builds: &std::path::Path, id: &str, cache_bytes: u64) -> Result<Routes> {
+        let dir = builds.join(id);
+        let index = match Stack::open(builds, id) {
             Ok(index) => index,
-            // A build from before the index, or from before its version.
-            Err(_) if !almanac::index::current_in(&dir) => Index::of(&Manifest::load(&dir)?)?,
+            // A build from before the index, or from before its version
+            // (never a layer: layers came with this one).
+            Err(_) if !almanac::index::current_in(&dir) => {
+                Stack { top: Index::of(&Manifest::load(&dir)?)?, base: None }
+            }
             Err(error) => return Err(error),
         };
         anyhow::ensure!(
-            index.build() == Some(id),
+            index.top.build() == Some(id),
             "the index of build {id} names build {:?}",
-            index.build().unwrap_or_default()
+            index.top.build().unwrap_or_default()
         );
+        let base_dir = index.top.base().map(|base| builds.join(base));
+        let len = index.len();
         // Items estimated at 4 KiB each, for the cache's tables.
         let items = (cache_bytes / 4096).clamp(16, 1 << 24) as usize;
-        Ok(Routes { dir, index, kept: quick_cache::sync::Cache::with_weighter(items, cache_bytes.max(1), Weight) })
+        let kept = quick_cache::sync::Cache::with_weighter(items, cache_bytes.max(1), Weight);
+        Ok(Routes { dir, base_dir, index, len, kept })
     }
 
     /// How many routes the build has.
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.len == 0
     }
 
     pub fn contains(&self, route: &str) -> bool {
@@ -105,7 +118,7 @@ impl Routes {
 
     /// The snapshot the build's index names.
     pub fn snapshot(&self) -> &str {
-        self.index.snapshot().unwrap_or_default()
+        self.index.top.snapshot().unwrap_or_default()
     }
 
     /// The representation of `route`: `None` when the build has no such
@@ -114,18 +127,22 @@ impl Routes {
         if let Some(kept) = self.kept.get(route) {
             return Some(Ok(kept));
         }
-        let record = self.index.get(route)?;
-        Some(self.read(&record).map(|r| {
+        let (record, layer) = self.index.get(route)?;
+        Some(self.read(&record, layer).map(|r| {
             let r = Arc::new(r);
             self.kept.insert(route.to_string(), r.clone());
             r
         }))
     }
 
-    /// Reads and checks `record`'s file.
-    fn read(&self, record: &Record) -> Result<Representation, Damage> {
+    /// Reads and checks `record`'s file, in the folder of its `layer`.
+    fn read(&self, record: &Record, layer: Layer) -> Result<Representation, Damage> {
         let damage = |problem: String| Damage { file: record.file.to_string(), problem };
-        let bytes = almanac::site::read_inside(&self.dir, &record.file).map_err(damage)?;
+        let dir = match layer {
+            Layer::Top => &self.dir,
+            Layer::Base => self.base_dir.as_ref().expect("a record of the base has one"),
+        };
+        let bytes = almanac::site::read_inside(dir, &record.file).map_err(damage)?;
         record.check(&bytes)?;
         let modified = std::time::UNIX_EPOCH + std::time::Duration::from_secs(record.last_modified);
         Representation::new(
@@ -155,7 +172,7 @@ impl Build {
         };
         let meta = std::fs::symlink_metadata(&dir).with_context(|| format!("reading {}", dir.display()))?;
         anyhow::ensure!(meta.is_dir(), "{} is not a folder (a build directory is never a link)", dir.display());
-        let routes = Routes::open(dir, id, settings.file_cache_bytes)?;
+        let routes = Routes::open(&layout.builds(), id, settings.file_cache_bytes)?;
         inject("load-manifest")?;
         let guard = match guard::ROUTES.iter().any(|r| routes.contains(r)) {
             true => {

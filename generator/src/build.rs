@@ -78,6 +78,9 @@ pub struct BuildConfig {
     pub openapi: Option<PathBuf>,
     /// What the static hosts' configurations need besides the manifest.
     pub hosts: crate::hosts::Options,
+    /// When a run makes a layer over the live build's base (`layer`);
+    /// `None`: never.
+    pub layers: Option<crate::layer::Settings>,
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +114,8 @@ pub struct BuildReport {
     pub files: usize,
     pub written: usize,
     pub linked: usize,
+    /// The build this one is a layer over, when it is one.
+    pub base: Option<String>,
     /// False when the data gave the build already live.
     pub published: bool,
     /// Each step that ran, in order, and how long it took.
@@ -169,12 +174,29 @@ enum Step {
 pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let mut report = BuildReport::default();
     let progress = crate::progress::Progress::new();
+    let mut warehouse = open_warehouse(&config.layout.warehouse(), config)?;
     let started = begin(&progress, "sources");
-    let mut sources = info_span!("sources").in_scope(|| load_sources(config))?;
+    // Over a large live build whose agents did not change, a layer: the
+    // agents are not read at all.
+    let layering = match (config.layers, &config.broker) {
+        (Some(settings), Some(broker)) => {
+            let run = crate::layer::Run {
+                layout: &config.layout,
+                settings,
+                full: config.full,
+                agents: &broker.dir,
+                journal: &broker.journal,
+                model: broker.embeddings.as_ref().map(|p| p.model.as_str()),
+                guard: config.guard.is_some(),
+            };
+            info_span!("sources").in_scope(|| crate::layer::candidate(&run, warehouse.conn()))?
+        }
+        _ => None,
+    };
+    let mut sources = info_span!("sources").in_scope(|| load_sources(config, layering.is_none()))?;
     report.step("sources", started);
     fault::point("sources");
     let started = begin(&progress, "embed");
-    let mut warehouse = open_warehouse(&config.layout.warehouse(), config)?;
     let embeddings = embed_agents(config, &warehouse, sources.broker.as_mut()).instrument(info_span!("embed")).await?;
     report.step("embed", started);
     // Into an empty warehouse, what is fetched is everything there is: it is
@@ -186,8 +208,14 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     report.fetched = fetched.messages.len();
     tracing::info!(fetched = report.fetched, "ingested");
     fault::point("ingested");
+    if let Some(live) = layering {
+        return layered(config, live, &sources, &warehouse, &fetched, report, &progress);
+    }
 
     let previous = trusted(config.layout.current().context("reading the live build")?);
+    // A layer is not taken for a whole build: a whole run over one renders
+    // and writes everything.
+    let previous = previous.filter(|(_, live)| live.base.is_none());
     let manifest = std::thread::scope(|scope| -> Result<Option<Manifest>> {
         let mut writers = Writers::start(scope, &warehouse, &fetched)?;
         let started = begin(&progress, "apply");
@@ -216,7 +244,70 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let Some(manifest) = manifest else { return Ok(report) };
     drop(fetched);
     let started = begin(&progress, "publish");
-    info_span!("publish").in_scope(|| publish(config, previous.as_ref(), &manifest, &mut report))?;
+    let live = previous.as_ref().map(|(_, m)| m.build.as_str());
+    info_span!("publish").in_scope(|| publish(config, live, &manifest, &mut report))?;
+    report.step("publish", started);
+    Ok(report)
+}
+
+/// A run that makes a layer over the live build's base (`layer`): the
+/// ledger replayed and everything but the broker's files rendered, as a
+/// whole run does; the layer holds what differs from the base.
+fn layered(
+    config: &BuildConfig,
+    live: crate::layer::Live,
+    sources: &Sources,
+    warehouse: &Warehouse,
+    fetched: &Fetched,
+    mut report: BuildReport,
+    progress: &crate::progress::Progress,
+) -> Result<BuildReport> {
+    let layout = &config.layout;
+    let meta = tables::read_meta(warehouse.conn())?;
+    // Nothing new: no message, the warehouse's tables the live build's, and
+    // the other sources' files served as they are.
+    if fetched.messages.is_empty()
+        && meta.is_some_and(|m| m.build == live.id && m.topics == config.topics)
+        && crate::layer::serves(&live, &sources.files)
+    {
+        tracing::info!(build = %live.id, "nothing new since the live build");
+        report.build = live.id;
+        return Ok(report);
+    }
+    let (manifest, staged) = std::thread::scope(|scope| -> Result<(Manifest, site::StageReport)> {
+        let mut writers = Writers::start(scope, warehouse, fetched)?;
+        let started = begin(progress, "apply");
+        let mut computed = info_span!("apply").in_scope(|| full(config, warehouse, None, &mut writers, &mut report))?;
+        computed.files.extend_from_slice(&sources.files);
+        report.step("apply", started);
+        fault::point("applied");
+        let started = begin(progress, "stage");
+        let _span = info_span!("stage").entered();
+        writers.finish().context("snapshot")?;
+        if let Some(t) = &computed.tables {
+            tables::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta).context("snapshot")?;
+        }
+        let broker_time = Timestamp(live.facts.newest);
+        let exports = write_exports(layout, &mut computed, warehouse, true, broker_time).context("snapshot")?;
+        let renderer = crate::pages::Renderer::new(sources.guard.is_some(), true);
+        let data = Pages { guard: sources.guard.as_ref(), directory: None, agents: Some(&live.facts) };
+        let pages = render_pages(config, &mut computed, warehouse, data, &renderer, &exports).context("pages")?;
+        computed.files.extend(pages);
+        let plan = crate::layer::plan(&live, std::mem::take(&mut computed.files));
+        let (manifest, staged) = crate::layer::stage(layout, &live, plan, exports).context("stage")?;
+        fault::point("staged");
+        write_snapshot(layout, &manifest, &computed.meta, warehouse).context("snapshot")?;
+        site::link_search_index(layout, &live.id, &manifest.build).context("the search index")?;
+        report.step("stage", started);
+        Ok((manifest, staged))
+    })?;
+    report.build = manifest.build.clone();
+    report.base = manifest.base.clone();
+    (report.files, report.written, report.linked) = (manifest.routes.len(), staged.written, staged.linked);
+    tracing::info!(build = %manifest.build, base = ?manifest.base, routes = manifest.routes.len(),
+        removed = manifest.removed.len(), written = staged.written, linked = staged.linked, "staged a layer");
+    let started = begin(progress, "publish");
+    info_span!("publish").in_scope(|| publish(config, Some(&live.id), &manifest, &mut report))?;
     report.step("publish", started);
     Ok(report)
 }
@@ -250,7 +341,9 @@ struct Sources {
 
 /// Step 1: load and validate the guard sources and render their files;
 /// scan and check the broker's (with the api's journal applied).
-fn load_sources(config: &BuildConfig) -> Result<Sources> {
+/// The broker's are scanned only when `scan` (a layer keeps the live
+/// build's).
+fn load_sources(config: &BuildConfig, scan: bool) -> Result<Sources> {
     let guard = match &config.guard {
         Some(guard) => {
             let sources = guard::load(&guard.dir).context("guard sources")?;
@@ -260,8 +353,8 @@ fn load_sources(config: &BuildConfig) -> Result<Sources> {
     };
     let mut files = guard.as_ref().map(guard::render).unwrap_or_default();
     let broker = match &config.broker {
-        Some(b) => Some(broker::scan::scan(&b.dir, &b.journal).context("broker sources")?),
-        None => None,
+        Some(b) if scan => Some(broker::scan::scan(&b.dir, &b.journal).context("broker sources")?),
+        _ => None,
     };
     if let Some(path) = &config.openapi {
         files.push(openapi(path)?);
@@ -436,7 +529,7 @@ fn stage_and_snapshot(
     let renderer = crate::pages::Renderer::new(data.guard.is_some(), data.broker.is_some());
     let mut entries: Vec<Entry> = Vec::new();
     let mut broker_time = Timestamp::default();
-    let mut profiles_newest = Timestamp::default();
+    let mut facts = None;
     let search = layout.search_staging();
     if let Some(summary) = data.broker.as_deref_mut() {
         let memory = config.broker.as_ref().map_or(128 << 20, |b| b.search_memory);
@@ -461,13 +554,20 @@ fn stage_and_snapshot(
             })
             .context("the broker's agents")?;
         entries = streamed.entries;
-        (broker_time, profiles_newest) = (streamed.newest, streamed.profiles_newest);
+        broker_time = streamed.newest;
         let catalog = broker::render::catalog_files(&summary.tally, &summary.catalog);
         broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(broker_time, Timestamp::max);
         computed.files.extend(catalog);
+        facts = Some(summary.facts(broker_time, streamed.profiles_newest));
     }
-    let exports = write_exports(layout, &mut computed, &data, broker_time).context("snapshot")?;
-    let pages = render_pages(config, &mut computed, &data, &renderer, profiles_newest, &exports).context("pages")?;
+    if let Some(facts) = &facts {
+        broker::store::write_facts(data.warehouse.conn(), facts).context("snapshot")?;
+    }
+    let with_broker = data.broker.is_some();
+    let exports = write_exports(layout, &mut computed, data.warehouse, with_broker, broker_time).context("snapshot")?;
+    let pages_data = Pages { guard: data.guard, directory: data.broker.as_deref(), agents: facts.as_ref() };
+    let pages =
+        render_pages(config, &mut computed, data.warehouse, pages_data, &renderer, &exports).context("pages")?;
     computed.files.extend(pages);
     // Exactly: the agents' entries are millions, and growing by doubling
     // would hold twice their size.
@@ -485,7 +585,7 @@ fn stage_and_snapshot(
                 .finish(layout, &manifest, &computed.files, &extra, reuse.as_ref())
                 .inspect(|_| fault::point("staged"))
         });
-        let snapshotted = write_snapshot(layout, &manifest, &computed, &data);
+        let snapshotted = write_snapshot(layout, &manifest, &computed.meta, data.warehouse);
         (staging.join().expect("staging panicked"), snapshotted)
     });
     let staged = staged.context("stage")?;
@@ -597,6 +697,7 @@ fn stage_agents(
         embeddings,
         journal_seq: summary.journal_seq,
         sources: &summary.fingerprint,
+        digest: &crate::layer::with_model(&summary.digest, embeddings.map(|e| e.model.as_str())),
     })?;
     Ok(staged)
 }
@@ -606,15 +707,16 @@ fn stage_agents(
 fn write_exports(
     layout: &Layout,
     computed: &mut Computed,
-    data: &TableData,
+    warehouse: &Warehouse,
+    broker: bool,
     broker_time: Timestamp,
 ) -> Result<Vec<crate::manifest::Export>> {
     let _span = debug_span!("exports").entered();
-    let conn = data.warehouse.conn();
-    crate::analysts::document(conn, data.broker.is_some())?;
+    let conn = warehouse.conn();
+    crate::analysts::document(conn, broker)?;
     let ledger_time = computed.meta.last_applied.unwrap_or_default();
     let (files, exports) =
-        crate::analysts::export(conn, &layout.data.join(".exports"), data.broker.is_some(), ledger_time, broker_time)?;
+        crate::analysts::export(conn, &layout.data.join(".exports"), broker, ledger_time, broker_time)?;
     computed.files.extend(files);
     Ok(exports)
 }
@@ -639,16 +741,24 @@ fn host_configs(config: &BuildConfig, manifest: &Manifest) -> Result<crate::host
 /// The pages for people but the agents' profiles, from the whole model: a
 /// full replay's, or the warehouse's (an incremental run renders only some
 /// routes of its own).
+/// What the pages show besides the ledger.
+struct Pages<'a> {
+    guard: Option<&'a guard::Datasets>,
+    /// The agents, for the directory (`None`: a layer keeps the live one).
+    directory: Option<&'a broker::scan::Summary>,
+    agents: Option<&'a broker::scan::Facts>,
+}
+
 fn render_pages(
     config: &BuildConfig,
     computed: &mut Computed,
-    data: &TableData,
+    warehouse: &Warehouse,
+    data: Pages,
     renderer: &crate::pages::Renderer,
-    profiles_newest: Timestamp,
     exports: &[crate::manifest::Export],
 ) -> Result<Vec<site::File>> {
     let _span = debug_span!("pages").entered();
-    let conn = data.warehouse.conn();
+    let conn = warehouse.conn();
     let analytics = match computed.analytics.take() {
         Some(analytics) => analytics,
         None => tables::load_analytics(conn, config.limits.max_page_size)?,
@@ -658,21 +768,21 @@ fn render_pages(
         analytics: &analytics,
         changes: &changes,
         guard: data.guard,
-        broker: data.broker.as_deref(),
-        profiles_newest,
+        directory: data.directory,
+        agents: data.agents,
         exports,
     };
     renderer.render(&inputs)
 }
 
 /// The warehouse named for the build and copied to the build's snapshot.
-fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, data: &TableData) -> Result<()> {
+fn write_snapshot(layout: &Layout, manifest: &Manifest, meta: &Meta, warehouse: &Warehouse) -> Result<()> {
     let _span = debug_span!("snapshot").entered();
-    let conn = data.warehouse.conn();
-    tables::write_meta(conn, &manifest.build, &computed.meta)?;
+    let conn = warehouse.conn();
+    tables::write_meta(conn, &manifest.build, meta)?;
     let snapshot_path = layout.snapshot(manifest);
     if !snapshot::reusable(&snapshot_path, &manifest.build)? {
-        snapshot::copy_to(conn, data.warehouse.path(), &snapshot_path)?;
+        snapshot::copy_to(conn, warehouse.path(), &snapshot_path)?;
     }
     fault::point("snapshot");
     Ok(())
@@ -680,14 +790,9 @@ fn write_snapshot(layout: &Layout, manifest: &Manifest, computed: &Computed, dat
 
 /// Step 5: flip `current` to the build (unless it is the live one), then
 /// prune old builds.
-fn publish(
-    config: &BuildConfig,
-    previous: Option<&(PathBuf, Manifest)>,
-    manifest: &Manifest,
-    report: &mut BuildReport,
-) -> Result<()> {
+fn publish(config: &BuildConfig, live: Option<&str>, manifest: &Manifest, report: &mut BuildReport) -> Result<()> {
     let layout = &config.layout;
-    report.published = previous.map(|(_, m)| &m.build) != Some(&manifest.build);
+    report.published = live != Some(manifest.build.as_str());
     if report.published {
         site::publish(layout, manifest).context("publish")?;
         fault::point("published");

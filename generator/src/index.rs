@@ -9,16 +9,22 @@
 //! kernel maps large runs of cached pages around each fault, so a few
 //! minutes of random routes over a 1.4 GB index made it all resident.)
 //!
+//! A build may be a **layer** over a full build, its base (see
+//! `site`): its index then holds only the routes it adds or changes, and
+//! those of the base it no longer serves, marked removed; a route it does
+//! not hold is the base's. [`Stack`] is a build's index with its base's.
+//!
 //! Layout, little-endian:
 //!
 //! ```text
-//! magic "ALMIDX02" | records u64 | types u32 | caches u32 | slots u64
-//! build (offset u64, length u64) | snapshot (offset u64, length u64)
+//! magic "ALMIDX03" | records u64 | types u32 | caches u32 | slots u64
+//! build | snapshot | base ("" for a full build) | Last-Modified (HTTP-date):
+//!   each (offset u64, length u64)
 //! content types: (offset u64, length u64) each | cache policies: the same
 //! records: 64 bytes each, by route:
 //!   route offset u64 | file offset u64 | route length u32 | file length u32
 //!   etag: the 16 bytes its hex spells | Last-Modified (Unix seconds) u64
-//!   length u64 | content type u16 | cache policy u16 | 0 u32
+//!   length u64 | content type u16 | cache policy u16 | flags u32 (1: removed)
 //! slots: 8 bytes each, a power of two of them, at least 5/4 of the records:
 //!   record position + 1 u32 (0: empty) | the route's hash's high half u32
 //! strings: each record's route then its file
@@ -40,8 +46,10 @@ use crate::http::fnv;
 use crate::manifest::{Entry, Manifest};
 
 pub const FILE_NAME: &str = "_manifest.idx";
-const MAGIC: &[u8; 8] = b"ALMIDX02";
-const HEADER: usize = 32 + 32;
+const MAGIC: &[u8; 8] = b"ALMIDX03";
+/// The fixed fields, then the four header strings' references.
+const HEADER: usize = 32 + 4 * 16;
+const REMOVED: u32 = 1;
 const RECORD: usize = 64;
 const SLOT: usize = 8;
 
@@ -66,25 +74,47 @@ pub fn current_in(dir: &Path) -> bool {
         .is_ok_and(|()| &magic == MAGIC)
 }
 
+/// A record to write: a route's entry, or a route of the base removed.
+#[derive(Clone, Copy)]
+enum Row<'a> {
+    Entry(&'a Entry),
+    Removed(&'a str),
+}
+
+impl<'a> Row<'a> {
+    fn route(&self) -> &'a str {
+        match self {
+            Row::Entry(e) => e.route(),
+            Row::Removed(route) => route,
+        }
+    }
+}
+
 /// Writes the index of `manifest` to `out`, front to back: the strings'
 /// offsets are computed, not gathered, so nothing the size of the strings
 /// is held (the slots are: 8 bytes for each of them). Fails on an entry the
 /// index cannot hold (an ETag that is not 32 hex digits, a date that is not
 /// an HTTP-date) before anything is written.
 pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
-    let mut entries: Vec<&Entry> = manifest.routes.iter().collect();
-    entries.sort_by(|a, b| a.route().as_bytes().cmp(b.route().as_bytes()));
-    anyhow::ensure!(entries.len() < u32::MAX as usize, "{} routes are more than an index holds", entries.len());
+    let mut rows: Vec<Row> = manifest.routes.iter().map(Row::Entry).collect();
+    rows.extend(manifest.removed.iter().map(|r| Row::Removed(r)));
+    rows.sort_by(|a, b| a.route().as_bytes().cmp(b.route().as_bytes()));
+    anyhow::ensure!(rows.len() < u32::MAX as usize, "{} routes are more than an index holds", rows.len());
+    if let Some(pair) = rows.windows(2).find(|w| w[0].route() == w[1].route()) {
+        bail!("route {} is in the index twice", pair[0].route());
+    }
+    let entries = || manifest.routes.iter();
     // A handful of values among millions of entries: gathered as sets.
     let types: Vec<&str> =
-        entries.iter().map(|e| e.content_type).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        entries().map(|e| e.content_type).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     let caches: Vec<&str> =
-        entries.iter().map(|e| e.cache_control).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        entries().map(|e| e.cache_control).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     anyhow::ensure!(types.len() <= u16::MAX as usize && caches.len() <= u16::MAX as usize, "too many header values");
     // Every record's fields, checked before a byte is written.
-    let fields: Vec<([u8; 16], u64)> = entries
+    let fields: Vec<([u8; 16], u64)> = rows
         .iter()
-        .map(|e| {
+        .map(|row| {
+            let Row::Entry(e) = row else { return Ok(([0; 16], 0)) };
             let etag = digest(&e.etag).with_context(|| format!("{}: ETag {}", e.route(), e.etag))?;
             let modified = httpdate::parse_http_date(&e.last_modified)
                 .with_context(|| format!("{}: Last-Modified {}", e.route(), e.last_modified))?
@@ -93,19 +123,20 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
             Ok((etag, modified))
         })
         .collect::<Result<_>>()?;
-    let slots = slot_table(&entries);
+    let slots = slot_table(rows.iter().map(Row::route));
 
     let tables = (types.len() + caches.len()) * 16;
-    let mut next = (HEADER + tables + entries.len() * RECORD + slots.len() * SLOT) as u64;
+    let mut next = (HEADER + tables + rows.len() * RECORD + slots.len() * SLOT) as u64;
     let mut string = |text: &str| -> (u64, u64) {
         let at = next;
         next += text.len() as u64;
         (at, text.len() as u64)
     };
-    let heads = [manifest.build.as_str(), manifest.snapshot.as_str()];
+    let base = manifest.base.as_deref().unwrap_or_default();
+    let heads = [manifest.build.as_str(), manifest.snapshot.as_str(), base, manifest.last_modified.as_str()];
     let mut head = Vec::with_capacity(HEADER + tables);
     head.extend_from_slice(MAGIC);
-    head.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    head.extend_from_slice(&(rows.len() as u64).to_le_bytes());
     head.extend_from_slice(&(types.len() as u32).to_le_bytes());
     head.extend_from_slice(&(caches.len() as u32).to_le_bytes());
     head.extend_from_slice(&(slots.len() as u64).to_le_bytes());
@@ -116,19 +147,28 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
     }
     out.write_all(&head)?;
     let position = |list: &[&str], value: &str| list.binary_search(&value).expect("listed") as u16;
-    for (e, (etag, modified)) in entries.iter().zip(&fields) {
-        let (route, route_len) = string(e.route());
-        let (file, file_len) = string(e.file());
+    for (row, (etag, modified)) in rows.iter().zip(&fields) {
         let mut record = [0u8; RECORD];
+        let (route, route_len) = string(row.route());
         record[0..8].copy_from_slice(&route.to_le_bytes());
-        record[8..16].copy_from_slice(&file.to_le_bytes());
         record[16..20].copy_from_slice(&(route_len as u32).to_le_bytes());
-        record[20..24].copy_from_slice(&(file_len as u32).to_le_bytes());
-        record[24..40].copy_from_slice(etag);
-        record[40..48].copy_from_slice(&modified.to_le_bytes());
-        record[48..56].copy_from_slice(&e.length.to_le_bytes());
-        record[56..58].copy_from_slice(&position(&types, e.content_type).to_le_bytes());
-        record[58..60].copy_from_slice(&position(&caches, e.cache_control).to_le_bytes());
+        match row {
+            Row::Entry(e) => {
+                let (file, file_len) = string(e.file());
+                record[8..16].copy_from_slice(&file.to_le_bytes());
+                record[20..24].copy_from_slice(&(file_len as u32).to_le_bytes());
+                record[24..40].copy_from_slice(etag);
+                record[40..48].copy_from_slice(&modified.to_le_bytes());
+                record[48..56].copy_from_slice(&e.length.to_le_bytes());
+                record[56..58].copy_from_slice(&position(&types, e.content_type).to_le_bytes());
+                record[58..60].copy_from_slice(&position(&caches, e.cache_control).to_le_bytes());
+            }
+            Row::Removed(_) => {
+                // No file: an empty one right after the route.
+                record[8..16].copy_from_slice(&(route + route_len).to_le_bytes());
+                record[60..64].copy_from_slice(&REMOVED.to_le_bytes());
+            }
+        }
         out.write_all(&record)?;
     }
     for slot in slots {
@@ -138,20 +178,22 @@ pub fn write(manifest: &Manifest, out: &mut impl std::io::Write) -> Result<()> {
     for text in heads.iter().chain(&types).chain(&caches) {
         out.write_all(text.as_bytes())?;
     }
-    for e in &entries {
-        out.write_all(e.route().as_bytes())?;
-        out.write_all(e.file().as_bytes())?;
+    for row in &rows {
+        out.write_all(row.route().as_bytes())?;
+        if let Row::Entry(e) = row {
+            out.write_all(e.file().as_bytes())?;
+        }
     }
     Ok(())
 }
 
-/// The slots of `entries` (in their order in the index): each record's
+/// The slots of `routes` (in their order in the index): each record's
 /// position + 1 in the low half, its hash's high half in the high one.
-fn slot_table(entries: &[&Entry]) -> Vec<u64> {
-    let mut slots = vec![0u64; slot_count(entries.len())];
+fn slot_table<'a>(routes: impl ExactSizeIterator<Item = &'a str>) -> Vec<u64> {
+    let mut slots = vec![0u64; slot_count(routes.len())];
     let mask = slots.len() - 1;
-    for (position, e) in entries.iter().enumerate() {
-        let hash = fnv(e.route().as_bytes());
+    for (position, route) in routes.enumerate() {
+        let hash = fnv(route.as_bytes());
         let mut at = hash as usize & mask;
         while slots[at] != 0 {
             at = (at + 1) & mask;
@@ -228,6 +270,9 @@ pub struct Index {
     slots: usize,
     build: String,
     snapshot: String,
+    /// The build this one is a layer over, if it is one.
+    base: Option<String>,
+    last_modified: String,
     /// The content types, then the cache policies.
     values: Vec<String>,
     types: usize,
@@ -246,6 +291,9 @@ pub struct Record<'a> {
     pub length: u64,
     pub content_type: &'a str,
     pub cache_control: &'a str,
+    /// A route of the base that this layer no longer serves (no file,
+    /// no fields: only the route).
+    pub removed: bool,
 }
 
 impl Record<'_> {
@@ -293,16 +341,17 @@ impl Index {
         if end.is_none() || !slots.is_power_of_two() || slots < records {
             bail!("the index is shorter than its header says, or its slots are not a table");
         }
-        let strings = bytes.read(32, (2 + types + caches) as u64 * 16).context("the header's strings")?;
+        let strings = bytes.read(32, (4 + types + caches) as u64 * 16).context("the header's strings")?;
         let string = |n: usize| -> Result<String> {
             let reference = |at: usize| u64::from_le_bytes(strings[at..at + 8].try_into().expect("8 bytes"));
             let text =
                 bytes.read(reference(16 * n), reference(16 * n + 8)).context("a header string out of the index")?;
             Ok(std::str::from_utf8(&text).context("a header string not UTF-8")?.to_string())
         };
-        let (build, snapshot) = (string(0)?, string(1)?);
-        let values = (0..types + caches).map(|n| string(2 + n)).collect::<Result<_>>()?;
-        Ok(Index { records, slots, build, snapshot, values, types, bytes })
+        let (build, snapshot, base, last_modified) = (string(0)?, string(1)?, string(2)?, string(3)?);
+        let base = Some(base).filter(|b| !b.is_empty());
+        let values = (0..types + caches).map(|n| string(4 + n)).collect::<Result<_>>()?;
+        Ok(Index { records, slots, build, snapshot, base, last_modified, values, types, bytes })
     }
 
     pub fn build(&self) -> Option<&str> {
@@ -311,6 +360,16 @@ impl Index {
 
     pub fn snapshot(&self) -> Option<&str> {
         Some(&self.snapshot)
+    }
+
+    /// The build this one is a layer over, if it is one.
+    pub fn base(&self) -> Option<&str> {
+        self.base.as_deref()
+    }
+
+    /// The newest Last-Modified of the build (a layer's: of it and its base).
+    pub fn last_modified(&self) -> &str {
+        &self.last_modified
     }
 
     pub fn len(&self) -> usize {
@@ -335,10 +394,25 @@ impl Index {
         let u32_at = |i: usize| u32::from_le_bytes(r[i..i + 4].try_into().expect("4 bytes")) as u64;
         let u64_at = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().expect("8 bytes"));
         let (content_type, cache_control) = (u16_at(56), u16_at(58));
-        if content_type >= self.types || self.types + cache_control >= self.values.len() {
+        let removed = u32_at(60) & u64::from(REMOVED) != 0;
+        if !removed && (content_type >= self.types || self.types + cache_control >= self.values.len()) {
             return None;
         }
         let (route, file) = self.strings((u64_at(0), u32_at(16)), (u64_at(8), u32_at(20)))?;
+        if removed {
+            let (etag, last_modified, length, content_type, cache_control) = ([0; 16], 0, 0, "", "");
+            return Some(Record {
+                position,
+                route,
+                file,
+                etag,
+                last_modified,
+                length,
+                content_type,
+                cache_control,
+                removed,
+            });
+        }
         Some(Record {
             position,
             route,
@@ -348,6 +422,7 @@ impl Index {
             length: u64_at(48),
             content_type: &self.values[content_type],
             cache_control: &self.values[self.types + cache_control],
+            removed,
         })
     }
 
@@ -390,6 +465,107 @@ impl Index {
     /// Every record, by route.
     pub fn iter(&self) -> impl Iterator<Item = Record<'_>> {
         (0..self.records).filter_map(|p| self.at(p))
+    }
+
+    /// The position of the first record whose route is not below `route`
+    /// (by bytes), by binary search: a record read per step.
+    pub fn lower_bound(&self, route: &str) -> usize {
+        let (mut low, mut high) = (0, self.records);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            // An unreadable record (a damaged index) counts as below.
+            match self.at(middle) {
+                Some(r) if r.route.as_bytes() >= route.as_bytes() => high = middle,
+                _ => low = middle + 1,
+            }
+        }
+        low
+    }
+
+    /// The records whose routes begin with `prefix`, by route.
+    pub fn with_prefix<'a>(&'a self, prefix: &str) -> impl Iterator<Item = Record<'a>> + 'a {
+        let start = self.lower_bound(prefix);
+        let prefix = prefix.to_string();
+        (start..self.records).map_while(move |p| self.at(p).filter(|r| r.route.starts_with(&prefix)))
+    }
+}
+
+/// A build's index with, when the build is a layer, its base's: what
+/// every route of the build is. A layer is over a full build, never over
+/// another layer, so a route is found in at most two lookups.
+pub struct Stack {
+    pub top: Index,
+    pub base: Option<Index>,
+}
+
+/// Where a route of a [`Stack`] is: in the build's own folder, or its base's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    Top,
+    Base,
+}
+
+impl Stack {
+    /// The index of build `id` in `builds` (the folder of builds), with
+    /// its base's, which must be a full build of that name.
+    pub fn open(builds: &Path, id: &str) -> Result<Stack> {
+        let top = Index::open(&builds.join(id))?;
+        anyhow::ensure!(top.build() == Some(id), "the index of build {id} names build {}", top.build);
+        let base = match top.base() {
+            Some(base) => {
+                let index = Index::open(&builds.join(base)).with_context(|| format!("the base of build {id}"))?;
+                anyhow::ensure!(
+                    index.build() == Some(base) && index.base().is_none(),
+                    "build {id} is a layer over {base}, whose index names build {} over {:?}",
+                    index.build,
+                    index.base()
+                );
+                Some(index)
+            }
+            None => None,
+        };
+        Ok(Stack { top, base })
+    }
+
+    /// The record of `route`, and which folder holds its file; `None` when
+    /// the build does not serve it.
+    pub fn get(&self, route: &str) -> Option<(Record<'_>, Layer)> {
+        match self.top.get(route) {
+            Some(r) if r.removed => None,
+            Some(r) => Some((r, Layer::Top)),
+            None => Some((self.base.as_ref()?.get(route)?, Layer::Base)),
+        }
+    }
+
+    /// The build's routes beginning with `prefix` (each with where its
+    /// file is), by route: the layer's and the base's merged, the base's
+    /// it replaces or removes left out.
+    pub fn with_prefix<'a>(&'a self, prefix: &str) -> Vec<(Record<'a>, Layer)> {
+        let top: Vec<Record> = self.top.with_prefix(prefix).collect();
+        let mut out: Vec<(Record, Layer)> = Vec::new();
+        if let Some(base) = &self.base {
+            let held: std::collections::HashSet<&str> = top.iter().map(|r| r.route.as_str()).collect();
+            out.extend(base.with_prefix(prefix).filter(|r| !held.contains(r.route.as_str())).map(|r| (r, Layer::Base)));
+        }
+        out.extend(top.into_iter().filter(|r| !r.removed).map(|r| (r, Layer::Top)));
+        out.sort_by(|a, b| a.0.route.as_bytes().cmp(b.0.route.as_bytes()));
+        out
+    }
+
+    /// How many routes the build serves: the base's, less those the layer
+    /// removes, and the layer's that are not the base's (a lookup in the
+    /// base for each of the layer's records).
+    pub fn len(&self) -> usize {
+        let Some(base) = &self.base else { return self.top.len() };
+        self.top.iter().fold(base.len(), |n, r| match (r.removed, base.get(&r.route).is_some()) {
+            (true, true) => n - 1,
+            (false, false) => n + 1,
+            _ => n,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -455,6 +631,49 @@ mod tests {
             to_bytes(&manifest).unwrap(),
             to_bytes(&Manifest::new(entries.into_iter().rev().collect())).unwrap()
         );
+    }
+
+    /// A layer's index: its base's name and newest date in the header, its
+    /// routes and the base's it removes; through a [`Stack`] a route is
+    /// the layer's, else the base's, unless removed.
+    #[test]
+    fn a_layer_is_read_over_its_base() {
+        let date = "Mon, 01 Jan 2024 00:00:00 GMT";
+        let base = Manifest::new((0..20).map(|i| entry(&format!("/r/{i}"), i as u8, date, "a/b")).collect());
+        let changed = vec![entry("/r/3", 99, "Tue, 02 Jan 2024 00:00:00 GMT", "c/d"), entry("/new", 7, date, "a/b")];
+        let removed = vec!["/r/5".to_string(), "/r/11".to_string()];
+        let layer = Manifest::layer(changed, &base.build, &base.last_modified, removed.clone());
+        assert_ne!(layer.build, Manifest::layer(vec![], &base.build, &base.last_modified, removed).build);
+        let builds = std::env::temp_dir().join(format!("almanac-index-layer-{}", std::process::id()));
+        for m in [&base, &layer] {
+            std::fs::create_dir_all(builds.join(&m.build)).unwrap();
+            std::fs::write(builds.join(&m.build).join(FILE_NAME), to_bytes(m).unwrap()).unwrap();
+        }
+        let stack = Stack::open(&builds, &layer.build).unwrap();
+        assert_eq!(
+            (stack.top.base(), stack.top.last_modified()),
+            (Some(base.build.as_str()), "Tue, 02 Jan 2024 00:00:00 GMT")
+        );
+        assert_eq!(stack.len(), 20 - 2 + 1);
+        let (r, at) = stack.get("/r/3").unwrap();
+        assert_eq!((r.etag, r.content_type, at), ([99; 16], "c/d", Layer::Top));
+        assert_eq!(stack.get("/r/4").map(|(r, at)| (r.etag, at)), Some(([4; 16], Layer::Base)));
+        assert_eq!(stack.get("/new").map(|(_, at)| at), Some(Layer::Top));
+        assert!(stack.get("/r/5").is_none() && stack.get("/r/11").is_none() && stack.get("/r/20").is_none());
+        assert!(stack.top.get("/r/5").is_some_and(|r| r.removed && r.file.is_empty()));
+        let under: Vec<(String, Layer)> = stack.with_prefix("/r/1").into_iter().map(|(r, at)| (r.route, at)).collect();
+        let expected: Vec<(String, Layer)> =
+            [1, 10, 12, 13, 14, 15, 16, 17, 18, 19].iter().map(|i| (format!("/r/{i}"), Layer::Base)).collect();
+        assert_eq!(under, expected);
+        // A layer over a layer is refused: a route is in at most two indexes.
+        let deeper = Manifest::layer(vec![entry("/x", 1, date, "a/b")], &layer.build, date, vec![]);
+        std::fs::create_dir_all(builds.join(&deeper.build)).unwrap();
+        std::fs::write(builds.join(&deeper.build).join(FILE_NAME), to_bytes(&deeper).unwrap()).unwrap();
+        assert!(Stack::open(&builds, &deeper.build).is_err());
+        std::fs::remove_dir_all(&builds).unwrap();
+        // A route both served and removed cannot be written.
+        let both = Manifest::layer(vec![entry("/a", 1, date, "a/b")], "b", date, vec!["/a".into()]);
+        assert!(to_bytes(&both).is_err());
     }
 
     #[test]

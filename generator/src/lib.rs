@@ -58,6 +58,7 @@ pub mod hcs20;
 pub mod hosts;
 pub mod http;
 pub mod index;
+pub mod layer;
 pub mod manifest;
 pub mod pages;
 pub mod progress;

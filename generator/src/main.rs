@@ -100,6 +100,16 @@ struct BuildArgs {
     /// configurations (they are made in memory, about 2 KB per route).
     #[arg(long, env = "ALMANAC_HOST_CONFIGS_MAX_ROUTES", default_value_t = almanac::hosts::MAX_ROUTES)]
     host_configs_max_routes: usize,
+    /// A live build with at least this many routes is followed by a layer
+    /// over its base when the agents did not change: a folder of only the
+    /// files that changed (see `layer`). By default where the static hosts'
+    /// configurations stop (a layer has none); `max`: never.
+    #[arg(long, env = "ALMANAC_LAYER_MIN_ROUTES", default_value_t = almanac::hosts::MAX_ROUTES, value_parser = routes_or_max)]
+    layer_min_routes: usize,
+    /// A live layer holding more routes than this is followed by a whole
+    /// build, a new base.
+    #[arg(long, env = "ALMANAC_LAYER_MAX_ROUTES", default_value_t = 200_000)]
+    layer_max_routes: usize,
     /// DuckDB's memory limit for the warehouse (its own form: `1GB`,
     /// `512MB`); past it DuckDB spills to disk. Part of the run's whole
     /// memory: at a million agents 512 MB holds the run to about 4.2 GB,
@@ -154,7 +164,7 @@ async fn once(args: &BuildArgs) -> Result<()> {
     tracing::info!(
         build = %report.build, published = report.published, fetched = report.fetched,
         incremental = report.incremental, applied = report.applied, rejected = report.rejected,
-        files = report.files, written = report.written, linked = report.linked, "build done"
+        files = report.files, written = report.written, linked = report.linked, base = ?report.base, "build done"
     );
     if args.json {
         println!("{}", summary(&report, started.elapsed()));
@@ -176,6 +186,7 @@ fn summary(report: &build::BuildReport, took: Duration) -> serde_json::Value {
         "files": report.files,
         "written": report.written,
         "linked": report.linked,
+        "base": report.base,
         "durationMs": took.as_millis() as u64,
         "stepsMs": steps,
         "hosts": report.hosts,
@@ -223,6 +234,14 @@ fn interval(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(seconds))
 }
 
+/// A number of routes, or `max` (none is that many).
+fn routes_or_max(text: &str) -> Result<usize, String> {
+    match text {
+        "max" => Ok(usize::MAX),
+        _ => text.parse().map_err(|e| format!("{e}: a number of routes, or max")),
+    }
+}
+
 fn build_config(args: BuildArgs) -> Result<BuildConfig> {
     anyhow::ensure!(
         args.max_page_size >= almanac::hcs20::analytics::DEFAULT_PAGE_SIZE,
@@ -253,6 +272,10 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
             nginx_api: args.nginx_api,
             max_routes: args.host_configs_max_routes,
         },
+        layers: (args.layer_min_routes != usize::MAX).then_some(almanac::layer::Settings {
+            min_routes: args.layer_min_routes,
+            max_routes: args.layer_max_routes,
+        }),
         broker: match almanac::broker::source::present(&args.broker_dir) {
             true => Some(BrokerConfig {
                 dir: args.broker_dir,

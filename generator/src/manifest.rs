@@ -28,6 +28,14 @@ pub struct Manifest {
     pub snapshot: String,
     /// Newest source time behind any file of the build (HTTP-date).
     pub last_modified: String,
+    /// The full build this one is a layer over (see `site`): its routes
+    /// are then only those it adds or changes, and `removed` lists the
+    /// base's it no longer serves; every other route is the base's, its
+    /// file in the base's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
     pub routes: Vec<Entry>,
     /// The Parquet exports among the routes, with their schemas (for
     /// analysts; the files are entries of `routes` like any other).
@@ -310,13 +318,28 @@ impl<'de, const N: usize> Deserialize<'de> for Inline<N> {
 impl Manifest {
     /// Builds the manifest of `entries`, sorted by route, naming the build
     /// after its content.
-    pub fn new(mut entries: Vec<Entry>) -> Manifest {
+    pub fn new(entries: Vec<Entry>) -> Manifest {
+        Manifest::made(entries, None)
+    }
+
+    /// The manifest of a layer over build `base` (whose newest
+    /// Last-Modified is `base_modified`): `entries` it adds or changes,
+    /// `removed` routes of the base it no longer serves. Named after all
+    /// three.
+    pub fn layer(entries: Vec<Entry>, base: &str, base_modified: &str, mut removed: Vec<String>) -> Manifest {
+        removed.sort_unstable();
+        Manifest::made(entries, Some((base, base_modified, removed)))
+    }
+
+    fn made(mut entries: Vec<Entry>, layer: Option<(&str, &str, Vec<String>)>) -> Manifest {
         // Unstable: no scratch half the size of millions of entries (routes
         // are unique; a duplicate fails the build).
         entries.par_sort_unstable_by(|a, b| a.route().cmp(b.route()));
+        let base_modified = layer.as_ref().and_then(|(_, modified, _)| httpdate::parse_http_date(modified).ok());
         let last_modified = entries
             .iter()
             .filter_map(|e| httpdate::parse_http_date(&e.last_modified).ok())
+            .chain(base_modified)
             .max()
             .map_or_else(|| httpdate::fmt_http_date(std::time::UNIX_EPOCH), httpdate::fmt_http_date);
         let mut hasher = Sha256::new();
@@ -326,12 +349,24 @@ impl Manifest {
                 hasher.update([0]);
             }
         }
+        let (base, removed) = match layer {
+            Some((base, _, removed)) => {
+                for part in std::iter::once(base).chain(removed.iter().map(String::as_str)) {
+                    hasher.update([1]);
+                    hasher.update(part.as_bytes());
+                }
+                (Some(base.to_string()), removed)
+            }
+            None => (None, Vec::new()),
+        };
         let build = hex(&hasher.finalize()[..8]);
         Manifest {
             format: FORMAT,
             snapshot: format!("{build}.duckdb"),
             build,
             last_modified,
+            base,
+            removed,
             routes: entries,
             exports: Vec::new(),
         }

@@ -308,8 +308,14 @@ pub fn prune(layout: &Layout, keep: usize) -> Result<usize> {
         builds.push((modified, name));
     }
     builds.sort_by(|a, b| b.cmp(a));
-    let kept: BTreeSet<String> =
+    let mut kept: BTreeSet<String> =
         builds.iter().take(keep.max(1)).map(|(_, n)| n.clone()).chain(current.clone()).collect();
+    // A kept layer keeps its base (read from its index's header).
+    let bases: Vec<String> = kept
+        .iter()
+        .filter_map(|id| crate::index::Index::open(&layout.build_dir(id)).ok()?.base().map(str::to_string))
+        .collect();
+    kept.extend(bases);
     for (_, name) in &builds {
         if !kept.contains(name) {
             fs::remove_dir_all(layout.build_dir(name))?;
@@ -350,6 +356,27 @@ pub fn name_search_index(layout: &Layout, staged: &Path, id: &str) -> Result<()>
     }
     fs::rename(staged, &named).with_context(|| format!("naming {}", named.display()))?;
     sync_dir(&layout.search_indexes())
+}
+
+/// Gives build `to` the search index of build `from` (a layer whose agents
+/// are its base's): its files hard-linked into a folder named for `to`.
+pub fn link_search_index(layout: &Layout, from: &str, to: &str) -> Result<()> {
+    let (source, named) = (layout.search(from), layout.search(to));
+    if named.join("meta.json").exists() {
+        return Ok(());
+    }
+    let staged = layout.search_staging();
+    if staged.exists() {
+        fs::remove_dir_all(&staged).with_context(|| format!("clearing {}", staged.display()))?;
+    }
+    fs::create_dir_all(&staged).with_context(|| format!("creating {}", staged.display()))?;
+    // A search index folder is flat: its files, no folders.
+    for entry in fs::read_dir(&source).with_context(|| format!("reading {}", source.display()))? {
+        let path = entry?.path();
+        let target = staged.join(path.file_name().expect("an entry has a name"));
+        fs::hard_link(&path, &target).with_context(|| format!("linking {}", target.display()))?;
+    }
+    name_search_index(layout, &staged, to)
 }
 
 /// Writes a file through a buffer as `write` makes its bytes, and syncs it

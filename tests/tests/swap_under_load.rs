@@ -3,7 +3,9 @@
 //! the generator publishes the next build (new ledger messages, the same
 //! agents). No request fails, and the api's memory does not double: the
 //! new build is opened beside the old one by its index, its files are read
-//! as they are asked for, and the agent index, unchanged, is kept.
+//! as they are asked for, and the agent index, unchanged, is kept. The new
+//! build is a layer over the first (`almanac::layer`: every build here
+//! counts as large): its folder holds only the files that changed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -47,8 +49,17 @@ async fn a_new_build_swaps_in_under_load_with_no_failed_request_and_no_second_co
         let (corpus, agents, site, data) = (corpus.clone(), agents.clone(), site.clone(), data.clone());
         move || {
             random_corpus_scaled(messages, 5_000, 3, Topics::MAINNET).write_pages(&corpus, false).unwrap();
-            let flags = ["--ledger-dir", corpus.to_str().unwrap(), "--broker-dir", agents.to_str().unwrap()];
+            let flags = [
+                "--ledger-dir",
+                corpus.to_str().unwrap(),
+                "--broker-dir",
+                agents.to_str().unwrap(),
+                "--layer-min-routes",
+                "0",
+            ];
+            let started = Instant::now();
             build(&site, &data, &flags);
+            eprintln!("a build of {messages} messages in {:.1} s", started.elapsed().as_secs_f64());
             live_build(&site)
         }
     };
@@ -115,6 +126,9 @@ async fn a_new_build_swaps_in_under_load_with_no_failed_request_and_no_second_co
 
     let second = tokio::task::spawn_blocking(generate(6_000)).await.unwrap();
     assert_ne!(second, first, "new messages give a new build");
+    let layer = almanac::manifest::Manifest::load(&site.join("builds").join(&second)).unwrap();
+    assert_eq!(layer.base.as_deref(), Some(first.as_str()), "a layer over the first build");
+    assert!(layer.routes.len() < AGENTS, "holding what changed: {} routes", layer.routes.len());
     let swapped = tokio::task::spawn_blocking({
         let (url, second) = (api.url("/health"), second.clone());
         move || served(&url, &second, Duration::from_secs(60))

@@ -45,7 +45,70 @@ pub struct Summary {
     /// feedback, catalog, journal point) and of the generator's version:
     /// equal fingerprints, equal files.
     pub fingerprint: String,
+    /// The sources by their bytes ([`digest`]).
+    pub digest: String,
     agents: Agents,
+}
+
+/// What the pages say of the agents besides each agent's own page, kept
+/// in the snapshot (`broker_meta`): a run that keeps the live build's
+/// broker files (a layer, `build`) says the same without reading an agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Facts {
+    pub agents: usize,
+    pub registries: usize,
+    /// The newest agent update, else the catalog's.
+    pub updated: String,
+    pub catalog_updated: String,
+    pub journal_seq: u64,
+    /// The newest Last-Modified of the broker's JSON files (nanoseconds).
+    pub newest: u64,
+    /// The newest Last-Modified of the agents' pages (nanoseconds).
+    pub profiles_newest: u64,
+}
+
+/// Files read in chunks of this size, the chunks hashed over the cores.
+const DIGEST_CHUNK: u64 = 16 << 20;
+
+/// A digest of the broker's sources by their bytes: every file a scan
+/// reads under `dir` and every file of the journal under `journal`, with
+/// the generator's version. Equal digests, equal sources: a run compares
+/// it with the live build's to know, without parsing an agent, that the
+/// broker's files would come out the same.
+pub fn digest(dir: &Path, journal: &Path) -> Result<String> {
+    let mut paths = source::files(dir)?;
+    paths.extend(["catalog.json", "feedback.json"].map(|name| dir.join(name)));
+    if journal.exists() {
+        paths.extend(journal::files(journal).context("the broker journal")?);
+    }
+    let mut hasher = Sha256::new();
+    hasher.update(env!("CARGO_PKG_VERSION"));
+    for path in &paths {
+        let name = path.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
+        hasher.update((name.len() as u64).to_le_bytes());
+        hasher.update(name);
+        let file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                hasher.update(u64::MAX.to_le_bytes());
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
+        };
+        let len = file.metadata().with_context(|| format!("reading {}", path.display()))?.len();
+        hasher.update(len.to_le_bytes());
+        let chunks: Vec<[u8; 32]> = (0..len.div_ceil(DIGEST_CHUNK))
+            .into_par_iter()
+            .map(|n| {
+                let at = n * DIGEST_CHUNK;
+                let bytes = crate::index::read_at(&file, at, DIGEST_CHUNK.min(len - at) as usize)?;
+                Ok(Sha256::digest(bytes).into())
+            })
+            .collect::<std::io::Result<_>>()
+            .with_context(|| format!("reading {}", path.display()))?;
+        chunks.iter().for_each(|c| hasher.update(c));
+    }
+    Ok(crate::http::hex(&hasher.finalize()))
 }
 
 /// Where the passes read the agents from: a broker folder, through the
@@ -124,6 +187,7 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
 /// `journal` applied. Nothing is published when any record is wrong; the
 /// error names the file, the record and the field.
 pub fn scan(dir: &Path, journal: &Path) -> Result<Summary> {
+    let digest = digest(dir, journal)?;
     let mut catalog: Catalog = read_json(&dir.join("catalog.json"))?;
     let feedback_path = dir.join("feedback.json");
     let mut feedback = match feedback_path.exists() {
@@ -133,7 +197,9 @@ pub fn scan(dir: &Path, journal: &Path) -> Result<Summary> {
     catalog::validate(&catalog, &[]).with_context(|| format!("{}", dir.join("catalog.json").display()))?;
     let records = journal::read(journal).context("the broker journal")?;
     let overlay = Overlay::new(&records, &mut catalog, &mut feedback).context("the broker journal")?;
-    let summary = Summary::begin(catalog, feedback, overlay.seq, Agents { dir: dir.into(), overlay: overlay.into() });
+    let mut summary =
+        Summary::begin(catalog, feedback, overlay.seq, Agents { dir: dir.into(), overlay: overlay.into() });
+    summary.digest = digest;
     summary.pass_one().with_context(|| format!("{}", dir.display()))
 }
 
@@ -147,6 +213,7 @@ impl Summary {
             similar: SimilarIndex::default(),
             directory: Vec::new(),
             fingerprint: String::new(),
+            digest: String::new(),
             agents,
         }
     }
@@ -220,6 +287,20 @@ impl Summary {
 
     pub fn count(&self) -> usize {
         self.tally.total
+    }
+
+    /// What the pages say of these agents, given the newest times of
+    /// their files (known once they are rendered).
+    pub fn facts(&self, newest: Timestamp, profiles_newest: Timestamp) -> Facts {
+        Facts {
+            agents: self.count(),
+            registries: self.tally.registries.len(),
+            updated: self.tally.last_update().unwrap_or(&self.catalog.updated_at).to_string(),
+            catalog_updated: self.catalog.updated_at.clone(),
+            journal_seq: self.journal_seq,
+            newest: newest.0,
+            profiles_newest: profiles_newest.0,
+        }
     }
 }
 

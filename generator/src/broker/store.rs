@@ -99,7 +99,7 @@ impl<'c> Writer<'c> {
     /// sources (`sources`: the fingerprint a later run compares its own
     /// with), and the commit.
     pub fn finish(mut self, rest: Rest) -> Result<()> {
-        let Rest { feedback, catalog, embeddings, journal_seq, sources } = rest;
+        let Rest { feedback, catalog, embeddings, journal_seq, sources, digest } = rest;
         let tx = &self.tx;
         for feedback in feedback.chunks(FEEDBACK_BATCH) {
             let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
@@ -126,6 +126,7 @@ impl<'c> Writer<'c> {
         self.fingerprint.update(journal_seq.to_le_bytes());
         tx.execute("INSERT INTO broker_meta VALUES ('journal_seq', ?)", [journal_seq.to_string()])?;
         tx.execute("INSERT INTO broker_meta VALUES ('sources', ?)", [sources])?;
+        tx.execute("INSERT INTO broker_meta VALUES ('digest', ?)", [digest])?;
         let fingerprint = crate::http::hex(&self.fingerprint.finalize());
         tx.execute("INSERT INTO broker_meta VALUES ('fingerprint', ?)", [fingerprint])?;
         self.tx.commit().context("writing the broker tables")
@@ -146,6 +147,24 @@ pub struct Rest<'a> {
     /// The fingerprint of the sources the build read
     /// ([`super::scan::Summary::fingerprint`]).
     pub sources: &'a str,
+    /// The sources by their bytes ([`super::scan::digest`]).
+    pub digest: &'a str,
+}
+
+/// Records what the pages say of the agents, once their files are made.
+pub fn write_facts(conn: &Connection, facts: &super::scan::Facts) -> Result<()> {
+    conn.execute("DELETE FROM broker_meta WHERE key = 'facts'", [])?;
+    let json = serde_json::to_string(facts).expect("facts serialise");
+    conn.execute("INSERT INTO broker_meta VALUES ('facts', ?)", [json])?;
+    Ok(())
+}
+
+/// What the pages say of the agents of a warehouse or snapshot, and the
+/// digest of the sources they were made from (`None`: no agents, or
+/// written before these were kept).
+pub fn facts(conn: &Connection) -> Result<Option<(super::scan::Facts, String)>> {
+    let (Some(facts), Some(digest)) = (meta(conn, "facts")?, meta(conn, "digest")?) else { return Ok(None) };
+    Ok(Some((serde_json::from_str(&facts).context("broker_meta.facts")?, digest)))
 }
 
 /// The fingerprint of the sources a snapshot's build read (`None`: no

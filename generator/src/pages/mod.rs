@@ -39,10 +39,12 @@ pub struct Inputs<'a> {
     /// Mints and burns per token and minute, for the charts.
     pub changes: &'a [SupplyChange],
     pub guard: Option<&'a crate::guard::Datasets>,
-    pub broker: Option<&'a crate::broker::scan::Summary>,
-    /// The newest of the agents' profile pages (rendered with their
-    /// batches: [`Renderer::profile`]).
-    pub profiles_newest: Timestamp,
+    /// The agents, for the directory's pages; `None` when the build keeps
+    /// the live build's (a layer: the agents did not change).
+    pub directory: Option<&'a crate::broker::scan::Summary>,
+    /// What the landing page says of the agents (with the newest of their
+    /// profile pages, rendered with their batches: [`Renderer::profile`]).
+    pub agents: Option<&'a crate::broker::scan::Facts>,
     pub exports: &'a [Export],
 }
 
@@ -104,10 +106,11 @@ impl Renderer {
         if let Some(datasets) = inputs.guard {
             pages.extend(guard::pages(datasets));
         }
-        if let Some(summary) = inputs.broker {
+        if let Some(summary) = inputs.directory {
             pages.extend(agents::directory(summary));
         }
-        let newest = pages.iter().map(|p| p.last_modified).max().unwrap_or_default().max(inputs.profiles_newest);
+        let profiles_newest = Timestamp(inputs.agents.map_or(0, |a| a.profiles_newest));
+        let newest = pages.iter().map(|p| p.last_modified).max().unwrap_or_default().max(profiles_newest);
         pages.push(landing(inputs, newest));
         pages.into_par_iter().map(|page| self.finish(page)).collect()
     }
@@ -234,15 +237,14 @@ fn landing(inputs: &Inputs, newest: Timestamp) -> Page {
             runs => g.benchmark.runs.len(),
         }
     });
-    let agents = inputs.broker.map(|b| {
-        let updated = b.tally.last_update().unwrap_or(&b.catalog.updated_at);
+    let agents = inputs.agents.map(|a| {
         datasets.push(context! {
             name => "Agent index",
-            version => format!("{} agents, journal record {}", b.count(), b.journal_seq),
-            as_of => updated,
+            version => format!("{} agents, journal record {}", a.agents, a.journal_seq),
+            as_of => a.updated,
         });
-        datasets.push(context! { name => "Broker catalog", version => "catalog", as_of => b.catalog.updated_at });
-        context! { count => b.count(), registries => b.tally.registries.len() }
+        datasets.push(context! { name => "Broker catalog", version => "catalog", as_of => a.catalog_updated });
+        context! { count => a.agents, registries => a.registries }
     });
     let exports: Vec<Value> = inputs
         .exports

@@ -1,0 +1,314 @@
+//! A build made as a **layer** over the live build's base: what a run
+//! writes when the live build is large and the agents did not change.
+//!
+//! A whole build is a folder holding every route's file: at a million
+//! agents, 4.4 million files, which even hard-linked take minutes to put
+//! in a new folder. A layer's folder holds only the files whose bytes
+//! changed since its base (a whole build); its manifest and index list
+//! those routes and the base's routes it no longer serves (`removed`), and
+//! every other route is the base's, its file in the base's folder. A layer
+//! is always over a whole build, never over another layer: the next layer
+//! over the same base carries what the live layer holds that it does not
+//! render again (linked from the live layer's folder), so a route is found
+//! in at most two lookups, and a layer grows with what changed since its
+//! base until it passes `--layer-max-routes`; then the next build is whole
+//! again.
+//!
+//! A layer is made when the live build has at least `--layer-min-routes`
+//! routes (by default where the static hosts' configurations stop: a
+//! layer has none, its folder is not a site by itself), and the broker's
+//! sources and journal are byte for byte the live build's (their digest,
+//! [`crate::broker::scan::digest`], against the one in its snapshot and in
+//! the warehouse): then every broker route (under `/api/v1/` but the
+//! OpenAPI document, and the agents' pages under `/agents`) is the live
+//! build's, its search index folder is linked under the new build's name,
+//! and nothing of the agents is read. Everything else is rendered whole, as
+//! a full build renders it (a replay of the ledger; the guard's files; the
+//! other pages; the exports), and kept in the layer only where it differs
+//! from the base.
+//!
+//! The agents' pages share their frame with every page, which links the
+//! guard's section when the build has one: a run where it came or went is
+//! whole.
+//!
+//! The live build's files are not verified by a layered run (a whole run
+//! reads all of them): a layer reads and links only the live layer's.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::broker::scan::Facts;
+use crate::http::OPENAPI_ROUTE;
+use crate::index::{Index, Record, Stack};
+use crate::manifest::{Entry, Manifest};
+use crate::site::{self, File, Layout, StageReport};
+
+/// When runs make layers.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// A live build with fewer routes is followed by a whole build.
+    pub min_routes: usize,
+    /// A live layer holding more routes than this is followed by a whole
+    /// build (which folds it into a new base).
+    pub max_routes: usize,
+}
+
+/// The live build a run makes a layer over the base of.
+pub struct Live {
+    pub id: String,
+    pub stack: Stack,
+    /// The live build's own folder and manifest, when it is a layer (they
+    /// are small: what changed since its base).
+    pub layer: Option<(PathBuf, Manifest)>,
+    /// What the pages say of its agents.
+    pub facts: Facts,
+}
+
+impl Live {
+    /// The whole build the new layer is over: the live one's base, or the
+    /// live build itself.
+    pub fn base(&self) -> &Index {
+        self.stack.base.as_ref().unwrap_or(&self.stack.top)
+    }
+
+    pub fn base_id(&self) -> &str {
+        self.base().build().unwrap_or_default()
+    }
+}
+
+/// Whether a route is the broker's: kept from the live build by a layer.
+pub fn is_broker(route: &str) -> bool {
+    route.starts_with(crate::pages::routes::AGENTS)
+        || (route.starts_with(crate::broker::render::API) && route != OPENAPI_ROUTE)
+}
+
+/// The broker's route prefixes, in route order (see [`is_broker`]).
+const BROKER_PREFIXES: [&str; 2] = [crate::pages::routes::AGENTS, crate::broker::render::API];
+
+/// What a run asks for, as far as layering goes.
+pub struct Run<'a> {
+    pub layout: &'a Layout,
+    pub settings: Settings,
+    /// `--full`: everything replayed and rendered.
+    pub full: bool,
+    /// The broker's sources, its journal, and the embedding model if any.
+    pub agents: &'a std::path::Path,
+    pub journal: &'a std::path::Path,
+    pub model: Option<&'a str>,
+    /// Whether the build has the guard's section.
+    pub guard: bool,
+}
+
+/// The live build, when this run makes a layer over its base; `None`
+/// (and why, logged) when it makes a whole build.
+pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Live>> {
+    let whole = |why: String| {
+        tracing::info!(why, "a whole build");
+        Ok(None)
+    };
+    let (layout, settings) = (run.layout, run.settings);
+    let Some(id) = layout.current_build() else { return Ok(None) };
+    if run.full {
+        return whole("--full".into());
+    }
+    let stack = match Stack::open(&layout.builds(), &id) {
+        Ok(stack) => stack,
+        Err(e) => return whole(format!("the live build's index: {e:#}")),
+    };
+    let routes = stack.len();
+    if routes < settings.min_routes {
+        return whole(format!("the live build has {routes} routes, fewer than --layer-min-routes"));
+    }
+    if stack.base.is_some() && stack.top.len() > settings.max_routes {
+        return whole(format!("the live layer holds {} routes, more than --layer-max-routes", stack.top.len()));
+    }
+    // Every page's frame links the guard's section when there is one: the
+    // agents' pages are the live build's only if that has not changed.
+    if stack.get(crate::pages::routes::GUARD).is_some() != run.guard {
+        return whole("the guard's section came or went: the agents' pages change".into());
+    }
+    let digest = crate::broker::scan::digest(run.agents, run.journal).context("the broker's sources")?;
+    let digest = with_model(&digest, run.model);
+    let snapshot = layout.snapshots().join(stack.top.snapshot().unwrap_or_default());
+    let recorded = crate::snapshot::open_for_build(&snapshot, &id)
+        .and_then(|conn| crate::broker::store::facts(&conn))
+        .with_context(|| format!("the snapshot of build {id}"))?;
+    let Some((facts, live_digest)) = recorded else {
+        return whole("the live build's snapshot records no digest of its agents".into());
+    };
+    if live_digest != digest {
+        return whole("the broker's sources or journal changed".into());
+    }
+    if crate::broker::store::facts(warehouse)?.is_none_or(|(_, d)| d != digest) {
+        return whole("the warehouse's agents are not the live build's".into());
+    }
+    let layer = match stack.base {
+        Some(_) => {
+            let dir = layout.build_dir(&id);
+            let manifest = Manifest::load(&dir)?;
+            Some((dir, manifest))
+        }
+        None => None,
+    };
+    Ok(Some(Live { id, stack, layer, facts }))
+}
+
+/// The digest of the agents' sources, recorded with a whole build's
+/// agents, is also of the embedding model that gave their vectors.
+pub fn with_model(digest: &str, model: Option<&str>) -> String {
+    match model {
+        Some(model) => format!("{digest} {model}"),
+        None => digest.to_string(),
+    }
+}
+
+/// Whether the live build serves each of `files` exactly as rendered
+/// (route, file, bytes and headers), and no other route of their kind:
+/// every route it has but the broker's, the ledger's, the exports and the
+/// pages (all rendered from data that did not change when no message is
+/// new) is among them.
+pub fn serves(live: &Live, files: &[File]) -> bool {
+    let rendered: HashSet<&str> = files.iter().map(|f| f.route.as_str()).collect();
+    let derived = |r: &Record| {
+        r.route.starts_with("/hcs20") || crate::analysts::is_export(&r.route) || r.content_type == crate::pages::HTML
+    };
+    let top = outside(&live.stack.top, &BROKER_PREFIXES);
+    let base = live.stack.base.as_ref().map(|base| outside(base, &BROKER_PREFIXES));
+    let others = top.chain(base.into_iter().flatten()).filter(|r| live.stack.get(&r.route).is_some());
+    let openapi = live.stack.get(OPENAPI_ROUTE).map(|(r, _)| r);
+    files.iter().all(|f| live.stack.get(&f.route).is_some_and(|(r, _)| same(&r, &entry(f))))
+        && others.chain(openapi).all(|r| derived(&r) || rendered.contains(r.route.as_str()))
+}
+
+/// What a layer holds.
+pub struct Plan {
+    /// The live layer's entries this run keeps (the broker's): linked
+    /// from the live layer's folder.
+    pub carried: Vec<Entry>,
+    /// Files rendered this run that the base does not have as they are.
+    pub changed: Vec<File>,
+    /// Routes of the base the layer does not serve.
+    pub removed: Vec<String>,
+}
+
+/// The layer over `live`'s base of a build whose files, but the broker's,
+/// are `files` (every one of them rendered this run).
+pub fn plan(live: &Live, files: Vec<File>) -> Plan {
+    let base = live.base();
+    let rendered: HashSet<String> = files.iter().map(|f| f.route.clone()).collect();
+    let changed: Vec<File> =
+        files.into_iter().filter(|f| !base.get(&f.route).is_some_and(|r| same(&r, &entry(f)))).collect();
+    let (mut carried, mut removed) = (Vec::new(), Vec::new());
+    if let Some((_, layer)) = &live.layer {
+        let kept = |route: &str| is_broker(route) && !rendered.contains(route);
+        carried.extend(layer.routes.iter().filter(|e| kept(e.route())).cloned());
+        removed.extend(layer.removed.iter().filter(|r| kept(r)).cloned());
+    }
+    // The base's routes that are not the broker's and were not rendered.
+    removed.extend(outside(base, &BROKER_PREFIXES).map(|r| r.route).filter(|r| !rendered.contains(r)));
+    if base.get(OPENAPI_ROUTE).is_some() && !rendered.contains(OPENAPI_ROUTE) {
+        removed.push(OPENAPI_ROUTE.to_string());
+    }
+    Plan { carried, changed, removed }
+}
+
+/// Writes the layer `plan` over `live`'s base (with the manifest's
+/// `exports`) and names its folder for the build.
+pub fn stage(
+    layout: &Layout,
+    live: &Live,
+    plan: Plan,
+    exports: Vec<crate::manifest::Export>,
+) -> Result<(Manifest, StageReport)> {
+    let layer = live.layer.as_ref();
+    let mut staging = site::Staging::begin(layout, &plan.carried, layer.map(|(dir, _)| dir.as_path()))?;
+    let previous = layer.map(site::Previous::of);
+    let written = staging.write(&plan.changed, previous.as_ref())?;
+    let mut entries = plan.carried;
+    entries.extend(written);
+    let base = live.base();
+    let mut manifest = Manifest::layer(entries, live.base_id(), base.last_modified(), plan.removed);
+    manifest.exports = exports;
+    let report = staging.finish(layout, &manifest, &[], &[], None)?;
+    Ok((manifest, report))
+}
+
+/// The entry a rendered file gets.
+fn entry(f: &File) -> Entry {
+    Entry::new(&f.route, &f.path, &f.representation)
+}
+
+/// Whether an index's record is `entry`: the same file, bytes and headers.
+fn same(record: &Record, entry: &Entry) -> bool {
+    let modified = std::time::UNIX_EPOCH + std::time::Duration::from_secs(record.last_modified);
+    !record.removed
+        && record.file == entry.file()
+        && record.etag_text() == entry.etag.as_str()
+        && record.length == entry.length
+        && record.content_type == entry.content_type
+        && record.cache_control == entry.cache_control
+        && httpdate::fmt_http_date(modified) == entry.last_modified.as_str()
+}
+
+/// The records of `index` whose routes begin with none of `prefixes`
+/// (given in route order): the ranges between them, each found by binary
+/// search, so the routes under them are never read.
+fn outside<'a>(index: &'a Index, prefixes: &[&str]) -> impl Iterator<Item = Record<'a>> + 'a {
+    let mut ranges = Vec::new();
+    let mut from = 0;
+    for prefix in prefixes {
+        ranges.push(from..index.lower_bound(prefix));
+        from = index.lower_bound(&successor(prefix));
+    }
+    ranges.push(from..index.len());
+    ranges.into_iter().flatten().filter_map(|p| index.at(p)).filter(|r| !r.removed)
+}
+
+/// The least string above every string beginning with `prefix` (its last
+/// byte, ASCII, one higher).
+fn successor(prefix: &str) -> String {
+    let mut bytes = prefix.as_bytes().to_vec();
+    let last = bytes.pop().expect("a prefix is not empty");
+    assert!(last < 0x7f, "an ASCII prefix");
+    bytes.push(last + 1);
+    String::from_utf8(bytes).expect("ASCII")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_routes_outside_the_brokers_are_read_and_no_others() {
+        let etag = crate::manifest::etag(b"x");
+        let routes = [
+            "/",
+            "/accounts/0.0.1",
+            "/agents",
+            "/agents/uaid%3Aa",
+            "/agents?page=2",
+            "/api/guard/x",
+            "/api/v1/agents/a",
+            "/api/v1/openapi.json",
+            "/api/v1/stats",
+            "/api/v10",
+            "/exports/a.parquet",
+            "/hcs20/stats",
+            "/tokens",
+        ];
+        let entries = routes
+            .iter()
+            .map(|r| Entry::of(r, "f", etag, "Mon, 01 Jan 2024 00:00:00 GMT", "a/b", "no-cache", 1))
+            .collect();
+        let index = Index::of(&Manifest::new(entries)).unwrap();
+        let read: Vec<String> = outside(&index, &BROKER_PREFIXES).map(|r| r.route).collect();
+        let expected: Vec<&str> =
+            routes.iter().copied().filter(|r| !r.starts_with("/agents") && !r.starts_with("/api/v1/")).collect();
+        assert_eq!(read, expected);
+        for route in routes {
+            assert_eq!(is_broker(route), !expected.contains(&route) && route != OPENAPI_ROUTE, "{route}");
+        }
+    }
+}
