@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! site/builds/<id>/...        one directory per build, never changed once named
+//!                             (a layer's holds only what changed since its
+//!                             base, whose folder has the rest: `layer`)
 //! site/builds/.staging-<id>/  a build being written
 //! site/current -> builds/<id> the live build; replaced by one rename
 //! data/snapshots/<id>.duckdb  the build's snapshot, written before the flip
