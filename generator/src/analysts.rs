@@ -187,6 +187,18 @@ pub fn export(
     Ok(written?.into_iter().unzip())
 }
 
+/// The routes of the broker's exports and what each holds: a layer keeps
+/// the live build's files of them (its agents did not change).
+pub fn broker_exports() -> impl Iterator<Item = (String, &'static str)> {
+    EXPORTS.iter().filter(|e| e.broker).map(|e| (format!("{EXPORTS_PREFIX}{}.parquet", e.name), e.what))
+}
+
+/// The manifest's entry of an export kept from the live build, read from
+/// its `file` there.
+pub fn kept(conn: &Connection, file: &std::path::Path, route: String, what: &str) -> Result<crate::manifest::Export> {
+    schema(conn, file, route, what).with_context(|| format!("reading {}", file.display()))
+}
+
 /// An export's columns and row count as the manifest lists them, read
 /// from the written file (what readers will see; the count is in its
 /// footer, so the query is not run again).

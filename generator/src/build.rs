@@ -287,8 +287,21 @@ fn layered(
         if let Some(t) = &computed.tables {
             tables::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta).context("snapshot")?;
         }
-        let broker_time = Timestamp(live.facts.newest);
-        let exports = write_exports(layout, &mut computed, warehouse, true, broker_time).context("snapshot")?;
+        // The ledger's exports written; the agents' read from the live build.
+        let exports = (|| {
+            let ledger = computed.meta.last_applied.unwrap_or_default();
+            let conn = warehouse.conn();
+            crate::analysts::document(conn, true)?;
+            let scratch = layout.data.join(".exports");
+            let (files, mut exports) = crate::analysts::export(conn, &scratch, false, ledger, Timestamp::default())?;
+            computed.files.extend(files);
+            for (route, what) in crate::analysts::broker_exports() {
+                let file = live.file(layout, &route).with_context(|| format!("the live build has no {route}"))?;
+                exports.push(crate::analysts::kept(conn, &file, route, what)?);
+            }
+            anyhow::Ok(exports)
+        })()
+        .context("snapshot")?;
         let renderer = crate::pages::Renderer::new(sources.guard.is_some(), true);
         let data = Pages { guard: sources.guard.as_ref(), directory: None, agents: Some(&live.facts) };
         let pages = render_pages(config, &mut computed, warehouse, data, &renderer, &exports).context("pages")?;

@@ -20,8 +20,8 @@
 //! sources and journal are byte for byte the live build's (their digest,
 //! [`crate::broker::scan::digest`], against the one in its snapshot and in
 //! the warehouse): then every broker route (under `/api/v1/` but the
-//! OpenAPI document, and the agents' pages under `/agents`) is the live
-//! build's, its search index folder is linked under the new build's name,
+//! OpenAPI document, the agents' pages under `/agents`, and the agents'
+//! exports) is the live build's, its search index folder is linked under the new build's name,
 //! and nothing of the agents is read. Everything else is rendered whole, as
 //! a full build renders it (a replay of the ledger; the guard's files; the
 //! other pages; the exports), and kept in the layer only where it differs
@@ -76,12 +76,24 @@ impl Live {
     pub fn base_id(&self) -> &str {
         self.base().build().unwrap_or_default()
     }
+
+    /// Where the file of the live build's `route` is.
+    pub fn file(&self, layout: &Layout, route: &str) -> Option<PathBuf> {
+        let (record, layer) = self.stack.get(route)?;
+        let build = match layer {
+            crate::index::Layer::Top => &self.id,
+            crate::index::Layer::Base => self.base_id(),
+        };
+        Some(layout.build_dir(build).join(record.file))
+    }
 }
 
-/// Whether a route is the broker's: kept from the live build by a layer.
+/// Whether a route is the broker's: kept from the live build by a layer
+/// (its JSON, its pages and its exports).
 pub fn is_broker(route: &str) -> bool {
     route.starts_with(crate::pages::routes::AGENTS)
         || (route.starts_with(crate::broker::render::API) && route != OPENAPI_ROUTE)
+        || crate::analysts::broker_exports().any(|(r, _)| r == route)
 }
 
 /// The broker's route prefixes, in route order (see [`is_broker`]).
@@ -207,7 +219,8 @@ pub fn plan(live: &Live, files: Vec<File>) -> Plan {
         removed.extend(layer.removed.iter().filter(|r| kept(r)).cloned());
     }
     // The base's routes that are not the broker's and were not rendered.
-    removed.extend(outside(base, &BROKER_PREFIXES).map(|r| r.route).filter(|r| !rendered.contains(r)));
+    let gone = outside(base, &BROKER_PREFIXES).map(|r| r.route).filter(|r| !rendered.contains(r) && !is_broker(r));
+    removed.extend(gone);
     if base.get(OPENAPI_ROUTE).is_some() && !rendered.contains(OPENAPI_ROUTE) {
         removed.push(OPENAPI_ROUTE.to_string());
     }
