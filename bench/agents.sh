@@ -5,8 +5,10 @@
 # distinct queries (bench queries), and random agent-detail routes served
 # by the api against nginx as it runs in production, 200 and 304, then
 # 10,000 agents registered over HTTP (the live overlay) and the searches
-# again over build and overlay, then the api's memory after all of it.
-# Prints figures; asserts nothing.
+# again over build and overlay, then the api's memory after all of it;
+# then, with the api stopped and the journal set aside, a run after 20 new
+# ledger messages (a layer over the build: `almanac::layer`) and a run with
+# nothing new. Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -36,13 +38,19 @@ search_rounds() {
 }
 
 "$BIN/bench" queries 5000 >"$OUT/queries.txt"
+# A ledger the layered run can add messages to (a corpus continues any
+# smaller one of the same scale and seed).
+ledger="$OUT/ledger"
+rm -rf "$ledger"
+"$BIN/datagen" --preset random --messages 5000 --scale 5000 --out "$ledger" 2>/dev/null
 for size in "$@"; do
   say "broker at $size agents: build, api, search over 5,000 queries, agent routes against nginx"
   agents="$OUT/agents-$size"
   [ -s "$agents/agents.jsonl" ] || "$BIN/datagen" --preset agents --agents "$size" --lines --out "$agents" 2>/dev/null
   cp datasets/broker/catalog.json "$agents/"
   dir="$OUT/scale-$size-$$"
-  timed "$BIN/generator" build --ledger-dir datasets/ledger --broker-dir "$agents" \
+  "$BIN/datagen" --preset random --messages 5000 --scale 5000 --out "$ledger" 2>/dev/null
+  timed "$BIN/generator" build --ledger-dir "$ledger" --broker-dir "$agents" \
     --site-dir "$dir/site" --data-dir "$dir/data"
   build="$dir/site/current"
   printf 'on disk %s; _manifest.json %s, _manifest.idx %s\n' "$(du -sh "$dir/site" | cut -f1)" \
@@ -91,5 +99,16 @@ CONF
   kill $api 2>/dev/null || true
   nginx -c "$nginx_conf" -s stop 2>/dev/null || true
   trap - EXIT
+  # The registrations above are in the journal: set aside, so the agents
+  # are the build's again and the next runs may layer.
+  mv "$dir/data/journal" "$dir/data/journal-registered" 2>/dev/null || true
+  "$BIN/datagen" --preset random --messages 5020 --scale 5000 --out "$ledger" 2>/dev/null
+  printf 'a run after 20 new ledger messages: '
+  timed "$BIN/generator" build --ledger-dir "$ledger" --broker-dir "$agents" \
+    --site-dir "$dir/site" --data-dir "$dir/data"
+  printf '  %s (the base it is a layer over; -: a whole build)\n' "$(grep -o 'base=[^ ]*' "$OUT/last.log" | tail -1)"
+  printf 'a run with nothing new: '
+  timed "$BIN/generator" build --ledger-dir "$ledger" --broker-dir "$agents" \
+    --site-dir "$dir/site" --data-dir "$dir/data"
   rm -rf "$dir"
 done

@@ -164,7 +164,8 @@ async fn once(args: &BuildArgs) -> Result<()> {
     tracing::info!(
         build = %report.build, published = report.published, fetched = report.fetched,
         incremental = report.incremental, applied = report.applied, rejected = report.rejected,
-        files = report.files, written = report.written, linked = report.linked, base = ?report.base, "build done"
+        files = report.files, written = report.written, linked = report.linked,
+        base = report.base.as_deref().unwrap_or("-"), "build done"
     );
     if args.json {
         println!("{}", summary(&report, started.elapsed()));
