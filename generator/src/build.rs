@@ -571,7 +571,7 @@ fn stage_and_snapshot(
         let catalog = broker::render::catalog_files(&summary.tally, &summary.catalog);
         broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(broker_time, Timestamp::max);
         computed.files.extend(catalog);
-        facts = Some(summary.facts(broker_time, streamed.profiles_newest));
+        facts = Some(summary.facts(streamed.profiles_newest));
     }
     if let Some(facts) = &facts {
         broker::store::write_facts(data.warehouse.conn(), facts).context("snapshot")?;

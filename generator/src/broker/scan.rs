@@ -61,8 +61,6 @@ pub struct Facts {
     pub updated: String,
     pub catalog_updated: String,
     pub journal_seq: u64,
-    /// The newest Last-Modified of the broker's JSON files (nanoseconds).
-    pub newest: u64,
     /// The newest Last-Modified of the agents' pages (nanoseconds).
     pub profiles_newest: u64,
 }
@@ -289,16 +287,15 @@ impl Summary {
         self.tally.total
     }
 
-    /// What the pages say of these agents, given the newest times of
-    /// their files (known once they are rendered).
-    pub fn facts(&self, newest: Timestamp, profiles_newest: Timestamp) -> Facts {
+    /// What the pages say of these agents, given the newest time of their
+    /// pages (known once they are rendered).
+    pub fn facts(&self, profiles_newest: Timestamp) -> Facts {
         Facts {
             agents: self.count(),
             registries: self.tally.registries.len(),
             updated: self.tally.last_update().unwrap_or(&self.catalog.updated_at).to_string(),
             catalog_updated: self.catalog.updated_at.clone(),
             journal_seq: self.journal_seq,
-            newest: newest.0,
             profiles_newest: profiles_newest.0,
         }
     }
