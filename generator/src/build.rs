@@ -178,22 +178,28 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let started = begin(&progress, "sources");
     // Over a large live build whose agents did not change, a layer: the
     // agents are not read at all.
-    let layering = match (config.layers, &config.broker) {
-        (Some(settings), Some(broker)) => {
+    // The agents' sources digested once: to compare with the live build's,
+    // and recorded with the agents when they are read.
+    let digest = match &config.broker {
+        Some(broker) => Some(broker::scan::digest(&broker.dir, &broker.journal).context("broker sources")?),
+        None => None,
+    };
+    let layering = match (config.layers, &config.broker, &digest) {
+        (Some(settings), Some(broker), Some(digest)) => {
+            let digest = crate::layer::with_model(digest, broker.embeddings.as_ref().map(|p| p.model.as_str()));
             let run = crate::layer::Run {
                 layout: &config.layout,
                 settings,
                 full: config.full,
-                agents: &broker.dir,
-                journal: &broker.journal,
-                model: broker.embeddings.as_ref().map(|p| p.model.as_str()),
+                digest: &digest,
                 guard: config.guard.is_some(),
             };
             info_span!("sources").in_scope(|| crate::layer::candidate(&run, warehouse.conn()))?
         }
         _ => None,
     };
-    let mut sources = info_span!("sources").in_scope(|| load_sources(config, layering.is_none()))?;
+    let scan = digest.filter(|_| layering.is_none());
+    let mut sources = info_span!("sources").in_scope(|| load_sources(config, scan))?;
     report.step("sources", started);
     fault::point("sources");
     let started = begin(&progress, "embed");
@@ -212,10 +218,10 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
         return layered(config, live, &sources, &warehouse, &fetched, report, &progress);
     }
 
-    let previous = trusted(config.layout.current().context("reading the live build")?);
-    // A layer is not taken for a whole build: a whole run over one renders
-    // and writes everything.
-    let previous = previous.filter(|(_, live)| live.base.is_none());
+    // A layer is not taken for a whole build (nor verified): a whole run
+    // over one renders and writes everything.
+    let live = config.layout.current().context("reading the live build")?;
+    let previous = trusted(live.filter(|(_, live)| live.base.is_none()));
     let manifest = std::thread::scope(|scope| -> Result<Option<Manifest>> {
         let mut writers = Writers::start(scope, &warehouse, &fetched)?;
         let started = begin(&progress, "apply");
@@ -287,21 +293,11 @@ fn layered(
         if let Some(t) = &computed.tables {
             tables::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta).context("snapshot")?;
         }
-        // The ledger's exports written; the agents' read from the live build.
-        let exports = (|| {
-            let ledger = computed.meta.last_applied.unwrap_or_default();
-            let conn = warehouse.conn();
-            crate::analysts::document(conn, true)?;
-            let scratch = layout.data.join(".exports");
-            let (files, mut exports) = crate::analysts::export(conn, &scratch, false, ledger, Timestamp::default())?;
-            computed.files.extend(files);
-            for (route, what) in crate::analysts::broker_exports() {
-                let file = live.file(layout, &route).with_context(|| format!("the live build has no {route}"))?;
-                exports.push(crate::analysts::kept(conn, &file, route, what)?);
-            }
-            anyhow::Ok(exports)
-        })()
-        .context("snapshot")?;
+        // The ledger's exports written (the agents' views stay as the whole
+        // build that made them wrote them); the agents' read from the live build.
+        let mut exports =
+            write_exports(layout, &mut computed, warehouse, false, Timestamp::default()).context("snapshot")?;
+        exports.extend(live.exports(layout, warehouse.conn()).context("snapshot")?);
         let renderer = crate::pages::Renderer::new(sources.guard.is_some(), true);
         let data = Pages { guard: sources.guard.as_ref(), directory: None, agents: Some(&live.facts) };
         let pages = render_pages(config, &mut computed, warehouse, data, &renderer, &exports).context("pages")?;
@@ -354,9 +350,9 @@ struct Sources {
 
 /// Step 1: load and validate the guard sources and render their files;
 /// scan and check the broker's (with the api's journal applied).
-/// The broker's are scanned only when `scan` (a layer keeps the live
-/// build's).
-fn load_sources(config: &BuildConfig, scan: bool) -> Result<Sources> {
+/// The broker's are scanned only when given their digest (a layer keeps
+/// the live build's).
+fn load_sources(config: &BuildConfig, scan: Option<String>) -> Result<Sources> {
     let guard = match &config.guard {
         Some(guard) => {
             let sources = guard::load(&guard.dir).context("guard sources")?;
@@ -365,8 +361,8 @@ fn load_sources(config: &BuildConfig, scan: bool) -> Result<Sources> {
         None => None,
     };
     let mut files = guard.as_ref().map(guard::render).unwrap_or_default();
-    let broker = match &config.broker {
-        Some(b) if scan => Some(broker::scan::scan(&b.dir, &b.journal).context("broker sources")?),
+    let broker = match (&config.broker, scan) {
+        (Some(b), Some(digest)) => Some(broker::scan::scan(&b.dir, &b.journal, digest).context("broker sources")?),
         _ => None,
     };
     if let Some(path) = &config.openapi {
@@ -751,9 +747,6 @@ fn host_configs(config: &BuildConfig, manifest: &Manifest) -> Result<crate::host
     Ok(configs)
 }
 
-/// The pages for people but the agents' profiles, from the whole model: a
-/// full replay's, or the warehouse's (an incremental run renders only some
-/// routes of its own).
 /// What the pages show besides the ledger.
 struct Pages<'a> {
     guard: Option<&'a guard::Datasets>,
@@ -762,6 +755,9 @@ struct Pages<'a> {
     agents: Option<&'a broker::scan::Facts>,
 }
 
+/// The pages for people but the agents' profiles, from the whole model: a
+/// full replay's, or the warehouse's (an incremental run renders only some
+/// routes of its own).
 fn render_pages(
     config: &BuildConfig,
     computed: &mut Computed,

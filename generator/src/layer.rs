@@ -77,8 +77,18 @@ impl Live {
         self.base().build().unwrap_or_default()
     }
 
+    /// The manifest's entries of the agents' exports, read from the live
+    /// build's files of them (a layer keeps them).
+    pub fn exports(&self, layout: &Layout, conn: &duckdb::Connection) -> Result<Vec<crate::manifest::Export>> {
+        let kept = |(route, what): (String, &str)| {
+            let file = self.file(layout, &route).with_context(|| format!("the live build has no {route}"))?;
+            crate::analysts::kept(conn, &file, route, what)
+        };
+        crate::analysts::broker_exports().map(kept).collect()
+    }
+
     /// Where the file of the live build's `route` is.
-    pub fn file(&self, layout: &Layout, route: &str) -> Option<PathBuf> {
+    fn file(&self, layout: &Layout, route: &str) -> Option<PathBuf> {
         let (record, layer) = self.stack.get(route)?;
         let build = match layer {
             crate::index::Layer::Top => &self.id,
@@ -105,10 +115,9 @@ pub struct Run<'a> {
     pub settings: Settings,
     /// `--full`: everything replayed and rendered.
     pub full: bool,
-    /// The broker's sources, its journal, and the embedding model if any.
-    pub agents: &'a std::path::Path,
-    pub journal: &'a std::path::Path,
-    pub model: Option<&'a str>,
+    /// The digest of the agents' sources and journal, with the embedding
+    /// model ([`with_model`]).
+    pub digest: &'a str,
     /// Whether the build has the guard's section.
     pub guard: bool,
 }
@@ -141,8 +150,7 @@ pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Liv
     if stack.get(crate::pages::routes::GUARD).is_some() != run.guard {
         return whole("the guard's section came or went: the agents' pages change".into());
     }
-    let digest = crate::broker::scan::digest(run.agents, run.journal).context("the broker's sources")?;
-    let digest = with_model(&digest, run.model);
+    let digest = run.digest;
     let snapshot = layout.snapshots().join(stack.top.snapshot().unwrap_or_default());
     let recorded = crate::snapshot::open_for_build(&snapshot, &id)
         .and_then(|conn| crate::broker::store::facts(&conn))
@@ -153,7 +161,7 @@ pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Liv
     if live_digest != digest {
         return whole("the broker's sources or journal changed".into());
     }
-    if crate::broker::store::facts(warehouse)?.is_none_or(|(_, d)| d != digest) {
+    if crate::broker::store::facts(warehouse)?.is_none_or(|(_, d)| d != *digest) {
         return whole("the warehouse's agents are not the live build's".into());
     }
     let layer = match stack.base {
@@ -186,12 +194,11 @@ pub fn serves(live: &Live, files: &[File]) -> bool {
     let derived = |r: &Record| {
         r.route.starts_with("/hcs20") || crate::analysts::is_export(&r.route) || r.content_type == crate::pages::HTML
     };
-    let top = outside(&live.stack.top, &BROKER_PREFIXES);
-    let base = live.stack.base.as_ref().map(|base| outside(base, &BROKER_PREFIXES));
-    let others = top.chain(base.into_iter().flatten()).filter(|r| live.stack.get(&r.route).is_some());
-    let openapi = live.stack.get(OPENAPI_ROUTE).map(|(r, _)| r);
+    let base = live.stack.base.as_ref().map(others);
+    let served =
+        others(&live.stack.top).chain(base.into_iter().flatten()).filter(|r| live.stack.get(&r.route).is_some());
     files.iter().all(|f| live.stack.get(&f.route).is_some_and(|(r, _)| same(&r, &entry(f))))
-        && others.chain(openapi).all(|r| derived(&r) || rendered.contains(r.route.as_str()))
+        && served.into_iter().all(|r| derived(&r) || rendered.contains(r.route.as_str()))
 }
 
 /// What a layer holds.
@@ -219,11 +226,7 @@ pub fn plan(live: &Live, files: Vec<File>) -> Plan {
         removed.extend(layer.removed.iter().filter(|r| kept(r)).cloned());
     }
     // The base's routes that are not the broker's and were not rendered.
-    let gone = outside(base, &BROKER_PREFIXES).map(|r| r.route).filter(|r| !rendered.contains(r) && !is_broker(r));
-    removed.extend(gone);
-    if base.get(OPENAPI_ROUTE).is_some() && !rendered.contains(OPENAPI_ROUTE) {
-        removed.push(OPENAPI_ROUTE.to_string());
-    }
+    removed.extend(others(base).map(|r| r.route).filter(|r| !rendered.contains(r)));
     Plan { carried, changed, removed }
 }
 
@@ -263,6 +266,14 @@ fn same(record: &Record, entry: &Entry) -> bool {
         && record.content_type == entry.content_type
         && record.cache_control == entry.cache_control
         && httpdate::fmt_http_date(modified) == entry.last_modified.as_str()
+}
+
+/// The records of `index` that are not the broker's ([`is_broker`]),
+/// read without reading the broker's ranges: those outside them, and the
+/// OpenAPI document's among them.
+fn others(index: &Index) -> impl Iterator<Item = Record<'_>> {
+    let openapi = index.get(OPENAPI_ROUTE).filter(|r| !r.removed);
+    outside(index, &BROKER_PREFIXES).chain(openapi).filter(|r| !is_broker(&r.route))
 }
 
 /// The records of `index` whose routes begin with none of `prefixes`

@@ -22,6 +22,22 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
+/// Every file under `dir`, at any depth (folders walked, not listed).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("reading a folder") {
+            let path = entry.expect("a folder entry").path();
+            match path.is_dir() {
+                true => folders.push(path),
+                false => files.push(path),
+            }
+        }
+    }
+    files
+}
+
 /// A folder for a fixture shared by one test binary (a `static`, never
 /// dropped): `<temp>/almanac-shared-<label>-<pid>`, empty. Folders that
 /// runs no longer alive left behind are removed first.

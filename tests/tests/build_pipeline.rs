@@ -21,23 +21,15 @@ use tests::{workspace_root, TempDir};
 /// a build that depends on where it lives, so it is left out.
 fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path.strip_prefix(dir).unwrap().to_string_lossy().to_string();
-                let mut bytes = std::fs::read(&path).unwrap();
-                if rel == almanac::hosts::NGINX {
-                    let text = String::from_utf8(bytes).unwrap();
-                    assert!(text.contains(&format!("root \"{}\";", dir.display())), "{rel} serves its own folder");
-                    bytes = text.replace(&dir.display().to_string(), "<build>").into_bytes();
-                }
-                out.insert(rel, bytes);
-            }
+    for path in tests::files_under(dir) {
+        let rel = path.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+        let mut bytes = std::fs::read(&path).unwrap();
+        if rel == almanac::hosts::NGINX {
+            let text = String::from_utf8(bytes).unwrap();
+            assert!(text.contains(&format!("root \"{}\";", dir.display())), "{rel} serves its own folder");
+            bytes = text.replace(&dir.display().to_string(), "<build>").into_bytes();
         }
+        out.insert(rel, bytes);
     }
     out
 }

@@ -9,18 +9,7 @@ use tests::workspace_root;
 
 /// Module path (`broker::agents`) → the modules its code names.
 fn imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut files = Vec::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
+    let files = tests::files_under(src).into_iter().filter(|p| p.extension().is_some_and(|e| e == "rs"));
     let mut graph = BTreeMap::new();
     for file in files {
         let relative = file.strip_prefix(src).unwrap().with_extension("");

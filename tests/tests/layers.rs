@@ -64,18 +64,8 @@ async fn serves(site: &Path, data: &Path, reference: &(TempDir, Manifest), gone:
 
 /// Every file in a build's folder, relative to it.
 fn files_in(dir: &Path) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            match path.is_dir() {
-                true => stack.push(path),
-                false => drop(out.insert(path.strip_prefix(dir).unwrap().to_string_lossy().to_string())),
-            }
-        }
-    }
-    out
+    let relative = |path: PathBuf| path.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+    tests::files_under(dir).into_iter().map(relative).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

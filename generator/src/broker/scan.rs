@@ -182,10 +182,10 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
 }
 
 /// Pass 1 over the broker folder `dir` with the api's journal under
-/// `journal` applied. Nothing is published when any record is wrong; the
+/// `journal` applied; `digest` is theirs ([`digest`], taken by the caller
+/// before it decides to read them). Nothing is published when any record is wrong; the
 /// error names the file, the record and the field.
-pub fn scan(dir: &Path, journal: &Path) -> Result<Summary> {
-    let digest = digest(dir, journal)?;
+pub fn scan(dir: &Path, journal: &Path, digest: String) -> Result<Summary> {
     let mut catalog: Catalog = read_json(&dir.join("catalog.json"))?;
     let feedback_path = dir.join("feedback.json");
     let mut feedback = match feedback_path.exists() {
@@ -404,7 +404,7 @@ mod tests {
         let mut expected = whole.clone();
         journal::apply(&mut expected, &journal::read(&journal_dir).unwrap()).unwrap();
 
-        let mut summary = scan(&dir, &journal_dir).unwrap();
+        let mut summary = scan(&dir, &journal_dir, digest(&dir, &journal_dir).unwrap()).unwrap();
         let mut streamed = Vec::new();
         summary
             .agents(7, |batch| {
@@ -435,7 +435,7 @@ mod tests {
         let first = agents["agents"][0]["id"].clone();
         agents["agents"][3]["id"] = first.clone();
         std::fs::write(dir.join("agents.json"), agents.to_string()).unwrap();
-        let error = format!("{:#}", scan(&dir, &journal_dir).err().expect("a duplicate id is refused"));
+        let error = format!("{:#}", scan(&dir, &journal_dir, String::new()).err().expect("a duplicate id is refused"));
         assert!(error.contains("\"id\": used twice") && error.contains(first.as_str().unwrap()), "{error}");
         std::fs::remove_dir_all(&root).unwrap();
     }
