@@ -24,9 +24,7 @@ CREATE OR REPLACE VIEW holders AS SELECT * FROM balances WHERE balance > 0;
 /// The views over section A's tables (when the build has them).
 const BROKER_VIEWS: &str = "
 CREATE OR REPLACE VIEW agents AS
-    SELECT id, uaid, registry, name, adapter, type, verification_status, trust_score, available,
-           json_extract_string(record, '$.protocols[0]') AS protocol,
-           CAST(json_extract(record, '$.communicationSupported') AS BOOLEAN) AS chattable,
+    SELECT id, uaid, registry, name, adapter, type, verification_status, trust_score, available, protocol, chattable,
            created_at, updated_at
     FROM broker_agents;
 CREATE OR REPLACE VIEW feedback AS

@@ -20,8 +20,8 @@ use crate::columnar;
 const SCHEMA: &str = "
 CREATE OR REPLACE TABLE broker_agents (
     position UINTEGER, id VARCHAR, uaid VARCHAR, registry VARCHAR, name VARCHAR, adapter VARCHAR, type VARCHAR,
-    verification_status VARCHAR, trust_score DOUBLE, available BOOLEAN, created_at VARCHAR, updated_at VARCHAR,
-    record VARCHAR, embedding FLOAT[]);
+    verification_status VARCHAR, trust_score DOUBLE, available BOOLEAN, protocol VARCHAR, chattable BOOLEAN,
+    created_at VARCHAR, updated_at VARCHAR, record VARCHAR, embedding FLOAT[]);
 CREATE OR REPLACE TABLE broker_feedback (
     uaid VARCHAR, client VARCHAR, feedback_index UBIGINT, score UINTEGER, revoked BOOLEAN,
     created_at VARCHAR, record VARCHAR);
@@ -85,6 +85,8 @@ impl<'c> Writer<'c> {
             ("verification_status", columnar::strings(agents.iter().map(|a| Some(&a.verification_status)))),
             ("trust_score", Arc::new(agents.iter().map(|a| Some(a.trust_score)).collect::<Float64Array>())),
             ("available", columnar::bools(agents.iter().map(|a| Some(a.available)))),
+            ("protocol", columnar::strings(agents.iter().map(|a| a.protocols.first()))),
+            ("chattable", columnar::bools(agents.iter().map(|a| Some(a.communication_supported)))),
             ("created_at", columnar::strings(agents.iter().map(|a| Some(&a.created_at)))),
             ("updated_at", columnar::strings(agents.iter().map(|a| Some(&a.updated_at)))),
             ("record", columnar::strings(records.iter().map(Some))),
