@@ -10,7 +10,8 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Nanoseconds since the Unix epoch. `u64` covers the years 1970 to 2554.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Timestamp(pub u64);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -138,28 +138,90 @@ pub fn catalog_files(tally: &Tally, catalog: &Catalog) -> Vec<File> {
 }
 
 /// What the files of the whole index count, gathered one agent at a time
-/// ([`Tally::add`]): a build never holds every agent to make them.
-#[derive(Debug, Default)]
+/// ([`Tally::add`]): a build never holds every agent to make them. Every
+/// set is counted, so an agent can be taken out again ([`Tally::remove`]):
+/// a layer over a build whose agents changed updates the build's tally
+/// (kept in its warehouse) by the agents that changed.
+#[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
     pub total: usize,
     /// Agents per registry namespace.
     pub registries: BTreeMap<String, usize>,
     capabilities: BTreeMap<String, usize>,
-    kinds: BTreeMap<&'static str, usize>,
-    adapters: BTreeSet<String>,
-    /// The newest `updatedAt` (text, and as a time).
+    kinds: BTreeMap<String, usize>,
+    /// Agents per adapter.
+    adapters: BTreeMap<String, usize>,
+    /// The newest `updatedAt` (text, and as a time): a maximum, so not
+    /// kept through [`Tally::remove`] (see [`Tally::dated`]).
     last_update: Option<String>,
     pub newest: Option<Timestamp>,
-    /// Per facet of the catalog: the adapters it applies to, and per
-    /// adapter the options its agents have.
-    applies: Vec<BTreeSet<String>>,
-    options: Vec<BTreeMap<String, BTreeSet<(String, String)>>>,
+    /// Per facet of the catalog: agents per adapter it applies to, and per
+    /// adapter the options its agents have, with how many have each.
+    applies: Vec<BTreeMap<String, usize>>,
+    #[serde(with = "options")]
+    options: Vec<BTreeMap<String, BTreeMap<(String, String), usize>>>,
+}
+
+/// [`Tally`]'s options in JSON, whose keys are only text: each option as
+/// `[value, label, count]`.
+mod options {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    type Options = Vec<BTreeMap<String, BTreeMap<(String, String), usize>>>;
+    type Listed = Vec<BTreeMap<String, Vec<(String, String, usize)>>>;
+
+    pub fn serialize<S: Serializer>(options: &Options, serializer: S) -> Result<S::Ok, S::Error> {
+        let listed: Listed = options
+            .iter()
+            .map(|facet| {
+                let each = |m: &BTreeMap<(String, String), usize>| {
+                    m.iter().map(|((value, label), n)| (value.clone(), label.clone(), *n)).collect()
+                };
+                facet.iter().map(|(adapter, m)| (adapter.clone(), each(m))).collect()
+            })
+            .collect();
+        listed.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Options, D::Error> {
+        let listed = Listed::deserialize(deserializer)?;
+        Ok(listed
+            .into_iter()
+            .map(|facet| {
+                let each = |list: Vec<(String, String, usize)>| list.into_iter().map(|(v, l, n)| ((v, l), n)).collect();
+                facet.into_iter().map(|(adapter, list)| (adapter, each(list))).collect()
+            })
+            .collect())
+    }
+}
+
+/// Adds one to `key`'s count (`+1`) or takes one away (`-1`), dropping a
+/// key that reaches zero.
+fn count<K: Ord + Clone, Q: Ord + ?Sized + ToOwned<Owned = K>>(map: &mut BTreeMap<K, usize>, key: &Q, by: isize)
+where
+    K: std::borrow::Borrow<Q>,
+{
+    if by > 0 {
+        match map.get_mut(key) {
+            Some(n) => *n += 1,
+            None => {
+                map.insert(key.to_owned(), 1);
+            }
+        }
+    } else if let Some(n) = map.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
 }
 
 impl Tally {
     pub fn new(catalog: &Catalog) -> Tally {
         Tally {
-            applies: vec![BTreeSet::new(); catalog.facets.len()],
+            applies: vec![BTreeMap::new(); catalog.facets.len()],
             options: vec![BTreeMap::new(); catalog.facets.len()],
             ..Tally::default()
         }
@@ -168,19 +230,45 @@ impl Tally {
     /// Counts one agent.
     pub fn add(&mut self, catalog: &Catalog, agent: &Agent) {
         self.total += 1;
-        *self.registries.entry(agent.registry.clone()).or_default() += 1;
-        *self.kinds.entry(agent.kind.as_str()).or_default() += 1;
-        for label in &agent.capability_labels {
-            *self.capabilities.entry(label.clone()).or_default() += 1;
-        }
-        if !self.adapters.contains(&agent.adapter) {
-            self.adapters.insert(agent.adapter.clone());
-        }
+        self.count(catalog, agent, 1);
         if self.last_update.as_ref().is_none_or(|l| *l < agent.updated_at) {
             self.last_update = Some(agent.updated_at.clone());
         }
         self.newest = self.newest.max(Some(time(&agent.updated_at)));
-        self.add_facets(catalog, agent);
+    }
+
+    /// Takes out one agent counted before. The newest update is then
+    /// unknown until [`Tally::dated`] gives it.
+    pub fn remove(&mut self, catalog: &Catalog, agent: &Agent) {
+        self.total -= 1;
+        self.count(catalog, agent, -1);
+        (self.last_update, self.newest) = (None, None);
+    }
+
+    /// Sets the newest update from every agent's `updatedAt`.
+    pub fn dated<'a>(&mut self, updates: impl Iterator<Item = &'a str>) {
+        (self.last_update, self.newest) = (None, None);
+        for at in updates {
+            if self.last_update.as_deref().is_none_or(|l| l < at) {
+                self.last_update = Some(at.to_string());
+            }
+            self.newest = self.newest.max(Some(time(at)));
+        }
+    }
+
+    /// Whether it was made for this catalog's facets.
+    pub fn fits(&self, catalog: &Catalog) -> bool {
+        self.applies.len() == catalog.facets.len() && self.options.len() == catalog.facets.len()
+    }
+
+    fn count(&mut self, catalog: &Catalog, agent: &Agent, by: isize) {
+        count(&mut self.registries, agent.registry.as_str(), by);
+        count(&mut self.kinds, agent.kind.as_str(), by);
+        for label in &agent.capability_labels {
+            count(&mut self.capabilities, label.as_str(), by);
+        }
+        count(&mut self.adapters, agent.adapter.as_str(), by);
+        self.count_facets(catalog, agent, by);
     }
 
     /// The newest `updatedAt` of any agent.
@@ -190,7 +278,7 @@ impl Tally {
 
     /// Adapters found on agents and in the catalog, sorted.
     pub fn adapter_ids(&self, catalog: &Catalog) -> Vec<String> {
-        let mut ids = self.adapters.clone();
+        let mut ids: BTreeSet<String> = self.adapters.keys().cloned().collect();
         ids.extend(catalog.adapters.iter().map(|a| a.id.clone()));
         ids.into_iter().collect()
     }
@@ -207,10 +295,10 @@ impl Tally {
         })
     }
 
-    /// One agent's facet values. Options are the values agents actually
-    /// have (capabilities by slug); a facet applies to the adapters whose
-    /// agents carry it.
-    fn add_facets(&mut self, catalog: &Catalog, agent: &Agent) {
+    /// One agent's facet values, counted in (`by` 1) or out (-1). Options
+    /// are the values agents actually have (capabilities by slug); a facet
+    /// applies to the adapters whose agents carry it.
+    fn count_facets(&mut self, catalog: &Catalog, agent: &Agent, by: isize) {
         /// A value and its name, where `names` has one.
         fn named<'a>(mut names: impl Iterator<Item = (&'a str, &'a str)>, v: &str) -> (String, String) {
             let name = names.find(|(id, _)| *id == v).map_or(v, |(_, n)| n);
@@ -243,18 +331,19 @@ impl Tally {
             if values.is_empty() {
                 continue;
             }
-            if !self.applies[f].contains(&agent.adapter) {
-                self.applies[f].insert(agent.adapter.clone());
-            }
+            count(&mut self.applies[f], agent.adapter.as_str(), by);
             if facet.kind == "string" {
                 let options = match self.options[f].get_mut(&agent.adapter) {
                     Some(options) => options,
                     None => self.options[f].entry(agent.adapter.clone()).or_default(),
                 };
-                for value in values {
-                    if !options.contains(&value) {
-                        options.insert(value);
-                    }
+                // An agent's values are counted once each, as a set.
+                let values: BTreeSet<(String, String)> = values.into_iter().collect();
+                for value in &values {
+                    count(options, value, by);
+                }
+                if options.is_empty() {
+                    self.options[f].remove(&agent.adapter);
                 }
             }
         }
@@ -267,16 +356,16 @@ impl Tally {
         let list = |adapter: Option<&str>| -> Value {
             let mut out = Vec::new();
             for (f, facet) in catalog.facets.iter().enumerate() {
-                if self.applies[f].is_empty() || adapter.is_some_and(|a| !self.applies[f].contains(a)) {
+                if self.applies[f].is_empty() || adapter.is_some_and(|a| !self.applies[f].contains_key(a)) {
                     continue;
                 }
                 let chosen: BTreeSet<&(String, String)> = self.options[f]
                     .iter()
                     .filter(|(a, _)| adapter.is_none_or(|wanted| wanted == a.as_str()))
-                    .flat_map(|(_, values)| values)
+                    .flat_map(|(_, values)| values.keys())
                     .collect();
                 out.push(Facet {
-                    adapters: Some(self.applies[f].iter().cloned().collect()),
+                    adapters: Some(self.applies[f].keys().cloned().collect()),
                     options: (facet.kind == "string").then(|| {
                         chosen
                             .into_iter()
@@ -793,5 +882,33 @@ mod tests {
             assert_eq!(uaids, expected, "agent {i}");
             assert_eq!(live["total"], json!(expected.len()));
         }
+    }
+
+    /// Agents taken out of a tally leave it as if they had never been
+    /// counted, and a tally reads back as it was written (a layer keeps
+    /// its build's in the warehouse).
+    #[test]
+    fn a_tally_takes_agents_out_again() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
+        let catalog = crate::broker::load(&dir).unwrap().catalog;
+        let agents = crate::broker::generate::agents(800, 11);
+        let (kept, changed) = agents.split_at(650);
+        let tally = |agents: &[Agent]| {
+            let mut tally = Tally::new(&catalog);
+            agents.iter().for_each(|a| tally.add(&catalog, a));
+            tally
+        };
+        let files = |tally: &Tally| -> Vec<(String, Vec<u8>)> {
+            catalog_files(tally, &catalog).into_iter().map(|f| (f.route, f.representation.body)).collect()
+        };
+        let mut updated = tally(&agents);
+        changed.iter().for_each(|a| updated.remove(&catalog, a));
+        updated.dated(kept.iter().map(|a| a.updated_at.as_str()));
+        assert_eq!(updated, tally(kept));
+        assert_eq!(files(&updated), files(&tally(kept)));
+        assert_ne!(files(&updated), files(&tally(&agents)), "the agents taken out showed in the files");
+
+        let text = serde_json::to_string(&updated).unwrap();
+        assert_eq!(serde_json::from_str::<Tally>(&text).unwrap(), updated);
     }
 }
