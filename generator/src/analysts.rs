@@ -24,7 +24,8 @@ CREATE OR REPLACE VIEW holders AS SELECT * FROM balances WHERE balance > 0;
 /// The views over section A's tables (when the build has them).
 const BROKER_VIEWS: &str = "
 CREATE OR REPLACE VIEW agents AS
-    SELECT id, uaid, registry, name, adapter, type, verification_status, trust_score, available, protocol, chattable,
+    SELECT id, uaid, registry, name, adapter, type, verification_status, trust_score, available,
+           protocols[1] AS protocol, chattable,
            created_at, updated_at
     FROM broker_agents;
 CREATE OR REPLACE VIEW feedback AS
@@ -60,7 +61,12 @@ const COMMENTS: &[(&str, &str, &str)] = &[
 ];
 
 const BROKER_COMMENTS: &[(&str, &str, &str)] = &[
-    ("TABLE", "broker_agents", "The agent index of the build: one row per agent, its full record as JSON in `record`."),
+    (
+        "TABLE",
+        "broker_agents",
+        "The agent index of the build: one row per agent, its capabilities as a bit mask (bit n: capability code n), \
+         its full record as JSON in `record`.",
+    ),
     ("TABLE", "broker_feedback", "ERC-8004 feedback entries per agent, their full record as JSON in `record`."),
     ("VIEW", "agents", "broker_agents with their first protocol and whether this deployment can chat with them."),
     ("VIEW", "feedback", "broker_feedback without the raw records."),

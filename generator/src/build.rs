@@ -707,6 +707,7 @@ fn stage_agents(
         journal_seq: summary.journal_seq,
         sources: &summary.fingerprint,
         digest: &crate::layer::with_model(&summary.digest, embeddings.map(|e| e.model.as_str())),
+        tally: &summary.tally,
     })?;
     Ok(staged)
 }

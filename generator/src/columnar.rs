@@ -56,6 +56,32 @@ pub fn float_lists<'a>(rows: impl IntoIterator<Item = Option<&'a [f32]>>) -> Arr
 }
 
 /// Column `i` of a batch as `FLOAT[]` lists (`None` for NULL).
+/// Lists of strings (`VARCHAR[]`), one per row.
+pub fn string_lists<'a>(rows: impl IntoIterator<Item = &'a [String]>) -> ArrayRef {
+    use duckdb::arrow::array::{ListBuilder, StringBuilder};
+    let mut builder = ListBuilder::new(StringBuilder::new());
+    for row in rows {
+        row.iter().for_each(|s| builder.values().append_value(s));
+        builder.append(true);
+    }
+    Arc::new(builder.finish())
+}
+
+/// Column `i` of `VARCHAR[]`, each row's strings (a NULL list: none).
+pub fn string_lists_of(batch: &RecordBatch, i: usize) -> Result<Vec<Vec<String>>> {
+    let lists: ListArray = column(batch, i, DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))))?;
+    (0..lists.len())
+        .map(|row| {
+            if lists.is_null(row) {
+                return Ok(Vec::new());
+            }
+            let values = lists.value(row);
+            let strings = values.as_any().downcast_ref::<StringArray>().ok_or_else(|| anyhow!("not VARCHAR[]"))?;
+            Ok(strings.iter().map(|s| s.unwrap_or_default().to_string()).collect())
+        })
+        .collect()
+}
+
 pub fn float_lists_of(batch: &RecordBatch, i: usize) -> Result<Vec<Option<Vec<f32>>>> {
     let lists: ListArray = column(batch, i, DataType::List(Arc::new(Field::new("item", DataType::Float32, true))))?;
     (0..lists.len())

@@ -159,7 +159,7 @@ pub struct Tally {
     /// adapter the options its agents have, with how many have each.
     applies: Vec<BTreeMap<String, usize>>,
     #[serde(with = "options")]
-    options: Vec<BTreeMap<String, BTreeMap<(String, String), usize>>>,
+    options: Vec<options::ByAdapter>,
 }
 
 /// [`Tally`]'s options in JSON, whose keys are only text: each option as
@@ -169,7 +169,9 @@ mod options {
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    type Options = Vec<BTreeMap<String, BTreeMap<(String, String), usize>>>;
+    /// Per adapter, each (value, label) and how many agents have it.
+    pub type ByAdapter = BTreeMap<String, BTreeMap<(String, String), usize>>;
+    type Options = Vec<ByAdapter>;
     type Listed = Vec<BTreeMap<String, Vec<(String, String, usize)>>>;
 
     pub fn serialize<S: Serializer>(options: &Options, serializer: S) -> Result<S::Ok, S::Error> {
@@ -199,9 +201,10 @@ mod options {
 
 /// Adds one to `key`'s count (`+1`) or takes one away (`-1`), dropping a
 /// key that reaches zero.
-fn count<K: Ord + Clone, Q: Ord + ?Sized + ToOwned<Owned = K>>(map: &mut BTreeMap<K, usize>, key: &Q, by: isize)
+fn count<K, Q>(map: &mut BTreeMap<K, usize>, key: &Q, by: isize)
 where
-    K: std::borrow::Borrow<Q>,
+    K: Ord + Clone + std::borrow::Borrow<Q>,
+    Q: Ord + ?Sized + ToOwned<Owned = K>,
 {
     if by > 0 {
         match map.get_mut(key) {
@@ -588,7 +591,7 @@ pub fn similar_live<'a>(agent: &Agent, others: impl Iterator<Item = &'a Agent>) 
 
 /// What a similar agent's hit shows of it, and its ranking keys: the part
 /// of an agent the similar index keeps.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Peer {
     id: String,
     uaid: String,
@@ -659,7 +662,7 @@ pub fn mask(agent: &Agent) -> u32 {
 
 /// Whether an agent of trust score and id `a` ranks before one of `b`
 /// among agents sharing as many capabilities: higher trust score, then id.
-fn better(a: (f64, &str), b: (f64, &str)) -> std::cmp::Ordering {
+pub(crate) fn better(a: (f64, &str), b: (f64, &str)) -> std::cmp::Ordering {
     b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1))
 }
 
@@ -682,7 +685,7 @@ pub struct Similar {
 
 /// [`Similar`] once every agent is in: per capability set, the best
 /// `SIMILAR_LIMIT + 1` agents sharing any of it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct SimilarIndex {
     best: HashMap<u32, Vec<Peer>>,
 }

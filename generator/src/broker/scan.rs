@@ -140,37 +140,61 @@ impl Row {
             .cmp(b.name.chars().flat_map(char::to_lowercase))
             .then_with(|| a.uaid.cmp(&b.uaid))
     }
+
+    /// Sorts rows into the directory's order, over the cores.
+    pub fn sort(rows: &mut [Row]) {
+        rows.par_sort_unstable_by(Row::order);
+    }
+}
+
+/// What a [`Row`] is made of, borrowed from an agent or a stored row.
+pub struct RowParts<'a> {
+    pub name: &'a str,
+    pub uaid: &'a str,
+    pub registry: &'a str,
+    pub protocols: Vec<String>,
+    pub trust_score: f64,
+    pub available: bool,
+    pub updated_at: &'a str,
 }
 
 /// The rows' shared values: each registry and protocol list once.
 #[derive(Default)]
-struct Shared {
+pub struct Shared {
     registries: HashMap<String, Arc<str>>,
     protocols: HashMap<Vec<String>, Arc<[String]>>,
 }
 
 impl Shared {
-    fn row(&mut self, agent: &Agent) -> Row {
-        let registry = match self.registries.get(&agent.registry) {
-            Some(r) => r.clone(),
-            None => {
-                self.registries.entry(agent.registry.clone()).or_insert_with(|| agent.registry.as_str().into()).clone()
-            }
-        };
-        let protocols = match self.protocols.get(&agent.protocols) {
-            Some(p) => p.clone(),
-            None => {
-                self.protocols.entry(agent.protocols.clone()).or_insert_with(|| agent.protocols.clone().into()).clone()
-            }
-        };
-        Row {
-            name: agent.name.as_str().into(),
-            uaid: agent.uaid.as_str().into(),
-            registry,
-            protocols,
+    pub fn row(&mut self, agent: &Agent) -> Row {
+        self.row_of(RowParts {
+            name: &agent.name,
+            uaid: &agent.uaid,
+            registry: &agent.registry,
+            protocols: agent.protocols.clone(),
             trust_score: agent.trust_score,
             available: agent.available,
-            updated: super::render::time(&agent.updated_at),
+            updated_at: &agent.updated_at,
+        })
+    }
+
+    pub fn row_of(&mut self, parts: RowParts) -> Row {
+        let registry = match self.registries.get(parts.registry) {
+            Some(r) => r.clone(),
+            None => self.registries.entry(parts.registry.to_string()).or_insert_with(|| parts.registry.into()).clone(),
+        };
+        let protocols = match self.protocols.get(&parts.protocols) {
+            Some(p) => p.clone(),
+            None => self.protocols.entry(parts.protocols.clone()).or_insert_with(|| parts.protocols.into()).clone(),
+        };
+        Row {
+            name: parts.name.into(),
+            uaid: parts.uaid.into(),
+            registry,
+            protocols,
+            trust_score: parts.trust_score,
+            available: parts.available,
+            updated: super::render::time(parts.updated_at),
         }
     }
 }
@@ -255,7 +279,7 @@ impl Summary {
             &origin,
         )
         .context("feedback.json")?;
-        directory.par_sort_unstable_by(Row::order);
+        Row::sort(&mut directory);
         let mut fingerprint = pass.fingerprint;
         for entry in &self.feedback {
             fingerprint.update(serde_json::to_vec(entry).expect("feedback serialises"));

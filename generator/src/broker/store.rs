@@ -20,8 +20,8 @@ use crate::columnar;
 const SCHEMA: &str = "
 CREATE OR REPLACE TABLE broker_agents (
     position UINTEGER, id VARCHAR, uaid VARCHAR, registry VARCHAR, name VARCHAR, adapter VARCHAR, type VARCHAR,
-    verification_status VARCHAR, trust_score DOUBLE, available BOOLEAN, protocol VARCHAR, chattable BOOLEAN,
-    created_at VARCHAR, updated_at VARCHAR, record VARCHAR, embedding FLOAT[]);
+    verification_status VARCHAR, trust_score DOUBLE, available BOOLEAN, protocols VARCHAR[], chattable BOOLEAN,
+    capabilities_mask UINTEGER, created_at VARCHAR, updated_at VARCHAR, record VARCHAR, embedding FLOAT[]);
 CREATE OR REPLACE TABLE broker_feedback (
     uaid VARCHAR, client VARCHAR, feedback_index UBIGINT, score UINTEGER, revoked BOOLEAN,
     created_at VARCHAR, record VARCHAR);
@@ -85,8 +85,9 @@ impl<'c> Writer<'c> {
             ("verification_status", columnar::strings(agents.iter().map(|a| Some(&a.verification_status)))),
             ("trust_score", Arc::new(agents.iter().map(|a| Some(a.trust_score)).collect::<Float64Array>())),
             ("available", columnar::bools(agents.iter().map(|a| Some(a.available)))),
-            ("protocol", columnar::strings(agents.iter().map(|a| a.protocols.first()))),
+            ("protocols", columnar::string_lists(agents.iter().map(|a| a.protocols.as_slice()))),
             ("chattable", columnar::bools(agents.iter().map(|a| Some(a.communication_supported)))),
+            ("capabilities_mask", columnar::u32s(agents.iter().map(|a| Some(super::render::mask(a))))),
             ("created_at", columnar::strings(agents.iter().map(|a| Some(&a.created_at)))),
             ("updated_at", columnar::strings(agents.iter().map(|a| Some(&a.updated_at)))),
             ("record", columnar::strings(records.iter().map(Some))),
@@ -101,7 +102,7 @@ impl<'c> Writer<'c> {
     /// sources (`sources`: the fingerprint a later run compares its own
     /// with), and the commit.
     pub fn finish(mut self, rest: Rest) -> Result<()> {
-        let Rest { feedback, catalog, embeddings, journal_seq, sources, digest } = rest;
+        let Rest { feedback, catalog, embeddings, journal_seq, sources, digest, tally } = rest;
         let tx = &self.tx;
         for feedback in feedback.chunks(FEEDBACK_BATCH) {
             let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
@@ -129,6 +130,8 @@ impl<'c> Writer<'c> {
         tx.execute("INSERT INTO broker_meta VALUES ('journal_seq', ?)", [journal_seq.to_string()])?;
         tx.execute("INSERT INTO broker_meta VALUES ('sources', ?)", [sources])?;
         tx.execute("INSERT INTO broker_meta VALUES ('digest', ?)", [digest])?;
+        let tally = serde_json::to_string(tally).expect("the tally serialises");
+        tx.execute("INSERT INTO broker_meta VALUES ('tally', ?)", [tally])?;
         let fingerprint = crate::http::hex(&self.fingerprint.finalize());
         tx.execute("INSERT INTO broker_meta VALUES ('fingerprint', ?)", [fingerprint])?;
         self.tx.commit().context("writing the broker tables")
@@ -151,6 +154,8 @@ pub struct Rest<'a> {
     pub sources: &'a str,
     /// The sources by their bytes ([`super::scan::digest`]).
     pub digest: &'a str,
+    /// What the catalog files count of the agents.
+    pub tally: &'a super::render::Tally,
 }
 
 /// Records what the pages say of the agents, once their files are made.
@@ -167,6 +172,92 @@ pub fn write_facts(conn: &Connection, facts: &super::scan::Facts) -> Result<()> 
 pub fn facts(conn: &Connection) -> Result<Option<(super::scan::Facts, String)>> {
     let (Some(facts), Some(digest)) = (meta(conn, "facts")?, meta(conn, "digest")?) else { return Ok(None) };
     Ok(Some((serde_json::from_str(&facts).context("broker_meta.facts")?, digest)))
+}
+
+/// The tally of a warehouse's or snapshot's agents (`None`: written
+/// before it was kept).
+pub fn tally(conn: &Connection) -> Result<Option<super::render::Tally>> {
+    let Some(text) = meta(conn, "tally")? else { return Ok(None) };
+    Ok(Some(serde_json::from_str(&text).context("broker_meta.tally")?))
+}
+
+/// The directory's rows of every agent stored, in the directory's order,
+/// and each agent's `updatedAt` (in no order): what the directory's pages
+/// and the newest update are made of, read without a record.
+pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Vec<String>)> {
+    use duckdb::arrow::array::BooleanArray;
+    let mut statement =
+        conn.prepare("SELECT name, uaid, registry, protocols, trust_score, available, updated_at FROM broker_agents")?;
+    let mut shared = super::scan::Shared::default();
+    let (mut rows, mut updates) = (Vec::new(), Vec::new());
+    for batch in statement.query_arrow([])? {
+        let text = |i| columnar::column::<StringArray>(&batch, i, DataType::Utf8);
+        let (names, uaids, registries, updated) = (text(0)?, text(1)?, text(2)?, text(6)?);
+        let protocols = columnar::string_lists_of(&batch, 3)?;
+        let trust: Float64Array = columnar::column(&batch, 4, DataType::Float64)?;
+        let available: BooleanArray = columnar::column(&batch, 5, DataType::Boolean)?;
+        for (i, protocols) in protocols.into_iter().enumerate() {
+            let parts = super::scan::RowParts {
+                name: names.value(i),
+                uaid: uaids.value(i),
+                registry: registries.value(i),
+                protocols,
+                trust_score: trust.value(i),
+                available: available.value(i),
+                updated_at: updated.value(i),
+            };
+            rows.push(shared.row_of(parts));
+            updates.push(updated.value(i).to_string());
+        }
+    }
+    super::scan::Row::sort(&mut rows);
+    Ok((rows, updates))
+}
+
+/// The similar agents of every agent stored, ranked as a build ranks
+/// them. Only the best of each capability set can be on a list, so the
+/// sets are ranked from three columns and only their best agents' records
+/// are read.
+pub fn similar(conn: &Connection) -> Result<super::render::SimilarIndex> {
+    use super::render::{better, SIMILAR_LIMIT};
+    use duckdb::arrow::array::UInt32Array;
+    let mut best: std::collections::HashMap<u32, Vec<(f64, String)>> = std::collections::HashMap::new();
+    let mut statement = conn.prepare("SELECT capabilities_mask, trust_score, id FROM broker_agents")?;
+    for batch in statement.query_arrow([])? {
+        let masks: UInt32Array = columnar::column(&batch, 0, DataType::UInt32)?;
+        let trust: Float64Array = columnar::column(&batch, 1, DataType::Float64)?;
+        let ids: StringArray = columnar::column(&batch, 2, DataType::Utf8)?;
+        for i in 0..batch.num_rows() {
+            let (group, key) = (best.entry(masks.value(i)).or_default(), (trust.value(i), ids.value(i)));
+            if group.len() > SIMILAR_LIMIT && better(key, (group[SIMILAR_LIMIT].0, &group[SIMILAR_LIMIT].1)).is_ge() {
+                continue;
+            }
+            let at = group.partition_point(|(t, id)| better((*t, id), key).is_lt());
+            group.insert(at, (key.0, key.1.to_string()));
+            group.truncate(SIMILAR_LIMIT + 1);
+        }
+    }
+    let ids: Vec<&String> = best.values().flatten().map(|(_, id)| id).collect();
+    conn.execute_batch("CREATE OR REPLACE TEMP TABLE similar_ids (id VARCHAR)")?;
+    columnar::append(
+        conn,
+        "similar_ids",
+        columnar::batch(vec![("id", columnar::strings(ids.into_iter().map(Some)))])?,
+    )?;
+    let mut records: Vec<String> = Vec::new();
+    let mut statement = conn.prepare("SELECT record FROM broker_agents JOIN similar_ids USING (id)")?;
+    for batch in statement.query_arrow([])? {
+        let column: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
+        records.extend(column.iter().map(|r| r.unwrap_or_default().to_string()));
+    }
+    conn.execute_batch("DROP TABLE similar_ids")?;
+    let agents: Vec<Agent> = {
+        use rayon::prelude::*;
+        records.par_iter().map(|r| serde_json::from_str(r).context("broker_agents.record")).collect::<Result<_>>()?
+    };
+    let mut similar = super::render::Similar::default();
+    agents.iter().for_each(|a| similar.add(a));
+    Ok(similar.finish())
 }
 
 /// The fingerprint of the sources a snapshot's build read (`None`: no
@@ -237,4 +328,51 @@ pub fn cache_embeddings(conn: &Connection, model: &str, entries: &[(String, Vec<
         ("vector", vectors),
     ])?;
     columnar::append(conn, "broker_embedding_cache", batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::render::{Similar, Tally};
+    use crate::broker::scan::{Row, Shared};
+
+    /// What a layer reads back from the warehouse (the directory's rows,
+    /// the similar agents, the tally) is what a scan of the same agents
+    /// gathers.
+    #[test]
+    fn the_warehouse_gives_back_what_a_scan_gathers() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
+        let catalog = crate::broker::load(&dir).unwrap().catalog;
+        let agents = crate::broker::generate::agents(1500, 5);
+        let (mut tally, mut similar, mut shared) = (Tally::new(&catalog), Similar::default(), Shared::default());
+        let mut rows: Vec<Row> = agents.iter().map(|a| shared.row(a)).collect();
+        Row::sort(&mut rows);
+        agents.iter().for_each(|a| (tally.add(&catalog, a), similar.add(a)).1);
+
+        let conn = Connection::open_in_memory().unwrap();
+        let mut writer = Writer::begin(&conn).unwrap();
+        for batch in agents.chunks(400) {
+            let records: Vec<String> = batch.iter().map(|a| serde_json::to_string(a).unwrap()).collect();
+            writer.append(batch, &records, None).unwrap();
+        }
+        let rest = Rest {
+            feedback: &[],
+            catalog: &catalog,
+            embeddings: None,
+            journal_seq: 0,
+            sources: "s",
+            digest: "d",
+            tally: &tally,
+        };
+        writer.finish(rest).unwrap();
+
+        let (stored_rows, updates) = super::rows(&conn).unwrap();
+        assert_eq!(stored_rows, rows);
+        let mut dated = Tally::new(&catalog);
+        agents.iter().for_each(|a| dated.add(&catalog, a));
+        dated.dated(updates.iter().map(String::as_str));
+        assert_eq!(dated, tally);
+        assert_eq!(super::tally(&conn).unwrap(), Some(tally));
+        assert_eq!(super::similar(&conn).unwrap(), similar.finish());
+    }
 }
