@@ -217,7 +217,8 @@ pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Vec<String>)> {
 /// The similar agents of every agent stored, ranked as a build ranks
 /// them. Only the best of each capability set can be on a list, so the
 /// sets are ranked from three columns and only their best agents' records
-/// are read.
+/// are read (through a temporary table of their ids: `conn` is the
+/// warehouse, writable, not a snapshot opened read-only).
 pub fn similar(conn: &Connection) -> Result<super::render::SimilarIndex> {
     use super::render::{better, SIMILAR_LIMIT};
     use duckdb::arrow::array::UInt32Array;
