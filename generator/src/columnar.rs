@@ -55,7 +55,6 @@ pub fn float_lists<'a>(rows: impl IntoIterator<Item = Option<&'a [f32]>>) -> Arr
     ))
 }
 
-/// Column `i` of a batch as `FLOAT[]` lists (`None` for NULL).
 /// Lists of strings (`VARCHAR[]`), one per row.
 pub fn string_lists<'a>(rows: impl IntoIterator<Item = &'a [String]>) -> ArrayRef {
     use duckdb::arrow::array::{ListBuilder, StringBuilder};
@@ -82,6 +81,7 @@ pub fn string_lists_of(batch: &RecordBatch, i: usize) -> Result<Vec<Vec<String>>
         .collect()
 }
 
+/// Column `i` of a batch as `FLOAT[]` lists (`None` for NULL).
 pub fn float_lists_of(batch: &RecordBatch, i: usize) -> Result<Vec<Option<Vec<f32>>>> {
     let lists: ListArray = column(batch, i, DataType::List(Arc::new(Field::new("item", DataType::Float32, true))))?;
     (0..lists.len())

@@ -248,20 +248,11 @@ impl Tally {
         (self.last_update, self.newest) = (None, None);
     }
 
-    /// Sets the newest update from every agent's `updatedAt`.
-    pub fn dated<'a>(&mut self, updates: impl Iterator<Item = &'a str>) {
-        (self.last_update, self.newest) = (None, None);
-        for at in updates {
-            if self.last_update.as_deref().is_none_or(|l| l < at) {
-                self.last_update = Some(at.to_string());
-            }
-            self.newest = self.newest.max(Some(time(at)));
-        }
-    }
-
-    /// Whether it was made for this catalog's facets.
-    pub fn fits(&self, catalog: &Catalog) -> bool {
-        self.applies.len() == catalog.facets.len() && self.options.len() == catalog.facets.len()
+    /// Sets the newest update of the agents counted: the greatest
+    /// `updatedAt` text, and the latest of their times (which may be
+    /// another's: the texts carry offsets).
+    pub fn dated(&mut self, last_update: Option<String>, newest: Option<Timestamp>) {
+        (self.last_update, self.newest) = (last_update, newest);
     }
 
     fn count(&mut self, catalog: &Catalog, agent: &Agent, by: isize) {
@@ -662,12 +653,29 @@ pub fn mask(agent: &Agent) -> u32 {
 
 /// Whether an agent of trust score and id `a` ranks before one of `b`
 /// among agents sharing as many capabilities: higher trust score, then id.
-pub(crate) fn better(a: (f64, &str), b: (f64, &str)) -> std::cmp::Ordering {
+fn better(a: (f64, &str), b: (f64, &str)) -> std::cmp::Ordering {
     b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1))
 }
 
 fn rank_of(peer: &Peer) -> (f64, &str) {
     (peer.trust_score, &peer.id)
+}
+
+/// Offers the agent ranked `key` to a capability set's best agents
+/// (`group`, best first, each ranked by `rank`): kept when among the best
+/// `SIMILAR_LIMIT + 1`, and only then made.
+pub(crate) fn offer<T>(
+    group: &mut Vec<T>,
+    key: (f64, &str),
+    rank: impl Fn(&T) -> (f64, &str),
+    make: impl FnOnce() -> T,
+) {
+    if group.len() > SIMILAR_LIMIT && better(key, rank(&group[SIMILAR_LIMIT])).is_ge() {
+        return;
+    }
+    let at = group.partition_point(|g| better(rank(g), key).is_lt());
+    group.insert(at, make());
+    group.truncate(SIMILAR_LIMIT + 1);
 }
 
 /// The similar agents of a whole index, gathered one agent at a time
@@ -693,13 +701,7 @@ pub struct SimilarIndex {
 impl Similar {
     pub fn add(&mut self, agent: &Agent) {
         let group = self.groups.entry(mask(agent)).or_default();
-        let key = (agent.trust_score, agent.id.as_str());
-        if group.len() > SIMILAR_LIMIT && better(key, rank_of(&group[SIMILAR_LIMIT])).is_ge() {
-            return;
-        }
-        let at = group.partition_point(|g| better(rank_of(g), key).is_lt());
-        group.insert(at, Peer::of(agent));
-        group.truncate(SIMILAR_LIMIT + 1);
+        offer(group, (agent.trust_score, agent.id.as_str()), rank_of, || Peer::of(agent));
     }
 
     pub fn finish(self) -> SimilarIndex {
@@ -906,7 +908,8 @@ mod tests {
         };
         let mut updated = tally(&agents);
         changed.iter().for_each(|a| updated.remove(&catalog, a));
-        updated.dated(kept.iter().map(|a| a.updated_at.as_str()));
+        let last_update = kept.iter().map(|a| a.updated_at.clone()).max();
+        updated.dated(last_update, kept.iter().map(|a| time(&a.updated_at)).max());
         assert_eq!(updated, tally(kept));
         assert_eq!(files(&updated), files(&tally(kept)));
         assert_ne!(files(&updated), files(&tally(&agents)), "the agents taken out showed in the files");

@@ -152,7 +152,7 @@ pub struct RowParts<'a> {
     pub name: &'a str,
     pub uaid: &'a str,
     pub registry: &'a str,
-    pub protocols: Vec<String>,
+    pub protocols: &'a [String],
     pub trust_score: f64,
     pub available: bool,
     pub updated_at: &'a str,
@@ -171,7 +171,7 @@ impl Shared {
             name: &agent.name,
             uaid: &agent.uaid,
             registry: &agent.registry,
-            protocols: agent.protocols.clone(),
+            protocols: &agent.protocols,
             trust_score: agent.trust_score,
             available: agent.available,
             updated_at: &agent.updated_at,
@@ -183,9 +183,9 @@ impl Shared {
             Some(r) => r.clone(),
             None => self.registries.entry(parts.registry.to_string()).or_insert_with(|| parts.registry.into()).clone(),
         };
-        let protocols = match self.protocols.get(&parts.protocols) {
+        let protocols = match self.protocols.get(parts.protocols) {
             Some(p) => p.clone(),
-            None => self.protocols.entry(parts.protocols.clone()).or_insert_with(|| parts.protocols.into()).clone(),
+            None => self.protocols.entry(parts.protocols.to_vec()).or_insert_with(|| parts.protocols.into()).clone(),
         };
         Row {
             name: parts.name.into(),

@@ -182,14 +182,14 @@ pub fn tally(conn: &Connection) -> Result<Option<super::render::Tally>> {
 }
 
 /// The directory's rows of every agent stored, in the directory's order,
-/// and each agent's `updatedAt` (in no order): what the directory's pages
-/// and the newest update are made of, read without a record.
-pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Vec<String>)> {
+/// and the greatest `updatedAt` text (with the rows' latest time, what
+/// [`super::render::Tally::dated`] takes): read without a record.
+pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Option<String>)> {
     use duckdb::arrow::array::BooleanArray;
     let mut statement =
         conn.prepare("SELECT name, uaid, registry, protocols, trust_score, available, updated_at FROM broker_agents")?;
     let mut shared = super::scan::Shared::default();
-    let (mut rows, mut updates) = (Vec::new(), Vec::new());
+    let (mut rows, mut last_update) = (Vec::new(), None::<String>);
     for batch in statement.query_arrow([])? {
         let text = |i| columnar::column::<StringArray>(&batch, i, DataType::Utf8);
         let (names, uaids, registries, updated) = (text(0)?, text(1)?, text(2)?, text(6)?);
@@ -201,17 +201,19 @@ pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Vec<String>)> {
                 name: names.value(i),
                 uaid: uaids.value(i),
                 registry: registries.value(i),
-                protocols,
+                protocols: &protocols,
                 trust_score: trust.value(i),
                 available: available.value(i),
                 updated_at: updated.value(i),
             };
             rows.push(shared.row_of(parts));
-            updates.push(updated.value(i).to_string());
+            if last_update.as_deref().is_none_or(|l| l < updated.value(i)) {
+                last_update = Some(updated.value(i).to_string());
+            }
         }
     }
     super::scan::Row::sort(&mut rows);
-    Ok((rows, updates))
+    Ok((rows, last_update))
 }
 
 /// The similar agents of every agent stored, ranked as a build ranks
@@ -220,8 +222,8 @@ pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Vec<String>)> {
 /// are read (through a temporary table of their ids: `conn` is the
 /// warehouse, writable, not a snapshot opened read-only).
 pub fn similar(conn: &Connection) -> Result<super::render::SimilarIndex> {
-    use super::render::{better, SIMILAR_LIMIT};
     use duckdb::arrow::array::UInt32Array;
+    use rayon::prelude::*;
     let mut best: std::collections::HashMap<u32, Vec<(f64, String)>> = std::collections::HashMap::new();
     let mut statement = conn.prepare("SELECT capabilities_mask, trust_score, id FROM broker_agents")?;
     for batch in statement.query_arrow([])? {
@@ -230,12 +232,7 @@ pub fn similar(conn: &Connection) -> Result<super::render::SimilarIndex> {
         let ids: StringArray = columnar::column(&batch, 2, DataType::Utf8)?;
         for i in 0..batch.num_rows() {
             let (group, key) = (best.entry(masks.value(i)).or_default(), (trust.value(i), ids.value(i)));
-            if group.len() > SIMILAR_LIMIT && better(key, (group[SIMILAR_LIMIT].0, &group[SIMILAR_LIMIT].1)).is_ge() {
-                continue;
-            }
-            let at = group.partition_point(|(t, id)| better((*t, id), key).is_lt());
-            group.insert(at, (key.0, key.1.to_string()));
-            group.truncate(SIMILAR_LIMIT + 1);
+            super::render::offer(group, key, |(t, id)| (*t, id.as_str()), || (key.0, key.1.to_string()));
         }
     }
     let ids: Vec<&String> = best.values().flatten().map(|(_, id)| id).collect();
@@ -245,19 +242,17 @@ pub fn similar(conn: &Connection) -> Result<super::render::SimilarIndex> {
         "similar_ids",
         columnar::batch(vec![("id", columnar::strings(ids.into_iter().map(Some)))])?,
     )?;
-    let mut records: Vec<String> = Vec::new();
+    let mut similar = super::render::Similar::default();
     let mut statement = conn.prepare("SELECT record FROM broker_agents JOIN similar_ids USING (id)")?;
     for batch in statement.query_arrow([])? {
-        let column: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
-        records.extend(column.iter().map(|r| r.unwrap_or_default().to_string()));
+        let records: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
+        let agents: Vec<Agent> = (0..batch.num_rows())
+            .into_par_iter()
+            .map(|i| serde_json::from_str(records.value(i)).context("broker_agents.record"))
+            .collect::<Result<_>>()?;
+        agents.iter().for_each(|a| similar.add(a));
     }
     conn.execute_batch("DROP TABLE similar_ids")?;
-    let agents: Vec<Agent> = {
-        use rayon::prelude::*;
-        records.par_iter().map(|r| serde_json::from_str(r).context("broker_agents.record")).collect::<Result<_>>()?
-    };
-    let mut similar = super::render::Similar::default();
-    agents.iter().for_each(|a| similar.add(a));
     Ok(similar.finish())
 }
 
@@ -367,11 +362,11 @@ mod tests {
         };
         writer.finish(rest).unwrap();
 
-        let (stored_rows, updates) = super::rows(&conn).unwrap();
+        let (stored_rows, last_update) = super::rows(&conn).unwrap();
         assert_eq!(stored_rows, rows);
         let mut dated = Tally::new(&catalog);
         agents.iter().for_each(|a| dated.add(&catalog, a));
-        dated.dated(updates.iter().map(String::as_str));
+        dated.dated(last_update, stored_rows.iter().map(|r| r.updated).max());
         assert_eq!(dated, tally);
         assert_eq!(super::tally(&conn).unwrap(), Some(tally));
         assert_eq!(super::similar(&conn).unwrap(), similar.finish());
