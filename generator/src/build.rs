@@ -180,25 +180,29 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     // agents are not read at all.
     // The agents' sources digested once: to compare with the live build's,
     // and recorded with the agents when they are read.
+    // (with the embedding model, which gives the agents' vectors).
     let digest = match &config.broker {
-        Some(broker) => Some(broker::scan::digest(&broker.dir, &broker.journal).context("broker sources")?),
+        Some(broker) => {
+            let digest = broker::scan::digest(&broker.dir, &broker.journal).context("broker sources")?;
+            Some(digest.with_model(broker.embeddings.as_ref().map(|p| p.model.as_str())))
+        }
         None => None,
     };
     let layering = match (config.layers, &config.broker, &digest) {
         (Some(settings), Some(broker), Some(digest)) => {
-            let digest = crate::layer::with_model(digest, broker.embeddings.as_ref().map(|p| p.model.as_str()));
             let run = crate::layer::Run {
                 layout: &config.layout,
                 settings,
                 full: config.full,
-                digest: &digest,
+                digest,
+                journal: &broker.journal,
                 guard: config.guard.is_some(),
             };
             info_span!("sources").in_scope(|| crate::layer::candidate(&run, warehouse.conn()))?
         }
         _ => None,
     };
-    let scan = digest.filter(|_| layering.is_none());
+    let scan = digest.clone().filter(|_| layering.is_none());
     let mut sources = info_span!("sources").in_scope(|| load_sources(config, scan))?;
     report.step("sources", started);
     fault::point("sources");
@@ -215,7 +219,8 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     tracing::info!(fetched = report.fetched, "ingested");
     fault::point("ingested");
     if let Some(live) = layering {
-        return layered(config, live, &sources, &warehouse, &fetched, report, &progress);
+        let digest = digest.as_ref().expect("a layer is over a build with agents");
+        return layered(config, live, digest, &sources, &warehouse, &fetched, report, &progress);
     }
 
     // A layer is not taken for a whole build (nor verified): a whole run
@@ -258,10 +263,13 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
 
 /// A run that makes a layer over the live build's base (`layer`): the
 /// ledger replayed and everything but the broker's files rendered, as a
-/// whole run does; the layer holds what differs from the base.
+/// whole run does, and the broker's that the agents changed since the live
+/// build change; the layer holds what differs from the base.
+#[allow(clippy::too_many_arguments)]
 fn layered(
     config: &BuildConfig,
-    live: crate::layer::Live,
+    mut live: crate::layer::Live,
+    digest: &broker::scan::Digest,
     sources: &Sources,
     warehouse: &Warehouse,
     fetched: &Fetched,
@@ -270,9 +278,11 @@ fn layered(
 ) -> Result<BuildReport> {
     let layout = &config.layout;
     let meta = tables::read_meta(warehouse.conn())?;
-    // Nothing new: no message, the warehouse's tables the live build's, and
-    // the other sources' files served as they are.
+    let delta = live.delta.take();
+    // Nothing new: no message, no agent changed, the warehouse's tables
+    // the live build's, and the other sources' files served as they are.
     if fetched.messages.is_empty()
+        && delta.is_none()
         && meta.is_some_and(|m| m.build == live.id && m.topics == config.topics)
         && crate::layer::serves(&live, &sources.files)
     {
@@ -280,6 +290,17 @@ fn layered(
         report.build = live.id;
         return Ok(report);
     }
+    // The agents changed first: a record the journal has wrong fails the
+    // run before anything is written.
+    let renderer = crate::pages::Renderer::new(sources.guard.is_some(), true);
+    let mut changed = match &delta {
+        Some(delta) => Some(
+            info_span!("agents")
+                .in_scope(|| changed_agents(warehouse, delta, digest, &live.search, &renderer))
+                .context("the agents changed")?,
+        ),
+        None => None,
+    };
     let (manifest, staged) = std::thread::scope(|scope| -> Result<(Manifest, site::StageReport)> {
         let mut writers = Writers::start(scope, warehouse, fetched)?;
         let started = begin(progress, "apply");
@@ -293,16 +314,31 @@ fn layered(
         if let Some(t) = &computed.tables {
             tables::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta).context("snapshot")?;
         }
-        // The ledger's exports written (the agents' views stay as the whole
-        // build that made them wrote them); the agents' read from the live build.
+        // The ledger's exports written, and the agents' when they changed
+        // (else they stay as the build that made them wrote them: read
+        // from the live build).
+        let broker_time = changed.as_ref().map(|c| c.broker_time);
         let mut exports =
-            write_exports(layout, &mut computed, warehouse, false, Timestamp::default()).context("snapshot")?;
-        exports.extend(live.exports(layout, warehouse.conn()).context("snapshot")?);
-        let renderer = crate::pages::Renderer::new(sources.guard.is_some(), true);
-        let data = Pages { guard: sources.guard.as_ref(), directory: None, agents: Some(&live.facts) };
+            write_exports(layout, &mut computed, warehouse, broker_time.is_some(), broker_time.unwrap_or_default())
+                .context("snapshot")?;
+        if changed.is_none() {
+            exports.extend(live.exports(layout, warehouse.conn()).context("snapshot")?);
+        }
+        let data = Pages {
+            guard: sources.guard.as_ref(),
+            directory: changed.as_ref().map(|c| crate::pages::Directory { rows: &c.rows, tally: &c.tally }),
+            agents: Some(changed.as_ref().map_or(&live.facts, |c| &c.facts)),
+        };
         let pages = render_pages(config, &mut computed, warehouse, data, &renderer, &exports).context("pages")?;
         computed.files.extend(pages);
-        let plan = crate::layer::plan(&live, std::mem::take(&mut computed.files));
+        let broker = match &mut changed {
+            Some(c) => {
+                computed.files.append(&mut c.files);
+                crate::layer::Broker::Changed { gone: &c.gone }
+            }
+            None => crate::layer::Broker::Kept,
+        };
+        let plan = crate::layer::plan(&live, std::mem::take(&mut computed.files), broker);
         let (manifest, staged) = crate::layer::stage(layout, &live, plan, exports).context("stage")?;
         fault::point("staged");
         write_snapshot(layout, &manifest, &computed.meta, warehouse).context("snapshot")?;
@@ -314,11 +350,89 @@ fn layered(
     report.base = manifest.base.clone();
     (report.files, report.written, report.linked) = (manifest.routes.len(), staged.written, staged.linked);
     tracing::info!(build = %manifest.build, base = ?manifest.base, routes = manifest.routes.len(),
-        removed = manifest.removed.len(), written = staged.written, linked = staged.linked, "staged a layer");
+        removed = manifest.removed.len(), written = staged.written, linked = staged.linked,
+        agents_changed = delta.is_some(), "staged a layer");
     let started = begin(progress, "publish");
     info_span!("publish").in_scope(|| publish(config, Some(&live.id), &manifest, &mut report))?;
     report.step("publish", started);
     Ok(report)
+}
+
+/// A layer's broker files when agents changed: what they are made of.
+struct ChangedAgents {
+    /// The changed agents' files and pages, the similar lists of agents
+    /// whose capability sets' best agents changed, the catalog files.
+    files: Vec<site::File>,
+    /// The routes of the agents deleted.
+    gone: std::collections::HashSet<String>,
+    facts: broker::scan::Facts,
+    /// The directory's rows and the tally, for the pages.
+    rows: Vec<broker::scan::Row>,
+    tally: broker::render::Tally,
+    /// The newest of the agents' JSON files and the catalog files: the
+    /// agents' exports' Last-Modified.
+    broker_time: Timestamp,
+}
+
+/// Applies `delta` to the warehouse's agents ([`broker::delta`]) and
+/// renders the broker's files it changes (its facts recorded).
+fn changed_agents(
+    warehouse: &Warehouse,
+    delta: &broker::delta::Delta,
+    digest: &broker::scan::Digest,
+    search: &broker::store::SearchIndex,
+    renderer: &crate::pages::Renderer,
+) -> Result<ChangedAgents> {
+    use broker::render::{agent_files, similar_file, time};
+    use rayon::prelude::*;
+    let conn = warehouse.conn();
+    let applied = broker::delta::apply(conn, delta, digest, search)?;
+    let entries = |uaid: &str| -> Vec<&broker::catalog::FeedbackEntry> {
+        applied.feedback.get(uaid).map(|v| v.iter().collect()).unwrap_or_default()
+    };
+    let own: Vec<Vec<site::File>> = applied
+        .agents
+        .par_iter()
+        .map(|agent| {
+            let entries = entries(&agent.uaid);
+            let mut files = agent_files(agent, &applied.after.of(agent), &entries);
+            files.push(renderer.profile(agent, &entries)?);
+            Ok(files)
+        })
+        .collect::<Result<_>>()?;
+    let mut files: Vec<site::File> = own.into_iter().flatten().collect();
+    // The other agents of the capability sets whose best agents changed:
+    // only their similar lists.
+    let changed = applied.changed();
+    let sets = applied.before.differing(&applied.after);
+    let members = broker::store::members(conn, &sets)?;
+    files.par_extend(
+        members
+            .par_iter()
+            .filter(|(uaid, ..)| !changed.contains(uaid.as_str()))
+            .map(|(uaid, set, updated)| similar_file(uaid, *set, time(updated), &applied.after.of_set(*set, uaid))),
+    );
+    let mut gone = std::collections::HashSet::new();
+    for (agent, feedback) in &applied.deleted {
+        let feedback: Vec<&broker::catalog::FeedbackEntry> = feedback.iter().collect();
+        gone.extend(agent_files(agent, &[], &feedback).into_iter().map(|f| f.route));
+        gone.insert(crate::pages::routes::agent(&agent.uaid).0);
+    }
+    let catalog = broker::render::catalog_files(&applied.tally, &applied.catalog);
+    let (json_newest, profiles_newest) = broker::delta::newest(conn, &applied.rows)?;
+    let broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(json_newest, Timestamp::max);
+    files.extend(catalog);
+    let facts = applied.facts(profiles_newest);
+    broker::store::write_facts(conn, &facts)?;
+    tracing::info!(
+        changed = applied.agents.len(),
+        deleted = applied.deleted.len(),
+        similar_sets = sets.len(),
+        similar_lists = members.len(),
+        "agents changed"
+    );
+    let broker::delta::Applied { rows, tally, .. } = applied;
+    Ok(ChangedAgents { files, gone, facts, rows, tally, broker_time })
 }
 
 /// The live build, when its files are what its manifest says. Nothing is
@@ -352,7 +466,7 @@ struct Sources {
 /// scan and check the broker's (with the api's journal applied).
 /// The broker's are scanned only when given their digest (a layer keeps
 /// the live build's).
-fn load_sources(config: &BuildConfig, scan: Option<String>) -> Result<Sources> {
+fn load_sources(config: &BuildConfig, scan: Option<broker::scan::Digest>) -> Result<Sources> {
     let guard = match &config.guard {
         Some(guard) => {
             let sources = guard::load(&guard.dir).context("guard sources")?;
@@ -574,7 +688,8 @@ fn stage_and_snapshot(
     }
     let with_broker = data.broker.is_some();
     let exports = write_exports(layout, &mut computed, data.warehouse, with_broker, broker_time).context("snapshot")?;
-    let pages_data = Pages { guard: data.guard, directory: data.broker.as_deref(), agents: facts.as_ref() };
+    let directory = data.broker.as_deref().map(|s| crate::pages::Directory { rows: &s.directory, tally: &s.tally });
+    let pages_data = Pages { guard: data.guard, directory, agents: facts.as_ref() };
     let pages =
         render_pages(config, &mut computed, data.warehouse, pages_data, &renderer, &exports).context("pages")?;
     computed.files.extend(pages);
@@ -705,8 +820,9 @@ fn stage_agents(
         catalog: &summary.catalog,
         embeddings,
         journal_seq: summary.journal_seq,
+        journal_digest: &summary.journal_digest,
         sources: &summary.fingerprint,
-        digest: &crate::layer::with_model(&summary.digest, embeddings.map(|e| e.model.as_str())),
+        digest: &summary.digest,
         tally: &summary.tally,
     })?;
     Ok(staged)
@@ -752,7 +868,7 @@ fn host_configs(config: &BuildConfig, manifest: &Manifest) -> Result<crate::host
 struct Pages<'a> {
     guard: Option<&'a guard::Datasets>,
     /// The agents, for the directory (`None`: a layer keeps the live one).
-    directory: Option<&'a broker::scan::Summary>,
+    directory: Option<crate::pages::Directory<'a>>,
     agents: Option<&'a broker::scan::Facts>,
 }
 

@@ -17,12 +17,26 @@
 //! A layer is made when the live build has at least `--layer-min-routes`
 //! routes (by default where the static hosts' configurations stop: a
 //! layer has none, its folder is not a site by itself), and the broker's
-//! sources and journal are byte for byte the live build's (their digest,
+//! sources are byte for byte the live build's (their digest,
 //! [`crate::broker::scan::digest`], against the one in its snapshot and in
-//! the warehouse): then every broker route (under `/api/v1/` but the
-//! OpenAPI document, the agents' pages under `/agents`, and the agents'
-//! exports) is the live build's, its search index folder is linked under the new build's name,
-//! and nothing of the agents is read. Everything else is rendered whole, as
+//! the warehouse). Then either:
+//!
+//! - the journal is the live build's too: every broker route (under
+//!   `/api/v1/` but the OpenAPI document, the agents' pages under
+//!   `/agents`, and the agents' exports) is the live build's, and nothing
+//!   of the agents is read; or
+//! - the journal only grew, by agents registered, updated or deleted
+//!   ([`crate::broker::delta`]): they are applied to the warehouse, and
+//!   the broker's files they change are rendered: their own, the similar
+//!   lists of the capability sets whose best agents changed, and the files
+//!   made of every agent (the catalog files, the directory's pages, the
+//!   exports), from what the warehouse keeps; a deleted agent's routes are
+//!   removed.
+//!
+//! Either way the live build's search index folder is linked under the new
+//! build's name, and the snapshot names it ([`crate::broker::store::SearchIndex`]):
+//! the api searches it with its live overlay, which holds every change
+//! after the folder's journal point. Everything else is rendered whole, as
 //! a full build renders it (a replay of the ledger; the guard's files; the
 //! other pages; the exports), and kept in the layer only where it differs
 //! from the base.
@@ -39,7 +53,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::broker::scan::Facts;
+use crate::broker::delta::{self, Delta};
+use crate::broker::scan::{Digest, Facts};
+use crate::broker::store::{self, SearchIndex};
 use crate::http::OPENAPI_ROUTE;
 use crate::index::{Index, Record, Stack};
 use crate::manifest::{Entry, Manifest};
@@ -64,6 +80,11 @@ pub struct Live {
     pub layer: Option<(PathBuf, Manifest)>,
     /// What the pages say of its agents.
     pub facts: Facts,
+    /// The agents changed since, when the journal grew (`None`: they did
+    /// not change).
+    pub delta: Option<Delta>,
+    /// The search index folder the layer keeps (the live build's).
+    pub search: SearchIndex,
 }
 
 impl Live {
@@ -116,8 +137,10 @@ pub struct Run<'a> {
     /// `--full`: everything replayed and rendered.
     pub full: bool,
     /// The digest of the agents' sources and journal, with the embedding
-    /// model ([`with_model`]).
-    pub digest: &'a str,
+    /// model.
+    pub digest: &'a Digest,
+    /// The api's journal.
+    pub journal: &'a std::path::Path,
     /// Whether the build has the guard's section.
     pub guard: bool,
 }
@@ -152,16 +175,32 @@ pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Liv
     }
     let digest = run.digest;
     let snapshot = layout.snapshots().join(stack.top.snapshot().unwrap_or_default());
-    let recorded = crate::snapshot::open_for_build(&snapshot, &id)
-        .and_then(|conn| crate::broker::store::facts(&conn))
+    let (recorded, search) = crate::snapshot::open_for_build(&snapshot, &id)
+        .and_then(|conn| Ok((store::recorded(&conn)?, store::load(&conn)?)))
         .with_context(|| format!("the snapshot of build {id}"))?;
-    let Some((facts, live_digest)) = recorded else {
+    let (Some(recorded), Some(search)) = (recorded, search) else {
         return whole("the live build's snapshot records no digest of its agents".into());
     };
-    if live_digest != digest {
-        return whole("the broker's sources or journal changed".into());
-    }
-    if crate::broker::store::facts(warehouse)?.is_none_or(|(_, d)| d != *digest) {
+    let search =
+        SearchIndex { journal_seq: search.journal_seq, agents: search.agents, fingerprint: search.fingerprint };
+    let delta = match (recorded.digest.whole == digest.whole, recorded.digest.sources == digest.sources) {
+        (true, _) => None,
+        (false, false) => return whole("the broker's sources changed".into()),
+        (false, true) => {
+            let Some(applied) = recorded.journal_digest.as_deref() else {
+                return whole("the live build records no digest of its journal".into());
+            };
+            let records = match crate::broker::journal::read(run.journal) {
+                Ok(records) => records,
+                Err(e) => return whole(format!("the broker journal: {e:#}")),
+            };
+            match delta::after(records, recorded.facts.journal_seq, applied) {
+                Ok(delta) => Some(delta),
+                Err(why) => return whole(why.into()),
+            }
+        }
+    };
+    if store::recorded(warehouse)?.is_none_or(|w| w.digest.whole != recorded.digest.whole) {
         return whole("the warehouse's agents are not the live build's".into());
     }
     let layer = match stack.base {
@@ -172,16 +211,7 @@ pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Liv
         }
         None => None,
     };
-    Ok(Some(Live { id, stack, layer, facts }))
-}
-
-/// The digest of the agents' sources, recorded with a whole build's
-/// agents, is also of the embedding model that gave their vectors.
-pub fn with_model(digest: &str, model: Option<&str>) -> String {
-    match model {
-        Some(model) => format!("{digest} {model}"),
-        None => digest.to_string(),
-    }
+    Ok(Some(Live { id, stack, layer, facts: recorded.facts, delta, search }))
 }
 
 /// Whether the live build serves each of `files` exactly as rendered
@@ -212,22 +242,85 @@ pub struct Plan {
     pub removed: Vec<String>,
 }
 
-/// The layer over `live`'s base of a build whose files, but the broker's,
-/// are `files` (every one of them rendered this run).
-pub fn plan(live: &Live, files: Vec<File>) -> Plan {
+/// What a layer does with the broker's routes.
+pub enum Broker<'a> {
+    /// The agents did not change: every broker route is the live build's.
+    Kept,
+    /// Agents changed: the broker's files this run rendered are among the
+    /// layer's, all of those made of every agent ([`is_shared`]) among
+    /// them; `gone` are the routes of the agents deleted.
+    Changed { gone: &'a HashSet<String> },
+}
+
+/// The layer over `live`'s base of a build whose files are `files` (every
+/// one of them rendered this run), the broker's as `broker` says.
+pub fn plan(live: &Live, files: Vec<File>, broker: Broker) -> Plan {
     let base = live.base();
     let rendered: HashSet<String> = files.iter().map(|f| f.route.clone()).collect();
     let changed: Vec<File> =
         files.into_iter().filter(|f| !base.get(&f.route).is_some_and(|r| same(&r, &entry(f)))).collect();
+    let empty = HashSet::new();
+    let (gone, remade) = match broker {
+        Broker::Kept => (&empty, false),
+        Broker::Changed { gone } => (gone, true),
+    };
+    // The live layer's broker routes not rendered again are still what it
+    // holds, but those of deleted agents and, when agents changed, those
+    // made of every agent (all rendered).
+    let kept = |route: &str| {
+        is_broker(route) && !rendered.contains(route) && !(remade && is_shared(route)) && !gone.contains(route)
+    };
     let (mut carried, mut removed) = (Vec::new(), Vec::new());
     if let Some((_, layer)) = &live.layer {
-        let kept = |route: &str| is_broker(route) && !rendered.contains(route);
         carried.extend(layer.routes.iter().filter(|e| kept(e.route())).cloned());
         removed.extend(layer.removed.iter().filter(|r| kept(r)).cloned());
     }
     // The base's routes that are not the broker's and were not rendered.
     removed.extend(others(base).map(|r| r.route).filter(|r| !rendered.contains(r)));
+    if remade {
+        removed.extend(shared(base).map(|r| r.route).filter(|r| !rendered.contains(r)));
+        removed.extend(gone.iter().filter(|r| base.get(r).is_some_and(|r| !r.removed)).cloned());
+    }
+    removed.sort_unstable();
+    removed.dedup();
     Plan { carried, changed, removed }
+}
+
+/// Whether a broker route is made of every agent (a catalog file, a page
+/// of the directory), not of one agent.
+pub fn is_shared(route: &str) -> bool {
+    let one_agents = route.starts_with(AGENT_ROUTES[0])
+        || route.starts_with(AGENT_ROUTES[1])
+        || (route.starts_with(PROFILES) && !route.starts_with(DIRECTORY_PAGES));
+    is_broker(route) && !one_agents && !crate::analysts::is_export(route)
+}
+
+/// The prefixes of one agent's JSON routes, in route order.
+const AGENT_ROUTES: [&str; 2] = ["/api/v1/agents/", "/api/v1/resolve/"];
+/// Profiles are under `/agents/`, but for the directory's pages.
+const PROFILES: &str = "/agents/";
+const DIRECTORY_PAGES: &str = "/agents/page/";
+
+/// The records of `index` that are broker routes made of every agent
+/// ([`is_shared`]), read by ranges: the one agent's routes between them
+/// are never read.
+fn shared(index: &Index) -> impl Iterator<Item = Record<'_>> {
+    let range = |prefix: &str| index.lower_bound(prefix)..index.lower_bound(&successor(prefix));
+    let api = crate::broker::render::API;
+    let (agents, resolve) = (range(AGENT_ROUTES[0]), range(AGENT_ROUTES[1]));
+    let ranges = [
+        index.lower_bound(api)..agents.start,
+        agents.end..resolve.start,
+        resolve.end..index.lower_bound(&successor(api)),
+        range(DIRECTORY_PAGES),
+    ];
+    let directory = index.get(crate::pages::routes::AGENTS);
+    ranges
+        .into_iter()
+        .flatten()
+        .filter_map(|p| index.at(p))
+        .chain(directory)
+        .filter(|r| !r.removed && is_shared(&r.route))
 }
 
 /// Writes the layer `plan` over `live`'s base (with the manifest's

@@ -106,7 +106,10 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // `ALMANAC_KEEP_TEMP=1` keeps the folders of a failing test to look into.
+        if std::env::var_os("ALMANAC_KEEP_TEMP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::catalog::{Catalog, Category, FeedbackEntry, RegistryEntry};
 use super::{Agent, Sources};
@@ -127,6 +128,19 @@ pub fn read(dir: &Path) -> Result<Vec<(Position, Record)>> {
     Ok(out)
 }
 
+/// The records through `seq`, by their content (each as serialised, in
+/// order): what a build applied of the journal. A later run compares it
+/// with its own to know that the journal only grew since.
+pub fn digest_through(records: &[(Position, Record)], seq: u64) -> String {
+    let mut hasher = Sha256::new();
+    for (_, record) in records.iter().take_while(|(_, r)| r.seq <= seq) {
+        let bytes = serde_json::to_vec(record).expect("records serialise");
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    }
+    crate::http::hex(&hasher.finalize())
+}
+
 /// How many `/popular` lists.
 pub const POPULAR: usize = 10;
 
@@ -166,6 +180,35 @@ pub struct Overlay {
     origins: Vec<Option<Position>>,
     /// The `seq` of the last record (0: none).
     pub seq: u64,
+}
+
+/// One UAID the events name, as they leave it.
+pub struct Changed<'a> {
+    pub uaid: &'a str,
+    /// Whether the UAID must be indexed before the events, as its first
+    /// event requires.
+    pub indexed_before: bool,
+    /// Whether it is indexed after them.
+    pub present: bool,
+    /// The record the journal gave it last (`None`: deleted, or only
+    /// feedback given).
+    pub record: Option<&'a Agent>,
+    /// When registered by the events (and not deleted since), its place
+    /// among their registers.
+    pub added: Option<usize>,
+    first: (&'a Position, &'static str),
+}
+
+impl Changed<'_> {
+    /// Whether the index before the events agrees with them (`indexed`:
+    /// it held the UAID); else the error a scan gives, naming the line.
+    pub fn check(&self, indexed: bool) -> Result<()> {
+        match (self.indexed_before, indexed) {
+            (false, true) => bail!("{}: register of {}, which is already indexed", self.first.0, self.uaid),
+            (true, false) => bail!("{}: {} of {}, which is not indexed", self.first.0, self.first.1, self.uaid),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// One UAID's events, folded.
@@ -333,6 +376,19 @@ impl Overlay {
         let mut added: Vec<&Fate> = self.fates.values().filter(|f| f.present && f.added.is_some()).collect();
         added.sort_by_key(|f| f.added);
         Ok(added.iter().map(|f| f.agent.clone().expect("a registered agent has its record")).collect())
+    }
+
+    /// Every UAID the events name, in no order: what a run that applies
+    /// them to an index held elsewhere (a layer's warehouse) changes.
+    pub fn changed(&self) -> impl Iterator<Item = Changed<'_>> {
+        self.fates.iter().map(|(uaid, f)| Changed {
+            uaid,
+            indexed_before: f.in_sources,
+            present: f.present,
+            record: f.agent.as_ref(),
+            added: f.added,
+            first: (&f.first.0, f.first.1),
+        })
     }
 
     /// The journal record that added feedback entry `n` (`None`: a source

@@ -10,6 +10,7 @@ pub mod bits;
 pub mod catalog;
 pub mod chat;
 pub mod columns;
+pub mod delta;
 pub mod embed;
 /// Deterministic agent indexes for tests and benchmarks: not part of a
 /// production build (the `datagen` feature, which the `tests` crate turns

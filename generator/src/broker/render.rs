@@ -734,8 +734,24 @@ impl Similar {
 impl SimilarIndex {
     /// Up to [`SIMILAR_LIMIT`] agents similar to `agent`, best first.
     pub fn of<'s>(&'s self, agent: &Agent) -> Vec<&'s Peer> {
-        let best = self.best.get(&mask(agent)).map_or(&[][..], |b| b.as_slice());
-        best.iter().filter(|other| agent.uaid != other.uaid).take(SIMILAR_LIMIT).collect()
+        self.of_set(mask(agent), &agent.uaid)
+    }
+
+    /// [`SimilarIndex::of`] the agent `uaid` whose capability set is
+    /// `mask`.
+    pub fn of_set<'s>(&'s self, mask: u32, uaid: &str) -> Vec<&'s Peer> {
+        let best = self.best.get(&mask).map_or(&[][..], |b| b.as_slice());
+        best.iter().filter(|other| uaid != other.uaid).take(SIMILAR_LIMIT).collect()
+    }
+
+    /// The capability sets whose best agents are not the same in `other`:
+    /// the sets whose agents' similar lists may differ.
+    pub fn differing(&self, other: &SimilarIndex) -> Vec<u32> {
+        let mut sets: Vec<u32> = self.best.keys().chain(other.best.keys()).copied().collect();
+        sets.sort_unstable();
+        sets.dedup();
+        sets.retain(|m| self.best.get(m) != other.best.get(m));
+        sets
     }
 }
 
@@ -831,19 +847,10 @@ pub fn agent_files(agent: &Agent, similar: &[&Peer], entries: &[&FeedbackEntry])
         true => updated.max(feedback_time),
         false => updated,
     };
-    let mine = mask(agent);
-    let hits: Vec<SimilarHit> = similar.iter().map(|other| similar_hit(mine, other)).collect();
-    let similar_time = similar.iter().map(|other| time(&other.updated_at)).fold(updated, Timestamp::max);
     let route = agent_route(&agent.uaid);
     let mut out = vec![
-        file(route.clone(), format!("api/v1/agents/{name}.json"), &detail, detail_time, Cache::Agent),
-        file(
-            format!("{route}/similar"),
-            format!("api/v1/agents/{name}/similar.json"),
-            &SimilarBody { uaid: &agent.uaid, total: hits.len(), hits },
-            similar_time,
-            Cache::Agent,
-        ),
+        file(route, format!("api/v1/agents/{name}.json"), &detail, detail_time, Cache::Agent),
+        similar_file(&agent.uaid, mask(agent), updated, similar),
         file(
             resolve_route(&agent.uaid),
             format!("api/v1/resolve/{name}.json"),
@@ -864,6 +871,20 @@ pub fn agent_files(agent: &Agent, similar: &[&Peer], entries: &[&FeedbackEntry])
         }
     }
     out
+}
+
+/// The similar file of the agent `uaid` whose capability set is `mine`
+/// and whose `updatedAt` is `updated`, listing `similar`.
+pub fn similar_file(uaid: &str, mine: u32, updated: Timestamp, similar: &[&Peer]) -> File {
+    let hits: Vec<SimilarHit> = similar.iter().map(|other| similar_hit(mine, other)).collect();
+    let similar_time = similar.iter().map(|other| time(&other.updated_at)).fold(updated, Timestamp::max);
+    file(
+        format!("{}/similar", agent_route(uaid)),
+        format!("api/v1/agents/{}/similar.json", file_name(uaid)),
+        &SimilarBody { uaid, total: hits.len(), hits },
+        similar_time,
+        Cache::Agent,
+    )
 }
 
 #[cfg(test)]

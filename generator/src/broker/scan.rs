@@ -22,7 +22,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
 use super::catalog::{self, Catalog, FeedbackEntry, Subject};
 use super::journal::{self, Overlay};
@@ -46,7 +46,10 @@ pub struct Summary {
     /// equal fingerprints, equal files.
     pub fingerprint: String,
     /// The sources by their bytes ([`digest`]).
-    pub digest: String,
+    pub digest: Digest,
+    /// The journal's records applied, by their content
+    /// ([`journal::digest_through`]).
+    pub journal_digest: String,
     agents: Agents,
 }
 
@@ -68,20 +71,50 @@ pub struct Facts {
 /// Files read in chunks of this size, the chunks hashed over the cores.
 const DIGEST_CHUNK: u64 = 16 << 20;
 
-/// A digest of the broker's sources by their bytes: every file a scan
-/// reads under `dir` and every file of the journal under `journal`, with
-/// the generator's version. Equal digests, equal sources: a run compares
-/// it with the live build's to know, without parsing an agent, that the
-/// broker's files would come out the same.
-pub fn digest(dir: &Path, journal: &Path) -> Result<String> {
+/// The broker's sources by their bytes, with the generator's version:
+/// `sources` of the files a scan reads from the broker folder (agents,
+/// catalog, feedback), `whole` of those and of every journal file. Equal
+/// digests, equal sources: a run compares them with the live build's to
+/// know, without parsing an agent, whether the broker's files would come
+/// out the same (`whole`), or whether only the journal grew (`sources`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Digest {
+    pub sources: String,
+    pub whole: String,
+}
+
+impl Digest {
+    /// The digest of sources whose agents' vectors `model` gives (none:
+    /// no vectors): recorded with a whole build's agents.
+    pub fn with_model(&self, model: Option<&str>) -> Digest {
+        let with = |digest: &str| match model {
+            Some(model) => format!("{digest} {model}"),
+            None => digest.to_string(),
+        };
+        Digest { sources: with(&self.sources), whole: with(&self.whole) }
+    }
+}
+
+/// The [`Digest`] of the broker folder `dir` and the journal under
+/// `journal`.
+pub fn digest(dir: &Path, journal: &Path) -> Result<Digest> {
     let mut paths = source::files(dir)?;
     paths.extend(["catalog.json", "feedback.json"].map(|name| dir.join(name)));
-    if journal.exists() {
-        paths.extend(journal::files(journal).context("the broker journal")?);
-    }
     let mut hasher = Sha256::new();
     hasher.update(env!("CARGO_PKG_VERSION"));
-    for path in &paths {
+    hash_files(&mut hasher, &paths)?;
+    let sources = crate::http::hex(&hasher.finalize());
+    let mut hasher = Sha256::new();
+    hasher.update(&sources);
+    if journal.exists() {
+        hash_files(&mut hasher, &journal::files(journal).context("the broker journal")?)?;
+    }
+    Ok(Digest { whole: crate::http::hex(&hasher.finalize()), sources })
+}
+
+/// Hashes each file's name, length and bytes (a missing one as missing).
+fn hash_files(hasher: &mut Sha256, paths: &[PathBuf]) -> Result<()> {
+    for path in paths {
         let name = path.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
         hasher.update((name.len() as u64).to_le_bytes());
         hasher.update(name);
@@ -106,7 +139,7 @@ pub fn digest(dir: &Path, journal: &Path) -> Result<String> {
             .with_context(|| format!("reading {}", path.display()))?;
         chunks.iter().for_each(|c| hasher.update(c));
     }
-    Ok(crate::http::hex(&hasher.finalize()))
+    Ok(())
 }
 
 /// Where the passes read the agents from: a broker folder, through the
@@ -209,7 +242,7 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
 /// `journal` applied; `digest` is theirs ([`digest`], taken by the caller
 /// before it decides to read them). Nothing is published when any record is wrong; the
 /// error names the file, the record and the field.
-pub fn scan(dir: &Path, journal: &Path, digest: String) -> Result<Summary> {
+pub fn scan(dir: &Path, journal: &Path, digest: Digest) -> Result<Summary> {
     let mut catalog: Catalog = read_json(&dir.join("catalog.json"))?;
     let feedback_path = dir.join("feedback.json");
     let mut feedback = match feedback_path.exists() {
@@ -222,6 +255,7 @@ pub fn scan(dir: &Path, journal: &Path, digest: String) -> Result<Summary> {
     let mut summary =
         Summary::begin(catalog, feedback, overlay.seq, Agents { dir: dir.into(), overlay: overlay.into() });
     summary.digest = digest;
+    summary.journal_digest = journal::digest_through(&records, summary.journal_seq);
     summary.pass_one().with_context(|| format!("{}", dir.display()))
 }
 
@@ -235,7 +269,8 @@ impl Summary {
             similar: SimilarIndex::default(),
             directory: Vec::new(),
             fingerprint: String::new(),
-            digest: String::new(),
+            digest: Digest::default(),
+            journal_digest: String::new(),
             agents,
         }
     }
@@ -459,7 +494,8 @@ mod tests {
         let first = agents["agents"][0]["id"].clone();
         agents["agents"][3]["id"] = first.clone();
         std::fs::write(dir.join("agents.json"), agents.to_string()).unwrap();
-        let error = format!("{:#}", scan(&dir, &journal_dir, String::new()).err().expect("a duplicate id is refused"));
+        let error =
+            format!("{:#}", scan(&dir, &journal_dir, Digest::default()).err().expect("a duplicate id is refused"));
         assert!(error.contains("\"id\": used twice") && error.contains(first.as_str().unwrap()), "{error}");
         std::fs::remove_dir_all(&root).unwrap();
     }

@@ -4,6 +4,7 @@
 //! catalog. Replaced whole by every build that publishes; the api loads its
 //! search index from a build's snapshot once ([`load`]).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -72,28 +73,9 @@ impl<'c> Writer<'c> {
     pub fn append(&mut self, agents: &[Agent], records: &[String], embeddings: Option<&Embeddings>) -> Result<()> {
         let start = self.position;
         records.iter().for_each(|r| self.fingerprint.update(r.as_bytes()));
-        let positions = start..start + agents.len();
-        let vectors = columnar::float_lists(positions.clone().map(|i| embeddings.map(|e| e.vectors[i].as_slice())));
-        let batch = columnar::batch(vec![
-            ("position", columnar::u32s(positions.map(|i| Some(i as u32)))),
-            ("id", columnar::strings(agents.iter().map(|a| Some(&a.id)))),
-            ("uaid", columnar::strings(agents.iter().map(|a| Some(&a.uaid)))),
-            ("registry", columnar::strings(agents.iter().map(|a| Some(&a.registry)))),
-            ("name", columnar::strings(agents.iter().map(|a| Some(&a.name)))),
-            ("adapter", columnar::strings(agents.iter().map(|a| Some(&a.adapter)))),
-            ("type", columnar::strings(agents.iter().map(|a| Some(&a.kind)))),
-            ("verification_status", columnar::strings(agents.iter().map(|a| Some(&a.verification_status)))),
-            ("trust_score", Arc::new(agents.iter().map(|a| Some(a.trust_score)).collect::<Float64Array>())),
-            ("available", columnar::bools(agents.iter().map(|a| Some(a.available)))),
-            ("protocols", columnar::string_lists(agents.iter().map(|a| a.protocols.as_slice()))),
-            ("chattable", columnar::bools(agents.iter().map(|a| Some(a.communication_supported)))),
-            ("capabilities_mask", columnar::u32s(agents.iter().map(|a| Some(super::render::mask(a))))),
-            ("created_at", columnar::strings(agents.iter().map(|a| Some(&a.created_at)))),
-            ("updated_at", columnar::strings(agents.iter().map(|a| Some(&a.updated_at)))),
-            ("record", columnar::strings(records.iter().map(Some))),
-            ("embedding", vectors),
-        ])?;
-        columnar::append(&self.tx, "broker_agents", batch)?;
+        let positions: Vec<u32> = (start..start + agents.len()).map(|i| i as u32).collect();
+        let vectors = positions.iter().map(|&i| embeddings.map(|e| e.vectors[i as usize].as_slice()));
+        columnar::append(&self.tx, "broker_agents", agent_rows(agents, records, &positions, vectors)?)?;
         self.position += agents.len();
         Ok(())
     }
@@ -102,7 +84,7 @@ impl<'c> Writer<'c> {
     /// sources (`sources`: the fingerprint a later run compares its own
     /// with), and the commit.
     pub fn finish(mut self, rest: Rest) -> Result<()> {
-        let Rest { feedback, catalog, embeddings, journal_seq, sources, digest, tally } = rest;
+        let Rest { feedback, catalog, embeddings, journal_seq, journal_digest, sources, digest, tally } = rest;
         let tx = &self.tx;
         for feedback in feedback.chunks(FEEDBACK_BATCH) {
             let records: Vec<String> = feedback.iter().map(|f| serde_json::to_string(f).expect("serialises")).collect();
@@ -129,13 +111,44 @@ impl<'c> Writer<'c> {
         self.fingerprint.update(journal_seq.to_le_bytes());
         tx.execute("INSERT INTO broker_meta VALUES ('journal_seq', ?)", [journal_seq.to_string()])?;
         tx.execute("INSERT INTO broker_meta VALUES ('sources', ?)", [sources])?;
-        tx.execute("INSERT INTO broker_meta VALUES ('digest', ?)", [digest])?;
+        tx.execute("INSERT INTO broker_meta VALUES ('digest', ?)", [&digest.whole])?;
+        tx.execute("INSERT INTO broker_meta VALUES ('sources_digest', ?)", [&digest.sources])?;
+        tx.execute("INSERT INTO broker_meta VALUES ('journal_digest', ?)", [journal_digest])?;
         let tally = serde_json::to_string(tally).expect("the tally serialises");
         tx.execute("INSERT INTO broker_meta VALUES ('tally', ?)", [tally])?;
         let fingerprint = crate::http::hex(&self.fingerprint.finalize());
         tx.execute("INSERT INTO broker_meta VALUES ('fingerprint', ?)", [fingerprint])?;
         self.tx.commit().context("writing the broker tables")
     }
+}
+
+/// The rows of `broker_agents` of `agents` (their `records` as
+/// serialised) at `positions`, with their embeddings.
+fn agent_rows<'a>(
+    agents: &[Agent],
+    records: &[String],
+    positions: &[u32],
+    vectors: impl Iterator<Item = Option<&'a [f32]>>,
+) -> Result<duckdb::arrow::record_batch::RecordBatch> {
+    columnar::batch(vec![
+        ("position", columnar::u32s(positions.iter().map(|&p| Some(p)))),
+        ("id", columnar::strings(agents.iter().map(|a| Some(&a.id)))),
+        ("uaid", columnar::strings(agents.iter().map(|a| Some(&a.uaid)))),
+        ("registry", columnar::strings(agents.iter().map(|a| Some(&a.registry)))),
+        ("name", columnar::strings(agents.iter().map(|a| Some(&a.name)))),
+        ("adapter", columnar::strings(agents.iter().map(|a| Some(&a.adapter)))),
+        ("type", columnar::strings(agents.iter().map(|a| Some(&a.kind)))),
+        ("verification_status", columnar::strings(agents.iter().map(|a| Some(&a.verification_status)))),
+        ("trust_score", Arc::new(agents.iter().map(|a| Some(a.trust_score)).collect::<Float64Array>())),
+        ("available", columnar::bools(agents.iter().map(|a| Some(a.available)))),
+        ("protocols", columnar::string_lists(agents.iter().map(|a| a.protocols.as_slice()))),
+        ("chattable", columnar::bools(agents.iter().map(|a| Some(a.communication_supported)))),
+        ("capabilities_mask", columnar::u32s(agents.iter().map(|a| Some(super::render::mask(a))))),
+        ("created_at", columnar::strings(agents.iter().map(|a| Some(&a.created_at)))),
+        ("updated_at", columnar::strings(agents.iter().map(|a| Some(&a.updated_at)))),
+        ("record", columnar::strings(records.iter().map(Some))),
+        ("embedding", columnar::float_lists(vectors)),
+    ])
 }
 
 /// Feedback entries written to the warehouse at a time. In batches, as the
@@ -149,11 +162,15 @@ pub struct Rest<'a> {
     pub catalog: &'a Catalog,
     pub embeddings: Option<&'a Embeddings>,
     pub journal_seq: u64,
+    /// The journal's records applied, by their content
+    /// ([`super::journal::digest_through`]).
+    pub journal_digest: &'a str,
     /// The fingerprint of the sources the build read
     /// ([`super::scan::Summary::fingerprint`]).
     pub sources: &'a str,
-    /// The sources by their bytes ([`super::scan::digest`]).
-    pub digest: &'a str,
+    /// The sources by their bytes ([`super::scan::digest`]), with the
+    /// embedding model.
+    pub digest: &'a super::scan::Digest,
     /// What the catalog files count of the agents.
     pub tally: &'a super::render::Tally,
 }
@@ -166,12 +183,28 @@ pub fn write_facts(conn: &Connection, facts: &super::scan::Facts) -> Result<()> 
     Ok(())
 }
 
-/// What the pages say of the agents of a warehouse or snapshot, and the
-/// digest of the sources they were made from (`None`: no agents, or
-/// written before these were kept).
-pub fn facts(conn: &Connection) -> Result<Option<(super::scan::Facts, String)>> {
-    let (Some(facts), Some(digest)) = (meta(conn, "facts")?, meta(conn, "digest")?) else { return Ok(None) };
-    Ok(Some((serde_json::from_str(&facts).context("broker_meta.facts")?, digest)))
+/// What a warehouse or snapshot records of the sources its agents were
+/// made from: what a later run compares its own with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    /// What the pages say of the agents.
+    pub facts: super::scan::Facts,
+    /// The sources by their bytes, with the embedding model.
+    pub digest: super::scan::Digest,
+    /// The journal's records applied, by their content (`None`: written
+    /// before it was kept).
+    pub journal_digest: Option<String>,
+}
+
+/// What a warehouse or snapshot records of its agents' sources (`None`: no
+/// agents, or written before these were kept).
+pub fn recorded(conn: &Connection) -> Result<Option<Recorded>> {
+    let (Some(facts), Some(whole)) = (meta(conn, "facts")?, meta(conn, "digest")?) else { return Ok(None) };
+    Ok(Some(Recorded {
+        facts: serde_json::from_str(&facts).context("broker_meta.facts")?,
+        digest: super::scan::Digest { sources: meta(conn, "sources_digest")?.unwrap_or_default(), whole },
+        journal_digest: meta(conn, "journal_digest")?,
+    }))
 }
 
 /// The tally of a warehouse's or snapshot's agents (`None`: written
@@ -273,24 +306,223 @@ fn meta(conn: &Connection, key: &str) -> Result<Option<String>> {
     }
 }
 
-/// The fingerprint of an open snapshot's broker tables, without loading
-/// them (the api keeps its index when a new build's is the same).
-pub fn fingerprint(conn: &Connection) -> Result<Option<String>> {
+/// A temporary table `name (key VARCHAR)` of `keys`, for a lookup to
+/// join (so `conn` is the warehouse, writable, not a snapshot).
+fn keys_table<'a>(conn: &Connection, name: &str, keys: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {name} (key VARCHAR)"))?;
+    let keys = columnar::batch(vec![("key", columnar::strings(keys.into_iter().map(Some)))])?;
+    columnar::append(conn, name, keys)
+}
+
+/// The stored agents with these UAIDs, by UAID: each one's position and
+/// record.
+pub fn agents_by_uaid(conn: &Connection, uaids: &[&str]) -> Result<HashMap<String, (u32, Agent)>> {
+    use duckdb::arrow::array::UInt32Array;
+    keys_table(conn, "wanted_uaids", uaids.iter().copied())?;
+    let mut statement = conn.prepare(
+        "SELECT position, record FROM broker_agents WHERE uaid IN (SELECT key FROM wanted_uaids) ORDER BY position",
+    )?;
+    let mut out = HashMap::new();
+    for batch in statement.query_arrow([])? {
+        let positions: UInt32Array = columnar::column(&batch, 0, DataType::UInt32)?;
+        let records: StringArray = columnar::column(&batch, 1, DataType::Utf8)?;
+        for i in 0..batch.num_rows() {
+            let agent: Agent = serde_json::from_str(records.value(i)).context("broker_agents.record")?;
+            out.insert(agent.uaid.to_string(), (positions.value(i), agent));
+        }
+    }
+    conn.execute_batch("DROP TABLE wanted_uaids")?;
+    Ok(out)
+}
+
+/// Of `ids`, those a stored agent has, each with that agent's UAID.
+pub fn ids_held(conn: &Connection, ids: &[&str]) -> Result<Vec<(String, String)>> {
+    keys_table(conn, "wanted_ids", ids.iter().copied())?;
+    let mut statement = conn.prepare("SELECT id, uaid FROM broker_agents WHERE id IN (SELECT key FROM wanted_ids)")?;
+    let held = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<duckdb::Result<_>>()?;
+    conn.execute_batch("DROP TABLE wanted_ids")?;
+    Ok(held)
+}
+
+/// The feedback entries stored about these UAIDs, in the order stored.
+pub fn feedback_about(conn: &Connection, uaids: &[&str]) -> Result<Vec<FeedbackEntry>> {
+    keys_table(conn, "wanted_feedback", uaids.iter().copied())?;
+    let mut statement =
+        conn.prepare("SELECT record FROM broker_feedback WHERE uaid IN (SELECT key FROM wanted_feedback)")?;
+    let records: Vec<String> = statement.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    conn.execute_batch("DROP TABLE wanted_feedback")?;
+    records.iter().map(|r| serde_json::from_str(r).context("broker_feedback.record")).collect()
+}
+
+/// The UAID, capability set and `updatedAt` of every stored agent whose
+/// capability set is among `sets`: whose similar lists those sets make.
+pub fn members(conn: &Connection, sets: &[u32]) -> Result<Vec<(String, u32, String)>> {
+    use duckdb::arrow::array::UInt32Array;
+    conn.execute_batch("CREATE OR REPLACE TEMP TABLE wanted_sets (mask UINTEGER)")?;
+    columnar::append(
+        conn,
+        "wanted_sets",
+        columnar::batch(vec![("mask", columnar::u32s(sets.iter().map(|&m| Some(m))))])?,
+    )?;
+    let mut statement = conn.prepare(
+        "SELECT uaid, capabilities_mask, updated_at FROM broker_agents \
+         WHERE capabilities_mask IN (SELECT mask FROM wanted_sets)",
+    )?;
+    let mut out = Vec::new();
+    for batch in statement.query_arrow([])? {
+        let uaids: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
+        let masks: UInt32Array = columnar::column(&batch, 1, DataType::UInt32)?;
+        let updated: StringArray = columnar::column(&batch, 2, DataType::Utf8)?;
+        for i in 0..batch.num_rows() {
+            out.push((uaids.value(i).to_string(), masks.value(i), updated.value(i).to_string()));
+        }
+    }
+    conn.execute_batch("DROP TABLE wanted_sets")?;
+    Ok(out)
+}
+
+/// Every feedback entry stored.
+pub fn all_feedback(conn: &Connection) -> Result<Vec<FeedbackEntry>> {
+    let mut statement = conn.prepare("SELECT record FROM broker_feedback")?;
+    let records: Vec<String> = statement.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    records.iter().map(|r| serde_json::from_str(r).context("broker_feedback.record")).collect()
+}
+
+/// The `createdAt` of every stored agent of `registry` that no feedback
+/// entry is about.
+pub fn created_without_feedback(conn: &Connection, registry: &str) -> Result<Vec<String>> {
+    let mut statement = conn.prepare(
+        "SELECT created_at FROM broker_agents WHERE registry = ? AND uaid NOT IN (SELECT uaid FROM broker_feedback)",
+    )?;
+    let created = statement.query_map([registry], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    Ok(created)
+}
+
+/// The catalog stored with the agents.
+pub fn catalog(conn: &Connection) -> Result<Catalog> {
+    let catalog: String = conn.query_row("SELECT record FROM broker_catalog", [], |r| r.get(0))?;
+    serde_json::from_str(&catalog).context("broker_catalog")
+}
+
+/// The position after every stored agent's: where agents registered
+/// since go, in order.
+pub fn next_position(conn: &Connection) -> Result<u32> {
+    let last: Option<u32> = conn.query_row("SELECT max(position) FROM broker_agents", [], |r| r.get(0))?;
+    Ok(last.map_or(0, |p| p + 1))
+}
+
+/// Agents changed in place (a layer over changed agents): what [`update`]
+/// writes.
+pub struct Update<'a> {
+    /// The UAIDs whose rows go: changed or deleted agents.
+    pub replaced: &'a [&'a str],
+    /// The rows that come: the changed agents as they are now, with their
+    /// records as serialised and their positions (an updated agent keeps
+    /// its place).
+    pub agents: &'a [Agent],
+    pub records: &'a [String],
+    pub positions: &'a [u32],
+    /// The UAIDs whose feedback goes with them (deleted agents).
+    pub deleted: &'a [&'a str],
+}
+
+/// Writes `update` in one transaction, with the `broker_meta` entries
+/// `meta` gives once the rows are in (read through the connection it is
+/// given, inside the transaction): each key's value replaced, or dropped
+/// when `None`. Nothing changes when anything fails.
+pub fn update(
+    conn: &Connection,
+    update: &Update,
+    meta: impl FnOnce(&Connection) -> Result<Vec<(&'static str, Option<String>)>>,
+) -> Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    keys_table(&tx, "replaced_uaids", update.replaced.iter().copied())?;
+    tx.execute_batch(
+        "DELETE FROM broker_agents WHERE uaid IN (SELECT key FROM replaced_uaids); DROP TABLE replaced_uaids",
+    )?;
+    if !update.agents.is_empty() {
+        let rows = agent_rows(update.agents, update.records, update.positions, update.agents.iter().map(|_| None))?;
+        columnar::append(&tx, "broker_agents", rows)?;
+    }
+    keys_table(&tx, "deleted_uaids", update.deleted.iter().copied())?;
+    tx.execute_batch(
+        "DELETE FROM broker_feedback WHERE uaid IN (SELECT key FROM deleted_uaids); DROP TABLE deleted_uaids",
+    )?;
+    for (key, value) in meta(&tx)? {
+        tx.execute("DELETE FROM broker_meta WHERE key = ?", [key])?;
+        if let Some(value) = value {
+            tx.execute("INSERT INTO broker_meta VALUES (?, ?)", [key, &value])?;
+        }
+    }
+    tx.commit().context("writing the changed agents")
+}
+
+/// The `broker_meta` entry a layer over changed agents writes: the search
+/// index folder it keeps.
+pub fn search_entry(search: &SearchIndex) -> (&'static str, Option<String>) {
+    ("search", Some(serde_json::to_string(search).expect("serialises")))
+}
+
+/// The broker tables' fingerprint (SHA-256 of their contents; see
+/// [`Stored::fingerprint`]).
+pub fn tables_fingerprint(conn: &Connection) -> Result<Option<String>> {
     meta(conn, "fingerprint")
 }
 
+/// What the search index folder of a build holds when it is not made from
+/// the build's own broker tables: a layer over changed agents keeps its
+/// base's folder, and the api's live overlay holds every change since
+/// (registered, updated and deleted agents are the api's own, in its
+/// store, after the folder's journal point).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SearchIndex {
+    /// The journal point of the agents the folder holds.
+    pub journal_seq: u64,
+    pub agents: usize,
+    /// The fingerprint of the broker tables the folder was made from.
+    pub fingerprint: String,
+}
+
+/// The search index folder a warehouse's or snapshot's build names, when
+/// it is not made from its own tables.
+pub fn search_index(conn: &Connection) -> Result<Option<SearchIndex>> {
+    let Some(text) = meta(conn, "search")? else { return Ok(None) };
+    Ok(Some(serde_json::from_str(&text).context("broker_meta.search")?))
+}
+
+/// The fingerprint of the agents an open snapshot's build searches (its
+/// broker tables', or those its search index folder was made from),
+/// without loading them: the api keeps its index when a new build's is
+/// the same.
+pub fn fingerprint(conn: &Connection) -> Result<Option<String>> {
+    match search_index(conn)? {
+        Some(search) => Ok(Some(search.fingerprint)),
+        None => meta(conn, "fingerprint"),
+    }
+}
+
 /// The broker tables of an open snapshot but the agents' records,
-/// feedback and embeddings; `None` when the build has none.
+/// feedback and embeddings, as the build's search index folder holds them
+/// (see [`SearchIndex`]); `None` when the build has none.
 pub fn load(conn: &Connection) -> Result<Option<Stored>> {
     let Some(fingerprint) = meta(conn, "fingerprint")? else { return Ok(None) };
     let catalog: String = conn.query_row("SELECT record FROM broker_catalog", [], |r| r.get(0))?;
     let catalog: Catalog = serde_json::from_str(&catalog).context("broker_catalog")?;
+    if let Some(search) = search_index(conn)? {
+        let SearchIndex { journal_seq, agents, fingerprint } = search;
+        return Ok(Some(Stored { catalog, journal_seq, agents, fingerprint }));
+    }
     let agents: u64 = conn.query_row("SELECT count(*) FROM broker_agents", [], |r| r.get(0))?;
-    let journal_seq = match meta(conn, "journal_seq")? {
-        Some(text) => text.parse().context("broker_meta.journal_seq")?,
-        None => 0,
-    };
+    let journal_seq = journal_seq(conn)?;
     Ok(Some(Stored { catalog, journal_seq, agents: agents as usize, fingerprint }))
+}
+
+/// The journal point of a warehouse's or snapshot's agents (0: none).
+pub fn journal_seq(conn: &Connection) -> Result<u64> {
+    match meta(conn, "journal_seq")? {
+        Some(text) => text.parse().context("broker_meta.journal_seq"),
+        None => Ok(0),
+    }
 }
 
 const CACHE_SCHEMA: &str =
@@ -356,8 +588,9 @@ mod tests {
             catalog: &catalog,
             embeddings: None,
             journal_seq: 0,
+            journal_digest: "j",
             sources: "s",
-            digest: "d",
+            digest: &crate::broker::scan::Digest { sources: "s".into(), whole: "d".into() },
             tally: &tally,
         };
         writer.finish(rest).unwrap();

@@ -8,19 +8,18 @@ use super::{markup, routes, svg, Page};
 use crate::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY};
 use crate::broker::render::agent_route;
 use crate::broker::render::time as instant;
-use crate::broker::scan::Summary;
 use crate::broker::Agent;
 use crate::http::Cache;
 
 /// Feedback entries listed on a profile, newest first.
 const FEEDBACK_SHOWN: usize = 20;
 
-/// The directory's pages, from the summary's rows (each agent's profile
-/// is rendered with its batch: [`super::Renderer::profile`]).
-pub(super) fn directory(summary: &Summary) -> Vec<Page> {
-    let order = &summary.directory;
+/// The directory's pages, from its rows (each agent's profile is
+/// rendered with its batch: [`super::Renderer::profile`]).
+pub(super) fn directory(directory: &super::Directory) -> Vec<Page> {
+    let order = directory.rows;
     let count = order.len().div_ceil(routes::AGENTS_PER_PAGE).max(1);
-    let registries: Vec<&String> = summary.tally.registries.keys().collect();
+    let registries: Vec<&String> = directory.tally.registries.keys().collect();
     (1..=count)
         .map(|page| {
             let slice = order.chunks(routes::AGENTS_PER_PAGE).nth(page - 1).unwrap_or(&[]);

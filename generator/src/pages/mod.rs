@@ -41,11 +41,19 @@ pub struct Inputs<'a> {
     pub guard: Option<&'a crate::guard::Datasets>,
     /// The agents, for the directory's pages; `None` when the build keeps
     /// the live build's (a layer: the agents did not change).
-    pub directory: Option<&'a crate::broker::scan::Summary>,
+    pub directory: Option<Directory<'a>>,
     /// What the landing page says of the agents (with the newest of their
     /// profile pages, rendered with their batches: [`Renderer::profile`]).
     pub agents: Option<&'a crate::broker::scan::Facts>,
     pub exports: &'a [Export],
+}
+
+/// What the directory's pages list: every agent's row, in order, and the
+/// registries counted.
+#[derive(Clone, Copy)]
+pub struct Directory<'a> {
+    pub rows: &'a [crate::broker::scan::Row],
+    pub tally: &'a crate::broker::render::Tally,
 }
 
 /// The templates, in the binary: a build does not depend on the folder it
@@ -106,8 +114,8 @@ impl Renderer {
         if let Some(datasets) = inputs.guard {
             pages.extend(guard::pages(datasets));
         }
-        if let Some(summary) = inputs.directory {
-            pages.extend(agents::directory(summary));
+        if let Some(directory) = &inputs.directory {
+            pages.extend(agents::directory(directory));
         }
         let profiles_newest = Timestamp(inputs.agents.map_or(0, |a| a.profiles_newest));
         let newest = pages.iter().map(|p| p.last_modified).max().unwrap_or_default().max(profiles_newest);

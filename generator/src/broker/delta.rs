@@ -1,0 +1,245 @@
+//! Agents changed since the live build, applied to the warehouse alone:
+//! what a layer over changed agents is made of (`crate::layer`).
+//!
+//! When the broker's sources are byte for byte the live build's and the
+//! journal only grew, by agents registered, updated or deleted, the new
+//! records are the whole difference between the live build's agents and
+//! this run's. They are checked as a scan checks them, against the
+//! warehouse (which holds the live build's agents) in place of the
+//! sources; written into it in one transaction; and what the files are
+//! made of is read back from it: the changed agents as they are now, the
+//! similar agents before and after (so that only the capability sets
+//! whose best agents changed have their agents' lists made again), the
+//! directory's rows and the tally. Nothing reads the sources or every
+//! agent's record.
+
+use std::collections::{HashMap, HashSet};
+
+use anyhow::{bail, Context, Result};
+use duckdb::Connection;
+use sha2::{Digest as _, Sha256};
+
+use super::catalog::{self, Catalog, FeedbackEntry, Subject, FEEDBACK_REGISTRY};
+use super::journal::{self, Event, Overlay, Position, Record};
+use super::render::{time, SimilarIndex, Tally};
+use super::scan::{Digest, Facts, Row};
+use super::store::{self, SearchIndex};
+use super::Agent;
+use crate::timestamp::Timestamp;
+
+/// The journal's records after the live build's point: agents registered,
+/// updated or deleted.
+pub struct Delta {
+    records: Vec<(Position, Record)>,
+    /// The journal point after them.
+    pub seq: u64,
+    /// The journal's records through `seq`, by their content.
+    pub journal_digest: String,
+}
+
+/// The journal's `records` as a delta over a build that applied them
+/// through `live_seq` (their digest then `live_digest`); else why a whole
+/// build is needed.
+pub fn after(records: Vec<(Position, Record)>, live_seq: u64, live_digest: &str) -> Result<Delta, &'static str> {
+    if journal::digest_through(&records, live_seq) != live_digest {
+        return Err("the journal's records the live build applied changed");
+    }
+    let Some(seq) = records.last().map(|(_, r)| r.seq).filter(|seq| *seq > live_seq) else {
+        return Err("the journal changed, but holds no new record");
+    };
+    let journal_digest = journal::digest_through(&records, seq);
+    let records: Vec<(Position, Record)> = records.into_iter().filter(|(_, r)| r.seq > live_seq).collect();
+    let agents_only = records
+        .iter()
+        .all(|(_, r)| matches!(r.event, Event::Register { .. } | Event::Update { .. } | Event::Delete { .. }));
+    if !agents_only {
+        return Err("the journal's new records are not only agents registered, updated or deleted");
+    }
+    Ok(Delta { records, seq, journal_digest })
+}
+
+/// The warehouse after a [`Delta`]: what the layer's files are made of.
+pub struct Applied {
+    /// The changed agents as they are now (not the deleted), with their
+    /// feedback, by UAID.
+    pub agents: Vec<Agent>,
+    pub feedback: HashMap<String, Vec<FeedbackEntry>>,
+    /// The agents deleted, as they were, with their feedback (their files go).
+    pub deleted: Vec<(Agent, Vec<FeedbackEntry>)>,
+    /// The similar agents before the delta and after it.
+    pub before: SimilarIndex,
+    pub after: SimilarIndex,
+    /// Every agent's directory row, in order.
+    pub rows: Vec<Row>,
+    pub tally: Tally,
+    pub catalog: Catalog,
+    pub journal_seq: u64,
+}
+
+impl Applied {
+    /// Whether `uaid` is among the agents changed (or deleted).
+    pub fn changed(&self) -> HashSet<&str> {
+        let now = self.agents.iter().map(|a| a.uaid.as_str());
+        now.chain(self.deleted.iter().map(|(a, _)| a.uaid.as_str())).collect()
+    }
+
+    /// What the pages say of the agents now, given the newest time of
+    /// their pages ([`newest`]).
+    pub fn facts(&self, profiles_newest: Timestamp) -> Facts {
+        Facts {
+            agents: self.tally.total,
+            registries: self.tally.registries.len(),
+            updated: self.tally.last_update().unwrap_or(&self.catalog.updated_at).to_string(),
+            catalog_updated: self.catalog.updated_at.clone(),
+            journal_seq: self.journal_seq,
+            profiles_newest: profiles_newest.0,
+        }
+    }
+}
+
+/// The newest Last-Modified of every agent's JSON files, and of every
+/// agent's page, as a build rendering them all would find: from each
+/// agent's `updatedAt` (`rows`), the feedback stored, and the `createdAt`
+/// of ERC-8004 agents without feedback (their feedback files' time).
+pub fn newest(conn: &Connection, rows: &[Row]) -> Result<(Timestamp, Timestamp)> {
+    let updated = rows.iter().map(|r| r.updated).max().unwrap_or_default();
+    let (mut json, mut pages) = (updated, updated);
+    for entry in store::all_feedback(conn)? {
+        json = json.max(time(&entry.created_at));
+        if let Some(revoked) = &entry.revoked_at {
+            json = json.max(time(revoked));
+        }
+        if !entry.revoked {
+            pages = pages.max(time(&entry.created_at));
+        }
+    }
+    for created in store::created_without_feedback(conn, FEEDBACK_REGISTRY)? {
+        json = json.max(time(&created));
+    }
+    Ok((json, pages))
+}
+
+/// Applies `delta` to the warehouse's agents (`conn`), checked as a scan
+/// checks the sources; `digest` is this run's, `search` the folder the
+/// layer keeps. Nothing changes when a record is refused: the error names
+/// its journal line.
+pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchIndex) -> Result<Applied> {
+    let catalog = store::catalog(conn)?;
+    let overlay = Overlay::new(&delta.records, &mut catalog.clone(), &mut Vec::new()).context("the broker journal")?;
+    let mut changes: Vec<journal::Changed> = overlay.changed().collect();
+    changes.sort_by(|a, b| a.uaid.cmp(b.uaid));
+    let uaids: Vec<&str> = changes.iter().map(|c| c.uaid).collect();
+    let stored = store::agents_by_uaid(conn, &uaids)?;
+    for change in &changes {
+        change.check(stored.contains_key(change.uaid)).context("the broker journal")?;
+    }
+
+    // The agents as they are now: an updated one in its place, registered
+    // ones after every other, in the order registered.
+    let mut registered: Vec<(usize, Agent)> = Vec::new();
+    let (mut agents, mut positions, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
+    for change in &changes {
+        let old = stored.get(change.uaid);
+        let now = change.record.or(old.map(|(_, a)| a)).filter(|_| change.present);
+        match (now, change.added, old) {
+            (Some(agent), Some(order), _) => registered.push((order, agent.clone())),
+            (Some(agent), None, Some((position, _))) => {
+                agents.push(agent.clone());
+                positions.push(*position);
+            }
+            (Some(_), None, None) => unreachable!("checked: an agent not registered is stored"),
+            (None, _, _) => deleted.extend(old.map(|(_, a)| a.uaid.to_string())),
+        }
+    }
+    registered.sort_by_key(|(order, _)| *order);
+    let next = store::next_position(conn)?;
+    positions.extend((next..).take(registered.len()));
+    agents.extend(registered.into_iter().map(|(_, a)| a));
+
+    check_ids(conn, &agents, &uaids)?;
+    let mut feedback: HashMap<String, Vec<FeedbackEntry>> = HashMap::new();
+    for entry in store::feedback_about(conn, &uaids)? {
+        feedback.entry(entry.uaid.clone()).or_default().push(entry);
+    }
+    let deleted: Vec<(Agent, Vec<FeedbackEntry>)> = deleted
+        .iter()
+        .map(|uaid| (stored[uaid.as_str()].1.clone(), feedback.remove(uaid.as_str()).unwrap_or_default()))
+        .collect();
+    check_feedback(&agents, &feedback)?;
+
+    let mut tally = store::tally(conn)?.context("the warehouse keeps no tally of its agents")?;
+    stored.values().for_each(|(_, old)| tally.remove(&catalog, old));
+    agents.iter().for_each(|a| tally.add(&catalog, a));
+    let before = store::similar(conn)?;
+    let records: Vec<String> = agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise")).collect();
+    let fingerprint = {
+        let mut hasher = Sha256::new();
+        hasher.update(store::tables_fingerprint(conn)?.unwrap_or_default());
+        hasher.update(delta.seq.to_le_bytes());
+        for uaid in &uaids {
+            hasher.update(uaid.as_bytes());
+            let now = agents.iter().position(|a| a.uaid.as_str() == *uaid);
+            hasher.update(now.map_or(&b"deleted"[..], |i| records[i].as_bytes()));
+        }
+        crate::http::hex(&hasher.finalize())
+    };
+    let deleted_uaids: Vec<&str> = deleted.iter().map(|(a, _)| a.uaid.as_str()).collect();
+    let update = store::Update {
+        replaced: &uaids,
+        agents: &agents,
+        records: &records,
+        positions: &positions,
+        deleted: &deleted_uaids,
+    };
+    let mut rows = Vec::new();
+    store::update(conn, &update, |tx| {
+        let (read, last_update) = store::rows(tx)?;
+        rows = read;
+        tally.dated(last_update, rows.iter().map(|r| r.updated).max());
+        Ok(vec![
+            ("journal_seq", Some(delta.seq.to_string())),
+            ("journal_digest", Some(delta.journal_digest.clone())),
+            ("digest", Some(digest.whole.clone())),
+            ("sources_digest", Some(digest.sources.clone())),
+            // Only a scan knows the fingerprint of the sources as the
+            // journal leaves them: no later run takes these files as its own.
+            ("sources", None),
+            ("fingerprint", Some(fingerprint)),
+            ("tally", Some(serde_json::to_string(&tally).expect("the tally serialises"))),
+            store::search_entry(search),
+        ])
+    })?;
+    let after = store::similar(conn)?;
+    Ok(Applied { agents, feedback, deleted, before, after, rows, tally, catalog, journal_seq: delta.seq })
+}
+
+/// Ids stay unique: among the changed agents, and against every stored
+/// agent that is not one of them (`replaced`).
+fn check_ids(conn: &Connection, agents: &[Agent], replaced: &[&str]) -> Result<()> {
+    let mut seen = HashSet::new();
+    for agent in agents {
+        if !seen.insert(agent.id.as_str()) {
+            bail!("the broker journal: agent {:?}: field \"id\": used twice", agent.id);
+        }
+    }
+    let replaced: HashSet<&str> = replaced.iter().copied().collect();
+    let ids: Vec<&str> = agents.iter().map(|a| a.id.as_str()).collect();
+    if let Some((id, uaid)) =
+        store::ids_held(conn, &ids)?.into_iter().find(|(_, uaid)| !replaced.contains(uaid.as_str()))
+    {
+        bail!("the broker journal: agent {id:?}: field \"id\": used twice (also by {uaid})");
+    }
+    Ok(())
+}
+
+/// The feedback about changed agents still names ERC-8004 agents with
+/// their token ids (an update may have changed either).
+fn check_feedback(agents: &[Agent], feedback: &HashMap<String, Vec<FeedbackEntry>>) -> Result<()> {
+    let by_uaid: HashMap<&str, &Agent> = agents.iter().map(|a| (a.uaid.as_str(), a)).collect();
+    let mut entries: Vec<FeedbackEntry> = feedback.values().flatten().cloned().collect();
+    entries.sort_by(|a, b| (&a.uaid, &a.client, a.feedback_index).cmp(&(&b.uaid, &b.client, b.feedback_index)));
+    let subject = |uaid: &str| {
+        by_uaid.get(uaid).map(|a| Subject { id: &a.id, registry: &a.registry, original_id: &a.original_id })
+    };
+    catalog::validate_feedback_by(&entries, subject, &|_| None).context("feedback.json")
+}
