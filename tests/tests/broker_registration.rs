@@ -442,6 +442,62 @@ async fn a_change_reaches_the_journal_once_when_the_api_dies_between_its_writes(
     assert_ne!(response.headers()["cache-control"], "no-cache", "served from the build's file");
 }
 
+/// A build that is a layer over changed agents keeps its base's search
+/// index: the api searches it with the live overlay, which holds every
+/// change after the index's journal point, from the store, across
+/// restarts; the agents' own files are the layer's; a whole build takes
+/// the changes over.
+#[tokio::test(flavor = "multi_thread")]
+async fn over_a_layer_of_changed_agents_the_overlay_still_holds_them() {
+    let Setup { mut broker, sources, .. } = setup("registration-layer", &[]).await;
+    let whole: Vec<&str> = sources.iter().map(String::as_str).collect();
+    let mut layered = whole.clone();
+    layered.extend(["--layer-min-routes", "0"]);
+    let before = broker.total("").await;
+    let owner = broker.sign_in("0.0.1001").await;
+    let (status, created) =
+        broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Reader", &[]))).await;
+    assert_eq!(status, 200, "{created}");
+    let uaid = created["uaid"].as_str().unwrap().to_string();
+    let detail_path = format!("/api/v1/agents/{}", encode(&uaid));
+    broker.journaled().await;
+    broker.rebuild(&layered).await;
+    let live = almanac::manifest::Manifest::load(&broker.site.join("current")).unwrap();
+    assert!(live.base.is_some(), "a layer over the first build");
+    assert!(live.routes.iter().any(|e| e.route() == detail_path), "the layer holds the new agent's file");
+    assert_eq!(broker.total("").await, before + 1);
+    assert_eq!(broker.total("q=tide").await, 1);
+    assert_eq!(broker.send("GET", &detail_path, None, None).await.0, 200);
+
+    // Restarted, the api loads the overlay from its store after the
+    // search index's journal point, not the layer's.
+    broker.restart(&[]);
+    for _ in 0..200 {
+        if broker.send("GET", "/health", None, None).await.1["build"] == json!(live.build) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(broker.total("").await, before + 1);
+    assert_eq!(broker.total("q=tide").await, 1);
+
+    // Deleted: the next layer removes its files, search no longer finds it.
+    let path = format!("/api/v1/register/{}", encode(&uaid));
+    assert_eq!(broker.send("DELETE", &path, Some(&owner), None).await.0, 200);
+    broker.journaled().await;
+    broker.rebuild(&layered).await;
+    let live = almanac::manifest::Manifest::load(&broker.site.join("current")).unwrap();
+    assert!(live.base.is_some() && !live.routes.iter().any(|e| e.route() == detail_path));
+    assert_eq!((broker.total("").await, broker.total("q=tide").await), (before, 0));
+    assert_eq!(broker.send("GET", &detail_path, None, None).await.0, 404);
+
+    // A whole build holds the changes itself.
+    broker.rebuild(&whole).await;
+    let live = almanac::manifest::Manifest::load(&broker.site.join("current")).unwrap();
+    assert!(live.base.is_none());
+    assert_eq!((broker.total("").await, broker.total("q=tide").await), (before, 0));
+}
+
 /// The api dies while a delivery to an additional registry is in flight:
 /// the next start delivers it again, the attempt completes, and nothing
 /// is billed twice.
