@@ -338,8 +338,10 @@ fn layered(
             }
             None => crate::layer::Broker::Kept,
         };
-        let plan = crate::layer::plan(&live, std::mem::take(&mut computed.files), broker);
-        let (manifest, staged) = crate::layer::stage(layout, &live, plan, exports).context("stage")?;
+        let plan =
+            debug_span!("plan").in_scope(|| crate::layer::plan(&live, std::mem::take(&mut computed.files), broker));
+        let (manifest, staged) =
+            debug_span!("write").in_scope(|| crate::layer::stage(layout, &live, plan, exports)).context("stage")?;
         fault::point("staged");
         write_snapshot(layout, &manifest, &computed.meta, warehouse).context("snapshot")?;
         site::link_search_index(layout, &live.id, &manifest.build).context("the search index")?;
@@ -404,8 +406,8 @@ fn changed_agents(
     // The other agents of the capability sets whose best agents changed:
     // only their similar lists.
     let changed = applied.changed();
-    let sets = applied.before.differing(&applied.after);
-    let members = broker::store::members(conn, &sets)?;
+    let sets = &applied.differing;
+    let members = debug_span!("members").in_scope(|| broker::store::members(conn, sets))?;
     files.par_extend(
         members
             .par_iter()
@@ -419,7 +421,8 @@ fn changed_agents(
         gone.insert(crate::pages::routes::agent(&agent.uaid).0);
     }
     let catalog = broker::render::catalog_files(&applied.tally, &applied.catalog);
-    let (json_newest, profiles_newest) = broker::delta::newest(conn, &applied.rows)?;
+    let (json_newest, profiles_newest) =
+        debug_span!("newest").in_scope(|| broker::delta::newest(conn, &applied.rows))?;
     let broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(json_newest, Timestamp::max);
     files.extend(catalog);
     let facts = applied.facts(profiles_newest);

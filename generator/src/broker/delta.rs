@@ -21,7 +21,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::catalog::{self, Catalog, FeedbackEntry, Subject, FEEDBACK_REGISTRY};
 use super::journal::{self, Event, Overlay, Position, Record};
-use super::render::{time, SimilarIndex, Tally};
+use super::render::{self, time, SimilarIndex, Tally};
 use super::scan::{Digest, Facts, Row};
 use super::store::{self, SearchIndex};
 use super::Agent;
@@ -66,8 +66,10 @@ pub struct Applied {
     pub feedback: HashMap<String, Vec<FeedbackEntry>>,
     /// The agents deleted, as they were, with their feedback (their files go).
     pub deleted: Vec<(Agent, Vec<FeedbackEntry>)>,
-    /// The similar agents before the delta and after it.
-    pub before: SimilarIndex,
+    /// The capability sets whose agents' similar lists the delta changes,
+    /// and the similar agents after it of those sets and of the changed
+    /// agents' (no others).
+    pub differing: Vec<u32>,
     pub after: SimilarIndex,
     /// Every agent's directory row, in order.
     pub rows: Vec<Row>,
@@ -129,10 +131,66 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     let mut changes: Vec<journal::Changed> = overlay.changed().collect();
     changes.sort_by(|a, b| a.uaid.cmp(b.uaid));
     let uaids: Vec<&str> = changes.iter().map(|c| c.uaid).collect();
-    let stored = store::agents_by_uaid(conn, &uaids)?;
+    // The agents as the delta leaves them (the records it gives: an agent
+    // whose events leave its record as stored is not among them).
+    let now: Vec<&Agent> = changes.iter().filter(|c| c.present).filter_map(|c| c.record).collect();
+    let now_owned: Vec<Agent> = now.iter().map(|a| (*a).clone()).collect();
+    let changed: HashSet<&str> = uaids.iter().copied().collect();
+    let ranked = tracing::debug_span!("rank").in_scope(|| store::rank(conn, &changed, &now_owned))?;
     for change in &changes {
-        change.check(stored.contains_key(change.uaid)).context("the broker journal")?;
+        change.check(ranked.stored.contains_key(change.uaid)).context("the broker journal")?;
     }
+    check_ids(&now_owned, &ranked.clashes)?;
+
+    // Which capability sets' lists change: those whose best agents differ,
+    // or hold a changed agent (its record may differ under the same id).
+    let changed_ids: HashSet<&str> = now.iter().map(|a| a.id.as_str()).collect();
+    let (before, after) = tracing::debug_span!("similar").in_scope(|| {
+        (render::best_of(&ranked.before, store::key_rank), render::best_of(&ranked.after, store::key_rank))
+    });
+    fn ids<'k>(list: Option<&Vec<&'k (f64, String)>>) -> Vec<&'k str> {
+        list.map(|l| l.iter().map(|k| k.1.as_str()).collect()).unwrap_or_default()
+    }
+    let mut differing: Vec<u32> = before.keys().chain(after.keys()).copied().collect();
+    differing.sort_unstable();
+    differing.dedup();
+    differing.retain(|m| {
+        let (old, new) = (ids(before.get(m)), ids(after.get(m)));
+        old != new || new.iter().any(|id| changed_ids.contains(id))
+    });
+    // The sets whose lists are made: those, and the changed agents' own.
+    let mut made: Vec<u32> = differing.clone();
+    made.extend(now.iter().map(|a| render::mask(a)));
+    made.sort_unstable();
+    made.dedup();
+    let wanted: Vec<&str> = made
+        .iter()
+        .filter_map(|m| after.get(m))
+        .flatten()
+        .map(|k| k.1.as_str())
+        .filter(|id| !changed_ids.contains(id))
+        .collect();
+
+    // One read of the record column: the changed agents as stored, and the
+    // other agents on the lists made.
+    let read = tracing::debug_span!("records").in_scope(|| store::records_of(conn, &uaids, &wanted))?;
+    let mut stored: HashMap<String, (u32, Agent)> = HashMap::new();
+    let mut peers: HashMap<String, render::Peer> = now.iter().map(|a| (a.id.clone(), render::Peer::of(a))).collect();
+    for (position, agent) in read {
+        if changed.contains(agent.uaid.as_str()) {
+            stored.insert(agent.uaid.to_string(), (position, agent));
+        } else {
+            peers.insert(agent.id.clone(), render::Peer::of(&agent));
+        }
+    }
+    let best: HashMap<u32, Vec<render::Peer>> = made
+        .iter()
+        .map(|m| {
+            let list = after.get(m).map(|l| l.iter().map(|k| peers[k.1.as_str()].clone()).collect());
+            (*m, list.unwrap_or_default())
+        })
+        .collect();
+    let after = SimilarIndex::of_best(best);
 
     // The agents as they are now: an updated one in its place, registered
     // ones after every other, in the order registered.
@@ -156,7 +214,6 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     positions.extend((next..).take(registered.len()));
     agents.extend(registered.into_iter().map(|(_, a)| a));
 
-    check_ids(conn, &agents, &uaids)?;
     let mut feedback: HashMap<String, Vec<FeedbackEntry>> = HashMap::new();
     for entry in store::feedback_about(conn, &uaids)? {
         feedback.entry(entry.uaid.clone()).or_default().push(entry);
@@ -170,7 +227,6 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     let mut tally = store::tally(conn)?.context("the warehouse keeps no tally of its agents")?;
     stored.values().for_each(|(_, old)| tally.remove(&catalog, old));
     agents.iter().for_each(|a| tally.add(&catalog, a));
-    let before = store::similar(conn)?;
     let records: Vec<String> = agents.iter().map(|a| serde_json::to_string(a).expect("agents serialise")).collect();
     let fingerprint = {
         let mut hasher = Sha256::new();
@@ -192,8 +248,9 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
         deleted: &deleted_uaids,
     };
     let mut rows = Vec::new();
+    let _span = tracing::debug_span!("update").entered();
     store::update(conn, &update, |tx| {
-        let (read, last_update) = store::rows(tx)?;
+        let (read, last_update) = tracing::debug_span!("rows").in_scope(|| store::rows(tx))?;
         rows = read;
         tally.dated(last_update, rows.iter().map(|r| r.updated).max());
         Ok(vec![
@@ -209,24 +266,20 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
             store::search_entry(search),
         ])
     })?;
-    let after = store::similar(conn)?;
-    Ok(Applied { agents, feedback, deleted, before, after, rows, tally, catalog, journal_seq: delta.seq })
+    drop(_span);
+    Ok(Applied { agents, feedback, deleted, differing, after, rows, tally, catalog, journal_seq: delta.seq })
 }
 
 /// Ids stay unique: among the changed agents, and against every stored
-/// agent that is not one of them (`replaced`).
-fn check_ids(conn: &Connection, agents: &[Agent], replaced: &[&str]) -> Result<()> {
+/// agent that is not one of them (`clashes`, found as they were ranked).
+fn check_ids(agents: &[Agent], clashes: &[(String, String)]) -> Result<()> {
     let mut seen = HashSet::new();
     for agent in agents {
         if !seen.insert(agent.id.as_str()) {
             bail!("the broker journal: agent {:?}: field \"id\": used twice", agent.id);
         }
     }
-    let replaced: HashSet<&str> = replaced.iter().copied().collect();
-    let ids: Vec<&str> = agents.iter().map(|a| a.id.as_str()).collect();
-    if let Some((id, uaid)) =
-        store::ids_held(conn, &ids)?.into_iter().find(|(_, uaid)| !replaced.contains(uaid.as_str()))
-    {
+    if let Some((id, uaid)) = clashes.first() {
         bail!("the broker journal: agent {id:?}: field \"id\": used twice (also by {uaid})");
     }
     Ok(())

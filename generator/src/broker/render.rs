@@ -605,7 +605,7 @@ impl Peer {
         &self.uaid
     }
 
-    fn of(agent: &Agent) -> Peer {
+    pub fn of(agent: &Agent) -> Peer {
         Peer {
             id: agent.id.clone(),
             uaid: agent.uaid.to_string(),
@@ -705,33 +705,52 @@ impl Similar {
     }
 
     pub fn finish(self) -> SimilarIndex {
-        let rank = |x: &(u32, &Peer), y: &(u32, &Peer)| y.0.cmp(&x.0).then_with(|| better(rank_of(x.1), rank_of(y.1)));
-        let mut best = HashMap::with_capacity(self.groups.len());
-        for m in self.groups.keys() {
+        let best = best_of(&self.groups, rank_of);
+        SimilarIndex::of_best(best.into_iter().map(|(m, top)| (m, top.into_iter().cloned().collect())).collect())
+    }
+}
+
+/// Per capability set, its best `SIMILAR_LIMIT + 1` agents sharing any of
+/// it (one may be the agent itself), best first: by capabilities shared,
+/// then trust score and id (`rank`), from each set's own best (`groups`,
+/// best first). Over the cores, a set at a time.
+pub fn best_of<'g, T: Sync>(
+    groups: &'g HashMap<u32, Vec<T>>,
+    rank: impl Fn(&T) -> (f64, &str) + Sync,
+) -> HashMap<u32, Vec<&'g T>> {
+    use rayon::prelude::*;
+    let order = |x: &(u32, &T), y: &(u32, &T)| y.0.cmp(&x.0).then_with(|| better(rank(x.1), rank(y.1)));
+    let sets: Vec<u32> = groups.keys().copied().collect();
+    sets.into_par_iter()
+        .map(|m| {
             // The best `limit + 1` (shared, agent) pairs, kept sorted.
-            let mut top: Vec<(u32, &Peer)> = Vec::with_capacity(SIMILAR_LIMIT + 2);
-            for (g, members) in &self.groups {
+            let mut top: Vec<(u32, &T)> = Vec::with_capacity(SIMILAR_LIMIT + 2);
+            for (g, members) in groups {
                 let shared = (g & m).count_ones();
                 if shared == 0 {
                     continue;
                 }
                 for other in members {
                     let candidate = (shared, other);
-                    if top.len() > SIMILAR_LIMIT && rank(&candidate, &top[SIMILAR_LIMIT]).is_ge() {
+                    if top.len() > SIMILAR_LIMIT && order(&candidate, &top[SIMILAR_LIMIT]).is_ge() {
                         break; // the rest of this group ranks lower still
                     }
-                    let at = top.partition_point(|t| rank(t, &candidate).is_lt());
+                    let at = top.partition_point(|t| order(t, &candidate).is_lt());
                     top.insert(at, candidate);
                     top.truncate(SIMILAR_LIMIT + 1);
                 }
             }
-            best.insert(*m, top.into_iter().map(|(_, a)| a.clone()).collect());
-        }
-        SimilarIndex { best }
-    }
+            (m, top.into_iter().map(|(_, a)| a).collect())
+        })
+        .collect()
 }
 
 impl SimilarIndex {
+    /// The index of each capability set's best agents, best first.
+    pub fn of_best(best: HashMap<u32, Vec<Peer>>) -> SimilarIndex {
+        SimilarIndex { best }
+    }
+
     /// Up to [`SIMILAR_LIMIT`] agents similar to `agent`, best first.
     pub fn of<'s>(&'s self, agent: &Agent) -> Vec<&'s Peer> {
         self.of_set(mask(agent), &agent.uaid)
@@ -742,16 +761,6 @@ impl SimilarIndex {
     pub fn of_set<'s>(&'s self, mask: u32, uaid: &str) -> Vec<&'s Peer> {
         let best = self.best.get(&mask).map_or(&[][..], |b| b.as_slice());
         best.iter().filter(|other| uaid != other.uaid).take(SIMILAR_LIMIT).collect()
-    }
-
-    /// The capability sets whose best agents are not the same in `other`:
-    /// the sets whose agents' similar lists may differ.
-    pub fn differing(&self, other: &SimilarIndex) -> Vec<u32> {
-        let mut sets: Vec<u32> = self.best.keys().chain(other.best.keys()).copied().collect();
-        sets.sort_unstable();
-        sets.dedup();
-        sets.retain(|m| self.best.get(m) != other.best.get(m));
-        sets
     }
 }
 

@@ -249,44 +249,88 @@ pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Option<String>)
     Ok((rows, last_update))
 }
 
-/// The similar agents of every agent stored, ranked as a build ranks
-/// them. Only the best of each capability set can be on a list, so the
-/// sets are ranked from three columns and only their best agents' records
-/// are read (through a temporary table of their ids: `conn` is the
-/// warehouse, writable, not a snapshot opened read-only).
-pub fn similar(conn: &Connection) -> Result<super::render::SimilarIndex> {
+/// A capability set's best agents by their ranking keys (trust score and
+/// id), best first: what [`super::render::best_of`] ranks.
+pub type Keys = HashMap<u32, Vec<(f64, String)>>;
+
+/// A key of [`Keys`] as [`super::render::best_of`] ranks it.
+pub fn key_rank(key: &(f64, String)) -> (f64, &str) {
+    (key.0, &key.1)
+}
+
+/// One pass over the stored agents' ranking columns for a delta: each
+/// capability set's best agents before it and after it, and what the
+/// delta is checked against.
+pub struct Ranked {
+    pub before: Keys,
+    pub after: Keys,
+    /// The stored agents among the changed UAIDs, by UAID: their positions.
+    pub stored: HashMap<String, u32>,
+    /// Stored agents outside the changed UAIDs holding an id of the
+    /// changed agents: (id, UAID).
+    pub clashes: Vec<(String, String)>,
+}
+
+/// Ranks the stored agents as a build ranks similar agents, from three
+/// columns (no record read): `before` all of them, `after` those whose
+/// UAIDs are not in `changed`, with the agents `now`.
+pub fn rank(conn: &Connection, changed: &std::collections::HashSet<&str>, now: &[Agent]) -> Result<Ranked> {
     use duckdb::arrow::array::UInt32Array;
-    use rayon::prelude::*;
-    let mut best: std::collections::HashMap<u32, Vec<(f64, String)>> = std::collections::HashMap::new();
-    let mut statement = conn.prepare("SELECT capabilities_mask, trust_score, id FROM broker_agents")?;
+    let ids: std::collections::HashSet<&str> = now.iter().map(|a| a.id.as_str()).collect();
+    let mut ranked = Ranked { before: Keys::new(), after: Keys::new(), stored: HashMap::new(), clashes: Vec::new() };
+    let offer = |keys: &mut Keys, mask: u32, key: (f64, &str)| {
+        let group = keys.entry(mask).or_default();
+        super::render::offer(group, key, |(t, id)| (*t, id.as_str()), || (key.0, key.1.to_string()));
+    };
+    let mut statement = conn.prepare("SELECT capabilities_mask, trust_score, id, uaid, position FROM broker_agents")?;
     for batch in statement.query_arrow([])? {
         let masks: UInt32Array = columnar::column(&batch, 0, DataType::UInt32)?;
         let trust: Float64Array = columnar::column(&batch, 1, DataType::Float64)?;
-        let ids: StringArray = columnar::column(&batch, 2, DataType::Utf8)?;
+        let (agent_ids, uaids): (StringArray, StringArray) =
+            (columnar::column(&batch, 2, DataType::Utf8)?, columnar::column(&batch, 3, DataType::Utf8)?);
+        let positions: UInt32Array = columnar::column(&batch, 4, DataType::UInt32)?;
         for i in 0..batch.num_rows() {
-            let (group, key) = (best.entry(masks.value(i)).or_default(), (trust.value(i), ids.value(i)));
-            super::render::offer(group, key, |(t, id)| (*t, id.as_str()), || (key.0, key.1.to_string()));
+            let (mask, key, uaid) = (masks.value(i), (trust.value(i), agent_ids.value(i)), uaids.value(i));
+            offer(&mut ranked.before, mask, key);
+            if changed.contains(uaid) {
+                ranked.stored.insert(uaid.to_string(), positions.value(i));
+                continue;
+            }
+            offer(&mut ranked.after, mask, key);
+            if ids.contains(key.1) {
+                ranked.clashes.push((key.1.to_string(), uaid.to_string()));
+            }
         }
     }
-    let ids: Vec<&String> = best.values().flatten().map(|(_, id)| id).collect();
-    conn.execute_batch("CREATE OR REPLACE TEMP TABLE similar_ids (id VARCHAR)")?;
-    columnar::append(
-        conn,
-        "similar_ids",
-        columnar::batch(vec![("id", columnar::strings(ids.into_iter().map(Some)))])?,
+    for agent in now {
+        offer(&mut ranked.after, super::render::mask(agent), (agent.trust_score, &agent.id));
+    }
+    Ok(ranked)
+}
+
+/// The records of the stored agents with these UAIDs or these ids, with
+/// their positions: one scan of the record column, however few they are.
+pub fn records_of(conn: &Connection, uaids: &[&str], ids: &[&str]) -> Result<Vec<(u32, Agent)>> {
+    use duckdb::arrow::array::UInt32Array;
+    use rayon::prelude::*;
+    keys_table(conn, "wanted_uaids", uaids.iter().copied())?;
+    keys_table(conn, "wanted_ids", ids.iter().copied())?;
+    let mut statement = conn.prepare(
+        "SELECT position, record FROM broker_agents \
+         WHERE uaid IN (SELECT key FROM wanted_uaids) OR id IN (SELECT key FROM wanted_ids) ORDER BY position",
     )?;
-    let mut similar = super::render::Similar::default();
-    let mut statement = conn.prepare("SELECT record FROM broker_agents JOIN similar_ids USING (id)")?;
+    let mut out = Vec::new();
     for batch in statement.query_arrow([])? {
-        let records: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
+        let positions: UInt32Array = columnar::column(&batch, 0, DataType::UInt32)?;
+        let records: StringArray = columnar::column(&batch, 1, DataType::Utf8)?;
         let agents: Vec<Agent> = (0..batch.num_rows())
             .into_par_iter()
             .map(|i| serde_json::from_str(records.value(i)).context("broker_agents.record"))
             .collect::<Result<_>>()?;
-        agents.iter().for_each(|a| similar.add(a));
+        out.extend(positions.values().iter().copied().zip(agents));
     }
-    conn.execute_batch("DROP TABLE similar_ids")?;
-    Ok(similar.finish())
+    conn.execute_batch("DROP TABLE wanted_uaids; DROP TABLE wanted_ids")?;
+    Ok(out)
 }
 
 /// The fingerprint of the sources a snapshot's build read (`None`: no
@@ -312,36 +356,6 @@ fn keys_table<'a>(conn: &Connection, name: &str, keys: impl IntoIterator<Item = 
     conn.execute_batch(&format!("CREATE OR REPLACE TEMP TABLE {name} (key VARCHAR)"))?;
     let keys = columnar::batch(vec![("key", columnar::strings(keys.into_iter().map(Some)))])?;
     columnar::append(conn, name, keys)
-}
-
-/// The stored agents with these UAIDs, by UAID: each one's position and
-/// record.
-pub fn agents_by_uaid(conn: &Connection, uaids: &[&str]) -> Result<HashMap<String, (u32, Agent)>> {
-    use duckdb::arrow::array::UInt32Array;
-    keys_table(conn, "wanted_uaids", uaids.iter().copied())?;
-    let mut statement = conn.prepare(
-        "SELECT position, record FROM broker_agents WHERE uaid IN (SELECT key FROM wanted_uaids) ORDER BY position",
-    )?;
-    let mut out = HashMap::new();
-    for batch in statement.query_arrow([])? {
-        let positions: UInt32Array = columnar::column(&batch, 0, DataType::UInt32)?;
-        let records: StringArray = columnar::column(&batch, 1, DataType::Utf8)?;
-        for i in 0..batch.num_rows() {
-            let agent: Agent = serde_json::from_str(records.value(i)).context("broker_agents.record")?;
-            out.insert(agent.uaid.to_string(), (positions.value(i), agent));
-        }
-    }
-    conn.execute_batch("DROP TABLE wanted_uaids")?;
-    Ok(out)
-}
-
-/// Of `ids`, those a stored agent has, each with that agent's UAID.
-pub fn ids_held(conn: &Connection, ids: &[&str]) -> Result<Vec<(String, String)>> {
-    keys_table(conn, "wanted_ids", ids.iter().copied())?;
-    let mut statement = conn.prepare("SELECT id, uaid FROM broker_agents WHERE id IN (SELECT key FROM wanted_ids)")?;
-    let held = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<duckdb::Result<_>>()?;
-    conn.execute_batch("DROP TABLE wanted_ids")?;
-    Ok(held)
 }
 
 /// The feedback entries stored about these UAIDs, in the order stored.
@@ -529,9 +543,9 @@ const CACHE_SCHEMA: &str =
     "CREATE TABLE IF NOT EXISTS broker_embedding_cache (model VARCHAR, key VARCHAR, vector FLOAT[]);";
 
 /// Embeddings computed by earlier runs for `model`, by [`super::embed::key`].
-pub fn cached_embeddings(conn: &Connection, model: &str) -> Result<std::collections::HashMap<String, Vec<f32>>> {
+pub fn cached_embeddings(conn: &Connection, model: &str) -> Result<HashMap<String, Vec<f32>>> {
     conn.execute_batch(CACHE_SCHEMA)?;
-    let mut out = std::collections::HashMap::new();
+    let mut out = HashMap::new();
     let mut stmt = conn.prepare("SELECT key, vector FROM broker_embedding_cache WHERE model = ?")?;
     for batch in stmt.query_arrow([model])? {
         let keys: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
@@ -602,6 +616,52 @@ mod tests {
         dated.dated(last_update, stored_rows.iter().map(|r| r.updated).max());
         assert_eq!(dated, tally);
         assert_eq!(super::tally(&conn).unwrap(), Some(tally));
-        assert_eq!(super::similar(&conn).unwrap(), similar.finish());
+        // Ranked from the columns, before and after a change: the lists a
+        // scan of the agents as they are ranks.
+        let lists = |keys: &Keys| -> std::collections::HashMap<u32, Vec<String>> {
+            let best = crate::broker::render::best_of(keys, key_rank);
+            best.into_iter().map(|(m, list)| (m, list.into_iter().map(|k| k.1.clone()).collect())).collect()
+        };
+        let scanned = |agents: &[Agent]| {
+            let mut similar = Similar::default();
+            agents.iter().for_each(|a| similar.add(a));
+            let uaid_of: std::collections::HashMap<&str, &str> =
+                agents.iter().map(|a| (a.uaid.as_str(), a.id.as_str())).collect();
+            let index = similar.finish();
+            let mut out = std::collections::HashMap::new();
+            for a in agents {
+                let ids: Vec<String> = index
+                    .of_set(super::super::render::mask(a), "")
+                    .iter()
+                    .map(|p| uaid_of[p.uaid()].to_string())
+                    .collect();
+                out.insert(super::super::render::mask(a), ids);
+            }
+            out
+        };
+        let first_eight = |lists: std::collections::HashMap<u32, Vec<String>>,
+                           sets: &std::collections::HashMap<u32, Vec<String>>| {
+            lists
+                .into_iter()
+                .filter(|(m, _)| sets.contains_key(m))
+                .map(|(m, mut l)| {
+                    l.truncate(8);
+                    (m, l)
+                })
+                .collect::<std::collections::HashMap<_, _>>()
+        };
+        let ranked = rank(&conn, &std::collections::HashSet::new(), &[]).unwrap();
+        let expected = scanned(&agents);
+        assert_eq!(first_eight(lists(&ranked.before), &expected), expected);
+        let mut changed_agents: Vec<Agent> = agents.iter().step_by(7).cloned().collect();
+        changed_agents.iter_mut().for_each(|a| a.trust_score = 100.0 - a.trust_score);
+        let changed: std::collections::HashSet<&str> = changed_agents.iter().map(|a| a.uaid.as_str()).collect();
+        let ranked = rank(&conn, &changed, &changed_agents).unwrap();
+        let mut now: Vec<Agent> = agents.iter().filter(|a| !changed.contains(a.uaid.as_str())).cloned().collect();
+        now.extend(changed_agents.iter().cloned());
+        let expected_after = scanned(&now);
+        assert_eq!(first_eight(lists(&ranked.after), &expected_after), expected_after);
+        assert_ne!(expected_after, expected);
+        assert_eq!(ranked.stored.len(), changed.len());
     }
 }
