@@ -219,32 +219,44 @@ pub fn tally(conn: &Connection) -> Result<Option<super::render::Tally>> {
 /// [`super::render::Tally::dated`] takes): read without a record.
 pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Option<String>)> {
     use duckdb::arrow::array::BooleanArray;
+    use rayon::prelude::*;
     let mut statement =
         conn.prepare("SELECT name, uaid, registry, protocols, trust_score, available, updated_at FROM broker_agents")?;
-    let mut shared = super::scan::Shared::default();
-    let (mut rows, mut last_update) = (Vec::new(), None::<String>);
-    for batch in statement.query_arrow([])? {
-        let text = |i| columnar::column::<StringArray>(&batch, i, DataType::Utf8);
-        let (names, uaids, registries, updated) = (text(0)?, text(1)?, text(2)?, text(6)?);
-        let protocols = columnar::string_lists_of(&batch, 3)?;
-        let trust: Float64Array = columnar::column(&batch, 4, DataType::Float64)?;
-        let available: BooleanArray = columnar::column(&batch, 5, DataType::Boolean)?;
-        for (i, protocols) in protocols.into_iter().enumerate() {
-            let parts = super::scan::RowParts {
-                name: names.value(i),
-                uaid: uaids.value(i),
-                registry: registries.value(i),
-                protocols: &protocols,
-                trust_score: trust.value(i),
-                available: available.value(i),
-                updated_at: updated.value(i),
-            };
-            rows.push(shared.row_of(parts));
-            if last_update.as_deref().is_none_or(|l| l < updated.value(i)) {
-                last_update = Some(updated.value(i).to_string());
+    let batches: Vec<_> = statement.query_arrow([])?.collect();
+    // Each batch made into rows on a core of its own (its own shared
+    // values: a few registries and protocol lists per batch).
+    let made: Vec<(Vec<super::scan::Row>, Option<String>)> = batches
+        .par_iter()
+        .map(|batch| {
+            let text = |i| columnar::column::<StringArray>(batch, i, DataType::Utf8);
+            let (names, uaids, registries, updated) = (text(0)?, text(1)?, text(2)?, text(6)?);
+            let protocols = columnar::string_lists_of(batch, 3)?;
+            let trust: Float64Array = columnar::column(batch, 4, DataType::Float64)?;
+            let available: BooleanArray = columnar::column(batch, 5, DataType::Boolean)?;
+            let mut shared = super::scan::Shared::default();
+            let mut rows = Vec::with_capacity(batch.num_rows());
+            let mut last_update: Option<&str> = None;
+            for (i, protocols) in protocols.into_iter().enumerate() {
+                let parts = super::scan::RowParts {
+                    name: names.value(i),
+                    uaid: uaids.value(i),
+                    registry: registries.value(i),
+                    protocols: &protocols,
+                    trust_score: trust.value(i),
+                    available: available.value(i),
+                    updated_at: updated.value(i),
+                };
+                rows.push(shared.row_of(parts));
+                if last_update.is_none_or(|l| l < updated.value(i)) {
+                    last_update = Some(updated.value(i));
+                }
             }
-        }
-    }
+            Ok((rows, last_update.map(str::to_string)))
+        })
+        .collect::<Result<_>>()?;
+    let last_update = made.iter().filter_map(|(_, l)| l.clone()).max();
+    let mut rows: Vec<super::scan::Row> = Vec::with_capacity(made.iter().map(|(r, _)| r.len()).sum());
+    made.into_iter().for_each(|(mut r, _)| rows.append(&mut r));
     super::scan::Row::sort(&mut rows);
     Ok((rows, last_update))
 }
