@@ -267,9 +267,8 @@ pub fn plan(live: &Live, files: Vec<File>, broker: Broker) -> Plan {
     // The live layer's broker routes not rendered again are still what it
     // holds, but those of deleted agents and, when agents changed, those
     // made of every agent (all rendered).
-    let kept = |route: &str| {
-        is_broker(route) && !rendered.contains(route) && !(remade && is_shared(route)) && !gone.contains(route)
-    };
+    let superseded = |route: &str| rendered.contains(route) || gone.contains(route) || (remade && is_shared(route));
+    let kept = |route: &str| is_broker(route) && !superseded(route);
     let (mut carried, mut removed) = (Vec::new(), Vec::new());
     if let Some((_, layer)) = &live.layer {
         carried.extend(layer.routes.iter().filter(|e| kept(e.route())).cloned());

@@ -714,10 +714,10 @@ impl Similar {
 /// it (one may be the agent itself), best first: by capabilities shared,
 /// then trust score and id (`rank`), from each set's own best (`groups`,
 /// best first). Over the cores, a set at a time.
-pub fn best_of<'g, T: Sync>(
-    groups: &'g HashMap<u32, Vec<T>>,
+pub fn best_of<T: Sync>(
+    groups: &HashMap<u32, Vec<T>>,
     rank: impl Fn(&T) -> (f64, &str) + Sync,
-) -> HashMap<u32, Vec<&'g T>> {
+) -> HashMap<u32, Vec<&T>> {
     use rayon::prelude::*;
     let order = |x: &(u32, &T), y: &(u32, &T)| y.0.cmp(&x.0).then_with(|| better(rank(x.1), rank(y.1)));
     let sets: Vec<u32> = groups.keys().copied().collect();
