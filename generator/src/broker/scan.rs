@@ -174,9 +174,35 @@ impl Row {
             .then_with(|| a.uaid.cmp(&b.uaid))
     }
 
-    /// Sorts rows into the directory's order, over the cores.
+    /// Sorts rows into the directory's order, over the cores: each name
+    /// lower-cased once (as [`Row::order`] compares them: UTF-8's byte
+    /// order is its characters' order), the keys sorted, then the rows
+    /// moved into place along the permutation's cycles (no second copy of
+    /// the rows).
     pub fn sort(rows: &mut [Row]) {
-        rows.par_sort_unstable_by(Row::order);
+        let mut keys: Vec<(String, u32)> = rows
+            .par_iter()
+            .enumerate()
+            .map(|(i, r)| (r.name.chars().flat_map(char::to_lowercase).collect(), i as u32))
+            .collect();
+        let uaid = |i: u32| &rows[i as usize].uaid;
+        keys.par_sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| uaid(a.1).cmp(uaid(b.1))));
+        let order: Vec<usize> = keys.into_iter().map(|(_, i)| i as usize).collect();
+        // Position k takes the row at order[k].
+        let mut done = vec![false; rows.len()];
+        for start in 0..rows.len() {
+            let mut k = start;
+            while !done[k] {
+                done[k] = true;
+                let from = order[k];
+                if from == start {
+                    break;
+                }
+                rows.swap(k, from);
+                k = from;
+            }
+        }
+        debug_assert!(rows.windows(2).all(|w| Row::order(&w[0], &w[1]).is_lt()));
     }
 }
 
@@ -422,6 +448,53 @@ fn wide_hash(value: &str) -> u128 {
 mod tests {
     use super::*;
     use crate::broker::{generate, journal};
+
+    /// Sorting by lower-cased keys gives the order [`Row::order`] defines:
+    /// case, letters beyond ASCII that lower-case to several, a name that
+    /// is another's beginning, equal names told apart by UAID.
+    #[test]
+    fn rows_sort_into_the_directorys_order() {
+        let names = [
+            "beta",
+            "Alpha",
+            "alpha",
+            "ALPHA2",
+            "İstanbul",
+            "istanbul",
+            "Zed",
+            "",
+            "ß",
+            "SS",
+            "Éclair",
+            "eclair",
+            "alp",
+        ];
+        let mut shared = Shared::default();
+        let mut rows: Vec<Row> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let uaid = format!("uaid:{}", (i * 7) % names.len());
+                let parts = RowParts {
+                    name,
+                    uaid: &uaid,
+                    registry: "r",
+                    protocols: &[],
+                    trust_score: 0.0,
+                    available: true,
+                    updated_at: "2026-01-01T00:00:00Z",
+                };
+                shared.row_of(parts)
+            })
+            .collect();
+        let mut expected = rows.clone();
+        expected.sort_by(Row::order);
+        for _ in 0..3 {
+            Row::sort(&mut rows);
+            assert_eq!(rows, expected);
+            rows.reverse();
+        }
+    }
 
     /// The two passes give what loading the sources whole and applying the
     /// journal gives: the same agents in the same order, counted and ranked
