@@ -257,8 +257,13 @@ pub enum Broker<'a> {
 pub fn plan(live: &Live, files: Vec<File>, broker: Broker) -> Plan {
     let base = live.base();
     let rendered: HashSet<String> = files.iter().map(|f| f.route.clone()).collect();
-    let changed: Vec<File> =
-        files.into_iter().filter(|f| !base.get(&f.route).is_some_and(|r| same(&r, &entry(f)))).collect();
+    // Over the cores: each file's entry made and looked up in the base's
+    // index (positioned reads), hundreds of thousands of them when many
+    // agents' similar lists changed.
+    let changed: Vec<File> = {
+        use rayon::prelude::*;
+        files.into_par_iter().filter(|f| !base.get(&f.route).is_some_and(|r| same(&r, &entry(f)))).collect()
+    };
     let empty = HashSet::new();
     let (gone, remade) = match broker {
         Broker::Kept => (&empty, false),
