@@ -178,9 +178,9 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let started = begin(&progress, "sources");
     // Over a large live build whose agents did not change, a layer: the
     // agents are not read at all.
-    // The agents' sources digested once: to compare with the live build's,
-    // and recorded with the agents when they are read.
-    // (with the embedding model, which gives the agents' vectors).
+    // The agents' sources digested once (with the embedding model, which
+    // gives their vectors): to compare with the live build's, and recorded
+    // with the agents when they are read.
     let digest = match &config.broker {
         Some(broker) => {
             let digest = broker::scan::digest(&broker.dir, &broker.journal).context("broker sources")?;

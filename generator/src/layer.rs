@@ -176,13 +176,11 @@ pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Liv
     let digest = run.digest;
     let snapshot = layout.snapshots().join(stack.top.snapshot().unwrap_or_default());
     let (recorded, search) = crate::snapshot::open_for_build(&snapshot, &id)
-        .and_then(|conn| Ok((store::recorded(&conn)?, store::load(&conn)?)))
+        .and_then(|conn| Ok((store::recorded(&conn)?, store::search_index(&conn)?)))
         .with_context(|| format!("the snapshot of build {id}"))?;
     let (Some(recorded), Some(search)) = (recorded, search) else {
         return whole("the live build's snapshot records no digest of its agents".into());
     };
-    let search =
-        SearchIndex { journal_seq: search.journal_seq, agents: search.agents, fingerprint: search.fingerprint };
     let delta = match (recorded.digest.whole == digest.whole, recorded.digest.sources == digest.sources) {
         (true, _) => None,
         (false, false) => return whole("the broker's sources changed".into()),

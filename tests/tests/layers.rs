@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use almanac::hcs20::Topics;
-use almanac::manifest::Manifest;
+use almanac::manifest::{Entry, Manifest};
 use tests::datagen::random_corpus_scaled;
 use tests::process::{build, Api};
 use tests::{unpooled_client, workspace_root, TempDir};
@@ -95,6 +95,13 @@ fn holds(site: &Path, reference: &(TempDir, Manifest), gone: &[String]) {
     }
 }
 
+/// The routes of `reference` (a whole build) whose entries the whole
+/// build `base` does not have as they are: what a layer over `base` holds.
+fn changed_routes<'a>(base: &Manifest, reference: &'a Manifest) -> Vec<&'a str> {
+    let unchanged = |e: &Entry| base.routes.iter().any(|b| b.route() == e.route() && b == e);
+    reference.routes.iter().filter(|e| !unchanged(e)).map(|e| e.route()).collect()
+}
+
 /// Every file in a build's folder, relative to it.
 fn files_in(dir: &Path) -> BTreeSet<String> {
     let relative = |path: PathBuf| path.strip_prefix(dir).unwrap().to_string_lossy().to_string();
@@ -150,13 +157,7 @@ async fn layers_hold_only_what_changed_and_serve_what_a_whole_build_serves() {
     let (first_dir, first) = current(&site);
     assert_eq!(first.base.as_deref(), Some(base.build.as_str()));
     let reference = whole(root.path(), &as_strs(&flags(&guard, &with_openapi)));
-    let changed: Vec<&str> = reference
-        .1
-        .routes
-        .iter()
-        .filter(|e| !base.routes.iter().any(|b| b.route() == e.route() && b == *e))
-        .map(|e| e.route())
-        .collect();
+    let changed = changed_routes(&base, &reference.1);
     let held: Vec<&str> = first.routes.iter().map(|e| e.route()).collect();
     assert_eq!(held, changed, "a layer holds exactly the routes whose files or headers changed");
     assert!(!held.is_empty() && held.len() < base.routes.len() / 4, "{} of {}", held.len(), base.routes.len());
@@ -282,12 +283,7 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
 
     let check = |layer: &Manifest, reference: &Manifest, gone: &[String]| {
         assert_eq!(layer.base.as_deref(), Some(base.build.as_str()), "a layer over the first build");
-        let changed: Vec<&str> = reference
-            .routes
-            .iter()
-            .filter(|e| !base.routes.iter().any(|b| b.route() == e.route() && b == *e))
-            .map(|e| e.route())
-            .collect();
+        let changed = changed_routes(&base, reference);
         let held: Vec<&str> = layer.routes.iter().map(|e| e.route()).collect();
         assert_eq!(held, changed, "a layer holds exactly the routes whose files or headers changed");
         let removed: Vec<&str> = base

@@ -79,7 +79,7 @@ pub struct Applied {
 }
 
 impl Applied {
-    /// Whether `uaid` is among the agents changed (or deleted).
+    /// The UAIDs of the agents changed or deleted.
     pub fn changed(&self) -> HashSet<&str> {
         let now = self.agents.iter().map(|a| a.uaid.as_str());
         now.chain(self.deleted.iter().map(|(a, _)| a.uaid.as_str())).collect()
@@ -88,14 +88,7 @@ impl Applied {
     /// What the pages say of the agents now, given the newest time of
     /// their pages ([`newest`]).
     pub fn facts(&self, profiles_newest: Timestamp) -> Facts {
-        Facts {
-            agents: self.tally.total,
-            registries: self.tally.registries.len(),
-            updated: self.tally.last_update().unwrap_or(&self.catalog.updated_at).to_string(),
-            catalog_updated: self.catalog.updated_at.clone(),
-            journal_seq: self.journal_seq,
-            profiles_newest: profiles_newest.0,
-        }
+        Facts::of(&self.tally, &self.catalog, self.journal_seq, profiles_newest)
     }
 }
 
@@ -134,13 +127,12 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     // The agents as the delta leaves them (the records it gives: an agent
     // whose events leave its record as stored is not among them).
     let now: Vec<&Agent> = changes.iter().filter(|c| c.present).filter_map(|c| c.record).collect();
-    let now_owned: Vec<Agent> = now.iter().map(|a| (*a).clone()).collect();
     let changed: HashSet<&str> = uaids.iter().copied().collect();
-    let ranked = tracing::debug_span!("rank").in_scope(|| store::rank(conn, &changed, &now_owned))?;
+    let ranked = tracing::debug_span!("rank").in_scope(|| store::rank(conn, &changed, &now))?;
     for change in &changes {
-        change.check(ranked.stored.contains_key(change.uaid)).context("the broker journal")?;
+        change.check(ranked.stored.contains(change.uaid)).context("the broker journal")?;
     }
-    check_ids(&now_owned, &ranked.clashes)?;
+    check_ids(&now, &ranked.clashes)?;
 
     // Which capability sets' lists change: those whose best agents differ,
     // or hold a changed agent (its record may differ under the same id).
@@ -232,10 +224,10 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
         let mut hasher = Sha256::new();
         hasher.update(store::tables_fingerprint(conn)?.unwrap_or_default());
         hasher.update(delta.seq.to_le_bytes());
+        let record: HashMap<&str, &String> = agents.iter().map(|a| a.uaid.as_str()).zip(&records).collect();
         for uaid in &uaids {
             hasher.update(uaid.as_bytes());
-            let now = agents.iter().position(|a| a.uaid.as_str() == *uaid);
-            hasher.update(now.map_or(&b"deleted"[..], |i| records[i].as_bytes()));
+            hasher.update(record.get(uaid).map_or(&b"deleted"[..], |r| r.as_bytes()));
         }
         crate::http::hex(&hasher.finalize())
     };
@@ -272,7 +264,7 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
 
 /// Ids stay unique: among the changed agents, and against every stored
 /// agent that is not one of them (`clashes`, found as they were ranked).
-fn check_ids(agents: &[Agent], clashes: &[(String, String)]) -> Result<()> {
+fn check_ids(agents: &[&Agent], clashes: &[(String, String)]) -> Result<()> {
     let mut seen = HashSet::new();
     for agent in agents {
         if !seen.insert(agent.id.as_str()) {

@@ -196,18 +196,27 @@ pub struct Changed<'a> {
     /// When registered by the events (and not deleted since), its place
     /// among their registers.
     pub added: Option<usize>,
-    first: (&'a Position, &'static str),
+    first: &'a (Position, &'static str),
 }
 
 impl Changed<'_> {
     /// Whether the index before the events agrees with them (`indexed`:
     /// it held the UAID); else the error a scan gives, naming the line.
     pub fn check(&self, indexed: bool) -> Result<()> {
-        match (self.indexed_before, indexed) {
-            (false, true) => bail!("{}: register of {}, which is already indexed", self.first.0, self.uaid),
-            (true, false) => bail!("{}: {} of {}, which is not indexed", self.first.0, self.first.1, self.uaid),
-            _ => Ok(()),
+        match self.indexed_before == indexed {
+            true => Ok(()),
+            false => Err(disagreement(self.first, self.uaid, indexed)),
         }
+    }
+}
+
+/// The error when the index before the events disagrees with a UAID's
+/// first event (`first`, where and which): it held the UAID (`indexed`)
+/// where the event is a register, or did not where it is not.
+fn disagreement(first: &(Position, &'static str), uaid: &str, indexed: bool) -> anyhow::Error {
+    match indexed {
+        true => anyhow::anyhow!("{}: register of {uaid}, which is already indexed", first.0),
+        false => anyhow::anyhow!("{}: {} of {uaid}, which is not indexed", first.0, first.1),
     }
 }
 
@@ -355,7 +364,7 @@ impl Overlay {
     pub fn pass(&mut self, agent: Agent) -> Result<Option<Agent>> {
         let Some(fate) = self.fates.get_mut(agent.uaid.as_str()) else { return Ok(Some(agent)) };
         if !fate.in_sources {
-            bail!("{}: register of {}, which is already indexed", fate.first.0, agent.uaid);
+            return Err(disagreement(&fate.first, &agent.uaid, true));
         }
         fate.seen = true;
         Ok(match (fate.present, fate.added, &fate.agent) {
@@ -371,7 +380,7 @@ impl Overlay {
         let mut missing: Vec<(&String, &Fate)> = self.fates.iter().filter(|(_, f)| f.in_sources && !f.seen).collect();
         missing.sort_by_key(|(_, f)| f.first.0.line);
         if let Some((uaid, fate)) = missing.first() {
-            bail!("{}: {} of {uaid}, which is not indexed", fate.first.0, fate.first.1);
+            return Err(disagreement(&fate.first, uaid, false));
         }
         let mut added: Vec<&Fate> = self.fates.values().filter(|f| f.present && f.added.is_some()).collect();
         added.sort_by_key(|f| f.added);
@@ -387,7 +396,7 @@ impl Overlay {
             present: f.present,
             record: f.agent.as_ref(),
             added: f.added,
-            first: (&f.first.0, f.first.1),
+            first: &f.first,
         })
     }
 

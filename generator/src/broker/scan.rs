@@ -68,6 +68,21 @@ pub struct Facts {
     pub profiles_newest: u64,
 }
 
+impl Facts {
+    /// What the pages say of the agents `tally` counts, with their
+    /// `catalog`, journal point and the newest time of their pages.
+    pub fn of(tally: &Tally, catalog: &Catalog, journal_seq: u64, profiles_newest: Timestamp) -> Facts {
+        Facts {
+            agents: tally.total,
+            registries: tally.registries.len(),
+            updated: tally.last_update().unwrap_or(&catalog.updated_at).to_string(),
+            catalog_updated: catalog.updated_at.clone(),
+            journal_seq,
+            profiles_newest: profiles_newest.0,
+        }
+    }
+}
+
 /// Files read in chunks of this size, the chunks hashed over the cores.
 const DIGEST_CHUNK: u64 = 16 << 20;
 
@@ -375,14 +390,7 @@ impl Summary {
     /// What the pages say of these agents, given the newest time of their
     /// pages (known once they are rendered).
     pub fn facts(&self, profiles_newest: Timestamp) -> Facts {
-        Facts {
-            agents: self.count(),
-            registries: self.tally.registries.len(),
-            updated: self.tally.last_update().unwrap_or(&self.catalog.updated_at).to_string(),
-            catalog_updated: self.catalog.updated_at.clone(),
-            journal_seq: self.journal_seq,
-            profiles_newest: profiles_newest.0,
-        }
+        Facts::of(&self.tally, &self.catalog, self.journal_seq, profiles_newest)
     }
 }
 

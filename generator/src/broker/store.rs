@@ -276,8 +276,8 @@ pub fn key_rank(key: &(f64, String)) -> (f64, &str) {
 pub struct Ranked {
     pub before: Keys,
     pub after: Keys,
-    /// The stored agents among the changed UAIDs, by UAID: their positions.
-    pub stored: HashMap<String, u32>,
+    /// The stored agents among the changed UAIDs.
+    pub stored: std::collections::HashSet<String>,
     /// Stored agents outside the changed UAIDs holding an id of the
     /// changed agents: (id, UAID).
     pub clashes: Vec<(String, String)>,
@@ -286,26 +286,26 @@ pub struct Ranked {
 /// Ranks the stored agents as a build ranks similar agents, from three
 /// columns (no record read): `before` all of them, `after` those whose
 /// UAIDs are not in `changed`, with the agents `now`.
-pub fn rank(conn: &Connection, changed: &std::collections::HashSet<&str>, now: &[Agent]) -> Result<Ranked> {
+pub fn rank(conn: &Connection, changed: &std::collections::HashSet<&str>, now: &[&Agent]) -> Result<Ranked> {
     use duckdb::arrow::array::UInt32Array;
     let ids: std::collections::HashSet<&str> = now.iter().map(|a| a.id.as_str()).collect();
-    let mut ranked = Ranked { before: Keys::new(), after: Keys::new(), stored: HashMap::new(), clashes: Vec::new() };
+    let mut ranked =
+        Ranked { before: Keys::new(), after: Keys::new(), stored: Default::default(), clashes: Vec::new() };
     let offer = |keys: &mut Keys, mask: u32, key: (f64, &str)| {
         let group = keys.entry(mask).or_default();
         super::render::offer(group, key, |(t, id)| (*t, id.as_str()), || (key.0, key.1.to_string()));
     };
-    let mut statement = conn.prepare("SELECT capabilities_mask, trust_score, id, uaid, position FROM broker_agents")?;
+    let mut statement = conn.prepare("SELECT capabilities_mask, trust_score, id, uaid FROM broker_agents")?;
     for batch in statement.query_arrow([])? {
         let masks: UInt32Array = columnar::column(&batch, 0, DataType::UInt32)?;
         let trust: Float64Array = columnar::column(&batch, 1, DataType::Float64)?;
         let (agent_ids, uaids): (StringArray, StringArray) =
             (columnar::column(&batch, 2, DataType::Utf8)?, columnar::column(&batch, 3, DataType::Utf8)?);
-        let positions: UInt32Array = columnar::column(&batch, 4, DataType::UInt32)?;
         for i in 0..batch.num_rows() {
             let (mask, key, uaid) = (masks.value(i), (trust.value(i), agent_ids.value(i)), uaids.value(i));
             offer(&mut ranked.before, mask, key);
             if changed.contains(uaid) {
-                ranked.stored.insert(uaid.to_string(), positions.value(i));
+                ranked.stored.insert(uaid.to_string());
                 continue;
             }
             offer(&mut ranked.after, mask, key);
@@ -373,10 +373,15 @@ fn keys_table<'a>(conn: &Connection, name: &str, keys: impl IntoIterator<Item = 
 /// The feedback entries stored about these UAIDs, in the order stored.
 pub fn feedback_about(conn: &Connection, uaids: &[&str]) -> Result<Vec<FeedbackEntry>> {
     keys_table(conn, "wanted_feedback", uaids.iter().copied())?;
-    let mut statement =
-        conn.prepare("SELECT record FROM broker_feedback WHERE uaid IN (SELECT key FROM wanted_feedback)")?;
-    let records: Vec<String> = statement.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    let entries = feedback_where(conn, "uaid IN (SELECT key FROM wanted_feedback)")?;
     conn.execute_batch("DROP TABLE wanted_feedback")?;
+    Ok(entries)
+}
+
+/// The feedback entries stored whose rows `filter` (SQL) keeps.
+fn feedback_where(conn: &Connection, filter: &str) -> Result<Vec<FeedbackEntry>> {
+    let mut statement = conn.prepare(&format!("SELECT record FROM broker_feedback WHERE {filter}"))?;
+    let records: Vec<String> = statement.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
     records.iter().map(|r| serde_json::from_str(r).context("broker_feedback.record")).collect()
 }
 
@@ -409,9 +414,7 @@ pub fn members(conn: &Connection, sets: &[u32]) -> Result<Vec<(String, u32, Stri
 
 /// Every feedback entry stored.
 pub fn all_feedback(conn: &Connection) -> Result<Vec<FeedbackEntry>> {
-    let mut statement = conn.prepare("SELECT record FROM broker_feedback")?;
-    let records: Vec<String> = statement.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
-    records.iter().map(|r| serde_json::from_str(r).context("broker_feedback.record")).collect()
+    feedback_where(conn, "true")
 }
 
 /// The `createdAt` of every stored agent of `registry` that no feedback
@@ -509,46 +512,38 @@ pub struct SearchIndex {
     pub fingerprint: String,
 }
 
-/// The search index folder a warehouse's or snapshot's build names, when
-/// it is not made from its own tables.
+/// The search index folder an open snapshot's build searches: the one a
+/// layer over changed agents kept (`broker_meta`'s `search`), else the one
+/// made from its own broker tables; `None` when the build has none.
 pub fn search_index(conn: &Connection) -> Result<Option<SearchIndex>> {
-    let Some(text) = meta(conn, "search")? else { return Ok(None) };
-    Ok(Some(serde_json::from_str(&text).context("broker_meta.search")?))
+    if let Some(text) = meta(conn, "search")? {
+        return Ok(Some(serde_json::from_str(&text).context("broker_meta.search")?));
+    }
+    let Some(fingerprint) = meta(conn, "fingerprint")? else { return Ok(None) };
+    let agents: u64 = conn.query_row("SELECT count(*) FROM broker_agents", [], |r| r.get(0))?;
+    let journal_seq = match meta(conn, "journal_seq")? {
+        Some(text) => text.parse().context("broker_meta.journal_seq")?,
+        None => 0,
+    };
+    Ok(Some(SearchIndex { journal_seq, agents: agents as usize, fingerprint }))
 }
 
-/// The fingerprint of the agents an open snapshot's build searches (its
-/// broker tables', or those its search index folder was made from),
-/// without loading them: the api keeps its index when a new build's is
-/// the same.
+/// The fingerprint of the agents an open snapshot's build searches (see
+/// [`search_index`]), without counting them: the api keeps its index when
+/// a new build's is the same.
 pub fn fingerprint(conn: &Connection) -> Result<Option<String>> {
-    match search_index(conn)? {
-        Some(search) => Ok(Some(search.fingerprint)),
+    match meta(conn, "search")? {
+        Some(_) => Ok(search_index(conn)?.map(|s| s.fingerprint)),
         None => meta(conn, "fingerprint"),
     }
 }
 
 /// The broker tables of an open snapshot but the agents' records,
 /// feedback and embeddings, as the build's search index folder holds them
-/// (see [`SearchIndex`]); `None` when the build has none.
+/// ([`search_index`]); `None` when the build has none.
 pub fn load(conn: &Connection) -> Result<Option<Stored>> {
-    let Some(fingerprint) = meta(conn, "fingerprint")? else { return Ok(None) };
-    let catalog: String = conn.query_row("SELECT record FROM broker_catalog", [], |r| r.get(0))?;
-    let catalog: Catalog = serde_json::from_str(&catalog).context("broker_catalog")?;
-    if let Some(search) = search_index(conn)? {
-        let SearchIndex { journal_seq, agents, fingerprint } = search;
-        return Ok(Some(Stored { catalog, journal_seq, agents, fingerprint }));
-    }
-    let agents: u64 = conn.query_row("SELECT count(*) FROM broker_agents", [], |r| r.get(0))?;
-    let journal_seq = journal_seq(conn)?;
-    Ok(Some(Stored { catalog, journal_seq, agents: agents as usize, fingerprint }))
-}
-
-/// The journal point of a warehouse's or snapshot's agents (0: none).
-pub fn journal_seq(conn: &Connection) -> Result<u64> {
-    match meta(conn, "journal_seq")? {
-        Some(text) => text.parse().context("broker_meta.journal_seq"),
-        None => Ok(0),
-    }
+    let Some(SearchIndex { journal_seq, agents, fingerprint }) = search_index(conn)? else { return Ok(None) };
+    Ok(Some(Stored { catalog: catalog(conn)?, journal_seq, agents, fingerprint }))
 }
 
 const CACHE_SCHEMA: &str =
@@ -668,7 +663,7 @@ mod tests {
         let mut changed_agents: Vec<Agent> = agents.iter().step_by(7).cloned().collect();
         changed_agents.iter_mut().for_each(|a| a.trust_score = 100.0 - a.trust_score);
         let changed: std::collections::HashSet<&str> = changed_agents.iter().map(|a| a.uaid.as_str()).collect();
-        let ranked = rank(&conn, &changed, &changed_agents).unwrap();
+        let ranked = rank(&conn, &changed, &changed_agents.iter().collect::<Vec<_>>()).unwrap();
         let mut now: Vec<Agent> = agents.iter().filter(|a| !changed.contains(a.uaid.as_str())).cloned().collect();
         now.extend(changed_agents.iter().cloned());
         let expected_after = scanned(&now);
