@@ -385,7 +385,7 @@ fn changed_agents(
     search: &broker::store::SearchIndex,
     renderer: &crate::pages::Renderer,
 ) -> Result<ChangedAgents> {
-    use broker::render::{agent_files, similar_file, time};
+    use broker::render::agent_files;
     use rayon::prelude::*;
     let conn = warehouse.conn();
     let applied = broker::delta::apply(conn, delta, digest, search)?;
@@ -397,27 +397,16 @@ fn changed_agents(
         .par_iter()
         .map(|agent| {
             let entries = entries(&agent.uaid);
-            let mut files = agent_files(agent, &applied.after.of(agent), &entries);
+            let mut files = agent_files(agent, &entries);
             files.push(renderer.profile(agent, &entries)?);
             Ok(files)
         })
         .collect::<Result<_>>()?;
     let mut files: Vec<site::File> = own.into_iter().flatten().collect();
-    // The other agents of the capability sets whose best agents changed:
-    // only their similar lists.
-    let changed = applied.changed();
-    let sets = &applied.differing;
-    let members = debug_span!("members").in_scope(|| broker::store::members(conn, sets))?;
-    files.par_extend(
-        members
-            .par_iter()
-            .filter(|(uaid, ..)| !changed.contains(uaid.as_str()))
-            .map(|(uaid, set, updated)| similar_file(uaid, *set, time(updated), &applied.after.of_set(*set, uaid))),
-    );
     let mut gone = std::collections::HashSet::new();
     for (agent, feedback) in &applied.deleted {
         let feedback: Vec<&broker::catalog::FeedbackEntry> = feedback.iter().collect();
-        gone.extend(agent_files(agent, &[], &feedback).into_iter().map(|f| f.route));
+        gone.extend(agent_files(agent, &feedback).into_iter().map(|f| f.route));
         gone.insert(crate::pages::routes::agent(&agent.uaid).0);
     }
     let catalog = broker::render::catalog_files(&applied.tally, &applied.catalog);
@@ -427,13 +416,7 @@ fn changed_agents(
     files.extend(catalog);
     let facts = applied.facts(profiles_newest);
     broker::store::write_facts(conn, &facts)?;
-    tracing::info!(
-        changed = applied.agents.len(),
-        deleted = applied.deleted.len(),
-        similar_sets = sets.len(),
-        similar_lists = members.len(),
-        "agents changed"
-    );
+    tracing::info!(changed = applied.agents.len(), deleted = applied.deleted.len(), "agents changed");
     let broker::delta::Applied { rows, tally, .. } = applied;
     Ok(ChangedAgents { files, gone, facts, rows, tally, broker_time })
 }
@@ -751,11 +734,11 @@ fn stage_agents(
 ) -> Result<StagedAgents> {
     use rayon::prelude::*;
     let mut store = broker::store::Writer::begin(warehouse.conn())?;
-    // Each agent's files: detail, similar, resolve and page, and two of
+    // Each agent's files: detail, resolve and page, and two of
     // feedback for an ERC-8004 agent (the entries are most of what a build
     // holds: they are counted, not grown into).
     let feedback_agents = summary.tally.registries.get(broker::catalog::FEEDBACK_REGISTRY).copied().unwrap_or(0);
-    let files = 4 * summary.count() + 2 * feedback_agents;
+    let files = 3 * summary.count() + 2 * feedback_agents;
     let mut staged = StagedAgents {
         entries: Vec::with_capacity(files + 1024),
         newest: Timestamp::default(),
@@ -763,7 +746,6 @@ fn stage_agents(
     };
     // The summary lends its parts to the batches while it streams.
     let feedback = std::mem::take(&mut summary.feedback);
-    let similar = std::mem::take(&mut summary.similar);
     let by_agent = {
         let mut by_agent: std::collections::HashMap<&str, Vec<&broker::catalog::FeedbackEntry>> = Default::default();
         for f in &feedback {
@@ -785,11 +767,11 @@ fn stage_agents(
             .zip(&feedback)
             .map(|(agent, entries)| {
                 let entries = *entries;
-                let files = broker::render::agent_files(agent, &similar.of(agent), entries);
+                let files = broker::render::agent_files(agent, entries);
                 Ok((files, renderer.profile(agent, entries)?))
             })
             .collect::<Result<_>>()?;
-        let mut files = Vec::with_capacity(rendered.len() * 5);
+        let mut files = Vec::with_capacity(rendered.len() * 4);
         for (json, page) in rendered {
             for file in &json {
                 staged.newest = staged.newest.max(file.representation.last_modified);
@@ -816,7 +798,7 @@ fn stage_agents(
     tracing::debug!(render = ?spent[0], write = ?(spent[1] - spent[0]), store = ?(spent[2] - spent[1]),
         index = ?(spent[3] - spent[2]), "agents staged");
     drop(by_agent);
-    (summary.feedback, summary.similar) = (feedback, similar);
+    summary.feedback = feedback;
     streamed?;
     store.finish(broker::store::Rest {
         feedback: &summary.feedback,

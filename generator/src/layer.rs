@@ -27,8 +27,7 @@
 //!   of the agents is read; or
 //! - the journal only grew, by agents registered, updated or deleted
 //!   ([`crate::broker::delta`]): they are applied to the warehouse, and
-//!   the broker's files they change are rendered: their own, the similar
-//!   lists of the capability sets whose best agents changed, and the files
+//!   the broker's files they change are rendered: their own and the files
 //!   made of every agent (the catalog files, the directory's pages, the
 //!   exports), from what the warehouse keeps; a deleted agent's routes are
 //!   removed.
@@ -256,8 +255,7 @@ pub fn plan(live: &Live, files: Vec<File>, broker: Broker) -> Plan {
     let base = live.base();
     let rendered: HashSet<String> = files.iter().map(|f| f.route.clone()).collect();
     // Over the cores: each file's entry made and looked up in the base's
-    // index (positioned reads), hundreds of thousands of them when many
-    // agents' similar lists changed.
+    // index (positioned reads).
     let changed: Vec<File> = {
         use rayon::prelude::*;
         files.into_par_iter().filter(|f| !base.get(&f.route).is_some_and(|r| same(&r, &entry(f)))).collect()

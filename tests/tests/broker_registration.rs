@@ -366,8 +366,13 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
     assert_eq!((&moved["hits"][0]["agent"]["uaid"], texts()), (&json!(uaid), counted + 2), "{moved}");
 
     // Similar agents of a live agent: ranked over the build and the
-    // overlay as a build ranks them.
-    let (_, twin) = broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Twin", &[]))).await;
+    // overlay as a build ranks them. The twin has the capabilities of the
+    // build agent with the most, so it ranks in that agent's list.
+    let built = almanac::broker::load(&workspace_root().join("datasets/broker")).unwrap().agents;
+    let most = built.iter().max_by_key(|a| (a.capabilities.len(), &a.id)).unwrap();
+    let mut twin = request("Tide Twin", &[]);
+    twin["profile"]["aiAgent"]["capabilities"] = json!(most.capabilities);
+    let (_, twin) = broker.send("POST", "/api/v1/register", Some(&owner), Some(twin)).await;
     let twin = twin["uaid"].as_str().unwrap().to_string();
     let (status, similar) = broker.send("GET", &format!("/api/v1/agents/{}/similar", encode(&uaid)), None, None).await;
     assert_eq!(status, 200, "{similar}");
@@ -375,10 +380,17 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
     let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
     let agent: almanac::broker::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
     let twin_agent: almanac::broker::Agent = serde_json::from_value(twin_detail["agent"].clone()).unwrap();
-    let built = almanac::broker::load(&workspace_root().join("datasets/broker")).unwrap().agents;
-    let expected = almanac::broker::render::similar_live(&agent, built.iter().chain([&agent, &twin_agent]));
-    assert_eq!(similar, expected);
+    let ranked = |of: &almanac::broker::Agent| -> serde_json::Value {
+        let made = almanac::broker::render::similar(of, built.iter().chain([&agent, &twin_agent]));
+        serde_json::from_slice(&made.body).unwrap()
+    };
+    assert_eq!(similar, ranked(&agent));
     assert!(similar["total"].as_u64().unwrap() > 0);
+    // A build agent's list ranks the live agents with the build's.
+    let (status, theirs) =
+        broker.send("GET", &format!("/api/v1/agents/{}/similar", encode(&most.uaid)), None, None).await;
+    assert_eq!((status, &theirs), (200, &ranked(most)));
+    assert!(theirs["hits"].as_array().unwrap().iter().any(|h| h["uaid"] == json!(twin)), "{theirs}");
 
     assert_eq!(broker.send("DELETE", &path, Some(&owner), None).await.0, 200);
     let (_, gone) = broker.hybrid(json!({"query": "lighthouse beacons coast", "limit": 100})).await;

@@ -46,6 +46,11 @@ impl Agents {
     ) -> anyhow::Result<Agents> {
         let Stored { catalog, journal_seq, agents, fingerprint } = stored;
         anyhow::ensure!(index.len() == agents, "the search index holds {} agents, the snapshot {agents}", index.len());
+        // Each capability set's best agents, made now rather than on the
+        // first `/similar` after a swap.
+        let started = std::time::Instant::now();
+        let sets = index.similar_sets().len();
+        tracing::debug!(sets, took = ?started.elapsed(), "similar agents ranked");
         Ok(Agents {
             feedback,
             journal_seq: journal_seq as i64,

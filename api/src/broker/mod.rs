@@ -1,7 +1,7 @@
 //! Section A's routes, answered from the agent index the api loads from a
 //! build's snapshot (never DuckDB on a request): search, per-registry and
-//! capability search, the parameter sets no file covers, UAID validation;
-//! agent detail, similar agents, resolution and feedback are files of the
+//! capability search, the parameter sets no file covers, UAID validation,
+//! similar agents; agent detail, resolution and feedback are files of the
 //! build, found here by the decoded UAID. Hybrid search is [`vectors`], the
 //! badge [`badge`].
 
@@ -98,26 +98,38 @@ pub async fn agent(request: Request) -> Answer {
     agent_file(&request, render::agent_route, |broker, _, agent| register::live_detail(broker, agent))
 }
 
-/// `GET /agents/{uaid}/similar`: the build's list; for an agent changed
-/// since, ranked the same way over the build and the overlay. (A build
-/// agent's list gains live agents at the next build.)
+/// `GET /agents/{uaid}/similar`: ranked over the build's agents (from
+/// their capability sets' best, `query::similar`) and the live ones, for
+/// an agent of the build or one changed since; ETag and Last-Modified as
+/// a file would have them. An answer the overlay could change is not kept
+/// by shared caches.
 pub async fn similar(request: Request) -> Answer {
-    agent_file(
-        &request,
-        |uaid| format!("{}/similar", render::agent_route(uaid)),
-        |broker, view, agent| {
-            let seen = view.live(broker).expect("a live agent is newer than the build");
-            // The build's best by its columns, then the live agents: the
-            // best of both are among them.
-            let best = query::sharing(&broker.index, render::mask(agent), &seen.base_excluded, render::SIMILAR_LIMIT);
-            let best: Vec<_> = best
-                .into_iter()
-                .map(|i| broker.index.records.agent(i).map(std::borrow::Cow::into_owned))
-                .collect::<anyhow::Result<_>>()
-                .map_err(|e| Error::damaged_record(&e))?;
-            Ok(render::similar_live(agent, best.iter().chain(seen.agents())))
-        },
-    )
+    let (_, broker) = agents(&request)?;
+    let uaid = request.params.get("uaid");
+    let view = request.app.overlay.view();
+    let damaged = |e: anyhow::Error| Error::damaged_record(&e);
+    let (agent, own) = match view.find(uaid, broker.journal_seq) {
+        overlay::Found::Live(agent) => (std::borrow::Cow::Borrowed(agent), None),
+        overlay::Found::Deleted => return Err(unknown_agent(uaid)),
+        overlay::Found::Build => {
+            let at = broker.position(uaid).ok_or_else(|| unknown_agent(uaid))?;
+            (broker.index.records.agent(at).map_err(damaged)?, Some(at))
+        }
+    };
+    let seen = view.live(broker);
+    let excluded = seen.as_ref().map(|seen| &*seen.base_excluded);
+    let skip = |i: usize| Some(i) == own || excluded.is_some_and(|e| e.contains(i));
+    let best: Vec<_> = query::similar(&broker.index, render::mask(&agent), skip, render::SIMILAR_LIMIT)
+        .into_iter()
+        .map(|i| broker.index.records.agent(i).map(std::borrow::Cow::into_owned))
+        .collect::<anyhow::Result<_>>()
+        .map_err(damaged)?;
+    let live_agents = seen.iter().flat_map(|seen| seen.agents());
+    let made = render::similar(&agent, best.iter().chain(live_agents));
+    let made = reply::Representation::computed(made)
+        .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", e.to_string()))?;
+    let answer = reply::representation(&request.method, &request.headers, &made);
+    Ok(if seen.is_some() { live(answer) } else { answer })
 }
 
 /// `GET /resolve/{uaid}`.

@@ -8,8 +8,6 @@
 //! warehouse (which holds the live build's agents) in place of the
 //! sources; written into it in one transaction; and what the files are
 //! made of is read back from it: the changed agents as they are now, the
-//! similar agents before and after (so that only the capability sets
-//! whose best agents changed have their agents' lists made again), the
 //! directory's rows and the tally. Nothing reads the sources or every
 //! agent's record.
 
@@ -21,7 +19,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::catalog::{self, Catalog, FeedbackEntry, Subject, FEEDBACK_REGISTRY};
 use super::journal::{self, Event, Overlay, Position, Record};
-use super::render::{self, time, SimilarIndex, Tally};
+use super::render::{time, Tally};
 use super::scan::{Digest, Facts, Row};
 use super::store::{self, SearchIndex};
 use super::Agent;
@@ -66,11 +64,6 @@ pub struct Applied {
     pub feedback: HashMap<String, Vec<FeedbackEntry>>,
     /// The agents deleted, as they were, with their feedback (their files go).
     pub deleted: Vec<(Agent, Vec<FeedbackEntry>)>,
-    /// The capability sets whose agents' similar lists the delta changes,
-    /// and the similar agents after it of those sets and of the changed
-    /// agents' (no others).
-    pub differing: Vec<u32>,
-    pub after: SimilarIndex,
     /// Every agent's directory row, in order.
     pub rows: Vec<Row>,
     pub tally: Tally,
@@ -127,62 +120,13 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     // The agents as the delta leaves them (the records it gives: an agent
     // whose events leave its record as stored is not among them).
     let now: Vec<&Agent> = changes.iter().filter(|c| c.present).filter_map(|c| c.record).collect();
-    let changed: HashSet<&str> = uaids.iter().copied().collect();
-    let ranked = tracing::debug_span!("rank").in_scope(|| store::rank(conn, &changed, &now))?;
+    let stored: HashMap<String, (u32, Agent)> =
+        store::records_of(conn, &uaids)?.into_iter().map(|(at, agent)| (agent.uaid.to_string(), (at, agent))).collect();
     for change in &changes {
-        change.check(ranked.stored.contains(change.uaid)).context("the broker journal")?;
+        change.check(stored.contains_key(change.uaid)).context("the broker journal")?;
     }
-    check_ids(&now, &ranked.clashes)?;
-
-    // Which capability sets' lists change: those whose best agents differ,
-    // or hold a changed agent (its record may differ under the same id).
-    let changed_ids: HashSet<&str> = now.iter().map(|a| a.id.as_str()).collect();
-    let (before, after) = tracing::debug_span!("similar").in_scope(|| {
-        (render::best_of(&ranked.before, store::key_rank), render::best_of(&ranked.after, store::key_rank))
-    });
-    fn ids<'k>(list: Option<&Vec<&'k (f64, String)>>) -> Vec<&'k str> {
-        list.map(|l| l.iter().map(|k| k.1.as_str()).collect()).unwrap_or_default()
-    }
-    let mut differing: Vec<u32> = before.keys().chain(after.keys()).copied().collect();
-    differing.sort_unstable();
-    differing.dedup();
-    differing.retain(|m| {
-        let (old, new) = (ids(before.get(m)), ids(after.get(m)));
-        old != new || new.iter().any(|id| changed_ids.contains(id))
-    });
-    // The sets whose lists are made: those, and the changed agents' own.
-    let mut made: Vec<u32> = differing.clone();
-    made.extend(now.iter().map(|a| render::mask(a)));
-    made.sort_unstable();
-    made.dedup();
-    let wanted: Vec<&str> = made
-        .iter()
-        .filter_map(|m| after.get(m))
-        .flatten()
-        .map(|k| k.1.as_str())
-        .filter(|id| !changed_ids.contains(id))
-        .collect();
-
-    // One read of the record column: the changed agents as stored, and the
-    // other agents on the lists made.
-    let read = tracing::debug_span!("records").in_scope(|| store::records_of(conn, &uaids, &wanted))?;
-    let mut stored: HashMap<String, (u32, Agent)> = HashMap::new();
-    let mut peers: HashMap<String, render::Peer> = now.iter().map(|a| (a.id.clone(), render::Peer::of(a))).collect();
-    for (position, agent) in read {
-        if changed.contains(agent.uaid.as_str()) {
-            stored.insert(agent.uaid.to_string(), (position, agent));
-        } else {
-            peers.insert(agent.id.clone(), render::Peer::of(&agent));
-        }
-    }
-    let best: HashMap<u32, Vec<render::Peer>> = made
-        .iter()
-        .map(|m| {
-            let list = after.get(m).map(|l| l.iter().map(|k| peers[k.1.as_str()].clone()).collect());
-            (*m, list.unwrap_or_default())
-        })
-        .collect();
-    let after = SimilarIndex::of_best(best);
+    let ids: Vec<&str> = now.iter().map(|a| a.id.as_str()).collect();
+    check_ids(&now, &store::id_clashes(conn, &uaids, &ids)?)?;
 
     // The agents as they are now: an updated one in its place, registered
     // ones after every other, in the order registered.
@@ -259,11 +203,11 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
         ])
     })?;
     drop(_span);
-    Ok(Applied { agents, feedback, deleted, differing, after, rows, tally, catalog, journal_seq: delta.seq })
+    Ok(Applied { agents, feedback, deleted, rows, tally, catalog, journal_seq: delta.seq })
 }
 
 /// Ids stay unique: among the changed agents, and against every stored
-/// agent that is not one of them (`clashes`, found as they were ranked).
+/// agent that is not one of them (`clashes`).
 fn check_ids(agents: &[&Agent], clashes: &[(String, String)]) -> Result<()> {
     let mut seen = HashSet::new();
     for agent in agents {

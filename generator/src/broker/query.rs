@@ -16,7 +16,8 @@
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
 use serde::Serialize;
 
@@ -225,6 +226,8 @@ pub struct AgentIndex {
     /// Whether each agent's position is its rank by id (a build's folder):
     /// then no rank is read from a table.
     ranked: bool,
+    /// Each capability set's best agents, made when first asked for.
+    similar: OnceLock<SimilarSets>,
 }
 
 impl AgentIndex {
@@ -252,11 +255,17 @@ impl AgentIndex {
         );
         let text_in_order = text.in_order(&columns.id_rank);
         let ranked = columns.positions_are_ranks();
-        Ok(AgentIndex { records, text, columns, text_in_order, ranked })
+        Ok(AgentIndex { records, text, columns, text_in_order, ranked, similar: OnceLock::new() })
     }
 
     pub fn len(&self) -> usize {
         self.columns.len
+    }
+
+    /// Each capability set's best agents ([`SimilarSets`]), made on the
+    /// first call.
+    pub fn similar_sets(&self) -> &SimilarSets {
+        self.similar.get_or_init(|| SimilarSets::of(&self.columns))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -460,10 +469,26 @@ pub fn filtered(index: &AgentIndex, query: &SearchQuery) -> Vec<usize> {
     kept.iter().collect()
 }
 
-/// The `limit` agents sharing the most capabilities of `mask` (at least
-/// one), then by trust score (higher first), then id, but `excluded`: how
-/// similar agents rank, over an index's columns.
-pub fn sharing(index: &AgentIndex, mask: u32, excluded: &Bits, limit: usize) -> Vec<usize> {
+/// The agents similar to one whose capability set is `mask`: the `limit`
+/// (at most [`SIMILAR_LIMIT`]) sharing the most of it (at least one),
+/// then by trust score (higher first), then id, the agents `skip` names
+/// (the agent itself, those a live change replaced or deleted) left out.
+/// From the set's best ([`SimilarSets`]) when what is skipped leaves
+/// enough of them, else over every agent's columns.
+pub fn similar(index: &AgentIndex, mask: u32, skip: impl Fn(usize) -> bool, limit: usize) -> Vec<usize> {
+    let limit = limit.min(SIMILAR_LIMIT);
+    let best = index.similar_sets().best(&index.columns, mask);
+    let kept: Vec<usize> = best.iter().map(|i| *i as usize).filter(|i| !skip(*i)).take(limit).collect();
+    // A set's best are all the agents sharing any of it when fewer than
+    // it keeps.
+    if kept.len() == limit || best.len() <= SIMILAR_LIMIT {
+        return kept;
+    }
+    sharing(index, mask, skip, limit)
+}
+
+/// [`similar`] over every agent's columns.
+fn sharing(index: &AgentIndex, mask: u32, skip: impl Fn(usize) -> bool, limit: usize) -> Vec<usize> {
     let c = &index.columns;
     let mut shared = vec![0u8; c.len];
     for (code, set) in c.capabilities.iter().enumerate() {
@@ -471,12 +496,10 @@ pub fn sharing(index: &AgentIndex, mask: u32, excluded: &Bits, limit: usize) -> 
             set.iter().for_each(|i| shared[i] += 1);
         }
     }
-    let rank = |a: usize, b: usize| {
-        let by_id = || index.records.keys(a).id.cmp(index.records.keys(b).id);
-        shared[b].cmp(&shared[a]).then_with(|| c.trust[b].total_cmp(&c.trust[a])).then_with(by_id)
-    };
+    let key = |i: usize| (c.trust[i], c.id_rank[i]);
+    let rank = |a: usize, b: usize| shared[b].cmp(&shared[a]).then_with(|| better(key(a), key(b)));
     let mut top: Vec<usize> = Vec::with_capacity(limit + 1);
-    for i in (0..c.len).filter(|i| shared[*i] > 0 && !excluded.contains(*i)) {
+    for i in (0..c.len).filter(|i| shared[*i] > 0 && !skip(*i)) {
         if limit == 0 || (top.len() == limit && rank(i, top[limit - 1]).is_ge()) {
             continue;
         }
@@ -485,6 +508,97 @@ pub fn sharing(index: &AgentIndex, mask: u32, excluded: &Bits, limit: usize) -> 
         top.truncate(limit);
     }
     top
+}
+
+/// Agents listed by `/agents/{uaid}/similar`.
+pub const SIMILAR_LIMIT: usize = 8;
+
+/// Whether an agent of trust score and rank by id `a` ranks before one of
+/// `b` among agents sharing as many capabilities: higher trust score, then
+/// id.
+fn better(a: (f64, u32), b: (f64, u32)) -> Ordering {
+    b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1))
+}
+
+/// Per capability set some agent has, the best `SIMILAR_LIMIT + 1` agents
+/// sharing any of it, best first (by capabilities shared, trust, id):
+/// an agent's similar list is its set's, less the agent itself (hence one
+/// more). Only a set's own best `SIMILAR_LIMIT + 1` can be on any list,
+/// so the work and the memory grow with the number of distinct sets, not
+/// with the agents: one pass over the capability columns, then the sets
+/// against one another, over the cores.
+pub struct SimilarSets {
+    /// Per set, the best of the agents whose set it is.
+    own: HashMap<u32, Vec<u32>>,
+    /// Per set, the best of the agents sharing any of it.
+    best: HashMap<u32, Vec<u32>>,
+}
+
+impl SimilarSets {
+    pub fn of(c: &Columns) -> SimilarSets {
+        use rayon::prelude::*;
+        let mut masks = vec![0u32; c.len];
+        for (code, set) in c.capabilities.iter().enumerate() {
+            set.iter().for_each(|i| masks[i] |= 1 << code);
+        }
+        let mut own: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (i, mask) in masks.iter().enumerate().filter(|(_, m)| **m != 0) {
+            let group = own.entry(*mask).or_default();
+            let key = |at: u32| (c.trust[at as usize], c.id_rank[at as usize]);
+            if group.len() > SIMILAR_LIMIT && better(key(i as u32), key(group[SIMILAR_LIMIT])).is_ge() {
+                continue;
+            }
+            let at = group.partition_point(|g| better(key(*g), key(i as u32)).is_lt());
+            group.insert(at, i as u32);
+            group.truncate(SIMILAR_LIMIT + 1);
+        }
+        let sets: Vec<u32> = own.keys().copied().collect();
+        let best = sets.into_par_iter().map(|m| (m, best_for(&own, c, m))).collect();
+        SimilarSets { own, best }
+    }
+
+    /// The best `SIMILAR_LIMIT + 1` agents sharing any of `mask`, best
+    /// first (made for a set no agent has).
+    pub fn best(&self, c: &Columns, mask: u32) -> Cow<'_, [u32]> {
+        match self.best.get(&mask) {
+            Some(best) => Cow::Borrowed(best),
+            None => Cow::Owned(best_for(&self.own, c, mask)),
+        }
+    }
+
+    /// How many distinct capability sets the agents have.
+    pub fn len(&self) -> usize {
+        self.own.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.own.is_empty()
+    }
+}
+
+/// The best `SIMILAR_LIMIT + 1` agents sharing any of `mask`, from each
+/// set's own best.
+fn best_for(own: &HashMap<u32, Vec<u32>>, c: &Columns, mask: u32) -> Vec<u32> {
+    let key = |at: u32| (c.trust[at as usize], c.id_rank[at as usize]);
+    let order = |x: &(u32, u32), y: &(u32, u32)| y.0.cmp(&x.0).then_with(|| better(key(x.1), key(y.1)));
+    // The best (shared, agent) pairs, kept sorted.
+    let mut top: Vec<(u32, u32)> = Vec::with_capacity(SIMILAR_LIMIT + 2);
+    for (set, members) in own {
+        let shared = (set & mask).count_ones();
+        if shared == 0 {
+            continue;
+        }
+        for other in members {
+            let candidate = (shared, *other);
+            if top.len() > SIMILAR_LIMIT && order(&candidate, &top[SIMILAR_LIMIT]).is_ge() {
+                break; // the rest of this set ranks lower still
+            }
+            let at = top.partition_point(|t| order(t, &candidate).is_lt());
+            top.insert(at, candidate);
+            top.truncate(SIMILAR_LIMIT + 1);
+        }
+    }
+    top.into_iter().map(|(_, at)| at).collect()
 }
 
 /// Runs `query` over the index.
@@ -804,25 +918,43 @@ mod tests {
         assert!(run(&set, "includeAggregations=false").aggregations.is_none());
     }
 
-    /// Ranking by the columns picks the similar agents the agents' own
-    /// ranking does (`render::similar_live`), excluded agents left out.
+    /// The similar agents found from the capability sets' best (or, when
+    /// too many of those are left out, over every agent's columns) are
+    /// those the agents' own ranking picks (`render::similar`), for a
+    /// set agents have or not, whatever is left out.
     #[test]
-    fn sharing_ranks_as_similar_agents_do() {
+    fn similar_agents_from_the_sets_are_the_agents_own_ranking() {
+        use super::super::render;
         let set = agents(500, 31);
         let index = AgentIndex::build(set.clone());
-        for (n, agent) in set.iter().enumerate().step_by(37) {
-            let excluded = Bits::from_positions(500, (0..500).step_by(7).chain([n]));
-            let got: Vec<&str> = sharing(&index, super::super::render::mask(agent), &excluded, 8)
+        let check = |agent: &Agent, skipped: &dyn Fn(usize) -> bool, case: &str| {
+            let got: Vec<&str> = similar(&index, render::mask(agent), skipped, SIMILAR_LIMIT)
                 .into_iter()
                 .map(|i| set[i].id.as_str())
                 .collect();
-            let kept = set.iter().enumerate().filter(|(i, _)| !excluded.contains(*i)).map(|(_, a)| a);
-            let expected = super::super::render::similar_live(agent, kept);
+            let kept = set.iter().enumerate().filter(|(i, _)| !skipped(*i)).map(|(_, a)| a);
+            let expected: serde_json::Value = serde_json::from_slice(&render::similar(agent, kept).body).unwrap();
             let expected: Vec<&str> =
                 expected["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
-            assert_eq!(got, expected, "{}", agent.id);
-            assert_eq!(got.len(), 8);
+            assert_eq!(got, expected, "{case}: {}", agent.id);
+            assert_eq!(got.len(), SIMILAR_LIMIT, "{case}: {}", agent.id);
+        };
+        for (n, agent) in set.iter().enumerate().step_by(37) {
+            check(agent, &|i| i == n, "the agent itself");
+            // A set's best all left out: found over the columns.
+            let best = index.similar_sets().best(&index.columns, render::mask(agent)).into_owned();
+            check(agent, &|i| i == n || best.contains(&(i as u32)), "its set's best");
+            check(agent, &|i| i == n || i % 7 == 0, "every seventh");
         }
+        // A capability set no agent has (a live agent's) is ranked from the
+        // sets agents have.
+        let held: std::collections::HashSet<u32> = set.iter().map(render::mask).collect();
+        let mut fresh = agents(1, 99).remove(0);
+        assert!(set.iter().all(|a| a.uaid != fresh.uaid));
+        fresh.capabilities = (0..19u8).filter(|c| c % 3 == 0).collect();
+        assert!(!held.contains(&render::mask(&fresh)));
+        check(&fresh, &|_| false, "a new set");
+        assert_eq!(index.similar_sets().len(), held.iter().filter(|m| **m != 0).count());
     }
 
     #[test]

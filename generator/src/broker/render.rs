@@ -1,5 +1,6 @@
 //! Section A's static routes: catalogs, statistics, facets and one set of
-//! files per agent (detail, similar agents, resolve, ERC-8004 feedback).
+//! files per agent (detail, resolve, ERC-8004 feedback), and the bodies the
+//! api makes of agents (similar agents, an agent changed since the build).
 //! Pure: sources in, files out. The api answers the parameter sets no file
 //! covers (another adapter registry query, a facet list for an unknown
 //! adapter) through the same functions.
@@ -14,7 +15,7 @@
 //! value whose name would pass 120 bytes is named `~` and 32 hex digits of
 //! its SHA-256. `_manifest.json` maps each route to its file.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Serialize;
@@ -27,8 +28,7 @@ use crate::http::{file_name, BadParameter, Cache, Representation};
 use crate::site::File;
 use crate::timestamp::Timestamp;
 
-/// Agents listed by `/agents/{uaid}/similar`.
-pub const SIMILAR_LIMIT: usize = 8;
+pub use super::query::SIMILAR_LIMIT;
 /// `GET /adapters/registry/adapters` paging.
 pub const ENTRIES_DEFAULT_LIMIT: usize = 50;
 pub const ENTRIES_MAX_LIMIT: usize = 200;
@@ -556,11 +556,15 @@ pub fn resolved(agent: &Agent) -> Value {
     serde_json::to_value(Resolved { agent }).expect("agents serialise")
 }
 
-/// `GET /agents/{uaid}/similar` of one agent, made live: up to
-/// [`SIMILAR_LIMIT`] of `others` (the build's agents and the live ones)
-/// ranked as a build ranks them: by capabilities shared (at least one),
-/// then trust score, then id.
-pub fn similar_live<'a>(agent: &Agent, others: impl Iterator<Item = &'a Agent>) -> Value {
+/// `GET /agents/{uaid}/similar` of `agent`: up to [`SIMILAR_LIMIT`] of
+/// `others` ranked by capabilities shared (at least one), then trust
+/// score, then id, never the agent itself; dated by the newest `updatedAt`
+/// of the agent and those listed. The api answers it from the build's
+/// search index and the live agents (`query::similar` finds the
+/// candidates): a build writes no list per agent, since one agent joining
+/// a capability set's best changes the list of every agent sharing any of
+/// it.
+pub fn similar<'a>(agent: &Agent, others: impl Iterator<Item = &'a Agent>) -> Representation {
     let mine = mask(agent);
     let rank = |x: &(u32, &Agent), y: &(u32, &Agent)| {
         y.0.cmp(&x.0).then_with(|| y.1.trust_score.total_cmp(&x.1.trust_score)).then_with(|| x.1.id.cmp(&y.1.id))
@@ -575,58 +579,13 @@ pub fn similar_live<'a>(agent: &Agent, others: impl Iterator<Item = &'a Agent>) 
         top.insert(at, candidate);
         top.truncate(SIMILAR_LIMIT);
     }
-    let peers: Vec<Peer> = top.iter().map(|(_, other)| Peer::of(other)).collect();
-    let hits: Vec<SimilarHit> = peers.iter().map(|other| similar_hit(mine, other)).collect();
-    serde_json::to_value(SimilarBody { uaid: &agent.uaid, total: hits.len(), hits }).expect("agents serialise")
-}
-
-/// What a similar agent's hit shows of it, and its ranking keys: the part
-/// of an agent the similar index keeps.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Peer {
-    id: String,
-    uaid: String,
-    registry: String,
-    name: String,
-    description: String,
-    capabilities: Vec<u8>,
-    capability_labels: Vec<String>,
-    protocols: Vec<String>,
-    adapter: String,
-    trust_score: f64,
-    available: bool,
-    verification_status: &'static str,
-    kind: &'static str,
-    updated_at: String,
-}
-
-impl Peer {
-    pub fn uaid(&self) -> &str {
-        &self.uaid
-    }
-
-    pub fn of(agent: &Agent) -> Peer {
-        Peer {
-            id: agent.id.clone(),
-            uaid: agent.uaid.to_string(),
-            registry: agent.registry.clone(),
-            name: agent.name.clone(),
-            description: agent.description.clone(),
-            capabilities: agent.capabilities.clone(),
-            capability_labels: agent.capability_labels.clone(),
-            protocols: agent.protocols.clone(),
-            adapter: agent.adapter.clone(),
-            trust_score: agent.trust_score,
-            available: agent.available,
-            verification_status: agent.verification_status.as_str(),
-            kind: agent.kind.as_str(),
-            updated_at: agent.updated_at.clone(),
-        }
-    }
+    let hits: Vec<SimilarHit> = top.iter().map(|(_, other)| similar_hit(mine, other)).collect();
+    let updated = top.iter().map(|(_, other)| time(&other.updated_at)).fold(time(&agent.updated_at), Timestamp::max);
+    Representation::json(&SimilarBody { uaid: &agent.uaid, total: hits.len(), hits }, updated, Cache::Agent)
 }
 
 /// `other` as a similar agent of one whose capability set is `mine`.
-fn similar_hit(mine: u32, other: &Peer) -> SimilarHit<'_> {
+fn similar_hit(mine: u32, other: &Agent) -> SimilarHit<'_> {
     SimilarHit {
         id: &other.id,
         uaid: &other.uaid,
@@ -639,129 +598,15 @@ fn similar_hit(mine: u32, other: &Peer) -> SimilarHit<'_> {
         adapter: &other.adapter,
         trust_score: other.trust_score,
         available: other.available,
-        verification_status: other.verification_status,
-        kind: other.kind,
+        verification_status: other.verification_status.as_str(),
+        kind: other.kind.as_str(),
         shared_capabilities: other.capabilities.iter().copied().filter(|c| mine & 1 << c != 0).collect(),
     }
 }
 
-/// Capability codes as a bit set.
 /// The capability codes of an agent, as bits.
 pub fn mask(agent: &Agent) -> u32 {
     agent.capabilities.iter().fold(0, |m, c| m | 1 << c)
-}
-
-/// Whether an agent of trust score and id `a` ranks before one of `b`
-/// among agents sharing as many capabilities: higher trust score, then id.
-fn better(a: (f64, &str), b: (f64, &str)) -> std::cmp::Ordering {
-    b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1))
-}
-
-fn rank_of(peer: &Peer) -> (f64, &str) {
-    (peer.trust_score, &peer.id)
-}
-
-/// Offers the agent ranked `key` to a capability set's best agents
-/// (`group`, best first, each ranked by `rank`): kept when among the best
-/// `SIMILAR_LIMIT + 1`, and only then made.
-pub(crate) fn offer<T>(
-    group: &mut Vec<T>,
-    key: (f64, &str),
-    rank: impl Fn(&T) -> (f64, &str),
-    make: impl FnOnce() -> T,
-) {
-    if group.len() > SIMILAR_LIMIT && better(key, rank(&group[SIMILAR_LIMIT])).is_ge() {
-        return;
-    }
-    let at = group.partition_point(|g| better(rank(g), key).is_lt());
-    group.insert(at, make());
-    group.truncate(SIMILAR_LIMIT + 1);
-}
-
-/// The similar agents of a whole index, gathered one agent at a time
-/// ([`Similar::add`]): an agent's list ranks others by how many
-/// capabilities they share (at least one), then trust score, then id.
-/// Only the best `SIMILAR_LIMIT + 1` of each capability set can be on any
-/// list (one may be the agent itself), so those are all that is kept: the
-/// work and the memory grow with the number of distinct sets, not with the
-/// index.
-#[derive(Debug, Default)]
-pub struct Similar {
-    /// Per capability set, its best agents, best first.
-    groups: HashMap<u32, Vec<Peer>>,
-}
-
-/// [`Similar`] once every agent is in: per capability set, the best
-/// `SIMILAR_LIMIT + 1` agents sharing any of it.
-#[derive(Debug, Default, PartialEq)]
-pub struct SimilarIndex {
-    best: HashMap<u32, Vec<Peer>>,
-}
-
-impl Similar {
-    pub fn add(&mut self, agent: &Agent) {
-        let group = self.groups.entry(mask(agent)).or_default();
-        offer(group, (agent.trust_score, agent.id.as_str()), rank_of, || Peer::of(agent));
-    }
-
-    pub fn finish(self) -> SimilarIndex {
-        let best = best_of(&self.groups, rank_of);
-        SimilarIndex::of_best(best.into_iter().map(|(m, top)| (m, top.into_iter().cloned().collect())).collect())
-    }
-}
-
-/// Per capability set, its best `SIMILAR_LIMIT + 1` agents sharing any of
-/// it (one may be the agent itself), best first: by capabilities shared,
-/// then trust score and id (`rank`), from each set's own best (`groups`,
-/// best first). Over the cores, a set at a time.
-pub fn best_of<T: Sync>(
-    groups: &HashMap<u32, Vec<T>>,
-    rank: impl Fn(&T) -> (f64, &str) + Sync,
-) -> HashMap<u32, Vec<&T>> {
-    use rayon::prelude::*;
-    let order = |x: &(u32, &T), y: &(u32, &T)| y.0.cmp(&x.0).then_with(|| better(rank(x.1), rank(y.1)));
-    let sets: Vec<u32> = groups.keys().copied().collect();
-    sets.into_par_iter()
-        .map(|m| {
-            // The best `limit + 1` (shared, agent) pairs, kept sorted.
-            let mut top: Vec<(u32, &T)> = Vec::with_capacity(SIMILAR_LIMIT + 2);
-            for (g, members) in groups {
-                let shared = (g & m).count_ones();
-                if shared == 0 {
-                    continue;
-                }
-                for other in members {
-                    let candidate = (shared, other);
-                    if top.len() > SIMILAR_LIMIT && order(&candidate, &top[SIMILAR_LIMIT]).is_ge() {
-                        break; // the rest of this group ranks lower still
-                    }
-                    let at = top.partition_point(|t| order(t, &candidate).is_lt());
-                    top.insert(at, candidate);
-                    top.truncate(SIMILAR_LIMIT + 1);
-                }
-            }
-            (m, top.into_iter().map(|(_, a)| a).collect())
-        })
-        .collect()
-}
-
-impl SimilarIndex {
-    /// The index of each capability set's best agents, best first.
-    pub fn of_best(best: HashMap<u32, Vec<Peer>>) -> SimilarIndex {
-        SimilarIndex { best }
-    }
-
-    /// Up to [`SIMILAR_LIMIT`] agents similar to `agent`, best first.
-    pub fn of<'s>(&'s self, agent: &Agent) -> Vec<&'s Peer> {
-        self.of_set(mask(agent), &agent.uaid)
-    }
-
-    /// [`SimilarIndex::of`] the agent `uaid` whose capability set is
-    /// `mask`.
-    pub fn of_set<'s>(&'s self, mask: u32, uaid: &str) -> Vec<&'s Peer> {
-        let best = self.best.get(&mask).map_or(&[][..], |b| b.as_slice());
-        best.iter().filter(|other| uaid != other.uaid).take(SIMILAR_LIMIT).collect()
-    }
 }
 
 /// A feedback entry as published: the source record and its registry.
@@ -836,9 +681,9 @@ fn published_entries<'a>(catalog: &'a Catalog, entries: impl Iterator<Item = &'a
         .collect()
 }
 
-/// The detail, similar, resolve and (for ERC-8004 agents) feedback files
-/// of one agent: `similar` are its similar agents, `entries` its feedback.
-pub fn agent_files(agent: &Agent, similar: &[&Peer], entries: &[&FeedbackEntry]) -> Vec<File> {
+/// The detail, resolve and (for ERC-8004 agents) feedback files of one
+/// agent: `entries` are its feedback.
+pub fn agent_files(agent: &Agent, entries: &[&FeedbackEntry]) -> Vec<File> {
     let name = file_name(&agent.uaid);
     let updated = time(&agent.updated_at);
     let feedback_time = time(newest_feedback(entries).unwrap_or(&agent.created_at));
@@ -859,7 +704,6 @@ pub fn agent_files(agent: &Agent, similar: &[&Peer], entries: &[&FeedbackEntry])
     let route = agent_route(&agent.uaid);
     let mut out = vec![
         file(route, format!("api/v1/agents/{name}.json"), &detail, detail_time, Cache::Agent),
-        similar_file(&agent.uaid, mask(agent), updated, similar),
         file(
             resolve_route(&agent.uaid),
             format!("api/v1/resolve/{name}.json"),
@@ -882,42 +726,9 @@ pub fn agent_files(agent: &Agent, similar: &[&Peer], entries: &[&FeedbackEntry])
     out
 }
 
-/// The similar file of the agent `uaid` whose capability set is `mine`
-/// and whose `updatedAt` is `updated`, listing `similar`.
-pub fn similar_file(uaid: &str, mine: u32, updated: Timestamp, similar: &[&Peer]) -> File {
-    let hits: Vec<SimilarHit> = similar.iter().map(|other| similar_hit(mine, other)).collect();
-    let similar_time = similar.iter().map(|other| time(&other.updated_at)).fold(updated, Timestamp::max);
-    file(
-        format!("{}/similar", agent_route(uaid)),
-        format!("api/v1/agents/{}/similar.json", file_name(uaid)),
-        &SimilarBody { uaid, total: hits.len(), hits },
-        similar_time,
-        Cache::Agent,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// An agent's similar list made live is the one its build file holds:
-    /// one ranking, two ways of computing it.
-    #[test]
-    fn similar_made_live_matches_the_build() {
-        let agents = crate::broker::generate::agents(600, 7);
-        let mut similar = Similar::default();
-        // The order agents are added in is no part of the result.
-        agents.iter().rev().for_each(|a| similar.add(a));
-        let built = similar.finish();
-        for (i, agent) in agents.iter().enumerate().step_by(7) {
-            let live = similar_live(agent, agents.iter());
-            let uaids: Vec<&str> =
-                live["hits"].as_array().unwrap().iter().map(|h| h["uaid"].as_str().unwrap()).collect();
-            let expected: Vec<&str> = built.of(agent).iter().map(|a| a.uaid.as_str()).collect();
-            assert_eq!(uaids, expected, "agent {i}");
-            assert_eq!(live["total"], json!(expected.len()));
-        }
-    }
 
     /// Agents taken out of a tally leave it as if they had never been
     /// counted, and a tally reads back as it was written (a layer keeps

@@ -5,10 +5,9 @@
 //! they are small beside the index), folds the api's journal into an
 //! [`Overlay`], and streams the agents through it: each agent is checked
 //! as it passes (ids and UAIDs unique, its catalog references), counted
-//! into the [`Tally`] the catalog files are made from, offered to the
-//! [`Similar`] ranking, and listed by a small [`Row`] for the directory.
-//! What it keeps grows with the catalog, the distinct capability sets and
-//! one row per agent, not with the agents' records.
+//! into the [`Tally`] the catalog files are made from, and listed by a
+//! small [`Row`] for the directory. What it keeps grows with the catalog
+//! and one row per agent, not with the agents' records.
 //!
 //! **Pass 2** ([`Summary::agents`]) streams the agents again, as the
 //! journal leaves them, in bounded batches: the build renders and writes
@@ -26,7 +25,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::catalog::{self, Catalog, FeedbackEntry, Subject};
 use super::journal::{self, Overlay};
-use super::render::{Similar, SimilarIndex, Tally};
+use super::render::Tally;
 use super::{source, Agent, FeedbackFile};
 use crate::timestamp::Timestamp;
 
@@ -38,7 +37,6 @@ pub struct Summary {
     /// The `seq` of the last journal record applied (0: none).
     pub journal_seq: u64,
     pub tally: Tally,
-    pub similar: SimilarIndex,
     /// One row per agent, in the directory's order (by name, then UAID).
     pub directory: Vec<Row>,
     /// SHA-256 of the sources as the journal leaves them (agents in order,
@@ -307,7 +305,6 @@ impl Summary {
             catalog,
             feedback,
             journal_seq,
-            similar: SimilarIndex::default(),
             directory: Vec::new(),
             fingerprint: String::new(),
             digest: Digest::default(),
@@ -322,7 +319,6 @@ impl Summary {
             ids: HashSet::new(),
             uaids: HashSet::new(),
             subjects: self.feedback.iter().map(|f| (f.uaid.clone(), None)).collect(),
-            similar: Similar::default(),
             fingerprint: Sha256::new(),
         };
         let (catalog, mut tally, mut directory) = (&self.catalog, Tally::new(&self.catalog), Vec::new());
@@ -364,7 +360,7 @@ impl Summary {
         fingerprint.update(self.journal_seq.to_le_bytes());
         fingerprint.update(env!("CARGO_PKG_VERSION"));
         self.fingerprint = crate::http::hex(&fingerprint.finalize());
-        (self.tally, self.directory, self.similar) = (tally, directory, pass.similar.finish());
+        (self.tally, self.directory) = (tally, directory);
         Ok(self)
     }
 
@@ -419,7 +415,6 @@ struct PassOne {
     uaids: HashSet<u128>,
     /// The agents feedback names: what the feedback is checked against.
     subjects: HashMap<String, Option<(String, String, String)>>,
-    similar: Similar,
     fingerprint: Sha256,
 }
 
@@ -434,7 +429,6 @@ impl PassOne {
         if let Some(subject) = self.subjects.get_mut(agent.uaid.as_str()) {
             *subject = Some((agent.id.clone(), agent.registry.clone(), agent.original_id.clone()));
         }
-        self.similar.add(agent);
         self.fingerprint.update(digest);
         Ok(())
     }
@@ -561,13 +555,6 @@ mod tests {
         let mut tally = crate::broker::render::Tally::new(&expected.catalog);
         expected.agents.iter().for_each(|a| tally.add(&expected.catalog, a));
         assert_eq!(summary.tally.stats(), tally.stats());
-        for agent in expected.agents.iter().step_by(11) {
-            let live = crate::broker::render::similar_live(agent, expected.agents.iter());
-            let hits: Vec<&str> =
-                live["hits"].as_array().unwrap().iter().map(|h| h["uaid"].as_str().unwrap()).collect();
-            let built: Vec<&str> = summary.similar.of(agent).iter().map(|p| p.uaid()).collect();
-            assert_eq!(hits, built, "{}", agent.uaid);
-        }
 
         // A duplicate id fails pass 1, naming the agent and the field.
         let mut agents: serde_json::Value =

@@ -261,75 +261,27 @@ pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Option<String>)
     Ok((rows, last_update))
 }
 
-/// A capability set's best agents by their ranking keys (trust score and
-/// id), best first: what [`super::render::best_of`] ranks.
-pub type Keys = HashMap<u32, Vec<(f64, String)>>;
-
-/// A key of [`Keys`] as [`super::render::best_of`] ranks it.
-pub fn key_rank(key: &(f64, String)) -> (f64, &str) {
-    (key.0, &key.1)
+/// The stored agents outside `uaids` holding one of `ids`: (id, UAID).
+pub fn id_clashes(conn: &Connection, uaids: &[&str], ids: &[&str]) -> Result<Vec<(String, String)>> {
+    keys_table(conn, "changed_uaids", uaids.iter().copied())?;
+    keys_table(conn, "changed_ids", ids.iter().copied())?;
+    let mut statement = conn.prepare(
+        "SELECT id, uaid FROM broker_agents WHERE id IN (SELECT key FROM changed_ids) \
+         AND uaid NOT IN (SELECT key FROM changed_uaids) ORDER BY id, uaid",
+    )?;
+    let clashes = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<duckdb::Result<_>>()?;
+    conn.execute_batch("DROP TABLE changed_uaids; DROP TABLE changed_ids")?;
+    Ok(clashes)
 }
 
-/// One pass over the stored agents' ranking columns for a delta: each
-/// capability set's best agents before it and after it, and what the
-/// delta is checked against.
-pub struct Ranked {
-    pub before: Keys,
-    pub after: Keys,
-    /// The stored agents among the changed UAIDs.
-    pub stored: std::collections::HashSet<String>,
-    /// Stored agents outside the changed UAIDs holding an id of the
-    /// changed agents: (id, UAID).
-    pub clashes: Vec<(String, String)>,
-}
-
-/// Ranks the stored agents as a build ranks similar agents, from three
-/// columns (no record read): `before` all of them, `after` those whose
-/// UAIDs are not in `changed`, with the agents `now`.
-pub fn rank(conn: &Connection, changed: &std::collections::HashSet<&str>, now: &[&Agent]) -> Result<Ranked> {
-    use duckdb::arrow::array::UInt32Array;
-    let ids: std::collections::HashSet<&str> = now.iter().map(|a| a.id.as_str()).collect();
-    let mut ranked =
-        Ranked { before: Keys::new(), after: Keys::new(), stored: Default::default(), clashes: Vec::new() };
-    let offer = |keys: &mut Keys, mask: u32, key: (f64, &str)| {
-        let group = keys.entry(mask).or_default();
-        super::render::offer(group, key, |(t, id)| (*t, id.as_str()), || (key.0, key.1.to_string()));
-    };
-    let mut statement = conn.prepare("SELECT capabilities_mask, trust_score, id, uaid FROM broker_agents")?;
-    for batch in statement.query_arrow([])? {
-        let masks: UInt32Array = columnar::column(&batch, 0, DataType::UInt32)?;
-        let trust: Float64Array = columnar::column(&batch, 1, DataType::Float64)?;
-        let (agent_ids, uaids): (StringArray, StringArray) =
-            (columnar::column(&batch, 2, DataType::Utf8)?, columnar::column(&batch, 3, DataType::Utf8)?);
-        for i in 0..batch.num_rows() {
-            let (mask, key, uaid) = (masks.value(i), (trust.value(i), agent_ids.value(i)), uaids.value(i));
-            offer(&mut ranked.before, mask, key);
-            if changed.contains(uaid) {
-                ranked.stored.insert(uaid.to_string());
-                continue;
-            }
-            offer(&mut ranked.after, mask, key);
-            if ids.contains(key.1) {
-                ranked.clashes.push((key.1.to_string(), uaid.to_string()));
-            }
-        }
-    }
-    for agent in now {
-        offer(&mut ranked.after, super::render::mask(agent), (agent.trust_score, &agent.id));
-    }
-    Ok(ranked)
-}
-
-/// The records of the stored agents with these UAIDs or these ids, with
-/// their positions: one scan of the record column, however few they are.
-pub fn records_of(conn: &Connection, uaids: &[&str], ids: &[&str]) -> Result<Vec<(u32, Agent)>> {
+/// The records of the stored agents with these UAIDs, with their
+/// positions.
+pub fn records_of(conn: &Connection, uaids: &[&str]) -> Result<Vec<(u32, Agent)>> {
     use duckdb::arrow::array::UInt32Array;
     use rayon::prelude::*;
     keys_table(conn, "wanted_uaids", uaids.iter().copied())?;
-    keys_table(conn, "wanted_ids", ids.iter().copied())?;
     let mut statement = conn.prepare(
-        "SELECT position, record FROM broker_agents \
-         WHERE uaid IN (SELECT key FROM wanted_uaids) OR id IN (SELECT key FROM wanted_ids) ORDER BY position",
+        "SELECT position, record FROM broker_agents WHERE uaid IN (SELECT key FROM wanted_uaids) ORDER BY position",
     )?;
     let mut out = Vec::new();
     for batch in statement.query_arrow([])? {
@@ -341,7 +293,7 @@ pub fn records_of(conn: &Connection, uaids: &[&str], ids: &[&str]) -> Result<Vec
             .collect::<Result<_>>()?;
         out.extend(positions.values().iter().copied().zip(agents));
     }
-    conn.execute_batch("DROP TABLE wanted_uaids; DROP TABLE wanted_ids")?;
+    conn.execute_batch("DROP TABLE wanted_uaids")?;
     Ok(out)
 }
 
@@ -383,33 +335,6 @@ fn feedback_where(conn: &Connection, filter: &str) -> Result<Vec<FeedbackEntry>>
     let mut statement = conn.prepare(&format!("SELECT record FROM broker_feedback WHERE {filter}"))?;
     let records: Vec<String> = statement.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
     records.iter().map(|r| serde_json::from_str(r).context("broker_feedback.record")).collect()
-}
-
-/// The UAID, capability set and `updatedAt` of every stored agent whose
-/// capability set is among `sets`: whose similar lists those sets make.
-pub fn members(conn: &Connection, sets: &[u32]) -> Result<Vec<(String, u32, String)>> {
-    use duckdb::arrow::array::UInt32Array;
-    conn.execute_batch("CREATE OR REPLACE TEMP TABLE wanted_sets (mask UINTEGER)")?;
-    columnar::append(
-        conn,
-        "wanted_sets",
-        columnar::batch(vec![("mask", columnar::u32s(sets.iter().map(|&m| Some(m))))])?,
-    )?;
-    let mut statement = conn.prepare(
-        "SELECT uaid, capabilities_mask, updated_at FROM broker_agents \
-         WHERE capabilities_mask IN (SELECT mask FROM wanted_sets)",
-    )?;
-    let mut out = Vec::new();
-    for batch in statement.query_arrow([])? {
-        let uaids: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
-        let masks: UInt32Array = columnar::column(&batch, 1, DataType::UInt32)?;
-        let updated: StringArray = columnar::column(&batch, 2, DataType::Utf8)?;
-        for i in 0..batch.num_rows() {
-            out.push((uaids.value(i).to_string(), masks.value(i), updated.value(i).to_string()));
-        }
-    }
-    conn.execute_batch("DROP TABLE wanted_sets")?;
-    Ok(out)
 }
 
 /// Every feedback entry stored.
@@ -582,21 +507,21 @@ pub fn cache_embeddings(conn: &Connection, model: &str, entries: &[(String, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::render::{Similar, Tally};
+    use crate::broker::render::Tally;
     use crate::broker::scan::{Row, Shared};
 
     /// What a layer reads back from the warehouse (the directory's rows,
-    /// the similar agents, the tally) is what a scan of the same agents
-    /// gathers.
+    /// the tally) is what a scan of the same agents gathers; a delta's
+    /// checks find what is stored.
     #[test]
     fn the_warehouse_gives_back_what_a_scan_gathers() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
         let catalog = crate::broker::load(&dir).unwrap().catalog;
         let agents = crate::broker::generate::agents(1500, 5);
-        let (mut tally, mut similar, mut shared) = (Tally::new(&catalog), Similar::default(), Shared::default());
+        let (mut tally, mut shared) = (Tally::new(&catalog), Shared::default());
         let mut rows: Vec<Row> = agents.iter().map(|a| shared.row(a)).collect();
         Row::sort(&mut rows);
-        agents.iter().for_each(|a| (tally.add(&catalog, a), similar.add(a)).1);
+        agents.iter().for_each(|a| tally.add(&catalog, a));
 
         let conn = Connection::open_in_memory().unwrap();
         let mut writer = Writer::begin(&conn).unwrap();
@@ -623,52 +548,16 @@ mod tests {
         dated.dated(last_update, stored_rows.iter().map(|r| r.updated).max());
         assert_eq!(dated, tally);
         assert_eq!(super::tally(&conn).unwrap(), Some(tally));
-        // Ranked from the columns, before and after a change: the lists a
-        // scan of the agents as they are ranks.
-        let lists = |keys: &Keys| -> std::collections::HashMap<u32, Vec<String>> {
-            let best = crate::broker::render::best_of(keys, key_rank);
-            best.into_iter().map(|(m, list)| (m, list.into_iter().map(|k| k.1.clone()).collect())).collect()
-        };
-        let scanned = |agents: &[Agent]| {
-            let mut similar = Similar::default();
-            agents.iter().for_each(|a| similar.add(a));
-            let uaid_of: std::collections::HashMap<&str, &str> =
-                agents.iter().map(|a| (a.uaid.as_str(), a.id.as_str())).collect();
-            let index = similar.finish();
-            let mut out = std::collections::HashMap::new();
-            for a in agents {
-                let ids: Vec<String> = index
-                    .of_set(super::super::render::mask(a), "")
-                    .iter()
-                    .map(|p| uaid_of[p.uaid()].to_string())
-                    .collect();
-                out.insert(super::super::render::mask(a), ids);
-            }
-            out
-        };
-        let first_eight = |lists: std::collections::HashMap<u32, Vec<String>>,
-                           sets: &std::collections::HashMap<u32, Vec<String>>| {
-            lists
-                .into_iter()
-                .filter(|(m, _)| sets.contains_key(m))
-                .map(|(m, mut l)| {
-                    l.truncate(8);
-                    (m, l)
-                })
-                .collect::<std::collections::HashMap<_, _>>()
-        };
-        let ranked = rank(&conn, &std::collections::HashSet::new(), &[]).unwrap();
-        let expected = scanned(&agents);
-        assert_eq!(first_eight(lists(&ranked.before), &expected), expected);
-        let mut changed_agents: Vec<Agent> = agents.iter().step_by(7).cloned().collect();
-        changed_agents.iter_mut().for_each(|a| a.trust_score = 100.0 - a.trust_score);
-        let changed: std::collections::HashSet<&str> = changed_agents.iter().map(|a| a.uaid.as_str()).collect();
-        let ranked = rank(&conn, &changed, &changed_agents.iter().collect::<Vec<_>>()).unwrap();
-        let mut now: Vec<Agent> = agents.iter().filter(|a| !changed.contains(a.uaid.as_str())).cloned().collect();
-        now.extend(changed_agents.iter().cloned());
-        let expected_after = scanned(&now);
-        assert_eq!(first_eight(lists(&ranked.after), &expected_after), expected_after);
-        assert_ne!(expected_after, expected);
-        assert_eq!(ranked.stored.len(), changed.len());
+        // What a delta is checked against: the changed UAIDs stored (their
+        // records), and the ids other agents hold.
+        let changed: Vec<&str> =
+            agents.iter().step_by(7).map(|a| a.uaid.as_str()).chain(["uaid:aid:unknown"]).collect();
+        let ids = [agents[0].id.as_str(), agents[1].id.as_str(), "no-such-id"];
+        // Agent 0 is among the changed, so its id clashes with nobody else.
+        let clashes = id_clashes(&conn, &changed, &ids).unwrap();
+        assert_eq!(clashes, vec![(agents[1].id.clone(), agents[1].uaid.to_string())]);
+        let read = records_of(&conn, &changed).unwrap();
+        assert_eq!(read.len(), changed.len() - 1);
+        assert!(read.iter().all(|(at, agent)| agents[*at as usize] == *agent));
     }
 }
