@@ -167,9 +167,10 @@ pub fn export(
     // threads met, and the same data must give the same bytes.
     conn.execute_batch("SET threads = 1").context("one thread for the exports")?;
     let written = EXPORTS.iter().filter(|e| broker || !e.broker).map(|export| {
+        let _span = tracing::debug_span!("export", name = export.name).entered();
         let path = scratch.join(format!("{}.parquet", export.name));
         let copy = format!(
-            "COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)",
+            "COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, ROW_GROUP_SIZE 100000)",
             export.query,
             quoted(&path)
         );

@@ -183,7 +183,9 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     // with the agents when they are read.
     let digest = match &config.broker {
         Some(broker) => {
-            let digest = broker::scan::digest(&broker.dir, &broker.journal).context("broker sources")?;
+            let digest = info_span!("digest")
+                .in_scope(|| broker::scan::digest(&broker.dir, &broker.journal))
+                .context("broker sources")?;
             Some(digest.with_model(broker.embeddings.as_ref().map(|p| p.model.as_str())))
         }
         None => None,
@@ -407,7 +409,7 @@ fn changed_agents(
     for (agent, feedback) in &applied.deleted {
         let feedback: Vec<&broker::catalog::FeedbackEntry> = feedback.iter().collect();
         gone.extend(agent_files(agent, &feedback).into_iter().map(|f| f.route));
-        gone.insert(crate::pages::routes::agent(&agent.uaid).0);
+        gone.insert(crate::pages::routes::agent_route(&agent.uaid));
     }
     let catalog = broker::render::catalog_files(&applied.tally, &applied.catalog);
     let (json_newest, profiles_newest) =

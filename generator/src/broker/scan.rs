@@ -81,7 +81,8 @@ impl Facts {
     }
 }
 
-/// Files read in chunks of this size, the chunks hashed over the cores.
+/// Files read in chunks of this size, the chunks hashed over the cores
+/// (BLAKE3: a million agents' sources are gigabytes, digested every run).
 const DIGEST_CHUNK: u64 = 16 << 20;
 
 /// The broker's sources by their bytes, with the generator's version:
@@ -141,12 +142,15 @@ fn hash_files(hasher: &mut Sha256, paths: &[PathBuf]) -> Result<()> {
         };
         let len = file.metadata().with_context(|| format!("reading {}", path.display()))?.len();
         hasher.update(len.to_le_bytes());
+        // One buffer per worker, read into again and again: a fresh one per
+        // chunk cost more in page faults than the hashing.
         let chunks: Vec<[u8; 32]> = (0..len.div_ceil(DIGEST_CHUNK))
             .into_par_iter()
-            .map(|n| {
+            .map_init(Vec::new, |buffer, n| {
                 let at = n * DIGEST_CHUNK;
-                let bytes = crate::index::read_at(&file, at, DIGEST_CHUNK.min(len - at) as usize)?;
-                Ok(Sha256::digest(bytes).into())
+                buffer.resize(DIGEST_CHUNK.min(len - at) as usize, 0);
+                std::os::unix::fs::FileExt::read_exact_at(&file, buffer, at)?;
+                Ok(*blake3::hash(buffer).as_bytes())
             })
             .collect::<std::io::Result<_>>()
             .with_context(|| format!("reading {}", path.display()))?;

@@ -17,17 +17,19 @@ const FEEDBACK_SHOWN: usize = 20;
 /// The directory's pages, from its rows (each agent's profile is
 /// rendered with its batch: [`super::Renderer::profile`]).
 pub(super) fn directory(directory: &super::Directory) -> Vec<Page> {
+    use rayon::prelude::*;
     let order = directory.rows;
     let count = order.len().div_ceil(routes::AGENTS_PER_PAGE).max(1);
     let registries: Vec<&String> = directory.tally.registries.keys().collect();
     (1..=count)
+        .into_par_iter()
         .map(|page| {
             let slice = order.chunks(routes::AGENTS_PER_PAGE).nth(page - 1).unwrap_or(&[]);
             let agents: Vec<Value> = slice
                 .iter()
                 .map(|a| {
                     context! {
-                        name => &*a.name, href => routes::agent(&a.uaid).0, registry => &*a.registry,
+                        name => &*a.name, href => routes::agent_route(&a.uaid), registry => &*a.registry,
                         protocols => &*a.protocols, trust => format!("{:.0}", a.trust_score), available => a.available,
                     }
                 })
@@ -39,7 +41,7 @@ pub(super) fn directory(directory: &super::Directory) -> Vec<Page> {
                 file,
                 template: "agents.html",
                 context: context! {
-                    agents, page, pages => count, total => order.len(), registries,
+                    agents, page, pages => count, total => order.len(), registries => &registries,
                     previous => link(page - 1), next => link(page + 1),
                 },
                 json: None,

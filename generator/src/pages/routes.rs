@@ -49,9 +49,14 @@ pub fn directory(page: usize) -> (String, String) {
     }
 }
 
-/// An agent's profile.
+/// An agent's profile: its route and file.
 pub fn agent(uaid: &str) -> (String, String) {
-    (format!("{AGENTS}/{}", segment(uaid)), format!("agents/{}.html", file_name(uaid)))
+    (agent_route(uaid), format!("agents/{}.html", file_name(uaid)))
+}
+
+/// An agent's profile's route (a link to it: no file name hashed).
+pub fn agent_route(uaid: &str) -> String {
+    format!("{AGENTS}/{}", segment(uaid))
 }
 
 /// A fixed page's file: its route's path with `.html`.
