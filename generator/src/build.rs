@@ -320,19 +320,22 @@ fn layered(
         // (else they stay as the build that made them wrote them: read
         // from the live build).
         let broker_time = changed.as_ref().map(|c| c.broker_time);
-        let mut exports =
-            write_exports(layout, &mut computed, warehouse, broker_time.is_some(), broker_time.unwrap_or_default())
-                .context("snapshot")?;
+        let ledger_time = computed.meta.last_applied.unwrap_or_default();
+        let directory = changed.as_ref().map(|c| crate::pages::Directory { rows: &c.rows, tally: &c.tally });
+        let (files, mut exports, directory) =
+            exports_beside_directory(layout, warehouse, (ledger_time, broker_time), &renderer, directory)?;
+        computed.files.extend(files);
         if changed.is_none() {
             exports.extend(live.exports(layout, warehouse.conn()).context("snapshot")?);
         }
         let data = Pages {
             guard: sources.guard.as_ref(),
-            directory: changed.as_ref().map(|c| crate::pages::Directory { rows: &c.rows, tally: &c.tally }),
+            directory: directory.as_deref(),
             agents: Some(changed.as_ref().map_or(&live.facts, |c| &c.facts)),
         };
         let pages = render_pages(config, &mut computed, warehouse, data, &renderer, &exports).context("pages")?;
         computed.files.extend(pages);
+        computed.files.extend(directory.unwrap_or_default());
         let broker = match &mut changed {
             Some(c) => {
                 computed.files.append(&mut c.files);
@@ -674,13 +677,17 @@ fn stage_and_snapshot(
     if let Some(facts) = &facts {
         broker::store::write_facts(data.warehouse.conn(), facts).context("snapshot")?;
     }
-    let with_broker = data.broker.is_some();
-    let exports = write_exports(layout, &mut computed, data.warehouse, with_broker, broker_time).context("snapshot")?;
+    let ledger_time = computed.meta.last_applied.unwrap_or_default();
+    let broker_time = data.broker.is_some().then_some(broker_time);
     let directory = data.broker.as_deref().map(|s| crate::pages::Directory { rows: &s.directory, tally: &s.tally });
-    let pages_data = Pages { guard: data.guard, directory, agents: facts.as_ref() };
+    let (files, exports, directory) =
+        exports_beside_directory(layout, data.warehouse, (ledger_time, broker_time), &renderer, directory)?;
+    computed.files.extend(files);
+    let pages_data = Pages { guard: data.guard, directory: directory.as_deref(), agents: facts.as_ref() };
     let pages =
         render_pages(config, &mut computed, data.warehouse, pages_data, &renderer, &exports).context("pages")?;
     computed.files.extend(pages);
+    computed.files.extend(directory.unwrap_or_default());
     // Exactly: the agents' entries are millions, and growing by doubling
     // would hold twice their size.
     entries.reserve_exact(computed.kept.len() + computed.files.len());
@@ -815,23 +822,41 @@ fn stage_agents(
     Ok(staged)
 }
 
-/// The analysts' views, and the Parquet exports read from the tables
-/// (added to the build's files; their schemas returned for the manifest).
+/// The exports' files and their entries: the ledger's (dated
+/// `ledger_time`), and the agents' when `broker_time` dates them.
 fn write_exports(
     layout: &Layout,
-    computed: &mut Computed,
-    warehouse: &Warehouse,
-    broker: bool,
-    broker_time: Timestamp,
-) -> Result<Vec<crate::manifest::Export>> {
+    conn: &duckdb::Connection,
+    ledger_time: Timestamp,
+    broker_time: Option<Timestamp>,
+) -> Result<(Vec<site::File>, Vec<crate::manifest::Export>)> {
     let _span = debug_span!("exports").entered();
-    let conn = warehouse.conn();
-    crate::analysts::document(conn, broker)?;
-    let ledger_time = computed.meta.last_applied.unwrap_or_default();
-    let (files, exports) =
-        crate::analysts::export(conn, &layout.data.join(".exports"), broker, ledger_time, broker_time)?;
-    computed.files.extend(files);
-    Ok(exports)
+    crate::analysts::document(conn, broker_time.is_some())?;
+    let scratch = layout.data.join(".exports");
+    crate::analysts::export(conn, &scratch, broker_time.is_some(), ledger_time, broker_time.unwrap_or_default())
+}
+
+/// The exports (`times`: the ledger's and the agents', as
+/// [`write_exports`] takes them) and the directory's pages, at once: the
+/// exports are DuckDB's on one thread (their bytes must not depend on how
+/// threads met), the pages rendered over the cores, and neither needs the
+/// other. At a million agents they were a layer's two longest steps.
+fn exports_beside_directory(
+    layout: &Layout,
+    warehouse: &Warehouse,
+    (ledger_time, broker_time): (Timestamp, Option<Timestamp>),
+    renderer: &crate::pages::Renderer,
+    directory: Option<crate::pages::Directory>,
+) -> Result<(Vec<site::File>, Vec<crate::manifest::Export>, Option<Vec<site::File>>)> {
+    let span = tracing::Span::current();
+    let conn = warehouse.conn().try_clone().context("a connection for the exports")?;
+    std::thread::scope(|scope| {
+        let exporting = scope.spawn(move || span.in_scope(|| write_exports(layout, &conn, ledger_time, broker_time)));
+        let directory = directory.map(|d| renderer.directory(d)).transpose().context("pages");
+        let exported = exporting.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let (files, exports) = exported.context("snapshot")?;
+        Ok((files, exports, directory?))
+    })
 }
 
 /// The static hosts' configurations of the build of `manifest` (its
@@ -854,8 +879,8 @@ fn host_configs(config: &BuildConfig, manifest: &Manifest) -> Result<crate::host
 /// What the pages show besides the ledger.
 struct Pages<'a> {
     guard: Option<&'a guard::Datasets>,
-    /// The agents, for the directory (`None`: a layer keeps the live one).
-    directory: Option<crate::pages::Directory<'a>>,
+    /// The directory's pages (`None`: a layer keeps the live one's).
+    directory: Option<&'a [site::File]>,
     agents: Option<&'a broker::scan::Facts>,
 }
 

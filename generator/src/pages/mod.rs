@@ -39,9 +39,11 @@ pub struct Inputs<'a> {
     /// Mints and burns per token and minute, for the charts.
     pub changes: &'a [SupplyChange],
     pub guard: Option<&'a crate::guard::Datasets>,
-    /// The agents, for the directory's pages; `None` when the build keeps
-    /// the live build's (a layer: the agents did not change).
-    pub directory: Option<Directory<'a>>,
+    /// The directory's pages, made by [`Renderer::directory`] (while the
+    /// exports are written): the landing page's time counts theirs.
+    /// `None` when the build keeps the live build's (a layer: the agents
+    /// did not change).
+    pub directory: Option<&'a [File]>,
     /// What the landing page says of the agents (with the newest of their
     /// profile pages, rendered with their batches: [`Renderer::profile`]).
     pub agents: Option<&'a crate::broker::scan::Facts>,
@@ -106,7 +108,8 @@ impl Renderer {
         Renderer { env: environment(), site: Site { guard, agents, openapi: crate::http::OPENAPI_ROUTE } }
     }
 
-    /// Every page of the build but the agents' profiles.
+    /// Every page of the build but the agents' profiles and the
+    /// directory's.
     #[tracing::instrument(level = "debug", skip_all)]
     pub fn render(&self, inputs: &Inputs) -> Result<Vec<File>> {
         use rayon::prelude::*;
@@ -114,13 +117,19 @@ impl Renderer {
         if let Some(datasets) = inputs.guard {
             pages.extend(guard::pages(datasets));
         }
-        if let Some(directory) = &inputs.directory {
-            pages.extend(agents::directory(directory));
-        }
         let profiles_newest = Timestamp(inputs.agents.map_or(0, |a| a.profiles_newest));
-        let newest = pages.iter().map(|p| p.last_modified).max().unwrap_or_default().max(profiles_newest);
+        let directory_newest = inputs.directory.unwrap_or_default().iter().map(|f| f.representation.last_modified);
+        let newest = pages.iter().map(|p| p.last_modified).chain(directory_newest).max().unwrap_or_default();
+        let newest = newest.max(profiles_newest);
         pages.push(landing(inputs, newest));
         pages.into_par_iter().map(|page| self.finish(page)).collect()
+    }
+
+    /// The directory's pages (a page per hundred agents), over the cores.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub fn directory(&self, directory: Directory) -> Result<Vec<File>> {
+        use rayon::prelude::*;
+        agents::directory(&directory).into_par_iter().map(|page| self.finish(page)).collect()
     }
 
     /// An agent's profile page, with its feedback entries.
