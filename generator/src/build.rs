@@ -322,7 +322,7 @@ fn layered(
         let broker_time = changed.as_ref().map(|c| c.broker_time);
         let ledger_time = computed.meta.last_applied.unwrap_or_default();
         let directory = changed.as_ref().map(|c| crate::pages::Directory { rows: &c.rows, tally: &c.tally });
-        let (files, mut exports, directory) =
+        let Exported { files, mut exports, directory } =
             exports_beside_directory(layout, warehouse, (ledger_time, broker_time), &renderer, directory)?;
         computed.files.extend(files);
         if changed.is_none() {
@@ -680,7 +680,7 @@ fn stage_and_snapshot(
     let ledger_time = computed.meta.last_applied.unwrap_or_default();
     let broker_time = data.broker.is_some().then_some(broker_time);
     let directory = data.broker.as_deref().map(|s| crate::pages::Directory { rows: &s.directory, tally: &s.tally });
-    let (files, exports, directory) =
+    let Exported { files, exports, directory } =
         exports_beside_directory(layout, data.warehouse, (ledger_time, broker_time), &renderer, directory)?;
     computed.files.extend(files);
     let pages_data = Pages { guard: data.guard, directory: directory.as_deref(), agents: facts.as_ref() };
@@ -836,6 +836,15 @@ fn write_exports(
     crate::analysts::export(conn, &scratch, broker_time.is_some(), ledger_time, broker_time.unwrap_or_default())
 }
 
+/// What [`exports_beside_directory`] makes.
+struct Exported {
+    /// The exports' files and their entries.
+    files: Vec<site::File>,
+    exports: Vec<crate::manifest::Export>,
+    /// The directory's pages, when the agents were given.
+    directory: Option<Vec<site::File>>,
+}
+
 /// The exports (`times`: the ledger's and the agents', as
 /// [`write_exports`] takes them) and the directory's pages, at once: the
 /// exports are DuckDB's on one thread (their bytes must not depend on how
@@ -847,7 +856,7 @@ fn exports_beside_directory(
     (ledger_time, broker_time): (Timestamp, Option<Timestamp>),
     renderer: &crate::pages::Renderer,
     directory: Option<crate::pages::Directory>,
-) -> Result<(Vec<site::File>, Vec<crate::manifest::Export>, Option<Vec<site::File>>)> {
+) -> Result<Exported> {
     let span = tracing::Span::current();
     let conn = warehouse.conn().try_clone().context("a connection for the exports")?;
     std::thread::scope(|scope| {
@@ -855,7 +864,7 @@ fn exports_beside_directory(
         let directory = directory.map(|d| renderer.directory(d)).transpose().context("pages");
         let exported = exporting.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         let (files, exports) = exported.context("snapshot")?;
-        Ok((files, exports, directory?))
+        Ok(Exported { files, exports, directory: directory? })
     })
 }
 
