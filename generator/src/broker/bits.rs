@@ -94,6 +94,15 @@ impl Bits {
         popcount::ones(&self.words, Some(&other.words))
     }
 
+    /// [`Bits::count_with`] of each of `sets` (as long as this one), in one
+    /// pass: a chunk of this set's words stays in the first-level cache
+    /// while each set's words of it stream past (an aggregation's
+    /// capabilities, each read once instead of this set once for each).
+    pub fn count_with_each(&self, sets: &[&Bits]) -> Vec<usize> {
+        let sets: Vec<&[u64]> = sets.iter().map(|s| &s.words[..self.words.len()]).collect();
+        popcount::ones_each(&self.words, &sets)
+    }
+
     /// The indices of the words holding a member: where a sparse set's
     /// intersections are ([`Bits::count_with_in`]).
     pub fn occupied(&self) -> Vec<u32> {
@@ -214,6 +223,49 @@ mod popcount {
         portable_at(a, b, at)
     }
 
+    /// The ones of `a & b` for each `b` of `each` (as long as `a`).
+    pub fn ones_each(a: &[u64], each: &[&[u64]]) -> Vec<usize> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512vpopcntdq") {
+                // Safety: the CPU has the instructions the function is built with.
+                return unsafe { ones_each_avx512(a, each) };
+            }
+            if std::arch::is_x86_feature_detected!("popcnt") {
+                // Safety: as above.
+                return unsafe { ones_each_popcnt(a, each) };
+            }
+        }
+        ones_each_any(a, each)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vpopcntdq,popcnt")]
+    unsafe fn ones_each_avx512(a: &[u64], each: &[&[u64]]) -> Vec<usize> {
+        ones_each_any(a, each)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn ones_each_popcnt(a: &[u64], each: &[&[u64]]) -> Vec<usize> {
+        ones_each_any(a, each)
+    }
+
+    /// Words of `a` counted against every set before the next: 2 KiB.
+    const CHUNK: usize = 256;
+
+    #[inline(always)]
+    fn ones_each_any(a: &[u64], each: &[&[u64]]) -> Vec<usize> {
+        let mut counts = vec![0; each.len()];
+        for start in (0..a.len()).step_by(CHUNK) {
+            let end = (start + CHUNK).min(a.len());
+            for (count, b) in counts.iter_mut().zip(each) {
+                *count += portable(&a[start..end], Some(&b[start..end]));
+            }
+        }
+        counts
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vpopcntdq,popcnt")]
     unsafe fn ones_avx512(a: &[u64], b: Option<&[u64]>) -> usize {
@@ -234,10 +286,6 @@ mod popcount {
 
     /// The most planes [`super::Planes`] are made of (31 sets).
     pub const MAX_PLANES: usize = 5;
-
-    /// Words counted at a time: the set's and the planes' words of a chunk
-    /// stay in the first-level cache while each code is counted.
-    const CHUNK: usize = 512;
 
     /// For each code from 1 to `codes`, the ones of `within` where the
     /// planes spell it (in the words `at` only, when given).
@@ -273,52 +321,58 @@ mod popcount {
     /// loop the compiler makes vector instructions of.
     #[inline(always)]
     fn codes_any(within: &[u64], planes: &[&[u64]], codes: usize, at: Option<&[u32]>) -> Vec<usize> {
-        match planes.len() {
-            0 => vec![0; codes],
-            1 => codes_of::<1>(within, planes, codes, at),
-            2 => codes_of::<2>(within, planes, codes, at),
-            3 => codes_of::<3>(within, planes, codes, at),
-            4 => codes_of::<4>(within, planes, codes, at),
-            _ => codes_of::<5>(within, planes, codes, at),
-        }
+        let leaves = match planes.len() {
+            0 => return vec![0; codes],
+            1 => codes_of::<1, 2>(within, planes, at).to_vec(),
+            2 => codes_of::<2, 4>(within, planes, at).to_vec(),
+            3 => codes_of::<3, 8>(within, planes, at).to_vec(),
+            4 => codes_of::<4, 16>(within, planes, at).to_vec(),
+            _ => codes_of::<5, 32>(within, planes, at).to_vec(),
+        };
+        leaves[1..=codes].iter().map(|n| *n as usize).collect()
     }
 
+    /// The word `x` split by the planes' words: leaf `c` holds the bits of
+    /// `x` where the planes spell `c` (bit `j` of `c` is plane `j`'s), so
+    /// `L = 2^B` leaves from `2L - 2` ands, where testing each code against
+    /// every plane took `2B` operations a code.
     #[inline(always)]
-    fn codes_of<const B: usize>(within: &[u64], planes: &[&[u64]], codes: usize, at: Option<&[u32]>) -> Vec<usize> {
-        // A plane is taken as it is where a code has a one, complemented
-        // where it has a zero. Plain loops: a closure would be compiled
-        // apart from the caller's target features, without vector counts.
-        let flips: Vec<[u64; B]> =
-            (1..=codes).map(|code| std::array::from_fn(|j| if code >> j & 1 == 1 { 0 } else { u64::MAX })).collect();
-        let mut counts = vec![0; codes];
+    fn split<const B: usize, const L: usize>(x: u64, words: [u64; B]) -> [u64; L] {
+        let mut leaves = [0u64; L];
+        leaves[0] = x;
+        for (j, plane) in words.iter().enumerate() {
+            // Leaves 0..2^j hold the split so far; each gives its bits
+            // outside plane j to itself and those inside to leaf + 2^j.
+            for c in 0..1 << j {
+                leaves[c + (1 << j)] = leaves[c] & plane;
+                leaves[c] &= !plane;
+            }
+        }
+        leaves
+    }
+
+    /// The ones of each leaf (see [`split`]) over `within` (in the words
+    /// `at` only, when given): leaf 0 is the members of no set.
+    #[inline(always)]
+    fn codes_of<const B: usize, const L: usize>(within: &[u64], planes: &[&[u64]], at: Option<&[u32]>) -> [u64; L] {
+        // Plain loops: a closure would be compiled apart from the caller's
+        // target features, without vector counts.
+        let mut counts = [0u64; L];
         if let Some(at) = at {
             for w in at {
                 let w = *w as usize;
-                let words: [u64; B] = std::array::from_fn(|j| planes[j][w]);
-                for (count, flip) in counts.iter_mut().zip(&flips) {
-                    let mut x = within[w];
-                    for j in 0..B {
-                        x &= words[j] ^ flip[j];
-                    }
-                    *count += x.count_ones() as usize;
+                let leaves = split::<B, L>(within[w], std::array::from_fn(|j| planes[j][w]));
+                for c in 0..L {
+                    counts[c] += u64::from(leaves[c].count_ones());
                 }
             }
             return counts;
         }
-        for start in (0..within.len()).step_by(CHUNK) {
-            let end = (start + CHUNK).min(within.len());
-            let set = &within[start..end];
-            let planes: [&[u64]; B] = std::array::from_fn(|j| &planes[j][start..end]);
-            for (count, flip) in counts.iter_mut().zip(&flips) {
-                let mut sum = 0u64;
-                for w in 0..set.len() {
-                    let mut x = set[w];
-                    for j in 0..B {
-                        x &= planes[j][w] ^ flip[j];
-                    }
-                    sum += u64::from(x.count_ones());
-                }
-                *count += sum as usize;
+        let planes: [&[u64]; B] = std::array::from_fn(|j| &planes[j][..within.len()]);
+        for w in 0..within.len() {
+            let leaves = split::<B, L>(within[w], std::array::from_fn(|j| planes[j][w]));
+            for c in 0..L {
+                counts[c] += u64::from(leaves[c].count_ones());
             }
         }
         counts

@@ -445,6 +445,11 @@ fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
         };
         field.values.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(k, n)| (k.clone(), n)).collect()
     };
+    let held: Vec<&Bits> = c.capabilities_held.iter().map(|code| &c.capabilities[*code as usize]).collect();
+    let capabilities = match &occupied {
+        Some(_) => held.iter().map(|set| count(set)).collect(),
+        None => matched.count_with_each(&held),
+    };
     let labels: BTreeMap<u8, &String> = c.capability_codes.iter().map(|(slug, code)| (*code, slug)).collect();
     Aggregations {
         registries: named(&c.registry),
@@ -455,9 +460,9 @@ fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
         capabilities: c
             .capabilities_held
             .iter()
-            .map(|code| (*code as usize, count(&c.capabilities[*code as usize])))
+            .zip(capabilities)
             .filter(|(_, n)| *n > 0)
-            .map(|(code, n)| (labels.get(&(code as u8)).map_or(code.to_string(), |l| l.to_string()), n))
+            .map(|(code, n)| (labels.get(code).map_or(code.to_string(), |l| l.to_string()), n))
             .collect(),
     }
 }

@@ -10,8 +10,9 @@
 //!   to index, latency over 2,000 distinct query texts, recall and
 //!   precision judged by the agents' capabilities; then whole searches over
 //!   the new index; in process, one thread.
-//! - `bench search SEARCH_DIR [QUERIES]`: QUERIES distinct searches (`bench
-//!   queries`) in process over a build's search index folder, by kind.
+//! - `bench search SEARCH_DIR [QUERIES|FILE]`: QUERIES distinct searches
+//!   (`bench queries`), or FILE's paths, in process over a build's search
+//!   index folder, by kind.
 //! - `bench folder AGENTS SEARCH_DIR`: a search index folder of AGENTS
 //!   agents of the datagen's (`--preset agents`, its default seed), written
 //!   as the generator writes a build's, without the rest of the build: for
@@ -49,7 +50,7 @@ fn main() -> Result<()> {
         Some("sample") => sample(Path::new(&args[1]), args.get(2).map_or(Ok(50_000), |n| n.parse())?),
         Some("queries") => queries(args.get(1).map_or(Ok(5_000), |n| n.parse())?),
         Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
-        Some("search") => search_folder(Path::new(&args[1]), args.get(2).map_or(Ok(5_000), |n| n.parse())?),
+        Some("search") => search_folder(Path::new(&args[1]), args.get(2).map_or("5000", String::as_str)),
         Some("folder") => write_folder(args[1].parse()?, Path::new(&args[2])),
         Some("slow") => slow(&args[1], args[2].parse()?, args[3].parse()?, args[4].parse()?),
         Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
@@ -244,14 +245,19 @@ fn text(n: usize) -> Result<()> {
 
 /// Searches over a build's search index folder (`data/search/<id>`),
 /// opened as the api opens it, on one thread, without HTTP: `queries`
-/// distinct searches (`bench queries`), three passes, each search's median;
-/// p50 and p99 by kind of search (with text or not, sorted or not).
-fn search_folder(dir: &Path, queries: usize) -> Result<()> {
+/// distinct searches (`bench queries`), or the paths of the file `queries`
+/// names (one a line: a kind of search to profile alone), three passes,
+/// each search's median; p50 and p99 by kind of search (with text or not,
+/// sorted or not).
+fn search_folder(dir: &Path, queries: &str) -> Result<()> {
     use almanac::broker::query::{search, SearchQuery};
     let started = Instant::now();
     let index = almanac::broker::search_folder::open(dir)?.index;
     println!("opened {} agents in {:.2} s", index.len(), started.elapsed().as_secs_f64());
-    let paths = query_paths(queries);
+    let paths = match queries.parse() {
+        Ok(n) => query_paths(n),
+        Err(_) => std::fs::read_to_string(queries).with_context(|| queries.to_string())?.lines().map(String::from).collect(),
+    };
     let parsed: Vec<(String, SearchQuery)> = paths
         .iter()
         .map(|p| {
