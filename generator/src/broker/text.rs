@@ -497,7 +497,7 @@ impl TextIndex {
                 Some(both) => EnableScoring::enabled_from_statistics_provider(both, &self.searcher),
                 None => EnableScoring::enabled_from_searcher(&self.searcher),
             };
-            let weight = query.weight(scoring.clone()).expect("a query over mapped or in-memory segments");
+            let weight = query.weight(scoring).expect("a query over mapped or in-memory segments");
             let pair = self.pair(&matched.words, scoring);
             let weights = Weights { union: weight, pair };
             // A word match that also has the prefix scores `PREFIX` more:
@@ -649,7 +649,7 @@ impl TextIndex {
         let term = |word: &String| -> Box<dyn Query> {
             Box::new(TermQuery::new(Term::from_field_text(self.fields.text, word), IndexRecordOption::WithFreqs))
         };
-        let weight = |query: &dyn Query| query.weight(scoring.clone()).expect("a query over mapped or in-memory segments");
+        let weight = |query: &dyn Query| query.weight(scoring).expect("a query over mapped or in-memory segments");
         let both = BooleanQuery::new(vec![(Occur::Must, term(a)), (Occur::Must, term(b))]);
         // A common word's set as it is; another's made from its postings.
         let having = |word: &String| match self.dense.get(word) {

@@ -256,7 +256,9 @@ fn search_folder(dir: &Path, queries: &str) -> Result<()> {
     println!("opened {} agents in {:.2} s", index.len(), started.elapsed().as_secs_f64());
     let paths = match queries.parse() {
         Ok(n) => query_paths(n),
-        Err(_) => std::fs::read_to_string(queries).with_context(|| queries.to_string())?.lines().map(String::from).collect(),
+        Err(_) => {
+            std::fs::read_to_string(queries).with_context(|| queries.to_string())?.lines().map(String::from).collect()
+        }
     };
     let parsed: Vec<(String, SearchQuery)> = paths
         .iter()
