@@ -439,8 +439,8 @@ mod tests {
     }
 
     /// Planes count each set within another as the sets do, for every
-    /// number of planes, across chunks; sets sharing a member, or too
-    /// many, get none.
+    /// number of planes, across chunks, and so do the sets counted in one
+    /// pass; sets sharing a member, or too many, get no planes.
     #[test]
     fn planes_count_as_the_sets_they_are_made_of() {
         for (sets, len) in [(1usize, 100usize), (2, 64), (3, 1000), (7, 70_001), (12, 33_000), (31, 5_000)] {
@@ -456,6 +456,7 @@ mod tests {
                 let expected: Vec<usize> = all.iter().map(|s| s.count_with(&within)).collect();
                 assert_eq!(planes.counts(&within, None), expected, "{sets} sets of {len}");
                 assert_eq!(planes.counts(&within, Some(&within.occupied())), expected, "{sets} sets of {len}");
+                assert_eq!(within.count_with_each(&all.iter().collect::<Vec<_>>()), expected, "{sets} sets of {len}");
             }
         }
         let overlapping = [Bits::from_positions(10, [1, 2]), Bits::from_positions(10, [2, 3])];
