@@ -370,11 +370,14 @@ impl TextIndex {
         (words, tokens(query).last().filter(|w| w.len() >= MIN_PREFIX && w.len() <= 40))
     }
 
+    /// One stemmed word as tantivy's query, scored by BM25.
+    fn term_query(&self, word: &str) -> Box<dyn Query> {
+        Box::new(TermQuery::new(Term::from_field_text(self.fields.text, word), IndexRecordOption::WithFreqs))
+    }
+
     /// `words` as tantivy's query: one term each, summed.
     fn words_query(&self, words: &[String]) -> Vec<(Occur, Box<dyn Query>)> {
-        let term =
-            |word: &String| TermQuery::new(Term::from_field_text(self.fields.text, word), IndexRecordOption::WithFreqs);
-        words.iter().map(|word| (Occur::Should, Box::new(term(word)) as Box<dyn Query>)).collect()
+        words.iter().map(|word| (Occur::Should, self.term_query(word))).collect()
     }
 
     /// `words` scored as one query (their BM25 scores summed): a lone word
@@ -646,11 +649,8 @@ impl TextIndex {
     /// the agents having the other, to leave out.
     fn pair(&self, words: &[String], scoring: EnableScoring) -> Option<Pair<'_>> {
         let [a, b] = words else { return None };
-        let term = |word: &String| -> Box<dyn Query> {
-            Box::new(TermQuery::new(Term::from_field_text(self.fields.text, word), IndexRecordOption::WithFreqs))
-        };
         let weight = |query: &dyn Query| query.weight(scoring).expect("a query over mapped or in-memory segments");
-        let both = BooleanQuery::new(vec![(Occur::Must, term(a)), (Occur::Must, term(b))]);
+        let both = BooleanQuery::new(vec![(Occur::Must, self.term_query(a)), (Occur::Must, self.term_query(b))]);
         // A common word's set as it is; another's made from its postings.
         let having = |word: &String| match self.dense.get(word) {
             Some(set) => std::borrow::Cow::Borrowed(set),
@@ -658,7 +658,7 @@ impl TextIndex {
         };
         Some(Pair {
             both: weight(&both),
-            alone: [(weight(term(a).as_ref()), having(b)), (weight(term(b).as_ref()), having(a))],
+            alone: [(weight(self.term_query(a).as_ref()), having(b)), (weight(self.term_query(b).as_ref()), having(a))],
         })
     }
 }
