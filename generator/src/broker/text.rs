@@ -30,7 +30,9 @@ use tantivy::columnar::ColumnValues;
 use tantivy::directory::RamDirectory;
 use tantivy::postings::BlockSegmentPostings;
 use tantivy::query::EnableScoring;
-use tantivy::query::{Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur, PhrasePrefixQuery, Query, TermQuery};
+use tantivy::query::{
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, Occur, PhrasePrefixQuery, Query, TermQuery,
+};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST};
 use tantivy::tokenizer::{
     Language, LowerCaser, PreTokenizedString, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer, Token,
@@ -60,6 +62,9 @@ const PREFIX: Score = 0.3;
 /// WAND over the postings, when it holds fewer than one in this many of
 /// them.
 const NARROW: usize = 4;
+/// The most words a relevance page is scored by in parts, a pass for each
+/// set of them ([`TextIndex::wand`]): 2^n − 1 passes.
+const PARTS: usize = 4;
 /// A last word shorter than this is not taken as a prefix (`a` would match
 /// a good part of the vocabulary).
 const MIN_PREFIX: usize = 3;
@@ -76,6 +81,9 @@ const WORDS_BUDGET: usize = 7_200;
 /// take at most [`DENSE_BYTES`], the most common words first.
 const DENSE: usize = 64;
 const DENSE_BYTES: usize = 64 << 20;
+/// The common words' counts in each agent ([`Counts`]) take at most this,
+/// a byte per agent and word, the most common words first.
+const COUNTS_BYTES: usize = 128 << 20;
 
 /// The analyzers' names in an index's tokenizer manager.
 const STEMMED: &str = "almanac_en";
@@ -194,6 +202,31 @@ pub struct TextIndex {
     analyzer: TextAnalyzer,
     /// The agents of each common word (see [`DENSE`]).
     dense: std::collections::HashMap<String, Bits>,
+    /// Each common word's count in each agent, to score them without
+    /// reading postings.
+    counts: Counts,
+}
+
+/// Each agent's text length (as tantivy's one-byte id) and each common
+/// word's count in it (its weighted frequency; 0 where it is not held), a
+/// byte each, by position: a query of common words is scored agent by agent
+/// from these, as tantivy scores them from postings, but without the seeks
+/// of intersecting postings ([`Counted`]). (A column per word, not a row
+/// per agent: a query reads a few columns of a megabyte at a million
+/// agents, where rows of every word would be a table of tens of megabytes,
+/// missing the caches and the address translation's.)
+#[derive(Default)]
+struct Counts {
+    lengths: Box<[u8]>,
+    words: std::collections::HashMap<String, Column>,
+}
+
+/// A word's counts ([`Counts`]).
+struct Column {
+    of: Box<[u8]>,
+    /// For each length id, the largest count of an agent of that length:
+    /// what bounds the word's score, whatever statistics it is scored by.
+    best: Box<[u8; 256]>,
 }
 
 /// Which agent each document of an index is (read from the `position`
@@ -296,8 +329,17 @@ impl TextIndex {
             }
             Places::Tables { positions, documents }
         };
-        let mut index = TextIndex { searcher, places, fields, analyzer: analyzer(), dense: Default::default() };
-        index.dense = index.common_words()?;
+        let mut index = TextIndex {
+            searcher,
+            places,
+            fields,
+            analyzer: analyzer(),
+            dense: Default::default(),
+            counts: Counts::default(),
+        };
+        let common = index.common_words()?;
+        index.counts = index.counts(&common)?;
+        index.dense = common.into_iter().map(|word| (word.clone(), index.having(&[word], None))).collect();
         Ok(index)
     }
 
@@ -305,7 +347,7 @@ impl TextIndex {
     /// the most common first, up to [`DENSE_BYTES`] (made from the
     /// postings: called before there are any). Only those words are kept
     /// while the dictionary is read, not the whole vocabulary.
-    fn common_words(&self) -> Result<std::collections::HashMap<String, Bits>> {
+    fn common_words(&self) -> Result<Vec<String>> {
         let n = self.len();
         let mut common: std::collections::BTreeMap<String, u64> = Default::default();
         for segment in self.searcher.segment_readers() {
@@ -321,7 +363,47 @@ impl TextIndex {
         let mut common: Vec<(String, u64)> = common.into_iter().collect();
         common.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         common.truncate(DENSE_BYTES / n.div_ceil(8).max(1));
-        Ok(common.into_iter().map(|(word, _)| (word.clone(), self.having(&[word], None))).collect())
+        Ok(common.into_iter().map(|(word, _)| word).collect())
+    }
+
+    /// The lengths, and the counts of the `common` words (most common
+    /// first) within [`COUNTS_BYTES`]; a word counted more than a byte
+    /// holds in some agent is left to its postings.
+    fn counts(&self, common: &[String]) -> Result<Counts> {
+        let n = self.len();
+        let field = self.fields.text;
+        let mut lengths = vec![0u8; n].into_boxed_slice();
+        for (s, segment) in self.searcher.segment_readers().iter().enumerate() {
+            let positions = self.places.of(s);
+            let norms = segment.get_fieldnorms_reader(field)?;
+            for doc in 0..segment.max_doc() {
+                lengths[place(positions, doc) as usize] = norms.fieldnorm_id(doc);
+            }
+        }
+        let mut words = std::collections::HashMap::new();
+        'words: for word in common.iter().take(COUNTS_BYTES / n.max(1)) {
+            let mut column = Column { of: vec![0u8; n].into_boxed_slice(), best: Box::new([0u8; 256]) };
+            let term = Term::from_field_text(field, word);
+            for (s, segment) in self.searcher.segment_readers().iter().enumerate() {
+                let positions = self.places.of(s);
+                let inverted = segment.inverted_index(field)?;
+                let Some(mut postings) = inverted.read_block_postings(&term, IndexRecordOption::WithFreqs)? else {
+                    continue;
+                };
+                while !postings.docs().is_empty() {
+                    for (doc, count) in postings.docs().iter().zip(postings.freqs()) {
+                        let Ok(count) = u8::try_from(*count) else { continue 'words };
+                        let at = place(positions, *doc) as usize;
+                        column.of[at] = count;
+                        let best = &mut column.best[usize::from(lengths[at])];
+                        *best = (*best).max(count);
+                    }
+                    postings.advance();
+                }
+            }
+            words.insert(word.clone(), column);
+        }
+        Ok(Counts { lengths, words })
     }
 
     /// How many agents the index holds.
@@ -494,15 +576,20 @@ impl TextIndex {
         }
         let mut best = Top::new(k, rank.of);
         if !matched.words.is_empty() {
-            let query = self.scoring_query(&matched.words);
             let both = reference.map(|reference| Both { own: &self.searcher, reference: &reference.searcher });
-            let scoring = match &both {
-                Some(both) => EnableScoring::enabled_from_statistics_provider(both, &self.searcher),
-                None => EnableScoring::enabled_from_searcher(&self.searcher),
+            let statistics: &dyn Bm25StatisticsProvider = match &both {
+                Some(both) => both,
+                None => &self.searcher,
             };
-            let weight = query.weight(scoring).expect("a query over mapped or in-memory segments");
-            let pair = self.pair(&matched.words, scoring);
-            let weights = Weights { union: weight, pair };
+            let weights = match self.counted(&matched.words, statistics) {
+                Some(counted) => Weights::Counted(counted),
+                None => {
+                    let scoring = EnableScoring::enabled_from_statistics_provider(statistics, &self.searcher);
+                    let query = self.scoring_query(&matched.words);
+                    let union = query.weight(scoring).expect("a query over mapped or in-memory segments");
+                    Weights::Postings { union, parts: self.parts(&matched.words, scoring) }
+                }
+            };
             // A word match that also has the prefix scores `PREFIX` more:
             // those are ranked first, among themselves, then the rest need
             // at least what the last of them scores.
@@ -546,12 +633,13 @@ impl TextIndex {
         floor: Score,
     ) -> Vec<(u32, f32)> {
         let members = set.count();
-        if members == 0 {
-            Vec::new()
-        } else if members.saturating_mul(NARROW) < worded {
-            self.each_of(weights.union.as_ref(), set, k, rank, floor)
-        } else {
-            self.wand(weights, set, k, rank, floor)
+        let narrow = members.saturating_mul(NARROW) < worded;
+        match weights {
+            _ if members == 0 => Vec::new(),
+            Weights::Counted(counted) if narrow => counted.each_of(set, k, rank, floor),
+            Weights::Counted(counted) => counted.passes(set, k, rank, floor),
+            Weights::Postings { union, .. } if narrow => self.each_of(union.as_ref(), set, k, rank, floor),
+            Weights::Postings { union, parts } => self.wand(union.as_ref(), parts.as_ref(), set, k, rank, floor),
         }
     }
 
@@ -596,23 +684,29 @@ impl TextIndex {
         top.into_sorted()
     }
 
-    /// [`TextIndex::best_of`] by block-max WAND. Two words are three
-    /// passes into one page, each pruned far better by tantivy than their
-    /// union: the agents having both (a block-max intersection), then those
-    /// having each word alone (a lone term skips the blocks whose best
-    /// cannot enter), from the threshold the passes before left. Their
-    /// union's block-max WAND scores most postings wherever one word's best
-    /// is near the page's worst (at a million agents, two common words: 1.5
-    /// ms with the page's final threshold from the start).
-    fn wand(&self, weights: &Weights, within: &Bits, k: usize, rank: &Ranks, floor: Score) -> Vec<(u32, f32)> {
+    /// [`TextIndex::best_of`] by block-max WAND. Two to [`PARTS`] words are
+    /// scored in parts, one pass per set of them, into one page ([`Parts`]):
+    /// each pass is pruned far better by tantivy than their union, and
+    /// starts from the threshold the passes before left. The union's
+    /// block-max WAND scores most postings wherever one word's best is near
+    /// the page's worst (at a million agents, two common words: 1.5 ms with
+    /// the page's final threshold from the start).
+    fn wand(
+        &self,
+        union: &dyn tantivy::query::Weight,
+        parts: Option<&Parts>,
+        within: &Bits,
+        k: usize,
+        rank: &Ranks,
+        floor: Score,
+    ) -> Vec<(u32, f32)> {
         let mut top = Top::new(k, rank.of);
-        match &weights.pair {
-            None => self.prune(weights.union.as_ref(), |at| within.contains(at), &mut top, rank, floor),
-            Some(pair) => {
-                self.prune(pair.both.as_ref(), |at| within.contains(at), &mut top, rank, floor);
-                for (weight, other) in &pair.alone {
-                    let alone = |at: usize| within.contains(at) && !other.contains(at);
-                    self.prune(weight.as_ref(), alone, &mut top, rank, floor);
+        match parts {
+            None => self.prune(union, |at| within.contains(at), &mut top, rank, floor),
+            Some(parts) => {
+                for (weight, without) in &parts.passes {
+                    let keep = |at: usize| within.contains(at) && parts.lacks(*without, at);
+                    self.prune(weight.as_ref(), keep, &mut top, rank, floor);
                 }
             }
         }
@@ -644,37 +738,193 @@ impl TextIndex {
         }
     }
 
-    /// For two words, what [`TextIndex::wand`] scores them by apart: both
-    /// (their scores summed, as the union sums them), and each alone with
-    /// the agents having the other, to leave out.
-    fn pair(&self, words: &[String], scoring: EnableScoring) -> Option<Pair<'_>> {
-        let [a, b] = words else { return None };
+    /// The query's `words` scored from their counts, by `statistics`, when
+    /// each is counted and they are more than one (tantivy prunes a lone
+    /// word's postings by their blocks' best scores: faster than a pass over
+    /// its agents).
+    fn counted(&self, words: &[String], statistics: &dyn Bm25StatisticsProvider) -> Option<Counted<'_>> {
+        if !(2..32).contains(&words.len()) {
+            return None;
+        }
+        let words = words
+            .iter()
+            .map(|word| {
+                let column = self.counts.words.get(word)?;
+                let term = Term::from_field_text(self.fields.text, word);
+                let weight =
+                    Bm25Weight::for_terms(statistics, &[term]).expect("statistics of mapped or in-memory segments");
+                let best = (0..=255u8)
+                    .filter(|length| column.best[usize::from(*length)] > 0)
+                    .map(|length| weight.score(length, u32::from(column.best[usize::from(length)])))
+                    .fold(0.0, Score::max);
+                Some((self.dense.get(word)?, &column.of[..], weight, best))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Counted { lengths: &self.counts.lengths, words })
+    }
+
+    /// For two to [`PARTS`] words, what [`TextIndex::wand`] scores them by
+    /// apart: for each set of them, the agents having all of it (their
+    /// scores summed, as the union sums them) and none of the others.
+    /// Sets of more words come first, then those of rarer words: what can
+    /// score most, so that the page's bar rises soonest.
+    fn parts(&self, words: &[String], scoring: EnableScoring) -> Option<Parts<'_>> {
+        if !(2..=PARTS).contains(&words.len()) {
+            return None;
+        }
         let weight = |query: &dyn Query| query.weight(scoring).expect("a query over mapped or in-memory segments");
-        let both = BooleanQuery::new(vec![(Occur::Must, self.term_query(a)), (Occur::Must, self.term_query(b))]);
         // A common word's set as it is; another's made from its postings.
-        let having = |word: &String| match self.dense.get(word) {
-            Some(set) => std::borrow::Cow::Borrowed(set),
-            None => std::borrow::Cow::Owned(self.having(std::slice::from_ref(word), None)),
-        };
-        Some(Pair {
-            both: weight(&both),
-            alone: [(weight(self.term_query(a).as_ref()), having(b)), (weight(self.term_query(b).as_ref()), having(a))],
-        })
+        let sets = words
+            .iter()
+            .map(|word| match self.dense.get(word) {
+                Some(set) => std::borrow::Cow::Borrowed(set),
+                None => std::borrow::Cow::Owned(self.having(std::slice::from_ref(word), None)),
+            })
+            .collect();
+        let commonness: Vec<f64> = words
+            .iter()
+            .map(|word| {
+                let held = self.searcher.doc_freq(&Term::from_field_text(self.fields.text, word));
+                (held.expect("a mapped or in-memory segment") as f64 + 1.0).ln()
+            })
+            .collect();
+        let all = (1u32 << words.len()) - 1;
+        let of = |subset: u32| (0..words.len()).filter(move |i| subset >> i & 1 == 1);
+        let mut subsets: Vec<u32> = (1..=all).collect();
+        subsets.sort_by(|a, b| {
+            let common = |s: u32| of(s).map(|i| commonness[i]).sum::<f64>();
+            b.count_ones().cmp(&a.count_ones()).then(common(*a).total_cmp(&common(*b)))
+        });
+        let passes = subsets
+            .into_iter()
+            .map(|subset| {
+                let query: Box<dyn Query> = match of(subset).collect::<Vec<_>>()[..] {
+                    [one] => self.term_query(&words[one]),
+                    ref many => Box::new(BooleanQuery::new(
+                        many.iter().map(|i| (Occur::Must, self.term_query(&words[*i]))).collect(),
+                    )),
+                };
+                (weight(query.as_ref()), all & !subset)
+            })
+            .collect();
+        Some(Parts { sets, passes })
     }
 }
 
-/// The weights a relevance page is scored by: the words' union, and for
-/// two words their parts ([`TextIndex::pair`]).
-struct Weights<'a> {
-    union: Box<dyn tantivy::query::Weight>,
-    pair: Option<Pair<'a>>,
+/// What a relevance page is scored by: its words' counts where each is
+/// counted, else their postings: the words' union, and for two to
+/// [`PARTS`] words their parts ([`TextIndex::parts`]).
+enum Weights<'a> {
+    Counted(Counted<'a>),
+    Postings { union: Box<dyn tantivy::query::Weight>, parts: Option<Parts<'a>> },
 }
 
-/// Two words' agents having both, and each word's weight with the agents
-/// of the other.
-struct Pair<'a> {
-    both: Box<dyn tantivy::query::Weight>,
-    alone: [(Box<dyn tantivy::query::Weight>, std::borrow::Cow<'a, Bits>); 2],
+/// A query's words scored from their counts ([`Counts`]): each word's
+/// agents, counts, BM25 weight and best score, in the query's order (the
+/// order scores are summed in).
+struct Counted<'a> {
+    lengths: &'a [u8],
+    words: Vec<(&'a Bits, &'a [u8], Bm25Weight, Score)>,
+}
+
+impl Counted<'_> {
+    /// The score of the agent at `at`, which has the words of `subset`
+    /// (bits of their indexes).
+    #[inline]
+    fn score(&self, at: usize, subset: u32) -> Score {
+        let length = self.lengths[at];
+        let mut sum = 0.0;
+        for (i, (_, counts, weight, _)) in self.words.iter().enumerate() {
+            if subset >> i & 1 == 1 {
+                sum += weight.score(length, u32::from(counts[at]));
+            }
+        }
+        sum
+    }
+
+    /// What an agent having the words of `subset` scores at most (summed
+    /// in the order [`Counted::score`] sums).
+    fn bound(&self, subset: u32) -> Score {
+        let mut sum = 0.0;
+        for (i, (.., best)) in self.words.iter().enumerate() {
+            if subset >> i & 1 == 1 {
+                sum += best;
+            }
+        }
+        sum
+    }
+
+    /// The `k` best of `set` above `floor` by scoring each of its agents.
+    fn each_of(&self, set: &Bits, k: usize, rank: &Ranks, floor: Score) -> Vec<(u32, f32)> {
+        let mut top = Top::new(k, rank.of);
+        let mut bar = floor;
+        for at in set.iter() {
+            let subset = self
+                .words
+                .iter()
+                .enumerate()
+                .fold(0, |subset, (i, (_, counts, ..))| subset | (u32::from(counts[at] > 0) << i));
+            let score = self.score(at, subset);
+            if score > bar {
+                top.offer(at as u32, score);
+                bar = top.bar(rank.of.is_none().then_some(at as u32)).max(floor);
+            }
+        }
+        top.into_sorted()
+    }
+
+    /// The `k` best of `set` above `floor`: a pass over the agents having
+    /// exactly each set of the words, the sets that can score most first,
+    /// so that the page's bar rises soonest and the passes that cannot
+    /// reach it are left out whole (the agents having all of a few common
+    /// words are most of a page, and few).
+    fn passes(&self, set: &Bits, k: usize, rank: &Ranks, floor: Score) -> Vec<(u32, f32)> {
+        let all = (1u32 << self.words.len()) - 1;
+        let mut subsets: Vec<(u32, Score)> = (1..=all).map(|subset| (subset, self.bound(subset))).collect();
+        subsets.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.count_ones().cmp(&a.0.count_ones())));
+        let mut top = Top::new(k, rank.of);
+        let chunks: Vec<&[u64]> = self.words.iter().map(|(set, ..)| set.words()).collect();
+        for (subset, bound) in subsets {
+            let mut bar = top.bar(None).max(floor);
+            if bound <= bar {
+                continue;
+            }
+            for (c, within) in set.words().iter().enumerate() {
+                let mut ones = *within;
+                for (i, words) in chunks.iter().enumerate() {
+                    if ones == 0 {
+                        break;
+                    }
+                    ones &= if subset >> i & 1 == 1 { words[c] } else { !words[c] };
+                }
+                while ones != 0 {
+                    let at = c * 64 + ones.trailing_zeros() as usize;
+                    ones &= ones - 1;
+                    let score = self.score(at, subset);
+                    if score > bar {
+                        top.offer(at as u32, score);
+                        bar = top.bar(rank.of.is_none().then_some(at as u32)).max(floor);
+                    }
+                }
+            }
+        }
+        top.into_sorted()
+    }
+}
+
+/// A few words scored in passes: each pass's weight (its words' scores
+/// summed), and the words (bits of their indexes) its agents must not have.
+struct Parts<'a> {
+    /// The agents having each word.
+    sets: Vec<std::borrow::Cow<'a, Bits>>,
+    passes: Vec<(Box<dyn tantivy::query::Weight>, u32)>,
+}
+
+impl Parts<'_> {
+    /// Whether the agent at `at` has none of the words in `without`.
+    fn lacks(&self, without: u32, at: usize) -> bool {
+        self.sets.iter().enumerate().all(|(i, set)| without >> i & 1 == 0 || !set.contains(at))
+    }
 }
 
 /// Each agent's rank by id (indexed by position; `None` when it is the
@@ -1049,19 +1299,35 @@ mod tests {
     #[test]
     fn the_top_of_a_query_is_the_best_of_every_match_scored() {
         let set = agents(600, 17);
-        let index = built(&set);
+        let counted = built(&set);
+        // The same scored from postings alone.
+        let mut uncounted = built(&set);
+        std::mem::take(&mut uncounted.counts);
+        assert!(!counted.counts.words.is_empty());
         let large = built(&agents(900, 3));
         // The documents' own order, and a permutation of the positions
         // (7919 is prime to 600).
         let ids = by_id(&set);
         let shuffled: Vec<u32> = (0..600).map(|i| ((i * 7919) % 600) as u32).collect();
-        assert!(index.in_order(&ids) && !index.in_order(&shuffled));
+        let identity: Vec<u32> = (0..600).collect();
+        assert!(counted.in_order(&ids) && !counted.in_order(&shuffled));
         let all = Bits::full(600);
         let some = Bits::from_positions(600, (0..600).filter(|i| i % 3 != 0));
         // Narrow: scored agent by agent, not by WAND.
         let few = Bits::from_positions(600, (0..600).filter(|i| i % 9 == 4));
-        let queries = ["translator", "text generation", "data analytics agent", "transl", "analy", "zzz", "agent", "a"];
-        for query in queries {
+        let queries = [
+            "translator",
+            "text generation",
+            "data analytics agent",
+            "text data generation analytics",
+            "audit data text agent translator",
+            "transl",
+            "analy",
+            "zzz",
+            "agent",
+            "a",
+        ];
+        for (query, index) in queries.iter().flat_map(|q| [(q, &counted), (q, &uncounted)]) {
             let scored = index.search(query);
             let matched = index.matching(query);
             let found: Vec<usize> = matched.agents().iter().collect();
@@ -1071,7 +1337,10 @@ mod tests {
             for (within, reference, k) in [
                 (&all, None, 1),
                 (&all, None, 20),
+                (&all, None, 60),
+                (&all, None, 150),
                 (&some, None, 5),
+                (&some, None, 90),
                 (&some, Some(&large), 20),
                 (&all, Some(&large), 1000),
                 (&some, None, 0),
@@ -1083,12 +1352,13 @@ mod tests {
                     .into_iter()
                     .filter(|(at, _)| within.contains(*at as usize))
                     .collect();
-                for rank in [&ids, &shuffled] {
+                // Ranked by id, shuffled, and by position (no table).
+                for (rank, of) in [(&ids, Some(&ids[..])), (&shuffled, Some(&shuffled[..])), (&identity, None)] {
                     let mut expected: Vec<(u32, f32)> = truth.iter().map(|(at, s)| (*at, *s)).collect();
                     expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(rank[a.0 as usize].cmp(&rank[b.0 as usize])));
                     expected.truncate(k);
                     let ordered = index.in_order(rank);
-                    let got = index.top(&matched, reference, within, k, &Ranks { of: Some(rank), ordered });
+                    let got = index.top(&matched, reference, within, k, &Ranks { of, ordered });
                     assert_eq!(got.len(), expected.len(), "{query} k={k}");
                     for ((at, score), (want, want_score)) in got.iter().zip(&expected) {
                         let close = |x: f32, y: f32| (x - y).abs() <= 1e-4 * y.abs().max(1.0);
@@ -1099,8 +1369,7 @@ mod tests {
                         assert!(at == want || close(truth[at], *want_score), "{query} k={k}: {at} in place of {want}");
                     }
                     if ordered {
-                        let every_tie =
-                            index.top(&matched, reference, within, k, &Ranks { of: Some(rank), ordered: false });
+                        let every_tie = index.top(&matched, reference, within, k, &Ranks { of, ordered: false });
                         assert_eq!(got, every_tie, "{query} k={k}");
                     }
                 }
