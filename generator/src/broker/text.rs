@@ -581,30 +581,36 @@ impl TextIndex {
                 Some(both) => both,
                 None => &self.searcher,
             };
-            let weights = match self.counted(&matched.words, statistics) {
-                Some(counted) => Weights::Counted(counted),
-                None => {
-                    let scoring = EnableScoring::enabled_from_statistics_provider(statistics, &self.searcher);
-                    let query = self.scoring_query(&matched.words);
-                    let union = query.weight(scoring).expect("a query over mapped or in-memory segments");
-                    Weights::Postings { union, parts: self.parts(&matched.words, scoring) }
-                }
-            };
-            // A word match that also has the prefix scores `PREFIX` more:
-            // those are ranked first, among themselves, then the rest need
-            // at least what the last of them scores.
             let worded = matched.worded.count();
             let mut without = Bits::both(within, &matched.worded);
-            let with = matched.prefixed.as_ref().map(|prefixed| {
-                let with = Bits::both(&without, prefixed);
-                without.subtract(prefixed);
-                with
-            });
-            let first = with.map_or(Vec::new(), |with| self.best_of(&weights, &with, worded, k, rank, Score::MIN));
-            let floor = if first.len() == k { (first[k - 1].1 + PREFIX).next_down() } else { Score::MIN };
-            first.into_iter().for_each(|(at, score)| best.offer(at, score + PREFIX));
-            let rest = self.best_of(&weights, &without, worded, k, rank, floor);
-            rest.into_iter().for_each(|(at, score)| best.offer(at, score));
+            if let Some(counted) = self.counted(&matched.words, matched.prefixed.as_ref(), statistics) {
+                // The prefix is one more word, of a constant score.
+                let found = match without.count() {
+                    0 => Vec::new(),
+                    members if members.saturating_mul(NARROW) < worded => counted.each_of(&without, k, rank),
+                    _ => counted.passes(&without, k, rank),
+                };
+                found.into_iter().for_each(|(at, score)| best.offer(at, score));
+            } else {
+                let scoring = EnableScoring::enabled_from_statistics_provider(statistics, &self.searcher);
+                let query = self.scoring_query(&matched.words);
+                let union = query.weight(scoring).expect("a query over mapped or in-memory segments");
+                let parts = self.parts(&matched.words, scoring);
+                let weights = (union.as_ref(), parts.as_ref());
+                // A word match that also has the prefix scores `PREFIX`
+                // more: those are ranked first, among themselves, then the
+                // rest need at least what the last of them scores.
+                let with = matched.prefixed.as_ref().map(|prefixed| {
+                    let with = Bits::both(&without, prefixed);
+                    without.subtract(prefixed);
+                    with
+                });
+                let first = with.map_or(Vec::new(), |with| self.best_of(weights, &with, worded, k, rank, Score::MIN));
+                let floor = if first.len() == k { (first[k - 1].1 + PREFIX).next_down() } else { Score::MIN };
+                first.into_iter().for_each(|(at, score)| best.offer(at, score + PREFIX));
+                let rest = self.best_of(weights, &without, worded, k, rank, floor);
+                rest.into_iter().for_each(|(at, score)| best.offer(at, score));
+            }
         }
         // Agents with the prefix alone score `PREFIX`: they can enter only
         // while the page is not full of better.
@@ -625,21 +631,17 @@ impl TextIndex {
     /// WAND's threshold low for long, so it would score most postings).
     fn best_of(
         &self,
-        weights: &Weights,
+        (union, parts): (&dyn tantivy::query::Weight, Option<&Parts>),
         set: &Bits,
         worded: usize,
         k: usize,
         rank: &Ranks,
         floor: Score,
     ) -> Vec<(u32, f32)> {
-        let members = set.count();
-        let narrow = members.saturating_mul(NARROW) < worded;
-        match weights {
-            _ if members == 0 => Vec::new(),
-            Weights::Counted(counted) if narrow => counted.each_of(set, k, rank, floor),
-            Weights::Counted(counted) => counted.passes(set, k, rank, floor),
-            Weights::Postings { union, .. } if narrow => self.each_of(union.as_ref(), set, k, rank, floor),
-            Weights::Postings { union, parts } => self.wand(union.as_ref(), parts.as_ref(), set, k, rank, floor),
+        match set.count() {
+            0 => Vec::new(),
+            members if members.saturating_mul(NARROW) < worded => self.each_of(union, set, k, rank, floor),
+            _ => self.wand(union, parts, set, k, rank, floor),
         }
     }
 
@@ -742,8 +744,13 @@ impl TextIndex {
     /// each is counted and they are more than one (tantivy prunes a lone
     /// word's postings by their blocks' best scores: faster than a pass over
     /// its agents).
-    fn counted(&self, words: &[String], statistics: &dyn Bm25StatisticsProvider) -> Option<Counted<'_>> {
-        if !(2..32).contains(&words.len()) {
+    fn counted<'a>(
+        &'a self,
+        words: &[String],
+        prefixed: Option<&'a Bits>,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Option<Counted<'a>> {
+        if !(2..31).contains(&words.len()) {
             return None;
         }
         let words = words
@@ -753,14 +760,12 @@ impl TextIndex {
                 let term = Term::from_field_text(self.fields.text, word);
                 let weight =
                     Bm25Weight::for_terms(statistics, &[term]).expect("statistics of mapped or in-memory segments");
-                let best = (0..=255u8)
-                    .filter(|length| column.best[usize::from(*length)] > 0)
-                    .map(|length| weight.score(length, u32::from(column.best[usize::from(length)])))
-                    .fold(0.0, Score::max);
-                Some((self.dense.get(word)?, &column.of[..], weight, best))
+                let ceilings = std::array::from_fn(|length| weight.score(length as u8, u32::from(column.best[length])));
+                let best = ceilings.iter().copied().fold(0.0, Score::max);
+                Some(Word { set: self.dense.get(word)?, counts: &column.of, weight, ceilings, best })
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(Counted { lengths: &self.counts.lengths, words })
+        Some(Counted { lengths: &self.counts.lengths, words, prefixed })
     }
 
     /// For two to [`PARTS`] words, what [`TextIndex::wand`] scores them by
@@ -811,20 +816,25 @@ impl TextIndex {
     }
 }
 
-/// What a relevance page is scored by: its words' counts where each is
-/// counted, else their postings: the words' union, and for two to
-/// [`PARTS`] words their parts ([`TextIndex::parts`]).
-enum Weights<'a> {
-    Counted(Counted<'a>),
-    Postings { union: Box<dyn tantivy::query::Weight>, parts: Option<Parts<'a>> },
+/// A word of [`Counted`]: its agents, counts and BM25 weight, and what an
+/// agent of each length scores at most by it (the best count of that
+/// length scored), and of any length.
+struct Word<'a> {
+    set: &'a Bits,
+    counts: &'a [u8],
+    weight: Bm25Weight,
+    ceilings: [Score; 256],
+    best: Score,
 }
 
 /// A query's words scored from their counts ([`Counts`]): each word's
 /// agents, counts, BM25 weight and best score, in the query's order (the
-/// order scores are summed in).
+/// order scores are summed in); and the agents having the prefix, which
+/// score [`PREFIX`] more (added last), as if it were one more word.
 struct Counted<'a> {
     lengths: &'a [u8],
-    words: Vec<(&'a Bits, &'a [u8], Bm25Weight, Score)>,
+    words: Vec<Word<'a>>,
+    prefixed: Option<&'a Bits>,
 }
 
 impl Counted<'_> {
@@ -834,40 +844,65 @@ impl Counted<'_> {
     fn score(&self, at: usize, subset: u32) -> Score {
         let length = self.lengths[at];
         let mut sum = 0.0;
-        for (i, (_, counts, weight, _)) in self.words.iter().enumerate() {
+        for (i, word) in self.words.iter().enumerate() {
             if subset >> i & 1 == 1 {
-                sum += weight.score(length, u32::from(counts[at]));
+                sum += word.weight.score(length, u32::from(word.counts[at]));
             }
         }
+        if subset >> self.words.len() & 1 == 1 {
+            sum += PREFIX;
+        }
         sum
+    }
+
+    /// The sets a subset's bits name: the words', then the prefix's.
+    fn sets(&self) -> impl Iterator<Item = &Bits> {
+        self.words.iter().map(|word| word.set).chain(self.prefixed)
+    }
+
+    /// What an agent of each length having the words of `subset` scores
+    /// at most (summed in the order [`Counted::score`] sums).
+    fn ceilings(&self, subset: u32) -> [Score; 256] {
+        std::array::from_fn(|length| {
+            let mut sum = 0.0;
+            for (i, word) in self.words.iter().enumerate() {
+                if subset >> i & 1 == 1 {
+                    sum += word.ceilings[length];
+                }
+            }
+            if subset >> self.words.len() & 1 == 1 {
+                sum += PREFIX;
+            }
+            sum
+        })
     }
 
     /// What an agent having the words of `subset` scores at most (summed
     /// in the order [`Counted::score`] sums).
     fn bound(&self, subset: u32) -> Score {
         let mut sum = 0.0;
-        for (i, (.., best)) in self.words.iter().enumerate() {
+        for (i, word) in self.words.iter().enumerate() {
             if subset >> i & 1 == 1 {
-                sum += best;
+                sum += word.best;
             }
+        }
+        if subset >> self.words.len() & 1 == 1 {
+            sum += PREFIX;
         }
         sum
     }
 
-    /// The `k` best of `set` above `floor` by scoring each of its agents.
-    fn each_of(&self, set: &Bits, k: usize, rank: &Ranks, floor: Score) -> Vec<(u32, f32)> {
+    /// The `k` best of `set` (agents having a word) by scoring each.
+    fn each_of(&self, set: &Bits, k: usize, rank: &Ranks) -> Vec<(u32, f32)> {
         let mut top = Top::new(k, rank.of);
-        let mut bar = floor;
+        let mut bar = Score::MIN;
         for at in set.iter() {
-            let subset = self
-                .words
-                .iter()
-                .enumerate()
-                .fold(0, |subset, (i, (_, counts, ..))| subset | (u32::from(counts[at] > 0) << i));
+            let subset =
+                self.sets().enumerate().fold(0, |subset, (i, set)| subset | (u32::from(set.contains(at)) << i));
             let score = self.score(at, subset);
             if score > bar {
                 top.offer(at as u32, score);
-                bar = top.bar(rank.of.is_none().then_some(at as u32)).max(floor);
+                bar = top.bar(rank.of.is_none().then_some(at as u32));
             }
         }
         top.into_sorted()
@@ -878,33 +913,45 @@ impl Counted<'_> {
     /// so that the page's bar rises soonest and the passes that cannot
     /// reach it are left out whole (the agents having all of a few common
     /// words are most of a page, and few).
-    fn passes(&self, set: &Bits, k: usize, rank: &Ranks, floor: Score) -> Vec<(u32, f32)> {
-        let all = (1u32 << self.words.len()) - 1;
-        let mut subsets: Vec<(u32, Score)> = (1..=all).map(|subset| (subset, self.bound(subset))).collect();
+    fn passes(&self, set: &Bits, k: usize, rank: &Ranks) -> Vec<(u32, f32)> {
+        // Sets of the prefix alone are left out: the agents of `set` have a word.
+        let words = (1u32 << self.words.len()) - 1;
+        let all = (1u32 << self.sets().count()) - 1;
+        let mut subsets: Vec<(u32, Score)> =
+            (1..=all).filter(|subset| subset & words != 0).map(|subset| (subset, self.bound(subset))).collect();
         subsets.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.count_ones().cmp(&a.0.count_ones())));
         let mut top = Top::new(k, rank.of);
-        let chunks: Vec<&[u64]> = self.words.iter().map(|(set, ..)| set.words()).collect();
+        let mut agents = Bits::empty(0);
         for (subset, bound) in subsets {
-            let mut bar = top.bar(None).max(floor);
-            if bound <= bar {
+            if bound <= top.bar(None) {
                 continue;
             }
-            for (c, within) in set.words().iter().enumerate() {
-                let mut ones = *within;
-                for (i, words) in chunks.iter().enumerate() {
-                    if ones == 0 {
-                        break;
-                    }
-                    ones &= if subset >> i & 1 == 1 { words[c] } else { !words[c] };
+            let ceilings = self.ceilings(subset);
+            if ceilings.iter().all(|ceiling| ceiling.next_up() <= top.bar(None)) {
+                continue;
+            }
+            // The agents having exactly the subset's words: whole sets
+            // intersected and subtracted, a few passes the compiler makes
+            // wide, not a test per word and agent.
+            agents.clone_from(set);
+            for (i, other) in self.sets().enumerate() {
+                match subset >> i & 1 {
+                    1 => agents.intersect(other),
+                    _ => agents.subtract(other),
                 }
-                while ones != 0 {
-                    let at = c * 64 + ones.trailing_zeros() as usize;
-                    ones &= ones - 1;
-                    let score = self.score(at, subset);
-                    if score > bar {
-                        top.offer(at as u32, score);
-                        bar = top.bar(rank.of.is_none().then_some(at as u32)).max(floor);
-                    }
+            }
+            let mut bar = top.bar(None);
+            for at in agents.iter() {
+                let at = &at;
+                // Most agents are out by their length alone, their counts
+                // not read.
+                if ceilings[usize::from(self.lengths[*at])].next_up() <= bar {
+                    continue;
+                }
+                let score = self.score(*at, subset);
+                if score > bar {
+                    top.offer(*at as u32, score);
+                    bar = top.bar(rank.of.is_none().then_some(*at as u32));
                 }
             }
         }
