@@ -124,6 +124,78 @@ pub struct Columns {
     /// The capability codes some agent has (made when the columns are):
     /// an aggregation counts only their sets, not all 32.
     pub capabilities_held: Vec<u8>,
+    /// The five fields counted together, when their combinations are few
+    /// (made when the columns are).
+    pub profiles: Option<Profiles>,
+}
+
+/// The combinations of the five categorical fields' values (registry,
+/// adapter, protocols, type, verification) the agents have, when they are
+/// at most 31: as planes ([`Planes`]), so that an aggregation counts each
+/// combination reading five sets' words or fewer, and adds its count to
+/// each of its values, where counting the fields apart reads one plane or
+/// set per bit or value of each (fifteen at seven registries). An adapter
+/// or type follows from the registry in most builds, and protocols mostly.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profiles {
+    /// Each combination's values (bit `offsets[f] + v` is field `f`'s
+    /// value `v`).
+    keys: Vec<u64>,
+    offsets: [u32; 5],
+    planes: Planes,
+}
+
+impl Profiles {
+    /// The combinations of `fields` the `n` agents have; `None` when there
+    /// are more than [`Planes`] hold, or the fields have over 64 values in
+    /// all.
+    fn of(fields: [&Field; 5], n: usize) -> Option<Profiles> {
+        let mut offsets = [0u32; 5];
+        let mut next = 0usize;
+        for (offset, field) in offsets.iter_mut().zip(fields) {
+            *offset = next as u32;
+            next += field.values.len();
+        }
+        if next > 64 {
+            return None;
+        }
+        let mut key = vec![0u64; n];
+        for (offset, field) in offsets.iter().zip(fields) {
+            for (v, set) in field.sets.iter().enumerate() {
+                set.iter().for_each(|at| key[at] |= 1 << (offset + v as u32));
+            }
+        }
+        let mut keys: Vec<u64> = Vec::new();
+        let mut sets: Vec<Bits> = Vec::new();
+        for (at, key) in key.iter().enumerate().filter(|(_, key)| **key != 0) {
+            let k = match keys.iter().position(|k| k == key) {
+                Some(k) => k,
+                None if keys.len() < 31 => {
+                    keys.push(*key);
+                    sets.push(Bits::empty(n));
+                    keys.len() - 1
+                }
+                None => return None,
+            };
+            sets[k].insert(at);
+        }
+        Some(Profiles { keys, offsets, planes: Planes::of(&sets)? })
+    }
+
+    /// How many agents of `within` have each value of each of the five
+    /// fields (see [`Planes::counts`] for `occupied`).
+    pub fn counts(&self, within: &Bits, occupied: Option<&[u32]>, fields: [&Field; 5]) -> [Vec<usize>; 5] {
+        let counts = self.planes.counts(within, occupied);
+        std::array::from_fn(|f| {
+            let offset = self.offsets[f];
+            (0..fields[f].values.len())
+                .map(|v| {
+                    let bit = 1u64 << (offset + v as u32);
+                    self.keys.iter().zip(&counts).filter(|(key, _)| *key & bit != 0).map(|(_, n)| n).sum()
+                })
+                .collect()
+        })
+    }
 }
 
 impl Columns {
@@ -135,6 +207,7 @@ impl Columns {
         for field in self.fields_mut() {
             field.planes = Planes::of(&field.sets);
         }
+        self.profiles = Profiles::of(self.fields(), n);
         self.capabilities_held =
             (0..self.capabilities.len()).filter(|c| self.capabilities[*c].count() > 0).map(|c| c as u8).collect();
         for column in self.metadata.values_mut() {
@@ -214,6 +287,11 @@ impl Columns {
     }
 
     /// The categorical fields, each a set per value.
+    /// The five categorical fields, in [`Profiles`]' order.
+    pub fn fields(&self) -> [&Field; 5] {
+        [&self.registry, &self.adapter, &self.protocols, &self.kind, &self.verification]
+    }
+
     fn fields_mut(&mut self) -> [&mut Field; 5] {
         [&mut self.registry, &mut self.adapter, &mut self.protocols, &mut self.kind, &mut self.verification]
     }
@@ -297,6 +375,7 @@ impl Builder {
                 signals: BTreeMap::new(),
                 trust_steps: Vec::new(),
                 capabilities_held: Vec::new(),
+                profiles: None,
             },
             added: 0,
             updated: Arena::default(),
@@ -575,6 +654,7 @@ impl Columns {
             signals,
             trust_steps: Vec::new(),
             capabilities_held: Vec::new(),
+            profiles: None,
         };
         columns.check()?;
         columns.derive();

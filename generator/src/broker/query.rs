@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use serde::Serialize;
 
 use super::bits::Bits;
-use super::columns::{order_slot, Columns, Field, Trust, TRUST_STEPS};
+use super::columns::{order_slot, Columns, Trust, TRUST_STEPS};
 use super::records::Records;
 use super::text::{Ranks, TextIndex};
 use super::{Agent, KINDS, VERIFICATION};
@@ -438,13 +438,18 @@ fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
         Some(occupied) => matched.count_with_in(set, occupied),
         None => matched.count_with(set),
     };
-    let named = |field: &Field| -> BTreeMap<String, usize> {
-        let counts: Vec<usize> = match &field.planes {
+    let fields = c.fields();
+    let counts: [Vec<usize>; 5] = match &c.profiles {
+        Some(profiles) => profiles.counts(matched, occupied.as_deref(), fields),
+        None => fields.map(|field| match &field.planes {
             Some(planes) => planes.counts(matched, occupied.as_deref()),
             None => field.sets.iter().map(count).collect(),
-        };
-        field.values.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(k, n)| (k.clone(), n)).collect()
+        }),
     };
+    let [registries, adapters, protocols, kinds, verification] = std::array::from_fn(|f| {
+        let (field, counts) = (fields[f], &counts[f]);
+        field.values.iter().zip(counts).filter(|(_, n)| **n > 0).map(|(k, n)| (k.clone(), *n)).collect()
+    });
     let held: Vec<&Bits> = c.capabilities_held.iter().map(|code| &c.capabilities[*code as usize]).collect();
     let capabilities = match &occupied {
         Some(_) => held.iter().map(|set| count(set)).collect(),
@@ -452,11 +457,11 @@ fn aggregate(index: &AgentIndex, matched: &Bits) -> Aggregations {
     };
     let labels: BTreeMap<u8, &String> = c.capability_codes.iter().map(|(slug, code)| (*code, slug)).collect();
     Aggregations {
-        registries: named(&c.registry),
-        adapters: named(&c.adapter),
-        protocols: named(&c.protocols),
-        kinds: named(&c.kind),
-        verification: named(&c.verification),
+        registries,
+        adapters,
+        protocols,
+        kinds,
+        verification,
         capabilities: c
             .capabilities_held
             .iter()
@@ -921,6 +926,50 @@ mod tests {
         assert_eq!(aggregations.registries.get("hashgraph-online"), Some(&page.total));
         assert_eq!(aggregations.kinds.values().sum::<usize>(), page.total);
         assert!(run(&set, "includeAggregations=false").aggregations.is_none());
+    }
+
+    /// Aggregations count, for each value of each field, the agents that
+    /// pass the filters and have it, as the agents themselves say: with the
+    /// five categorical fields counted as their combinations (the planes of
+    /// `Profiles`) and apart.
+    #[test]
+    fn aggregations_count_each_value_of_the_filtered_agents() {
+        let set = agents(300, 9);
+        let mut index = AgentIndex::build(set.clone());
+        assert!(index.columns.profiles.is_some(), "the generated agents' combinations are few");
+        for profiles in [true, false] {
+            if !profiles {
+                index.columns.profiles = None;
+            }
+            for raw in [
+                "",
+                "registries=hashgraph-online",
+                "online=true&minTrust=40",
+                "capabilities=text-generation",
+                "type=mcp-servers",
+                "protocols=a2a&verificationStatus=pending",
+                "registries=nanda,olas&online=false",
+                "minTrust=99.9",
+            ] {
+                let query = SearchQuery::parse(raw).unwrap();
+                let got = search(&index, &query).aggregations.unwrap();
+                let mut want = Aggregations::default();
+                for agent in filtered(&index, &query).into_iter().map(|i| &set[i]) {
+                    let mut add =
+                        |map: &mut BTreeMap<String, usize>, key: &str| *map.entry(key.to_string()).or_default() += 1;
+                    add(&mut want.registries, &agent.registry.to_lowercase());
+                    add(&mut want.adapters, &agent.adapter.to_lowercase());
+                    agent.protocols.iter().for_each(|p| add(&mut want.protocols, &p.to_lowercase()));
+                    add(&mut want.kinds, agent.kind.as_str());
+                    add(&mut want.verification, agent.verification_status.as_str());
+                    agent
+                        .capability_labels
+                        .iter()
+                        .for_each(|l| add(&mut want.capabilities, &crate::broker::text::slug(l)));
+                }
+                assert_eq!(got, want, "{raw} (profiles: {profiles})");
+            }
+        }
     }
 
     /// The similar agents found from the capability sets' best (or, when
