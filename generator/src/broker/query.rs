@@ -955,7 +955,7 @@ mod tests {
                 let got = search(&index, &query).aggregations.unwrap();
                 let mut want = Aggregations::default();
                 for agent in filtered(&index, &query).into_iter().map(|i| &set[i]) {
-                    let mut add =
+                    let add =
                         |map: &mut BTreeMap<String, usize>, key: &str| *map.entry(key.to_string()).or_default() += 1;
                     add(&mut want.registries, &agent.registry.to_lowercase());
                     add(&mut want.adapters, &agent.adapter.to_lowercase());
