@@ -197,20 +197,29 @@ impl Planes {
 /// time, so one binary runs everywhere), else Rust's portable count.
 /// Counting is most of an aggregation's work.
 mod popcount {
+    /// Returns what the first function the CPU runs gives for `args`: the
+    /// one built with AVX-512's vector count, the one built with `popcnt`,
+    /// else the portable one.
+    macro_rules! by_cpu {
+        ($avx512:ident, $popcnt:ident, $portable:ident($($arg:expr),*)) => {{
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::arch::is_x86_feature_detected!("avx512vpopcntdq") {
+                    // Safety: the CPU has the instructions the function is built with.
+                    return unsafe { $avx512($($arg),*) };
+                }
+                if std::arch::is_x86_feature_detected!("popcnt") {
+                    // Safety: as above.
+                    return unsafe { $popcnt($($arg),*) };
+                }
+            }
+            $portable($($arg),*)
+        }};
+    }
+
     /// The ones of `a`, or of `a & b`.
     pub fn ones(a: &[u64], b: Option<&[u64]>) -> usize {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512vpopcntdq") {
-                // Safety: the CPU has the instructions the function is built with.
-                return unsafe { ones_avx512(a, b) };
-            }
-            if std::arch::is_x86_feature_detected!("popcnt") {
-                // Safety: as above.
-                return unsafe { ones_popcnt(a, b) };
-            }
-        }
-        portable(a, b)
+        by_cpu!(ones_avx512, ones_popcnt, portable(a, b))
     }
 
     /// The ones of `a & b` in the words `at`.
@@ -225,18 +234,7 @@ mod popcount {
 
     /// The ones of `a & b` for each `b` of `each` (as long as `a`).
     pub fn ones_each(a: &[u64], each: &[&[u64]]) -> Vec<usize> {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512vpopcntdq") {
-                // Safety: the CPU has the instructions the function is built with.
-                return unsafe { ones_each_avx512(a, each) };
-            }
-            if std::arch::is_x86_feature_detected!("popcnt") {
-                // Safety: as above.
-                return unsafe { ones_each_popcnt(a, each) };
-            }
-        }
-        ones_each_any(a, each)
+        by_cpu!(ones_each_avx512, ones_each_popcnt, ones_each_any(a, each))
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -291,18 +289,7 @@ mod popcount {
     /// planes spell it (in the words `at` only, when given).
     pub fn codes(within: &[u64], planes: &[&[u64]], codes: usize, at: Option<&[u32]>) -> Vec<usize> {
         assert!(planes.len() <= MAX_PLANES && planes.iter().all(|p| p.len() == within.len()));
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512vpopcntdq") {
-                // Safety: the CPU has the instructions the function is built with.
-                return unsafe { codes_avx512(within, planes, codes, at) };
-            }
-            if std::arch::is_x86_feature_detected!("popcnt") {
-                // Safety: as above.
-                return unsafe { codes_popcnt(within, planes, codes, at) };
-            }
-        }
-        codes_any(within, planes, codes, at)
+        by_cpu!(codes_avx512, codes_popcnt, codes_any(within, planes, codes, at))
     }
 
     #[cfg(target_arch = "x86_64")]

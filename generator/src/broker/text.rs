@@ -846,21 +846,41 @@ struct Counted<'a> {
 }
 
 impl Counted<'_> {
-    /// The score of the agent at `at`, which has the words of `subset`
-    /// (bits of their indexes).
+    /// `of` each word of `subset` (bits of their indexes), and [`PREFIX`]
+    /// when it has the prefix's bit, summed in the words' order: how every
+    /// score and bound of a subset is summed, so that a bound is never
+    /// under a score by rounding.
     #[inline]
-    fn score(&self, at: usize, subset: u32) -> Score {
-        let length = self.lengths[at];
+    fn sum(&self, subset: u32, of: impl Fn(&Word) -> Score) -> Score {
         let mut sum = 0.0;
         for (i, word) in self.words.iter().enumerate() {
             if subset >> i & 1 == 1 {
-                sum += word.weight.score(length, u32::from(word.counts[at]));
+                sum += of(word);
             }
         }
         if subset >> self.words.len() & 1 == 1 {
             sum += PREFIX;
         }
         sum
+    }
+
+    /// The score of the agent at `at`, which has the words of `subset`.
+    #[inline]
+    fn score(&self, at: usize, subset: u32) -> Score {
+        let length = self.lengths[at];
+        self.sum(subset, |word| word.weight.score(length, u32::from(word.counts[at])))
+    }
+
+    /// Offers `top` the agent at `at` of `subset` when it scores above
+    /// `bar`, and then raises `bar` to what `top` asks (the agents come in
+    /// position order, the ranks' when no table is given).
+    #[inline]
+    fn offer(&self, top: &mut Top, bar: &mut Score, at: usize, subset: u32, rank: &Ranks) {
+        let score = self.score(at, subset);
+        if score > *bar {
+            top.offer(at as u32, score);
+            *bar = top.bar(rank.of.is_none().then_some(at as u32));
+        }
     }
 
     /// The sets a subset's bits name: the words', then the prefix's.
@@ -871,33 +891,13 @@ impl Counted<'_> {
     /// What an agent of each length having the words of `subset` scores
     /// at most (summed in the order [`Counted::score`] sums).
     fn ceilings(&self, subset: u32) -> [Score; 256] {
-        std::array::from_fn(|length| {
-            let mut sum = 0.0;
-            for (i, word) in self.words.iter().enumerate() {
-                if subset >> i & 1 == 1 {
-                    sum += word.ceilings[length];
-                }
-            }
-            if subset >> self.words.len() & 1 == 1 {
-                sum += PREFIX;
-            }
-            sum
-        })
+        std::array::from_fn(|length| self.sum(subset, |word| word.ceilings[length]))
     }
 
     /// What an agent having the words of `subset` scores at most (summed
     /// in the order [`Counted::score`] sums).
     fn bound(&self, subset: u32) -> Score {
-        let mut sum = 0.0;
-        for (i, word) in self.words.iter().enumerate() {
-            if subset >> i & 1 == 1 {
-                sum += word.best;
-            }
-        }
-        if subset >> self.words.len() & 1 == 1 {
-            sum += PREFIX;
-        }
-        sum
+        self.sum(subset, |word| word.best)
     }
 
     /// The `k` best of `set` (agents having a word) by scoring each.
@@ -907,11 +907,7 @@ impl Counted<'_> {
         for at in set.iter() {
             let subset =
                 self.sets().enumerate().fold(0, |subset, (i, set)| subset | (u32::from(set.contains(at)) << i));
-            let score = self.score(at, subset);
-            if score > bar {
-                top.offer(at as u32, score);
-                bar = top.bar(rank.of.is_none().then_some(at as u32));
-            }
+            self.offer(&mut top, &mut bar, at, subset, rank);
         }
         top.into_sorted()
     }
@@ -931,11 +927,12 @@ impl Counted<'_> {
         let mut top = Top::new(k, rank.of);
         let mut agents = Bits::empty(0);
         for (subset, bound) in subsets {
-            if bound <= top.bar(None) {
+            let mut bar = top.bar(None);
+            if bound <= bar {
                 continue;
             }
             let ceilings = self.ceilings(subset);
-            if ceilings.iter().all(|ceiling| ceiling.next_up() <= top.bar(None)) {
+            if ceilings.iter().all(|ceiling| ceiling.next_up() <= bar) {
                 continue;
             }
             // The agents having exactly the subset's words: whole sets
@@ -948,18 +945,11 @@ impl Counted<'_> {
                     _ => agents.subtract(other),
                 }
             }
-            let mut bar = top.bar(None);
             for at in agents.iter() {
-                let at = &at;
                 // Most agents are out by their length alone, their counts
                 // not read.
-                if ceilings[usize::from(self.lengths[*at])].next_up() <= bar {
-                    continue;
-                }
-                let score = self.score(*at, subset);
-                if score > bar {
-                    top.offer(*at as u32, score);
-                    bar = top.bar(rank.of.is_none().then_some(*at as u32));
+                if ceilings[usize::from(self.lengths[at])].next_up() > bar {
+                    self.offer(&mut top, &mut bar, at, subset, rank);
                 }
             }
         }
