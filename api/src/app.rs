@@ -65,6 +65,8 @@ pub struct App {
     pub broker_max_body: usize,
     /// The embedding provider for hybrid search, if configured.
     pub vectors: Option<Vectors>,
+    /// Where searches run ([`crate::pool`]).
+    pub searches: crate::pool::Pool,
     /// The open connections and their bounds.
     pub connections: Arc<Connections>,
 }

@@ -102,6 +102,18 @@ pub struct Config {
     /// Seconds between cleanups of idle clients' buckets.
     #[arg(long, env = "ALMANAC_LIMIT_CLEANUP", default_value_t = 60)]
     pub limit_cleanup: u64,
+    /// Threads that run searches, one queue in arrival order before them
+    /// (0: one per CPU the process may use).
+    #[arg(long, env = "ALMANAC_SEARCH_THREADS", default_value_t = 0)]
+    pub search_threads: usize,
+    /// Searches that may wait for a thread; past it a search is answered
+    /// 503 with `Retry-After` at once.
+    #[arg(long, env = "ALMANAC_SEARCH_QUEUE", default_value_t = 1024)]
+    pub search_queue: usize,
+    /// How much lower than the rest of the api the search threads run, in
+    /// `nice` steps (0 to 19; 0: the same).
+    #[arg(long, env = "ALMANAC_SEARCH_NICE", default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=19))]
+    pub search_nice: u8,
     /// Most connections open at once; past it a new connection takes the
     /// place of the one idle longest, or is answered 503 and closed. Keep
     /// it below the process's file-descriptor limit.
@@ -468,6 +480,8 @@ impl Config {
             guard,
             broker_max_body: self.search_max_body,
             vectors,
+            searches: crate::pool::Pool::new("search", self.search_threads(), self.search_queue, self.search_nice)
+                .context("starting the search threads")?,
             connections: Connections::new(connection::Limits {
                 max_connections: self.max_connections.max(1),
                 header_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
@@ -482,6 +496,14 @@ impl Config {
 
 impl Config {
     /// HBAR purchases, if a treasury is configured.
+    /// `--search-threads`, 0 read as one per CPU this process may use.
+    fn search_threads(&self) -> usize {
+        match self.search_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
     fn treasury(&self, network: &Network) -> Result<Option<Treasury>> {
         let Some(account) = &self.treasury_account else { return Ok(None) };
         let entity = |flag: &str, text: &str| -> Result<EntityId> {

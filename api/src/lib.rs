@@ -21,6 +21,7 @@ pub mod limit;
 pub mod openapi;
 pub mod path;
 pub mod pipeline;
+pub mod pool;
 pub mod published;
 pub mod reload;
 pub mod reply;

@@ -124,7 +124,7 @@ impl Routes {
     /// The representation of `route`: `None` when the build has no such
     /// route, an error when its file is not what the index says.
     pub fn get(&self, route: &str) -> Option<Result<Arc<Representation>, Damage>> {
-        if let Some(kept) = self.kept.get(route) {
+        if let Some(kept) = self.kept(route) {
             return Some(Ok(kept));
         }
         let (record, layer) = self.index.get(route)?;
@@ -133,6 +133,18 @@ impl Routes {
             self.kept.insert(route.to_string(), r.clone());
             r
         }))
+    }
+
+    /// The representation of `route` when it is kept in memory.
+    pub fn kept(&self, route: &str) -> Option<Arc<Representation>> {
+        self.kept.get(route)
+    }
+
+    /// `route`'s headers and validators as its index record gives them,
+    /// with no body (its file is not read): what a 304 needs.
+    pub fn head(&self, route: &str) -> Option<Result<Representation, Damage>> {
+        let (record, _) = self.index.get(route)?;
+        Some(representation(&record, Bytes::new()))
     }
 
     /// Reads and checks `record`'s file, in the folder of its `layer`.
@@ -144,16 +156,21 @@ impl Routes {
         };
         let bytes = almanac::site::read_inside(dir, &record.file).map_err(damage)?;
         record.check(&bytes)?;
-        let modified = std::time::UNIX_EPOCH + std::time::Duration::from_secs(record.last_modified);
-        Representation::new(
-            Bytes::from(bytes),
-            &record.etag_text(),
-            &httpdate::fmt_http_date(modified),
-            record.content_type,
-            record.cache_control,
-        )
-        .map_err(|e| damage(format!("has a header the index spells badly: {e}")))
+        representation(record, Bytes::from(bytes))
     }
+}
+
+/// `body` with the headers `record` gives it.
+fn representation(record: &Record, body: Bytes) -> Result<Representation, Damage> {
+    let modified = std::time::UNIX_EPOCH + std::time::Duration::from_secs(record.last_modified);
+    Representation::new(
+        body,
+        &record.etag_text(),
+        &httpdate::fmt_http_date(modified),
+        record.content_type,
+        record.cache_control,
+    )
+    .map_err(|e| Damage { file: record.file.to_string(), problem: format!("has a header the index spells badly: {e}") })
 }
 
 impl Build {

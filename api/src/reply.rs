@@ -245,6 +245,32 @@ pub fn bytes(body: Vec<u8>) -> Reply {
 /// A published representation, or 304 / 412 as the request's
 /// preconditions say (RFC 9110 section 13), with no body for `HEAD`.
 pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) -> Reply {
+    match outcome(headers, r) {
+        Outcome::PreconditionFailed => {
+            let message = "a precondition of the request failed";
+            Error::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message).into_reply()
+        }
+        Outcome::NotModified => published(StatusCode::NOT_MODIFIED, None, r),
+        Outcome::Proceed if method == Method::HEAD => published(StatusCode::OK, None, r),
+        Outcome::Proceed => published(StatusCode::OK, Some(r.body.clone()), r),
+    }
+}
+
+/// Whether the request asks whether a copy it holds is current
+/// (`If-None-Match` or `If-Modified-Since`).
+pub fn asks_if_modified(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::IF_NONE_MATCH) || headers.contains_key(header::IF_MODIFIED_SINCE)
+}
+
+/// 304 when the request's preconditions say the copy it holds of `head`
+/// is current; `None` for any other outcome. `head` needs only its
+/// validators and headers, not its body.
+pub fn not_modified(headers: &HeaderMap, head: &Representation) -> Option<Reply> {
+    (outcome(headers, head) == Outcome::NotModified).then(|| published(StatusCode::NOT_MODIFIED, None, head))
+}
+
+/// What the request's preconditions say of `r`.
+fn outcome(headers: &HeaderMap, r: &Representation) -> Outcome {
     let value = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
     let (if_match, if_none_match) = (list_field(headers, header::IF_MATCH), list_field(headers, header::IF_NONE_MATCH));
     let preconditions = Preconditions {
@@ -253,15 +279,12 @@ pub fn representation(method: &Method, headers: &HeaderMap, r: &Representation) 
         if_modified_since: value(header::IF_MODIFIED_SINCE),
         if_unmodified_since: value(header::IF_UNMODIFIED_SINCE),
     };
-    let (status, body) = match conditional::evaluate(&preconditions, r.etag(), r.last_modified) {
-        Outcome::PreconditionFailed => {
-            let message = "a precondition of the request failed";
-            return Error::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message).into_reply();
-        }
-        Outcome::NotModified => (StatusCode::NOT_MODIFIED, None),
-        Outcome::Proceed if method == Method::HEAD => (StatusCode::OK, None),
-        Outcome::Proceed => (StatusCode::OK, Some(r.body.clone())),
-    };
+    conditional::evaluate(&preconditions, r.etag(), r.last_modified)
+}
+
+/// `r`'s answer with `status`: its validators and caching always, its
+/// type and length with 200.
+fn published(status: StatusCode, body: Option<Bytes>, r: &Representation) -> Reply {
     let mut response = Response::new(body.map(Into::into).unwrap_or_default());
     *response.status_mut() = status;
     let headers = response.headers_mut();

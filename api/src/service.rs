@@ -10,6 +10,15 @@ use crate::request::Request;
 /// The build's file for manifest route `route`, answered under the
 /// request's preconditions; `None` when the build has no such file.
 pub fn published(request: &Request, build: &Build, route: &str) -> Option<Reply> {
+    // Whether a copy is current needs the index's validators only: its
+    // file is read (and hashed, to check it) only to be sent.
+    if reply::asks_if_modified(&request.headers) && build.routes.kept(route).is_none() {
+        if let Some(Ok(head)) = build.routes.head(route) {
+            if let Some(not_modified) = reply::not_modified(&request.headers, &head) {
+                return Some(not_modified);
+            }
+        }
+    }
     Some(match build.routes.get(route)? {
         Ok(r) => reply::representation(&request.method, &request.headers, &r),
         Err(damage) => {

@@ -61,6 +61,7 @@ pub mod index;
 pub mod layer;
 pub mod manifest;
 pub mod pages;
+pub mod priority;
 pub mod progress;
 pub mod site;
 pub mod snapshot;

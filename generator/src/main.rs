@@ -37,6 +37,13 @@ struct BuildArgs {
     /// duration, files written and linked).
     #[arg(long)]
     json: bool,
+    /// How much lower than a process started beside it the build runs, in
+    /// `nice` steps (0 to 19; 0: the same). A build is batch work: an api
+    /// on the same machine reads and writes ahead of it, and its searches
+    /// (which run at the api's `--search-nice`, 10 too) share the CPUs
+    /// with it evenly.
+    #[arg(long, env = "ALMANAC_NICE", default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=19))]
+    nice: u8,
     /// Folder of the build directories and the `current` link.
     #[arg(long, env = "ALMANAC_SITE_DIR", default_value = "site")]
     site_dir: PathBuf,
@@ -138,8 +145,15 @@ struct BuildArgs {
     full: bool,
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let Command::Build(args) = &cli.command;
+    // Before any thread is started: each thread inherits its starter's.
+    let lowered = almanac::priority::lower(args.nice);
+    tokio::runtime::Runtime::new()?.block_on(run(cli, lowered))
+}
+
+async fn run(cli: Cli, lowered: std::io::Result<()>) -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
@@ -147,7 +161,10 @@ async fn main() -> Result<()> {
         // Each step (and, at debug, each part of one) logs its time as it ends.
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .init();
-    match Cli::parse().command {
+    if let Err(error) = lowered {
+        tracing::warn!(%error, "the build runs at the priority it was started with");
+    }
+    match cli.command {
         Command::Build(args) => match args.watch {
             None => once(&args).await?,
             Some(every) => watch(&args, every).await,

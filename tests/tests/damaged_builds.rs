@@ -1,8 +1,9 @@
 //! Published files are not trusted blindly. The api reads a build's files
 //! when they are first asked for: a file that is not what the build's index
 //! says (truncated, edited, replaced by a link out of the build) is never
-//! served; its route answers 500 naming the damage, every other route
-//! serves, and once repaired the file is served. A build paired with
+//! served; its route answers 500 naming the damage (304 to a client that
+//! holds the bytes the index names: that needs no file), every other
+//! route serves, and once repaired the file is served. A build paired with
 //! another build's snapshot is refused whole: the api keeps serving the
 //! build it has, and loads it once repaired. The generator takes nothing
 //! from a damaged live build: it writes every file anew, so damage never
@@ -118,6 +119,12 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
             assert_eq!(api.served_build(&second.build), second.build, "{name}: the build loads");
             let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
             assert_eq!(stats.status(), 500, "{name}: the damaged file is not served");
+            // Whether a copy of the indexed bytes is current needs only the
+            // index: the file is read (and found damaged) only to be sent.
+            let asked = reqwest::blocking::Client::new().get(api.url("/hcs20/stats"));
+            let current = asked.header("if-none-match", entry.etag.as_str()).send().unwrap();
+            assert_eq!(current.status(), 304, "{name}: a client holding the indexed bytes");
+            assert_eq!(current.headers()["etag"].to_str().unwrap(), entry.etag, "{name}");
             let body: serde_json::Value = stats.json().unwrap();
             assert_eq!(body["code"], "damaged_file", "{name}");
             assert!(body["error"].as_str().unwrap().contains(says), "{name}: {body}");

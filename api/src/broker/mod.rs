@@ -44,7 +44,13 @@ fn agents(request: &Request) -> Result<(&Build, &Agents), Error> {
 /// `GET /search`: text search with filters, sorts, pages, aggregations.
 pub async fn search(request: Request) -> Answer {
     let query = SearchQuery::parse(&request.query)?;
-    run_search(&request, &query)
+    searched(request, query).await
+}
+
+/// [`run_search`] on the search threads ([`crate::pool`]).
+async fn searched(request: Request, query: SearchQuery) -> Answer {
+    let app = request.app.clone();
+    app.searches.run(move || run_search(&request, &query)).await?
 }
 
 /// A search over the build and the live overlay as one. An answer the
@@ -80,7 +86,7 @@ pub async fn registry_search(request: Request) -> Answer {
     }
     let mut query = SearchQuery::parse(&request.query)?;
     query.registries = vec![registry.to_string()];
-    run_search(&request, &query)
+    searched(request, query).await
 }
 
 /// `GET /search/facets[?adapter]`: a file per adapter; an adapter nobody
@@ -227,7 +233,12 @@ struct CapabilityRequest {
 /// (codes or labels), in `GET /search`'s order and page shape.
 pub async fn capability_search(http: Request) -> Answer {
     agents(&http)?;
-    let request: CapabilityRequest = parse_body(&http.body)?;
+    let query = capability_query(parse_body(&http.body)?)?;
+    searched(http, query).await
+}
+
+/// `POST /search/capabilities`'s body as `GET /search`'s query.
+fn capability_query(request: CapabilityRequest) -> Result<SearchQuery, Error> {
     let mut raw = form_urlencoded::Serializer::new(String::new());
     let mut names = Vec::new();
     for c in &request.capabilities {
@@ -257,5 +268,5 @@ pub async fn capability_search(http: Request) -> Answer {
     }
     let mut query = SearchQuery::parse(&raw.finish())?;
     query.include_aggregations = false;
-    run_search(&http, &query)
+    Ok(query)
 }
