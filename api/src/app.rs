@@ -26,6 +26,9 @@ pub struct App {
     pub store: Store,
     /// Agents registered, updated or deleted since the published build.
     pub overlay: Arc<Overlay>,
+    /// How long changes must pause before the overlay is merged into one
+    /// segment ([`Overlay::settle_when_quiet`]).
+    pub overlay_settle: Duration,
     /// Messages a chat session needs before it may give ERC-8004 feedback.
     pub feedback_min_messages: u64,
     /// The newest ERC-8004 feedback given through the api.

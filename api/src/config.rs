@@ -110,6 +110,10 @@ pub struct Config {
     /// 503 with `Retry-After` at once.
     #[arg(long, env = "ALMANAC_SEARCH_QUEUE", default_value_t = 1024)]
     pub search_queue: usize,
+    /// Milliseconds live changes must pause before the overlay's agents
+    /// are indexed again as one segment (searches read each segment).
+    #[arg(long, env = "ALMANAC_OVERLAY_SETTLE_MS", default_value_t = 1000)]
+    pub overlay_settle_ms: u64,
     /// How much lower than the rest of the api the search threads run, in
     /// `nice` steps (0 to 19; 0: the same).
     #[arg(long, env = "ALMANAC_SEARCH_NICE", default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=19))]
@@ -451,6 +455,7 @@ impl Config {
             redemption,
             chat,
             overlay: Arc::default(),
+            overlay_settle: Duration::from_millis(self.overlay_settle_ms.max(1)),
             feedback_min_messages: self.feedback_min_messages,
             feedback_changes: crate::store::Newest::default(),
             catalog_changes: crate::store::Newest::default(),

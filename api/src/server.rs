@@ -62,6 +62,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         }
         Err(e) => tracing::error!(error = %e, "adapter submissions cannot be read"),
     }
+    // The overlay's segments merged into one whenever changes pause.
+    let settling = tokio::spawn(app.overlay.clone().settle_when_quiet(app.overlay_settle));
     let cleaner = app.clone();
     let cleaning = tokio::spawn(async move {
         let mut tick = tokio::time::interval(cleaner.cleanup_every);
@@ -119,6 +121,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     };
     accept(listener, connections, shutdown, answer).await;
     watching.abort();
+    settling.abort();
     cleaning.abort();
     let _ = stop_registrar.send(());
     let _ = registrar.await;
