@@ -55,8 +55,10 @@ impl Representation {
         content_type: &str,
         cache_control: &str,
     ) -> Result<Representation, BadHeader> {
-        let value =
-            |field, text: &str| HeaderValue::from_str(text).map_err(|_| BadHeader { field, value: text.to_string() });
+        let value = |field, text: &str| match almanac::http::static_value(text) {
+            Some(known) => Ok(HeaderValue::from_static(known)),
+            None => HeaderValue::from_str(text).map_err(|_| BadHeader { field, value: text.to_string() }),
+        };
         let date = httpdate::parse_http_date(last_modified)
             .map_err(|_| BadHeader { field: "Last-Modified", value: last_modified.to_string() })?;
         Ok(Representation {

@@ -38,6 +38,19 @@ pub enum Cache {
 }
 
 impl Cache {
+    pub const ALL: [Cache; 10] = [
+        Cache::Catalog,
+        Cache::Agent,
+        Cache::Balances,
+        Cache::TokenLists,
+        Cache::EcosystemStats,
+        Cache::Transactions,
+        Cache::Search,
+        Cache::Badge,
+        Cache::Pure,
+        Cache::NoStore,
+    ];
+
     /// The `Cache-Control` value.
     pub fn header(self) -> &'static str {
         match self {
@@ -53,6 +66,17 @@ impl Cache {
             Cache::NoStore => "no-store",
         }
     }
+}
+
+/// The content types the generator writes besides [`JSON`].
+const CONTENT_TYPES: [&str; 4] = [JSON, "text/html; charset=utf-8", "text/html", "application/vnd.apache.parquet"];
+
+/// The `'static` spelling of `text` when it is a header value the
+/// generator writes (a `Cache-Control` of [`Cache`], a content type):
+/// a server keeps such a value without a copy of its own, and its copies
+/// for each answer are then free (no count shared between threads).
+pub fn static_value(text: &str) -> Option<&'static str> {
+    Cache::ALL.iter().map(|c| c.header()).chain(CONTENT_TYPES).find(|known| *known == text)
 }
 
 /// One answer: its exact bytes and what its headers are made of. The
@@ -169,5 +193,24 @@ mod tests {
             assert!(header.starts_with("public, max-age="), "{cache:?}: {header}");
         }
         assert_eq!(NoStore.header(), "no-store");
+    }
+
+    /// The values a server may keep as `'static`: every policy's header and
+    /// the content types written, spelled exactly; nothing else.
+    #[test]
+    fn static_values_are_the_written_headers_exactly() {
+        for cache in Cache::ALL {
+            assert_eq!(static_value(cache.header()), Some(cache.header()), "{cache:?}");
+        }
+        for (text, known) in [
+            (JSON, true),
+            ("text/html; charset=utf-8", true),
+            ("application/vnd.apache.parquet", true),
+            ("application/json ", false),
+            ("public, max-age=31", false),
+            ("", false),
+        ] {
+            assert_eq!(static_value(text).is_some(), known, "{text:?}");
+        }
     }
 }
