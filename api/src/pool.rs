@@ -16,8 +16,8 @@
 //! request or writes an answer runs as soon as it is ready, ahead of the
 //! searches. Measured at a million agents with 32 connections, p99 went
 //! from 13.3 ms to 12.1 ms with it, at the same throughput; at 8, from 5.0
-//! to 3.8 ms. (The generator lowers its own priority further, so a build
-//! running beside the api does not take the searches' turn.)
+//! to 3.8 ms. (The generator lowers its own priority as much, by default,
+//! so a build running beside the api does not take the searches' turn.)
 //!
 //! A full queue refuses at once (503, `Retry-After`) rather than letting
 //! waits grow without bound; a job that panics loses its answer (500), not
