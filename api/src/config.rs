@@ -500,7 +500,6 @@ impl Config {
 }
 
 impl Config {
-    /// HBAR purchases, if a treasury is configured.
     /// `--search-threads`, 0 read as one per CPU this process may use.
     fn search_threads(&self) -> usize {
         match self.search_threads {
@@ -509,6 +508,7 @@ impl Config {
         }
     }
 
+    /// HBAR purchases, if a treasury is configured.
     fn treasury(&self, network: &Network) -> Result<Option<Treasury>> {
         let Some(account) = &self.treasury_account else { return Ok(None) };
         let entity = |flag: &str, text: &str| -> Result<EntityId> {

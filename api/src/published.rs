@@ -124,9 +124,15 @@ impl Routes {
     /// The representation of `route`: `None` when the build has no such
     /// route, an error when its file is not what the index says.
     pub fn get(&self, route: &str) -> Option<Result<Arc<Representation>, Damage>> {
-        if let Some(kept) = self.kept(route) {
-            return Some(Ok(kept));
+        match self.kept(route) {
+            Some(kept) => Some(Ok(kept)),
+            None => self.load(route),
         }
+    }
+
+    /// [`Routes::get`] for a route not kept: its file read, checked and
+    /// then kept.
+    pub fn load(&self, route: &str) -> Option<Result<Arc<Representation>, Damage>> {
         let (record, layer) = self.index.get(route)?;
         Some(self.read(&record, layer).map(|r| {
             let r = Arc::new(r);

@@ -10,16 +10,22 @@ use crate::request::Request;
 /// The build's file for manifest route `route`, answered under the
 /// request's preconditions; `None` when the build has no such file.
 pub fn published(request: &Request, build: &Build, route: &str) -> Option<Reply> {
-    // Whether a copy is current needs the index's validators only: its
-    // file is read (and hashed, to check it) only to be sent.
-    if reply::asks_if_modified(&request.headers) && build.routes.kept(route).is_none() {
-        if let Some(Ok(head)) = build.routes.head(route) {
-            if let Some(not_modified) = reply::not_modified(&request.headers, &head) {
-                return Some(not_modified);
+    let found = match build.routes.kept(route) {
+        Some(kept) => Ok(kept),
+        None => {
+            // Whether a copy is current needs the index's validators only:
+            // the file is read (and hashed, to check it) only to be sent.
+            if reply::asks_if_modified(&request.headers) {
+                if let Some(Ok(head)) = build.routes.head(route) {
+                    if let Some(not_modified) = reply::not_modified(&request.headers, &head) {
+                        return Some(not_modified);
+                    }
+                }
             }
+            build.routes.load(route)?
         }
-    }
-    Some(match build.routes.get(route)? {
+    };
+    Some(match found {
         Ok(r) => reply::representation(&request.method, &request.headers, &r),
         Err(damage) => {
             tracing::error!(build = %build.id, %damage, "a file of the build is damaged; not served");
