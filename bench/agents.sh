@@ -7,8 +7,9 @@
 # 10,000 agents registered over HTTP (the live overlay) and the searches
 # again over build and overlay, then the api's memory after all of it;
 # then, with the api stopped and the journal set aside, a run after 20 new
-# ledger messages (a layer over the build: `almanac::layer`) and a run with
-# nothing new. Prints figures; asserts nothing.
+# ledger messages (a layer over the build: `almanac::layer`), a run with
+# nothing new, and a run after 1,000 agents changed (a journal of them:
+# `bench journal`). Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -110,5 +111,13 @@ CONF
   printf 'a run with nothing new: '
   timed "$BIN/generator" build --ledger-dir "$ledger" --broker-dir "$agents" \
     --site-dir "$dir/site" --data-dir "$dir/data"
+  # The journal as the api writes it: 500 agents registered, 400 updated
+  # and 100 deleted since the live build.
+  "$BIN/bench" journal "$agents/agents.jsonl" "$dir/data/journal" 1000
+  printf 'a run after 1,000 agents changed: '
+  timed "$BIN/generator" build --ledger-dir "$ledger" --broker-dir "$agents" \
+    --site-dir "$dir/site" --data-dir "$dir/data"
+  printf '  %s, %s\n' "$(grep -o 'base=[^ ]*' "$OUT/last.log" | tail -1)" \
+    "$(grep -o 'written=[0-9]* linked=[0-9]*' "$OUT/last.log" | tail -1)"
   rm -rf "$dir"
 done

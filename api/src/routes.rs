@@ -535,7 +535,7 @@ mod tests {
             ("/hcs20x", None),
             ("/", Some(("/", &[]))),
             ("//", None),
-            ("/agents/page/2", Some(("/agents/page/{page}", &[("page", "2")]))),
+            ("/agents/page/00ff", Some(("/agents/page/{page}", &[("page", "00ff")]))),
             ("/agents/uaid:aid:x", Some(("/agents/{uaid}", &[("uaid", "uaid:aid:x")]))),
             // A static segment wins over a parameter.
             ("/api/v1/agents/badge", Some(("/api/v1/agents/badge", &[]))),

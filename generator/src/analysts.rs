@@ -161,35 +161,59 @@ pub fn export(
     ledger_time: crate::timestamp::Timestamp,
     broker_time: crate::timestamp::Timestamp,
 ) -> Result<(Vec<crate::site::File>, Vec<crate::manifest::Export>)> {
-    use crate::http::{Cache, Representation};
     std::fs::create_dir_all(scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    // One thread: DuckDB's parallel writer may cut row groups where its
-    // threads met, and the same data must give the same bytes.
+    // One thread each: DuckDB's parallel writer may cut row groups where
+    // its threads met, and the same data must give the same bytes. The
+    // agents' export, by far the longest, has a connection of its own
+    // beside the others'.
     conn.execute_batch("SET threads = 1").context("one thread for the exports")?;
-    let written = EXPORTS.iter().filter(|e| broker || !e.broker).map(|export| {
-        let _span = tracing::debug_span!("export", name = export.name).entered();
-        let path = scratch.join(format!("{}.parquet", export.name));
-        let copy = format!(
-            "COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, ROW_GROUP_SIZE 100000)",
-            export.query,
-            quoted(&path)
-        );
-        conn.execute_batch(&copy).with_context(|| format!("exporting {}", export.name))?;
-        let body = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        let route = format!("{EXPORTS_PREFIX}{}.parquet", export.name);
-        let schema = schema(conn, &path, route.clone(), export.what);
-        let _ = std::fs::remove_file(&path);
-        let last_modified = if export.broker { broker_time } else { ledger_time };
-        let file = crate::site::File {
-            path: route.trim_start_matches('/').to_string(),
-            route,
-            representation: Representation { body, last_modified, content_type: PARQUET, cache: Cache::Catalog },
-        };
-        Ok((file, schema?))
+    let chosen: Vec<&Export> = EXPORTS.iter().filter(|e| broker || !e.broker).collect();
+    let (agents, others): (Vec<&Export>, Vec<&Export>) = chosen.iter().partition(|e| e.name == "agents");
+    let times = (ledger_time, broker_time);
+    let own = conn.try_clone().context("a connection for the agents' export")?;
+    let span = tracing::Span::current();
+    let (agents, others) = std::thread::scope(|scope| {
+        let agents = scope.spawn(move || {
+            span.in_scope(|| agents.iter().map(|e| export_one(&own, scratch, e, times)).collect::<Result<Vec<_>>>())
+        });
+        let others: Result<Vec<_>> = others.iter().map(|e| export_one(conn, scratch, e, times)).collect();
+        (agents.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), others)
     });
-    let written: Result<Vec<_>> = written.collect();
     conn.execute_batch("RESET threads").context("resetting threads")?;
-    Ok(written?.into_iter().unzip())
+    let mut written: Vec<(crate::site::File, crate::manifest::Export)> = agents?;
+    written.extend(others?);
+    written.sort_by_key(|(file, _)| chosen.iter().position(|e| file.route.ends_with(&format!("/{}.parquet", e.name))));
+    Ok(written.into_iter().unzip())
+}
+
+/// Writes one export from its view (`times`: the ledger's and the
+/// agents' data time, its `Last-Modified`) and reads it back.
+fn export_one(
+    conn: &Connection,
+    scratch: &std::path::Path,
+    export: &Export,
+    (ledger_time, broker_time): (crate::timestamp::Timestamp, crate::timestamp::Timestamp),
+) -> Result<(crate::site::File, crate::manifest::Export)> {
+    use crate::http::{Cache, Representation};
+    let _span = tracing::debug_span!("export", name = export.name).entered();
+    let path = scratch.join(format!("{}.parquet", export.name));
+    let copy = format!(
+        "COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, ROW_GROUP_SIZE 100000)",
+        export.query,
+        quoted(&path)
+    );
+    conn.execute_batch(&copy).with_context(|| format!("exporting {}", export.name))?;
+    let body = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let route = format!("{EXPORTS_PREFIX}{}.parquet", export.name);
+    let schema = schema(conn, &path, route.clone(), export.what);
+    let _ = std::fs::remove_file(&path);
+    let last_modified = if export.broker { broker_time } else { ledger_time };
+    let file = crate::site::File {
+        path: route.trim_start_matches('/').to_string(),
+        route,
+        representation: Representation { body, last_modified, content_type: PARQUET, cache: Cache::Catalog },
+    };
+    Ok((file, schema?))
 }
 
 /// The routes of the broker's exports and what each holds: a layer keeps

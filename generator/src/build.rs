@@ -26,7 +26,7 @@
 //! a run ended at any fault point ([`crate::fault`]) leaves the live build
 //! as it was.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -321,7 +321,18 @@ fn layered(
         // from the live build).
         let broker_time = changed.as_ref().map(|c| c.broker_time);
         let ledger_time = computed.meta.last_applied.unwrap_or_default();
-        let directory = changed.as_ref().map(|c| crate::pages::Directory { rows: &c.rows, tally: &c.tally });
+        let before = changed.as_ref().map(|c| c.changed_uaids());
+        let directory = changed.as_ref().zip(before.as_ref()).map(|(c, changed)| crate::pages::Directory {
+            rows: &c.rows,
+            tally: &c.tally,
+            before: Some(crate::pages::Before { rows: &c.before, changed }),
+        });
+        // The warehouse is as the snapshot holds it but for the build's
+        // id: its copy is made while the files are.
+        crate::analysts::document(warehouse.conn(), broker_time.is_some())?;
+        let snapshot = debug_span!("snapshot copy")
+            .in_scope(|| crate::snapshot::Pending::start(warehouse.conn(), warehouse.path(), &layout.snapshots()))
+            .context("snapshot")?;
         let Exported { files, mut exports, directory } =
             exports_beside_directory(layout, warehouse, (ledger_time, broker_time), &renderer, directory)?;
         computed.files.extend(files);
@@ -330,16 +341,18 @@ fn layered(
         }
         let data = Pages {
             guard: sources.guard.as_ref(),
-            directory: directory.as_deref(),
+            directory: directory.as_ref().map(|d| d.newest),
             agents: Some(changed.as_ref().map_or(&live.facts, |c| &c.facts)),
         };
         let pages = render_pages(config, &mut computed, warehouse, data, &renderer, &exports).context("pages")?;
         computed.files.extend(pages);
-        computed.files.extend(directory.unwrap_or_default());
+        let directory = directory.unwrap_or_default();
+        computed.files.extend(directory.files);
+        let pages: HashSet<String> = directory.routes.into_iter().collect();
         let broker = match &mut changed {
             Some(c) => {
                 computed.files.append(&mut c.files);
-                crate::layer::Broker::Changed { gone: &c.gone }
+                crate::layer::Broker::Changed { gone: &c.gone, pages: &pages }
             }
             None => crate::layer::Broker::Kept,
         };
@@ -348,7 +361,14 @@ fn layered(
         let (manifest, staged) =
             debug_span!("write").in_scope(|| crate::layer::stage(layout, &live, plan, exports)).context("stage")?;
         fault::point("staged");
-        write_snapshot(layout, &manifest, &computed.meta, warehouse).context("snapshot")?;
+        debug_span!("snapshot")
+            .in_scope(|| {
+                let record = |conn: &duckdb::Connection| tables::write_meta(conn, &manifest.build, &computed.meta);
+                snapshot.finish(&layout.snapshot(&manifest), &manifest.build, record)?;
+                record(warehouse.conn())
+            })
+            .context("snapshot")?;
+        fault::point("snapshot");
         site::link_search_index(layout, &live.id, &manifest.build).context("the search index")?;
         report.step("stage", started);
         Ok((manifest, staged))
@@ -376,9 +396,20 @@ struct ChangedAgents {
     /// The directory's rows and the tally, for the pages.
     rows: Vec<broker::scan::Row>,
     tally: broker::render::Tally,
+    /// The UAIDs of the agents registered, updated or deleted, and the
+    /// rows of those updated or deleted as they were: the directory's
+    /// pages are made again only where they change.
+    changed: Vec<String>,
+    before: Vec<broker::scan::Row>,
     /// The newest of the agents' JSON files and the catalog files: the
     /// agents' exports' Last-Modified.
     broker_time: Timestamp,
+}
+
+impl ChangedAgents {
+    fn changed_uaids(&self) -> HashSet<&str> {
+        self.changed.iter().map(String::as_str).collect()
+    }
 }
 
 /// Applies `delta` to the warehouse's agents ([`broker::delta`]) and
@@ -415,15 +446,20 @@ fn changed_agents(
         gone.insert(crate::pages::routes::agent_route(&agent.uaid));
     }
     let catalog = broker::render::catalog_files(&applied.tally, &applied.catalog);
-    let (json_newest, profiles_newest) =
-        debug_span!("newest").in_scope(|| broker::delta::newest(conn, &applied.rows))?;
+    let recorded = broker::store::newest(conn)?.and_then(|before| applied.newest_after(before));
+    let (json_newest, profiles_newest) = match recorded {
+        Some(newest) => newest,
+        None => debug_span!("newest").in_scope(|| broker::delta::newest(conn, &applied.rows))?,
+    };
+    broker::store::write_newest(conn, (json_newest, profiles_newest))?;
     let broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(json_newest, Timestamp::max);
     files.extend(catalog);
     let facts = applied.facts(profiles_newest);
     broker::store::write_facts(conn, &facts)?;
     tracing::info!(changed = applied.agents.len(), deleted = applied.deleted.len(), "agents changed");
-    let broker::delta::Applied { rows, tally, .. } = applied;
-    Ok(ChangedAgents { files, gone, facts, rows, tally, broker_time })
+    let changed = applied.changed().into_iter().map(str::to_string).collect();
+    let broker::delta::Applied { rows, tally, before, .. } = applied;
+    Ok(ChangedAgents { files, gone, facts, rows, tally, changed, before, broker_time })
 }
 
 /// The live build, when its files are what its manifest says. Nothing is
@@ -667,6 +703,8 @@ fn stage_and_snapshot(
                 anyhow::Ok(staged)
             })
             .context("the broker's agents")?;
+        broker::store::write_newest(data.warehouse.conn(), (streamed.newest, streamed.profiles_newest))
+            .context("snapshot")?;
         entries = streamed.entries;
         broker_time = streamed.newest;
         let catalog = broker::render::catalog_files(&summary.tally, &summary.catalog);
@@ -679,15 +717,18 @@ fn stage_and_snapshot(
     }
     let ledger_time = computed.meta.last_applied.unwrap_or_default();
     let broker_time = data.broker.is_some().then_some(broker_time);
-    let directory = data.broker.as_deref().map(|s| crate::pages::Directory { rows: &s.directory, tally: &s.tally });
+    let directory =
+        data.broker.as_deref().map(|s| crate::pages::Directory { rows: &s.directory, tally: &s.tally, before: None });
+    crate::analysts::document(data.warehouse.conn(), broker_time.is_some())?;
     let Exported { files, exports, directory } =
         exports_beside_directory(layout, data.warehouse, (ledger_time, broker_time), &renderer, directory)?;
     computed.files.extend(files);
-    let pages_data = Pages { guard: data.guard, directory: directory.as_deref(), agents: facts.as_ref() };
+    let pages_data =
+        Pages { guard: data.guard, directory: directory.as_ref().map(|d| d.newest), agents: facts.as_ref() };
     let pages =
         render_pages(config, &mut computed, data.warehouse, pages_data, &renderer, &exports).context("pages")?;
     computed.files.extend(pages);
-    computed.files.extend(directory.unwrap_or_default());
+    computed.files.extend(directory.unwrap_or_default().files);
     // Exactly: the agents' entries are millions, and growing by doubling
     // would hold twice their size.
     entries.reserve_exact(computed.kept.len() + computed.files.len());
@@ -823,7 +864,8 @@ fn stage_agents(
 }
 
 /// The exports' files and their entries: the ledger's (dated
-/// `ledger_time`), and the agents' when `broker_time` dates them.
+/// `ledger_time`), and the agents' when `broker_time` dates them; from the
+/// views [`crate::analysts::document`] wrote.
 fn write_exports(
     layout: &Layout,
     conn: &duckdb::Connection,
@@ -831,7 +873,6 @@ fn write_exports(
     broker_time: Option<Timestamp>,
 ) -> Result<(Vec<site::File>, Vec<crate::manifest::Export>)> {
     let _span = debug_span!("exports").entered();
-    crate::analysts::document(conn, broker_time.is_some())?;
     let scratch = layout.data.join(".exports");
     crate::analysts::export(conn, &scratch, broker_time.is_some(), ledger_time, broker_time.unwrap_or_default())
 }
@@ -842,7 +883,7 @@ struct Exported {
     files: Vec<site::File>,
     exports: Vec<crate::manifest::Export>,
     /// The directory's pages, when the agents were given.
-    directory: Option<Vec<site::File>>,
+    directory: Option<crate::pages::DirectoryPages>,
 }
 
 /// The exports (`times`: the ledger's and the agents', as
@@ -888,8 +929,9 @@ fn host_configs(config: &BuildConfig, manifest: &Manifest) -> Result<crate::host
 /// What the pages show besides the ledger.
 struct Pages<'a> {
     guard: Option<&'a guard::Datasets>,
-    /// The directory's pages (`None`: a layer keeps the live one's).
-    directory: Option<&'a [site::File]>,
+    /// The newest of the directory's pages (`None`: a layer keeps the
+    /// live one's).
+    directory: Option<Timestamp>,
     agents: Option<&'a broker::scan::Facts>,
 }
 

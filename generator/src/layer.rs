@@ -245,8 +245,10 @@ pub enum Broker<'a> {
     Kept,
     /// Agents changed: the broker's files this run rendered are among the
     /// layer's, all of those made of every agent ([`is_shared`]) among
-    /// them; `gone` are the routes of the agents deleted.
-    Changed { gone: &'a HashSet<String> },
+    /// them but the directory's pages (only those that changed are made:
+    /// `pages` are the routes of them all); `gone` are the routes of the
+    /// agents deleted.
+    Changed { gone: &'a HashSet<String>, pages: &'a HashSet<String> },
 }
 
 /// The layer over `live`'s base of a build whose files are `files` (every
@@ -261,14 +263,18 @@ pub fn plan(live: &Live, files: Vec<File>, broker: Broker) -> Plan {
         files.into_par_iter().filter(|f| !base.get(&f.route).is_some_and(|r| same(&r, &entry(f)))).collect()
     };
     let empty = HashSet::new();
-    let (gone, remade) = match broker {
-        Broker::Kept => (&empty, false),
-        Broker::Changed { gone } => (gone, true),
+    let (gone, pages, remade) = match broker {
+        Broker::Kept => (&empty, &empty, false),
+        Broker::Changed { gone, pages } => (gone, pages, true),
     };
+    // Made of every agent and not kept when agents changed: all but the
+    // directory's pages are rendered again, and of those, the ones that
+    // no longer exist go.
+    let stale = |route: &str| is_shared(route) && !(is_directory(route) && pages.contains(route));
     // The live layer's broker routes not rendered again are still what it
-    // holds, but those of deleted agents and, when agents changed, those
-    // made of every agent (all rendered).
-    let superseded = |route: &str| rendered.contains(route) || gone.contains(route) || (remade && is_shared(route));
+    // holds, but those of deleted agents and, when agents changed, the
+    // stale ones.
+    let superseded = |route: &str| rendered.contains(route) || gone.contains(route) || (remade && stale(route));
     let kept = |route: &str| is_broker(route) && !superseded(route);
     let (mut carried, mut removed) = (Vec::new(), Vec::new());
     if let Some((_, layer)) = &live.layer {
@@ -278,7 +284,7 @@ pub fn plan(live: &Live, files: Vec<File>, broker: Broker) -> Plan {
     // The base's routes that are not the broker's and were not rendered.
     removed.extend(others(base).map(|r| r.route).filter(|r| !rendered.contains(r)));
     if remade {
-        removed.extend(shared(base).map(|r| r.route).filter(|r| !rendered.contains(r)));
+        removed.extend(shared(base).map(|r| r.route).filter(|r| !rendered.contains(r) && stale(r)));
         removed.extend(gone.iter().filter(|r| base.get(r).is_some_and(|r| !r.removed)).cloned());
     }
     removed.sort_unstable();
@@ -293,6 +299,11 @@ pub fn is_shared(route: &str) -> bool {
         || route.starts_with(AGENT_ROUTES[1])
         || (route.starts_with(PROFILES) && !route.starts_with(DIRECTORY_PAGES));
     is_broker(route) && !one_agents && !crate::analysts::is_export(route)
+}
+
+/// Whether a route is one of the directory's pages.
+fn is_directory(route: &str) -> bool {
+    route == crate::pages::routes::AGENTS || route.starts_with(DIRECTORY_PAGES)
 }
 
 /// The prefixes of one agent's JSON routes, in route order.

@@ -25,6 +25,76 @@ pub fn copy_to(conn: &Connection, database: &Path, path: &Path) -> Result<()> {
     std::fs::rename(&temp, path).with_context(|| format!("naming {}", path.display()))
 }
 
+/// A snapshot copied while the rest of a build is made, before the
+/// build's id is known: the warehouse checkpointed and its file copied on
+/// a thread of its own ([`Pending::start`]), then the build recorded in
+/// the copy and the copy named ([`Pending::finish`]). At a million agents
+/// the copy is a gigabyte, a layer's longest write; made beside the
+/// exports and the pages, it costs a layer little of its time. Nothing may
+/// write to the warehouse until [`Pending::finish`] (or the copy is
+/// dropped): the copy is of the file as the checkpoint left it.
+pub struct Pending {
+    temp: std::path::PathBuf,
+    copying: Option<std::thread::JoinHandle<std::io::Result<u64>>>,
+}
+
+impl Pending {
+    /// Checkpoints the database and starts copying its file into `dir`.
+    pub fn start(conn: &Connection, database: &Path, dir: &Path) -> Result<Pending> {
+        conn.execute_batch("CHECKPOINT")?;
+        let temp = temp_path(&dir.join(format!("pending-{}.duckdb", std::process::id())))?;
+        let (from, to) = (database.to_path_buf(), temp.clone());
+        let copying = std::thread::Builder::new()
+            .name("snapshot copy".into())
+            .spawn(move || {
+                // Synced here, beside the rest of the build: the record
+                // `finish` adds is then all that is left to sync.
+                let copied = std::fs::copy(from, &to)?;
+                std::fs::File::open(&to)?.sync_all()?;
+                Ok(copied)
+            })
+            .context("starting the snapshot's copy")?;
+        Ok(Pending { temp, copying: Some(copying) })
+    }
+
+    /// Waits for the copy, lets `record` write into it (the build's id and
+    /// what it applied), then syncs it and names it `path`; when `path`
+    /// already holds this build's snapshot ([`reusable`]), the copy is
+    /// dropped and the snapshot kept.
+    pub fn finish(mut self, path: &Path, build: &str, record: impl FnOnce(&Connection) -> Result<()>) -> Result<()> {
+        self.wait()?;
+        if reusable(path, build)? {
+            return Ok(());
+        }
+        {
+            let conn = database::open(&self.temp, Access::ReadWrite)?;
+            record(&conn)?;
+            conn.execute_batch("CHECKPOINT")?;
+        }
+        let _ = std::fs::remove_file(self.temp.with_extension("tmp.wal"));
+        std::fs::File::open(&self.temp)
+            .and_then(|file| file.sync_all())
+            .with_context(|| format!("syncing {}", self.temp.display()))?;
+        std::fs::rename(&self.temp, path).with_context(|| format!("naming {}", path.display()))
+    }
+
+    fn wait(&mut self) -> Result<()> {
+        let Some(copying) = self.copying.take() else { return Ok(()) };
+        let copied = copying.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        copied.map(|_| ()).with_context(|| format!("copying the warehouse to {}", self.temp.display()))
+    }
+}
+
+impl Drop for Pending {
+    /// A copy never finished (the run failed) is removed.
+    fn drop(&mut self) {
+        let _ = self.wait();
+        for leftover in [self.temp.clone(), self.temp.with_extension("tmp.wal")] {
+            let _ = std::fs::remove_file(leftover);
+        }
+    }
+}
+
 /// A fresh temporary name beside `path`.
 pub fn temp_path(path: &Path) -> Result<std::path::PathBuf> {
     let dir = path.parent().context("snapshot path has no folder")?;

@@ -158,7 +158,7 @@ async fn pages_read_in_a_browser_without_leaving_the_site() {
         ("campaigns", "/guard/campaigns".into(), vec!["Policies".into()]),
         ("coverage", "/guard/coverage".into(), vec!["Risk class".into()]),
         ("benchmark", "/guard/benchmark".into(), vec!["prevented".into()]),
-        ("agents", "/agents".into(), vec!["Page 1 of".into()]),
+        ("agents", "/agents".into(), vec!["indexed from".into()]),
         (
             "agent",
             profile.clone(),

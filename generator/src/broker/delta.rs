@@ -66,9 +66,15 @@ pub struct Applied {
     pub deleted: Vec<(Agent, Vec<FeedbackEntry>)>,
     /// Every agent's directory row, in order.
     pub rows: Vec<Row>,
+    /// The directory rows of the agents updated or deleted, as they were.
+    pub before: Vec<Row>,
     pub tally: Tally,
     pub catalog: Catalog,
     pub journal_seq: u64,
+    /// The newest times ([`contribution`]) of the changed agents as they
+    /// were (`removed`) and as they are now (`added`).
+    removed: (Timestamp, Timestamp),
+    added: (Timestamp, Timestamp),
 }
 
 impl Applied {
@@ -76,6 +82,17 @@ impl Applied {
     pub fn changed(&self) -> HashSet<&str> {
         let now = self.agents.iter().map(|a| a.uaid.as_str());
         now.chain(self.deleted.iter().map(|(a, _)| a.uaid.as_str())).collect()
+    }
+
+    /// The newest times of every agent's files now, from what they were
+    /// (`before`, as [`newest`] found them): `None` when a changed agent
+    /// gave one of them (it may have been the only one that did: every
+    /// agent must be read again).
+    pub fn newest_after(&self, before: (Timestamp, Timestamp)) -> Option<(Timestamp, Timestamp)> {
+        if self.removed.0 >= before.0 || self.removed.1 >= before.1 {
+            return None;
+        }
+        Some((before.0.max(self.added.0), before.1.max(self.added.1)))
     }
 
     /// What the pages say of the agents now, given the newest time of
@@ -105,6 +122,32 @@ pub fn newest(conn: &Connection, rows: &[Row]) -> Result<(Timestamp, Timestamp)>
         json = json.max(time(&created));
     }
     Ok((json, pages))
+}
+
+/// The newest Last-Modified one agent gives its JSON files and its page
+/// ([`newest`] is their greatest over every agent), with its feedback.
+fn contribution(agent: &Agent, feedback: Option<&Vec<FeedbackEntry>>) -> (Timestamp, Timestamp) {
+    let updated = time(&agent.updated_at);
+    let (mut json, mut page) = (updated, updated);
+    let feedback = feedback.map(Vec::as_slice).unwrap_or_default();
+    for entry in feedback {
+        json = json.max(time(&entry.created_at));
+        if let Some(revoked) = &entry.revoked_at {
+            json = json.max(time(revoked));
+        }
+        if !entry.revoked {
+            page = page.max(time(&entry.created_at));
+        }
+    }
+    if agent.registry == FEEDBACK_REGISTRY && feedback.is_empty() {
+        json = json.max(time(&agent.created_at));
+    }
+    (json, page)
+}
+
+/// The greatest of several agents' [`contribution`]s.
+fn greatest(each: impl Iterator<Item = (Timestamp, Timestamp)>) -> (Timestamp, Timestamp) {
+    each.fold(Default::default(), |(j, p), (json, page)| (j.max(json), p.max(page)))
 }
 
 /// Applies `delta` to the warehouse's agents (`conn`), checked as a scan
@@ -154,11 +197,15 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     for entry in store::feedback_about(conn, &uaids)? {
         feedback.entry(entry.uaid.clone()).or_default().push(entry);
     }
+    let removed = greatest(stored.values().map(|(_, old)| contribution(old, feedback.get(old.uaid.as_str()))));
+    let mut shared = super::scan::Shared::default();
+    let before: Vec<Row> = stored.values().map(|(_, old)| shared.row(old)).collect();
     let deleted: Vec<(Agent, Vec<FeedbackEntry>)> = deleted
         .iter()
         .map(|uaid| (stored[uaid.as_str()].1.clone(), feedback.remove(uaid.as_str()).unwrap_or_default()))
         .collect();
     check_feedback(&agents, &feedback)?;
+    let added = greatest(agents.iter().map(|a| contribution(a, feedback.get(a.uaid.as_str()))));
 
     let mut tally = store::tally(conn)?.context("the warehouse keeps no tally of its agents")?;
     stored.values().for_each(|(_, old)| tally.remove(&catalog, old));
@@ -203,7 +250,7 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
         ])
     })?;
     drop(_span);
-    Ok(Applied { agents, feedback, deleted, rows, tally, catalog, journal_seq: delta.seq })
+    Ok(Applied { agents, feedback, deleted, rows, before, tally, catalog, journal_seq: delta.seq, removed, added })
 }
 
 /// Ids stay unique: among the changed agents, and against every stored

@@ -183,7 +183,7 @@ impl Row {
     /// The directory's order: by name without regard to case (each
     /// character lower-cased as it is compared, nothing allocated), then
     /// UAID.
-    fn order(a: &Row, b: &Row) -> std::cmp::Ordering {
+    pub fn order(a: &Row, b: &Row) -> std::cmp::Ordering {
         a.name
             .chars()
             .flat_map(char::to_lowercase)

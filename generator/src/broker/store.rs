@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::timestamp::Timestamp;
 use anyhow::{Context, Result};
 use duckdb::arrow::array::{Float64Array, StringArray};
 use duckdb::arrow::datatypes::DataType;
@@ -181,6 +182,23 @@ pub fn write_facts(conn: &Connection, facts: &super::scan::Facts) -> Result<()> 
     let json = serde_json::to_string(facts).expect("facts serialise");
     conn.execute("INSERT INTO broker_meta VALUES ('facts', ?)", [json])?;
     Ok(())
+}
+
+/// The newest Last-Modified of every agent's JSON files and of every
+/// agent's page (`broker::delta::newest`), recorded so that a layer over a
+/// few changed agents need not read every feedback entry to know them.
+pub fn write_newest(conn: &Connection, (json, pages): (Timestamp, Timestamp)) -> Result<()> {
+    conn.execute("DELETE FROM broker_meta WHERE key = 'newest'", [])?;
+    conn.execute("INSERT INTO broker_meta VALUES ('newest', ?)", [format!("{} {}", json.0, pages.0)])?;
+    Ok(())
+}
+
+/// What [`write_newest`] recorded, if anything.
+pub fn newest(conn: &Connection) -> Result<Option<(Timestamp, Timestamp)>> {
+    let Some(text) = meta(conn, "newest")? else { return Ok(None) };
+    let parsed = text.split_once(' ').and_then(|(json, pages)| Some((json.parse().ok()?, pages.parse().ok()?)));
+    let (json, pages) = parsed.with_context(|| format!("broker_meta.newest: {text:?}"))?;
+    Ok(Some((Timestamp(json), Timestamp(pages))))
 }
 
 /// What a warehouse or snapshot records of the sources its agents were

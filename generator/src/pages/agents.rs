@@ -1,4 +1,4 @@
-//! Section A's pages: the agent directory (by name, a page per hundred) and
+//! Section A's pages: the agent directory (by name, about a hundred a page) and
 //! a profile per agent. An agent's endpoints are shown as text, never
 //! linked or loaded: they are whatever the agent's registrant wrote.
 
@@ -8,6 +8,7 @@ use super::{markup, routes, svg, Page};
 use crate::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY};
 use crate::broker::render::agent_route;
 use crate::broker::render::time as instant;
+use crate::broker::scan::Row;
 use crate::broker::Agent;
 use crate::http::Cache;
 
@@ -15,41 +16,200 @@ use crate::http::Cache;
 const FEEDBACK_SHOWN: usize = 20;
 
 /// The directory's pages, from its rows (each agent's profile is
-/// rendered with its batch: [`super::Renderer::profile`]).
-pub(super) fn directory(directory: &super::Directory) -> Vec<Page> {
+/// rendered with its batch: [`super::Renderer::profile`]). The first page
+/// is `/agents` and says how many agents there are; each other page is
+/// named for its first agent ([`routes::directory_page`]) and lists its
+/// run of rows ([`runs`]), so a page's bytes change only when its own rows
+/// or its neighbours' names do. Given the directory as it was
+/// (`directory.before`), only the pages whose bytes change are made.
+pub(super) fn directory(directory: &super::Directory) -> (Vec<Page>, Vec<String>) {
     use rayon::prelude::*;
-    let order = directory.rows;
-    let count = order.len().div_ceil(routes::AGENTS_PER_PAGE).max(1);
+    let rows = directory.rows;
+    let hashes: Vec<u64> = rows.par_iter().map(|r| row_hash(&r.uaid)).collect();
+    let runs = runs(&hashes);
+    let keys = keys(&hashes, &runs);
+    let render = match &directory.before {
+        Some(before) => changed_pages(rows, &hashes, &runs, &keys, before),
+        None => vec![true; runs.len()],
+    };
+    let routes: Vec<String> = keys.iter().cloned().map(|key| routes::directory_page(key).0).collect();
     let registries: Vec<&String> = directory.tally.registries.keys().collect();
-    (1..=count)
+    let pages = (0..runs.len())
         .into_par_iter()
-        .map(|page| {
-            let slice = order.chunks(routes::AGENTS_PER_PAGE).nth(page - 1).unwrap_or(&[]);
-            let agents: Vec<Value> = slice
-                .iter()
-                .map(|a| {
-                    context! {
-                        name => &*a.name, href => routes::agent_route(&a.uaid), registry => &*a.registry,
-                        protocols => &*a.protocols, trust => format!("{:.0}", a.trust_score), available => a.available,
-                    }
-                })
-                .collect();
-            let link = |p: usize| (1..=count).contains(&p).then(|| routes::directory(p).0);
-            let (route, file) = routes::directory(page);
+        .filter(|i| render[*i])
+        .map(|i| {
+            let slice = &rows[runs[i].clone()];
+            let mut table = String::with_capacity(slice.len() * 400);
+            slice.iter().for_each(|row| directory_row(&mut table, row));
+            let name = |row: Option<&Row>| row.map(|r| r.name.to_string()).unwrap_or_default();
+            let link = |j: Option<usize>| j.and_then(|j| routes.get(j)).cloned();
+            let (route, file) = routes::directory_page(keys[i].clone());
             Page {
                 route,
                 file,
                 template: "agents.html",
                 context: context! {
-                    agents, page, pages => count, total => order.len(), registries => &registries,
-                    previous => link(page - 1), next => link(page + 1),
+                    rows => markup(table), first => i == 0, from => name(slice.first()), to => name(slice.last()),
+                    // Only the first page counts every agent.
+                    total => (i == 0).then_some(rows.len()), registries => (i == 0).then_some(&registries),
+                    previous => link(i.checked_sub(1)), next => link(Some(i + 1)),
                 },
                 json: None,
                 last_modified: slice.iter().map(|a| a.updated).max().unwrap_or_default(),
                 cache: Cache::Agent,
             }
         })
+        .collect::<Vec<Page>>();
+    tracing::debug!(made = pages.len(), pages = runs.len(), "the directory's pages");
+    (pages, routes)
+}
+
+/// Which of the pages (`runs` of `rows`, named `keys`) differ from the
+/// pages of the directory as it was (`before`): the first (it counts every
+/// agent); one no page of the same name was; one holding a changed agent;
+/// one whose length, last agent or neighbours' names changed. A page that
+/// passes none of these lists the same agents in the same order as the
+/// page of its name did (its bounds and length are the same and none of
+/// its agents changed), with the same links: its bytes are the same.
+fn changed_pages(
+    rows: &[Row],
+    hashes: &[u64],
+    runs: &[std::ops::Range<usize>],
+    keys: &[Option<String>],
+    before: &Before,
+) -> Vec<bool> {
+    let changed: std::collections::HashSet<u64> = before.changed.iter().map(|u| row_hash(u)).collect();
+    let is_changed = |i: usize| changed.contains(&hashes[i]) && before.changed.contains(&*rows[i].uaid);
+    let old = before.uaids(rows, hashes, &is_changed);
+    let old_hashes: Vec<u64> = old.iter().map(|(_, hash)| *hash).collect();
+    let old_runs = self::runs(&old_hashes);
+    let old_keys = self::keys(&old_hashes, &old_runs);
+    let by_key: std::collections::HashMap<&Option<String>, usize> =
+        old_keys.iter().enumerate().map(|(j, key)| (key, j)).collect();
+    let key = |keys: &[Option<String>], i: Option<usize>| i.and_then(|i| keys.get(i)).cloned();
+    (0..runs.len())
+        .map(|i| {
+            let Some(&j) = by_key.get(&keys[i]).filter(|_| i > 0) else { return true };
+            let (run, was) = (&runs[i], &old_runs[j]);
+            let same = run.len() == was.len()
+                && *rows[run.end - 1].uaid == *old[was.end - 1].0
+                && key(keys, i.checked_sub(1)) == key(&old_keys, j.checked_sub(1))
+                && key(keys, Some(i + 1)) == key(&old_keys, Some(j + 1))
+                && !run.clone().any(is_changed);
+            !same
+        })
         .collect()
+}
+
+/// The directory as it was before a layer's changes, for only the pages
+/// that change to be made again.
+#[derive(Clone, Copy)]
+pub struct Before<'a> {
+    /// The rows of the changed agents as they were (those updated or
+    /// deleted; a registered agent had none).
+    pub rows: &'a [Row],
+    /// The UAIDs of the agents registered, updated or deleted.
+    pub changed: &'a std::collections::HashSet<&'a str>,
+}
+
+impl Before<'_> {
+    /// The UAIDs of the directory as it was, in order, with their
+    /// hashes, from its rows now (`rows`, their `hashes`): those of agents
+    /// that did not change (`is_changed` says which did, by position), with
+    /// the changed agents' rows as they were put back in their places.
+    fn uaids<'a>(&'a self, rows: &'a [Row], hashes: &[u64], is_changed: &dyn Fn(usize) -> bool) -> Vec<(&'a str, u64)> {
+        let mut old: Vec<&Row> = self.rows.iter().collect();
+        old.sort_by(|a, b| Row::order(a, b));
+        let mut uaids = Vec::with_capacity(rows.len() + old.len());
+        let unchanged = |range: std::ops::Range<usize>, uaids: &mut Vec<(&'a str, u64)>| {
+            uaids.extend(range.filter(|i| !is_changed(*i)).map(|i| (&*rows[i].uaid, hashes[i])));
+        };
+        let mut at = 0;
+        for row in old {
+            let place = rows.partition_point(|r| Row::order(r, row).is_lt()).max(at);
+            unchanged(at..place, &mut uaids);
+            uaids.push((&*row.uaid, row_hash(&row.uaid)));
+            at = place;
+        }
+        unchanged(at..rows.len(), &mut uaids);
+        uaids
+    }
+}
+
+/// Pages hold at least this many agents (but the last)...
+pub const PAGE_MIN: usize = 50;
+/// ...and past it a page ends before an agent whose hash is a multiple of
+/// this (about a hundred agents a page in all)...
+const PAGE_CUT: u64 = 50;
+/// ...or at this many.
+pub const PAGE_MAX: usize = 250;
+
+/// The directory's rows (their UAIDs' [`row_hash`]es) cut into pages by their content: a page ends
+/// before a row whose UAID's hash is a multiple of [`PAGE_CUT`] once it
+/// holds [`PAGE_MIN`] rows, or at [`PAGE_MAX`]. Where a page ends depends
+/// only on the rows near it, so an agent added or removed changes the page
+/// it falls on (and seldom the next), not every page after it as pages of
+/// a fixed size would: a layer over a thousand changed agents rewrites a
+/// few hundred pages of a million agents' directory, not ten thousand.
+pub fn runs(hashes: &[u64]) -> Vec<std::ops::Range<usize>> {
+    let mut runs = Vec::with_capacity(hashes.len() / 90 + 1);
+    let mut start = 0;
+    for (i, hash) in hashes.iter().enumerate().skip(1) {
+        let held = i - start;
+        if held >= PAGE_MAX || (held >= PAGE_MIN && hash % PAGE_CUT == 0) {
+            runs.push(start..i);
+            start = i;
+        }
+    }
+    runs.push(start..hashes.len());
+    runs
+}
+
+/// Each page's key (none for the first, `/agents`): its first agent's
+/// UAID's hash in hex, a hash that repeats an earlier page's key given a
+/// suffix.
+fn keys(hashes: &[u64], runs: &[std::ops::Range<usize>]) -> Vec<Option<String>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut keys = vec![None];
+    for run in runs.iter().skip(1) {
+        let base = format!("{:016x}", hashes[run.start]);
+        let key =
+            (1..).map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") }).find(|k| seen.insert(k.clone()));
+        keys.push(key);
+    }
+    keys
+}
+
+/// A UAID's hash: FNV-1a, its bits mixed (splitmix64's finaliser) so that
+/// its residues are even.
+fn row_hash(uaid: &str) -> u64 {
+    let mut h = crate::http::fnv(uaid.as_bytes());
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// One row of the directory's table, as markup (a million of them are
+/// written by each build that changes agents: made here, not by the
+/// template engine).
+fn directory_row(out: &mut String, row: &Row) {
+    use std::fmt::Write;
+    out.push_str("<tr><th scope=\"row\"><a href=\"");
+    svg::escape_into(out, &routes::agent_route(&row.uaid));
+    out.push_str("\">");
+    svg::escape_into(out, &row.name);
+    out.push_str("</a></th><td>");
+    svg::escape_into(out, &row.registry);
+    out.push_str("</td><td>");
+    for (i, protocol) in row.protocols.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        svg::escape_into(out, protocol);
+    }
+    let _ = write!(out, "</td><td class=\"n\">{:.0}</td><td>", row.trust_score);
+    out.push_str(if row.available { "<span class=\"good\">yes</span>" } else { "no" });
+    out.push_str("</td></tr>\n");
 }
 
 /// An agent's profile page, with its feedback entries.
@@ -96,5 +256,141 @@ pub(super) fn profile(a: &Agent, entries: &[&FeedbackEntry]) -> Page {
         json: Some(agent_route(a.uaid.as_str())),
         last_modified: updated,
         cache: Cache::Agent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timestamp::Timestamp;
+
+    fn row(n: u64) -> Row {
+        Row {
+            name: format!("agent {n:08}").into(),
+            uaid: format!("uaid:aid:{n}").into(),
+            registry: "nanda".into(),
+            protocols: vec!["a2a".to_string()].into(),
+            trust_score: 50.0,
+            available: true,
+            updated: Timestamp(0),
+        }
+    }
+
+    fn hashes(rows: &[Row]) -> Vec<u64> {
+        rows.iter().map(|r| row_hash(&r.uaid)).collect()
+    }
+
+    /// The pages as the UAIDs they list.
+    fn pages(rows: &[Row]) -> Vec<Vec<String>> {
+        runs(&hashes(rows)).into_iter().map(|run| rows[run].iter().map(|r| r.uaid.to_string()).collect()).collect()
+    }
+
+    #[test]
+    fn pages_cover_the_rows_in_bounded_runs_of_about_a_hundred() {
+        for n in [0, 1, 49, 50, 251, 10_000, 200_000] {
+            let rows: Vec<Row> = (0..n).map(row).collect();
+            let runs = runs(&hashes(&rows));
+            assert_eq!(runs.first().unwrap().start, 0, "{n}");
+            assert_eq!(runs.last().unwrap().end, rows.len(), "{n}");
+            assert!(runs.windows(2).all(|w| w[0].end == w[1].start), "{n}: contiguous");
+            let (last, full) = runs.split_last().unwrap();
+            assert!(full.iter().all(|r| (PAGE_MIN..=PAGE_MAX).contains(&r.len())), "{n}");
+            assert!(last.len() <= PAGE_MAX, "{n}");
+            if n >= 10_000 {
+                let mean = n as f64 / runs.len() as f64;
+                assert!((80.0..120.0).contains(&mean), "{n}: {mean} agents a page");
+            }
+        }
+    }
+
+    /// An agent added or removed changes the page it falls on and at most
+    /// a few near it; pages of a fixed size would change every page after.
+    #[test]
+    fn an_agent_added_or_removed_changes_only_pages_near_it() {
+        let check = |before: &[Row], after: &[Row]| {
+            let old: std::collections::HashSet<Vec<String>> = pages(before).into_iter().collect();
+            let changed = pages(after).into_iter().filter(|p| !old.contains(p)).count();
+            assert!((1..=4).contains(&changed), "{changed} pages changed");
+        };
+        let rows: Vec<Row> = (0..100_000).map(|n| row(n * 2)).collect();
+        for at in [0, 1, 777, 50_000, 99_999] {
+            let mut added = rows.clone();
+            added.insert(at, row(at as u64 * 2 + 1));
+            check(&rows, &added);
+            let mut removed = rows.clone();
+            removed.remove(at);
+            check(&rows, &removed);
+        }
+    }
+
+    /// Every page not made again is, route for route, the page the
+    /// directory as it was had: after agents registered, renamed (moved)
+    /// and deleted, here and there and side by side.
+    #[test]
+    fn only_the_pages_that_change_are_made_again() {
+        let tally = crate::broker::render::Tally::default();
+        let made = |rows: &[Row], before: Option<Before>| {
+            let (pages, routes) = directory(&crate::pages::Directory { rows, tally: &tally, before });
+            let pages: std::collections::HashMap<String, (Value, crate::timestamp::Timestamp)> =
+                pages.into_iter().map(|p| (p.route, (p.context, p.last_modified))).collect();
+            (pages, routes)
+        };
+        let old: Vec<Row> = (0..30_000u64).map(|n| row(n * 2)).collect();
+        let (old_pages, _) = made(&old, None);
+        let cases: [(&str, Vec<u64>, Vec<u64>, Vec<u64>); 4] = [
+            ("registered", vec![1, 7_001, 30_001, 59_999], vec![], vec![]),
+            ("deleted", vec![], vec![0, 100, 102, 104, 40_000], vec![]),
+            ("renamed", vec![], vec![], vec![2, 20_000, 50_000]),
+            ("all three", (0..60).map(|n| n * 997 + 1).collect(), (0..30).map(|n| n * 1_994).collect(), vec![8, 9_000]),
+        ];
+        for (name, registered, deleted, renamed) in cases {
+            let mut rows: Vec<Row> =
+                old.iter().filter(|r| !deleted.iter().any(|d| *r.uaid == *row(*d).uaid)).cloned().collect();
+            rows.retain(|r| !renamed.iter().any(|n| *r.uaid == *row(*n).uaid));
+            rows.extend(registered.iter().map(|n| row(*n)));
+            rows.extend(renamed.iter().map(|n| Row {
+                name: format!("zz renamed {n}").into(),
+                updated: Timestamp(9),
+                ..row(*n)
+            }));
+            rows.sort_by(Row::order);
+            let was: Vec<Row> = deleted.iter().chain(&renamed).map(|n| row(*n)).collect();
+            let changed: Vec<String> =
+                registered.iter().chain(&deleted).chain(&renamed).map(|n| row(*n).uaid.to_string()).collect();
+            let changed: std::collections::HashSet<&str> = changed.iter().map(String::as_str).collect();
+            let (all, routes) = made(&rows, None);
+            let (again, same_routes) = made(&rows, Some(Before { rows: &was, changed: &changed }));
+            assert_eq!(routes, same_routes, "{name}");
+            for route in &routes {
+                match again.get(route) {
+                    Some(page) => assert_eq!(Some(page), all.get(route), "{name}: {route}"),
+                    None => assert_eq!(old_pages.get(route), all.get(route), "{name}: {route} was not made again"),
+                }
+            }
+            let bound = 2 + 4 * (registered.len() + deleted.len() + renamed.len() * 2);
+            assert!(again.len() <= bound, "{name}: {} of {} pages made again", again.len(), routes.len());
+        }
+    }
+
+    #[test]
+    fn pages_are_named_by_their_first_agent() {
+        let rows: Vec<Row> = (0..1_000).map(row).collect();
+        let runs = runs(&hashes(&rows));
+        let keys = keys(&hashes(&rows), &runs);
+        assert_eq!(keys[0], None);
+        for (run, key) in runs.iter().zip(&keys).skip(1) {
+            assert_eq!(key.as_deref(), Some(format!("{:016x}", row_hash(&rows[run.start].uaid)).as_str()));
+        }
+    }
+
+    #[test]
+    fn a_row_is_escaped_markup() {
+        let mut out = String::new();
+        let mut r = row(1);
+        r.name = "<b>\"Tom\" & 'Jerry'</b>".into();
+        directory_row(&mut out, &r);
+        assert!(out.contains(">&lt;b&gt;&quot;Tom&quot; &amp; &#39;Jerry&#39;&lt;/b&gt;</a>"), "{out}");
+        assert!(out.contains("href=\"/agents/uaid%3Aaid%3A1\""), "{out}");
+        assert!(out.ends_with("<td class=\"n\">50</td><td><span class=\"good\">yes</span></td></tr>\n"), "{out}");
     }
 }

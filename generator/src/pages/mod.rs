@@ -14,6 +14,7 @@
 //! linked from the live build like any other.
 
 mod agents;
+pub use agents::Before;
 mod guard;
 mod ledger;
 pub mod routes;
@@ -39,11 +40,10 @@ pub struct Inputs<'a> {
     /// Mints and burns per token and minute, for the charts.
     pub changes: &'a [SupplyChange],
     pub guard: Option<&'a crate::guard::Datasets>,
-    /// The directory's pages, made by [`Renderer::directory`] (while the
-    /// exports are written): the landing page's time counts theirs.
-    /// `None` when the build keeps the live build's (a layer: the agents
-    /// did not change).
-    pub directory: Option<&'a [File]>,
+    /// The newest of the directory's pages ([`DirectoryPages::newest`]):
+    /// the landing page's time counts theirs. `None` when the build keeps
+    /// the live build's (a layer: the agents did not change).
+    pub directory: Option<Timestamp>,
     /// What the landing page says of the agents (with the newest of their
     /// profile pages, rendered with their batches: [`Renderer::profile`]).
     pub agents: Option<&'a crate::broker::scan::Facts>,
@@ -51,11 +51,23 @@ pub struct Inputs<'a> {
 }
 
 /// What the directory's pages list: every agent's row, in order, and the
-/// registries counted.
+/// registries counted; for a layer, the directory as it was (only the
+/// pages that change are made).
 #[derive(Clone, Copy)]
 pub struct Directory<'a> {
     pub rows: &'a [crate::broker::scan::Row],
     pub tally: &'a crate::broker::render::Tally,
+    pub before: Option<agents::Before<'a>>,
+}
+
+/// The directory's pages made: those that changed (all of them without
+/// [`Directory::before`]), every page's route, and the newest
+/// Last-Modified among all of them.
+#[derive(Default)]
+pub struct DirectoryPages {
+    pub files: Vec<File>,
+    pub routes: Vec<String>,
+    pub newest: Timestamp,
 }
 
 /// The templates, in the binary: a build does not depend on the folder it
@@ -118,8 +130,7 @@ impl Renderer {
             pages.extend(guard::pages(datasets));
         }
         let profiles_newest = Timestamp(inputs.agents.map_or(0, |a| a.profiles_newest));
-        let directory_newest = inputs.directory.unwrap_or_default().iter().map(|f| f.representation.last_modified);
-        let newest = pages.iter().map(|p| p.last_modified).chain(directory_newest).max().unwrap_or_default();
+        let newest = pages.iter().map(|p| p.last_modified).chain(inputs.directory).max().unwrap_or_default();
         let newest = newest.max(profiles_newest);
         pages.push(landing(inputs, newest));
         pages.into_par_iter().map(|page| self.finish(page)).collect()
@@ -127,9 +138,12 @@ impl Renderer {
 
     /// The directory's pages (a page per hundred agents), over the cores.
     #[tracing::instrument(level = "debug", skip_all)]
-    pub fn directory(&self, directory: Directory) -> Result<Vec<File>> {
+    pub fn directory(&self, directory: Directory) -> Result<DirectoryPages> {
         use rayon::prelude::*;
-        agents::directory(&directory).into_par_iter().map(|page| self.finish(page)).collect()
+        let (pages, routes) = agents::directory(&directory);
+        let files = pages.into_par_iter().map(|page| self.finish(page)).collect::<Result<_>>()?;
+        let newest = directory.rows.iter().map(|r| r.updated).max().unwrap_or_default();
+        Ok(DirectoryPages { files, routes, newest })
     }
 
     /// An agent's profile page, with its feedback entries.

@@ -17,9 +17,6 @@ pub const AGENTS: &str = "/agents";
 
 /// Holders listed per token page (the JSON routes' default page size).
 pub const HOLDERS_PER_PAGE: usize = crate::hcs20::analytics::DEFAULT_PAGE_SIZE;
-/// Agents listed per directory page.
-pub const AGENTS_PER_PAGE: usize = 100;
-
 /// A token's page: page 1 of its holders, its charts and recent events;
 /// `/holders/{page}` for the next pages.
 pub fn token(topic: EntityId, tick: &str, page: usize) -> (String, String) {
@@ -41,11 +38,12 @@ pub fn account(id: EntityId) -> (String, String) {
     (format!("/accounts/{id}"), format!("accounts/{id}.html"))
 }
 
-/// Page `page` of the agent directory.
-pub fn directory(page: usize) -> (String, String) {
-    match page {
-        1 => (AGENTS.into(), "agents.html".into()),
-        n => (format!("{AGENTS}/page/{n}"), format!("agents/page/{n}.html")),
+/// A page of the agent directory: the first (`None`) at `/agents`, the
+/// others named by their key (`crate::pages::agents`: hex digits).
+pub fn directory_page(key: Option<String>) -> (String, String) {
+    match key {
+        None => (AGENTS.into(), "agents.html".into()),
+        Some(key) => (format!("{AGENTS}/page/{}", segment(&key)), format!("agents/page/{}.html", file_name(&key))),
     }
 }
 
@@ -99,8 +97,8 @@ mod tests {
         check(token(topic, "a/b", 1), ("/tokens/0.0.1/a%2Fb", "tokens/0.0.1/a%2Fb.html"));
         assert!(addressable("pts") && addressable("a.b") && !addressable("..") && !addressable("."));
         check(account(EntityId::new(0, 0, 7)), ("/accounts/0.0.7", "accounts/0.0.7.html"));
-        check(directory(1), ("/agents", "agents.html"));
-        check(directory(2), ("/agents/page/2", "agents/page/2.html"));
+        check(directory_page(None), ("/agents", "agents.html"));
+        check(directory_page(Some("00ff".into())), ("/agents/page/00ff", "agents/page/00ff.html"));
         check(agent("uaid:aid:x;uid=1"), ("/agents/uaid%3Aaid%3Ax%3Buid%3D1", "agents/uaid%3Aaid%3Ax%3Buid%3D1.html"));
         assert_eq!(fixed_file(LANDING), "index.html");
         assert_eq!(fixed_file(CAMPAIGNS), "guard/campaigns.html");

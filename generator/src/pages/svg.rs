@@ -10,17 +10,28 @@ use std::fmt::Write;
 /// Text as XML character data or an attribute value.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
+    escape_into(&mut out, text);
     out
+}
+
+/// [`escape`] onto `out`: the runs between the five characters copied
+/// whole.
+pub fn escape_into(out: &mut String, text: &str) {
+    let mut from = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        let entity = match byte {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            b'\'' => "&#39;",
+            _ => continue,
+        };
+        out.push_str(&text[from..i]);
+        out.push_str(entity);
+        from = i + 1;
+    }
+    out.push_str(&text[from..]);
 }
 
 /// One decimal, without a trailing `.0`.

@@ -56,13 +56,15 @@ fn main() -> Result<()> {
         Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
         Some("signin") => signin(&args[1], args.get(2).map_or(Ok(5), |s| s.parse())?),
         Some("register") => register(&args[1], Path::new(&args[2]), args[3].parse()?),
+        Some("journal") => journal(Path::new(&args[1]), Path::new(&args[2]), args[3].parse()?),
         Some("chat") => chat(&args[1], args.get(2).map_or(Ok(2_000), |n| n.parse())?),
         Some("streams") => streams(&args[1], args[2].parse()?, args[3].parse()?),
         _ => bail!(
             "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS] \
              | bench search SEARCH_DIR [QUERIES] | bench folder AGENTS SEARCH_DIR \
              | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS] \
-             | bench register BASE STORE AGENTS | bench chat BASE [MESSAGES] | bench streams BASE API_PID STREAMS"
+             | bench register BASE STORE AGENTS | bench journal AGENTS_JSONL JOURNAL_DIR CHANGES \
+             | bench chat BASE [MESSAGES] | bench streams BASE API_PID STREAMS"
         ),
     }
 }
@@ -458,6 +460,87 @@ fn signin(base: &str, seconds: u64) -> Result<()> {
 /// Registers `agents` generated agents over HTTP (32 clients), filling
 /// the api's live overlay: prints registrations per second and their
 /// latency. The account's credits are granted in the store first.
+/// `bench journal`: the next file of the api's journal in `dir`, of
+/// `changes` agent events after those already there (half of them agents
+/// registered, two fifths agents of `source` (an `agents.jsonl`) updated,
+/// the rest deleted), as a layer over changed agents takes them.
+fn journal(source: &Path, dir: &Path, changes: usize) -> Result<()> {
+    use std::io::{BufRead, Write};
+    use std::path::PathBuf;
+    std::fs::create_dir_all(dir)?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    files.retain(|f| f.extension().is_some_and(|e| e == "jsonl"));
+    files.sort();
+    let (mut seq, mut gone) = (0u64, std::collections::HashSet::new());
+    for file in &files {
+        for line in std::fs::read_to_string(file)?.lines() {
+            let record: serde_json::Value = serde_json::from_str(line)?;
+            seq = record["seq"].as_u64().context("a journal record without seq")?;
+            if record["event"] == "delete" {
+                gone.insert(record["uaid"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    let round = files.len() + 1;
+    let (registered, updated) = (changes / 2, changes * 2 / 5);
+    let deleted = changes - registered - updated;
+    let at = "2026-11-24T11:00:00Z";
+    let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{round:04}.jsonl")))?);
+    let mut write = |event: serde_json::Value| -> Result<()> {
+        seq += 1;
+        let mut record = event;
+        record["seq"] = seq.into();
+        record["at"] = at.into();
+        writeln!(out, "{record}")?;
+        Ok(())
+    };
+    for (i, agent) in almanac::broker::generate::agents(registered, 7 + round as u64).into_iter().enumerate() {
+        // Named for the round: no clash with the source's agents or an
+        // earlier round's.
+        let mut agent = serde_json::to_value(&agent)?;
+        agent["id"] = format!("{}:journal-{round}-{i}", agent["registry"].as_str().unwrap_or_default()).into();
+        let uaid =
+            agent["uaid"].as_str().unwrap_or_default().replacen(";uid=", &format!(";uid=journal-{round}-{i}-"), 1);
+        if agent["profile"].get("uaid").is_some() {
+            agent["profile"]["uaid"] = uaid.clone().into();
+        }
+        agent["uaid"] = uaid.into();
+        write(serde_json::json!({"event": "register", "agent": agent}))?;
+    }
+    // The existing agents changed, spread over the source.
+    let lines = std::io::BufReader::new(std::fs::File::open(source)?).lines().count();
+    let step = (lines / (updated + deleted).max(1)).max(1);
+    let (mut changed, mut kept) = (0, Vec::new());
+    for (i, line) in std::io::BufReader::new(std::fs::File::open(source)?).lines().enumerate() {
+        if changed == updated + deleted {
+            break;
+        }
+        if (i + round * 7) % step != 0 {
+            continue;
+        }
+        let mut agent: serde_json::Value = serde_json::from_str(&line?)?;
+        if gone.contains(agent["uaid"].as_str().unwrap_or_default()) {
+            continue;
+        }
+        changed += 1;
+        if changed <= updated {
+            let description =
+                format!("{} Revised in round {round}.", agent["description"].as_str().unwrap_or_default());
+            agent["description"] = description.into();
+            agent["updatedAt"] = at.into();
+            write(serde_json::json!({"event": "update", "agent": agent}))?;
+        } else {
+            kept.push(agent["uaid"].clone());
+        }
+    }
+    for uaid in kept {
+        write(serde_json::json!({"event": "delete", "uaid": uaid}))?;
+    }
+    drop(write);
+    out.flush()?;
+    Ok(())
+}
+
 fn register(base: &str, store: &Path, agents: usize) -> Result<()> {
     use api::store::credits::{self, Change, Kind};
     use api::store::{Settings, Store};
