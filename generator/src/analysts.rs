@@ -150,50 +150,82 @@ pub fn is_export(route: &str) -> bool {
     route.starts_with(EXPORTS_PREFIX)
 }
 
-/// The exports' files and their schemas for the manifest, read from the
-/// views [`document`] wrote. `scratch` holds DuckDB's output until it is
-/// read back; `ledger_time` and `broker_time` are each surface's data time
-/// (the files' `Last-Modified`).
+/// DuckDB held to one thread while this lives: an export's bytes must
+/// not depend on how threads met (DuckDB's parallel writer may cut row
+/// groups where they did). The setting is the database's, every
+/// connection's: one is held while any export runs.
+pub struct OneThread<'a>(&'a Connection);
+
+impl<'a> OneThread<'a> {
+    pub fn hold(conn: &'a Connection) -> Result<OneThread<'a>> {
+        conn.execute_batch("SET threads = 1").context("one thread for the exports")?;
+        Ok(OneThread(conn))
+    }
+}
+
+impl Drop for OneThread<'_> {
+    fn drop(&mut self) {
+        if let Err(error) = self.0.execute_batch("RESET threads") {
+            tracing::warn!(%error, "resetting DuckDB's threads");
+        }
+    }
+}
+
+/// An export written: its file and its entry for the manifest.
+pub type Written = (crate::site::File, crate::manifest::Export);
+
+/// The names of section C's exports (`broker` false) or section A's.
+pub fn names(broker: bool) -> Vec<&'static str> {
+    EXPORTS.iter().filter(|e| e.broker == broker).map(|e| e.name).collect()
+}
+
+/// Exports `names`, each on a connection and a thread of its own in
+/// `scope` (section A's are the longest by far: the agents' reads every
+/// agent), dated `last_modified`; [`OneThread`] must be held until they
+/// are joined.
+pub fn start<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    conn: &Connection,
+    scratch: &'scope std::path::Path,
+    names: Vec<&'static str>,
+    last_modified: crate::timestamp::Timestamp,
+) -> Result<Vec<std::thread::ScopedJoinHandle<'scope, Result<Written>>>> {
+    let span = tracing::Span::current();
+    names
+        .into_iter()
+        .map(|name| {
+            let own = conn.try_clone().context("a connection for an export")?;
+            let span = span.clone();
+            Ok(scope.spawn(move || span.in_scope(|| export(&own, scratch, name, last_modified))))
+        })
+        .collect()
+}
+
+/// The exports [`start`]ed, joined.
+pub fn join(started: Vec<std::thread::ScopedJoinHandle<'_, Result<Written>>>) -> Result<Vec<Written>> {
+    started.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+}
+
+/// Exports in the order the manifest lists them: files and entries.
+pub fn in_order(mut written: Vec<Written>) -> (Vec<crate::site::File>, Vec<crate::manifest::Export>) {
+    written.sort_by_key(|(file, _)| {
+        EXPORTS.iter().position(|e| file.route == format!("{EXPORTS_PREFIX}{}.parquet", e.name))
+    });
+    written.into_iter().unzip()
+}
+
+/// Writes the export `name` from its view, read from the views
+/// [`document`] wrote, on `conn` (with [`OneThread`] held), and reads it
+/// back: its file, dated `last_modified`, and its entry. `scratch` holds
+/// DuckDB's output until it is read back.
 pub fn export(
     conn: &Connection,
     scratch: &std::path::Path,
-    broker: bool,
-    ledger_time: crate::timestamp::Timestamp,
-    broker_time: crate::timestamp::Timestamp,
-) -> Result<(Vec<crate::site::File>, Vec<crate::manifest::Export>)> {
+    name: &str,
+    last_modified: crate::timestamp::Timestamp,
+) -> Result<Written> {
+    let export = EXPORTS.iter().find(|e| e.name == name).with_context(|| format!("no export is named {name}"))?;
     std::fs::create_dir_all(scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    // One thread each: DuckDB's parallel writer may cut row groups where
-    // its threads met, and the same data must give the same bytes. The
-    // agents' export, by far the longest, has a connection of its own
-    // beside the others'.
-    conn.execute_batch("SET threads = 1").context("one thread for the exports")?;
-    let chosen: Vec<&Export> = EXPORTS.iter().filter(|e| broker || !e.broker).collect();
-    let (agents, others): (Vec<&Export>, Vec<&Export>) = chosen.iter().partition(|e| e.name == "agents");
-    let times = (ledger_time, broker_time);
-    let own = conn.try_clone().context("a connection for the agents' export")?;
-    let span = tracing::Span::current();
-    let (agents, others) = std::thread::scope(|scope| {
-        let agents = scope.spawn(move || {
-            span.in_scope(|| agents.iter().map(|e| export_one(&own, scratch, e, times)).collect::<Result<Vec<_>>>())
-        });
-        let others: Result<Vec<_>> = others.iter().map(|e| export_one(conn, scratch, e, times)).collect();
-        (agents.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), others)
-    });
-    conn.execute_batch("RESET threads").context("resetting threads")?;
-    let mut written: Vec<(crate::site::File, crate::manifest::Export)> = agents?;
-    written.extend(others?);
-    written.sort_by_key(|(file, _)| chosen.iter().position(|e| file.route.ends_with(&format!("/{}.parquet", e.name))));
-    Ok(written.into_iter().unzip())
-}
-
-/// Writes one export from its view (`times`: the ledger's and the
-/// agents' data time, its `Last-Modified`) and reads it back.
-fn export_one(
-    conn: &Connection,
-    scratch: &std::path::Path,
-    export: &Export,
-    (ledger_time, broker_time): (crate::timestamp::Timestamp, crate::timestamp::Timestamp),
-) -> Result<(crate::site::File, crate::manifest::Export)> {
     use crate::http::{Cache, Representation};
     let _span = tracing::debug_span!("export", name = export.name).entered();
     let path = scratch.join(format!("{}.parquet", export.name));
@@ -207,7 +239,6 @@ fn export_one(
     let route = format!("{EXPORTS_PREFIX}{}.parquet", export.name);
     let schema = schema(conn, &path, route.clone(), export.what);
     let _ = std::fs::remove_file(&path);
-    let last_modified = if export.broker { broker_time } else { ledger_time };
     let file = crate::site::File {
         path: route.trim_start_matches('/').to_string(),
         route,

@@ -295,6 +295,11 @@ fn layered(
     // The agents changed first: a record the journal has wrong fails the
     // run before anything is written.
     let renderer = crate::pages::Renderer::new(sources.guard.is_some(), true);
+    if delta.is_some() {
+        // The analysts' views of the agents first: their exports read them
+        // as soon as the agents are written.
+        crate::analysts::document(warehouse.conn(), true)?;
+    }
     let mut changed = match &delta {
         Some(delta) => Some(
             info_span!("agents")
@@ -303,6 +308,10 @@ fn layered(
         ),
         None => None,
     };
+    // Held from here when the agents' exports start at once, else only
+    // while the ledger's are written.
+    let one_thread = changed.as_ref().map(|_| crate::analysts::OneThread::hold(warehouse.conn())).transpose()?;
+    let scratch = exports_scratch(layout);
     let (manifest, staged) = std::thread::scope(|scope| -> Result<(Manifest, site::StageReport)> {
         let mut writers = Writers::start(scope, warehouse, fetched)?;
         let started = begin(progress, "apply");
@@ -316,10 +325,27 @@ fn layered(
         if let Some(t) = &computed.tables {
             tables::write_full(warehouse.conn(), &t.ledger, &t.recent, &computed.meta).context("snapshot")?;
         }
-        // The ledger's exports written, and the agents' when they changed
-        // (else they stay as the build that made them wrote them: read
-        // from the live build).
-        let broker_time = changed.as_ref().map(|c| c.broker_time);
+        crate::analysts::document(warehouse.conn(), false)?;
+        // The warehouse is as the snapshot holds it but for the build's
+        // id: its copy is made while the files are.
+        let snapshot = debug_span!("snapshot copy")
+            .in_scope(|| crate::snapshot::Pending::start(warehouse.conn(), warehouse.path(), &layout.snapshots()))
+            .context("snapshot")?;
+        // The agents' exports, a layer's longest step, from here on beside
+        // the rest; their rows read for the directory meanwhile.
+        let broker_exports = match &changed {
+            Some(c) => {
+                crate::analysts::start(scope, warehouse.conn(), &scratch, crate::analysts::names(true), c.broker_time)?
+            }
+            None => Vec::new(),
+        };
+        if let Some(c) = &mut changed {
+            c.rows =
+                debug_span!("rows").in_scope(|| broker::store::rows(warehouse.conn())).context("the agents changed")?.0;
+        }
+        // The ledger's exports written beside the directory, the agents'
+        // joined when they changed (else they stay as the build that made
+        // them wrote them: read from the live build).
         let ledger_time = computed.meta.last_applied.unwrap_or_default();
         let before = changed.as_ref().map(|c| c.changed_uaids());
         let directory = changed.as_ref().zip(before.as_ref()).map(|(c, changed)| crate::pages::Directory {
@@ -327,14 +353,13 @@ fn layered(
             tally: &c.tally,
             before: Some(crate::pages::Before { rows: &c.before, changed }),
         });
-        // The warehouse is as the snapshot holds it but for the build's
-        // id: its copy is made while the files are.
-        crate::analysts::document(warehouse.conn(), broker_time.is_some())?;
-        let snapshot = debug_span!("snapshot copy")
-            .in_scope(|| crate::snapshot::Pending::start(warehouse.conn(), warehouse.path(), &layout.snapshots()))
-            .context("snapshot")?;
-        let Exported { files, mut exports, directory } =
-            exports_beside_directory(layout, warehouse, (ledger_time, broker_time), &renderer, directory)?;
+        let ledger_only =
+            one_thread.is_none().then(|| crate::analysts::OneThread::hold(warehouse.conn())).transpose()?;
+        let Exported { mut written, directory } =
+            exports_beside_directory(layout, warehouse, (ledger_time, None), &renderer, directory)?;
+        written.extend(crate::analysts::join(broker_exports).context("snapshot")?);
+        drop(ledger_only);
+        let (files, mut exports) = crate::analysts::in_order(written);
         computed.files.extend(files);
         if changed.is_none() {
             exports.extend(live.exports(layout, warehouse.conn()).context("snapshot")?);
@@ -373,6 +398,7 @@ fn layered(
         report.step("stage", started);
         Ok((manifest, staged))
     })?;
+    drop(one_thread);
     report.build = manifest.build.clone();
     report.base = manifest.base.clone();
     (report.files, report.written, report.linked) = (manifest.routes.len(), staged.written, staged.linked);
@@ -393,7 +419,8 @@ struct ChangedAgents {
     /// The routes of the agents deleted.
     gone: std::collections::HashSet<String>,
     facts: broker::scan::Facts,
-    /// The directory's rows and the tally, for the pages.
+    /// The directory's rows (read once the agents' exports are under way)
+    /// and the tally, for the pages.
     rows: Vec<broker::scan::Row>,
     tally: broker::render::Tally,
     /// The UAIDs of the agents registered, updated or deleted, and the
@@ -449,7 +476,7 @@ fn changed_agents(
     let recorded = broker::store::newest(conn)?.and_then(|before| applied.newest_after(before));
     let (json_newest, profiles_newest) = match recorded {
         Some(newest) => newest,
-        None => debug_span!("newest").in_scope(|| broker::delta::newest(conn, &applied.rows))?,
+        None => debug_span!("newest").in_scope(|| broker::delta::newest(conn, applied.updated))?,
     };
     broker::store::write_newest(conn, (json_newest, profiles_newest))?;
     let broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(json_newest, Timestamp::max);
@@ -458,8 +485,8 @@ fn changed_agents(
     broker::store::write_facts(conn, &facts)?;
     tracing::info!(changed = applied.agents.len(), deleted = applied.deleted.len(), "agents changed");
     let changed = applied.changed().into_iter().map(str::to_string).collect();
-    let broker::delta::Applied { rows, tally, before, .. } = applied;
-    Ok(ChangedAgents { files, gone, facts, rows, tally, changed, before, broker_time })
+    let broker::delta::Applied { tally, before, .. } = applied;
+    Ok(ChangedAgents { files, gone, facts, rows: Vec::new(), tally, changed, before, broker_time })
 }
 
 /// The live build, when its files are what its manifest says. Nothing is
@@ -720,8 +747,11 @@ fn stage_and_snapshot(
     let directory =
         data.broker.as_deref().map(|s| crate::pages::Directory { rows: &s.directory, tally: &s.tally, before: None });
     crate::analysts::document(data.warehouse.conn(), broker_time.is_some())?;
-    let Exported { files, exports, directory } =
+    let one_thread = crate::analysts::OneThread::hold(data.warehouse.conn())?;
+    let Exported { written, directory } =
         exports_beside_directory(layout, data.warehouse, (ledger_time, broker_time), &renderer, directory)?;
+    drop(one_thread);
+    let (files, exports) = crate::analysts::in_order(written);
     computed.files.extend(files);
     let pages_data =
         Pages { guard: data.guard, directory: directory.as_ref().map(|d| d.newest), agents: facts.as_ref() };
@@ -863,34 +893,49 @@ fn stage_agents(
     Ok(staged)
 }
 
-/// The exports' files and their entries: the ledger's (dated
-/// `ledger_time`), and the agents' when `broker_time` dates them; from the
-/// views [`crate::analysts::document`] wrote.
+/// Where DuckDB writes the exports until they are read back.
+fn exports_scratch(layout: &Layout) -> PathBuf {
+    layout.data.join(".exports")
+}
+
+/// The exports: the ledger's (dated `ledger_time`) on `conn`, and the
+/// agents' when `broker_time` dates them, each on a thread of its own;
+/// from the views [`crate::analysts::document`] wrote, with
+/// [`crate::analysts::OneThread`] held.
 fn write_exports(
     layout: &Layout,
     conn: &duckdb::Connection,
     ledger_time: Timestamp,
     broker_time: Option<Timestamp>,
-) -> Result<(Vec<site::File>, Vec<crate::manifest::Export>)> {
+) -> Result<Vec<crate::analysts::Written>> {
+    use crate::analysts::{export, join, names, start};
     let _span = debug_span!("exports").entered();
-    let scratch = layout.data.join(".exports");
-    crate::analysts::export(conn, &scratch, broker_time.is_some(), ledger_time, broker_time.unwrap_or_default())
+    let scratch = exports_scratch(layout);
+    std::thread::scope(|scope| {
+        let agents = match broker_time {
+            Some(time) => start(scope, conn, &scratch, names(true), time)?,
+            None => Vec::new(),
+        };
+        let mut written: Vec<_> =
+            names(false).into_iter().map(|name| export(conn, &scratch, name, ledger_time)).collect::<Result<_>>()?;
+        written.extend(join(agents)?);
+        Ok(written)
+    })
 }
 
 /// What [`exports_beside_directory`] makes.
 struct Exported {
-    /// The exports' files and their entries.
-    files: Vec<site::File>,
-    exports: Vec<crate::manifest::Export>,
+    /// The exports written.
+    written: Vec<crate::analysts::Written>,
     /// The directory's pages, when the agents were given.
     directory: Option<crate::pages::DirectoryPages>,
 }
 
 /// The exports (`times`: the ledger's and the agents', as
 /// [`write_exports`] takes them) and the directory's pages, at once: the
-/// exports are DuckDB's on one thread (their bytes must not depend on how
-/// threads met), the pages rendered over the cores, and neither needs the
-/// other. At a million agents they were a layer's two longest steps.
+/// exports are DuckDB's on one thread each (their bytes must not depend on
+/// how threads met), the pages rendered over the cores, and neither needs
+/// the other. At a million agents they were a build's two longest steps.
 fn exports_beside_directory(
     layout: &Layout,
     warehouse: &Warehouse,
@@ -904,8 +949,7 @@ fn exports_beside_directory(
         let exporting = scope.spawn(move || span.in_scope(|| write_exports(layout, &conn, ledger_time, broker_time)));
         let directory = directory.map(|d| renderer.directory(d)).transpose().context("pages");
         let exported = exporting.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        let (files, exports) = exported.context("snapshot")?;
-        Ok(Exported { files, exports, directory: directory? })
+        Ok(Exported { written: exported.context("snapshot")?, directory: directory? })
     })
 }
 

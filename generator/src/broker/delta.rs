@@ -7,9 +7,9 @@
 //! this run's. They are checked as a scan checks them, against the
 //! warehouse (which holds the live build's agents) in place of the
 //! sources; written into it in one transaction; and what the files are
-//! made of is read back from it: the changed agents as they are now, the
-//! directory's rows and the tally. Nothing reads the sources or every
-//! agent's record.
+//! made of is read back from it: the changed agents as they are now and
+//! the tally (the directory's rows are read by the caller, beside the
+//! exports). Nothing reads the sources or every agent's record.
 
 use std::collections::{HashMap, HashSet};
 
@@ -64,8 +64,8 @@ pub struct Applied {
     pub feedback: HashMap<String, Vec<FeedbackEntry>>,
     /// The agents deleted, as they were, with their feedback (their files go).
     pub deleted: Vec<(Agent, Vec<FeedbackEntry>)>,
-    /// Every agent's directory row, in order.
-    pub rows: Vec<Row>,
+    /// The newest `updatedAt` of every agent, as a time.
+    pub updated: Timestamp,
     /// The directory rows of the agents updated or deleted, as they were.
     pub before: Vec<Row>,
     pub tally: Tally,
@@ -104,10 +104,9 @@ impl Applied {
 
 /// The newest Last-Modified of every agent's JSON files, and of every
 /// agent's page, as a build rendering them all would find: from each
-/// agent's `updatedAt` (`rows`), the feedback stored, and the `createdAt`
+/// agent's `updatedAt` (the newest: `updated`), the feedback stored, and the `createdAt`
 /// of ERC-8004 agents without feedback (their feedback files' time).
-pub fn newest(conn: &Connection, rows: &[Row]) -> Result<(Timestamp, Timestamp)> {
-    let updated = rows.iter().map(|r| r.updated).max().unwrap_or_default();
+pub fn newest(conn: &Connection, updated: Timestamp) -> Result<(Timestamp, Timestamp)> {
     let (mut json, mut pages) = (updated, updated);
     for entry in store::all_feedback(conn)? {
         json = json.max(time(&entry.created_at));
@@ -230,12 +229,12 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
         positions: &positions,
         deleted: &deleted_uaids,
     };
-    let mut rows = Vec::new();
+    let mut updated = Timestamp::default();
     let _span = tracing::debug_span!("update").entered();
     store::update(conn, &update, |tx| {
-        let (read, last_update) = tracing::debug_span!("rows").in_scope(|| store::rows(tx))?;
-        rows = read;
-        tally.dated(last_update, rows.iter().map(|r| r.updated).max());
+        let (last_update, newest) = tracing::debug_span!("dates").in_scope(|| store::dates(tx))?;
+        updated = newest.unwrap_or_default();
+        tally.dated(last_update, newest);
         Ok(vec![
             ("journal_seq", Some(delta.seq.to_string())),
             ("journal_digest", Some(delta.journal_digest.clone())),
@@ -250,7 +249,7 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
         ])
     })?;
     drop(_span);
-    Ok(Applied { agents, feedback, deleted, rows, before, tally, catalog, journal_seq: delta.seq, removed, added })
+    Ok(Applied { agents, feedback, deleted, updated, before, tally, catalog, journal_seq: delta.seq, removed, added })
 }
 
 /// Ids stay unique: among the changed agents, and against every stored

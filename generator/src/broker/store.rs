@@ -279,6 +279,24 @@ pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Option<String>)
     Ok((rows, last_update))
 }
 
+/// The greatest `updatedAt` text of every agent stored, and the latest
+/// of their times (what [`super::render::Tally::dated`] takes): read
+/// from that column alone.
+pub fn dates(conn: &Connection) -> Result<(Option<String>, Option<Timestamp>)> {
+    let mut statement = conn.prepare("SELECT updated_at FROM broker_agents")?;
+    let (mut text, mut newest): (Option<String>, Option<Timestamp>) = (None, None);
+    for batch in statement.query_arrow([])? {
+        let updated = columnar::column::<StringArray>(&batch, 0, DataType::Utf8)?;
+        for value in updated.iter().flatten() {
+            if text.as_deref().is_none_or(|t| t < value) {
+                text = Some(value.to_string());
+            }
+            newest = newest.max(Some(super::render::time(value)));
+        }
+    }
+    Ok((text, newest))
+}
+
 /// The stored agents outside `uaids` holding one of `ids`: (id, UAID).
 pub fn id_clashes(conn: &Connection, uaids: &[&str], ids: &[&str]) -> Result<Vec<(String, String)>> {
     keys_table(conn, "changed_uaids", uaids.iter().copied())?;
