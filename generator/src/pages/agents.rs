@@ -337,13 +337,19 @@ mod tests {
         };
         let old: Vec<Row> = (0..30_000u64).map(|n| row(n * 2)).collect();
         let (old_pages, _) = made(&old, None);
-        let cases: [(&str, Vec<u64>, Vec<u64>, Vec<u64>); 4] = [
-            ("registered", vec![1, 7_001, 30_001, 59_999], vec![], vec![]),
-            ("deleted", vec![], vec![0, 100, 102, 104, 40_000], vec![]),
-            ("renamed", vec![], vec![], vec![2, 20_000, 50_000]),
-            ("all three", (0..60).map(|n| n * 997 + 1).collect(), (0..30).map(|n| n * 1_994).collect(), vec![8, 9_000]),
+        // The agents registered, deleted and renamed (by number: the old
+        // directory holds the even ones).
+        type Changes = (Vec<u64>, Vec<u64>, Vec<u64>);
+        let cases: [(&str, Changes); 4] = [
+            ("registered", (vec![1, 7_001, 30_001, 59_999], vec![], vec![])),
+            ("deleted", (vec![], vec![0, 100, 102, 104, 40_000], vec![])),
+            ("renamed", (vec![], vec![], vec![2, 20_000, 50_000])),
+            (
+                "all three",
+                ((0..60).map(|n| n * 997 + 1).collect(), (0..30).map(|n| n * 1_994).collect(), vec![8, 9_000]),
+            ),
         ];
-        for (name, registered, deleted, renamed) in cases {
+        for (name, (registered, deleted, renamed)) in cases {
             let mut rows: Vec<Row> =
                 old.iter().filter(|r| !deleted.iter().any(|d| *r.uaid == *row(*d).uaid)).cloned().collect();
             rows.retain(|r| !renamed.iter().any(|n| *r.uaid == *row(*n).uaid));

@@ -515,7 +515,7 @@ fn journal(source: &Path, dir: &Path, changes: usize) -> Result<()> {
         if changed == updated + deleted {
             break;
         }
-        if (i + round * 7) % step != 0 {
+        if !(i + round * 7).is_multiple_of(step) {
             continue;
         }
         let mut agent: serde_json::Value = serde_json::from_str(&line?)?;
@@ -536,7 +536,6 @@ fn journal(source: &Path, dir: &Path, changes: usize) -> Result<()> {
     for uaid in kept {
         write(serde_json::json!({"event": "delete", "uaid": uaid}))?;
     }
-    drop(write);
     out.flush()?;
     Ok(())
 }
