@@ -260,6 +260,13 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
     let live = previous.as_ref().map(|(_, m)| m.build.as_str());
     info_span!("publish").in_scope(|| publish(config, live, &manifest, &mut report))?;
     report.step("publish", started);
+    // After a whole build the warehouse may be half free blocks (its
+    // broker tables replaced in one transaction): written anew, so the
+    // layers after it copy what it holds, not twice that.
+    let compacted = debug_span!("compact").in_scope(|| warehouse.compact_if_sparse()).context("the warehouse")?;
+    if let Some((before, after)) = compacted {
+        tracing::info!(before, after, "the warehouse written anew without its free blocks");
+    }
     Ok(report)
 }
 
