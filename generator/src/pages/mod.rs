@@ -136,7 +136,7 @@ impl Renderer {
         pages.into_par_iter().map(|page| self.finish(page)).collect()
     }
 
-    /// The directory's pages (a page per hundred agents), over the cores.
+    /// The directory's pages (about a hundred agents a page: [`agents::runs`]), over the cores.
     #[tracing::instrument(level = "debug", skip_all)]
     pub fn directory(&self, directory: Directory) -> Result<DirectoryPages> {
         use rayon::prelude::*;
