@@ -212,13 +212,25 @@ impl Build {
             false => None,
         };
         inject("load-files")?;
+        // Each part's time, in the log: where a slow start goes.
+        let files_ms = started.elapsed().as_millis() as u64;
         let snapshot = almanac::snapshot::open_for_build(&layout.snapshots().join(routes.snapshot()), id)?;
         let analytics = tables::load_analytics(&snapshot, settings.limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
+        let snapshot_ms = started.elapsed().as_millis() as u64 - files_ms;
         let broker = load_broker(&snapshot, &layout.search(id), previous)
             .with_context(|| format!("loading the agent index of build {id}"))?;
         inject("load-snapshot")?;
-        tracing::info!(build = id, routes = routes.len(), ms = started.elapsed().as_millis() as u64, "build loaded");
+        let ms = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            build = id,
+            routes = routes.len(),
+            ms,
+            files_ms,
+            snapshot_ms,
+            agents_ms = ms - files_ms - snapshot_ms,
+            "build loaded"
+        );
         Ok(Build { id: id.to_string(), routes, analytics, guard, broker })
     }
 }
