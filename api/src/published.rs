@@ -59,8 +59,6 @@ pub struct Routes {
     /// The base's folder, when the build is a layer.
     base_dir: Option<PathBuf>,
     index: Stack,
-    /// How many routes the build serves (a layer's and its base's).
-    len: usize,
     /// By route: a route asked for again is found without reading the
     /// index or its file again.
     kept: quick_cache::sync::Cache<String, Arc<Representation>, Weight>,
@@ -96,20 +94,26 @@ impl Routes {
             index.top.build().unwrap_or_default()
         );
         let base_dir = index.top.base().map(|base| builds.join(base));
-        let len = index.len();
         // Items estimated at 4 KiB each, for the cache's tables.
         let items = (cache_bytes / 4096).clamp(16, 1 << 24) as usize;
         let kept = quick_cache::sync::Cache::with_weighter(items, cache_bytes.max(1), Weight);
-        Ok(Routes { dir, base_dir, index, len, kept })
+        Ok(Routes { dir, base_dir, index, kept })
     }
 
-    /// How many routes the build has.
+    /// How many routes the build has: a lookup in the base for each of a
+    /// layer's (random reads of the base's index; not done at load).
     pub fn len(&self) -> usize {
-        self.len
+        self.index.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
+    }
+
+    /// The records of the build's index and of its base's (a layer's):
+    /// read from their headers.
+    pub fn records(&self) -> (usize, Option<usize>) {
+        (self.index.top.len(), self.index.base.as_ref().map(Index::len))
     }
 
     pub fn contains(&self, route: &str) -> bool {
@@ -222,9 +226,11 @@ impl Build {
             .with_context(|| format!("loading the agent index of build {id}"))?;
         inject("load-snapshot")?;
         let ms = started.elapsed().as_millis() as u64;
+        let (records, base_records) = routes.records();
         tracing::info!(
             build = id,
-            routes = routes.len(),
+            records,
+            base_records,
             ms,
             files_ms,
             snapshot_ms,
