@@ -100,16 +100,6 @@ impl Routes {
         Ok(Routes { dir, base_dir, index, kept })
     }
 
-    /// How many routes the build has: a lookup in the base for each of a
-    /// layer's (random reads of the base's index; not done at load).
-    pub fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The records of the build's index and of its base's (a layer's):
     /// read from their headers.
     pub fn records(&self) -> (usize, Option<usize>) {

@@ -346,17 +346,19 @@ fn layered(
             }
             None => Vec::new(),
         };
-        if let Some(c) = &mut changed {
-            c.rows =
-                debug_span!("rows").in_scope(|| broker::store::rows(warehouse.conn())).context("the agents changed")?.0;
-        }
+        let rows = match &changed {
+            Some(_) => {
+                debug_span!("rows").in_scope(|| broker::store::rows(warehouse.conn())).context("the agents changed")?
+            }
+            None => Vec::new(),
+        };
         // The ledger's exports written beside the directory, the agents'
         // joined when they changed (else they stay as the build that made
         // them wrote them: read from the live build).
         let ledger_time = computed.meta.last_applied.unwrap_or_default();
         let before = changed.as_ref().map(|c| c.changed_uaids());
         let directory = changed.as_ref().zip(before.as_ref()).map(|(c, changed)| crate::pages::Directory {
-            rows: &c.rows,
+            rows: &rows,
             tally: &c.tally,
             before: Some(crate::pages::Before { rows: &c.before, changed }),
         });
@@ -426,9 +428,8 @@ struct ChangedAgents {
     /// The routes of the agents deleted.
     gone: std::collections::HashSet<String>,
     facts: broker::scan::Facts,
-    /// The directory's rows (read once the agents' exports are under way)
-    /// and the tally, for the pages.
-    rows: Vec<broker::scan::Row>,
+    /// The tally, for the pages (the directory's rows are read once the
+    /// agents' exports are under way).
     tally: broker::render::Tally,
     /// The UAIDs of the agents registered, updated or deleted, and the
     /// rows of those updated or deleted as they were: the directory's
@@ -493,7 +494,7 @@ fn changed_agents(
     tracing::info!(changed = applied.agents.len(), deleted = applied.deleted.len(), "agents changed");
     let changed = applied.changed().into_iter().map(str::to_string).collect();
     let broker::delta::Applied { tally, before, .. } = applied;
-    Ok(ChangedAgents { files, gone, facts, rows: Vec::new(), tally, changed, before, broker_time })
+    Ok(ChangedAgents { files, gone, facts, tally, changed, before, broker_time })
 }
 
 /// The live build, when its files are what its manifest says. Nothing is

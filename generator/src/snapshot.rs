@@ -18,11 +18,23 @@ use crate::database::{self, Access, Unreadable};
 pub fn copy_to(conn: &Connection, database: &Path, path: &Path) -> Result<()> {
     conn.execute_batch("CHECKPOINT")?;
     let temp = temp_path(path)?;
-    std::fs::copy(database, &temp).with_context(|| format!("copying {} to {}", database.display(), temp.display()))?;
-    std::fs::File::open(&temp)
+    copy_synced(database, &temp).with_context(|| format!("copying {} to {}", database.display(), temp.display()))?;
+    name(&temp, path)
+}
+
+/// Copies `from` to `to` and syncs the copy.
+fn copy_synced(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::copy(from, to)?;
+    std::fs::File::open(to)?.sync_all()
+}
+
+/// Syncs the copy at `temp` (what was written since [`copy_synced`]) and
+/// names it `path`.
+fn name(temp: &Path, path: &Path) -> Result<()> {
+    std::fs::File::open(temp)
         .and_then(|file| file.sync_all())
         .with_context(|| format!("syncing {}", temp.display()))?;
-    std::fs::rename(&temp, path).with_context(|| format!("naming {}", path.display()))
+    std::fs::rename(temp, path).with_context(|| format!("naming {}", path.display()))
 }
 
 /// A snapshot copied while the rest of a build is made, before the
@@ -35,7 +47,7 @@ pub fn copy_to(conn: &Connection, database: &Path, path: &Path) -> Result<()> {
 /// dropped): the copy is of the file as the checkpoint left it.
 pub struct Pending {
     temp: std::path::PathBuf,
-    copying: Option<std::thread::JoinHandle<std::io::Result<u64>>>,
+    copying: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
 impl Pending {
@@ -46,13 +58,9 @@ impl Pending {
         let (from, to) = (database.to_path_buf(), temp.clone());
         let copying = std::thread::Builder::new()
             .name("snapshot copy".into())
-            .spawn(move || {
-                // Synced here, beside the rest of the build: the record
-                // `finish` adds is then all that is left to sync.
-                let copied = std::fs::copy(from, &to)?;
-                std::fs::File::open(&to)?.sync_all()?;
-                Ok(copied)
-            })
+            // Synced here, beside the rest of the build: the record `finish`
+            // adds is then all that is left to sync.
+            .spawn(move || copy_synced(&from, &to))
             .context("starting the snapshot's copy")?;
         Ok(Pending { temp, copying: Some(copying) })
     }
@@ -72,16 +80,13 @@ impl Pending {
             conn.execute_batch("CHECKPOINT")?;
         }
         let _ = std::fs::remove_file(self.temp.with_extension("tmp.wal"));
-        std::fs::File::open(&self.temp)
-            .and_then(|file| file.sync_all())
-            .with_context(|| format!("syncing {}", self.temp.display()))?;
-        std::fs::rename(&self.temp, path).with_context(|| format!("naming {}", path.display()))
+        name(&self.temp, path)
     }
 
     fn wait(&mut self) -> Result<()> {
         let Some(copying) = self.copying.take() else { return Ok(()) };
         let copied = copying.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        copied.map(|_| ()).with_context(|| format!("copying the warehouse to {}", self.temp.display()))
+        copied.with_context(|| format!("copying the warehouse to {}", self.temp.display()))
     }
 }
 

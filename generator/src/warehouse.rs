@@ -70,11 +70,7 @@ impl Warehouse {
     /// but never gives it back: at a million agents half of the warehouse's
     /// 2.2 GB were free blocks, which every layer's snapshot copied.
     pub fn compact_if_sparse(self) -> Result<Option<(u64, u64)>> {
-        let (total, free): (i64, i64) = self.conn.query_row(
-            "SELECT total_blocks, free_blocks FROM pragma_database_size() WHERE database_name = current_database()",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?;
+        let (total, free) = blocks(&self.conn)?;
         if free * 4 < total {
             return Ok(None);
         }
@@ -230,19 +226,15 @@ impl Warehouse {
     }
 }
 
+/// The blocks of the file `conn` opened: (total, free).
+fn blocks(conn: &Connection) -> Result<(i64, i64)> {
+    let query = "SELECT total_blocks, free_blocks FROM pragma_database_size() WHERE database_name = current_database()";
+    Ok(conn.query_row(query, [], |row| Ok((row.get(0)?, row.get(1)?)))?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The blocks of the warehouse's file: (total, free).
-    fn blocks(conn: &Connection) -> (i64, i64) {
-        conn.query_row(
-            "SELECT total_blocks, free_blocks FROM pragma_database_size() WHERE database_name = current_database()",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .unwrap()
-    }
 
     #[test]
     fn a_warehouse_half_free_is_written_anew_with_everything_it_holds() {
@@ -271,14 +263,14 @@ mod tests {
                 "BEGIN; CREATE OR REPLACE TABLE t AS SELECT n, s FROM t; COMMENT ON TABLE t IS 'kept'; COMMIT; CHECKPOINT;",
             )
             .unwrap();
-        let (total, free) = blocks(warehouse.conn());
+        let (total, free) = blocks(warehouse.conn()).unwrap();
         assert!(free * 4 >= total, "{free} of {total} blocks free");
         let (before, after) = warehouse.compact_if_sparse().unwrap().expect("written anew");
         assert!(after * 3 < before * 2, "{before} bytes became {after}");
 
         let warehouse = Warehouse::open(&path, "1GB").unwrap();
         let conn = warehouse.conn();
-        let (total, free) = blocks(conn);
+        let (total, free) = blocks(conn).unwrap();
         assert!(free * 4 < total, "{free} of {total} blocks free after");
         let sums: (i64, i64, String) = conn
             .query_row("SELECT count(*), sum(n)::BIGINT, max(s) FROM t", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))

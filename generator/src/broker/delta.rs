@@ -107,16 +107,8 @@ impl Applied {
 /// agent's `updatedAt` (the newest: `updated`), the feedback stored, and the `createdAt`
 /// of ERC-8004 agents without feedback (their feedback files' time).
 pub fn newest(conn: &Connection, updated: Timestamp) -> Result<(Timestamp, Timestamp)> {
-    let (mut json, mut pages) = (updated, updated);
-    for entry in store::all_feedback(conn)? {
-        json = json.max(time(&entry.created_at));
-        if let Some(revoked) = &entry.revoked_at {
-            json = json.max(time(revoked));
-        }
-        if !entry.revoked {
-            pages = pages.max(time(&entry.created_at));
-        }
-    }
+    let feedback = greatest(store::all_feedback(conn)?.iter().map(entry_times));
+    let (mut json, pages) = greatest([(updated, updated), feedback].into_iter());
     for created in store::created_without_feedback(conn, FEEDBACK_REGISTRY)? {
         json = json.max(time(&created));
     }
@@ -127,24 +119,23 @@ pub fn newest(conn: &Connection, updated: Timestamp) -> Result<(Timestamp, Times
 /// ([`newest`] is their greatest over every agent), with its feedback.
 fn contribution(agent: &Agent, feedback: Option<&Vec<FeedbackEntry>>) -> (Timestamp, Timestamp) {
     let updated = time(&agent.updated_at);
-    let (mut json, mut page) = (updated, updated);
     let feedback = feedback.map(Vec::as_slice).unwrap_or_default();
-    for entry in feedback {
-        json = json.max(time(&entry.created_at));
-        if let Some(revoked) = &entry.revoked_at {
-            json = json.max(time(revoked));
-        }
-        if !entry.revoked {
-            page = page.max(time(&entry.created_at));
-        }
-    }
+    let (mut json, page) = greatest(std::iter::once((updated, updated)).chain(feedback.iter().map(entry_times)));
     if agent.registry == FEEDBACK_REGISTRY && feedback.is_empty() {
         json = json.max(time(&agent.created_at));
     }
     (json, page)
 }
 
-/// The greatest of several agents' [`contribution`]s.
+/// What one feedback entry gives those times: its JSON files' (when it
+/// was given, and revoked), and its agent's page's unless it is revoked.
+fn entry_times(entry: &FeedbackEntry) -> (Timestamp, Timestamp) {
+    let created = time(&entry.created_at);
+    let json = entry.revoked_at.as_deref().map_or(created, |revoked| created.max(time(revoked)));
+    (json, if entry.revoked { Timestamp::default() } else { created })
+}
+
+/// The greatest of several pairs of those times.
 fn greatest(each: impl Iterator<Item = (Timestamp, Timestamp)>) -> (Timestamp, Timestamp) {
     each.fold(Default::default(), |(j, p), (json, page)| (j.max(json), p.max(page)))
 }

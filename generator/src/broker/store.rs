@@ -232,10 +232,9 @@ pub fn tally(conn: &Connection) -> Result<Option<super::render::Tally>> {
     Ok(Some(serde_json::from_str(&text).context("broker_meta.tally")?))
 }
 
-/// The directory's rows of every agent stored, in the directory's order,
-/// and the greatest `updatedAt` text (with the rows' latest time, what
-/// [`super::render::Tally::dated`] takes): read without a record.
-pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Option<String>)> {
+/// The directory's rows of every agent stored, in the directory's order:
+/// read without a record.
+pub fn rows(conn: &Connection) -> Result<Vec<super::scan::Row>> {
     use duckdb::arrow::array::BooleanArray;
     use rayon::prelude::*;
     let mut statement =
@@ -243,7 +242,7 @@ pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Option<String>)
     let batches: Vec<_> = statement.query_arrow([])?.collect();
     // Each batch made into rows on a core of its own (its own shared
     // values: a few registries and protocol lists per batch).
-    let made: Vec<(Vec<super::scan::Row>, Option<String>)> = batches
+    let made: Vec<Vec<super::scan::Row>> = batches
         .par_iter()
         .map(|batch| {
             let text = |i| columnar::column::<StringArray>(batch, i, DataType::Utf8);
@@ -253,7 +252,6 @@ pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Option<String>)
             let available: BooleanArray = columnar::column(batch, 5, DataType::Boolean)?;
             let mut shared = super::scan::Shared::default();
             let mut rows = Vec::with_capacity(batch.num_rows());
-            let mut last_update: Option<&str> = None;
             for (i, protocols) in protocols.into_iter().enumerate() {
                 let parts = super::scan::RowParts {
                     name: names.value(i),
@@ -265,18 +263,14 @@ pub fn rows(conn: &Connection) -> Result<(Vec<super::scan::Row>, Option<String>)
                     updated_at: updated.value(i),
                 };
                 rows.push(shared.row_of(parts));
-                if last_update.is_none_or(|l| l < updated.value(i)) {
-                    last_update = Some(updated.value(i));
-                }
             }
-            Ok((rows, last_update.map(str::to_string)))
+            Ok(rows)
         })
         .collect::<Result<_>>()?;
-    let last_update = made.iter().filter_map(|(_, l)| l.clone()).max();
-    let mut rows: Vec<super::scan::Row> = Vec::with_capacity(made.iter().map(|(r, _)| r.len()).sum());
-    made.into_iter().for_each(|(mut r, _)| rows.append(&mut r));
+    let mut rows: Vec<super::scan::Row> = Vec::with_capacity(made.iter().map(Vec::len).sum());
+    made.into_iter().for_each(|mut r| rows.append(&mut r));
     super::scan::Row::sort(&mut rows);
-    Ok((rows, last_update))
+    Ok(rows)
 }
 
 /// The greatest `updatedAt` text of every agent stored, and the latest
@@ -577,11 +571,12 @@ mod tests {
         };
         writer.finish(rest).unwrap();
 
-        let (stored_rows, last_update) = super::rows(&conn).unwrap();
+        let stored_rows = super::rows(&conn).unwrap();
         assert_eq!(stored_rows, rows);
         let mut dated = Tally::new(&catalog);
         agents.iter().for_each(|a| dated.add(&catalog, a));
-        dated.dated(last_update, stored_rows.iter().map(|r| r.updated).max());
+        let (last_update, newest) = super::dates(&conn).unwrap();
+        dated.dated(last_update, newest);
         assert_eq!(dated, tally);
         assert_eq!(super::tally(&conn).unwrap(), Some(tally));
         // What a delta is checked against: the changed UAIDs stored (their

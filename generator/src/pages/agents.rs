@@ -32,7 +32,7 @@ pub(super) fn directory(directory: &super::Directory) -> (Vec<Page>, Vec<String>
         Some(before) => changed_pages(rows, &hashes, &runs, &keys, before),
         None => vec![true; runs.len()],
     };
-    let routes: Vec<String> = keys.iter().cloned().map(|key| routes::directory_page(key).0).collect();
+    let places: Vec<(String, String)> = keys.into_iter().map(routes::directory_page).collect();
     let registries: Vec<&String> = directory.tally.registries.keys().collect();
     let pages = (0..runs.len())
         .into_par_iter()
@@ -42,8 +42,8 @@ pub(super) fn directory(directory: &super::Directory) -> (Vec<Page>, Vec<String>
             let mut table = String::with_capacity(slice.len() * 400);
             slice.iter().for_each(|row| directory_row(&mut table, row));
             let name = |row: Option<&Row>| row.map(|r| r.name.to_string()).unwrap_or_default();
-            let link = |j: Option<usize>| j.and_then(|j| routes.get(j)).cloned();
-            let (route, file) = routes::directory_page(keys[i].clone());
+            let link = |j: Option<usize>| j.and_then(|j| places.get(j)).map(|(route, _)| route.clone());
+            let (route, file) = places[i].clone();
             Page {
                 route,
                 file,
@@ -61,7 +61,7 @@ pub(super) fn directory(directory: &super::Directory) -> (Vec<Page>, Vec<String>
         })
         .collect::<Vec<Page>>();
     tracing::debug!(made = pages.len(), pages = runs.len(), "the directory's pages");
-    (pages, routes)
+    (pages, places.into_iter().map(|(route, _)| route).collect())
 }
 
 /// Which of the pages (`runs` of `rows`, named `keys`) differ from the
