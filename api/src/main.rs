@@ -12,14 +12,22 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let mut config = Config::parse();
+    let config = Config::parse();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.io_threads())
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run(config))
+}
+
+async fn run(mut config: Config) -> Result<()> {
     if let Some(api::config::Command::Login(args)) = &config.command {
         let answer = api::auth::login::login(&reqwest::Client::new(), args, &api::auth::login::key(args)?).await?;
         println!("{}", serde_json::to_string_pretty(&answer)?);
@@ -50,7 +58,7 @@ async fn main() -> Result<()> {
         tokio::net::TcpListener::bind(config.bind).await.with_context(|| format!("binding {}", config.bind))?;
     let addr = listener.local_addr()?;
     let serving = tokio::spawn(serve(listener, app, shutdown()));
-    tracing::info!(%addr, "api listening");
+    tracing::info!(%addr, io_threads = config.io_threads(), "api listening");
     // On stdout too, for whoever started the api with port 0 (the tests).
     println!("api listening on http://{addr}");
     serving.await.context("the server stopped unexpectedly")?;

@@ -3,13 +3,16 @@
 
 use serde_json::json;
 
-use crate::published::Build;
+use almanac::manifest::Damage;
+
 use crate::reply::{self, Answer, Error, Reply};
 use crate::request::Request;
 
-/// The build's file for manifest route `route`, answered under the
-/// request's preconditions; `None` when the build has no such file.
-pub fn published(request: &Request, build: &Build, route: &str) -> Option<Reply> {
+/// The file of the request's build for manifest route `route`, answered
+/// under the request's preconditions; `None` when the build has no such
+/// file (or the request no build: the handlers ask for one first).
+pub async fn published(request: &Request, route: &str) -> Option<Reply> {
+    let build = request.build.as_ref()?;
     let found = match build.routes.kept(route) {
         Some(kept) => Ok(kept),
         None => {
@@ -22,7 +25,14 @@ pub fn published(request: &Request, build: &Build, route: &str) -> Option<Reply>
                     }
                 }
             }
-            build.routes.load(route)?
+            // A file not kept may wait on the disk: it is read on the
+            // blocking threads, so that the async workers (few: see
+            // `Config::io_threads`) go on answering meanwhile.
+            let (build, owned) = (build.clone(), route.to_string());
+            match tokio::task::spawn_blocking(move || build.routes.load(&owned)).await {
+                Ok(loaded) => loaded?,
+                Err(failed) => Err(Damage { file: route.to_string(), problem: format!("its read failed: {failed}") }),
+            }
         }
     };
     Some(match found {
@@ -36,17 +46,17 @@ pub fn published(request: &Request, build: &Build, route: &str) -> Option<Reply>
 
 /// A route whose answer is one published file, found by its path.
 pub async fn file(request: Request) -> Answer {
-    let build = request.build()?;
-    published(&request, build, &request.path).ok_or_else(|| Error::not_found(&request.path))
+    request.build()?;
+    published(&request, &request.path).await.ok_or_else(|| Error::not_found(&request.path))
 }
 
 /// A page for people (`almanac::pages`): the build's file for the page's
 /// route, the path spelled as the generator spells it whatever spelling
 /// the request used.
 pub async fn page(request: Request) -> Answer {
-    let build = request.build()?;
+    request.build()?;
     let route = almanac::pages::routes::canonical(&request.path);
-    published(&request, build, &route).ok_or_else(|| Error::not_found(&request.path))
+    published(&request, &route).await.ok_or_else(|| Error::not_found(&request.path))
 }
 
 /// The OpenAPI document's representation, made once from the route table

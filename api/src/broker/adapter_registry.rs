@@ -394,10 +394,11 @@ async fn live_catalog(request: &Request) -> Result<Option<Catalog>, Error> {
 /// `GET /adapters/registry/categories`: the build's file, or with the
 /// categories created since.
 pub async fn categories(request: Request) -> Answer {
-    let (build, _) = super::agents(&request)?;
+    super::agents(&request)?;
     match live_catalog(&request).await? {
         Some(catalog) => Ok(super::live(reply::json(&json!({"categories": catalog.adapter_registry.categories})))),
-        None => crate::service::published(&request, build, render::CATEGORIES)
+        None => crate::service::published(&request, render::CATEGORIES)
+            .await
             .ok_or_else(|| super::missing(render::CATEGORIES)),
     }
 }
@@ -406,13 +407,14 @@ pub async fn categories(request: Request) -> Answer {
 /// pages and filters, and everything while adapters published since the
 /// build wait for the next, are computed from the catalog.
 pub async fn adapters(request: Request) -> Answer {
-    let (build, broker) = super::agents(&request)?;
+    let (_, broker) = super::agents(&request)?;
     let query = EntryQuery::parse(&request.query)?;
     if let Some(catalog) = live_catalog(&request).await? {
         return Ok(super::live(reply::json(&render::registry_adapters(&catalog, &query))));
     }
     if query == EntryQuery::default() {
-        return crate::service::published(&request, build, render::REGISTRY_ADAPTERS)
+        return crate::service::published(&request, render::REGISTRY_ADAPTERS)
+            .await
             .ok_or_else(|| super::missing(render::REGISTRY_ADAPTERS));
     }
     Ok(reply::json(&render::registry_adapters(&broker.catalog, &query)))

@@ -92,16 +92,15 @@ pub async fn registry_search(request: Request) -> Answer {
 /// `GET /search/facets[?adapter]`: a file per adapter; an adapter nobody
 /// knows has no facets.
 pub async fn facets(request: Request) -> Answer {
-    let (build, _) = agents(&request)?;
+    agents(&request)?;
     let adapter = request.query_value("adapter")?;
     let adapter = adapter.as_deref().map(str::trim).filter(|a| !a.is_empty());
-    Ok(published(&request, build, &render::facets_route(adapter))
-        .unwrap_or_else(|| reply::json(&json!({"facets": []}))))
+    Ok(published(&request, &render::facets_route(adapter)).await.unwrap_or_else(|| reply::json(&json!({"facets": []}))))
 }
 
 /// `GET /agents/{uaid}`.
 pub async fn agent(request: Request) -> Answer {
-    agent_file(&request, render::agent_route, |broker, _, agent| register::live_detail(broker, agent))
+    agent_file(&request, render::agent_route, |broker, _, agent| register::live_detail(broker, agent)).await
 }
 
 /// `GET /agents/{uaid}/similar`: ranked over the build's agents (from
@@ -140,7 +139,7 @@ pub async fn similar(request: Request) -> Answer {
 
 /// `GET /resolve/{uaid}`.
 pub async fn resolve(request: Request) -> Answer {
-    agent_file(&request, render::resolve_route, |_, _, agent| Ok(render::resolved(agent)))
+    agent_file(&request, render::resolve_route, |_, _, agent| Ok(render::resolved(agent))).await
 }
 
 /// `GET /agents/{uaid}/feedback[?includeRevoked]`: ERC-8004 agents only.
@@ -166,7 +165,7 @@ pub async fn agent_feedback(request: Request) -> Answer {
         let summary = json!({"averageScore": 0, "totalFeedbacks": 0});
         return Ok(live(reply::json(&json!({"uaid": uaid, "summary": summary, "entries": []}))));
     }
-    agent_file(&request, |uaid| render::feedback_route(uaid, include), |_, _, _| Ok(Value::Null))
+    agent_file(&request, |uaid| render::feedback_route(uaid, include), |_, _, _| Ok(Value::Null)).await
 }
 
 fn unknown_agent(uaid: &str) -> Error {
@@ -175,24 +174,26 @@ fn unknown_agent(uaid: &str) -> Error {
 
 /// The file `route(uaid)` of an indexed agent, or `live(agent)` when the
 /// agent changed since the build; 404 for an unknown or deleted UAID.
-fn agent_file(
+async fn agent_file(
     request: &Request,
     route: impl Fn(&str) -> String,
     live_body: impl Fn(&Agents, &overlay::View, &almanac::broker::Agent) -> Result<Value, Error>,
 ) -> Answer {
-    let (build, broker) = agents(request)?;
+    let (_, broker) = agents(request)?;
     let uaid = request.params.get("uaid");
-    let view = request.app.overlay.view();
-    match view.find(uaid, broker.journal_seq) {
-        overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, &view, agent)?))),
-        overlay::Found::Deleted => return Err(unknown_agent(uaid)),
-        overlay::Found::Build => {}
+    {
+        let view = request.app.overlay.view();
+        match view.find(uaid, broker.journal_seq) {
+            overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, &view, agent)?))),
+            overlay::Found::Deleted => return Err(unknown_agent(uaid)),
+            overlay::Found::Build => {}
+        }
     }
     // The build's file first: an agent of the build has it, so the UAID is
     // looked up among the build's agents only when it is missing (404 for
     // an agent the build does not hold, else a broken build).
     let route = route(uaid);
-    published(request, build, &route).ok_or_else(|| match broker.position(uaid) {
+    published(request, &route).await.ok_or_else(|| match broker.position(uaid) {
         None => unknown_agent(uaid),
         Some(_) => missing(&route),
     })

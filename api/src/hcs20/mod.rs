@@ -12,33 +12,33 @@ use crate::request::Request;
 use crate::service::published;
 
 pub async fn ticks(request: Request) -> Answer {
-    answer(&request, Route::Ticks)
+    answer(&request, Route::Ticks).await
 }
 
 pub async fn stats(request: Request) -> Answer {
-    answer(&request, Route::Stats)
+    answer(&request, Route::Stats).await
 }
 
 pub async fn ecosystem_stats(request: Request) -> Answer {
-    answer(&request, Route::EcosystemStats)
+    answer(&request, Route::EcosystemStats).await
 }
 
 pub async fn holders(request: Request) -> Answer {
-    answer(&request, Route::holders(&request.query, request.app.limits)?)
+    answer(&request, Route::holders(&request.query, request.app.limits)?).await
 }
 
 pub async fn transactions(request: Request) -> Answer {
-    answer(&request, Route::transactions(&request.query, request.app.limits)?)
+    answer(&request, Route::transactions(&request.query, request.app.limits)?).await
 }
 
 pub async fn account(request: Request) -> Answer {
-    answer(&request, Route::account(request.params.get("accountId"))?)
+    answer(&request, Route::account(request.params.get("accountId"))?).await
 }
 
 /// The file of `route` if the build has one, else the answer computed.
-fn answer(request: &Request, route: Route) -> Answer {
+async fn answer(request: &Request, route: Route) -> Answer {
     let build = request.build()?;
-    if let Some(reply) = published(request, build, &route.canonical()) {
+    if let Some(reply) = published(request, &route.canonical()).await {
         return Ok(reply);
     }
     let rendered = route
