@@ -144,6 +144,9 @@ impl Bits {
     }
 }
 
+/// The most planes a [`Planes`] is made of (31 sets).
+pub const MAX_PLANES: usize = popcount::MAX_PLANES;
+
 /// Sets no two of which share a member (the values of a field each agent
 /// has at most one of), as bit planes: a member of set `v` has the binary
 /// digits of `v + 1` across the planes, a member of none has 0. Counting
