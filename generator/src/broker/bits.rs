@@ -57,6 +57,11 @@ impl Bits {
         self.words[i / 64] >> (i % 64) & 1 == 1
     }
 
+    /// Removes every member.
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+    }
+
     pub fn intersect(&mut self, other: &Bits) {
         self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a &= b);
     }

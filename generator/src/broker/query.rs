@@ -329,19 +329,14 @@ fn categories(index: &AgentIndex, query: &SearchQuery) -> Bits {
     let mut keep = Bits::full(n);
     let one = |wanted: &Option<String>| wanted.iter().cloned().collect::<Vec<_>>();
     let verified = if query.verified { vec!["registered".to_string()] } else { Vec::new() };
-    for set in [
-        c.registry.union_of(&query.registries, n),
-        c.adapter.union_of(&query.adapters, n),
-        c.protocols.union_of(&query.protocols, n),
-        c.kind.union_of(&one(&query.kind), n),
-        c.verification.union_of(&one(&query.verification_status), n),
-        c.verification.union_of(&verified, n),
-        query.online.then(|| c.available.clone()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        keep.intersect(&set);
+    c.registry.keep_any(&mut keep, &query.registries);
+    c.adapter.keep_any(&mut keep, &query.adapters);
+    c.protocols.keep_any(&mut keep, &query.protocols);
+    c.kind.keep_any(&mut keep, &one(&query.kind));
+    c.verification.keep_any(&mut keep, &one(&query.verification_status));
+    c.verification.keep_any(&mut keep, &verified);
+    if query.online {
+        keep.intersect(&c.available);
     }
     for wanted in &query.capabilities {
         let code = wanted.parse::<u8>().ok().filter(|c| *c < 32).or_else(|| c.capability_codes.get(wanted).copied());
