@@ -181,13 +181,11 @@ async fn agent_file(
 ) -> Answer {
     let (_, broker) = agents(request)?;
     let uaid = request.params.get("uaid");
-    {
-        let view = request.app.overlay.view();
-        match view.find(uaid, broker.journal_seq) {
-            overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, &view, agent)?))),
-            overlay::Found::Deleted => return Err(unknown_agent(uaid)),
-            overlay::Found::Build => {}
-        }
+    let view = request.app.overlay.view();
+    match view.find(uaid, broker.journal_seq) {
+        overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, &view, agent)?))),
+        overlay::Found::Deleted => return Err(unknown_agent(uaid)),
+        overlay::Found::Build => {}
     }
     // The build's file first: an agent of the build has it, so the UAID is
     // looked up among the build's agents only when it is missing (404 for

@@ -203,26 +203,26 @@ impl Profiles {
             0 => 0,
             width => (u64::MAX >> (64 - width)) << offsets[f],
         });
-        // A group's combinations are the agents' keys cut to its fields.
-        let depth = |fields: u32| -> Option<usize> {
-            let mask = (0..5).filter(|f| fields >> f & 1 == 1).fold(0, |m, f| m | masks[f]);
+        let mask_of = |fields: u32| (0..5).filter(|f| fields >> f & 1 == 1).fold(0, |m, f| m | masks[f]);
+        // Each group's cost (`None` past the planes' bound), once per
+        // group of fields: its combinations are the agents' keys cut to
+        // its fields.
+        let costs: [Option<usize>; 32] = std::array::from_fn(|fields| {
+            let mask = mask_of(fields as u32);
             let combinations: std::collections::BTreeSet<u64> =
                 distinct.iter().map(|k| k & mask).filter(|k| *k != 0).collect();
             let depth = (usize::BITS - combinations.len().leading_zeros()) as usize;
-            (depth <= MAX_PLANES).then_some(depth)
-        };
+            (depth <= MAX_PLANES).then(|| group_cost(depth))
+        });
         let best = partitions(5)
             .into_iter()
-            .filter_map(|groups| {
-                let depths: Option<Vec<usize>> = groups.iter().map(|g| depth(*g)).collect();
-                Some((depths?.iter().map(|d| group_cost(*d)).sum::<usize>(), groups))
-            })
+            .filter_map(|groups| Some((groups.iter().map(|g| costs[*g as usize]).sum::<Option<usize>>()?, groups)))
             .min_by_key(|(cost, _)| *cost)?
             .1;
         let groups = best
             .into_iter()
             .filter_map(|fields| {
-                let mask = (0..5).filter(|f| fields >> f & 1 == 1).fold(0, |m, f| m | masks[f]);
+                let mask = mask_of(fields);
                 let mut keys: Vec<u64> = Vec::new();
                 let mut sets: Vec<Bits> = Vec::new();
                 for (at, cut) in key.iter().map(|k| k & mask).enumerate().filter(|(_, cut)| *cut != 0) {
@@ -925,8 +925,8 @@ mod tests {
         let columns = Columns::of(&agents(2000, 3));
         let profiles = columns.profiles.as_ref().expect("few combinations");
         assert!(profiles.groups.len() >= 2, "{} groups", profiles.groups.len());
-        let depths: usize = profiles.groups.iter().map(|g| g.keys.len()).sum();
-        assert!(depths < 21, "{depths} combinations counted");
+        let combinations: usize = profiles.groups.iter().map(|g| g.keys.len()).sum();
+        assert!(combinations < 21, "{combinations} combinations counted");
     }
 
     #[test]
