@@ -140,6 +140,10 @@ pub struct Columns {
     /// The five fields counted together, when their combinations are few
     /// (made when the columns are).
     pub profiles: Option<Profiles>,
+    /// Each agent's place in each sort order (the inverse of
+    /// [`Columns::orders`], made when the columns are): a sorted page of a
+    /// few matches is their places sorted, not a walk of the order.
+    pub places: Vec<Vec<u32>>,
 }
 
 /// The combinations of the five categorical fields' values (registry,
@@ -295,8 +299,8 @@ fn partitions(n: usize) -> Vec<Vec<u32>> {
 
 impl Columns {
     /// The sets kept beside the columns for the filters (see
-    /// [`MetadataColumn::dense`] and [`Columns::trust_steps`]): computed
-    /// from the rest, never written.
+    /// [`MetadataColumn::dense`] and [`Columns::trust_steps`]), and the
+    /// orders' places: computed from the rest, never written.
     fn derive(&mut self) {
         let n = self.len;
         for field in self.fields_mut() {
@@ -312,6 +316,15 @@ impl Columns {
                 .map(|p| (p.len() >= n / 32).then(|| Bits::from_positions(n, p.iter().map(|i| *i as usize))))
                 .collect();
         }
+        self.places = self
+            .orders
+            .iter()
+            .map(|order| {
+                let mut places = vec![0u32; n];
+                order.iter().enumerate().for_each(|(place, at)| places[*at as usize] = place as u32);
+                places
+            })
+            .collect();
         let order = &self.orders[order_slot(SortBy::TrustScore, false)];
         let mut set = Bits::empty(n);
         let mut done = 0;
@@ -471,6 +484,7 @@ impl Builder {
                 trust_steps: Vec::new(),
                 capabilities_held: Vec::new(),
                 profiles: None,
+                places: Vec::new(),
             },
             added: 0,
             updated: Arena::default(),
@@ -750,6 +764,7 @@ impl Columns {
             trust_steps: Vec::new(),
             capabilities_held: Vec::new(),
             profiles: None,
+            places: Vec::new(),
         };
         columns.check()?;
         columns.derive();

@@ -648,19 +648,52 @@ pub fn search_excluding(
             scores = top[start.min(top.len())..].iter().map(|(_, score)| *score).collect();
             top[start.min(top.len())..].iter().map(|(i, _)| *i as usize).collect()
         }
-        // Otherwise walk the sort's order until the page is full.
+        // Otherwise in the sort's order.
         _ => {
             let (sort_by, ascending) = order(query).unwrap_or((SortBy::MostRecent, false));
-            index.columns.orders[order_slot(sort_by, ascending)]
-                .iter()
-                .map(|i| *i as usize)
-                .filter(|i| matched.contains(*i))
-                .skip(start)
-                .take(end - start)
-                .collect()
+            sorted_page(&index.columns, order_slot(sort_by, ascending), &matched, total, start..end)
         }
     };
     Page { hits, scores, total, page: query.page, limit: query.limit, aggregations }
+}
+
+/// How many entries of a sort order [`sorted_page`] walks for each agent
+/// matched before it sorts their places instead: reading a place and
+/// sorting it cost about this many steps of the walk.
+const WALK: usize = 4;
+
+/// The agents of `matched` (`total` of them) at `range` in the order of
+/// `slot`: the order is walked until the page is full, which is soon
+/// when the matches are many or come early in it; past `WALK` entries a
+/// match, the matches' places are sorted instead (a few matches, or
+/// matches bunched late in the order: a word that is in the names of
+/// agents sorted by name, at a million agents, walked 0.9 ms).
+fn sorted_page(c: &Columns, slot: usize, matched: &Bits, total: usize, range: std::ops::Range<usize>) -> Vec<usize> {
+    let order = &c.orders[slot];
+    let mut page = Vec::with_capacity(range.len());
+    let mut seen = 0;
+    for (step, at) in order.iter().enumerate() {
+        if step == total.saturating_mul(WALK) {
+            let mut places: Vec<u32> = matched.iter().map(|at| c.places[slot][at]).collect();
+            if places.len() > range.end {
+                places.select_nth_unstable(range.end);
+                places.truncate(range.end);
+            }
+            places.sort_unstable();
+            let places = &places[range.start.min(places.len())..];
+            return places.iter().map(|place| order[*place as usize] as usize).collect();
+        }
+        if matched.contains(*at as usize) {
+            if seen >= range.start {
+                page.push(*at as usize);
+                if page.len() == range.len() {
+                    break;
+                }
+            }
+            seen += 1;
+        }
+    }
+    page
 }
 
 /// One index of a [`merge`]d search: its agents but `excluded` (those a
@@ -740,6 +773,32 @@ mod tests {
     fn run(agents: &[Agent], raw: &str) -> Page {
         let index = AgentIndex::build(agents.to_vec());
         search(&index, &SearchQuery::parse(raw).unwrap())
+    }
+
+    /// A sorted page is the matches' run of the order, whether the walk
+    /// fills it or gives way to sorting the matches' places: few matches,
+    /// matches bunched at the end of the order or spread, deep pages.
+    #[test]
+    fn a_sorted_page_is_the_run_of_the_order_it_names() {
+        let index = AgentIndex::build(agents(500, 9));
+        let c = &index.columns;
+        let slot = order_slot(SortBy::Name, true);
+        let late: Vec<usize> = c.orders[slot][440..].iter().map(|at| *at as usize).collect();
+        let sets = [
+            Bits::empty(500),
+            Bits::full(500),
+            Bits::from_positions(500, [7]),
+            Bits::from_positions(500, (0..500).filter(|i| i % 3 == 1)),
+            Bits::from_positions(500, late),
+        ];
+        for (set, slot) in sets.iter().flat_map(|set| (0..c.orders.len()).map(move |slot| (set, slot))) {
+            let walked: Vec<usize> =
+                c.orders[slot].iter().map(|at| *at as usize).filter(|at| set.contains(*at)).collect();
+            for range in [0..1, 0..20, 5..25, 40..60, 55..80, 480..500, 600..620] {
+                let expected = &walked[range.start.min(walked.len())..range.end.min(walked.len())];
+                assert_eq!(sorted_page(c, slot, set, set.count(), range.clone()), expected, "{slot} {range:?}");
+            }
+        }
     }
 
     #[test]
