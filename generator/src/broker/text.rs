@@ -262,6 +262,14 @@ impl Places {
     }
 }
 
+/// Where the words starting with `prefix` end: the same bytes with the
+/// last one raised (a prefix is UTF-8 of letters: no byte is 0xff).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    *end.last_mut().expect("a prefix has letters") += 1;
+    end
+}
+
 /// The agent position of document `doc` of a segment whose documents are
 /// at `positions` ([`Places::of`]).
 #[inline(always)]
@@ -501,8 +509,36 @@ impl TextIndex {
     pub fn matching(&self, query: &str) -> Matched {
         let (words, prefix) = self.terms(query);
         let worded = self.having(&words, None);
-        let prefixed = prefix.as_deref().map(|p| self.having(&[], Some(p)));
-        Matched { words, worded, prefixed }
+        // A prefix no word starts with matches nothing; one only a word of
+        // the query starts with matches that word's agents (a whole word
+        // typed, most often): both are left out of the sets scored.
+        let starting = prefix.as_deref().map_or(Vec::new(), |p| self.starting(p, 2));
+        let prefix_word = match starting.as_slice() {
+            [only] => words.iter().position(|word| word == only),
+            _ => None,
+        };
+        let prefixed = match starting.is_empty() {
+            true => None,
+            false => prefix.as_deref().map(|p| self.having(&[], Some(p))),
+        };
+        Matched { words, worded, prefixed, prefix_word }
+    }
+
+    /// Up to `most` distinct words of the index starting with `prefix`.
+    fn starting(&self, prefix: &str, most: usize) -> Vec<String> {
+        let mut found: Vec<String> = Vec::new();
+        for segment in self.searcher.segment_readers() {
+            let inverted = segment.inverted_index(self.fields.text).expect("a mapped or in-memory segment");
+            let mut terms =
+                inverted.terms().range().ge(prefix).lt(prefix_end(prefix)).into_stream().expect("a term range");
+            while found.len() < most && terms.advance() {
+                let word = String::from_utf8_lossy(terms.key());
+                if !found.iter().any(|f| *f == word) {
+                    found.push(word.into_owned());
+                }
+            }
+        }
+        found
     }
 
     /// The agents having any of `words`, or a word starting with `prefix`:
@@ -531,11 +567,8 @@ impl TextIndex {
                 postings.expect("a mapped or in-memory segment").into_iter().for_each(|p| add(&mut out, p));
             }
             if let Some(prefix) = prefix {
-                // Terms from `prefix` up to the same bytes with the last one
-                // raised (the prefix is UTF-8: no byte is 0xff).
-                let mut end = prefix.as_bytes().to_vec();
-                *end.last_mut().expect("a prefix has letters") += 1;
-                let mut terms = inverted.terms().range().ge(prefix).lt(&end).into_stream().expect("a term range");
+                let mut terms =
+                    inverted.terms().range().ge(prefix).lt(prefix_end(prefix)).into_stream().expect("a term range");
                 while terms.advance() {
                     if let Some(set) = std::str::from_utf8(terms.key()).ok().and_then(|w| self.dense.get(w)) {
                         out.unite(set);
@@ -602,7 +635,7 @@ impl TextIndex {
             // agents, a word within one registry: 1.5 ms against 0.3).
             let counted = match matched.words.len() {
                 1 if members.saturating_mul(2) >= worded => None,
-                _ => self.counted(&matched.words, matched.prefixed.as_ref(), statistics),
+                _ => self.counted(matched, statistics),
             };
             if let Some(counted) = counted {
                 // The prefix is one more word, of a constant score.
@@ -768,18 +801,18 @@ impl TextIndex {
 
     /// The query's `words` scored from their counts, by `statistics`, when
     /// each is counted (and they fit a subset's bits).
-    fn counted<'a>(
-        &'a self,
-        words: &[String],
-        prefixed: Option<&'a Bits>,
-        statistics: &dyn Bm25StatisticsProvider,
-    ) -> Option<Counted<'a>> {
-        if !(1..31).contains(&words.len()) {
+    fn counted<'a>(&'a self, matched: &'a Matched, statistics: &dyn Bm25StatisticsProvider) -> Option<Counted<'a>> {
+        if !(1..31).contains(&matched.words.len()) {
             return None;
         }
-        let words = words
+        // The prefix as a set of its own, or as a bonus of the one word
+        // whose agents are its agents.
+        let prefixed = matched.prefixed.as_ref().filter(|_| matched.prefix_word.is_none());
+        let words = matched
+            .words
             .iter()
-            .map(|word| {
+            .enumerate()
+            .map(|(i, word)| {
                 let (set, counts, most) = match (self.dense.get(word), self.counts.words.get(word)) {
                     (Some(set), Some(column)) => (Cow::Borrowed(set), Tally::Column(&column.of), *column.best),
                     _ => self.listed(word)?,
@@ -787,9 +820,11 @@ impl TextIndex {
                 let term = Term::from_field_text(self.fields.text, word);
                 let weight =
                     Bm25Weight::for_terms(statistics, &[term]).expect("statistics of mapped or in-memory segments");
-                let ceilings = std::array::from_fn(|length| weight.score(length as u8, u32::from(most[length])));
+                let bonus = if matched.prefix_word == Some(i) { PREFIX } else { 0.0 };
+                let ceilings =
+                    std::array::from_fn(|length| weight.score(length as u8, u32::from(most[length])) + bonus);
                 let best = ceilings.iter().copied().fold(0.0, Score::max);
-                Some(Word { set, counts, weight, ceilings, best })
+                Some(Word { set, counts, weight, bonus, ceilings, best })
             })
             .collect::<Option<Vec<_>>>()?;
         Some(Counted { lengths: &self.counts.lengths, words, prefixed })
@@ -889,6 +924,8 @@ struct Word<'a> {
     set: Cow<'a, Bits>,
     counts: Tally<'a>,
     weight: Bm25Weight,
+    /// [`PREFIX`] when the word's agents are the prefix's, else 0.
+    bonus: Score,
     ceilings: [Score; 256],
     best: Score,
 }
@@ -945,7 +982,7 @@ impl Counted<'_> {
     #[inline]
     fn score(&self, at: usize, subset: u32) -> Score {
         let length = self.lengths[at];
-        self.sum(subset, |word| word.weight.score(length, u32::from(word.count(at))))
+        self.sum(subset, |word| word.weight.score(length, u32::from(word.count(at))) + word.bonus)
     }
 
     /// Offers `top` the agent at `at` of `subset` when it scores above
@@ -1150,8 +1187,11 @@ pub struct Matched {
     /// The agents having one of them.
     worded: Bits,
     /// The agents having a word that starts with its last word as typed,
-    /// when that is long enough.
+    /// when that is long enough and some word does.
     prefixed: Option<Bits>,
+    /// Which of `words` is the only word starting with the prefix (then
+    /// its agents are the prefix's).
+    prefix_word: Option<usize>,
 }
 
 impl Matched {
@@ -1467,9 +1507,13 @@ mod tests {
             "data quill agent",
             "quill zebra analy",
         ];
+        // The prefix as its own set, as a word's bonus, and left out (no
+        // word starts with it).
+        let mut prefixes = std::collections::BTreeSet::new();
         for (query, index) in queries.iter().flat_map(|q| [(q, &counted), (q, &uncounted)]) {
             let scored = index.search(query);
             let matched = index.matching(query);
+            prefixes.insert((matched.prefixed.is_some(), matched.prefix_word.is_some()));
             let found: Vec<usize> = matched.agents().iter().collect();
             let mut expected_found: Vec<usize> = scored.iter().map(|(at, _)| *at as usize).collect();
             expected_found.sort();
@@ -1517,6 +1561,7 @@ mod tests {
                 }
             }
         }
+        assert_eq!(prefixes.into_iter().collect::<Vec<_>>(), [(false, false), (true, false), (true, true)]);
     }
 
     #[test]
