@@ -1022,13 +1022,26 @@ impl Counted<'_> {
         let mut bar = Score::MIN;
         // Each subset's ceilings, made when an agent of it first comes:
         // once the page is full, most agents are out by their length.
-        let mut ceilings: Vec<Option<[Score; 256]>> = vec![None; 1 << self.sets().count()];
-        for at in set.iter() {
-            let subset =
-                self.sets().enumerate().fold(0, |subset, (i, set)| subset | (u32::from(set.contains(at)) << i));
-            let ceiling = ceilings[subset as usize].get_or_insert_with(|| self.ceilings(subset));
-            if ceiling[usize::from(self.lengths[at])] > bar {
-                self.offer(&mut top, &mut bar, at, subset, rank);
+        let sets: Vec<&[u64]> = self.sets().map(Bits::words).collect();
+        let mut ceilings: Vec<Option<[Score; 256]>> = vec![None; 1 << sets.len()];
+        // A word of the set at a time, each word set's word of it read
+        // once for its 64 agents.
+        let mut held = [0u64; 32];
+        for (w, word) in set.words().iter().enumerate().filter(|(_, word)| **word != 0) {
+            sets.iter().zip(&mut held).for_each(|(set, held)| *held = set[w]);
+            let mut rest = *word;
+            while rest != 0 {
+                let bit = rest.trailing_zeros();
+                rest &= rest - 1;
+                let at = w * 64 + bit as usize;
+                let subset = held[..sets.len()]
+                    .iter()
+                    .enumerate()
+                    .fold(0, |subset, (i, held)| subset | ((held >> bit & 1) as u32) << i);
+                let ceiling = ceilings[subset as usize].get_or_insert_with(|| self.ceilings(subset));
+                if ceiling[usize::from(self.lengths[at])] > bar {
+                    self.offer(&mut top, &mut bar, at, subset, rank);
+                }
             }
         }
         top.into_sorted()
