@@ -517,9 +517,13 @@ impl TextIndex {
             [only] => words.iter().position(|word| word == only),
             _ => None,
         };
-        let prefixed = match starting.is_empty() {
-            true => None,
-            false => prefix.as_deref().map(|p| self.having(&[], Some(p))),
+        let prefixed = match (starting.is_empty(), prefix_word) {
+            (true, _) => None,
+            // That word's agents: its set when common, not a union made again.
+            (false, Some(i)) => {
+                Some(self.dense.get(&words[i]).cloned().unwrap_or_else(|| self.having(&words[i..=i], None)))
+            }
+            (false, None) => prefix.as_deref().map(|p| self.having(&[], Some(p))),
         };
         Matched { words, worded, prefixed, prefix_word }
     }
@@ -1220,7 +1224,9 @@ impl Matched {
 
     /// Keeps in `set` only the agents the query matches.
     pub fn restrict(&self, set: &mut Bits) {
-        set.intersect_either(&self.worded, self.prefixed.as_ref());
+        // A prefix that is one of the words adds no agent.
+        let prefixed = self.prefixed.as_ref().filter(|_| self.prefix_word.is_none());
+        set.intersect_either(&self.worded, prefixed);
     }
 }
 
