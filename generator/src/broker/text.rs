@@ -398,29 +398,40 @@ impl TextIndex {
             }
         }
         let mut words = std::collections::HashMap::new();
-        'words: for word in common.iter().take(COUNTS_BYTES / n.max(1)) {
+        for word in common.iter().take(COUNTS_BYTES / n.max(1)) {
             let mut column = Column { of: vec![0u8; n].into_boxed_slice(), best: Box::new([0u8; 256]) };
-            let term = Term::from_field_text(field, word);
-            for (s, segment) in self.searcher.segment_readers().iter().enumerate() {
-                let positions = self.places.of(s);
-                let inverted = segment.inverted_index(field)?;
-                let Some(mut postings) = inverted.read_block_postings(&term, IndexRecordOption::WithFreqs)? else {
-                    continue;
-                };
-                while !postings.docs().is_empty() {
-                    for (doc, count) in postings.docs().iter().zip(postings.freqs()) {
-                        let Ok(count) = u8::try_from(*count) else { continue 'words };
-                        let at = place(positions, *doc) as usize;
-                        column.of[at] = count;
-                        let best = &mut column.best[usize::from(lengths[at])];
-                        *best = (*best).max(count);
-                    }
-                    postings.advance();
-                }
+            let fits = self.each_count(word, |at, count| {
+                column.of[at as usize] = count;
+                let best = &mut column.best[usize::from(lengths[at as usize])];
+                *best = (*best).max(count);
+            })?;
+            if fits {
+                words.insert(word.clone(), column);
             }
-            words.insert(word.clone(), column);
         }
         Ok(Counts { lengths, words })
+    }
+
+    /// Gives `each` every agent having `word` with the word's count in it,
+    /// segment after segment; stops, saying so (`false`), at a count past
+    /// a byte.
+    fn each_count(&self, word: &str, mut each: impl FnMut(u32, u8)) -> tantivy::Result<bool> {
+        let term = Term::from_field_text(self.fields.text, word);
+        for (s, segment) in self.searcher.segment_readers().iter().enumerate() {
+            let positions = self.places.of(s);
+            let inverted = segment.inverted_index(self.fields.text)?;
+            let Some(mut postings) = inverted.read_block_postings(&term, IndexRecordOption::WithFreqs)? else {
+                continue;
+            };
+            while !postings.docs().is_empty() {
+                for (doc, count) in postings.docs().iter().zip(postings.freqs()) {
+                    let Ok(count) = u8::try_from(*count) else { return Ok(false) };
+                    each(place(positions, *doc), count);
+                }
+                postings.advance();
+            }
+        }
+        Ok(true)
     }
 
     /// How many agents the index holds.
@@ -642,7 +653,8 @@ impl TextIndex {
                 _ => self.counted(matched, statistics),
             };
             if let Some(counted) = counted {
-                // The prefix is one more word, of a constant score.
+                // The prefix is one more word, of a constant score (or a
+                // word's bonus).
                 let found = match members {
                     0 => Vec::new(),
                     _ if narrow => counted.each_of(&without, k, rank),
@@ -846,17 +858,9 @@ impl TextIndex {
             return None;
         }
         let mut listed: Vec<(u32, u8)> = Vec::with_capacity(held);
-        for (s, segment) in self.searcher.segment_readers().iter().enumerate() {
-            let positions = self.places.of(s);
-            let inverted = segment.inverted_index(self.fields.text).expect("a mapped or in-memory segment");
-            let postings = inverted.read_block_postings(&term, IndexRecordOption::WithFreqs);
-            let Some(mut postings) = postings.expect("a mapped or in-memory segment") else { continue };
-            while !postings.docs().is_empty() {
-                for (doc, count) in postings.docs().iter().zip(postings.freqs()) {
-                    listed.push((place(positions, *doc), u8::try_from(*count).ok()?));
-                }
-                postings.advance();
-            }
+        let fits = self.each_count(word, |at, count| listed.push((at, count)));
+        if !fits.expect("a mapped or in-memory segment") {
+            return None;
         }
         if matches!(self.places, Places::Tables { .. }) {
             listed.sort_unstable_by_key(|(at, _)| *at);
