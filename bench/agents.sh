@@ -93,6 +93,9 @@ CONF
   # The same searches in process on one thread, over the build's search
   # index folder as the api opens it: by kind, without HTTP.
   "$BIN/bench" search "$dir/data/search/$(basename "$(readlink "$build")")" 5000
+  # And merged with a live overlay of 10,000 agents, as the api searches
+  # after the registrations below.
+  "$BIN/bench" search "$dir/data/search/$(basename "$(readlink "$build")")" 5000 10000
 
   search_rounds search
 

@@ -749,26 +749,77 @@ pub fn merge(parts: &[Part], query: &SearchQuery) -> Merged {
             Some((sort, ascending)) => compare(x, y, sort, ascending).is_lt(),
         }
     };
+    // A part's entries that come before every other head are taken as
+    // one run, its length found by doubling then halving: a comparison
+    // reads two agents' keys, and a build's are parsed from its keys file,
+    // so a page of 20 read about 40 of them and a deep page (the first
+    // `page × limit` merged) hundreds, where runs read a few each.
     let mut next = vec![0usize; pages.len()];
     let mut all: Vec<Hit> = Vec::with_capacity(end.min(pages.iter().map(|p| p.hits.len()).sum()));
+    let first_of = |heads: &mut dyn Iterator<Item = usize>, next: &[usize]| {
+        heads.reduce(|best, p| if precedes((p, next[p]), (best, next[best])) { p } else { best })
+    };
     while all.len() < end {
-        let heads = (0..pages.len()).filter(|p| next[*p] < pages[*p].hits.len());
-        let Some(best) = heads.reduce(|best, p| if precedes((p, next[p]), (best, next[best])) { p } else { best })
-        else {
+        let open = |p: &usize| next[*p] < pages[*p].hits.len();
+        let Some(best) = first_of(&mut (0..pages.len()).filter(open), &next) else {
             break;
         };
-        all.push(Hit { part: best, at: pages[best].hits[next[best]] });
-        next[best] += 1;
+        let room = (pages[best].hits.len() - next[best]).min(end - all.len());
+        let run = match first_of(&mut (0..pages.len()).filter(open).filter(|p| *p != best), &next) {
+            Some(rival) => leading(room, |k| precedes((best, next[best] + k), (rival, next[rival]))),
+            None => room,
+        };
+        let run = run.max(1);
+        all.extend(pages[best].hits[next[best]..next[best] + run].iter().map(|at| Hit { part: best, at: *at }));
+        next[best] += run;
     }
     let start = (query.page - 1).saturating_mul(query.limit).min(all.len());
     let hits = all.split_off(start);
     Merged { hits, total, page: query.page, limit: query.limit, aggregations }
 }
 
+/// How many of `0..len` lead, `before(k)` being true for those and false
+/// for every later `k`: found by doubling then halving, in about twice
+/// the answer's log2 calls of `before`.
+fn leading(len: usize, before: impl Fn(usize) -> bool) -> usize {
+    // Every k below `low` leads.
+    let (mut low, mut step) = (0, 1);
+    while low + step <= len && before(low + step - 1) {
+        low += step;
+        step *= 2;
+    }
+    let mut high = (low + step - 1).min(len);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if before(mid) {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    low
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::broker::generate::agents;
+
+    #[test]
+    fn leading_counts_the_entries_before_the_first_that_does_not_lead() {
+        for len in 0..40 {
+            for answer in 0..=len {
+                let calls = std::cell::Cell::new(0);
+                let before = |k: usize| {
+                    calls.set(calls.get() + 1);
+                    assert!(k < len, "{k} asked of {len}");
+                    k < answer
+                };
+                assert_eq!(leading(len, before), answer, "{answer} of {len}");
+                assert!(calls.get() <= 2 * (usize::BITS - len.leading_zeros()) as usize + 1, "{answer} of {len}");
+            }
+        }
+    }
 
     fn run(agents: &[Agent], raw: &str) -> Page {
         let index = AgentIndex::build(agents.to_vec());

@@ -10,9 +10,10 @@
 //!   to index, latency over 2,000 distinct query texts, recall and
 //!   precision judged by the agents' capabilities; then whole searches over
 //!   the new index; in process, one thread.
-//! - `bench search SEARCH_DIR [QUERIES|FILE]`: QUERIES distinct searches
-//!   (`bench queries`), or FILE's paths, in process over a build's search
-//!   index folder, by kind.
+//! - `bench search SEARCH_DIR [QUERIES|FILE] [OVERLAY]`: QUERIES distinct
+//!   searches (`bench queries`), or FILE's paths, in process over a build's
+//!   search index folder, by kind; with OVERLAY, merged with a live overlay
+//!   of that many generated agents, as the api searches both.
 //! - `bench folder AGENTS SEARCH_DIR`: a search index folder of AGENTS
 //!   agents of the datagen's (`--preset agents`, its default seed), written
 //!   as the generator writes a build's, without the rest of the build: for
@@ -50,7 +51,11 @@ fn main() -> Result<()> {
         Some("sample") => sample(Path::new(&args[1]), args.get(2).map_or(Ok(50_000), |n| n.parse())?),
         Some("queries") => queries(args.get(1).map_or(Ok(5_000), |n| n.parse())?),
         Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
-        Some("search") => search_folder(Path::new(&args[1]), args.get(2).map_or("5000", String::as_str)),
+        Some("search") => search_folder(
+            Path::new(&args[1]),
+            args.get(2).map_or("5000", String::as_str),
+            args.get(3).map_or(Ok(0), |n| n.parse())?,
+        ),
         Some("folder") => write_folder(args[1].parse()?, Path::new(&args[2])),
         Some("slow") => slow(&args[1], args[2].parse()?, args[3].parse()?, args[4].parse()?),
         Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
@@ -61,7 +66,7 @@ fn main() -> Result<()> {
         Some("streams") => streams(&args[1], args[2].parse()?, args[3].parse()?),
         _ => bail!(
             "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS] \
-             | bench search SEARCH_DIR [QUERIES] | bench folder AGENTS SEARCH_DIR \
+             | bench search SEARCH_DIR [QUERIES] [OVERLAY] | bench folder AGENTS SEARCH_DIR \
              | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS] \
              | bench register BASE STORE AGENTS | bench journal AGENTS_JSONL JOURNAL_DIR CHANGES \
              | bench chat BASE [MESSAGES] | bench streams BASE API_PID STREAMS"
@@ -251,11 +256,20 @@ fn text(n: usize) -> Result<()> {
 /// names (one a line: a kind of search to profile alone), three passes,
 /// each search's median; p50 and p99 by kind of search (with text or not,
 /// sorted or not).
-fn search_folder(dir: &Path, queries: &str) -> Result<()> {
-    use almanac::broker::query::{search, SearchQuery};
+fn search_folder(dir: &Path, queries: &str, overlay: usize) -> Result<()> {
+    use almanac::broker::bits::Bits;
+    use almanac::broker::query::{merge, search, AgentIndex, Part, SearchQuery};
     let started = Instant::now();
     let index = almanac::broker::search_folder::open(dir)?.index;
     println!("opened {} agents in {:.2} s", index.len(), started.elapsed().as_secs_f64());
+    // The live overlay as the api holds it after OVERLAY registrations
+    // (settled into one segment, replacing none of the build's agents).
+    let live = AgentIndex::build(almanac::broker::generate::agents(overlay, 77));
+    let (none, none_live) = (Bits::empty(index.len()), Bits::empty(live.len()));
+    let parts = [
+        Part { index: &index, excluded: &none, reference: None },
+        Part { index: &live, excluded: &none_live, reference: Some(&index.text) },
+    ];
     let paths = match queries.parse() {
         Ok(n) => query_paths(n),
         Err(_) => {
@@ -273,7 +287,10 @@ fn search_folder(dir: &Path, queries: &str) -> Result<()> {
     for _ in 0..3 {
         for (n, (_, query)) in parsed.iter().enumerate() {
             let t = Instant::now();
-            std::hint::black_box(search(&index, query).hits.len());
+            match overlay {
+                0 => std::hint::black_box(search(&index, query).hits.len()),
+                _ => std::hint::black_box(merge(&parts, query).hits.len()),
+            };
             times[n].push(t.elapsed());
         }
     }
