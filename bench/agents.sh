@@ -40,10 +40,10 @@ search_rounds() {
 
 "$BIN/bench" queries 5000 >"$OUT/queries.txt"
 # A ledger the layered run can add messages to (a corpus continues any
-# smaller one of the same scale and seed).
+# smaller one of the same scale and seed, and keeps a larger one whole:
+# each size starts from a fresh one, or the next size's build would hold
+# the 20 messages its layered run is to add).
 ledger="$OUT/ledger"
-rm -rf "$ledger"
-"$BIN/datagen" --preset random --messages 5000 --scale 5000 --out "$ledger" 2>/dev/null
 for size in "$@"; do
   say "broker at $size agents: build, api, search over 5,000 queries, agent routes against nginx"
   # A build takes about 36 KB of disk an agent (34 GB at a million: the
@@ -60,6 +60,7 @@ for size in "$@"; do
   [ -s "$agents/agents.jsonl" ] || "$BIN/datagen" --preset agents --agents "$size" --lines --out "$agents" 2>/dev/null
   cp datasets/broker/catalog.json "$agents/"
   dir="$OUT/scale-$size-$$"
+  rm -rf "$ledger"
   "$BIN/datagen" --preset random --messages 5000 --scale 5000 --out "$ledger" 2>/dev/null
   timed "$BIN/generator" build --ledger-dir "$ledger" --broker-dir "$agents" \
     --site-dir "$dir/site" --data-dir "$dir/data"
