@@ -737,7 +737,7 @@ pub fn merge(parts: &[Part], query: &SearchQuery) -> Merged {
         all
     });
     // Each part's list is in the query's order already: the page is
-    // their merge, taken head by head (reading keys, never records).
+    // their merge (reading keys, never records).
     let order = order(query);
     let precedes = |(p, n): (usize, usize), (q, m): (usize, usize)| -> bool {
         let (x, y) = ((parts[p].index, pages[p].hits[n]), (parts[q].index, pages[q].hits[m]));
@@ -752,8 +752,8 @@ pub fn merge(parts: &[Part], query: &SearchQuery) -> Merged {
     // A part's entries that come before every other head are taken as
     // one run, its length found by doubling then halving: a comparison
     // reads two agents' keys, and a build's are parsed from its keys file,
-    // so a page of 20 read about 40 of them and a deep page (the first
-    // `page × limit` merged) hundreds, where runs read a few each.
+    // so taken head by head a page of 20 read about 40 of them and a deep
+    // page (the first `page × limit` merged) hundreds; a run reads a few.
     let mut next = vec![0usize; pages.len()];
     let mut all: Vec<Hit> = Vec::with_capacity(end.min(pages.iter().map(|p| p.hits.len()).sum()));
     let first_of = |heads: &mut dyn Iterator<Item = usize>, next: &[usize]| {
