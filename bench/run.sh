@@ -185,7 +185,7 @@ latency_rounds 'search+10k live' bench/search.lua http://127.0.0.1:4082
 kill $broker_pid 2>/dev/null || true
 
 # The broker at scale: BENCH_AGENTS (250,000, the hosted broker's size, and
-# a million: about 8 minutes to build and 40 GB on disk, removed after).
+# a million: 5 to 7 minutes to build and about 30 GB on disk, removed after).
 # shellcheck disable=SC2086
 bash bench/agents.sh ${BENCH_AGENTS:-250000 1000000}
 
