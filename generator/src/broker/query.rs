@@ -788,16 +788,9 @@ fn leading(len: usize, before: impl Fn(usize) -> bool) -> usize {
         low += step;
         step *= 2;
     }
-    let mut high = (low + step - 1).min(len);
-    while low < high {
-        let mid = low + (high - low) / 2;
-        if before(mid) {
-            low = mid + 1;
-        } else {
-            high = mid;
-        }
-    }
-    low
+    // The first that does not lead is at or below `high`.
+    let high = (low + step - 1).min(len);
+    low + super::records::partition_point(high - low, |k| before(low + k))
 }
 
 #[cfg(test)]

@@ -223,8 +223,9 @@ impl Records {
 }
 
 /// The smallest `k` in `0..n` for which `before(k)` is false (`before`
-/// true then false along `0..n`).
-fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
+/// true then false along `0..n`): a slice's `partition_point` over
+/// positions whose entries are read only when asked.
+pub(crate) fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
     let (mut low, mut high) = (0, n);
     while low < high {
         let mid = low + (high - low) / 2;

@@ -823,7 +823,7 @@ impl TextIndex {
         }
         // The prefix as a set of its own, or as a bonus of the one word
         // whose agents are its agents.
-        let prefixed = matched.prefixed.as_ref().filter(|_| matched.prefix_word.is_none());
+        let prefixed = matched.own_prefix();
         let words = matched
             .words
             .iter()
@@ -1228,9 +1228,13 @@ impl Matched {
 
     /// Keeps in `set` only the agents the query matches.
     pub fn restrict(&self, set: &mut Bits) {
-        // A prefix that is one of the words adds no agent.
-        let prefixed = self.prefixed.as_ref().filter(|_| self.prefix_word.is_none());
-        set.intersect_either(&self.worded, prefixed);
+        set.intersect_either(&self.worded, self.own_prefix());
+    }
+
+    /// The prefix's agents when they are not one word's of the query (a
+    /// prefix that is one of the words adds no agent to them).
+    fn own_prefix(&self) -> Option<&Bits> {
+        self.prefixed.as_ref().filter(|_| self.prefix_word.is_none())
     }
 }
 
