@@ -19,6 +19,17 @@
 //! to 3.8 ms. (The generator lowers its own priority as much, by default,
 //! so a build running beside the api does not take the searches' turn.)
 //!
+//! Handing an answer back, the thread yields its CPU. Sending the answer
+//! wakes the async worker that writes it, but the scheduler lets a thread
+//! it has just picked run out its slice first (EEVDF protects the slice
+//! from wake-up preemption, whatever the niceness): 1% of answers then
+//! waited 2.5 to 4 ms for their worker while the search thread went on
+//! with the next search, that worker's other answers and requests with
+//! them. Measured at a million agents with 32 connections (and the 10k
+//! overlay): that wait's p99 went from 2.5-2.7 ms to 0.1 ms, and the
+//! searches' p99 from 9.5-9.7 ms to 8.5-8.6 ms, at the same throughput. A
+//! yield with nothing else ready to run returns at once.
+//!
 //! A full queue refuses at once (503, `Retry-After`) rather than letting
 //! waits grow without bound; a job that panics loses its answer (500), not
 //! its thread.
@@ -65,6 +76,9 @@ impl Pool {
         let job: Job = Box::new(move || {
             // The asker may have gone (its connection closed): nothing to do.
             let _ = answer.send(job());
+            // The send woke the async worker that writes the answer; let
+            // it run now (see the module's comment on handing back).
+            std::thread::yield_now();
         });
         match self.queue.try_send(job) {
             Ok(()) => {}
