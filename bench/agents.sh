@@ -51,14 +51,14 @@ for size in "$@"; do
   # 4.3 GB, the layered runs after it the rest), and the agents' source
   # 1.7 GB more when it is to be written: a size the disk cannot hold is
   # left out, saying so, rather than failing halfway.
+  agents="$OUT/agents-$size"
   need_kb=$((size * 30))
-  [ -s "$OUT/agents-$size/agents.jsonl" ] || need_kb=$((need_kb + size * 2))
+  [ -s "$agents/agents.jsonl" ] || need_kb=$((need_kb + size * 2))
   free_kb=$(df -Pk "$OUT" | awk 'NR==2 {print $4}')
   if [ "$free_kb" -lt "$need_kb" ]; then
     printf 'skipped: needs about %d GB free beside %s, has %d GB\n' "$((need_kb / 1000000))" "$OUT" "$((free_kb / 1000000))"
     continue
   fi
-  agents="$OUT/agents-$size"
   [ -s "$agents/agents.jsonl" ] || "$BIN/datagen" --preset agents --agents "$size" --lines --out "$agents" 2>/dev/null
   cp datasets/broker/catalog.json "$agents/"
   dir="$OUT/scale-$size-$$"

@@ -76,9 +76,6 @@ impl Pool {
         let job: Job = Box::new(move || {
             // The asker may have gone (its connection closed): nothing to do.
             let _ = answer.send(job());
-            // The send woke the async worker that writes the answer; let
-            // it run now (see the module's comment on handing back).
-            std::thread::yield_now();
         });
         match self.queue.try_send(job) {
             Ok(()) => {}
@@ -102,6 +99,10 @@ fn work(jobs: &Mutex<Receiver<Job>>) {
         if catch_unwind(AssertUnwindSafe(job)).is_err() {
             tracing::error!("a pooled job panicked; its request was answered 500");
         }
+        // The job's end, answered or panicked, woke the async worker that
+        // writes its answer; let it run now (see the module's comment on
+        // handing back).
+        std::thread::yield_now();
     }
 }
 
