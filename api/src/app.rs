@@ -10,7 +10,7 @@ use almanac::hcs20::routes::Limits;
 use almanac::site::Layout;
 
 use crate::auth;
-use crate::broker::overlay::Overlay;
+use crate::broker::overlay::{self, Overlay};
 use crate::broker::payments::{Card, Redemption, Treasury};
 use crate::broker::pricing::Pricing;
 use crate::broker::provider::Vectors;
@@ -26,9 +26,8 @@ pub struct App {
     pub store: Store,
     /// Agents registered, updated or deleted since the published build.
     pub overlay: Arc<Overlay>,
-    /// How long changes must pause before the overlay is merged into one
-    /// segment ([`Overlay::settle_when_quiet`]).
-    pub overlay_settle: Duration,
+    /// The one thread that changes it.
+    pub overlay_writer: overlay::Writer,
     /// Messages a chat session needs before it may give ERC-8004 feedback.
     pub feedback_min_messages: u64,
     /// The newest ERC-8004 feedback given through the api.

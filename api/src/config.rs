@@ -430,6 +430,10 @@ impl Config {
         let treasury = self.treasury(&network)?.map(Arc::new);
         let card = self.card()?.map(Arc::new);
         let redemption = self.redemption()?;
+        let overlay = Arc::new(crate::broker::overlay::Overlay::default());
+        let quiet = Duration::from_millis(self.overlay_settle_ms.max(1));
+        let overlay_writer = crate::broker::overlay::Writer::start(overlay.clone(), quiet)
+            .context("starting the live overlay's thread")?;
         let chat = crate::chat::sessions::Chat::new(crate::chat::sessions::Settings {
             connect_timeout: Duration::from_millis(self.agent_connect_timeout_ms.max(1)),
             read_timeout: Duration::from_millis(self.agent_read_timeout_ms.max(1)),
@@ -458,8 +462,8 @@ impl Config {
             card,
             redemption,
             chat,
-            overlay: Arc::default(),
-            overlay_settle: Duration::from_millis(self.overlay_settle_ms.max(1)),
+            overlay,
+            overlay_writer,
             feedback_min_messages: self.feedback_min_messages,
             feedback_changes: crate::store::Newest::default(),
             catalog_changes: crate::store::Newest::default(),

@@ -44,7 +44,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     // a later build holds are dropped after each swap.
     let held = app.live.get().as_ref().and_then(|b| b.broker.as_ref()).map_or(0, |broker| broker.journal_seq);
     match app.store.read(move |conn| crate::store::registry::changes_after(conn, held)).await {
-        Ok(changes) => app.overlay.apply(changes),
+        Ok(changes) => {
+            if app.overlay_writer.apply(changes).await.is_err() {
+                tracing::error!("the live overlay cannot be loaded; registrations stay hidden");
+            }
+        }
         Err(e) => tracing::error!(error = %e, "the live overlay cannot be loaded; registrations stay hidden"),
     }
     match app.store.read(crate::store::feedback::newest).await {
@@ -62,8 +66,6 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         }
         Err(e) => tracing::error!(error = %e, "adapter submissions cannot be read"),
     }
-    // The overlay's segments merged into one whenever changes pause.
-    let settling = tokio::spawn(app.overlay.clone().settle_when_quiet(app.overlay_settle));
     let cleaner = app.clone();
     let cleaning = tokio::spawn(async move {
         let mut tick = tokio::time::interval(cleaner.cleanup_every);
@@ -74,7 +76,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
             cleaner.sign_in_limit.clean();
             cleaner.chat.forget_idle(cleaner.chat.auth_idle);
             if let Some(broker) = cleaner.live.get().as_ref().and_then(|b| b.broker.clone()) {
-                cleaner.overlay.prune(broker.journal_seq);
+                // Only a panic ends the writer; it logged why.
+                let _ = cleaner.overlay_writer.prune(broker.journal_seq);
             }
         }
     });
@@ -121,7 +124,6 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     };
     accept(listener, connections, shutdown, answer).await;
     watching.abort();
-    settling.abort();
     cleaning.abort();
     let _ = stop_registrar.send(());
     let _ = registrar.await;
