@@ -15,8 +15,13 @@
 //! commit: one fsync for many requests), each job in a savepoint of its
 //! own so that a job that fails leaves the others. Concurrent writers
 //! therefore never interleave: a debit that checks a balance and spends it
-//! is one step. Reads use a small pool of read-only connections, which see
-//! every committed write.
+//! is one step. Reads run on a few reader threads, each with a read-only
+//! connection of its own, which sees every committed write; reads wait
+//! for one in arrival order. Why not tokio's blocking pool: 32 clients
+//! registering at once held about 20 blocking threads (and opened a
+//! connection for each read beyond the pool's), and when those threads
+//! ended together after 10 s idle, giving their memory back stalled the
+//! searches running then.
 //!
 //! **Versions.** [`MIGRATIONS`] are applied in order at open, each in one
 //! transaction that also sets `PRAGMA user_version`; a file whose version
@@ -116,7 +121,7 @@ pub struct Settings {
     pub max_batch: usize,
     /// Jobs that may wait for the writer (callers wait beyond it).
     pub queue: usize,
-    /// Read-only connections.
+    /// Reader threads, each with a read-only connection.
     pub readers: usize,
     /// How long a connection waits for a lock held by another process.
     pub busy_timeout: Duration,
@@ -133,13 +138,14 @@ impl Default for Settings {
 type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
 type Finish = Box<dyn FnOnce(Result<(), Failure>) + Send>;
 
+/// A read for the reader threads: runs on one's connection.
+type Read = Box<dyn FnOnce(&Connection) + Send>;
+
 /// The live store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    path: Arc<PathBuf>,
     writer: mpsc::Sender<Job>,
-    readers: Arc<Mutex<Vec<Connection>>>,
-    settings: Arc<Settings>,
+    readers: mpsc::Sender<Read>,
 }
 
 impl Store {
@@ -151,22 +157,23 @@ impl Store {
         let mut conn = Connection::open(path).map_err(fail)?;
         configure(&conn, &settings).map_err(fail)?;
         migrate(&mut conn, path)?;
-        let readers = (0..settings.readers.max(1))
-            .map(|_| open_reader(path, &settings))
-            .collect::<Result<_, _>>()
-            .map_err(fail)?;
+        let (readers, reads) = mpsc::channel::<Read>(settings.queue.max(1));
+        let reads = Arc::new(Mutex::new(reads));
+        for _ in 0..settings.readers.max(1) {
+            let conn = open_reader(path, &settings).map_err(fail)?;
+            let reads = reads.clone();
+            std::thread::Builder::new()
+                .name("store-reader".into())
+                .spawn(move || read_loop(&conn, &reads))
+                .map_err(OpenError::Thread)?;
+        }
         let (writer, jobs) = mpsc::channel(settings.queue.max(1));
         let max_batch = settings.max_batch.max(1);
         std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || write_loop(conn, jobs, max_batch))
             .map_err(OpenError::Thread)?;
-        Ok(Store {
-            path: Arc::new(path.to_path_buf()),
-            writer,
-            readers: Arc::new(Mutex::new(readers)),
-            settings: Arc::new(settings),
-        })
+        Ok(Store { writer, readers })
     }
 
     /// Runs `f` in the writer's next transaction and answers once that
@@ -188,33 +195,37 @@ impl Store {
         told.await.map_err(|_| Failure::Closed)?
     }
 
-    /// Runs `f` on a read-only connection, off the async threads. It sees
-    /// every write whose `write` has returned.
+    /// Runs `f` on a read-only connection, off the async threads, after
+    /// the reads asked before it. It sees every write whose `write` has
+    /// returned.
     pub async fn read<T, F>(&self, f: F) -> Result<T, Failure>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
     {
-        let readers = self.readers.clone();
-        let path = self.path.clone();
-        let settings = self.settings.clone();
-        tokio::task::spawn_blocking(move || {
-            let pooled = readers.lock().expect("reader pool").pop();
-            // All busy: one more for now (kept after, up to twice the
-            // configured count).
-            let conn = match pooled {
-                Some(conn) => conn,
-                None => open_reader(&path, &settings)?,
-            };
-            let result = f(&conn);
-            let mut pool = readers.lock().expect("reader pool");
-            if pool.len() < settings.readers.max(1) * 2 {
-                pool.push(conn);
-            }
-            result
-        })
-        .await
-        .map_err(|_| Failure::Closed)?
+        let (tell, told) = oneshot::channel();
+        let read: Read = Box::new(move |conn| {
+            let _ = tell.send(f(conn));
+        });
+        self.readers.send(read).await.map_err(|_| Failure::Closed)?;
+        // Dropped unanswered only when `f` panicked.
+        told.await.map_err(|_| Failure::Closed)?
+    }
+}
+
+/// One reader thread: the next read in arrival order on its connection,
+/// until the store is dropped. The lock is held only while waiting for a
+/// read. A read that panics loses its answer, not the thread.
+fn read_loop(conn: &Connection, reads: &Mutex<mpsc::Receiver<Read>>) {
+    loop {
+        let next = match reads.lock() {
+            Ok(mut reads) => reads.blocking_recv(),
+            Err(_) => return,
+        };
+        let Some(read) = next else { return };
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(conn))).is_err() {
+            tracing::error!("a read of the live store panicked; its request was answered 500");
+        }
     }
 }
 

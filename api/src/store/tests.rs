@@ -64,6 +64,42 @@ async fn concurrent_debits_never_overspend() {
     assert_eq!(balance, 0);
 }
 
+/// Reads run on the store's reader threads, no more of them than
+/// configured however many ask at once; a read that panics costs its
+/// answer, not its thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_share_the_reader_threads_and_outlive_a_panic() {
+    let settings = Settings { readers: 2, ..Settings::default() };
+    let store = Store::open(&temp("readers"), settings).unwrap();
+    post(&store, change("0.0.3", Kind::Grant, 7, "g")).await;
+    let reads: Vec<_> = (0..200)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .read(|conn| {
+                        let thread = std::thread::current();
+                        Ok((thread.id(), thread.name().map(str::to_owned), credits::balance(conn, "0.0.3")?))
+                    })
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut threads = std::collections::HashSet::new();
+    for read in reads {
+        let (id, name, balance) = read.await.unwrap();
+        assert_eq!((name.as_deref(), balance), (Some("store-reader"), 7));
+        threads.insert(id);
+    }
+    assert!(threads.len() <= 2, "{} threads read", threads.len());
+    let panicked = store.read(|_| -> Result<(), Failure> { panic!("on purpose") }).await;
+    assert!(matches!(panicked, Err(Failure::Closed)), "{panicked:?}");
+    for _ in 0..4 {
+        assert_eq!(store.read(|conn| credits::balance(conn, "0.0.3")).await.unwrap(), 7);
+    }
+}
+
 #[tokio::test]
 async fn a_failing_job_leaves_the_others_in_its_transaction() {
     let store = Store::open(&temp("savepoint"), Settings::default()).unwrap();
