@@ -43,6 +43,10 @@ use almanac::hcs20::ledger::{captured, MirrorMessage, Page};
 use almanac::hcs20::{replay, Topics};
 use anyhow::{bail, Context, Result};
 
+/// The api's allocator: in-process searches allocate as the api's do.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -314,7 +318,7 @@ fn search_folder(dir: &Path, queries: &str, overlay: usize) -> Result<()> {
         // The mean is what bounds throughput; the percentiles, latency.
         let mean = t.iter().sum::<Duration>().as_secs_f64() * 1e3 / t.len() as f64;
         println!(
-            "  {kind:20} {:5} searches: mean {mean:.2} ms, p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+            "  {kind:20} {:5} searches: mean {mean:.3} ms, p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms",
             t.len(),
             pct(0.5),
             pct(0.9),
