@@ -90,19 +90,23 @@ impl Pool {
 /// dropped. The lock is held only while waiting for a job, never while one
 /// runs.
 fn work(jobs: &Mutex<Receiver<Job>>) {
-    loop {
-        let next = match jobs.lock() {
-            Ok(jobs) => jobs.recv(),
-            Err(_) => return,
-        };
-        let Ok(job) = next else { return };
+    // The job's end, answered or panicked, woke the async worker that
+    // writes its answer; let it run now (see the module's comment on
+    // handing back).
+    run_each(|| jobs.lock().ok()?.recv().ok(), "a pooled job", std::thread::yield_now);
+}
+
+/// Runs each job `next` hands out, one at a time, then `after`, until it
+/// hands out none: a worker thread's loop over a shared queue (the search
+/// threads', the live store's readers). A job that panics loses its
+/// answer (its asker sees the answer's channel closed and answers 500),
+/// not the thread; it is logged as `what`.
+pub fn run_each<J: FnOnce()>(mut next: impl FnMut() -> Option<J>, what: &str, mut after: impl FnMut()) {
+    while let Some(job) = next() {
         if catch_unwind(AssertUnwindSafe(job)).is_err() {
-            tracing::error!("a pooled job panicked; its request was answered 500");
+            tracing::error!("{what} panicked; its request was answered 500");
         }
-        // The job's end, answered or panicked, woke the async worker that
-        // writes its answer; let it run now (see the module's comment on
-        // handing back).
-        std::thread::yield_now();
+        after();
     }
 }
 

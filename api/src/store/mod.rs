@@ -217,16 +217,8 @@ impl Store {
 /// until the store is dropped. The lock is held only while waiting for a
 /// read. A read that panics loses its answer, not the thread.
 fn read_loop(conn: &Connection, reads: &Mutex<mpsc::Receiver<Read>>) {
-    loop {
-        let next = match reads.lock() {
-            Ok(mut reads) => reads.blocking_recv(),
-            Err(_) => return,
-        };
-        let Some(read) = next else { return };
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(conn))).is_err() {
-            tracing::error!("a read of the live store panicked; its request was answered 500");
-        }
-    }
+    let next = || reads.lock().ok()?.blocking_recv().map(|read| move || read(conn));
+    crate::pool::run_each(next, "a read of the live store", || {});
 }
 
 fn open_reader(path: &Path, settings: &Settings) -> rusqlite::Result<Connection> {
