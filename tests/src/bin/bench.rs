@@ -44,6 +44,8 @@ use almanac::hcs20::{replay, Topics};
 use anyhow::{bail, Context, Result};
 
 /// The api's allocator: in-process searches allocate as the api's do.
+/// Every command runs with it, `bench ingest` too, whose rules the
+/// generator runs with the system allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
