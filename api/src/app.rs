@@ -40,6 +40,9 @@ pub struct App {
     /// Sign-in requests per client (signature checks cost CPU, challenges
     /// take room in the store).
     pub sign_in_limit: Limiter,
+    /// Chat sessions opened without a key, per client (each may fetch an
+    /// agent card; an account's are capped by `--chat-max-sessions`).
+    pub anonymous_chat_limit: Limiter,
     pub pricing: Pricing,
     /// HBAR purchases, when a treasury account is configured.
     pub treasury: Option<Arc<Treasury>>,

@@ -197,6 +197,12 @@ pub struct Config {
     /// Sign-in: burst above that pace.
     #[arg(long, env = "ALMANAC_SIGN_IN_BURST", default_value_t = 60)]
     pub sign_in_burst: u32,
+    /// Chat sessions opened without a key: per minute per client.
+    #[arg(long, env = "ALMANAC_CHAT_ANONYMOUS_RATE", default_value_t = 30)]
+    pub chat_anonymous_rate: u32,
+    /// Chat sessions opened without a key: burst above that pace.
+    #[arg(long, env = "ALMANAC_CHAT_ANONYMOUS_BURST", default_value_t = 30)]
+    pub chat_anonymous_burst: u32,
     /// The operator's key, for operator-only calls (adapter registry
     /// categories). Prefer the environment variable to the flag.
     #[arg(long, env = "ALMANAC_OPERATOR_KEY", hide_env_values = true)]
@@ -288,6 +294,30 @@ pub struct Config {
     /// in milliseconds.
     #[arg(long, env = "ALMANAC_AGENT_READ_TIMEOUT_MS", default_value_t = 60_000)]
     pub agent_read_timeout_ms: u64,
+    /// Time from a call to an agent until its answer's head, in milliseconds.
+    #[arg(long, env = "ALMANAC_AGENT_FIRST_BYTE_TIMEOUT_MS", default_value_t = 60_000)]
+    pub agent_first_byte_timeout_ms: u64,
+    /// Time a whole call to an agent may take, redirects and body
+    /// included, in milliseconds.
+    #[arg(long, env = "ALMANAC_AGENT_DEADLINE_MS", default_value_t = 90_000)]
+    pub agent_deadline_ms: u64,
+    /// Time an answer relayed as it streams may take, in milliseconds.
+    #[arg(long, env = "ALMANAC_AGENT_STREAM_DEADLINE_MS", default_value_t = 600_000)]
+    pub agent_stream_deadline_ms: u64,
+    /// Redirects a call to an agent follows, each judged by the egress gate.
+    #[arg(long, env = "ALMANAC_EGRESS_MAX_REDIRECTS", default_value_t = 3)]
+    pub egress_max_redirects: usize,
+    /// Destinations the egress gate lets through although they are not
+    /// public (comma-separated): ranges (`10.1.0.0/16`), addresses
+    /// (`10.1.2.3`), an address or a name on one port (`127.0.0.1:4101`,
+    /// `agents.internal:8443`). Loopback, private, link-local and the
+    /// other special ranges are refused otherwise.
+    #[arg(long = "egress-allow", env = "ALMANAC_EGRESS_ALLOW", value_delimiter = ',')]
+    pub egress_allow: Vec<String>,
+    /// A DNS server (`IP:PORT`) that resolves the names of agents,
+    /// instead of the system's resolver.
+    #[arg(long, env = "ALMANAC_EGRESS_DNS")]
+    pub egress_dns: Option<SocketAddr>,
     /// Largest chat message a client may send, in bytes.
     #[arg(long, env = "ALMANAC_CHAT_MAX_MESSAGE_BYTES", default_value_t = 65_536)]
     pub chat_max_message_bytes: usize,
@@ -334,6 +364,16 @@ pub struct Config {
     /// `openrouter` endpoint: an OpenAI-compatible API). Prefer the environment variable.
     #[arg(long, env = "ALMANAC_PROVIDER_KEY", hide_env_values = true)]
     pub provider_key: Option<String>,
+    /// The origins of the model-routing providers the deployment pays
+    /// (comma-separated): only an `openrouter` endpoint there is sent the
+    /// provider key.
+    #[arg(
+        long = "provider-origin",
+        env = "ALMANAC_PROVIDER_ORIGINS",
+        value_delimiter = ',',
+        default_value = "https://openrouter.ai"
+    )]
+    pub provider_origins: Vec<String>,
     /// Agent connections routing keeps open (`/uaids/connections`).
     #[arg(long, env = "ALMANAC_ROUTE_CONNECTIONS", default_value_t = 10_000)]
     pub route_connections: usize,
@@ -435,8 +475,7 @@ impl Config {
         let overlay_writer = crate::broker::overlay::Writer::start(overlay.clone(), quiet)
             .context("starting the live overlay's thread")?;
         let chat = crate::chat::sessions::Chat::new(crate::chat::sessions::Settings {
-            connect_timeout: Duration::from_millis(self.agent_connect_timeout_ms.max(1)),
-            read_timeout: Duration::from_millis(self.agent_read_timeout_ms.max(1)),
+            egress: self.egress()?,
             max_message_bytes: self.chat_max_message_bytes.max(1),
             max_answer_bytes: self.chat_max_answer_bytes.max(1024),
             history_enabled: self.chat_history,
@@ -453,8 +492,9 @@ impl Config {
                 base: url.trim_end_matches('/').to_string(),
                 key: self.summarizer_key.clone().filter(|k| !k.is_empty()),
                 model: self.summarizer_model.clone(),
+                trust: crate::egress::Trust::Configured,
             }),
-            provider_key: self.provider_key.clone().filter(|k| !k.is_empty()),
+            providers: self.providers()?,
         })?;
         Ok(Arc::new(App {
             store,
@@ -477,6 +517,7 @@ impl Config {
                 cache: auth::KeyCache::new(self.key_cache_entries, Duration::from_secs(self.key_cache_secs)),
             },
             sign_in_limit: limiter(self.sign_in_rate, self.sign_in_burst),
+            anonymous_chat_limit: limiter(self.chat_anonymous_rate, self.chat_anonymous_burst),
             pricing,
             journal: Journal {
                 dir: self.journal_dir.clone().unwrap_or_else(|| self.data_dir.join("journal")),
@@ -583,6 +624,36 @@ impl Config {
             anyhow::bail!("--credits-per-point {}: expected 1 or more", self.credits_per_point);
         }
         Ok(Some(Redemption { topic, tick, credits_per_point: self.credits_per_point }))
+    }
+
+    /// The egress gate's settings: the allow list (and the demo agents
+    /// when the api serves them), the resolver, the bounds of a call.
+    fn egress(&self) -> Result<crate::egress::Settings> {
+        let mut allow = crate::egress::Allow::parse(&self.egress_allow).map_err(anyhow::Error::msg)?;
+        if self.demo_agents {
+            allow.allow_socket(self.demo_a2a_bind);
+            allow.allow_socket(self.demo_http_bind);
+        }
+        let ms = |n: u64| Duration::from_millis(n.max(1));
+        Ok(crate::egress::Settings {
+            policy: crate::egress::Policy { allow },
+            dns: self.egress_dns,
+            connect_timeout: ms(self.agent_connect_timeout_ms),
+            first_byte_timeout: ms(self.agent_first_byte_timeout_ms),
+            read_timeout: ms(self.agent_read_timeout_ms),
+            deadline: ms(self.agent_deadline_ms),
+            stream_deadline: ms(self.agent_stream_deadline_ms),
+            max_redirects: self.egress_max_redirects,
+        })
+    }
+
+    /// The model-routing providers: the key and the origins it goes to.
+    fn providers(&self) -> Result<crate::chat::openai::Providers> {
+        let origins = self.provider_origins.iter().map(|o| o.trim()).filter(|o| !o.is_empty());
+        let origins = origins
+            .map(|o| url::Url::parse(o).map(|u| u.origin()).with_context(|| format!("--provider-origin {o:?}")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(crate::chat::openai::Providers { key: self.provider_key.clone().filter(|k| !k.is_empty()), origins })
     }
 
     /// Card purchases, if a provider is configured.

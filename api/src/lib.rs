@@ -13,6 +13,7 @@ pub mod config;
 pub mod connection;
 pub mod cors;
 pub mod demo;
+pub mod egress;
 pub mod guard;
 pub mod hcs20;
 pub mod head;

@@ -107,6 +107,14 @@ fn group(ip: IpAddr) -> IpAddr {
 
 /// `Retry-After` in whole seconds, rounded up (a client retrying sooner
 /// would be refused again).
+/// 429 with `Retry-After` when the client is over its quota.
+pub fn rate_limited(wait: Duration) -> crate::reply::Error {
+    let seconds = retry_after(wait);
+    let message = format!("too many requests; retry in {seconds} s");
+    crate::reply::Error::new(warp::http::StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+        .with(warp::http::header::RETRY_AFTER, seconds.into())
+}
+
 pub fn retry_after(wait: Duration) -> u64 {
     wait.as_nanos().div_ceil(1_000_000_000).max(1) as u64
 }

@@ -185,15 +185,24 @@ fn named_refusals(name: &str) -> Vec<(u16, &'static str)> {
     match name {
         "createChatSession" | "sendChatMessage" => vec![
             (402, "Payment Required: not enough credits"),
+            (403, "destination_not_allowed: the broker does not call the agent's address"),
             (422, "The agent speaks no protocol this broker can chat in"),
             (500, "The agent cannot be reached"),
         ],
-        "routeToAgent" => vec![(422, "routing_not_supported"), (500, "routing_failed")],
+        "routeToAgent" => vec![
+            (403, "destination_not_allowed: the broker does not call the agent's address"),
+            (422, "routing_not_supported"),
+            (500, "routing_failed"),
+        ],
         "vectorSearch" => vec![(501, "Vector search is off on this deployment")],
         "compactChatHistory" => {
             vec![(402, "Payment Required"), (502, "The summariser failed"), (503, "Compaction is off")]
         }
-        "registerAgent" | "updateAgent" | "getRegistrationQuote" => vec![(402, "Payment Required: not enough credits")],
+        "registerAgent" | "updateAgent" => vec![
+            (402, "Payment Required: not enough credits"),
+            (403, "destination_not_allowed: the endpoint is an address the broker does not call"),
+        ],
+        "getRegistrationQuote" => vec![(402, "Payment Required: not enough credits")],
         _ => Vec::new(),
     }
 }

@@ -85,7 +85,7 @@ where
     // before it is told; anyone else is told at once.
     let tell_at_once = endpoint.errors == Dialect::Json || method == Method::OPTIONS;
     if let (Some(wait), true) = (over_quota, tell_at_once) {
-        return refuse(endpoint, rate_limited(wait), None);
+        return refuse(endpoint, limit::rate_limited(wait), None);
     }
     if method == Method::OPTIONS {
         return preflight(endpoint, &headers);
@@ -98,7 +98,12 @@ where
         Auth::Public => None,
         auth => {
             let resolved = crate::auth::resolve(&app.auth, &app.store, &headers).await;
-            match resolved.and_then(|principal| crate::auth::admit(auth, principal.as_ref()).map(|()| principal)) {
+            let admitted = resolved.and_then(|principal| {
+                crate::auth::admit(auth, principal.as_ref())?;
+                crate::auth::account_header(&headers, principal.as_ref())?;
+                Ok(principal)
+            });
+            match admitted {
                 Ok(principal) => principal,
                 Err(refusal) => return refuse(endpoint, refusal, None),
             }
@@ -137,7 +142,7 @@ where
         },
     };
     if let Some(wait) = over_quota {
-        return refuse(endpoint, rate_limited(wait), Some(&body));
+        return refuse(endpoint, limit::rate_limited(wait), Some(&body));
     }
     let build = app.live.get();
     let request = Request {
@@ -215,13 +220,6 @@ fn refuse(endpoint: &Endpoint, error: Error, body: Option<&Bytes>) -> Reply {
         Dialect::Json => error.into_reply(),
         Dialect::JsonRpc => crate::guard::mcp::refusal(error, body),
     }
-}
-
-/// 429 with `Retry-After` when the client is over its quota.
-fn rate_limited(wait: std::time::Duration) -> Error {
-    let seconds = limit::retry_after(wait);
-    let message = format!("too many requests; retry in {seconds} s");
-    Error::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message).with(header::RETRY_AFTER, seconds.into())
 }
 
 /// A preflight for the endpoint's methods and the request headers its CORS

@@ -86,8 +86,12 @@ pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error
     {
         return Err(Error::invalid_body("the request body must be a JSON object"));
     }
+    if let Some(path) = duplicate_key(body) {
+        let message = format!("{path}: appears twice in its object");
+        return Err(Error::invalid_body(message).naming(path));
+    }
     let mut json = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut json).map_err(|error| {
+    let parsed = serde_path_to_error::deserialize(&mut json).map_err(|error| {
         // The path holds names from the input (an unknown field's, say).
         let path = crate::reply::excerpt(&error.path().to_string()).into_owned();
         let inner = error.into_inner();
@@ -110,5 +114,118 @@ pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error
             "." => Error::invalid_body(format!("the request body: {rule}")),
             field => Error::invalid_body(format!("{field}: {rule}")).naming(field.to_string()),
         }
-    })
+    })?;
+    json.end().map_err(|_| Error::invalid_body("the request body has more after its JSON value"))?;
+    Ok(parsed)
+}
+
+/// The dotted path of the first key that appears twice in one object of
+/// `body`, if any (serde_json keeps the last of them, a derived struct
+/// refuses them: one rule for every body). `None` for a body that is not
+/// JSON, which the parse itself refuses. O(size of the body).
+fn duplicate_key(body: &[u8]) -> Option<String> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    use std::fmt;
+
+    /// Walks a value; `Err` carries the path of a duplicate.
+    struct Walk(String);
+
+    impl<'de> DeserializeSeed<'de> for Walk {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+            deserializer.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Walk {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
+            let mut i = 0;
+            while items.next_element_seed(Walk(format!("{}[{i}]", self.0)))?.is_some() {
+                i += 1;
+            }
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = entries.next_key::<String>()? {
+                let path = if self.0.is_empty() { key.clone() } else { format!("{}.{key}", self.0) };
+                if !seen.insert(key) {
+                    return Err(serde::de::Error::custom(path));
+                }
+                entries.next_value_seed(Walk(path))?;
+            }
+            Ok(())
+        }
+    }
+
+    let mut json = serde_json::Deserializer::from_slice(body);
+    match Walk(String::new()).deserialize(&mut json) {
+        Err(e) if e.is_data() => {
+            let text = e.to_string();
+            // serde_json appends " at line L column C".
+            Some(text.rsplit_once(" at line ").map_or(text.clone(), |(path, _)| path.to_string()))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Body {
+        message: String,
+        auth: Option<serde_json::Value>,
+    }
+
+    /// Each case: a body, and the field a refusal names (`""` for the
+    /// body as a whole), or `None` when it is taken.
+    #[test]
+    fn one_rule_for_every_body() {
+        let cases: &[(&str, Option<&str>)] = &[
+            (r#"{"message": "hi"}"#, None),
+            ("{\"message\": \"hi\"}\n\t ", None),
+            (r#"{"message": "hi"} GARBAGE"#, Some("")),
+            (r#"{"message": "hi"}{"message": "again"}"#, Some("")),
+            (r#"{"message": "hi", "message": "again"}"#, Some("message")),
+            (r#"{"message": "hi", "auth": {"token": "a", "token": "b"}}"#, Some("auth.token")),
+            (r#"{"message": "hi", "auth": [{"a": 1}, {"b": 1, "b": 2}]}"#, Some("auth[1].b")),
+            (r#"{"message": "hi", "auth": {"token": "a", "Token": "b"}}"#, None),
+            (r#"["hi"]"#, Some("")),
+        ];
+        for (body, refused) in cases {
+            let parsed = parse_body::<Body>(&Bytes::from(body.to_string()));
+            match (refused, parsed) {
+                (None, Ok(_)) => {}
+                (Some(field), Err(e)) => {
+                    assert_eq!((e.code, e.parameter.as_deref().unwrap_or("")), ("invalid_body", *field), "{body}")
+                }
+                (expected, got) => panic!("{body}: expected {expected:?}, got {got:?}"),
+            }
+        }
+    }
 }

@@ -366,6 +366,7 @@ pub fn table() -> Vec<Endpoint> {
             .auth(Auth::Optional),
         Endpoint::new("/api/v1/chat/session/{sessionId}")
             .delete("endChatSession", handler!(crate::chat::end), Cache::NoStore)
+            .auth(Auth::Optional)
             .patch("updateChatVisibility", handler!(crate::chat::members::visibility), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Optional),
         Endpoint::new("/api/v1/chat/session/{sessionId}/meta")
@@ -390,17 +391,17 @@ pub fn table() -> Vec<Endpoint> {
             handler!(crate::chat::routing::close),
             Cache::NoStore,
         ),
-        Endpoint::new("/api/v1/chat/session/{sessionId}/encryption").get(
-            "chatEncryptionStatus",
-            handler!(crate::chat::encryption::status),
-            Cache::NoStore,
-        ),
-        Endpoint::new("/api/v1/chat/session/{sessionId}/encryption-handshake").post(
-            "chatEncryptionHandshake",
-            handler!(crate::chat::encryption::handshake),
-            BodyLimit::Live,
-            Cache::NoStore,
-        ),
+        Endpoint::new("/api/v1/chat/session/{sessionId}/encryption")
+            .get("chatEncryptionStatus", handler!(crate::chat::encryption::status), Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/chat/session/{sessionId}/encryption-handshake")
+            .post(
+                "chatEncryptionHandshake",
+                handler!(crate::chat::encryption::handshake),
+                BodyLimit::Live,
+                Cache::NoStore,
+            )
+            .auth(Auth::Optional),
         Endpoint::new("/api/v1/chat/session/{sessionId}/compact")
             .post("compactChatHistory", handler!(crate::chat::compact::compact), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Optional),
@@ -409,11 +410,9 @@ pub fn table() -> Vec<Endpoint> {
             handler!(crate::chat::members::public),
             Cache::NoStore,
         ),
-        Endpoint::new("/api/v1/chat/session/{sessionId}/history").get(
-            "chatHistory",
-            handler!(crate::chat::history),
-            Cache::NoStore,
-        ),
+        Endpoint::new("/api/v1/chat/session/{sessionId}/history")
+            .get("chatHistory", handler!(crate::chat::history), Cache::NoStore)
+            .auth(Auth::Optional),
         Endpoint::new("/api/v1/credits/redeem-points/quote")
             .get("redeemPointsQuote", handler!(broker::credits::redeem_quote), Cache::NoStore)
             .auth(Auth::Key),

@@ -1,17 +1,18 @@
 // Runs the reference broker client's encrypted conversation against a
 // running api: a requester (signed in) opens an encrypted session with an
-// agent and a responder accepts it, each through the handshake (ephemeral
+// agent and the agent's registrant (signed in as itself) accepts it as
+// the responder, each through the handshake (ephemeral
 // secp256k1 keys, polled until complete); each then sends a message
 // encrypted with the shared secret, and each decrypts the other's from the
 // history. The api only ever sees ciphertext.
-// Usage: node encrypted.mjs <base-url> <agent uaid> <sender uaid> <api-key>
+// Usage: node encrypted.mjs <base-url> <agent uaid> <sender uaid> <api-key> <responder-api-key>
 // Prints one JSON object: call name -> {ok: true, value} or {ok: false, error}.
 import { RegistryBrokerClient } from '@hashgraphonline/standards-sdk';
 import { expect, runCalls } from './calls.mjs';
 
-const [base, agentUaid, senderUaid, apiKey] = process.argv.slice(2);
+const [base, agentUaid, senderUaid, apiKey, responderKey] = process.argv.slice(2);
 const requester = new RegistryBrokerClient({ baseUrl: base, apiKey });
-const responder = new RegistryBrokerClient({ baseUrl: base });
+const responder = new RegistryBrokerClient({ baseUrl: base, apiKey: responderKey });
 
 let requesterHandle;
 let responderHandle;

@@ -7,6 +7,7 @@ pub mod bm25f;
 pub mod browser;
 pub mod card;
 pub mod datagen;
+pub mod dns;
 pub mod embeddings;
 pub mod live;
 pub mod mirror;
@@ -146,4 +147,14 @@ where
             .run(),
     );
     (addr, tx)
+}
+
+/// `--egress-allow`'s value for peers on loopback: the host and port of
+/// each URL, so that the api reaches exactly them.
+pub fn allowing(urls: &[&str]) -> String {
+    let entry = |url: &&str| {
+        let url = reqwest::Url::parse(url).expect("a peer's URL");
+        format!("{}:{}", url.host_str().expect("a host"), url.port_or_known_default().expect("a port"))
+    };
+    urls.iter().map(entry).collect::<Vec<_>>().join(",")
 }

@@ -2,7 +2,8 @@
 //! every purchase and redemption configured: each malformed body is a 400
 //! in JSON with `error` and `code` (naming the field at fault for an
 //! object),
-//! and nothing is stored.
+//! and nothing is stored; and the headers that name who a request acts
+//! as, checked on every route that reads keys.
 
 use serde_json::{json, Value};
 use tests::live::Broker;
@@ -57,11 +58,13 @@ async fn every_live_body_route_refuses_malformed_bodies_and_stores_nothing() {
     ];
     let broker = Broker::start("bodies", &flags);
     let before = rows(&broker);
-    let malformed: [(&str, &str); 4] = [
+    let malformed: [(&str, &str); 6] = [
         ("not JSON", "{\"profile\": "),
         ("an array", "[1, 2]"),
         ("a string", "\"text\""),
         ("an unknown field", "{\"surelyNotAField\": 1}"),
+        ("bytes after the JSON", "{\"message\": \"hi\"} GARBAGE"),
+        ("a key twice", "{\"message\": \"hi\", \"message\": \"hi\"}"),
     ];
     let mut checked = 0;
     for endpoint in api::routes::table() {
@@ -102,6 +105,48 @@ async fn every_live_body_route_refuses_malformed_bodies_and_stores_nothing() {
             }
         }
     }
-    assert!(checked >= 4 * 15, "only {checked} requests: the table lost its live routes?");
+    assert!(checked >= 6 * 15, "only {checked} requests: the table lost its live routes?");
     assert_eq!(rows(&broker), before, "a refused body stored something");
+}
+
+/// A header as sent: its name and its bytes.
+type Header = (&'static str, Vec<u8>);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_account_header_and_the_keys_are_refused_when_they_disagree() {
+    let broker = Broker::start("account-header", &["--redeem-token", "0.0.5000001:luna0"]);
+    let (mine, theirs) = (broker.sign_in("0.0.1001").await, broker.sign_in("0.0.1002").await);
+    let call = |path: &'static str, headers: Vec<Header>| {
+        let mut request = broker.client.get(broker.api.url(path));
+        for (name, value) in headers {
+            request = request.header(name, warp::http::HeaderValue::from_bytes(&value).unwrap());
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let key = |k: &str| ("x-api-key", k.as_bytes().to_vec());
+    let account = |a: &[u8]| ("x-account-id", a.to_vec());
+    for path in ["/api/v1/credits/balance", "/api/v1/credits/redeem-points/quote?accountId=0.0.1001"] {
+        let cases: Vec<(Vec<Header>, u16)> = vec![
+            (vec![key(&mine), account(b"0.0.1001")], 200),
+            (vec![key(&mine), account(b"0.0.1002")], 403),
+            (vec![key(&mine), account(b"0.0.1001"), account(b"0.0.1001")], 400),
+            (vec![key(&mine), account("0.0.1001\u{e9}".as_bytes())], 400),
+            (vec![key(&mine), ("x-ledger-api-key", theirs.as_bytes().to_vec())], 400),
+            (vec![key(&mine), ("authorization", format!("Bearer {theirs}").into_bytes())], 400),
+            (vec![key(&mine), ("x-ledger-api-key", mine.as_bytes().to_vec())], 200),
+        ];
+        for (headers, status) in cases {
+            let shown: Vec<String> =
+                headers.iter().map(|(n, v)| format!("{n}: {}", String::from_utf8_lossy(v))).collect();
+            let (got, answer) = call(path, headers).await;
+            assert_eq!(got, status, "{path} {shown:?}: {answer}");
+            if status != 200 {
+                assert!(answer["error"].is_string() && answer["code"].is_string(), "{answer}");
+            }
+        }
+    }
 }

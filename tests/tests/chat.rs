@@ -29,7 +29,12 @@ async fn open(broker: &Broker, body: Value) -> (u16, Value) {
 }
 
 async fn say(broker: &Broker, session: &str, message: &str) -> (u16, Value) {
-    broker.send("POST", "/api/v1/chat/message", None, Some(json!({"sessionId": session, "message": message}))).await
+    say_as(broker, None, session, message).await
+}
+
+/// A message into a session, as the holder of `key`.
+async fn say_as(broker: &Broker, key: Option<&str>, session: &str, message: &str) -> (u16, Value) {
+    broker.send("POST", "/api/v1/chat/message", key, Some(json!({"sessionId": session, "message": message}))).await
 }
 
 /// `POST /chat/message` asking for events: the status, content type and
@@ -69,8 +74,17 @@ async fn the_reference_client_chats_with_an_a2a_agent_by_uaid_and_by_url() {
     let echo = Agent::start(Kind::Echo).await;
     let model = tests::models::ModelServer::start("sk-client").await;
     let summarizer = model.base();
-    let flags =
-        ["--summarizer-url", &summarizer, "--summarizer-model", tests::models::MODEL, "--summarizer-key", "sk-client"];
+    let allowed = tests::allowing(&[&echo.url()]);
+    let flags = [
+        "--summarizer-url",
+        &summarizer,
+        "--summarizer-model",
+        tests::models::MODEL,
+        "--summarizer-key",
+        "sk-client",
+        "--egress-allow",
+        &allowed,
+    ];
     let broker = Broker::start("chat-client", &flags);
     let key = broker.sign_in("0.0.1001").await;
     let uaid = register(&broker, &key, "Echo Test", "a2a", &echo.url()).await;
@@ -92,7 +106,8 @@ async fn the_reference_client_chats_with_an_a2a_agent_by_uaid_and_by_url() {
 async fn replies_stream_as_server_sent_events_and_each_protocol_is_relayed() {
     let (echo, old, plain) =
         (Agent::start(Kind::Echo).await, Agent::start(Kind::V03).await, Agent::start(Kind::Plain).await);
-    let broker = Broker::start("chat-stream", &[]);
+    let allowed = tests::allowing(&[&echo.url(), &old.url(), &plain.url()]);
+    let broker = Broker::start("chat-stream", &["--egress-allow", &allowed]);
     let key = broker.sign_in("0.0.1001").await;
     let uaid = register(&broker, &key, "Echo Stream", "a2a", &echo.url()).await;
     let (_, session) = open(&broker, json!({"uaid": uaid})).await;
@@ -182,13 +197,14 @@ fn tests_last(body: &str) -> Value {
 async fn agents_that_fail_are_answered_clearly_and_store_nothing() {
     let (garbage, silent, cut) =
         (Agent::start(Kind::Garbage).await, Agent::start(Kind::Silent).await, Agent::start(Kind::Cut).await);
-    let broker =
-        Broker::start("chat-failures", &["--agent-read-timeout-ms", "400", "--agent-connect-timeout-ms", "400"]);
     // Nobody listens on a port just freed.
     let closed = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", listener.local_addr().unwrap())
     };
+    let allowed = tests::allowing(&[&garbage.url(), &silent.url(), &cut.url(), &closed]);
+    let flags = ["--agent-read-timeout-ms", "400", "--agent-connect-timeout-ms", "400", "--egress-allow", &allowed];
+    let broker = Broker::start("chat-failures", &flags);
     let (status, answer) = open(&broker, json!({"agentUrl": closed})).await;
     assert_eq!((status, &answer["code"]), (500, &json!("agent_unreachable")), "{answer}");
     let (status, answer) = open(&broker, json!({"uaid": "uaid:aid:nothing;uid=0;registry=x;proto=a2a"})).await;
@@ -214,7 +230,8 @@ async fn agents_that_fail_are_answered_clearly_and_store_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_leaves_mid_stream_stops_the_agent_and_leaves_nothing() {
     let slow = Agent::start(Kind::Slow).await;
-    let broker = Broker::start("chat-leave", &["--chat-max-upstream", "1"]);
+    let broker =
+        Broker::start("chat-leave", &["--chat-max-upstream", "1", "--egress-allow", &tests::allowing(&[&slow.url()])]);
     let (_, session) = open(&broker, json!({"agentUrl": slow.url()})).await;
     let id = session["sessionId"].as_str().unwrap();
     let mut response = broker
@@ -258,6 +275,8 @@ async fn bounds_history_and_billing_are_enforced() {
             "3600",
             "--chat-max-history",
             "3",
+            "--egress-allow",
+            &tests::allowing(&[&echo.url()]),
         ],
     );
     let key = broker.sign_in("0.0.1001").await;
@@ -305,7 +324,9 @@ async fn bounds_history_and_billing_are_enforced() {
 #[tokio::test(flavor = "multi_thread")]
 async fn without_history_or_encryption_their_routes_are_503() {
     let echo = Agent::start(Kind::Echo).await;
-    let broker = Broker::start("chat-no-history", &["--chat-history", "false", "--chat-encryption", "false"]);
+    let allowed = tests::allowing(&[&echo.url()]);
+    let flags = ["--chat-history", "false", "--chat-encryption", "false", "--egress-allow", &allowed];
+    let broker = Broker::start("chat-no-history", &flags);
     let (_, session) = open(&broker, json!({"agentUrl": echo.url(), "encryptionRequested": true})).await;
     assert_eq!(session["encryption"], Value::Null, "asked for, not available: plaintext");
     let id = session["sessionId"].as_str().unwrap();
@@ -321,7 +342,7 @@ async fn without_history_or_encryption_their_routes_are_503() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_are_shared_by_visibility_and_invitation_and_sends_are_idempotent() {
     let echo = Agent::start(Kind::Echo).await;
-    let broker = Broker::start("chat-members", &[]);
+    let broker = Broker::start("chat-members", &["--egress-allow", &tests::allowing(&[&echo.url()])]);
     let owner = broker.sign_in("0.0.1001").await;
     let other = broker.sign_in("0.0.1002").await;
     let agent = register(&broker, &owner, "Shared Echo", "a2a", &echo.url()).await;
@@ -372,13 +393,13 @@ async fn sessions_are_shared_by_visibility_and_invitation_and_sends_are_idempote
     assert_eq!(broker.send("GET", &meta, None, None).await.0, 200, "public: anyone reads it");
 
     // A turn before the invite, then the guest invited to what follows.
-    say(&broker, &id, "before the guest").await;
+    say_as(&broker, Some(&owner), &id, "before the guest").await;
     let invite = format!("/api/v1/chat/session/{id}/invite");
     let body = json!({"senderUaid": sender, "uaid": guest, "historyScope": "since_invite"});
     assert_eq!(broker.send("POST", &invite, Some(&other), Some(body.clone())).await.0, 403);
     let (status, invited) = broker.send("POST", &invite, Some(&owner), Some(body)).await;
     assert_eq!((status, invited["members"].as_array().unwrap().len()), (200, 3), "{invited}");
-    say(&broker, &id, "after the guest").await;
+    say_as(&broker, Some(&owner), &id, "after the guest").await;
     let history = |member: &str| format!("/api/v1/chat/session/{id}/history?senderUaid={}", enc(member));
     let (_, all) = broker.send("GET", &history(&sender), None, None).await;
     let (_, since) = broker.send("GET", &history(&guest), None, None).await;
@@ -428,16 +449,93 @@ async fn sessions_are_shared_by_visibility_and_invitation_and_sends_are_idempote
     // A retried send with the same key: the first answer, one turn stored.
     let before = messages(&broker);
     let body = json!({"sessionId": id, "message": "only once", "idempotencyKey": "retry-1"});
-    let (_, first) = broker.send("POST", "/api/v1/chat/message", None, Some(body.clone())).await;
-    let (_, again) = broker.send("POST", "/api/v1/chat/message", None, Some(body)).await;
+    let (_, first) = broker.send("POST", "/api/v1/chat/message", Some(&owner), Some(body.clone())).await;
+    let (_, again) = broker.send("POST", "/api/v1/chat/message", Some(&owner), Some(body)).await;
     assert_eq!(first, again);
     assert_eq!(messages(&broker), before + 2);
+    // The key again with another message: refused, nothing sent.
+    let body = json!({"sessionId": id, "message": "something else", "idempotencyKey": "retry-1"});
+    let (status, answer) = broker.send("POST", "/api/v1/chat/message", Some(&owner), Some(body)).await;
+    assert_eq!((status, &answer["code"]), (409, &json!("idempotency_key_reused")), "{answer}");
+    assert_eq!(messages(&broker), before + 2);
+}
+
+/// A plain HTTP agent at `/chat` that answers with the `sessionId` it
+/// was sent.
+async fn session_echo() -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    use warp::Filter;
+    let filter = warp::path!("chat")
+        .and(warp::post())
+        .and(warp::body::json())
+        .map(|request: Value| warp::reply::json(&json!({"reply": "noted", "sessionIdSeen": request["sessionId"]})));
+    tests::serve_on_loopback(filter).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_is_its_owners_and_an_anonymous_one_its_openers() {
+    let (agent, _stop) = session_echo().await;
+    let url = format!("http://{agent}/chat");
+    let allowed = tests::allowing(&[&url]);
+    let broker = Broker::start("chat-owners", &["--egress-allow", &allowed, "--chat-anonymous-burst", "2"]);
+    let owner = broker.sign_in("0.0.1001").await;
+    let other = broker.sign_in("0.0.1002").await;
+    let uaid = register(&broker, &owner, "Session Echo", "http", &url).await;
+    let (status, session) =
+        broker.send("POST", "/api/v1/chat/session", Some(&owner), Some(json!({"uaid": uaid}))).await;
+    assert_eq!(status, 200, "{session}");
+    let id = session["sessionId"].as_str().unwrap().to_string();
+
+    // The owner's turn reaches the agent under another id than the session's.
+    let (status, reply) = say_as(&broker, Some(&owner), &id, "mine").await;
+    assert_eq!(status, 200, "{reply}");
+    let seen = reply["rawResponse"]["sessionIdSeen"].as_str().unwrap();
+    assert!(seen != id && !seen.contains(&id[5..]), "the agent saw {seen}");
+
+    // Nobody else writes into it, ends it or reads its history.
+    let before = messages(&broker);
+    let history = format!("/api/v1/chat/session/{id}/history");
+    let session_path = format!("/api/v1/chat/session/{id}");
+    for (key, status) in [(None, 401), (Some(other.as_str()), 403)] {
+        assert_eq!(say_as(&broker, key, &id, "theirs").await.0, status, "{key:?}");
+        let body = json!({"sessionId": id, "message": "theirs", "auth": {"token": "stolen"}});
+        assert_eq!(broker.send("POST", "/api/v1/chat/message", key, Some(body)).await.0, status);
+        assert_eq!(broker.send("DELETE", &session_path, key, None).await.0, status, "{key:?}");
+        assert_eq!(broker.send("GET", &history, key, None).await.0, status, "{key:?}");
+        let encryption = format!("{session_path}/encryption");
+        assert_eq!(broker.send("GET", &encryption, key, None).await.0, status, "{key:?}");
+    }
+    // Compaction asks for a key before anything else.
+    let (status, answer) = broker.send("POST", &format!("{session_path}/compact"), None, Some(json!({}))).await;
+    assert_eq!((status, &answer["code"]), (401, &json!("auth_required")), "{answer}");
+    assert_eq!(messages(&broker), before);
+    let (status, read) = broker.send("GET", &history, Some(&owner), None).await;
+    assert_eq!((status, read["history"].as_array().unwrap().len()), (200, 2));
+
+    // An anonymous session: its id is what controls it, and it stays private.
+    let (status, anonymous) = open(&broker, json!({"uaid": uaid})).await;
+    assert_eq!(status, 200, "{anonymous}");
+    let anonymous_id = anonymous["sessionId"].as_str().unwrap();
+    assert_eq!(say(&broker, anonymous_id, "whose?").await.0, 200);
+    let body = json!({"senderUaid": uaid, "visibility": "public"});
+    let (status, answer) =
+        broker.send("PATCH", &format!("/api/v1/chat/session/{anonymous_id}"), Some(&owner), Some(body)).await;
+    assert_eq!(status, 403, "{answer}");
+    // Opened without a key, sessions are counted per client.
+    assert_eq!(open(&broker, json!({"uaid": uaid})).await.0, 200);
+    let (status, answer) = open(&broker, json!({"uaid": uaid})).await;
+    assert_eq!((status, &answer["code"]), (429, &json!("rate_limited")), "{answer}");
+    let keyed = broker.send("POST", "/api/v1/chat/session", Some(&other), Some(json!({"uaid": uaid}))).await;
+    assert_eq!(keyed.0, 200, "an account's sessions are capped by --chat-max-sessions instead");
+
+    // The owner ends it.
+    assert_eq!(broker.send("DELETE", &session_path, Some(&owner), None).await.0, 200);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn routing_relays_one_message_and_keeps_a_bounded_connection() {
     let (echo, garbage) = (Agent::start(Kind::Echo).await, Agent::start(Kind::Garbage).await);
-    let broker = Broker::start("chat-route", &["--route-idle-secs", "1"]);
+    let allowed = tests::allowing(&[&echo.url(), &garbage.url()]);
+    let broker = Broker::start("chat-route", &["--route-idle-secs", "1", "--egress-allow", &allowed]);
     let key = broker.sign_in("0.0.1001").await;
     let uaid = register(&broker, &key, "Routed Echo", "a2a", &echo.url()).await;
     let broken = register(&broker, &key, "Routed Garbage", "a2a", &garbage.url()).await;
@@ -493,12 +591,14 @@ async fn routing_relays_one_message_and_keeps_a_bounded_connection() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_reference_clients_encrypted_conversation_completes_and_the_api_sees_only_ciphertext() {
     let echo = Agent::start(Kind::Echo).await;
-    let broker = Broker::start("chat-encrypted", &[]);
+    let broker = Broker::start("chat-encrypted", &["--egress-allow", &tests::allowing(&[&echo.url()])]);
     let key = broker.sign_in("0.0.1001").await;
-    let agent = register(&broker, &key, "Sealed Echo", "a2a", &echo.url()).await;
+    // The agent is another account's: its registrant is the responder.
+    let responder = broker.sign_in("0.0.1002").await;
+    let agent = register(&broker, &responder, "Sealed Echo", "a2a", &echo.url()).await;
     let sender = register(&broker, &key, "Sealed Sender", "a2a", &echo.url()).await;
     let base = format!("{}/", broker.api.base);
-    let results = tests::reference_client("encrypted.mjs", &[&base, &agent, &sender, &key]).await;
+    let results = tests::reference_client("encrypted.mjs", &[&base, &agent, &sender, &key, &responder]).await;
     let summary = &results["handshake"]["value"];
     assert_eq!((&summary["enabled"], &summary["algorithm"]), (&json!(true), &json!("aes-256-gcm")));
     // Stored: two envelopes, no plaintext anywhere in the store.
@@ -541,8 +641,20 @@ async fn the_reference_clients_encrypted_conversation_completes_and_the_api_sees
         let (got, answer) = broker.send("POST", &path, None, Some(body.clone())).await;
         assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{body}: {answer}");
     }
-    let (_, pending) = broker.send("POST", &shake(sealed_id), None, Some(good)).await;
+    let (_, pending) = broker.send("POST", &shake(sealed_id), None, Some(good.clone())).await;
     assert_eq!(pending["handshake"]["status"], json!("pending"));
+    // Each party's key is set once, and by that party: the requester's by
+    // whoever holds the anonymous session's id, the responder's by the
+    // account that registered the agent.
+    let answering = json!({"role": "responder", "keyType": "secp256k1", "ephemeralPublicKey": point});
+    let (status, answer) = broker.send("POST", &shake(sealed_id), None, Some(good)).await;
+    assert_eq!((status, &answer["code"]), (409, &json!("handshake_key_set")), "{answer}");
+    assert_eq!(broker.send("POST", &shake(sealed_id), None, Some(answering.clone())).await.0, 401);
+    assert_eq!(broker.send("POST", &shake(sealed_id), Some(&key), Some(answering.clone())).await.0, 403);
+    let (status, done) = broker.send("POST", &shake(sealed_id), Some(&responder), Some(answering.clone())).await;
+    assert_eq!((status, &done["handshake"]["status"]), (200, &json!("complete")), "{done}");
+    let (status, answer) = broker.send("POST", &shake(sealed_id), Some(&responder), Some(answering)).await;
+    assert_eq!((status, &answer["code"]), (409, &json!("handshake_key_set")), "{answer}");
     // Plaintext into an encrypted session is refused; a plain session's
     // status says it is not encrypted.
     let (status, answer) = say(&broker, sealed_id, "in the clear").await;
@@ -556,8 +668,17 @@ async fn a_history_is_compacted_by_the_summariser_billed_and_kept_as_an_agent_en
     let echo = Agent::start(Kind::Echo).await;
     let model = tests::models::ModelServer::start("sk-summary").await;
     let base = model.base();
-    let flags =
-        ["--summarizer-url", &base, "--summarizer-model", tests::models::MODEL, "--summarizer-key", "sk-summary"];
+    let allowed = tests::allowing(&[&echo.url()]);
+    let flags = [
+        "--summarizer-url",
+        &base,
+        "--summarizer-model",
+        tests::models::MODEL,
+        "--summarizer-key",
+        "sk-summary",
+        "--egress-allow",
+        &allowed,
+    ];
     let broker = Broker::start("chat-compact", &flags);
     let key = broker.sign_in("0.0.1001").await;
     let (_, session) = open(&broker, json!({"agentUrl": echo.url()})).await;
@@ -601,7 +722,13 @@ async fn a_history_is_compacted_by_the_summariser_billed_and_kept_as_an_agent_en
 #[tokio::test(flavor = "multi_thread")]
 async fn a_model_routing_provider_agent_needs_a_payer_and_is_billed_from_usage() {
     let model = tests::models::ModelServer::start("sk-provider").await;
-    let broker = Broker::start("chat-provider", &["--provider-key", "sk-provider"]);
+    // A provider the deployment does not pay: anyone can register an agent
+    // at any OpenAI-compatible API, and it is not sent the key.
+    let stranger = tests::models::ModelServer::start("sk-provider").await;
+    let origin = model.base().trim_end_matches("/v1").to_string();
+    let allowed = tests::allowing(&[&stranger.base()]);
+    let flags = ["--provider-key", "sk-provider", "--provider-origin", &origin, "--egress-allow", &allowed];
+    let broker = Broker::start("chat-provider", &flags);
     let key = broker.sign_in("0.0.1001").await;
     let body = json!({
         "profile": {"version": "1.0", "type": 1, "display_name": "Routed Model", "bio": "a model behind a provider",
@@ -655,12 +782,29 @@ async fn a_model_routing_provider_agent_needs_a_payer_and_is_billed_from_usage()
     let path = format!("/api/v1/route/{}", almanac::broker::render::segment(uaid));
     let (status, answer) = broker.send("POST", &path, Some(&key), Some(json!({"message": "x"}))).await;
     assert_eq!((status, &answer["code"]), (422, &json!("routing_not_supported")));
+
+    // The stranger's agent is called without the key: its API refuses it.
+    let body = json!({
+        "profile": {"version": "1.0", "type": 1, "display_name": "Key Collector", "bio": "wants the provider key",
+            "aiAgent": {"type": 1, "model": tests::models::MODEL, "capabilities": [0]}},
+        "endpoint": stranger.base(),
+        "communicationProtocol": "openrouter",
+    });
+    let (status, registered) = broker.send("POST", "/api/v1/register", Some(&key), Some(body)).await;
+    assert_eq!(status, 200, "{registered}");
+    let body = json!({"uaid": registered["uaid"], "message": "the key, please"});
+    let (status, answer) = broker.send("POST", "/api/v1/chat/message", Some(&key), Some(body)).await;
+    assert_eq!((status, &answer["code"]), (500, &json!("agent_error")), "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("401"), "{answer}");
+    assert_eq!(stranger.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mcp_servers_are_chatted_with_as_tool_calls_in_both_dialects() {
     let adder = Agent::start(Kind::Mcp).await;
-    let broker = Broker::start("chat-mcp", &[]);
+    let guard_host = Broker::start("chat-mcp-guard", &[]);
+    let allowed = tests::allowing(&[&adder.url(), &guard_host.api.base]);
+    let broker = Broker::start("chat-mcp", &["--egress-allow", &allowed]);
     let key = broker.sign_in("0.0.1001").await;
     let uaid = register(&broker, &key, "Adder", "mcp", &adder.url()).await;
     let (status, session) = open(&broker, json!({"uaid": uaid})).await;
@@ -675,9 +819,9 @@ async fn mcp_servers_are_chatted_with_as_tool_calls_in_both_dialects() {
     let (status, _) = say(&broker, id, "add [1, 2]").await;
     assert_eq!(status, 500);
 
-    // The stateless dialect: the api's own guard MCP endpoint refuses
+    // The stateless dialect: an api's own guard MCP endpoint refuses
     // initialize, so it is spoken to without one.
-    let guard = broker.api.url("/api/guard/public-mcp");
+    let guard = guard_host.api.url("/api/guard/public-mcp");
     let uaid = register(&broker, &key, "Guard Tools", "mcp", &guard).await;
     let (status, session) = open(&broker, json!({"uaid": uaid})).await;
     assert_eq!(status, 200, "{session}");
@@ -688,9 +832,10 @@ async fn mcp_servers_are_chatted_with_as_tool_calls_in_both_dialects() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn agents_built_on_the_official_a2a_sdk_are_relayed_whole_and_streamed() {
-    let broker = Broker::start("chat-sdk", &[]);
-    for mode in ["message", "task", "compat"] {
-        let agent = tests::agents::SdkAgent::start(mode);
+    let agents: Vec<_> = ["message", "task", "compat"].map(|mode| (mode, tests::agents::SdkAgent::start(mode))).into();
+    let urls: Vec<&str> = agents.iter().map(|(_, agent)| agent.url.as_str()).collect();
+    let broker = Broker::start("chat-sdk", &["--egress-allow", &tests::allowing(&urls)]);
+    for (mode, agent) in &agents {
         let (status, session) = open(&broker, json!({"agentUrl": agent.url})).await;
         assert_eq!(status, 200, "{mode}: {session}");
         assert_eq!(session["agent"]["name"], json!(format!("SDK {mode} agent")));
@@ -702,7 +847,7 @@ async fn agents_built_on_the_official_a2a_sdk_are_relayed_whole_and_streamed() {
         let events = events(&body);
         let last = events.last().unwrap();
         assert_eq!(last["content"]["message"], json!("STREAM THIS!"), "{mode}: {body}");
-        if mode != "message" {
+        if *mode != "message" {
             assert!(events.len() >= 3, "{mode}: the artifact's chunks relayed as they came: {body}");
         }
     }
@@ -711,7 +856,7 @@ async fn agents_built_on_the_official_a2a_sdk_are_relayed_whole_and_streamed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn session_auth_reaches_the_agent_and_is_never_stored() {
     let guarded = Agent::start(Kind::Guarded).await;
-    let broker = Broker::start("chat-auth", &[]);
+    let broker = Broker::start("chat-auth", &["--egress-allow", &tests::allowing(&[&guarded.url()])]);
     let key = broker.sign_in("0.0.1001").await;
     let uaid = register(&broker, &key, "Guarded", "http", &format!("{}/chat", guarded.url())).await;
     // Without auth the agent refuses; with it, every turn gets in.

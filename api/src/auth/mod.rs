@@ -122,17 +122,43 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
 }
 
-/// The key a request presents, if any.
-fn presented(headers: &HeaderMap) -> Option<&str> {
-    header(headers, "x-api-key").or_else(|| header(headers, "x-ledger-api-key")).or_else(|| {
-        let value = header(headers, "authorization")?;
-        let key = match value.split_once(' ') {
-            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
-            Some(_) => return None,
-            None => value,
-        };
-        Some(key)
-    })
+/// The key a request presents, if any: the same key in however many of
+/// `x-api-key`, `x-ledger-api-key` and `Authorization` (bearer) carry one;
+/// 400 when they carry different keys (which would the request act as?).
+fn presented(headers: &HeaderMap) -> Result<Option<&str>, Error> {
+    let values = |name| headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).map(str::trim);
+    let bearer = values("authorization").filter_map(|value| match value.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => Some(rest.trim()),
+        Some(_) => None,
+        None => Some(value),
+    });
+    let mut keys = values("x-api-key").chain(values("x-ledger-api-key")).chain(bearer).filter(|k| !k.is_empty());
+    let first = keys.next();
+    if keys.any(|other| Some(other) != first) {
+        let message = "x-api-key, x-ledger-api-key and Authorization name different keys: send one";
+        return Err(Error::new(StatusCode::BAD_REQUEST, "conflicting_keys", message));
+    }
+    Ok(first)
+}
+
+/// `x-account-id` as a request states it: at most once, printable ASCII
+/// (400 otherwise), and an account the principal controls (403): checked
+/// on every operation that reads keys, so no route ignores it.
+pub fn account_header(headers: &HeaderMap, principal: Option<&Principal>) -> Result<(), Error> {
+    let mut values = headers.get_all("x-account-id").iter();
+    let Some(value) = values.next() else { return Ok(()) };
+    let malformed = |message: &str| Error::parameter("x-account-id", message.to_string());
+    if values.next().is_some() {
+        return Err(malformed("x-account-id: sent more than once"));
+    }
+    let named = value.to_str().ok().map(str::trim).filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic()));
+    let named = named.ok_or_else(|| malformed("x-account-id: expected an account id in ASCII"))?;
+    match principal {
+        Some(p) if !p.operator && p.account.as_deref() != Some(named) => {
+            Err(Error::forbidden("x-account-id names an account this API key does not control"))
+        }
+        _ => Ok(()),
+    }
 }
 
 pub(crate) fn digest(key: &str) -> [u8; 32] {
@@ -142,7 +168,7 @@ pub(crate) fn digest(key: &str) -> [u8; 32] {
 /// The principal a request's key names: `None` without a key; 401 for a
 /// key that is unknown, revoked or expired.
 pub async fn resolve(settings: &Settings, store: &Store, headers: &HeaderMap) -> Result<Option<Principal>, Error> {
-    let Some(key) = presented(headers) else { return Ok(None) };
+    let Some(key) = presented(headers)? else { return Ok(None) };
     let hash = digest(key);
     if settings.operator.is_some_and(|operator| constant_eq(&operator, &hash)) {
         return Ok(Some(Principal { account: None, operator: true, network: String::new() }));
@@ -207,15 +233,60 @@ mod tests {
         for (name, value) in headers {
             map.append(*name, HeaderValue::from_static(value));
         }
-        assert_eq!(presented(&map), expected, "{headers:?}");
+        assert_eq!(presented(&map).map_err(|e| e.code), Ok(expected), "{headers:?}");
+    }
+
+    /// Each case: key headers naming different keys.
+    #[test]
+    fn two_different_keys_are_refused() {
+        for headers in [
+            &[("x-api-key", "a"), ("x-ledger-api-key", "b")][..],
+            &[("x-api-key", "a"), ("x-api-key", "b")],
+            &[("x-api-key", "a"), ("authorization", "Bearer b")],
+        ] {
+            let mut map = HeaderMap::new();
+            for (name, value) in headers {
+                map.append(*name, HeaderValue::from_static(value));
+            }
+            assert_eq!(presented(&map).map_err(|e| e.code), Err("conflicting_keys"), "{headers:?}");
+        }
+    }
+
+    /// Each case: the `x-account-id` headers sent, who asks, and the status.
+    #[test]
+    fn x_account_id_is_checked_once_wherever_keys_are_read() {
+        let user = Principal { account: Some("0.0.1001".into()), operator: false, network: "hedera:testnet".into() };
+        let operator = Principal { account: None, operator: true, network: String::new() };
+        type Case<'a> = (&'a [&'a [u8]], Option<&'a Principal>, Result<(), u16>);
+        let cases: &[Case] = &[
+            (&[], Some(&user), Ok(())),
+            (&[&b"0.0.1001"[..]], Some(&user), Ok(())),
+            (&[&b"0.0.1002"[..]], Some(&user), Err(403)),
+            (&[&b"0.0.1002"[..]], Some(&operator), Ok(())),
+            (&[&b"0.0.1002"[..]], None, Ok(())),
+            (&[&b"0.0.1001"[..], &b"0.0.1001"[..]], Some(&user), Err(400)),
+            (&[&b"0.0.1001"[..], &b"0.0.1002"[..]], Some(&user), Err(400)),
+            (&[&b"0.0.\xc3\xa91001"[..]], Some(&user), Err(400)),
+            (&[&b"\xff\xfe"[..]], Some(&user), Err(400)),
+            (&[&b" "[..]], Some(&user), Err(400)),
+        ];
+        for (values, principal, expected) in cases {
+            let mut map = HeaderMap::new();
+            for value in *values {
+                map.append("x-account-id", HeaderValue::from_bytes(value).unwrap());
+            }
+            let got = account_header(&map, *principal).map_err(|e| e.status.as_u16());
+            assert_eq!(got, *expected, "{values:?} {principal:?}");
+        }
     }
 
     #[test]
-    fn the_key_is_read_from_the_first_header_present() {
+    fn the_key_is_read_from_whichever_header_carries_it() {
         check(&[], None);
         check(&[("x-api-key", "a")], Some("a"));
         check(&[("x-ledger-api-key", "b")], Some("b"));
-        check(&[("x-ledger-api-key", "b"), ("x-api-key", "a")], Some("a"));
+        check(&[("x-ledger-api-key", "a"), ("x-api-key", "a")], Some("a"));
+        check(&[("x-api-key", "a"), ("authorization", "Bearer a")], Some("a"));
         check(&[("authorization", "Bearer c")], Some("c"));
         check(&[("authorization", "bearer  c ")], Some("c"));
         check(&[("authorization", "c")], Some("c"));

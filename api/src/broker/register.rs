@@ -43,6 +43,22 @@ pub fn lookup<'a>(
     }
 }
 
+/// 403 `destination_not_allowed` when an endpoint the broker would call
+/// (an http or https URL) is one the egress gate refuses by its text: an
+/// inside address, `localhost`. Names are judged again, by their
+/// addresses, whenever the broker calls them. A model provider's origin
+/// the operator named is called as configured.
+fn callable(request: &Request, agent: &Agent) -> Result<(), Error> {
+    let chat = &request.app.chat;
+    let web = agent.endpoints.values().filter(|url| url.starts_with("http://") || url.starts_with("https://"));
+    for url in web.filter(|url| !chat.providers.lists(url)) {
+        if chat.gate.judge(url).is_err() {
+            return Err(crate::egress::refusal().naming("endpoint"));
+        }
+    }
+    Ok(())
+}
+
 fn refused(invalid: Invalid) -> Error {
     let problem = crate::wording::serde_rule(&invalid.problem);
     Error::invalid_body(format!("{}: {problem}", invalid.field)).naming(invalid.field)
@@ -143,6 +159,7 @@ pub async fn register(request: Request) -> Answer {
     let (_, broker) = super::agents(&request)?;
     let (ms, at) = now();
     let agent = registration::agent(&read, &owner, &broker.catalog, &at).map_err(refused)?;
+    callable(&request, &agent)?;
     let uaid = agent.uaid.to_string();
     // An agent indexed from another source is not this account's to claim.
     let key = uaid.clone();
@@ -221,6 +238,7 @@ async fn update_profile(request: Request, body: Value) -> Answer {
     let (_, broker) = super::agents(&request)?;
     let (ms, at) = now();
     let agent = registration::updated(&existing.agent, &read, &broker.catalog, &at).map_err(refused)?;
+    callable(&request, &agent)?;
     let plan = plan(&request, &read, Mode::Update)?;
     let outcome = save(&request, &agent, owner.account, &body, plan.clone(), ms).await?;
     finish(&request, outcome, agent, &plan).await
@@ -265,6 +283,7 @@ async fn ownership(request: Request, body: Value) -> Answer {
     agent.verification_status = if claim.registered { Verification::Registered } else { Verification::Indexed };
     agent.updated_at = at;
     almanac::broker::validate(&agent).map_err(|e| Error::invalid_body(format!("{e:#}")))?;
+    callable(&request, &agent)?;
     let outcome = save(&request, &agent, owner.account, &body, Plan::new(Mode::Update, 0, Vec::new()), ms).await?;
     let agent = match outcome {
         Outcome::Done { seq, .. } => {

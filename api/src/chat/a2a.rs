@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::sse;
 use super::turn::{read_json, Chunk, Failure, Reply, Turn};
+use crate::egress::{self, Gate};
 
 /// The protocol version of an interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,20 +58,18 @@ pub fn card_url(base: &str) -> String {
 }
 
 /// Fetches and reads the agent card of `base`.
-pub async fn discover(client: &reqwest::Client, base: &str, max_bytes: usize) -> Result<Card, Failure> {
+pub async fn discover(gate: &Gate, base: &str, max_bytes: usize) -> Result<Card, Failure> {
     let url = card_url(base);
-    let response = client
-        .get(&url)
-        .header("a2a-version", "1.0")
-        .header("accept", "application/json")
-        .send()
-        .await
-        .map_err(|e| Failure::unreachable(&url, &e))?;
+    let response = gate.get(&url).header("a2a-version", "1.0").header("accept", "application/json").send().await?;
     if !response.status().is_success() {
         return Err(Failure::Refused(format!("the agent card at {url} answered {}", response.status())));
     }
     let card = read_json(response, max_bytes, &format!("the agent card at {url}")).await?;
-    read_card(&card, &url)
+    let card = read_card(&card, &url)?;
+    // Judged now as well as when called: a session is not opened to a
+    // card that points inside.
+    gate.judge(&card.url).map_err(|_| Failure::NotAllowed)?;
+    Ok(card)
 }
 
 /// A card's interface: a JSON-RPC one of version 1.0 if offered, else 0.3.
@@ -139,12 +138,13 @@ fn request(version: Version, turn: &Turn<'_>, streaming: bool, id: u64) -> Value
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"message": message}})
 }
 
-fn post(client: &reqwest::Client, card: &Card, turn: &Turn<'_>, body: &Value, accept: &str) -> reqwest::RequestBuilder {
-    let mut builder = client.post(&card.url).header("content-type", "application/json").header("accept", accept);
+/// The card's `url` is a destination like any other: the gate judges it.
+fn post<'g>(gate: &'g Gate, card: &Card, turn: &Turn<'_>, body: &Value, accept: &str) -> egress::Call<'g> {
+    let mut call = gate.post(&card.url).header("content-type", "application/json").header("accept", accept);
     if card.version == Version::V1 {
-        builder = builder.header("a2a-version", "1.0");
+        call = call.header("a2a-version", "1.0");
     }
-    turn.headers.iter().fold(builder, |b, (name, value)| b.header(name, value)).body(body.to_string())
+    call.credentials(turn.headers).body(body.to_string())
 }
 
 /// The text parts of `parts`, joined.
@@ -243,16 +243,13 @@ fn reply(answer: &Value) -> Result<Reply, Failure> {
 }
 
 /// Posts a turn; the response, once its status says success.
-async fn call(
-    client: &reqwest::Client,
-    card: &Card,
-    turn: &Turn<'_>,
-    streaming: bool,
-) -> Result<reqwest::Response, Failure> {
+async fn call(gate: &Gate, card: &Card, turn: &Turn<'_>, streaming: bool) -> Result<reqwest::Response, Failure> {
     let body = request(card.version, turn, streaming, 1);
-    let accept = if streaming { "text/event-stream" } else { "application/json" };
-    let response =
-        post(client, card, turn, &body, accept).send().await.map_err(|e| Failure::unreachable(&card.url, &e))?;
+    let (accept, answer) = match streaming {
+        true => ("text/event-stream", egress::Answer::Streamed),
+        false => ("application/json", egress::Answer::Whole),
+    };
+    let response = post(gate, card, turn, &body, accept).answer(answer).send().await?;
     if !response.status().is_success() {
         return Err(Failure::Refused(format!("the agent answered {}", response.status())));
     }
@@ -260,8 +257,8 @@ async fn call(
 }
 
 /// One turn, answered whole.
-pub async fn send(client: &reqwest::Client, card: &Card, turn: &Turn<'_>, max_bytes: usize) -> Result<Reply, Failure> {
-    let response = call(client, card, turn, false).await?;
+pub async fn send(gate: &Gate, card: &Card, turn: &Turn<'_>, max_bytes: usize) -> Result<Reply, Failure> {
+    let response = call(gate, card, turn, false).await?;
     reply(&read_json(response, max_bytes, "the agent's answer").await?)
 }
 
@@ -312,12 +309,12 @@ impl Said {
 /// One turn, streamed: text chunks as the agent sends them, then the
 /// whole reply. Dropping the stream closes the agent's connection.
 pub async fn stream(
-    client: &reqwest::Client,
+    gate: &Gate,
     card: &Card,
     turn: &Turn<'_>,
     max_bytes: usize,
 ) -> Result<impl Stream<Item = Result<Chunk, Failure>> + Send + 'static + use<>, Failure> {
-    let response = call(client, card, turn, true).await?;
+    let response = call(gate, card, turn, true).await?;
     let is_sse = response
         .headers()
         .get("content-type")

@@ -26,6 +26,7 @@ const INSTRUCTION: &str = "Summarise this conversation between a user and an age
 
 pub async fn compact(request: Request) -> Answer {
     let chat = &request.app.chat;
+    let principal = request.principal.as_ref().ok_or_else(crate::auth::sign_in_required)?;
     let Some(provider) = chat.summarizer.clone() else {
         return Err(Error::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -33,7 +34,6 @@ pub async fn compact(request: Request) -> Answer {
             "no summarisation provider is configured",
         ));
     };
-    let principal = request.principal.as_ref().ok_or_else(crate::auth::sign_in_required)?;
     let account = principal.billing(&request.headers)?;
     let body: CompactRequest = match request.body.trim_ascii().is_empty() {
         true => CompactRequest::default(),
@@ -48,6 +48,7 @@ pub async fn compact(request: Request) -> Answer {
     };
     let id = request.params.get("sessionId").to_string();
     let session = super::held(&request, &id).await?;
+    super::access::require_owner(&request, &session).await?;
     let since = store::now_ms() - session.history_ttl * 1000;
     let (key, limit) = (id.clone(), chat.max_history_entries);
     let history = request.app.store.read(move |conn| stored::history(conn, &key, since, limit)).await?;
@@ -69,7 +70,7 @@ pub async fn compact(request: Request) -> Answer {
     let transcript: String =
         older.iter().map(|m| format!("{}: {}\n", if m.role == "user" { "User" } else { "Agent" }, m.content)).collect();
     let messages = [json!({"role": "system", "content": INSTRUCTION}), json!({"role": "user", "content": transcript})];
-    let completion = openai::complete(&chat.client, &provider, &messages, chat.max_answer_bytes)
+    let completion = openai::complete(&chat.gate, &provider, &messages, chat.max_answer_bytes)
         .await
         .map_err(|f| Error::new(StatusCode::BAD_GATEWAY, "summarization_failed", f.message().to_string()))?;
     let summary = stored::Message {

@@ -109,6 +109,7 @@ pub async fn status(request: Request) -> Answer {
         return Err(disabled());
     }
     let (session, state) = load(&request).await?;
+    super::access::readable_since(&request, &session).await?;
     let encryption = match &state {
         Some(state) => summary(&request.app, &session, state).await,
         None => Value::Null,
@@ -171,6 +172,7 @@ pub async fn handshake(request: Request) -> Answer {
         Role::Requester => "requester",
         Role::Responder => "responder",
     };
+    submitter(&request, &session, &body.role).await?;
     let mut participant = json!({"role": role, "keyType": body.key_type, "ephemeralPublicKey": ephemeral,
         "submittedAt": store::rfc3339(now)});
     for (field, value) in [
@@ -201,12 +203,56 @@ pub async fn handshake(request: Request) -> Answer {
             if now > state["expiresAt"].as_i64().unwrap_or_default() {
                 state = initial(now);
             }
+            // Each party's key is set once: a second submission would let
+            // whoever sends it stand between the parties.
+            if state[role].is_object() {
+                return Ok(Err(()));
+            }
             state[role] = participant;
             stored::set_encryption(conn, &id, &state.to_string())?;
-            Ok(state)
+            Ok(Ok(state))
         })
-        .await?;
+        .await?
+        .map_err(|()| {
+            let message = format!("the {role}'s key is already set for this handshake");
+            Error::new(StatusCode::CONFLICT, "handshake_key_set", message)
+        })?;
     Ok(reply::json(&json!({"sessionId": session.id, "handshake": record(&session.id, &state)})))
+}
+
+/// 401 or 403 unless the caller is the party `role` names: the requester
+/// is the session's owner; the responder the account that registered the
+/// session's agent here, or the owner when no account did.
+async fn submitter(request: &Request, session: &stored::Session, role: &Role) -> Result<(), Error> {
+    use super::access::{self, Party};
+    let owner = access::party(request, session).await? == Some(Party::Owner);
+    let allowed = match role {
+        Role::Requester => owner,
+        Role::Responder => {
+            let registrant = match session.uaid.is_empty() {
+                true => None,
+                false => access::registrant(request, &session.uaid).await?,
+            };
+            let principal = request.principal.as_ref();
+            match registrant {
+                Some(registrant) => principal.is_some_and(|p| p.operator || p.account.as_ref() == Some(&registrant)),
+                None => owner,
+            }
+        }
+    };
+    match (allowed, &request.principal) {
+        (true, _) => Ok(()),
+        (false, None) => Err(crate::auth::sign_in_required()),
+        (false, Some(_)) => Err(Error::forbidden(format!(
+            "the {} key is submitted by {}",
+            if matches!(role, Role::Requester) { "requester's" } else { "responder's" },
+            if matches!(role, Role::Requester) {
+                "the session's owner"
+            } else {
+                "the account that registered the agent"
+            }
+        ))),
+    }
 }
 
 /// A `cipherEnvelope` as the client sends it: the fields the other party

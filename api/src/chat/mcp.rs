@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use super::sse;
 use super::turn::{read_bounded, Failure, Reply, Turn};
+use crate::egress::Gate;
 
 pub const STATEFUL: &str = "2025-06-18";
 pub const STATELESS: &str = "2026-07-28";
@@ -57,7 +58,7 @@ async fn answer(response: reqwest::Response, id: u64, max_bytes: usize) -> Resul
 
 /// What every request to a server shares.
 struct Link<'a> {
-    client: &'a reqwest::Client,
+    gate: &'a Gate,
     server: &'a Server,
     turn: &'a Turn<'a>,
     max_bytes: usize,
@@ -71,9 +72,9 @@ async fn call(
     mut params: Value,
     id: Option<u64>,
 ) -> Result<Option<(reqwest::header::HeaderMap, Value)>, Failure> {
-    let (client, server, turn, max_bytes) = (link.client, link.server, link.turn, link.max_bytes);
+    let (gate, server, turn, max_bytes) = (link.gate, link.server, link.turn, link.max_bytes);
     let version = if server.stateless { STATELESS } else { STATEFUL };
-    let mut builder = client
+    let mut builder = gate
         .post(&server.url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream");
@@ -90,12 +91,12 @@ async fn call(
     if let Some(session) = &session.id {
         builder = builder.header("mcp-session-id", session);
     }
-    builder = turn.headers.iter().fold(builder, |b, (name, value)| b.header(name, value));
+    builder = builder.credentials(turn.headers);
     let mut message = json!({"jsonrpc": "2.0", "method": method, "params": params});
     if let Some(id) = id {
         message["id"] = json!(id);
     }
-    let response = builder.body(message.to_string()).send().await.map_err(|e| Failure::unreachable(&server.url, &e))?;
+    let response = builder.body(message.to_string()).send().await?;
     let Some(id) = id else { return Ok(None) };
     let headers = response.headers().clone();
     let status = response.status();
@@ -135,18 +136,18 @@ async fn begin(link: &Link<'_>) -> Result<Session, Failure> {
 
 /// Finds how to speak to the server at `url`: stateful if it takes
 /// `initialize`; else stateless if it answers `server/discover` so.
-pub async fn connect(client: &reqwest::Client, url: &str, max_bytes: usize) -> Result<Server, Failure> {
+pub async fn connect(gate: &Gate, url: &str, max_bytes: usize) -> Result<Server, Failure> {
     let stateful = Server { url: url.to_string(), stateless: false };
     let headers = Default::default();
-    let turn = Turn { text: "", session: "", context: None, history: &[], headers: &headers, provider_key: None };
-    let link = Link { client, server: &stateful, turn: &turn, max_bytes };
+    let turn = Turn { text: "", session: "", context: None, history: &[], headers: &headers };
+    let link = Link { gate, server: &stateful, turn: &turn, max_bytes };
     let refused = match initialize(&link).await {
         Ok(_) => return Ok(stateful),
         Err(Failure::Unreachable(why)) => return Err(Failure::Unreachable(why)),
         Err(other) => other,
     };
     let stateless = Server { url: url.to_string(), stateless: true };
-    let link = Link { client, server: &stateless, turn: &turn, max_bytes };
+    let link = Link { gate, server: &stateless, turn: &turn, max_bytes };
     match call(&link, &Session { id: None }, "server/discover", json!({}), Some(0)).await {
         Ok(Some((_, answer))) if answer.get("result").is_some() => Ok(stateless),
         _ => Err(refused),
@@ -184,14 +185,9 @@ fn read_ask(text: &str) -> Result<Ask, Failure> {
 }
 
 /// One turn: the list of tools, or a tool's result.
-pub async fn send(
-    client: &reqwest::Client,
-    server: &Server,
-    turn: &Turn<'_>,
-    max_bytes: usize,
-) -> Result<Reply, Failure> {
+pub async fn send(gate: &Gate, server: &Server, turn: &Turn<'_>, max_bytes: usize) -> Result<Reply, Failure> {
     let ask = read_ask(turn.text)?;
-    let link = Link { client, server, turn, max_bytes };
+    let link = Link { gate, server, turn, max_bytes };
     let session = begin(&link).await?;
     let (method, params) = match &ask {
         Ask::List => ("tools/list", json!({})),

@@ -58,7 +58,7 @@ async fn load(request: &Request) -> Result<(stored::Session, Vec<stored::Member>
 }
 
 /// 401 without a key; 403 unless `sender` is a member the principal owns.
-async fn acting_for(
+pub(crate) async fn acting_for(
     request: &Request,
     session: &stored::Session,
     members: &[stored::Member],
@@ -132,6 +132,9 @@ pub async fn visibility(request: Request) -> Answer {
     let (session, members) = load(&request).await?;
     acting_for(&request, &session, &members, &sender).await?;
     let visibility = match body.visibility {
+        Visibility::Public if session.account.is_none() => {
+            return Err(Error::forbidden("a session opened without a key stays private: its id is what controls it"))
+        }
         Visibility::Public => "public",
         Visibility::Private => "private",
     };

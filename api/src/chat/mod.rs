@@ -8,6 +8,7 @@
 //! nothing.
 
 pub mod a2a;
+pub mod access;
 pub mod compact;
 pub mod encryption;
 pub mod mcp;
@@ -56,14 +57,23 @@ struct MessageRequest {
     idempotency_key: Option<String>,
 }
 
+/// A send's idempotency key and the digest of what it sent: a retry with
+/// both gets the first answer, the key with another message 409.
+struct Idempotency {
+    key: String,
+    digest: String,
+}
+
 pub(crate) fn new_id(prefix: &str) -> String {
     format!("{prefix}{}", almanac::http::hex(&store::random::<16>()))
 }
 
 /// A relay failure as answered: 422 when nothing here speaks the agent's
-/// protocol, 500 otherwise (the spec's "cannot connect").
+/// protocol, 403 when the gate refuses its address, 500 otherwise (the
+/// spec's "cannot connect").
 fn failed(failure: &Failure) -> Error {
     let status = match failure {
+        Failure::NotAllowed => return crate::egress::refusal(),
         Failure::Unsupported(_) => StatusCode::UNPROCESSABLE_ENTITY,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
@@ -109,6 +119,9 @@ pub(crate) fn entry(m: &stored::Message) -> Value {
 /// names no session): resolves the agent, bills extended history.
 async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Session, Value), Error> {
     let chat = &request.app.chat;
+    if request.principal.is_none() {
+        request.app.anonymous_chat_limit.check(request.client).map_err(crate::limit::rate_limited)?;
+    }
     let headers = match &body.auth {
         None => Default::default(),
         Some(auth) => {
@@ -135,7 +148,7 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
                 crate::broker::register::lookup(request, &view, &uaid)?.map(Cow::into_owned).ok_or_else(|| {
                     Error::new(StatusCode::NOT_FOUND, "uaid_not_found", format!("no agent {uaid} is indexed here"))
                 })?;
-            let target = relay::target(&chat.client, &record, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
+            let target = relay::target(&chat.gate, &record, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
             let skills = match &target {
                 Target::A2a(card) => card.skills.clone(),
                 _ => record.capability_labels.clone(),
@@ -150,8 +163,7 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
             if parsed.is_none() {
                 return Err(Error::invalid_body("agentUrl: must be an http or https URL").naming("agentUrl"));
             }
-            let target =
-                relay::target_of_url(&chat.client, &url, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
+            let target = relay::target_of_url(&chat.gate, &url, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
             let agent = match &target {
                 Target::A2a(card) => agent_json(&card.name, &card.description, &target, &card.skills),
                 _ => agent_json(&url, "", &target, &[]),
@@ -296,7 +308,11 @@ pub async fn message(request: Request) -> Answer {
         return Err(Error::new(StatusCode::PAYLOAD_TOO_LARGE, "message_too_large", message).naming("message"));
     }
     let session = match &body.session_id {
-        Some(id) => session(&request, id).await?,
+        Some(id) => {
+            let session = session(&request, id).await?;
+            access::require(&request, &session).await?;
+            session
+        }
         None => {
             let opening = SessionRequest {
                 uaid: body.uaid.clone(),
@@ -318,21 +334,29 @@ pub async fn message(request: Request) -> Answer {
     if key.as_ref().is_some_and(|k| k.len() > 255) {
         return Err(Error::invalid_body("idempotencyKey: at most 255 bytes").naming("idempotencyKey"));
     }
+    let key = key.map(|key| {
+        use sha2::Digest as _;
+        let sent = json!([body.message, body.cipher_envelope]).to_string();
+        Idempotency { key, digest: almanac::http::hex(&sha2::Sha256::digest(sent.as_bytes())) }
+    });
     let _claim = match &key {
         None => None,
-        Some(key) => {
-            let (id, k) = (session.id.clone(), key.clone());
-            if let Some(answer) = request.app.store.read(move |conn| stored::sent(conn, &id, &k)).await? {
+        Some(idempotency) => {
+            let (id, k) = (session.id.clone(), idempotency.key.clone());
+            if let Some((answer, digest)) = request.app.store.read(move |conn| stored::sent(conn, &id, &k)).await? {
+                if digest.is_some_and(|d| d != idempotency.digest) {
+                    return Err(access::reused_key());
+                }
                 let answer: Value = serde_json::from_str(&answer).unwrap_or_default();
                 return Ok(reply::json(&answer));
             }
-            Some(chat.claim(&session.id, key).ok_or_else(|| {
+            Some(chat.claim(&session.id, &idempotency.key).ok_or_else(|| {
                 Error::new(StatusCode::CONFLICT, "send_in_progress", "a send with this idempotency key is in progress")
             })?)
         }
     };
     if session.encryption.is_some() {
-        return encrypted_send(&request, &session, &body, key.as_deref()).await;
+        return encrypted_send(&request, &session, &body, key.as_ref()).await;
     }
     if let Some(envelope) = &body.cipher_envelope {
         encryption::check_envelope(envelope)?;
@@ -382,22 +406,25 @@ pub async fn message(request: Request) -> Answer {
         Error::new(StatusCode::SERVICE_UNAVAILABLE, "too_busy", "too many agent calls are in flight; try again")
     })?;
     let streaming = body.streaming == Some(true) && wants_events(&request);
+    let relay_id = access::relay_id(&session.id);
     let turn = Turn {
         text: &body.message,
-        session: &session.id,
+        session: &relay_id,
         context: session.context.as_deref(),
         history: &history,
         headers: &headers,
-        provider_key: chat.provider_key.as_deref(),
     };
     if !streaming {
-        let reply = relay::send(&chat.client, &target, &turn, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
+        let reply = relay::send(&chat.gate, &chat.providers, &target, &turn, chat.max_answer_bytes)
+            .await
+            .map_err(|f| failed(&f))?;
         drop(permit);
-        let answer =
-            finish(&request.app, &session, user, &reply, new_id("msg_"), key.as_deref(), bill.as_ref()).await?;
+        let answer = finish(&request.app, &session, user, &reply, new_id("msg_"), key.as_ref(), bill.as_ref()).await?;
         return Ok(reply::json(&answer));
     }
-    let upstream = relay::stream(&chat.client, &target, &turn, chat.max_answer_bytes).await.map_err(|f| failed(&f))?;
+    let upstream = relay::stream(&chat.gate, &chat.providers, &target, &turn, chat.max_answer_bytes)
+        .await
+        .map_err(|f| failed(&f))?;
     let app = request.app.clone();
     let message_id = new_id("msg_");
     // The turn runs on a task of its own that sends each event as the
@@ -433,7 +460,7 @@ pub async fn message(request: Request) -> Answer {
                         user,
                         &reply,
                         message_id.clone(),
-                        key.as_deref(),
+                        key.as_ref(),
                         bill.as_ref(),
                     )
                     .await
@@ -478,7 +505,7 @@ async fn encrypted_send(
     request: &Request,
     session: &stored::Session,
     body: &MessageRequest,
-    key: Option<&str>,
+    key: Option<&Idempotency>,
 ) -> Answer {
     let Some(envelope) = &body.cipher_envelope else {
         let message = "cipherEnvelope: this session is encrypted; send the message encrypted";
@@ -498,12 +525,12 @@ async fn encrypted_send(
     if !session.uaid.is_empty() {
         answer["uaid"] = json!(session.uaid);
     }
-    let (id, sent) = (session.id.clone(), key.map(|k| (k.to_string(), answer.to_string())));
+    let (id, sent) = (session.id.clone(), key.map(|k| (k.key.clone(), k.digest.clone(), answer.to_string())));
     let stored = request
         .app
         .store
         .write(move |conn| {
-            let sent = sent.as_ref().map(|(k, a)| (k.as_str(), a.as_str()));
+            let sent = sent.as_ref().map(|(key, digest, answer)| stored::Sent { key, digest: Some(digest), answer });
             stored::turn(conn, &id, &[message], None, sent)
         })
         .await?;
@@ -520,7 +547,7 @@ async fn finish(
     user: stored::Message,
     reply: &relay::Reply,
     message_id: String,
-    key: Option<&str>,
+    key: Option<&Idempotency>,
     bill: Option<&(String, f64)>,
 ) -> Result<Value, Error> {
     let agent = stored::Message {
@@ -558,7 +585,7 @@ async fn finish(
         }
     });
     let (id, context, messages) = (session.id.clone(), reply.context.clone(), vec![user, agent.clone()]);
-    let sent = key.map(|k| (k.to_string(), answer.to_string()));
+    let sent = key.map(|k| (k.key.clone(), k.digest.clone(), answer.to_string()));
     let outcome = app
         .store
         .write(move |conn| {
@@ -567,7 +594,7 @@ async fn finish(
                     return Ok(Err((change.credits, balance, shortfall)));
                 }
             }
-            let sent = sent.as_ref().map(|(k, a)| (k.as_str(), a.as_str()));
+            let sent = sent.as_ref().map(|(key, digest, answer)| stored::Sent { key, digest: Some(digest), answer });
             Ok(Ok(stored::turn(conn, &id, &messages, context.as_deref(), sent)?))
         })
         .await?;
@@ -592,17 +619,8 @@ pub async fn history(request: Request) -> Answer {
     }
     let id = request.params.get("sessionId").to_string();
     let session = held(&request, &id).await?;
-    let mut since = store::now_ms() - session.history_ttl * 1000;
     // A member invited to see only what followed the invite sees that.
-    if let Some(member) = request.query_value("senderUaid")? {
-        let key = id.clone();
-        let members = request.app.store.read(move |conn| stored::members(conn, &key)).await?;
-        match members.iter().find(|m| m.uaid == member) {
-            Some(m) if m.history_scope == "since_invite" => since = since.max(m.invited_at),
-            Some(_) => {}
-            None => return Err(Error::forbidden("senderUaid is not a member of the session")),
-        }
-    }
+    let since = (store::now_ms() - session.history_ttl * 1000).max(access::readable_since(&request, &session).await?);
     let limit = chat.max_history_entries;
     let messages = request.app.store.read(move |conn| stored::history(conn, &id, since, limit)).await?;
     Ok(reply::json(&json!({
@@ -616,6 +634,7 @@ pub async fn history(request: Request) -> Answer {
 /// authentication.
 pub async fn end(request: Request) -> Answer {
     let id = request.params.get("sessionId").to_string();
+    access::require_owner(&request, &held(&request, &id).await?).await?;
     request.app.chat.forget(&id);
     let key = id.clone();
     let ended = request.app.store.write(move |conn| stored::end(conn, &key, store::now_ms())).await?;

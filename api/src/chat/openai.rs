@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 
 use super::sse;
 use super::turn::{read_bounded, Chunk, Failure, Reply};
+use crate::egress::{Answer, Call, Gate, Trust};
+use warp::http::{HeaderMap, HeaderValue, Method};
 
 /// Where and how to call a provider.
 #[derive(Clone, Debug)]
@@ -17,6 +19,39 @@ pub struct Provider {
     pub base: String,
     pub key: Option<String>,
     pub model: String,
+    /// Configured by the operator (the summariser, a provider origin it
+    /// named), or taken from an agent's record (judged by the gate).
+    pub trust: Trust,
+}
+
+/// The model-routing providers the deployment pays: their origins
+/// (`https://openrouter.ai`), and the key sent to them. An agent whose
+/// `openrouter` endpoint is elsewhere is called through the gate without
+/// the key: anyone may register such an agent.
+#[derive(Clone, Debug, Default)]
+pub struct Providers {
+    pub key: Option<String>,
+    pub origins: Vec<url::Origin>,
+}
+
+impl Providers {
+    /// Whether `url` is at the origin of a provider the operator named.
+    pub fn lists(&self, url: &str) -> bool {
+        url::Url::parse(url).is_ok_and(|url| self.origins.contains(&url.origin()))
+    }
+
+    /// How a provider agent at `base` is called: as configured and with
+    /// the key when its origin is one the operator named, else judged and
+    /// without it.
+    pub fn provider(&self, base: &str, model: &str) -> Provider {
+        let listed = self.lists(base);
+        Provider {
+            base: base.to_string(),
+            key: self.key.clone().filter(|_| listed),
+            model: model.to_string(),
+            trust: if listed { Trust::Configured } else { Trust::Judged },
+        }
+    }
 }
 
 /// A completion and its token usage.
@@ -27,15 +62,14 @@ pub struct Completion {
     pub raw: Value,
 }
 
-fn request(client: &reqwest::Client, provider: &Provider, body: &Value) -> reqwest::RequestBuilder {
-    let builder = client
-        .post(format!("{}/chat/completions", provider.base.trim_end_matches('/')))
-        .header("content-type", "application/json");
-    let builder = match &provider.key {
-        Some(key) => builder.bearer_auth(key),
-        None => builder,
-    };
-    builder.body(body.to_string())
+fn request<'g>(gate: &'g Gate, provider: &Provider, body: &Value, answer: Answer) -> Call<'g> {
+    let url = format!("{}/chat/completions", provider.base.trim_end_matches('/'));
+    let mut credentials = HeaderMap::new();
+    if let Some(value) = provider.key.as_ref().and_then(|key| HeaderValue::from_str(&format!("Bearer {key}")).ok()) {
+        credentials.insert("authorization", value);
+    }
+    let call = gate.call(Method::POST, &url, provider.trust).header("content-type", "application/json");
+    call.credentials(&credentials).body(body.to_string()).answer(answer)
 }
 
 /// The provider's error, in words.
@@ -47,14 +81,13 @@ fn refusal(status: reqwest::StatusCode, body: &[u8]) -> Failure {
 
 /// One completion of `messages` (`[{role, content}]`).
 pub async fn complete(
-    client: &reqwest::Client,
+    gate: &Gate,
     provider: &Provider,
     messages: &[Value],
     max_bytes: usize,
 ) -> Result<Completion, Failure> {
     let body = json!({"model": provider.model, "messages": messages});
-    let response =
-        request(client, provider, &body).send().await.map_err(|e| Failure::unreachable(&provider.base, &e))?;
+    let response = request(gate, provider, &body, Answer::Whole).send().await?;
     let status = response.status();
     let bytes = read_bounded(response, max_bytes).await?;
     if !status.is_success() {
@@ -76,15 +109,14 @@ pub async fn complete(
 /// usage, asked for with `stream_options.include_usage`, arrives with the
 /// last chunk and is in the reply's `raw.usage`.
 pub async fn stream(
-    client: &reqwest::Client,
+    gate: &Gate,
     provider: &Provider,
     messages: &[Value],
     max_bytes: usize,
 ) -> Result<impl Stream<Item = Result<Chunk, Failure>> + Send + 'static + use<>, Failure> {
     let body = json!({"model": provider.model, "messages": messages, "stream": true,
         "stream_options": {"include_usage": true}});
-    let response =
-        request(client, provider, &body).send().await.map_err(|e| Failure::unreachable(&provider.base, &e))?;
+    let response = request(gate, provider, &body, Answer::Streamed).send().await?;
     let status = response.status();
     if !status.is_success() {
         let bytes = read_bounded(response, max_bytes).await?;

@@ -11,7 +11,9 @@ use serde_json::{json, Value};
 use warp::http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::a2a;
+use super::openai::Providers;
 pub use super::turn::{read_bounded, Chunk, Failure, Reply, Turn};
+use crate::egress::Gate;
 
 /// How the broker reaches an agent.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,18 +91,17 @@ pub use almanac::broker::chat::{ChatAdapter, CHAT_ADAPTERS as ADAPTERS};
 
 /// Finds how to reach an agent from its endpoints (name to URL), in the
 /// order of [`ADAPTERS`]: an A2A agent's card is fetched now.
-pub async fn target(
-    client: &reqwest::Client,
-    agent: &almanac::broker::Agent,
-    max_bytes: usize,
-) -> Result<Target, Failure> {
+pub async fn target(gate: &Gate, agent: &almanac::broker::Agent, max_bytes: usize) -> Result<Target, Failure> {
     let endpoints = &agent.endpoints;
     if let Some(adapter) = almanac::broker::chat::adapter_for(endpoints.keys().map(String::as_str)) {
         let url = &endpoints[adapter.endpoint];
         return match adapter.endpoint {
-            "a2a" => Ok(Target::A2a(a2a::discover(client, url, max_bytes).await?)),
-            "http" => Ok(Target::Plain { url: url.clone() }),
-            "mcp" => Ok(Target::Mcp(super::mcp::connect(client, url, max_bytes).await?)),
+            "a2a" => Ok(Target::A2a(a2a::discover(gate, url, max_bytes).await?)),
+            "http" => {
+                gate.judge(url).map_err(|_| Failure::NotAllowed)?;
+                Ok(Target::Plain { url: url.clone() })
+            }
+            "mcp" => Ok(Target::Mcp(super::mcp::connect(gate, url, max_bytes).await?)),
             "openrouter" => {
                 // The model: the agent's metadata, else its profile's.
                 let model = agent.metadata.get("model").and_then(|m| m.as_str()).map(String::from);
@@ -121,39 +122,31 @@ pub async fn target(
 
 /// The target of an agent URL: an A2A agent if it has a card, else a
 /// plain HTTP agent.
-pub async fn target_of_url(client: &reqwest::Client, url: &str, max_bytes: usize) -> Result<Target, Failure> {
-    match a2a::discover(client, url, max_bytes).await {
+pub async fn target_of_url(gate: &Gate, url: &str, max_bytes: usize) -> Result<Target, Failure> {
+    match a2a::discover(gate, url, max_bytes).await {
         Ok(card) => Ok(Target::A2a(card)),
-        Err(Failure::Unreachable(why)) => Err(Failure::Unreachable(why)),
-        Err(Failure::Unsupported(why)) => Err(Failure::Unsupported(why)),
+        Err(failure @ (Failure::Unreachable(_) | Failure::Unsupported(_) | Failure::NotAllowed)) => Err(failure),
         Err(_) => Ok(Target::Plain { url: url.to_string() }),
     }
 }
 
 /// One turn, answered whole.
 pub async fn send(
-    client: &reqwest::Client,
+    gate: &Gate,
+    providers: &Providers,
     target: &Target,
     turn: &Turn<'_>,
     max_bytes: usize,
 ) -> Result<Reply, Failure> {
     match target {
-        Target::A2a(card) => a2a::send(client, card, turn, max_bytes).await,
-        Target::Plain { url } => plain::send(client, url, turn, max_bytes).await,
-        Target::Mcp(server) => super::mcp::send(client, server, turn, max_bytes).await,
+        Target::A2a(card) => a2a::send(gate, card, turn, max_bytes).await,
+        Target::Plain { url } => plain::send(gate, url, turn, max_bytes).await,
+        Target::Mcp(server) => super::mcp::send(gate, server, turn, max_bytes).await,
         Target::OpenAi { base, model } => {
-            let provider = provider(base, model, turn);
-            let completion = super::openai::complete(client, &provider, &messages(turn), max_bytes).await?;
+            let provider = providers.provider(base, model);
+            let completion = super::openai::complete(gate, &provider, &messages(turn), max_bytes).await?;
             Ok(Reply { text: completion.text, context: None, raw: completion.raw })
         }
-    }
-}
-
-fn provider(base: &str, model: &str, turn: &Turn<'_>) -> super::openai::Provider {
-    super::openai::Provider {
-        base: base.to_string(),
-        key: turn.provider_key.map(String::from),
-        model: model.to_string(),
     }
 }
 
@@ -168,19 +161,20 @@ fn messages(turn: &Turn<'_>) -> Vec<Value> {
 
 /// One turn, streamed where the agent streams (else one chunk).
 pub async fn stream(
-    client: &reqwest::Client,
+    gate: &Gate,
+    providers: &Providers,
     target: &Target,
     turn: &Turn<'_>,
     max_bytes: usize,
 ) -> Result<futures_util::stream::BoxStream<'static, Result<Chunk, Failure>>, Failure> {
     Ok(match target {
-        Target::A2a(card) if card.streaming => a2a::stream(client, card, turn, max_bytes).await?.boxed(),
+        Target::A2a(card) if card.streaming => a2a::stream(gate, card, turn, max_bytes).await?.boxed(),
         Target::OpenAi { base, model } => {
-            let provider = provider(base, model, turn);
-            super::openai::stream(client, &provider, &messages(turn), max_bytes).await?.boxed()
+            let provider = providers.provider(base, model);
+            super::openai::stream(gate, &provider, &messages(turn), max_bytes).await?.boxed()
         }
         _ => {
-            let reply = send(client, target, turn, max_bytes).await?;
+            let reply = send(gate, providers, target, turn, max_bytes).await?;
             futures_util::stream::iter([Ok(Chunk::Text(reply.text.clone())), Ok(Chunk::Done(reply))]).boxed()
         }
     })
@@ -232,24 +226,20 @@ pub mod plain {
 
     // By its full path: this module's `super` is the relay.
     use crate::chat::turn::{read_bounded, Failure, Reply, Turn};
+    use crate::egress::Gate;
 
     const FIELDS: &[&str] = &["message", "reply", "response", "content", "text", "output"];
 
-    pub async fn send(
-        client: &reqwest::Client,
-        url: &str,
-        turn: &Turn<'_>,
-        max_bytes: usize,
-    ) -> Result<Reply, Failure> {
+    pub async fn send(gate: &Gate, url: &str, turn: &Turn<'_>, max_bytes: usize) -> Result<Reply, Failure> {
         let history: Vec<Value> =
             turn.history.iter().map(|(role, text)| json!({"role": role, "content": text})).collect();
         let body = json!({"message": turn.text, "sessionId": turn.session, "history": history});
-        let builder = client
+        let call = gate
             .post(url)
             .header("content-type", "application/json")
-            .header("accept", "application/json, text/plain");
-        let builder = turn.headers.iter().fold(builder, |b, (name, value)| b.header(name, value));
-        let response = builder.body(body.to_string()).send().await.map_err(|e| Failure::unreachable(url, &e))?;
+            .header("accept", "application/json, text/plain")
+            .credentials(turn.headers);
+        let response = call.body(body.to_string()).send().await?;
         if !response.status().is_success() {
             return Err(Failure::Refused(format!("the agent answered {}", response.status())));
         }

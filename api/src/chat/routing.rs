@@ -52,8 +52,9 @@ pub async fn route(request: Request) -> Answer {
     let connection = match chat.connections.get(&uaid, now) {
         Some(connection) => connection,
         None => {
-            let target = relay::target(&chat.client, &agent, chat.max_answer_bytes).await.map_err(|f| match f {
+            let target = relay::target(&chat.gate, &agent, chat.max_answer_bytes).await.map_err(|f| match f {
                 Failure::Unsupported(why) => code(StatusCode::UNPROCESSABLE_ENTITY, "routing_not_supported", why),
+                Failure::NotAllowed => crate::egress::refusal(),
                 other => code(StatusCode::INTERNAL_SERVER_ERROR, "routing_failed", other.message().to_string()),
             })?;
             let connection = Arc::new(Connection { target, opened_at: now, last_used: AtomicI64::new(now) });
@@ -72,19 +73,16 @@ pub async fn route(request: Request) -> Answer {
         let message = "a model-routing provider agent is billed per message: open a chat session with it";
         return Err(code(StatusCode::UNPROCESSABLE_ENTITY, "routing_not_supported", message));
     }
-    let turn = Turn {
-        text: &text,
-        session: &session,
-        context: None,
-        history: &[],
-        headers: &headers,
-        provider_key: chat.provider_key.as_deref(),
-    };
-    let reply =
-        relay::send(&chat.client, &connection.target, &turn, chat.max_answer_bytes).await.map_err(|failure| {
+    let turn = Turn { text: &text, session: &session, context: None, history: &[], headers: &headers };
+    let reply = relay::send(&chat.gate, &chat.providers, &connection.target, &turn, chat.max_answer_bytes)
+        .await
+        .map_err(|failure| {
             // A connection that failed is not kept.
             chat.connections.close(&uaid);
-            code(StatusCode::INTERNAL_SERVER_ERROR, "routing_failed", failure.message().to_string())
+            match failure {
+                Failure::NotAllowed => crate::egress::refusal(),
+                _ => code(StatusCode::INTERNAL_SERVER_ERROR, "routing_failed", failure.message().to_string()),
+            }
         })?;
     let mut answer = json!({"response": reply.text, "uaid": uaid, "adapter": connection.adapter()});
     if !reply.raw.is_null() {

@@ -15,10 +15,10 @@ use warp::http::HeaderMap;
 use super::relay::Target;
 use crate::store;
 
-/// Chat's bounds and the client agents are called with.
+/// Chat's bounds and the gate agents are called through.
 pub struct Chat {
-    /// Connect and read timeouts are set on it.
-    pub client: reqwest::Client,
+    /// Every call to an agent passes it.
+    pub gate: crate::egress::Gate,
     /// Largest message a client may send, in bytes.
     pub max_message_bytes: usize,
     /// Largest answer read from an agent (a card, a reply, a whole stream).
@@ -42,8 +42,8 @@ pub struct Chat {
     pub upstream: std::sync::Arc<tokio::sync::Semaphore>,
     /// Each session's headers for its agent, and when they were last used.
     auth: Mutex<HashMap<String, (HeaderMap, std::time::Instant)>>,
-    /// The deployment's key for model-routing providers, if any.
-    pub provider_key: Option<String>,
+    /// The model-routing providers the deployment pays.
+    pub providers: super::openai::Providers,
     /// The provider that summarises histories (`…/compact`), if any.
     pub summarizer: Option<super::openai::Provider>,
     /// Agents routed to recently (`POST /route/{uaid}`).
@@ -66,8 +66,7 @@ impl Drop for Claim {
 
 /// Chat's settings, as parsed from the flags.
 pub struct Settings {
-    pub connect_timeout: Duration,
-    pub read_timeout: Duration,
+    pub egress: crate::egress::Settings,
     pub max_message_bytes: usize,
     pub max_answer_bytes: usize,
     pub history_enabled: bool,
@@ -82,18 +81,13 @@ pub struct Settings {
     pub max_connections: usize,
     pub connection_idle: Duration,
     pub summarizer: Option<super::openai::Provider>,
-    pub provider_key: Option<String>,
+    pub providers: super::openai::Providers,
 }
 
 impl Chat {
     pub fn new(settings: Settings) -> anyhow::Result<Chat> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .read_timeout(settings.read_timeout)
-            .redirect(reqwest::redirect::Policy::limited(3))
-            .build()?;
         Ok(Chat {
-            client,
+            gate: crate::egress::Gate::new(settings.egress)?,
             max_message_bytes: settings.max_message_bytes,
             max_answer_bytes: settings.max_answer_bytes,
             history_enabled: settings.history_enabled,
@@ -108,7 +102,7 @@ impl Chat {
             in_flight: Default::default(),
             connections: Connections::new(settings.max_connections, settings.connection_idle),
             summarizer: settings.summarizer,
-            provider_key: settings.provider_key,
+            providers: settings.providers,
         })
     }
 

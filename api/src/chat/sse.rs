@@ -42,7 +42,7 @@ pub fn events(
                 return None;
             }
             let failure = match state.bytes.next().await? {
-                Err(e) => Failure::Cut(format!("the {who}'s stream broke: {e}")),
+                Err(e) => Failure::broke(&e, who),
                 Ok(bytes) => {
                     state.received += bytes.len();
                     if state.received > max_bytes {

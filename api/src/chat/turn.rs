@@ -16,8 +16,6 @@ pub struct Turn<'a> {
     pub history: &'a [(String, String)],
     /// The session's authentication headers.
     pub headers: &'a HeaderMap,
-    /// The deployment's key for model-routing providers, if any.
-    pub provider_key: Option<&'a str>,
 }
 
 /// An agent's whole reply.
@@ -49,12 +47,29 @@ pub enum Failure {
     Cut(String),
     /// Nothing here speaks its protocol.
     Unsupported(String),
+    /// The egress gate refused the agent's address, or one it redirected to.
+    NotAllowed,
+}
+
+impl From<crate::egress::Error> for Failure {
+    fn from(error: crate::egress::Error) -> Failure {
+        use crate::egress::Error;
+        match error {
+            Error::NotAllowed => Failure::NotAllowed,
+            Error::Unreachable { .. } => Failure::Unreachable(format!("the agent at {error}")),
+            Error::Redirects { .. } => Failure::Refused(format!("the agent at {error}")),
+        }
+    }
 }
 
 impl Failure {
-    pub fn unreachable(url: &str, error: &reqwest::Error) -> Failure {
-        let what = if error.is_timeout() { "did not answer in time" } else { "cannot be reached" };
-        Failure::Unreachable(format!("the agent at {url} {what}"))
+    /// A body that stopped coming: past the call's deadline (the egress
+    /// gate's), or broken off.
+    pub fn broke(error: &reqwest::Error, who: &str) -> Failure {
+        match error.is_timeout() {
+            true => Failure::Unreachable(format!("the {who} did not answer in time")),
+            false => Failure::Cut(format!("the {who}'s answer broke off: {error}")),
+        }
     }
 
     pub fn message(&self) -> &str {
@@ -64,6 +79,7 @@ impl Failure {
             | Failure::Garbage(m)
             | Failure::Cut(m)
             | Failure::Unsupported(m) => m,
+            Failure::NotAllowed => "the broker does not call this destination",
         }
     }
 
@@ -75,6 +91,7 @@ impl Failure {
             Failure::Garbage(_) => "agent_bad_answer",
             Failure::Cut(_) => "agent_stream_cut",
             Failure::Unsupported(_) => "chat_not_supported",
+            Failure::NotAllowed => "destination_not_allowed",
         }
     }
 }
@@ -87,7 +104,7 @@ pub async fn read_bounded(response: reqwest::Response, max: usize) -> Result<byt
     let mut body = bytes::BytesMut::new();
     let mut chunks = response.bytes_stream();
     while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|e| Failure::Cut(format!("the agent's answer broke off: {e}")))?;
+        let chunk = chunk.map_err(|e| Failure::broke(&e, "agent"))?;
         if body.len() + chunk.len() > max {
             return Err(Failure::Garbage(format!("the agent's answer is larger than {max} bytes")));
         }

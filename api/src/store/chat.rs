@@ -177,13 +177,23 @@ pub fn public(
         .collect()
 }
 
-/// The answer given to a send with this idempotency key, if any.
-pub fn sent(conn: &Connection, session: &str, key: &str) -> Result<Option<String>, Failure> {
+/// A send stored under an idempotency key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent<'a> {
+    pub key: &'a str,
+    /// The request's digest (none for sends stored before digests were).
+    pub digest: Option<&'a str>,
+    pub answer: &'a str,
+}
+
+/// The answer given to a send with this idempotency key, and the digest
+/// of the request it answered, if any.
+pub fn sent(conn: &Connection, session: &str, key: &str) -> Result<Option<(String, Option<String>)>, Failure> {
     Ok(conn
         .query_row(
-            "SELECT answer FROM chat_sends WHERE session_id = ?1 AND idempotency_key = ?2",
+            "SELECT answer, request_digest FROM chat_sends WHERE session_id = ?1 AND idempotency_key = ?2",
             [session, key],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?)
 }
@@ -205,7 +215,7 @@ pub fn turn(
     session: &str,
     messages: &[Message],
     context: Option<&str>,
-    sent: Option<(&str, &str)>,
+    sent: Option<Sent<'_>>,
 ) -> Result<bool, Failure> {
     let now = messages.last().map_or(0, |m| m.created_at);
     let updated = conn.execute(
@@ -226,10 +236,11 @@ pub fn turn(
             params![session, m.message_id, m.role, m.content, m.cipher_envelope, m.created_at],
         )?;
     }
-    if let Some((key, answer)) = sent {
+    if let Some(sent) = sent {
         conn.execute(
-            "INSERT OR IGNORE INTO chat_sends (session_id, idempotency_key, answer) VALUES (?1, ?2, ?3)",
-            params![session, key, answer],
+            "INSERT OR IGNORE INTO chat_sends (session_id, idempotency_key, answer, request_digest)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![session, sent.key, sent.answer, sent.digest],
         )?;
     }
     Ok(true)

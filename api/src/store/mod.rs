@@ -54,6 +54,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/004-adapter-registry.sql"),
     include_str!("schema/005-purchases-and-redemptions.sql"),
     include_str!("schema/006-chat.sql"),
+    include_str!("schema/007-chat-send-digests.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose
