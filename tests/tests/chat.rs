@@ -504,6 +504,10 @@ async fn a_session_is_its_owners_and_an_anonymous_one_its_openers() {
         let encryption = format!("{session_path}/encryption");
         assert_eq!(broker.send("GET", &encryption, key, None).await.0, status, "{key:?}");
     }
+    // A member named by someone who does not own it reads nothing private.
+    let as_agent = format!("{history}?senderUaid={}", almanac::broker::render::segment(&uaid));
+    assert_eq!(broker.send("GET", &as_agent, Some(&other), None).await.0, 403);
+    assert_eq!(broker.send("GET", &as_agent, None, None).await.0, 401);
     // Compaction asks for a key before anything else.
     let (status, answer) = broker.send("POST", &format!("{session_path}/compact"), None, Some(json!({}))).await;
     assert_eq!((status, &answer["code"]), (401, &json!("auth_required")), "{answer}");

@@ -183,10 +183,30 @@ pub async fn stream(
 /// Session authentication (the request's `auth`) as the headers sent to
 /// the agent.
 pub fn auth_headers(auth: &Value) -> Result<HeaderMap, &'static str> {
+    /// Headers that frame or route the request: the broker's to set.
+    const RESERVED: &[&str] = &[
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+        "upgrade",
+        "te",
+        "trailer",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+    ];
+    if !auth.is_object() {
+        return Err("must be an object");
+    }
     let mut headers = HeaderMap::new();
     let text = |name: &str| auth[name].as_str().filter(|s| !s.is_empty());
     let mut put = |name: &str, value: String| -> Result<(), &'static str> {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| "a header name is not valid")?;
+        if RESERVED.contains(&name.as_str()) {
+            return Err("a header the broker sets itself cannot be sent");
+        }
         let value = HeaderValue::from_str(&value).map_err(|_| "a header value is not valid")?;
         headers.insert(name, value);
         Ok(())
@@ -295,5 +315,13 @@ mod tests {
             Err("a header name is not valid"),
         );
         check(json!({"headers": {"X-A": "line\nbreak"}}), Err("a header value is not valid"));
+        check(json!(true), Err("must be an object"));
+        check(json!(123), Err("must be an object"));
+        check(json!("Bearer t"), Err("must be an object"));
+        check(json!({"headers": {"Host": "inside"}}), Err("a header the broker sets itself cannot be sent"));
+        check(
+            json!({"type": "header", "headerName": "Transfer-Encoding", "headerValue": "chunked"}),
+            Err("a header the broker sets itself cannot be sent"),
+        );
     }
 }
