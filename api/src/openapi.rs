@@ -141,7 +141,10 @@ fn operation(endpoint: &Endpoint, op: &crate::routes::Operation, doc: Doc) -> Va
     }
     match op.auth {
         Auth::Public => {}
-        Auth::Optional => refusals.push((401, "Unauthorized: a key was sent and is not valid")),
+        Auth::Optional => refusals.extend([
+            (401, "Unauthorized: a key was sent and is not valid, or this use needs one"),
+            (403, "Forbidden: x-account-id names an account the key does not control"),
+        ]),
         Auth::Key | Auth::Operator => {
             refusals.extend([(401, "Unauthorized: no valid key"), (403, "Forbidden")]);
         }
@@ -185,9 +188,17 @@ fn named_refusals(name: &str) -> Vec<(u16, &'static str)> {
     match name {
         "createChatSession" | "sendChatMessage" => vec![
             (402, "Payment Required: not enough credits"),
+            (409, "send_in_progress or idempotency_key_reused: the idempotency key is taken"),
             (403, "destination_not_allowed: the broker does not call the agent's address"),
             (422, "The agent speaks no protocol this broker can chat in"),
             (500, "The agent cannot be reached"),
+        ],
+        "endChatSession" | "chatHistory" | "chatEncryptionStatus" => {
+            vec![(403, "Forbidden: the session is another account's")]
+        }
+        "chatEncryptionHandshake" => vec![
+            (403, "Forbidden: the key is submitted by the party its role names"),
+            (409, "handshake_key_set: that party's key is already set"),
         ],
         "routeToAgent" => vec![
             (403, "destination_not_allowed: the broker does not call the agent's address"),
@@ -196,7 +207,12 @@ fn named_refusals(name: &str) -> Vec<(u16, &'static str)> {
         ],
         "vectorSearch" => vec![(501, "Vector search is off on this deployment")],
         "compactChatHistory" => {
-            vec![(402, "Payment Required"), (502, "The summariser failed"), (503, "Compaction is off")]
+            vec![
+                (402, "Payment Required"),
+                (403, "Forbidden: the session is another account's"),
+                (502, "The summariser failed"),
+                (503, "Compaction is off"),
+            ]
         }
         "registerAgent" | "updateAgent" => vec![
             (402, "Payment Required: not enough credits"),
