@@ -524,6 +524,9 @@ async fn a_session_is_its_owners_and_an_anonymous_one_its_openers() {
     let (status, answer) =
         broker.send("PATCH", &format!("/api/v1/chat/session/{anonymous_id}"), Some(&owner), Some(body)).await;
     assert_eq!(status, 403, "{answer}");
+    let body = json!({"senderUaid": uaid, "uaid": uaid});
+    let invite = format!("/api/v1/chat/session/{anonymous_id}/invite");
+    assert_eq!(broker.send("POST", &invite, Some(&owner), Some(body)).await.0, 403, "nor shared by invitation");
     // Opened without a key, sessions are counted per client.
     assert_eq!(open(&broker, json!({"uaid": uaid})).await.0, 200);
     let (status, answer) = open(&broker, json!({"uaid": uaid})).await;

@@ -16,6 +16,9 @@ use crate::reply::{self, Answer, Error};
 use crate::request::{parse_body, Request};
 use crate::store::{self, chat as stored, registry};
 
+/// Why an anonymous session is not shared.
+const ANONYMOUS: &str = "a session opened without a key stays private to its opener: its id is what controls it";
+
 /// Most public sessions one page lists.
 const MAX_PUBLIC: usize = 100;
 const DEFAULT_PUBLIC: usize = 20;
@@ -132,9 +135,7 @@ pub async fn visibility(request: Request) -> Answer {
     let (session, members) = load(&request).await?;
     acting_for(&request, &session, &members, &sender).await?;
     let visibility = match body.visibility {
-        Visibility::Public if session.account.is_none() => {
-            return Err(Error::forbidden("a session opened without a key stays private: its id is what controls it"))
-        }
+        Visibility::Public if session.account.is_none() => return Err(Error::forbidden(ANONYMOUS)),
         Visibility::Public => "public",
         Visibility::Private => "private",
     };
@@ -152,6 +153,9 @@ pub async fn invite(request: Request) -> Answer {
     let invitee = uaid_field(&body.uaid, "uaid")?;
     let (session, members) = load(&request).await?;
     acting_for(&request, &session, &members, &sender).await?;
+    if session.account.is_none() {
+        return Err(Error::forbidden(ANONYMOUS));
+    }
     if session.ended_at.is_some() {
         return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
     }
