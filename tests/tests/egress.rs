@@ -244,3 +244,26 @@ async fn an_agent_that_trickles_is_cut_at_the_call_deadline() {
     assert_eq!((status, &answer["code"]), (500, &json!("agent_unreachable")), "{answer}");
     assert!(answer["error"].as_str().unwrap().contains("did not answer in time"), "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sessions_credentials_go_to_its_agent_and_not_where_it_redirects() {
+    // The agent moved: its POSTs are redirected (307) to another host,
+    // which answers, and records the Authorization it was sent.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<Option<String>>::new()));
+    let recorded = seen.clone();
+    let elsewhere =
+        warp::post().and(warp::header::optional::<String>("authorization")).map(move |auth: Option<String>| {
+            recorded.lock().unwrap().push(auth);
+            json_reply(&json!({"reply": "answered elsewhere"}))
+        });
+    let (elsewhere, _e) = tests::serve_on_loopback(elsewhere).await;
+    let (moved, _m) = pointing("post-redirect", format!("http://{elsewhere}/chat")).await;
+    let broker = Broker::start("egress-credentials", &["--egress-allow", &allow(&[moved.port(), elsewhere.port()])]);
+    let body = json!({"agentUrl": format!("http://{moved}/chat"), "auth": {"token": "session-secret"}});
+    let (status, session) = broker.send("POST", "/api/v1/chat/session", None, Some(body)).await;
+    assert_eq!(status, 200, "{session}");
+    let body = json!({"sessionId": session["sessionId"], "message": "who sees my token?"});
+    let (status, reply) = broker.send("POST", "/api/v1/chat/message", None, Some(body)).await;
+    assert_eq!((status, &reply["message"]), (200, &json!("answered elsewhere")), "{reply}");
+    assert_eq!(*seen.lock().unwrap(), vec![None], "the token stayed with the agent's own origin");
+}
