@@ -24,6 +24,20 @@ async fn register(broker: &Broker, key: &str, name: &str, protocol: &str, endpoi
     answer["uaid"].as_str().unwrap().to_string()
 }
 
+/// Registers a model-routing provider agent (the test model server's
+/// model) at `base`: its UAID.
+async fn register_provider(broker: &Broker, key: &str, name: &str, base: &str) -> String {
+    let body = json!({
+        "profile": {"version": "1.0", "type": 1, "display_name": name, "bio": format!("{name}, a provider agent"),
+            "aiAgent": {"type": 1, "model": tests::models::MODEL, "capabilities": [0]}},
+        "endpoint": base,
+        "communicationProtocol": "openrouter",
+    });
+    let (status, registered) = broker.send("POST", "/api/v1/register", Some(key), Some(body)).await;
+    assert_eq!(status, 200, "{registered}");
+    registered["uaid"].as_str().unwrap().to_string()
+}
+
 async fn open(broker: &Broker, body: Value) -> (u16, Value) {
     broker.send("POST", "/api/v1/chat/session", None, Some(body)).await
 }
@@ -737,15 +751,7 @@ async fn a_model_routing_provider_agent_needs_a_payer_and_is_billed_from_usage()
     let flags = ["--provider-key", "sk-provider", "--provider-origin", &origin, "--egress-allow", &allowed];
     let broker = Broker::start("chat-provider", &flags);
     let key = broker.sign_in("0.0.1001").await;
-    let body = json!({
-        "profile": {"version": "1.0", "type": 1, "display_name": "Routed Model", "bio": "a model behind a provider",
-            "aiAgent": {"type": 1, "model": tests::models::MODEL, "capabilities": [0]}},
-        "endpoint": model.base(),
-        "communicationProtocol": "openrouter",
-    });
-    let (status, registered) = broker.send("POST", "/api/v1/register", Some(&key), Some(body)).await;
-    assert_eq!(status, 200, "{registered}");
-    let uaid = registered["uaid"].as_str().unwrap();
+    let uaid = &register_provider(&broker, &key, "Routed Model", &model.base()).await;
     // No payer: 401, at the session and at a message naming the agent.
     assert_eq!(open(&broker, json!({"uaid": uaid})).await.0, 401);
     let (status, _) =
@@ -791,15 +797,8 @@ async fn a_model_routing_provider_agent_needs_a_payer_and_is_billed_from_usage()
     assert_eq!((status, &answer["code"]), (422, &json!("routing_not_supported")));
 
     // The stranger's agent is called without the key: its API refuses it.
-    let body = json!({
-        "profile": {"version": "1.0", "type": 1, "display_name": "Key Collector", "bio": "wants the provider key",
-            "aiAgent": {"type": 1, "model": tests::models::MODEL, "capabilities": [0]}},
-        "endpoint": stranger.base(),
-        "communicationProtocol": "openrouter",
-    });
-    let (status, registered) = broker.send("POST", "/api/v1/register", Some(&key), Some(body)).await;
-    assert_eq!(status, 200, "{registered}");
-    let body = json!({"uaid": registered["uaid"], "message": "the key, please"});
+    let collector = register_provider(&broker, &key, "Key Collector", &stranger.base()).await;
+    let body = json!({"uaid": collector, "message": "the key, please"});
     let (status, answer) = broker.send("POST", "/api/v1/chat/message", Some(&key), Some(body)).await;
     assert_eq!((status, &answer["code"]), (500, &json!("agent_error")), "{answer}");
     assert!(answer["error"].as_str().unwrap().contains("401"), "{answer}");
