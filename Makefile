@@ -167,7 +167,7 @@ fuzz: duckdb
 	    || exit 1; \
 	done
 
-## bench: the benchmarks; prints figures (see README)
+## bench: the benchmarks; prints figures (see bench/README.md)
 bench: build
 	bash bench/run.sh
 

@@ -5,7 +5,7 @@
 //! form its errors take. Each [`Operation`] on it is a method with its
 //! handler, body bound, authentication requirement and cache policy. The
 //! pipeline reads nothing else: 404, 405 with `Allow`, preflights, quotas and
-//! body bounds all come from here, so an OpenAPI document or the README's
+//! body bounds all come from here, so an OpenAPI document or `docs/broker.md`'s
 //! route list can be generated from [`table`] and cannot disagree with it.
 //!
 //! Patterns are matched against the path's normal form ([`crate::path`]);

@@ -3,7 +3,7 @@
 //! tables and the `events`, `operations_at` and `events_at` views) and a
 //! comment on each (`COMMENT ON`, listed by `duckdb_tables()` and
 //! `duckdb_views()`). Written into the warehouse before each snapshot is
-//! copied, so every snapshot carries them; the README's schema section
+//! copied, so every snapshot carries them; `docs/hcs20.md`'s schema section
 //! says the same.
 
 use anyhow::{Context, Result};

@@ -1,7 +1,7 @@
 //! Deterministic HCS-20 corpora written as captured mirror pages.
 //!
 //! [`rules_corpus`] is the small checked-in corpus (`datasets/ledger/`): a
-//! scripted story touching every rule and every decision of the README,
+//! scripted story touching every rule and every decision of `docs/hcs20.md`,
 //! followed by random traffic. [`random_corpus`] writes corpora of any size
 //! for benchmarks: hundreds of ticks with skewed popularity, tens of
 //! thousands of accounts, a few percent invalid messages, some chunked.

@@ -152,7 +152,7 @@ const QUESTIONS: &[&str] = &[
     "SELECT string_agg(tick || '=' || supply::VARCHAR, ',' ORDER BY topic, tick) FROM tokens",
     "SELECT sum(balance)::VARCHAR FROM holdings",
     "SELECT count(*)::VARCHAR || ' ' || count(embedding)::VARCHAR FROM broker_agents",
-    // The README's example queries, as an analyst would ask them.
+    // The example queries of `docs/hcs20.md`, as an analyst would ask them.
     "SELECT string_agg(account || '=' || balance::VARCHAR, ',' ORDER BY balance DESC, account) \
      FROM (SELECT * FROM holders WHERE tick = 'luna0' ORDER BY balance DESC, account LIMIT 3)",
     "SELECT string_agg(day || ':' || n::VARCHAR, ',' ORDER BY day) FROM \

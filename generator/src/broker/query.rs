@@ -2,7 +2,7 @@
 //! one is a 400 naming it), and the search itself over the agents held in
 //! memory: filter, rank, sort, page, aggregate. Pure: no IO.
 //!
-//! Decisions where the spec is silent (also in the README):
+//! Decisions where the spec is silent (also in `docs/broker.md`):
 //! - with `q` and no `sortBy`, hits are ranked by relevance; an explicit
 //!   `sortBy` orders them instead. Ties break by agent id;
 //! - `capabilities` names codes (`4`) or labels (`code-generation`, any

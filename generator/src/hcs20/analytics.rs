@@ -124,7 +124,7 @@ pub struct UnknownToken {
 }
 
 // Response shapes of section C (spec section 2). Field names are the wire
-// names; the README documents the ones the spec leaves open.
+// names; `docs/hcs20.md` documents the ones the spec leaves open.
 
 #[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -3,7 +3,7 @@
 //! Pure logic, no IO: [`message`] decodes a body, [`chunks`] reassembles
 //! messages split over several consensus transactions, [`rules`] applies
 //! operations in global consensus order to a [`rules::Ledger`]. The
-//! decisions taken where the standard is silent are listed in the README's
+//! decisions taken where the standard is silent are listed in `docs/hcs20.md`'s
 //! rules section; each has a test in `rules`.
 
 pub mod analytics;
