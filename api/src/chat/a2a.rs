@@ -68,7 +68,7 @@ pub async fn discover(gate: &Gate, base: &str, max_bytes: usize) -> Result<Card,
     let card = read_card(&card, &url)?;
     // Judged now as well as when called: a session is not opened to a
     // card that points inside.
-    gate.judge(&card.url).map_err(|_| Failure::NotAllowed)?;
+    gate.judge(&card.url)?;
     Ok(card)
 }
 

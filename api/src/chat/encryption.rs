@@ -240,18 +240,14 @@ async fn submitter(request: &Request, session: &stored::Session, role: &Role) ->
             }
         }
     };
+    let rule = match role {
+        Role::Requester => "the requester's key is submitted by the session's owner",
+        Role::Responder => "the responder's key is submitted by the account that registered the agent",
+    };
     match (allowed, &request.principal) {
         (true, _) => Ok(()),
         (false, None) => Err(crate::auth::sign_in_required()),
-        (false, Some(_)) => Err(Error::forbidden(format!(
-            "the {} key is submitted by {}",
-            if matches!(role, Role::Requester) { "requester's" } else { "responder's" },
-            if matches!(role, Role::Requester) {
-                "the session's owner"
-            } else {
-                "the account that registered the agent"
-            }
-        ))),
+        (false, Some(_)) => Err(Error::forbidden(rule)),
     }
 }
 

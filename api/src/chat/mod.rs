@@ -59,9 +59,17 @@ struct MessageRequest {
 
 /// A send's idempotency key and the digest of what it sent: a retry with
 /// both gets the first answer, the key with another message 409.
+#[derive(Clone)]
 struct Idempotency {
     key: String,
     digest: String,
+}
+
+impl Idempotency {
+    /// As the store keeps it with the send's `answer`.
+    fn sent<'a>(&'a self, answer: &'a str) -> stored::Sent<'a> {
+        stored::Sent { key: &self.key, digest: Some(&self.digest), answer }
+    }
 }
 
 pub(crate) fn new_id(prefix: &str) -> String {
@@ -525,14 +533,11 @@ async fn encrypted_send(
     if !session.uaid.is_empty() {
         answer["uaid"] = json!(session.uaid);
     }
-    let (id, sent) = (session.id.clone(), key.map(|k| (k.key.clone(), k.digest.clone(), answer.to_string())));
+    let (id, sent) = (session.id.clone(), key.map(|k| (k.clone(), answer.to_string())));
     let stored = request
         .app
         .store
-        .write(move |conn| {
-            let sent = sent.as_ref().map(|(key, digest, answer)| stored::Sent { key, digest: Some(digest), answer });
-            stored::turn(conn, &id, &[message], None, sent)
-        })
+        .write(move |conn| stored::turn(conn, &id, &[message], None, sent.as_ref().map(|(k, answer)| k.sent(answer))))
         .await?;
     if !stored {
         return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
@@ -585,7 +590,7 @@ async fn finish(
         }
     });
     let (id, context, messages) = (session.id.clone(), reply.context.clone(), vec![user, agent.clone()]);
-    let sent = key.map(|k| (k.key.clone(), k.digest.clone(), answer.to_string()));
+    let sent = key.map(|k| (k.clone(), answer.to_string()));
     let outcome = app
         .store
         .write(move |conn| {
@@ -594,7 +599,7 @@ async fn finish(
                     return Ok(Err((change.credits, balance, shortfall)));
                 }
             }
-            let sent = sent.as_ref().map(|(key, digest, answer)| stored::Sent { key, digest: Some(digest), answer });
+            let sent = sent.as_ref().map(|(k, answer)| k.sent(answer));
             Ok(Ok(stored::turn(conn, &id, &messages, context.as_deref(), sent)?))
         })
         .await?;

@@ -98,7 +98,7 @@ pub async fn target(gate: &Gate, agent: &almanac::broker::Agent, max_bytes: usiz
         return match adapter.endpoint {
             "a2a" => Ok(Target::A2a(a2a::discover(gate, url, max_bytes).await?)),
             "http" => {
-                gate.judge(url).map_err(|_| Failure::NotAllowed)?;
+                gate.judge(url)?;
                 Ok(Target::Plain { url: url.clone() })
             }
             "mcp" => Ok(Target::Mcp(super::mcp::connect(gate, url, max_bytes).await?)),

@@ -51,6 +51,12 @@ pub enum Failure {
     NotAllowed,
 }
 
+impl From<crate::egress::NotAllowed> for Failure {
+    fn from(_: crate::egress::NotAllowed) -> Failure {
+        Failure::NotAllowed
+    }
+}
+
 impl From<crate::egress::Error> for Failure {
     fn from(error: crate::egress::Error) -> Failure {
         use crate::egress::Error;
