@@ -28,6 +28,8 @@ pub struct App {
     pub overlay: Arc<Overlay>,
     /// The one thread that changes it.
     pub overlay_writer: overlay::Writer,
+    /// How agents' availability is checked.
+    pub availability: crate::broker::availability::Settings,
     /// Messages a chat session needs before it may give ERC-8004 feedback.
     pub feedback_min_messages: u64,
     /// The newest ERC-8004 feedback given through the api.

@@ -304,6 +304,27 @@ pub struct Config {
     /// Time an answer relayed as it streams may take, in milliseconds.
     #[arg(long, env = "ALMANAC_AGENT_STREAM_DEADLINE_MS", default_value_t = 600_000)]
     pub agent_stream_deadline_ms: u64,
+    /// How often each chattable agent's availability is checked, in
+    /// seconds; 0: never (availability stays `unknown`).
+    #[arg(long, env = "ALMANAC_AVAILABILITY_EVERY_S", default_value_t = 300)]
+    pub availability_every_s: u64,
+    /// Availability checks started a second, at most.
+    #[arg(long, env = "ALMANAC_AVAILABILITY_RATE", default_value_t = 20)]
+    pub availability_rate: u32,
+    /// Availability checks in flight at once, at most (one per host).
+    #[arg(long, env = "ALMANAC_AVAILABILITY_CONCURRENCY", default_value_t = 16)]
+    pub availability_concurrency: usize,
+    /// Time one availability check may take, in milliseconds.
+    #[arg(long, env = "ALMANAC_AVAILABILITY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub availability_timeout_ms: u64,
+    /// Longest wait before a host that did not answer is checked again, in
+    /// seconds.
+    #[arg(long, env = "ALMANAC_AVAILABILITY_BACKOFF_MAX_S", default_value_t = 3_600)]
+    pub availability_backoff_max_s: u64,
+    /// Availability changes shown through the live overlay per build; more
+    /// wait for the next build.
+    #[arg(long, env = "ALMANAC_AVAILABILITY_LIVE_MAX", default_value_t = 10_000)]
+    pub availability_live_max: usize,
     /// Redirects a call to an agent follows, each judged by the egress gate.
     #[arg(long, env = "ALMANAC_EGRESS_MAX_REDIRECTS", default_value_t = 3)]
     pub egress_max_redirects: usize,
@@ -504,6 +525,15 @@ impl Config {
             chat,
             overlay,
             overlay_writer,
+            availability: crate::broker::availability::Settings {
+                every: Duration::from_secs(self.availability_every_s),
+                rate: self.availability_rate,
+                concurrency: self.availability_concurrency,
+                timeout: Duration::from_millis(self.availability_timeout_ms),
+                backoff_max: Duration::from_secs(self.availability_backoff_max_s),
+                max_answer_bytes: self.chat_max_answer_bytes,
+                live_max: self.availability_live_max,
+            },
             feedback_min_messages: self.feedback_min_messages,
             feedback_changes: crate::store::Newest::default(),
             catalog_changes: crate::store::Newest::default(),

@@ -42,8 +42,9 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let watching = tokio::spawn(watcher.run(app.reload_every));
     // The live overlay: the stored changes the build does not hold; those
     // a later build holds are dropped after each swap.
-    let held = app.live.get().as_ref().and_then(|b| b.broker.as_ref()).map_or(0, |broker| broker.journal_seq);
-    match app.store.read(move |conn| crate::store::registry::changes_after(conn, held)).await {
+    let build = app.live.get().as_ref().and_then(|b| b.broker.clone());
+    let held = build.as_ref().map_or(0, |broker| broker.journal_seq);
+    match crate::broker::availability::overlay_after(&app, build.as_deref(), held).await {
         Ok(changes) => {
             if app.overlay_writer.apply(changes).await.is_err() {
                 tracing::error!("the live overlay cannot be loaded; registrations stay hidden");
@@ -82,6 +83,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
             }
         }
     });
+    // Availability: chattable agents checked in rounds.
+    let (stop_checks, checks_stopped) = tokio::sync::oneshot::channel::<()>();
+    let checks = tokio::spawn(crate::broker::availability::run(app.clone(), app.availability.clone(), async move {
+        let _ = checks_stopped.await;
+    }));
     let (stop_registrar, registrar_stopped) = tokio::sync::oneshot::channel::<()>();
     let registrar = tokio::spawn(crate::broker::registrar::run(app.store.clone(), app.registrar.clone(), async move {
         let _ = registrar_stopped.await;
@@ -126,6 +132,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     accept(listener, connections, shutdown, answer).await;
     watching.abort();
     cleaning.abort();
+    let _ = stop_checks.send(());
+    let _ = checks.await;
     let _ = stop_registrar.send(());
     let _ = registrar.await;
     let _ = stop_treasury.send(());

@@ -151,6 +151,7 @@ pub mod broker {
             opt("routingSupported", Bool),
             opt("available", Bool),
             opt("availabilityStatus", Str),
+            opt("availabilitySource", Str),
             opt("availabilityCheckedAt", Str),
             opt("availabilityLatencyMs", Num),
             opt("availabilityScore", Num),

@@ -7,6 +7,7 @@
 
 pub mod adapter_registry;
 pub mod agents;
+pub mod availability;
 pub mod badge;
 pub mod credits;
 pub mod encryption;

@@ -391,6 +391,10 @@ pub async fn messaging_network(request: Request) -> Answer {
 /// After a stored change: the overlay shows it, the journal writer is
 /// woken.
 async fn changed(request: &Request, seq: i64, uaid: &str, agent: Option<Agent>) {
+    let agent = match agent {
+        Some(agent) => Some(super::availability::measured(&request.app, agent).await),
+        None => None,
+    };
     // Only a panic ends the overlay's writer (it logged why): the change
     // is stored and journaled, and shows from the next build.
     let _ = request.app.overlay_writer.apply(vec![(seq, uaid.to_string(), agent)]).await;

@@ -137,19 +137,38 @@ async fn begin(link: &Link<'_>) -> Result<Session, Failure> {
 /// Finds how to speak to the server at `url`: stateful if it takes
 /// `initialize`; else stateless if it answers `server/discover` so.
 pub async fn connect(gate: &Gate, url: &str, max_bytes: usize) -> Result<Server, Failure> {
+    connect_opening(gate, url, max_bytes).await.map(|(server, _)| server)
+}
+
+/// Whether the server at `url` speaks MCP, asked as [`connect`] asks it;
+/// the session a stateful server opened for the question is ended at
+/// once (DELETE, as the transport asks of a client done with one).
+pub async fn probe(gate: &Gate, url: &str, max_bytes: usize) -> Result<(), Failure> {
+    let (_, session) = connect_opening(gate, url, max_bytes).await?;
+    if let Some(id) = session.id {
+        // The answer does not matter: a server may keep sessions until
+        // they expire (405).
+        let end = gate.call(reqwest::Method::DELETE, url, crate::egress::Trust::Judged);
+        let _ = end.header("mcp-session-id", &id).header("mcp-protocol-version", STATEFUL).send().await;
+    }
+    Ok(())
+}
+
+/// [`connect`], and the session `initialize` opened (stateful servers).
+async fn connect_opening(gate: &Gate, url: &str, max_bytes: usize) -> Result<(Server, Session), Failure> {
     let stateful = Server { url: url.to_string(), stateless: false };
     let headers = Default::default();
     let turn = Turn { text: "", session: "", context: None, history: &[], headers: &headers };
     let link = Link { gate, server: &stateful, turn: &turn, max_bytes };
     let refused = match initialize(&link).await {
-        Ok(_) => return Ok(stateful),
+        Ok(session) => return Ok((stateful, session)),
         Err(Failure::Unreachable(why)) => return Err(Failure::Unreachable(why)),
         Err(other) => other,
     };
     let stateless = Server { url: url.to_string(), stateless: true };
     let link = Link { gate, server: &stateless, turn: &turn, max_bytes };
     match call(&link, &Session { id: None }, "server/discover", json!({}), Some(0)).await {
-        Ok(Some((_, answer))) if answer.get("result").is_some() => Ok(stateless),
+        Ok(Some((_, answer))) if answer.get("result").is_some() => Ok((stateless, Session { id: None })),
         _ => Err(refused),
     }
 }

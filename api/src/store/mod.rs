@@ -30,6 +30,7 @@
 
 pub mod adapters;
 pub mod auth;
+pub mod availability;
 pub mod chat;
 pub mod credits;
 pub mod feedback;
@@ -55,6 +56,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/005-purchases-and-redemptions.sql"),
     include_str!("schema/006-chat.sql"),
     include_str!("schema/007-chat-send-digests.sql"),
+    include_str!("schema/008-availability.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose

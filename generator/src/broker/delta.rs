@@ -149,14 +149,23 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     let overlay = Overlay::new(&delta.records, &mut catalog.clone(), &mut Vec::new()).context("the broker journal")?;
     let mut changes: Vec<journal::Changed> = overlay.changed().collect();
     changes.sort_by(|a, b| a.uaid.cmp(b.uaid));
-    let uaids: Vec<&str> = changes.iter().map(|c| c.uaid).collect();
+    let mut uaids: Vec<&str> = changes.iter().map(|c| c.uaid).collect();
     // The agents as the delta leaves them (the records it gives: an agent
     // whose events leave its record as stored is not among them).
     let now: Vec<&Agent> = changes.iter().filter(|c| c.present).filter_map(|c| c.record).collect();
-    let stored: HashMap<String, (u32, Agent)> =
+    let mut stored: HashMap<String, (u32, Agent)> =
         store::records_of(conn, &uaids)?.into_iter().map(|(at, agent)| (agent.uaid.to_string(), (at, agent))).collect();
     for change in &changes {
         change.check(stored.contains_key(change.uaid)).context("the broker journal")?;
+    }
+    // Agents the delta only measured: changed where stored (a measurement
+    // of an agent deleted since is ignored).
+    let fated: HashSet<&str> = uaids.iter().copied().collect();
+    let mut measured: Vec<&str> = overlay.measured().filter(|uaid| !fated.contains(uaid)).collect();
+    measured.sort_unstable();
+    let measured: Vec<(u32, Agent)> = store::records_of(conn, &measured)?;
+    for (_, agent) in &measured {
+        uaids.push(agent.uaid.as_str());
     }
     let ids: Vec<&str> = now.iter().map(|a| a.id.as_str()).collect();
     check_ids(&now, &store::id_clashes(conn, &uaids, &ids)?)?;
@@ -168,15 +177,21 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     for change in &changes {
         let old = stored.get(change.uaid);
         let now = change.record.or(old.map(|(_, a)| a)).filter(|_| change.present);
+        let now = now.map(|agent| overlay.measure(agent.clone()));
         match (now, change.added, old) {
-            (Some(agent), Some(order), _) => registered.push((order, agent.clone())),
+            (Some(agent), Some(order), _) => registered.push((order, agent)),
             (Some(agent), None, Some((position, _))) => {
-                agents.push(agent.clone());
+                agents.push(agent);
                 positions.push(*position);
             }
             (Some(_), None, None) => unreachable!("checked: an agent not registered is stored"),
             (None, _, _) => deleted.extend(old.map(|(_, a)| a.uaid.to_string())),
         }
+    }
+    for (position, agent) in &measured {
+        agents.push(overlay.measure(agent.clone()));
+        positions.push(*position);
+        stored.insert(agent.uaid.to_string(), (*position, agent.clone()));
     }
     registered.sort_by_key(|(order, _)| *order);
     let next = store::next_position(conn)?;

@@ -229,6 +229,10 @@ fn agent(rng: &mut Rng, i: usize, shares: &[u64], capability_shares: &[u64]) -> 
         trust_signals,
         available,
         availability_status: if available { "online" } else { "offline" }.into(),
+        availability_source: None,
+        availability_checked_at: None,
+        availability_latency_ms: None,
+        last_seen: None,
         verification_status: {
             use super::Verification::*;
             [Registered, Indexed, Indexed, Pending][rng.below(4) as usize]
@@ -298,6 +302,10 @@ pub fn demo_agents(a2a: &str, http: &str) -> Vec<Agent> {
             trust_signals: signals,
             available: true,
             availability_status: "online".into(),
+            availability_source: None,
+            availability_checked_at: None,
+            availability_latency_ms: None,
+            last_seen: None,
             verification_status: super::Verification::Registered,
             kind: super::AgentKind::AiAgents,
             communication_supported: true,

@@ -14,6 +14,7 @@
 //! | `delete` | `uaid` | removes the agent and its feedback |
 //! | `feedback` | `entry` (an ERC-8004 feedback record) | adds feedback to an ERC-8004 agent |
 //! | `search` | `query`, `hits` | counts the query for `/popular` |
+//! | `availability` | `availability` (a [`Measurement`]) | the agent's last check ([`super::availability`]); of an agent not indexed (deleted since), ignored |
 //!
 //! An event that does not apply (a malformed line, a register of a known
 //! UAID, an update of an unknown one, `seq` out of order) fails the build
@@ -27,6 +28,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::availability::{self, Measurement};
 use super::catalog::{Catalog, Category, FeedbackEntry, RegistryEntry};
 use super::{Agent, Sources};
 
@@ -67,6 +69,10 @@ pub enum Event {
     /// its `adapterId`).
     Adapter {
         entry: Box<RegistryEntry>,
+    },
+    /// An agent's availability, as a check changed it.
+    Availability {
+        availability: Box<Measurement>,
     },
 }
 
@@ -180,6 +186,9 @@ pub struct Overlay {
     origins: Vec<Option<Position>>,
     /// The `seq` of the last record (0: none).
     pub seq: u64,
+    /// Each UAID's last measurement: applied to the agent as it passes,
+    /// whatever else the journal did to it.
+    measured: HashMap<String, Measurement>,
 }
 
 /// One UAID the events name, as they leave it.
@@ -248,7 +257,13 @@ impl Overlay {
         catalog: &mut Catalog,
         feedback: &mut Vec<FeedbackEntry>,
     ) -> Result<Overlay> {
-        let mut overlay = Overlay { fates: HashMap::new(), registers: 0, origins: vec![None; feedback.len()], seq: 0 };
+        let mut overlay = Overlay {
+            fates: HashMap::new(),
+            registers: 0,
+            origins: vec![None; feedback.len()],
+            seq: 0,
+            measured: HashMap::new(),
+        };
         let mut last_seq: Option<(u64, &Position)> = None;
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         for (position, record) in records {
@@ -311,6 +326,9 @@ impl Overlay {
                         None => registry.adapters.push((**entry).clone()),
                     }
                 }
+                Event::Availability { availability } => {
+                    overlay.measured.insert(availability.uaid.clone(), (**availability).clone());
+                }
                 Event::Search { query, .. } => {
                     let query = normalise(query);
                     if !query.is_empty() {
@@ -362,16 +380,30 @@ impl Overlay {
     /// record of it, or nothing (deleted, or registered again: it then
     /// follows the sources).
     pub fn pass(&mut self, agent: Agent) -> Result<Option<Agent>> {
-        let Some(fate) = self.fates.get_mut(agent.uaid.as_str()) else { return Ok(Some(agent)) };
+        let Some(fate) = self.fates.get_mut(agent.uaid.as_str()) else { return Ok(Some(self.measure(agent))) };
         if !fate.in_sources {
             return Err(disagreement(&fate.first, &agent.uaid, true));
         }
         fate.seen = true;
-        Ok(match (fate.present, fate.added, &fate.agent) {
+        let now = match (fate.present, fate.added, &fate.agent) {
             (false, _, _) | (_, Some(_), _) => None,
             (true, None, Some(record)) => Some(record.clone()),
             (true, None, None) => Some(agent),
-        })
+        };
+        Ok(now.map(|agent| self.measure(agent)))
+    }
+
+    /// `agent` with its last measurement, if the journal has one.
+    pub fn measure(&self, mut agent: Agent) -> Agent {
+        if let Some(measured) = self.measured.get(agent.uaid.as_str()) {
+            availability::settle(&mut agent, Some(measured));
+        }
+        agent
+    }
+
+    /// The UAIDs the journal measured, in no order.
+    pub fn measured(&self) -> impl Iterator<Item = &str> {
+        self.measured.keys().map(String::as_str)
     }
 
     /// After the last source: the agents the journal registered, in order.
@@ -384,7 +416,7 @@ impl Overlay {
         }
         let mut added: Vec<&Fate> = self.fates.values().filter(|f| f.present && f.added.is_some()).collect();
         added.sort_by_key(|f| f.added);
-        Ok(added.iter().map(|f| f.agent.clone().expect("a registered agent has its record")).collect())
+        Ok(added.iter().map(|f| self.measure(f.agent.clone().expect("a registered agent has its record"))).collect())
     }
 
     /// Every UAID the events name, in no order: what a run that applies

@@ -6,6 +6,7 @@
 //! filters on (trust signals, verification status, type). Field names are
 //! the wire names.
 
+pub mod availability;
 pub mod bits;
 pub mod catalog;
 pub mod chat;
@@ -105,8 +106,24 @@ pub struct Agent {
     pub trust_score: f64,
     /// Named signals behind the score, each 0 to 100.
     pub trust_signals: BTreeMap<String, f64>,
+    /// Whether the agent can be reached now: `availabilityStatus` is
+    /// `online` ([`availability`]).
     pub available: bool,
+    /// `online`, `offline`, or `unknown` (never checked).
     pub availability_status: String,
+    /// Who says so: `broker` (measured here) or `registry` (the source's
+    /// claim, for an agent this broker cannot check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability_source: Option<availability::Source>,
+    /// When the check behind the status was made (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability_checked_at: Option<String>,
+    /// How long that check took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability_latency_ms: Option<u64>,
+    /// When a check last reached the agent (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<String>,
     pub verification_status: Verification,
     #[serde(rename = "type")]
     pub kind: AgentKind,

@@ -412,7 +412,7 @@ fn record(request: &Request, base: Base, catalog: &Catalog, now: &str) -> Result
     };
     let mut profile = profile.clone();
     profile.uaid = base.uaid.to_string();
-    let agent = Agent {
+    let mut agent = Agent {
         id: base.id,
         uaid: base.uaid,
         registry: base.registry,
@@ -428,6 +428,10 @@ fn record(request: &Request, base: Base, catalog: &Catalog, now: &str) -> Result
         trust_signals: BTreeMap::new(),
         available: false,
         availability_status: "unknown".into(),
+        availability_source: None,
+        availability_checked_at: None,
+        availability_latency_ms: None,
+        last_seen: None,
         verification_status: Verification::Registered,
         kind: if profile.kind == PROFILE_MCP_SERVER { AgentKind::McpServers } else { AgentKind::AiAgents },
         communication_supported: chattable,
@@ -437,6 +441,7 @@ fn record(request: &Request, base: Base, catalog: &Catalog, now: &str) -> Result
         metadata: request.metadata.clone(),
         profile,
     };
+    super::availability::settle(&mut agent, None);
     validate(&agent).map_err(|e| Invalid::new("profile", format!("{e:#}")))?;
     super::catalog::validate(catalog, std::slice::from_ref(&agent))
         .map_err(|e| Invalid::new("registry", format!("{e:#}")))?;

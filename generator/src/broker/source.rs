@@ -4,7 +4,8 @@
 //! `{"agents": [...]}`, read element by element), then `demo-agents.json`
 //! when present (the agents `api --demo-agents` serves). Agents come in
 //! batches of a bounded size, in file order, marked for chat
-//! ([`super::chat::mark`]).
+//! ([`super::chat::mark`]) and with availability as the broker tells it
+//! ([`super::availability::settle`]: unknown until the api has checked).
 //!
 //! A record that does not fit names its file and where in it: the line of
 //! `agents.jsonl`, or the path (`agents[41].trustScore`) in a document.
@@ -52,6 +53,7 @@ pub fn read(dir: &Path, batch: usize, mut each: impl FnMut(Vec<Agent>) -> Result
     for file in files(dir)? {
         let marked = |mut agents: Vec<Agent>| {
             super::chat::mark(&mut agents);
+            agents.iter_mut().for_each(|agent| super::availability::settle(agent, None));
             each(agents)
         };
         match file.extension().is_some_and(|e| e == "jsonl") {
@@ -235,6 +237,7 @@ mod tests {
     fn lines_and_document_read_alike_in_bounded_batches() {
         let mut agents = generate::agents(50, 4);
         super::super::chat::mark(&mut agents);
+        agents.iter_mut().for_each(|agent| super::super::availability::settle(agent, None));
         let (doc, lines) = (folder("doc"), folder("lines"));
         std::fs::write(
             doc.join("agents.json"),

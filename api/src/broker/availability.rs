@@ -1,0 +1,412 @@
+//! Availability measured, not asserted: the api checks every agent it can
+//! chat with, through the egress gate, and what the checks find is what
+//! search, the agent routes, badges and pages show
+//! ([`almanac::broker::availability`] has the rule; `store::availability`
+//! what is recorded and when a change is published).
+//!
+//! **A check** is the cheapest call that tells whether a chat session
+//! would open: an A2A agent's card (fetched and read, as a session's
+//! opening does), MCP's `initialize` or stateless discovery (the session
+//! it opens ended at once), and for plain HTTP and model-routing
+//! endpoints a GET that any answer below 500 passes. Nothing is sent to
+//! an address the gate refuses.
+//!
+//! **Rounds.** Every `every`, a round walks the build's agents in order,
+//! then the overlay's new ones, skipping those checked within `every`
+//! (a restart resumes rather than starts over). Checks start at most
+//! `rate` a second, `concurrency` at once, and one at a time per host.
+//! A host that does not answer (no address, no connection, no answer in
+//! `timeout`) is given time before it is tried again (doubling from 30 s
+//! to `backoff_max`); its other agents are recorded as `host_down`
+//! meanwhile without a call. The round reads ahead at most `window`
+//! agents: O(window) memory whatever the index holds.
+//!
+//! **Live.** A published change is shown at once through the live
+//! overlay, with the agent as the store or the build holds it, up to
+//! `live_max` changes per build; past that, changes wait for the next
+//! build (each overlay agent is indexed, so the bound is memory's).
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use almanac::broker::availability::{checked_endpoint, settle, Measurement};
+use almanac::broker::chat::adapter_for;
+use almanac::broker::Agent;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::agents::Agents;
+use super::overlay::{Change, Found};
+use crate::app::App;
+use crate::chat::turn::Failure;
+use crate::egress::Gate;
+use crate::store::availability::{self as stored, Check, Outcome};
+use crate::store::{now_ms, Failure as StoreFailure};
+
+/// How the checks run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// How often an agent is checked; zero: never (availability stays
+    /// `unknown`).
+    pub every: Duration,
+    /// Checks started a second, at most.
+    pub rate: u32,
+    /// Checks in flight at once, at most (and one per host).
+    pub concurrency: usize,
+    /// Time one check may take, everything included.
+    pub timeout: Duration,
+    /// Longest wait before a host that did not answer is tried again.
+    pub backoff_max: Duration,
+    /// Largest answer read (an agent card, an MCP answer), in bytes.
+    pub max_answer_bytes: usize,
+    /// Changes shown through the live overlay per build.
+    pub live_max: usize,
+}
+
+/// Agents read ahead of the checks: the memory a round holds.
+const WINDOW: usize = 256;
+/// The first wait before a silent host is tried again.
+const BACKOFF_FIRST: Duration = Duration::from_secs(30);
+
+/// Checks rounds until `shutdown` resolves.
+pub async fn run(app: Arc<App>, settings: Settings, shutdown: impl Future<Output = ()>) {
+    if settings.every.is_zero() {
+        return;
+    }
+    let checker = Checker { hosts: HashMap::new(), live: (i64::MIN, 0), app, settings };
+    tokio::select! {
+        () = shutdown => {}
+        () = checker.rounds() => {}
+    }
+}
+
+/// A check to make.
+struct Probe {
+    uaid: String,
+    /// The adapter's endpoint name (`a2a`, `mcp`, `http`, `openrouter`).
+    adapter: &'static str,
+    url: String,
+    host: String,
+}
+
+/// What the checks know of one host.
+#[derive(Default)]
+struct Host {
+    /// A check of it is in flight.
+    busy: bool,
+    /// Checks that found it silent, in a row.
+    silent: u32,
+    /// Not to be called before.
+    retry_at: Option<Instant>,
+}
+
+struct Checker {
+    app: Arc<App>,
+    settings: Settings,
+    hosts: HashMap<String, Host>,
+    /// The build the live changes counted are over (its journal point),
+    /// and how many were shown.
+    live: (i64, usize),
+}
+
+impl Checker {
+    async fn rounds(mut self) {
+        loop {
+            let started = Instant::now();
+            let checked = self.round().await;
+            tracing::debug!(checked, took = ?started.elapsed(), "availability: a round");
+            tokio::time::sleep_until(started + self.settings.every).await;
+        }
+    }
+
+    /// One round; how many agents it checked (or found their host down).
+    async fn round(&mut self) -> usize {
+        let mut pacing = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(self.settings.rate.max(1))));
+        pacing.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut walk = Walk::default();
+        let mut pending: HashMap<String, VecDeque<Probe>> = HashMap::new();
+        let mut queued = 0;
+        let mut in_flight: JoinSet<(Probe, Outcome, Option<u64>)> = JoinSet::new();
+        let mut checked = 0;
+        loop {
+            while queued < WINDOW && !walk.done {
+                for probe in self.next_due(&mut walk).await {
+                    pending.entry(probe.host.clone()).or_default().push_back(probe);
+                    queued += 1;
+                }
+            }
+            let now = Instant::now();
+            let mut down = Vec::new();
+            for (host, waiting) in pending.iter_mut() {
+                let state = self.hosts.entry(host.clone()).or_default();
+                if state.busy {
+                    continue;
+                }
+                if state.retry_at.is_some_and(|at| at > now) {
+                    down.extend(waiting.drain(..).map(|p| check(p, Outcome::HostDown, None)));
+                    continue;
+                }
+                if in_flight.len() >= self.settings.concurrency.max(1) {
+                    continue;
+                }
+                let Some(probe) = waiting.pop_front() else { continue };
+                pacing.tick().await;
+                state.busy = true;
+                let (app, settings) = (self.app.clone(), self.settings.clone());
+                in_flight.spawn(async move {
+                    let started = Instant::now();
+                    let checking = probe_one(&app.chat.gate, &probe, &settings);
+                    let outcome = match tokio::time::timeout(settings.timeout, checking).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Outcome::Unreachable,
+                    };
+                    let latency = (outcome != Outcome::NotAllowed).then(|| started.elapsed().as_millis() as u64);
+                    (probe, outcome, latency)
+                });
+            }
+            pending.retain(|_, waiting| !waiting.is_empty());
+            queued = pending.values().map(VecDeque::len).sum();
+            checked += down.len();
+            self.record(down).await;
+            let Some(done) = in_flight.join_next().await else {
+                if queued == 0 && walk.done {
+                    return checked;
+                }
+                continue;
+            };
+            let Ok((probe, outcome, latency)) = done else { continue };
+            let state = self.hosts.entry(probe.host.clone()).or_default();
+            state.busy = false;
+            match outcome {
+                Outcome::Unreachable => {
+                    state.silent += 1;
+                    let doubling = BACKOFF_FIRST.saturating_mul(1 << (state.silent - 1).min(16));
+                    state.retry_at = Some(Instant::now() + doubling.min(self.settings.backoff_max));
+                }
+                Outcome::Reached | Outcome::Refused => (state.silent, state.retry_at) = (0, None),
+                Outcome::NotAllowed | Outcome::HostDown => {}
+            }
+            checked += 1;
+            self.record(vec![check(probe, outcome, latency)]).await;
+        }
+    }
+
+    /// The next agents of the walk that are due, at most [`WINDOW`]
+    /// read; the walk is `done` after the last.
+    async fn next_due(&self, walk: &mut Walk) -> Vec<Probe> {
+        let build = self.app.live.get().as_ref().and_then(|b| b.broker.clone());
+        let Some(build) = build else {
+            walk.done = true;
+            return Vec::new();
+        };
+        let view = self.app.overlay.view();
+        let read = {
+            let (build, view, walk_at) = (build.clone(), view.clone(), walk.clone());
+            tokio::task::spawn_blocking(move || walk_at.read(&build, &view, WINDOW)).await
+        };
+        let Ok((agents, next)) = read else {
+            walk.done = true;
+            return Vec::new();
+        };
+        *walk = next;
+        let probes: Vec<Probe> = agents.iter().filter_map(probe_of).collect();
+        let uaids: Vec<String> = probes.iter().map(|p| p.uaid.clone()).collect();
+        let checked = match self.app.store.read(move |conn| stored::checked_at(conn, &uaids)).await {
+            Ok(checked) => checked,
+            Err(e) => {
+                tracing::error!(error = %e, "availability: the store cannot be read; the round ends");
+                walk.done = true;
+                return Vec::new();
+            }
+        };
+        let recent = now_ms() - self.settings.every.as_millis() as i64;
+        probes.into_iter().zip(checked).filter(|(_, at)| at.is_none_or(|at| at <= recent)).map(|(p, _)| p).collect()
+    }
+
+    /// Stores checks; shows what they change through the live overlay.
+    async fn record(&mut self, checks: Vec<Check>) {
+        if checks.is_empty() {
+            return;
+        }
+        let published = match self.app.store.write(move |conn| stored::record(conn, &checks)).await {
+            Ok(published) => published,
+            Err(e) => {
+                tracing::error!(error = %e, "availability: checks cannot be stored");
+                return;
+            }
+        };
+        if published.is_empty() {
+            return;
+        }
+        self.app.journal.wake.notify_one();
+        let Some(build) = self.app.live.get().as_ref().and_then(|b| b.broker.clone()) else { return };
+        if self.live.0 != build.journal_seq {
+            self.live = (build.journal_seq, 0);
+        }
+        let room = self.settings.live_max.saturating_sub(self.live.1);
+        if room < published.len() {
+            tracing::warn!(
+                live_max = self.settings.live_max,
+                "availability: changes past the live bound wait for the next build"
+            );
+        }
+        let published: Vec<(i64, Measurement)> = published.into_iter().take(room).collect();
+        self.live.1 += published.len();
+        match changes(&self.app, &build, published).await {
+            Ok(changes) => {
+                let _ = self.app.overlay_writer.apply(changes).await;
+            }
+            Err(e) => tracing::error!(error = %e, "availability: changes cannot be shown live"),
+        }
+    }
+}
+
+fn check(probe: Probe, outcome: Outcome, latency_ms: Option<u64>) -> Check {
+    Check { uaid: probe.uaid, endpoint: probe.url, outcome, at: now_ms(), latency_ms }
+}
+
+/// What to check for `agent`, if the broker can chat with it.
+fn probe_of(agent: &Agent) -> Option<Probe> {
+    let adapter = adapter_for(agent.endpoints.keys().map(String::as_str))?.endpoint;
+    let url = checked_endpoint(agent)?.to_string();
+    let parsed = reqwest::Url::parse(&url).ok();
+    let host = parsed.map_or_else(
+        || url.clone(),
+        |u| format!("{}:{}", u.host_str().unwrap_or_default(), u.port_or_known_default().unwrap_or(0)),
+    );
+    Some(Probe { uaid: agent.uaid.to_string(), adapter, url, host })
+}
+
+/// One check, its outcome.
+async fn probe_one(gate: &Gate, probe: &Probe, settings: &Settings) -> Outcome {
+    let max = settings.max_answer_bytes;
+    let result = match probe.adapter {
+        "a2a" => crate::chat::a2a::discover(gate, &probe.url, max).await.map(drop),
+        "mcp" => crate::chat::mcp::probe(gate, &probe.url, max).await,
+        _ => answers(gate, &probe.url).await,
+    };
+    match result {
+        Ok(()) => Outcome::Reached,
+        Err(Failure::Unreachable(_)) => Outcome::Unreachable,
+        Err(Failure::NotAllowed) => Outcome::NotAllowed,
+        Err(_) => Outcome::Refused,
+    }
+}
+
+/// Whether `url` answers a GET below 500 (its body unread).
+async fn answers(gate: &Gate, url: &str) -> Result<(), Failure> {
+    let response = gate.get(url).send().await?;
+    match response.status().as_u16() {
+        500.. => Err(Failure::Refused(format!("{url} answered {}", response.status()))),
+        _ => Ok(()),
+    }
+}
+
+/// Where a round is: the build it walks and the next position, then the
+/// overlay's new agents.
+#[derive(Clone, Default)]
+struct Walk {
+    /// The build walked (its journal point and size): another build starts
+    /// the walk over, since positions are the build's.
+    build: Option<(i64, usize)>,
+    next: usize,
+    overlay_done: bool,
+    done: bool,
+}
+
+impl Walk {
+    /// Up to `limit` agents from where the walk is, as they are now, and
+    /// where it is after them. Reads records: run off the async threads.
+    fn read(mut self, build: &Agents, view: &super::overlay::View, limit: usize) -> (Vec<Agent>, Walk) {
+        let held = (build.journal_seq, build.index.len());
+        if self.build != Some(held) {
+            (self.build, self.next, self.overlay_done) = (Some(held), 0, false);
+        }
+        let mut agents = Vec::new();
+        while agents.len() < limit && self.next < build.index.len() {
+            let at = self.next;
+            self.next += 1;
+            let Ok(agent) = build.index.records.agent(at) else { continue };
+            match view.find(agent.uaid.as_str(), build.journal_seq) {
+                Found::Live(live) => agents.push(live.clone()),
+                Found::Deleted => {}
+                Found::Build => agents.push(agent.into_owned()),
+            }
+        }
+        if agents.len() < limit && !self.overlay_done {
+            self.overlay_done = true;
+            let new = view.agents_after(build.journal_seq).filter(|a| build.position(a.uaid.as_str()).is_none());
+            agents.extend(new.cloned());
+        }
+        self.done = self.next >= build.index.len() && self.overlay_done;
+        (agents, self)
+    }
+}
+
+/// The live overlay's changes for measurements published after the
+/// build's journal point: each agent as the store holds it (registered
+/// through the api) or as the build does, with its measurement.
+async fn changes(app: &App, build: &Agents, published: Vec<(i64, Measurement)>) -> Result<Vec<Change>, StoreFailure> {
+    let uaids: Vec<String> = published.iter().map(|(_, m)| m.uaid.clone()).collect();
+    let registered = app.store.read(move |conn| stored::registered(conn, &uaids)).await?;
+    let mut out = Vec::new();
+    for ((seq, measurement), registered) in published.into_iter().zip(registered) {
+        let agent = match registered {
+            stored::Registered::Live(agent) => Some(*agent),
+            stored::Registered::Deleted => None,
+            stored::Registered::No => build.agent(&measurement.uaid).ok().flatten().map(|a| a.into_owned()),
+        };
+        if let Some(mut agent) = agent {
+            settle(&mut agent, Some(&measurement));
+            out.push((seq, measurement.uaid, Some(agent)));
+        }
+    }
+    Ok(out)
+}
+
+/// The overlay's changes for a build whose journal point is `held`: the
+/// agents registered, updated or deleted since, and those whose shown
+/// availability changed since, each with its last measurement.
+pub async fn overlay_after(app: &App, build: Option<&Agents>, held: i64) -> Result<Vec<Change>, StoreFailure> {
+    let (registrations, measured) = app
+        .store
+        .read(move |conn| {
+            let registrations = crate::store::registry::changes_after(conn, held)?;
+            let mut of_registrations = Vec::new();
+            for (_, uaid, agent) in &registrations {
+                of_registrations.push(match agent {
+                    Some(_) => stored::shown_of(conn, uaid)?,
+                    None => None,
+                });
+            }
+            Ok((registrations.into_iter().zip(of_registrations).collect::<Vec<_>>(), stored::shown_after(conn, held)?))
+        })
+        .await?;
+    let mut out: Vec<Change> = Vec::new();
+    let mut changed = std::collections::HashSet::new();
+    for ((seq, uaid, agent), measurement) in registrations {
+        changed.insert(uaid.clone());
+        let agent = agent.map(|mut agent| {
+            settle(&mut agent, measurement.as_ref());
+            agent
+        });
+        out.push((seq, uaid, agent));
+    }
+    let measured: Vec<(i64, Measurement)> = measured.into_iter().filter(|(_, m)| !changed.contains(&m.uaid)).collect();
+    if let Some(build) = build {
+        out.extend(changes(app, build, measured).await?);
+    }
+    Ok(out)
+}
+
+/// `agent` (a registration's, just stored) with its last measurement.
+pub async fn measured(app: &App, mut agent: Agent) -> Agent {
+    let uaid = agent.uaid.to_string();
+    match app.store.read(move |conn| stored::shown_of(conn, &uaid)).await {
+        Ok(measurement) => settle(&mut agent, measurement.as_ref()),
+        Err(e) => tracing::error!(error = %e, "availability: a measurement cannot be read; shown unknown"),
+    }
+    agent
+}
