@@ -30,6 +30,8 @@ pub struct App {
     pub overlay_writer: overlay::Writer,
     /// How agents' availability is checked.
     pub availability: crate::broker::availability::Settings,
+    /// Agents to check before the round reaches them.
+    pub availability_soon: Arc<crate::broker::availability::Soon>,
     /// Messages a chat session needs before it may give ERC-8004 feedback.
     pub feedback_min_messages: u64,
     /// The newest ERC-8004 feedback given through the api.

@@ -309,7 +309,7 @@ pub struct Config {
     #[arg(long, env = "ALMANAC_AVAILABILITY_EVERY_S", default_value_t = 300)]
     pub availability_every_s: u64,
     /// Availability checks started a second, at most.
-    #[arg(long, env = "ALMANAC_AVAILABILITY_RATE", default_value_t = 20)]
+    #[arg(long, env = "ALMANAC_AVAILABILITY_RATE", default_value_t = 100)]
     pub availability_rate: u32,
     /// Availability checks in flight at once, at most (one per host).
     #[arg(long, env = "ALMANAC_AVAILABILITY_CONCURRENCY", default_value_t = 16)]
@@ -534,6 +534,7 @@ impl Config {
                 max_answer_bytes: self.chat_max_answer_bytes,
                 live_max: self.availability_live_max,
             },
+            availability_soon: Default::default(),
             feedback_min_messages: self.feedback_min_messages,
             feedback_changes: crate::store::Newest::default(),
             catalog_changes: crate::store::Newest::default(),

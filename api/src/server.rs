@@ -44,7 +44,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     // a later build holds are dropped after each swap.
     let build = app.live.get().as_ref().and_then(|b| b.broker.clone());
     let held = build.as_ref().map_or(0, |broker| broker.journal_seq);
-    match crate::broker::availability::overlay_after(&app, build.as_deref(), held).await {
+    match crate::broker::availability::live::overlay_after(&app.store, build.as_deref(), held).await {
         Ok(changes) => {
             if app.overlay_writer.apply(changes).await.is_err() {
                 tracing::error!("the live overlay cannot be loaded; registrations stay hidden");
@@ -85,9 +85,10 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     });
     // Availability: chattable agents checked in rounds.
     let (stop_checks, checks_stopped) = tokio::sync::oneshot::channel::<()>();
-    let checks = tokio::spawn(crate::broker::availability::run(app.clone(), app.availability.clone(), async move {
-        let _ = checks_stopped.await;
-    }));
+    let checks =
+        tokio::spawn(crate::broker::availability::checks::run(app.clone(), app.availability.clone(), async move {
+            let _ = checks_stopped.await;
+        }));
     let (stop_registrar, registrar_stopped) = tokio::sync::oneshot::channel::<()>();
     let registrar = tokio::spawn(crate::broker::registrar::run(app.store.clone(), app.registrar.clone(), async move {
         let _ = registrar_stopped.await;

@@ -22,7 +22,8 @@ async fn start(flags: &[&str]) -> Api {
     let root = TempDir::new("hostile");
     let (site, data) = (root.path().join("site"), root.path().join("data"));
     let dirs = ["--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
-    let config = Config::parse_from(["api"].into_iter().chain(dirs).chain(flags.iter().copied()));
+    let config =
+        Config::parse_from(["api", "--availability-every-s", "0"].into_iter().chain(dirs).chain(flags.iter().copied()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

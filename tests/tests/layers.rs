@@ -323,6 +323,16 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
     lines += &journal_line(6, json!({"event": "register", "agent": deleted}));
     lines += &journal_line(7, json!({"event": "update", "agent": again}));
     lines += &journal_line(8, json!({"event": "register", "agent": newcomers[2]}));
+    // A source agent the api checked and found offline: its record and
+    // page change, as a whole build makes them.
+    let checked = sources
+        .agents
+        .iter()
+        .find(|a| a.uaid != updated.uaid && almanac::broker::availability::checked_endpoint(a).is_some())
+        .unwrap();
+    let measurement = json!({"uaid": checked.uaid, "endpoint": almanac::broker::availability::checked_endpoint(checked),
+        "status": "offline", "checkedAt": "2026-11-24T12:00:00.000Z", "latencyMs": 4, "uptime": 0.0});
+    lines += &journal_line(9, json!({"event": "availability", "availability": measurement}));
     std::fs::write(journal.join("0001.jsonl"), &lines).unwrap();
     let log = run(&[]);
     assert!(log.contains("agents changed"), "{log}");
@@ -335,7 +345,7 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
     // and once it is gone the live build is current again.
     let mut unknown = newcomers[3].clone();
     unknown.id = "nanda:journal-unknown".into();
-    let bad = lines.clone() + &journal_line(9, json!({"event": "update", "agent": unknown}));
+    let bad = lines.clone() + &journal_line(10, json!({"event": "update", "agent": unknown}));
     std::fs::write(journal.join("0001.jsonl"), &bad).unwrap();
     let mut args = vec!["build", "--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
     args.extend(as_strs(&flags));
@@ -343,7 +353,7 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
     let out = tests::process::generator_logged(&args, "info");
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{log}");
-    assert!(log.contains("0001.jsonl:9") && log.contains("which is not indexed"), "{log}");
+    assert!(log.contains("0001.jsonl:10") && log.contains("which is not indexed"), "{log}");
     assert_eq!(current(&site).1.build, second.build);
     std::fs::write(journal.join("0001.jsonl"), &lines).unwrap();
     let log = run(&[]);
@@ -352,10 +362,10 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
     // Feedback is not taken by a layer: a whole build.
     let mut entry = sources.feedback.iter().find(|f| again.uaid == f.uaid).unwrap().clone();
     entry.client = "0x00000000000000000000000000000000000000aa".into();
-    lines += &journal_line(9, json!({"event": "feedback", "entry": entry}));
+    lines += &journal_line(10, json!({"event": "feedback", "entry": entry}));
     std::fs::write(journal.join("0001.jsonl"), &lines).unwrap();
     let log = run(&[]);
-    assert!(log.contains("not only agents registered, updated or deleted"), "{log}");
+    assert!(log.contains("not only agents registered, updated, deleted or measured"), "{log}");
     let whole_again = current(&site).1;
     assert!(whole_again.base.is_none());
     assert_eq!(whole_again.build, whole(root.path(), &as_strs(&flags)).1.build);

@@ -43,8 +43,11 @@ async fn every_published_route_is_in_the_table_and_served_as_the_manifest_says()
     }
 
     let dirs = ["--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
-    let config =
-        Config::parse_from(["api", "--guard-rate", "1000000", "--guard-burst", "1000000"].into_iter().chain(dirs));
+    let config = Config::parse_from(
+        ["api", "--availability-every-s", "0", "--guard-rate", "1000000", "--guard-burst", "1000000"]
+            .into_iter()
+            .chain(dirs),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

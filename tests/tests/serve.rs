@@ -23,7 +23,8 @@ async fn serve_answers_until_shutdown_and_lets_requests_in_flight_finish() {
     .unwrap();
 
     let dirs = ["--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
-    let config = Config::parse_from(["api", "--reload-ms", "50"].into_iter().chain(dirs));
+    let config =
+        Config::parse_from(["api", "--reload-ms", "50", "--availability-every-s", "0"].into_iter().chain(dirs));
     let app = config.app().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -392,12 +392,16 @@ pub async fn messaging_network(request: Request) -> Answer {
 /// woken.
 async fn changed(request: &Request, seq: i64, uaid: &str, agent: Option<Agent>) {
     let agent = match agent {
-        Some(agent) => Some(super::availability::measured(&request.app, agent).await),
+        Some(agent) => Some(super::availability::live::measured(&request.app.store, agent).await),
         None => None,
     };
+    let check = agent.is_some();
     // Only a panic ends the overlay's writer (it logged why): the change
     // is stored and journaled, and shows from the next build.
     let _ = request.app.overlay_writer.apply(vec![(seq, uaid.to_string(), agent)]).await;
+    if check {
+        request.app.availability_soon.ask(uaid);
+    }
     request.app.journal.wake.notify_one();
 }
 

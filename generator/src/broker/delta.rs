@@ -47,11 +47,14 @@ pub fn after(records: Vec<(Position, Record)>, live_seq: u64, live_digest: &str)
     };
     let journal_digest = journal::digest_through(&records, seq);
     let records: Vec<(Position, Record)> = records.into_iter().filter(|(_, r)| r.seq > live_seq).collect();
-    let agents_only = records
-        .iter()
-        .all(|(_, r)| matches!(r.event, Event::Register { .. } | Event::Update { .. } | Event::Delete { .. }));
+    let agents_only = records.iter().all(|(_, r)| {
+        matches!(
+            r.event,
+            Event::Register { .. } | Event::Update { .. } | Event::Delete { .. } | Event::Availability { .. }
+        )
+    });
     if !agents_only {
-        return Err("the journal's new records are not only agents registered, updated or deleted");
+        return Err("the journal's new records are not only agents registered, updated, deleted or measured");
     }
     Ok(Delta { records, seq, journal_digest })
 }

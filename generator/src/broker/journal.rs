@@ -393,11 +393,11 @@ impl Overlay {
         Ok(now.map(|agent| self.measure(agent)))
     }
 
-    /// `agent` with its last measurement, if the journal has one.
+    /// `agent` with its availability as the journal's last measurement of
+    /// it leaves it ([`availability::settle`]; never measured: unknown).
     pub fn measure(&self, mut agent: Agent) -> Agent {
-        if let Some(measured) = self.measured.get(agent.uaid.as_str()) {
-            availability::settle(&mut agent, Some(measured));
-        }
+        let measured = self.measured.get(agent.uaid.as_str());
+        availability::settle(&mut agent, measured);
         agent
     }
 

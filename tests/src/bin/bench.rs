@@ -5,6 +5,10 @@
 //!   rules in process, no DuckDB; median messages per second.
 //! - `bench mirror DIR LATENCY_MS PORT_FILE`: serve DIR's pages as a mirror
 //!   node on loopback with added latency until killed.
+//! - `bench dns PORT_FILE`: a DNS server on loopback that knows no name
+//!   (NXDOMAIN for all), for a benchmarked api's `--egress-dns`: its
+//!   availability checks then find the generated agents' hosts silent
+//!   without a packet leaving the machine; until killed.
 //! - `bench text [AGENTS]`: the relevance engines side by side over a
 //!   generated agent index (100k): the baseline BM25F and tantivy's, time
 //!   to index, latency over 2,000 distinct query texts, recall and
@@ -27,6 +31,13 @@
 //!   group commit.
 //! - `bench signin BASE [SECONDS]`: ledger sign-ins per second against a
 //!   running api (16 clients, dev key).
+//! - `bench availability DIR [AGENTS]`: availability checks of AGENTS
+//!   agents (1M) recorded into a fresh live store in DIR as the api's
+//!   checker records them (a batch per host drained, in transactions of
+//!   256): every agent's first check (each journaled), then a steady
+//!   round (nothing changes) and a round where every tenth agent turns;
+//!   checks a second, the store's bytes per agent, and how long a round
+//!   of that many calls takes at the default pace.
 //! - `bench queries N`: N distinct `GET /api/v1/search` paths, one a line,
 //!   drawn from the agent generator's words, registries and protocols: free
 //!   text of one to three words (a stem or a prefix now and then), filters,
@@ -53,8 +64,10 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ingest") => ingest(Path::new(&args[1]), args.get(2).map_or(Ok(3), |r| r.parse())?),
+        Some("dns") => dns(Path::new(&args[1])),
         Some("mirror") => mirror(Path::new(&args[1]), args[2].parse()?, Path::new(&args[3])),
         Some("sample") => sample(Path::new(&args[1]), args.get(2).map_or(Ok(50_000), |n| n.parse())?),
+        Some("availability") => availability(Path::new(&args[1]), args.get(2).map_or(Ok(1_000_000), |n| n.parse())?),
         Some("queries") => queries(args.get(1).map_or(Ok(5_000), |n| n.parse())?),
         Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
         Some("search") => search_folder(
@@ -71,11 +84,11 @@ fn main() -> Result<()> {
         Some("chat") => chat(&args[1], args.get(2).map_or(Ok(2_000), |n| n.parse())?),
         Some("streams") => streams(&args[1], args[2].parse()?, args[3].parse()?),
         _ => bail!(
-            "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench text [AGENTS] \
+            "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench dns PORT_FILE | bench text [AGENTS] \
              | bench search SEARCH_DIR [QUERIES] [OVERLAY] | bench folder AGENTS SEARCH_DIR \
              | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS] \
              | bench register BASE STORE AGENTS | bench journal AGENTS_JSONL JOURNAL_DIR CHANGES \
-             | bench chat BASE [MESSAGES] | bench streams BASE API_PID STREAMS"
+             | bench chat BASE [MESSAGES] | bench streams BASE API_PID STREAMS | bench availability DIR [AGENTS]"
         ),
     }
 }
@@ -131,6 +144,18 @@ fn mirror(dir: &Path, latency_ms: u64, port_file: &Path) -> Result<()> {
         let server = tests::mirror::MirrorServer::start(topics, Duration::from_millis(latency_ms)).await;
         std::fs::write(port_file, server.addr.port().to_string())?;
         eprintln!("mirror serving on {} with {latency_ms} ms latency", server.url());
+        std::future::pending::<()>().await;
+        Ok(())
+    })
+}
+
+/// `bench dns PORT_FILE`: see the module's comment.
+fn dns(port_file: &Path) -> Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let server = tests::dns::DnsServer::start(&[]).await;
+        std::fs::write(port_file, server.addr.port().to_string())?;
+        eprintln!("dns answering NXDOMAIN on {}", server.addr);
         std::future::pending::<()>().await;
         Ok(())
     })
@@ -457,6 +482,66 @@ fn debits(dir: &Path, seconds: u64) -> Result<()> {
         rates.push(rate);
     }
     println!("group commit: {:.1}x one commit per debit", rates[1] / rates[0]);
+    Ok(())
+}
+
+/// `bench availability DIR AGENTS`: see the module's comment.
+fn availability(dir: &Path, agents: usize) -> Result<()> {
+    use api::store::availability::{record, Check, Outcome};
+    use api::store::{Settings, Store};
+
+    const BATCH: usize = 256;
+    const DEFAULT_RATE: f64 = 100.0;
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("availability.sqlite");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let store = Store::open(&path, Settings::default())?;
+    let round = |label: &str, outcome: &dyn Fn(usize) -> Outcome| -> Result<()> {
+        let started = Instant::now();
+        let mut published = 0;
+        runtime.block_on(async {
+            for first in (0..agents).step_by(BATCH) {
+                let checks: Vec<Check> = (first..(first + BATCH).min(agents))
+                    .map(|i| Check {
+                        uaid: format!("uaid:aid:bench{i:09}"),
+                        endpoint: format!("https://host{}.example/agents/{i}", i % 1000),
+                        outcome: outcome(i),
+                        at: 1_800_000_000_000 + i as i64,
+                        latency_ms: Some(40),
+                    })
+                    .collect();
+                published += store.write(move |conn| record(conn, &checks)).await?.len();
+            }
+            anyhow::Ok(())
+        })?;
+        let took = started.elapsed().as_secs_f64();
+        println!(
+            "availability, {label}: {agents} checks in {took:.1} s, {:.0}/s, {published} published",
+            agents as f64 / took
+        );
+        Ok(())
+    };
+    round("first checks", &|_| Outcome::HostDown)?;
+    round("a steady round", &|_| Outcome::HostDown)?;
+    round("every tenth agent turns", &|i| if i % 10 == 0 { Outcome::Reached } else { Outcome::HostDown })?;
+    drop(store);
+    let bytes: u64 = ["", "-wal"]
+        .iter()
+        .filter_map(|suffix| std::fs::metadata(format!("{}{suffix}", path.display())).ok())
+        .map(|m| m.len())
+        .sum();
+    println!(
+        "availability: live store {:.1} MB, {:.0} bytes an agent (its outbox included)",
+        bytes as f64 / 1e6,
+        bytes as f64 / agents as f64
+    );
+    println!(
+        "availability: a round calling each of {agents} agents at the default pace ({DEFAULT_RATE:.0}/s): {:.1} h",
+        agents as f64 / DEFAULT_RATE / 3600.0
+    );
     Ok(())
 }
 

@@ -1,69 +1,26 @@
-//! Availability measured, not asserted: the api checks every agent it can
-//! chat with, through the egress gate, and what the checks find is what
-//! search, the agent routes, badges and pages show
-//! ([`almanac::broker::availability`] has the rule; `store::availability`
-//! what is recorded and when a change is published).
-//!
-//! **A check** is the cheapest call that tells whether a chat session
-//! would open: an A2A agent's card (fetched and read, as a session's
-//! opening does), MCP's `initialize` or stateless discovery (the session
-//! it opens ended at once), and for plain HTTP and model-routing
-//! endpoints a GET that any answer below 500 passes. Nothing is sent to
-//! an address the gate refuses.
-//!
-//! **Rounds.** Every `every`, a round walks the build's agents in order,
-//! then the overlay's new ones, skipping those checked within `every`
-//! (a restart resumes rather than starts over). Checks start at most
-//! `rate` a second, `concurrency` at once, and one at a time per host.
-//! A host that does not answer (no address, no connection, no answer in
-//! `timeout`) is given time before it is tried again (doubling from 30 s
-//! to `backoff_max`); its other agents are recorded as `host_down`
-//! meanwhile without a call. The round reads ahead at most `window`
-//! agents: O(window) memory whatever the index holds.
-//!
-//! **Live.** A published change is shown at once through the live
-//! overlay, with the agent as the store or the build holds it, up to
-//! `live_max` changes per build; past that, changes wait for the next
-//! build (each overlay agent is indexed, so the bound is memory's).
+//! The checker: rounds over the build's agents and the overlay's new
+//! ones, paced and bounded as the module above says, each check through
+//! the egress gate and recorded in the store.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use almanac::broker::availability::{checked_endpoint, settle, Measurement};
+use almanac::broker::availability::{checked_endpoint, Measurement};
 use almanac::broker::chat::adapter_for;
 use almanac::broker::Agent;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::agents::Agents;
-use super::overlay::{Change, Found};
+use super::super::agents::Agents;
+use super::super::overlay::Found;
+use super::Settings;
 use crate::app::App;
 use crate::chat::turn::Failure;
 use crate::egress::Gate;
 use crate::store::availability::{self as stored, Check, Outcome};
-use crate::store::{now_ms, Failure as StoreFailure};
-
-/// How the checks run.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    /// How often an agent is checked; zero: never (availability stays
-    /// `unknown`).
-    pub every: Duration,
-    /// Checks started a second, at most.
-    pub rate: u32,
-    /// Checks in flight at once, at most (and one per host).
-    pub concurrency: usize,
-    /// Time one check may take, everything included.
-    pub timeout: Duration,
-    /// Longest wait before a host that did not answer is tried again.
-    pub backoff_max: Duration,
-    /// Largest answer read (an agent card, an MCP answer), in bytes.
-    pub max_answer_bytes: usize,
-    /// Changes shown through the live overlay per build.
-    pub live_max: usize,
-}
+use crate::store::now_ms;
 
 /// Agents read ahead of the checks: the memory a round holds.
 const WINDOW: usize = 256;
@@ -115,22 +72,36 @@ impl Checker {
     async fn rounds(mut self) {
         loop {
             let started = Instant::now();
-            let checked = self.round().await;
-            tracing::debug!(checked, took = ?started.elapsed(), "availability: a round");
-            tokio::time::sleep_until(started + self.settings.every).await;
+            let checked = self.round(Walk::default()).await;
+            tracing::info!(checked, took = ?started.elapsed(), "availability: a round");
+            // Between rounds, the agents asked for soon as they come.
+            let next = started + self.settings.every;
+            loop {
+                let soon = self.app.availability_soon.clone();
+                tokio::select! {
+                    () = tokio::time::sleep_until(next) => break,
+                    () = soon.wake.notified() => {
+                        self.round(Walk::finished()).await;
+                    }
+                }
+            }
         }
     }
 
-    /// One round; how many agents it checked (or found their host down).
-    async fn round(&mut self) -> usize {
+    /// One round of `walk`, the agents asked for soon first; how many
+    /// agents it checked (or found their host down).
+    async fn round(&mut self, mut walk: Walk) -> usize {
         let mut pacing = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(self.settings.rate.max(1))));
         pacing.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut walk = Walk::default();
         let mut pending: HashMap<String, VecDeque<Probe>> = HashMap::new();
         let mut queued = 0;
         let mut in_flight: JoinSet<(Probe, Outcome, Option<u64>)> = JoinSet::new();
         let mut checked = 0;
         loop {
+            for probe in self.asked_for() {
+                pending.entry(probe.host.clone()).or_default().push_front(probe);
+                queued += 1;
+            }
             while queued < WINDOW && !walk.done {
                 for probe in self.next_due(&mut walk).await {
                     pending.entry(probe.host.clone()).or_default().push_back(probe);
@@ -191,6 +162,22 @@ impl Checker {
             checked += 1;
             self.record(vec![check(probe, outcome, latency)]).await;
         }
+    }
+
+    /// The agents asked for soon, to check now.
+    fn asked_for(&self) -> Vec<Probe> {
+        let uaids = self.app.availability_soon.take();
+        if uaids.is_empty() {
+            return Vec::new();
+        }
+        let Some(build) = self.app.live.get().as_ref().and_then(|b| b.broker.clone()) else { return Vec::new() };
+        let view = self.app.overlay.view();
+        let current = |uaid: &str| match view.find(uaid, build.journal_seq) {
+            Found::Live(agent) => Some(agent.clone()),
+            Found::Deleted => None,
+            Found::Build => build.agent(uaid).ok().flatten().map(|a| a.into_owned()),
+        };
+        uaids.iter().filter_map(|uaid| current(uaid)).filter_map(|agent| probe_of(&agent)).collect()
     }
 
     /// The next agents of the walk that are due, at most [`WINDOW`]
@@ -254,7 +241,7 @@ impl Checker {
         }
         let published: Vec<(i64, Measurement)> = published.into_iter().take(room).collect();
         self.live.1 += published.len();
-        match changes(&self.app, &build, published).await {
+        match super::live::changes(&self.app.store, &build, published).await {
             Ok(changes) => {
                 let _ = self.app.overlay_writer.apply(changes).await;
             }
@@ -317,9 +304,14 @@ struct Walk {
 }
 
 impl Walk {
+    /// A walk with nothing to walk: a round of the agents asked for soon.
+    fn finished() -> Walk {
+        Walk { done: true, ..Walk::default() }
+    }
+
     /// Up to `limit` agents from where the walk is, as they are now, and
     /// where it is after them. Reads records: run off the async threads.
-    fn read(mut self, build: &Agents, view: &super::overlay::View, limit: usize) -> (Vec<Agent>, Walk) {
+    fn read(mut self, build: &Agents, view: &super::super::overlay::View, limit: usize) -> (Vec<Agent>, Walk) {
         let held = (build.journal_seq, build.index.len());
         if self.build != Some(held) {
             (self.build, self.next, self.overlay_done) = (Some(held), 0, false);
@@ -343,70 +335,4 @@ impl Walk {
         self.done = self.next >= build.index.len() && self.overlay_done;
         (agents, self)
     }
-}
-
-/// The live overlay's changes for measurements published after the
-/// build's journal point: each agent as the store holds it (registered
-/// through the api) or as the build does, with its measurement.
-async fn changes(app: &App, build: &Agents, published: Vec<(i64, Measurement)>) -> Result<Vec<Change>, StoreFailure> {
-    let uaids: Vec<String> = published.iter().map(|(_, m)| m.uaid.clone()).collect();
-    let registered = app.store.read(move |conn| stored::registered(conn, &uaids)).await?;
-    let mut out = Vec::new();
-    for ((seq, measurement), registered) in published.into_iter().zip(registered) {
-        let agent = match registered {
-            stored::Registered::Live(agent) => Some(*agent),
-            stored::Registered::Deleted => None,
-            stored::Registered::No => build.agent(&measurement.uaid).ok().flatten().map(|a| a.into_owned()),
-        };
-        if let Some(mut agent) = agent {
-            settle(&mut agent, Some(&measurement));
-            out.push((seq, measurement.uaid, Some(agent)));
-        }
-    }
-    Ok(out)
-}
-
-/// The overlay's changes for a build whose journal point is `held`: the
-/// agents registered, updated or deleted since, and those whose shown
-/// availability changed since, each with its last measurement.
-pub async fn overlay_after(app: &App, build: Option<&Agents>, held: i64) -> Result<Vec<Change>, StoreFailure> {
-    let (registrations, measured) = app
-        .store
-        .read(move |conn| {
-            let registrations = crate::store::registry::changes_after(conn, held)?;
-            let mut of_registrations = Vec::new();
-            for (_, uaid, agent) in &registrations {
-                of_registrations.push(match agent {
-                    Some(_) => stored::shown_of(conn, uaid)?,
-                    None => None,
-                });
-            }
-            Ok((registrations.into_iter().zip(of_registrations).collect::<Vec<_>>(), stored::shown_after(conn, held)?))
-        })
-        .await?;
-    let mut out: Vec<Change> = Vec::new();
-    let mut changed = std::collections::HashSet::new();
-    for ((seq, uaid, agent), measurement) in registrations {
-        changed.insert(uaid.clone());
-        let agent = agent.map(|mut agent| {
-            settle(&mut agent, measurement.as_ref());
-            agent
-        });
-        out.push((seq, uaid, agent));
-    }
-    let measured: Vec<(i64, Measurement)> = measured.into_iter().filter(|(_, m)| !changed.contains(&m.uaid)).collect();
-    if let Some(build) = build {
-        out.extend(changes(app, build, measured).await?);
-    }
-    Ok(out)
-}
-
-/// `agent` (a registration's, just stored) with its last measurement.
-pub async fn measured(app: &App, mut agent: Agent) -> Agent {
-    let uaid = agent.uaid.to_string();
-    match app.store.read(move |conn| stored::shown_of(conn, &uaid)).await {
-        Ok(measurement) => settle(&mut agent, measurement.as_ref()),
-        Err(e) => tracing::error!(error = %e, "availability: a measurement cannot be read; shown unknown"),
-    }
-    agent
 }

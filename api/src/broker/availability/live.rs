@@ -1,0 +1,82 @@
+//! What the live overlay is given for availability: each agent as the
+//! store holds it (registered through the api) or as the build does, with
+//! its last measurement ([`almanac::broker::availability::settle`]).
+
+use std::collections::HashSet;
+
+use almanac::broker::availability::{settle, Measurement};
+use almanac::broker::Agent;
+
+use super::super::agents::Agents;
+use super::super::overlay::Change;
+use crate::store::availability as stored;
+use crate::store::{Failure, Store};
+
+/// The live overlay's changes for measurements published after the
+/// build's journal point: each agent as the store holds it (registered
+/// through the api) or as the build does, with its measurement.
+pub async fn changes(
+    store: &Store,
+    build: &Agents,
+    published: Vec<(i64, Measurement)>,
+) -> Result<Vec<Change>, Failure> {
+    let uaids: Vec<String> = published.iter().map(|(_, m)| m.uaid.clone()).collect();
+    let registered = store.read(move |conn| stored::registered(conn, &uaids)).await?;
+    let mut out = Vec::new();
+    for ((seq, measurement), registered) in published.into_iter().zip(registered) {
+        let agent = match registered {
+            stored::Registered::Live(agent) => Some(*agent),
+            stored::Registered::Deleted => None,
+            stored::Registered::No => build.agent(&measurement.uaid).ok().flatten().map(|a| a.into_owned()),
+        };
+        if let Some(mut agent) = agent {
+            settle(&mut agent, Some(&measurement));
+            out.push((seq, measurement.uaid, Some(agent)));
+        }
+    }
+    Ok(out)
+}
+
+/// The overlay's changes for a build whose journal point is `held`: the
+/// agents registered, updated or deleted since, and those whose shown
+/// availability changed since, each with its last measurement.
+pub async fn overlay_after(store: &Store, build: Option<&Agents>, held: i64) -> Result<Vec<Change>, Failure> {
+    let (registrations, measured) = store
+        .read(move |conn| {
+            let registrations = crate::store::registry::changes_after(conn, held)?;
+            let mut of_registrations = Vec::new();
+            for (_, uaid, agent) in &registrations {
+                of_registrations.push(match agent {
+                    Some(_) => stored::shown_of(conn, uaid)?,
+                    None => None,
+                });
+            }
+            Ok((registrations.into_iter().zip(of_registrations).collect::<Vec<_>>(), stored::shown_after(conn, held)?))
+        })
+        .await?;
+    let mut out: Vec<Change> = Vec::new();
+    let mut changed = HashSet::new();
+    for ((seq, uaid, agent), measurement) in registrations {
+        changed.insert(uaid.clone());
+        let agent = agent.map(|mut agent| {
+            settle(&mut agent, measurement.as_ref());
+            agent
+        });
+        out.push((seq, uaid, agent));
+    }
+    let measured: Vec<(i64, Measurement)> = measured.into_iter().filter(|(_, m)| !changed.contains(&m.uaid)).collect();
+    if let Some(build) = build {
+        out.extend(changes(store, build, measured).await?);
+    }
+    Ok(out)
+}
+
+/// `agent` (a registration's, just stored) with its last measurement.
+pub async fn measured(store: &Store, mut agent: Agent) -> Agent {
+    let uaid = agent.uaid.to_string();
+    match store.read(move |conn| stored::shown_of(conn, &uaid)).await {
+        Ok(measurement) => settle(&mut agent, measurement.as_ref()),
+        Err(e) => tracing::error!(error = %e, "availability: a measurement cannot be read; shown unknown"),
+    }
+    agent
+}

@@ -1,0 +1,87 @@
+//! Availability measured, not asserted: the api checks every agent it can
+//! chat with, through the egress gate, and what the checks find is what
+//! search, the agent routes, badges and pages show
+//! ([`almanac::broker::availability`] has the rule; `store::availability`
+//! what is recorded and when a change is published).
+//!
+//! **A check** is the cheapest call that tells whether a chat session
+//! would open: an A2A agent's card (fetched and read, as a session's
+//! opening does), MCP's `initialize` or stateless discovery (the session
+//! it opens ended at once), and for plain HTTP and model-routing
+//! endpoints a GET that any answer below 500 passes. Nothing is sent to
+//! an address the gate refuses.
+//!
+//! **Rounds.** Every `every`, a round walks the build's agents in order,
+//! then the overlay's new ones, skipping those checked within `every`
+//! (a restart resumes rather than starts over). Checks start at most
+//! `rate` a second, `concurrency` at once, and one at a time per host.
+//! A host that does not answer (no address, no connection, no answer in
+//! `timeout`) is given time before it is tried again (doubling from 30 s
+//! to `backoff_max`); its other agents are recorded as `host_down`
+//! meanwhile without a call. The round reads ahead at most `window`
+//! agents: O(window) memory whatever the index holds.
+//!
+//! **Soon.** An agent registered or updated through the api is asked for
+//! ([`Soon`]) and checked ahead of the round, or between rounds, rather
+//! than when a round reaches it.
+//!
+//! **Live.** A published change is shown at once through the live
+//! overlay, with the agent as the store or the build holds it, up to
+//! `live_max` changes per build; past that, changes wait for the next
+//! build (each overlay agent is indexed, so the bound is memory's).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+pub mod checks;
+pub mod live;
+
+/// How the checks run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// How often an agent is checked; zero: never (availability stays
+    /// `unknown`).
+    pub every: Duration,
+    /// Checks started a second, at most.
+    pub rate: u32,
+    /// Checks in flight at once, at most (and one per host).
+    pub concurrency: usize,
+    /// Time one check may take, everything included.
+    pub timeout: Duration,
+    /// Longest wait before a host that did not answer is tried again.
+    pub backoff_max: Duration,
+    /// Largest answer read (an agent card, an MCP answer), in bytes.
+    pub max_answer_bytes: usize,
+    /// Changes shown through the live overlay per build.
+    pub live_max: usize,
+}
+
+/// Agents asked for [`Soon`] at most; past that, the round reaches them.
+const SOON_MAX: usize = 4096;
+
+/// Agents to check before a round reaches them: those registered or
+/// updated just now.
+#[derive(Default)]
+pub struct Soon {
+    uaids: Mutex<VecDeque<String>>,
+    pub(crate) wake: Notify,
+}
+
+impl Soon {
+    /// Asks for `uaid` to be checked soon (dropped past [`SOON_MAX`]).
+    pub fn ask(&self, uaid: &str) {
+        let mut uaids = self.uaids.lock().expect("soon");
+        if uaids.len() < SOON_MAX {
+            uaids.push_back(uaid.to_string());
+        }
+        drop(uaids);
+        self.wake.notify_one();
+    }
+
+    pub(crate) fn take(&self) -> Vec<String> {
+        self.uaids.lock().expect("soon").drain(..).collect()
+    }
+}
