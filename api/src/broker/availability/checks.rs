@@ -143,6 +143,9 @@ impl Checker {
             self.record(down).await;
             let Some(done) = in_flight.join_next().await else {
                 if queued == 0 && walk.done {
+                    // Only the hosts backing off are worth remembering:
+                    // the map stays as small as the silent hosts.
+                    self.hosts.retain(|_, host| host.retry_at.is_some());
                     return checked;
                 }
                 continue;
