@@ -9,7 +9,8 @@
 # then, with the api stopped and the journal set aside, a run after 20 new
 # ledger messages (a layer over the build: `almanac::layer`), a run with
 # nothing new, and a run after 1,000 agents changed (a journal of them:
-# `bench journal`). Prints figures; asserts nothing.
+# `bench journal`); and availability checks over the agents
+# (bench/availability.sh). Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -116,6 +117,8 @@ CONF
   kill $api 2>/dev/null || true
   nginx -c "$nginx_conf" -s stop 2>/dev/null || true
   trap - EXIT
+  say "availability checks over the $size agents"
+  bash bench/availability.sh "$dir/site" "$dir/data" "$OUT/queries.txt"
   # The registrations above are in the journal: set aside, so the agents
   # are the build's again and the next runs may layer.
   mv "$dir/data/journal" "$dir/data/journal-registered" 2>/dev/null || true

@@ -116,7 +116,13 @@ impl Checker {
                     continue;
                 }
                 if state.retry_at.is_some_and(|at| at > now) {
-                    down.extend(waiting.drain(..).map(|p| check(p, Outcome::HostDown, None)));
+                    // Paced like a call: a round of agents on silent hosts
+                    // reads records, writes rows and journals changes, and
+                    // at a million unpaced that took a CPU from searches.
+                    if let Some(probe) = waiting.pop_front() {
+                        pacing.tick().await;
+                        down.push(check(probe, Outcome::HostDown, None));
+                    }
                     continue;
                 }
                 if in_flight.len() >= self.settings.concurrency.max(1) {

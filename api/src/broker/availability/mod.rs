@@ -14,7 +14,8 @@
 //! **Rounds.** Every `every`, a round walks the build's agents in order,
 //! then the overlay's new ones, skipping those checked within `every`
 //! (a restart resumes rather than starts over). Checks start at most
-//! `rate` a second, `concurrency` at once, and one at a time per host.
+//! `rate` a second, `concurrency` at once, and one at a time per host;
+//! an agent recorded without a call (below) is paced the same.
 //! A host that does not answer (no address, no connection, no answer in
 //! `timeout`) is given time before it is tried again (doubling from 30 s
 //! to `backoff_max`); its other agents are recorded as `host_down`
