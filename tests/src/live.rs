@@ -48,6 +48,20 @@ pub fn hedera_proof(challenge: &Value, account: &str, key: &SigningKey) -> Value
     })
 }
 
+/// Registers an agent (a rule-based model, capability 0) reachable at
+/// `endpoint` by `protocol`, paid by the holder of `key`: its UAID.
+pub async fn register(broker: &Broker, key: &str, name: &str, protocol: &str, endpoint: &str) -> String {
+    let body = json!({
+        "profile": {"version": "1.0", "type": 1, "display_name": name, "bio": format!("{name}, a test agent"),
+            "aiAgent": {"type": 1, "model": "rule-based", "capabilities": [0]}},
+        "endpoint": endpoint,
+        "communicationProtocol": protocol,
+    });
+    let (status, answer) = broker.send("POST", "/api/v1/register", Some(key), Some(body)).await;
+    assert_eq!(status, 200, "{answer}");
+    answer["uaid"].as_str().unwrap().to_string()
+}
+
 /// A running api on a built site, with its own client and folder.
 pub struct Broker {
     pub api: Api,

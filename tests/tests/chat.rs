@@ -9,20 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tests::agents::{Agent, Kind};
-use tests::live::Broker;
-
-/// Registers an agent reachable at `endpoint` by `protocol`: its UAID.
-async fn register(broker: &Broker, key: &str, name: &str, protocol: &str, endpoint: &str) -> String {
-    let body = json!({
-        "profile": {"version": "1.0", "type": 1, "display_name": name, "bio": format!("{name}, a test agent"),
-            "aiAgent": {"type": 1, "model": "rule-based", "capabilities": [0]}},
-        "endpoint": endpoint,
-        "communicationProtocol": protocol,
-    });
-    let (status, answer) = broker.send("POST", "/api/v1/register", Some(key), Some(body)).await;
-    assert_eq!(status, 200, "{answer}");
-    answer["uaid"].as_str().unwrap().to_string()
-}
+use tests::live::{register, Broker};
 
 /// Registers a model-routing provider agent (the test model server's
 /// model) at `base`: its UAID.
