@@ -65,15 +65,18 @@ const NOUNS: [&str; 19] = [
 const MODELS: [&str; 6] =
     ["gpt-4.1", "claude-sonnet-4", "gemini-2.5-pro", "llama-3.3-70b", "mistral-large", "qwen3-32b"];
 
+/// Hosts of the generated agents: under `.example`, which never resolves
+/// (RFC 2606), so that the api's availability checks of a generated index
+/// call no one's real host.
 const DOMAINS: [&str; 8] = [
-    "agents.example.com",
-    "ai.acme.dev",
-    "labs.northwind.io",
-    "bots.contoso.net",
-    "api.fabrikam.ai",
-    "mesh.initech.dev",
-    "tools.globex.io",
-    "svc.umbrella.ai",
+    "agents.example",
+    "ai.acme.example",
+    "labs.northwind.example",
+    "bots.contoso.example",
+    "api.fabrikam.example",
+    "mesh.initech.example",
+    "tools.globex.example",
+    "svc.umbrella.example",
 ];
 
 /// The words agents of this generator are named and described by, and
