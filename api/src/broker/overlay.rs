@@ -460,6 +460,17 @@ impl View {
         }
     }
 
+    /// `uaid` as of now over `build`: the overlay's agent, else the
+    /// build's; `None` when deleted or not indexed; an error when the
+    /// build's record of it is damaged.
+    pub fn current<'b>(&'b self, build: &'b Agents, uaid: &str) -> anyhow::Result<Option<Cow<'b, Agent>>> {
+        match self.find(uaid, build.journal_seq) {
+            Found::Live(agent) => Ok(Some(Cow::Borrowed(agent))),
+            Found::Deleted => Ok(None),
+            Found::Build => build.agent(uaid),
+        }
+    }
+
     /// The live agents newer than the build, in no order.
     pub fn agents_after(&self, seq: i64) -> impl Iterator<Item = &Agent> {
         self.changes.values().filter(move |(held, _)| *held > seq).filter_map(|(_, at)| at.map(|at| self.agent(at)))

@@ -22,7 +22,6 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use warp::http::StatusCode;
 
-use super::overlay::Found;
 use crate::reply::{self, Answer, Error};
 use crate::request::{parse_body, Request};
 use crate::store::registry::{self as stored, Attempt, Delivery, Mode, Outcome, Plan, Write};
@@ -36,11 +35,7 @@ pub fn lookup<'a>(
     uaid: &str,
 ) -> Result<Option<Cow<'a, Agent>>, Error> {
     let Some(broker) = request.build.as_deref().and_then(|b| b.broker.as_deref()) else { return Ok(None) };
-    match view.find(uaid, broker.journal_seq) {
-        Found::Live(agent) => Ok(Some(Cow::Borrowed(agent))),
-        Found::Deleted => Ok(None),
-        Found::Build => broker.agent(uaid).map_err(|e| Error::damaged_record(&e)),
-    }
+    view.current(broker, uaid).map_err(|e| Error::damaged_record(&e))
 }
 
 /// 403 `destination_not_allowed` when an endpoint the broker would call

@@ -65,11 +65,16 @@ pub struct Measurement {
     pub uptime: f64,
 }
 
-/// The URL the broker checks for `agent` (its chat adapter's endpoint),
-/// or `None` when it cannot chat with it.
-pub fn checked_endpoint(agent: &Agent) -> Option<&str> {
+/// What the broker checks for `agent`: its chat adapter's endpoint name
+/// and URL, or `None` when it cannot chat with it.
+pub fn checked(agent: &Agent) -> Option<(&'static str, &str)> {
     let adapter = super::chat::adapter_for(agent.endpoints.keys().map(String::as_str))?;
-    agent.endpoints.get(adapter.endpoint).map(String::as_str)
+    agent.endpoints.get(adapter.endpoint).map(|url| (adapter.endpoint, url.as_str()))
+}
+
+/// The URL the broker checks for `agent` ([`checked`]).
+pub fn checked_endpoint(agent: &Agent) -> Option<&str> {
+    checked(agent).map(|(_, url)| url)
 }
 
 /// Sets `agent`'s availability by the rule of this module from its last

@@ -7,8 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use almanac::broker::availability::{checked_endpoint, Measurement};
-use almanac::broker::chat::adapter_for;
+use almanac::broker::availability::{checked, Measurement};
 use almanac::broker::Agent;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -181,12 +180,7 @@ impl Checker {
         }
         let Some(build) = self.app.live.get().as_ref().and_then(|b| b.broker.clone()) else { return Vec::new() };
         let view = self.app.overlay.view();
-        let current = |uaid: &str| match view.find(uaid, build.journal_seq) {
-            Found::Live(agent) => Some(agent.clone()),
-            Found::Deleted => None,
-            Found::Build => build.agent(uaid).ok().flatten().map(|a| a.into_owned()),
-        };
-        uaids.iter().filter_map(|uaid| current(uaid)).filter_map(|agent| probe_of(&agent)).collect()
+        uaids.iter().filter_map(|uaid| view.current(&build, uaid).ok().flatten()).filter_map(|a| probe_of(&a)).collect()
     }
 
     /// The next agents of the walk that are due, at most [`WINDOW`]
@@ -265,8 +259,8 @@ fn check(probe: Probe, outcome: Outcome, latency_ms: Option<u64>) -> Check {
 
 /// What to check for `agent`, if the broker can chat with it.
 fn probe_of(agent: &Agent) -> Option<Probe> {
-    let adapter = adapter_for(agent.endpoints.keys().map(String::as_str))?.endpoint;
-    let url = checked_endpoint(agent)?.to_string();
+    let (adapter, url) = checked(agent)?;
+    let url = url.to_string();
     let parsed = reqwest::Url::parse(&url).ok();
     let host = parsed.map_or_else(
         || url.clone(),
