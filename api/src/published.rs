@@ -42,6 +42,9 @@ pub struct Build {
     /// The agent index and catalogs (section A); `None` when the build
     /// publishes none.
     pub broker: Option<Arc<crate::broker::agents::Agents>>,
+    /// Renders the pages of agents changed since the build, framed as the
+    /// build frames its own.
+    pub pages: almanac::pages::Renderer,
 }
 
 /// A build's routes: its index (`_manifest.idx`: its header read and its
@@ -227,7 +230,8 @@ impl Build {
             agents_ms = ms - files_ms - snapshot_ms,
             "build loaded"
         );
-        Ok(Build { id: id.to_string(), routes, analytics, guard, broker })
+        let pages = almanac::pages::Renderer::new(guard.is_some(), broker.is_some());
+        Ok(Build { id: id.to_string(), routes, analytics, guard, broker, pages })
     }
 }
 

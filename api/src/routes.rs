@@ -242,7 +242,7 @@ pub fn table() -> Vec<Endpoint> {
         page(pages::BENCHMARK, "guardBenchmarkPage", Cache::Catalog).rate(Rate::Guard),
         page(pages::AGENTS, "agentsPage", Cache::Agent),
         page("/agents/page/{page}", "agentsNextPage", Cache::Agent),
-        page("/agents/{uaid}", "agentPage", Cache::Agent),
+        Endpoint::new("/agents/{uaid}").get("agentPage", handler!(broker::agent_page), Cache::Agent),
         Endpoint::new(crate::guard::mcp::PATH)
             .post("guardMcp", handler!(crate::guard::mcp_endpoint), BodyLimit::Mcp, Cache::NoStore)
             .rate(Rate::Mcp)

@@ -136,6 +136,14 @@ async fn availability_is_what_the_checks_find() {
     assert_eq!(agent(&broker, dead_uaid).await["availabilityStatus"], "offline");
     assert_eq!(badge(&broker, dead_uaid).await, "offline");
     assert_eq!(badge(&broker, &echo_uaid).await, "online");
+    // So does the agent's page, before any build has it.
+    for (uaid, says) in [(dead_uaid, "(offline, checked "), (echo_uaid.as_str(), "(online, checked ")] {
+        let (route, _) = almanac::pages::routes::agent(uaid);
+        let answer = broker.client.get(broker.api.url(&route)).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(answer.headers()["cache-control"], "no-cache", "a live page is revalidated");
+        assert!(answer.text().await.unwrap().contains(says), "{uaid}'s page says {says}");
+    }
 
     // A silent host is called once; its other agents wait for it.
     let hosts: HashSet<String> = hits

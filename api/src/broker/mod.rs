@@ -104,6 +104,32 @@ pub async fn agent(request: Request) -> Answer {
     agent_file(&request, render::agent_route, |broker, _, agent| register::live_detail(broker, agent)).await
 }
 
+/// `GET /agents/{uaid}` for people: the build's profile page, or, for an
+/// agent changed since the build (registered, updated, or checked by
+/// [`availability`]), the page rendered now from the overlay's agent, as
+/// the next build will publish it. 404 for a deleted agent.
+pub async fn agent_page(request: Request) -> Answer {
+    let build = request.build()?;
+    if let Some(broker) = build.broker.as_deref() {
+        let uaid = request.params.get("uaid");
+        let view = request.app.overlay.view();
+        match view.find(uaid, broker.journal_seq) {
+            overlay::Found::Live(agent) => {
+                let feedback = broker.feedback(uaid).map_err(|e| Error::damaged_record(&e))?;
+                let page = build.pages.profile(agent, &feedback.iter().collect::<Vec<_>>()).map_err(|e| {
+                    Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", format!("{e:#}"))
+                })?;
+                let made = reply::Representation::computed(page.representation)
+                    .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", e.to_string()))?;
+                return Ok(live(reply::representation(&request.method, &request.headers, &made)));
+            }
+            overlay::Found::Deleted => return Err(Error::not_found(&request.path)),
+            overlay::Found::Build => {}
+        }
+    }
+    crate::service::page(request).await
+}
+
 /// `GET /agents/{uaid}/similar`: ranked over the build's agents (from
 /// their capability sets' best, `query::similar`) and the live ones, for
 /// an agent of the build or one changed since; ETag and Last-Modified as
