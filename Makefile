@@ -49,10 +49,14 @@ build: duckdb
 	$(CARGO) build --release --workspace --bins $(CARGO_FEATURES)
 
 ## install: the binaries and libduckdb.so side by side in PREFIX/bin
-## [/opt/almanac]: one folder to copy to a server
+## [/opt/almanac]: one folder to copy to a server. The binaries lose their
+## line tables (a server's panics still name their functions); the test
+## builds and tools (`*-with-faults`, datagen, bench, screenshots) stay
+## behind.
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BIN)/generator $(BIN)/api $(DESTDIR)$(PREFIX)/bin/
+	strip --strip-debug $(DESTDIR)$(PREFIX)/bin/generator $(DESTDIR)$(PREFIX)/bin/api
 ifeq ($(DUCKDB),prebuilt)
 	install -m 644 $(DUCKDB_CACHE)/libduckdb.so $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/share/doc/almanac

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod body;
 pub mod broker;
 pub mod chat;
+pub mod command;
 pub mod conditional;
 pub mod config;
 pub mod connection;

@@ -6,9 +6,31 @@
 //! The api has fault points too ([`SWAP_POINTS`]): there loading a new
 //! build fails once, as a damaged or vanishing file would make it fail.
 //!
-//! Only a build with the `faults` feature (which the `tests` crate turns
-//! on) reads `ALMANAC_FAULT`; elsewhere [`point`] and [`fails_once`] do
-//! nothing.
+//! A point fires only once [`arm`]ed, and only the test binaries
+//! `generator-with-faults` and `api-with-faults` (the `tests` crate) arm
+//! one: the binaries a server runs never do, and hold no way to.
+//! Unarmed, [`point`] and [`fails_once`] cost one atomic load.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// The point armed, once for the process.
+static ARMED: OnceLock<String> = OnceLock::new();
+
+/// Arms the fault point named `name` for the rest of the process; a
+/// second call is ignored. `name` must be one of [`POINTS`],
+/// [`API_POINTS`] or [`SWAP_POINTS`].
+pub fn arm(name: &str) {
+    assert!(
+        POINTS.contains(&name) || API_POINTS.contains(&name) || SWAP_POINTS.contains(&name),
+        "{name} is not a fault point"
+    );
+    let _ = ARMED.set(name.to_string());
+}
+
+fn armed(name: &str) -> bool {
+    ARMED.get().is_some_and(|armed| armed == name)
+}
 
 /// Every fault point, in the order a run that publishes reaches them.
 pub const POINTS: [&str; 8] = [
@@ -30,13 +52,11 @@ pub const POINTS: [&str; 8] = [
     "pruned",
 ];
 
-/// Ends the process at once when `ALMANAC_FAULT` names `name` (with the
-/// `faults` feature).
+/// Ends the process at once when `name` is [`arm`]ed.
 #[inline]
 pub fn point(name: &'static str) {
     debug_assert!(POINTS.contains(&name) || API_POINTS.contains(&name), "{name} is not a fault point");
-    #[cfg(feature = "faults")]
-    if std::env::var("ALMANAC_FAULT").is_ok_and(|wanted| wanted == name) {
+    if armed(name) {
         std::process::abort();
     }
 }
@@ -59,16 +79,9 @@ pub const SWAP_POINTS: [&str; 3] = [
 ];
 
 /// Whether the failure `name` is to be injected now: the first time the
-/// api reaches it, when `ALMANAC_FAULT` names it (with the `faults`
-/// feature).
+/// api reaches it, when `name` is [`arm`]ed.
 pub fn fails_once(name: &'static str) -> bool {
     debug_assert!(SWAP_POINTS.contains(&name), "{name} is not a swap fault point");
-    #[cfg(feature = "faults")]
-    {
-        static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if std::env::var("ALMANAC_FAULT").is_ok_and(|wanted| wanted == name) {
-            return !FIRED.swap(true, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-    false
+    static FIRED: AtomicBool = AtomicBool::new(false);
+    armed(name) && !FIRED.swap(true, Ordering::SeqCst)
 }

@@ -49,6 +49,8 @@ pub mod broker;
 pub mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "cli")]
+pub mod command;
 pub mod columnar;
 pub mod database;
 pub mod entity;

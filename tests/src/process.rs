@@ -5,6 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+/// The variable naming the fault point to arm (`almanac::fault`). Only the
+/// test builds `generator-with-faults` and `api-with-faults` read it; an
+/// api started with it set is that build.
+pub const FAULT: &str = "ALMANAC_FAULT";
+
 /// Path of a workspace binary, built by `make test` before the tests run.
 pub fn binary(name: &str) -> PathBuf {
     // Test executables live in <target>/<profile>/deps; binaries one up.
@@ -81,7 +86,8 @@ impl Api {
     ) -> Api {
         // Port 0: the system picks a free port and the api says which, so
         // no other process can take it between a choice and the bind.
-        let mut command = Command::new(binary("api"));
+        let armed = env.iter().any(|(name, _)| *name == FAULT);
+        let mut command = Command::new(binary(if armed { "api-with-faults" } else { "api" }));
         command
             .args(["--bind", "127.0.0.1:0", "--reload-ms", "50"])
             .arg("--site-dir")

@@ -13,10 +13,9 @@ pub mod chat;
 pub mod columns;
 pub mod delta;
 pub mod embed;
-/// Deterministic agent indexes for tests and benchmarks: not part of a
-/// production build (the `datagen` feature, which the `tests` crate turns
-/// on).
-#[cfg(any(test, feature = "datagen"))]
+/// Deterministic agent indexes for tests and benchmarks. Only the `tests`
+/// crate's tools and tests call it, so the shipped binaries link none of
+/// it.
 pub mod generate;
 pub mod journal;
 pub mod query;

@@ -48,14 +48,14 @@ fn a_run_ended_at_any_step_leaves_the_previous_build_serving() {
     for (n, point) in almanac::fault::POINTS.iter().enumerate() {
         random_corpus_scaled(20_000 + 2_000 * (n + 1), SCALE, 5, topics).write_pages(&corpus, false).unwrap();
         let before = live_manifest(&site).build;
-        let status = Command::new(binary("generator"))
+        let status = Command::new(binary("generator-with-faults"))
             .args(["build", "--ledger-dir", corpus.to_str().unwrap()])
             .arg("--site-dir")
             .arg(&site)
             .arg("--data-dir")
             .arg(&data)
             .env("RUST_LOG", "warn")
-            .env("ALMANAC_FAULT", point)
+            .env(tests::process::FAULT, point)
             .stderr(Stdio::null())
             .status()
             .unwrap();
@@ -96,7 +96,7 @@ fn a_swap_that_fails_at_any_step_leaves_the_previous_build_serving() {
         };
         let first = grow(10_000);
         let log = root.path().join("api.log");
-        let api = Api::start_logged_with_env(&site, &data, &[], &log, &[("ALMANAC_FAULT", point)]);
+        let api = Api::start_logged_with_env(&site, &data, &[], &log, &[(tests::process::FAULT, point)]);
         assert_eq!(api.served_build(&first), first, "{point}: the first load is not a swap");
 
         // The next build fails to load at the point: the api says so and

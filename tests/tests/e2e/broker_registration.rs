@@ -418,7 +418,7 @@ async fn a_change_reaches_the_journal_once_when_the_api_dies_between_its_writes(
     let Setup { mut broker, sources, .. } = setup("registration-journal-kill", &[]).await;
     let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
     let before = broker.total("").await;
-    broker.restart(&[("ALMANAC_FAULT", "journal-appended")]);
+    broker.restart(&[(tests::process::FAULT, "journal-appended")]);
     let owner = broker.sign_in("0.0.1001").await;
     // Stored, then journaled; the api ends before its answer may leave.
     let _ = broker

@@ -1,0 +1,13 @@
+//! The `api` with the fault point named by `ALMANAC_FAULT` armed
+//! (`almanac::fault`): the crash-safety and swap tests run it. Never
+//! installed.
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> anyhow::Result<()> {
+    if let Ok(point) = std::env::var(tests::process::FAULT) {
+        almanac::fault::arm(&point);
+    }
+    api::command::main()
+}

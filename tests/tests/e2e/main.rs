@@ -1,0 +1,31 @@
+//! The end-to-end tests: the real binaries on loopback, a module per
+//! subject, all in one test binary (one link for all of them).
+//! `cargo test --release --test e2e <module>::` runs one subject.
+
+mod availability;
+mod broker_adapter_registry;
+mod broker_api;
+mod broker_bodies;
+mod broker_keys_feedback;
+mod broker_live;
+mod broker_payments;
+mod broker_registration;
+mod build_pipeline;
+mod chat;
+mod codemap;
+mod damaged_builds;
+mod duckdb;
+mod egress;
+mod guard_api;
+mod hcs20_api;
+mod hostile_clients;
+mod layers;
+mod openapi;
+mod pages;
+mod publish;
+mod route_table;
+mod serve;
+mod snapshot_roundtrip;
+mod static_hosts;
+mod swap_under_load;
+mod watch;
