@@ -15,6 +15,7 @@ mod chat;
 mod codemap;
 mod damaged_builds;
 mod duckdb;
+mod flags;
 mod egress;
 mod guard_api;
 mod hcs20_api;
