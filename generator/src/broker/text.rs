@@ -17,17 +17,16 @@
 //! is full a later document scoring the same cannot enter it and block-max
 //! WAND skips it with the blocks that cannot do better. A build's agents
 //! are in id order too (`search_folder`), so there a document is its
-//! agent's position and no table is read between them ([`Places`]): those
-//! lookups, at random in tables of 4 MB, were a fifth of a search's time
-//! at a million agents.
+//! agent's position and no table is read between them ([`Places`]): such
+//! a lookup is a random read in a table of 4 bytes an agent.
 //!
 //! A relevance page of two words or more, each common, is not read from
-//! the postings: tantivy intersects postings by seeking, which was most of
-//! such a search's time at a million agents. The index keeps, made at
+//! the postings: tantivy intersects postings by seeking, a random read a
+//! candidate agent. The index keeps, made at
 //! open, each common word's count in each agent and each agent's length, a
 //! byte each ([`Counts`]), and scores the agents having exactly each set of
 //! the words from those, as BM25 does, a set whose best cannot enter the
-//! page left out ([`Counted`]).
+//! page left out ([`CountedWords`]).
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -70,7 +69,7 @@ const PREFIX: Score = 0.3;
 /// A set of agents having a query's words is scored agent by agent, not by
 /// WAND over the postings, when it holds fewer than one in this many of
 /// them.
-const NARROW: usize = 4;
+const SCORE_EACH_BELOW_ONE_IN: usize = 4;
 /// The most words a relevance page is scored by in parts, a pass for each
 /// set of them ([`TextIndex::wand`]): 2^n − 1 passes.
 const PARTS: usize = 4;
@@ -85,9 +84,8 @@ const WORDS_BUDGET: usize = 7_200;
 
 /// A word held by a 64th of the agents or more is kept as a set of them,
 /// made when the index is opened: a query unites its `n / 64` words
-/// instead of setting a bit per posting (through the position table),
-/// which was a fifth of a search's time at a million agents. The sets
-/// take at most [`DENSE_BYTES`], the most common words first.
+/// instead of setting a bit per posting (through the position table):
+/// O(n / 64) against O(postings) random writes. The sets take at most [`DENSE_BYTES`], the most common words first.
 const DENSE: usize = 64;
 const DENSE_BYTES: usize = 64 << 20;
 /// The common words' counts in each agent ([`Counts`]) take at most this,
@@ -220,7 +218,7 @@ pub struct TextIndex {
 /// word's count in it (its weighted frequency; 0 where it is not held), a
 /// byte each, by position: a query of common words is scored agent by agent
 /// from these, as tantivy scores them from postings, but without the seeks
-/// of intersecting postings ([`Counted`]). (A column per word, not a row
+/// of intersecting postings ([`CountedWords`]). (A column per word, not a row
 /// per agent: a query reads a few columns of a megabyte at a million
 /// agents, where rows of every word would be a table of tens of megabytes,
 /// missing the caches and the address translation's.)
@@ -235,7 +233,7 @@ struct Column {
     of: Box<[u8]>,
     /// For each length id, the largest count of an agent of that length:
     /// what bounds the word's score, whatever statistics it is scored by.
-    best: Box<[u8; 256]>,
+    max_count_by_length: Box<[u8; 256]>,
 }
 
 /// Which agent each document of an index is (read from the `position`
@@ -244,7 +242,7 @@ enum Places {
     /// One segment whose documents are the agents' positions: a build's
     /// index, whose agents are in id order as its documents are
     /// (`search_folder`). No table is read between them.
-    Same,
+    DocumentIsPosition,
     /// Per segment, each document's agent position; and each agent's
     /// document, numbered on across segments (the inverse): to score a few
     /// agents where they are. The live overlay's segments.
@@ -256,7 +254,7 @@ impl Places {
     /// documents' numbers.
     fn of(&self, s: usize) -> Option<&[u32]> {
         match self {
-            Places::Same => None,
+            Places::DocumentIsPosition => None,
             Places::Tables { positions, .. } => Some(&positions[s]),
         }
     }
@@ -337,7 +335,7 @@ impl TextIndex {
         // A build's one segment holds its agents in order: no table kept.
         let same = positions.len() == 1 && positions[0].iter().enumerate().all(|(doc, at)| doc == *at as usize);
         let places = if same {
-            Places::Same
+            Places::DocumentIsPosition
         } else {
             let mut documents = vec![u32::MAX; searcher.num_docs() as usize];
             for (number, at) in positions.iter().flat_map(|segment| segment.iter()).enumerate() {
@@ -399,11 +397,11 @@ impl TextIndex {
         }
         let mut words = std::collections::HashMap::new();
         for word in common.iter().take(COUNTS_BYTES / n.max(1)) {
-            let mut column = Column { of: vec![0u8; n].into_boxed_slice(), best: Box::new([0u8; 256]) };
+            let mut column = Column { of: vec![0u8; n].into_boxed_slice(), max_count_by_length: Box::new([0u8; 256]) };
             let fits = self.each_count(word, |at, count| {
                 column.of[at as usize] = count;
-                let best = &mut column.best[usize::from(lengths[at as usize])];
-                *best = (*best).max(count);
+                let most = &mut column.max_count_by_length[usize::from(lengths[at as usize])];
+                *most = (*most).max(count);
             })?;
             if fits {
                 words.insert(word.clone(), column);
@@ -519,7 +517,7 @@ impl TextIndex {
     /// relevance page ([`TextIndex::top`]).
     pub fn matching(&self, query: &str) -> Matched {
         let (words, prefix) = self.terms(query);
-        let worded = self.having(&words, None);
+        let having_a_word = self.having(&words, None);
         // A prefix no word starts with matches nothing; one only a word of
         // the query starts with matches that word's agents (a whole word
         // typed, most often): both are left out of the sets scored.
@@ -528,7 +526,7 @@ impl TextIndex {
             [only] => words.iter().position(|word| word == only),
             _ => None,
         };
-        let prefixed = match (starting.is_empty(), prefix_word) {
+        let having_prefix = match (starting.is_empty(), prefix_word) {
             (true, _) => None,
             // That word's agents: its set when common, not a union made again.
             (false, Some(i)) => {
@@ -536,7 +534,7 @@ impl TextIndex {
             }
             (false, None) => prefix.as_deref().map(|p| self.having(&[], Some(p))),
         };
-        Matched { words, worded, prefixed, prefix_word }
+        Matched { words, having_a_word, having_prefix, prefix_word }
     }
 
     /// Up to `most` distinct words of the index starting with `prefix`.
@@ -602,7 +600,7 @@ impl TextIndex {
     /// [`TextIndex::top`] prunes ties.
     pub fn in_order(&self, rank: &[u32]) -> bool {
         match &self.places {
-            Places::Same => rank.windows(2).all(|w| w[0] < w[1]),
+            Places::DocumentIsPosition => rank.windows(2).all(|w| w[0] < w[1]),
             Places::Tables { positions, .. } => {
                 let mut last = None;
                 positions.iter().flat_map(|segment| segment.iter()).all(|at| {
@@ -616,10 +614,10 @@ impl TextIndex {
     /// The `k` best agents of `within` for the query `matched` is of,
     /// best first, with their scores: as [`TextIndex::scores`] ranks them
     /// (beside `reference`'s statistics when given), ties by `rank`
-    /// (ascending, indexed by position). Block-max WAND skips the postings
-    /// blocks whose best score cannot enter the `k`, so a broad query does
-    /// not score every match; with the documents `in_order` of `rank`, the
-    /// blocks that could only tie are skipped too.
+    /// (ascending, indexed by position). The agents having a word are
+    /// found by the [`Plan`] that costs least for the query and the set;
+    /// then those having only the prefix fill what room is left
+    /// ([`TextIndex::offer_prefix_only`]). No plan scores every match.
     pub fn top(
         &self,
         matched: &Matched,
@@ -631,75 +629,114 @@ impl TextIndex {
         if k == 0 {
             return Vec::new();
         }
+        let both = reference.map(|reference| Both { own: &self.searcher, reference: &reference.searcher });
+        let statistics: &dyn Bm25StatisticsProvider = match &both {
+            Some(both) => both,
+            None => &self.searcher,
+        };
+        let word_matches = matched.having_a_word.count();
+        let candidates = Bits::both(within, &matched.having_a_word);
+        let candidate_count = candidates.count();
+        let found = match self.plan(matched, statistics, candidate_count, word_matches) {
+            Plan::NoWordMatches => Vec::new(),
+            Plan::EachFromCounts(counted) => {
+                debug_assert!(candidate_count > 0 && candidate_count * SCORE_EACH_BELOW_ONE_IN < word_matches);
+                counted.each_of(&candidates, k, rank)
+            }
+            Plan::PassesFromCounts(counted) => {
+                debug_assert!(candidate_count > 0 && candidate_count * SCORE_EACH_BELOW_ONE_IN >= word_matches);
+                counted.passes(&candidates, k, rank)
+            }
+            Plan::Postings => {
+                debug_assert!(candidate_count > 0 && !matched.words.is_empty());
+                self.scored_from_postings(matched, statistics, candidates, word_matches, k, rank)
+            }
+        };
         let mut best = Top::new(k, rank.of);
-        if !matched.words.is_empty() {
-            let both = reference.map(|reference| Both { own: &self.searcher, reference: &reference.searcher });
-            let statistics: &dyn Bm25StatisticsProvider = match &both {
-                Some(both) => both,
-                None => &self.searcher,
-            };
-            let worded = matched.worded.count();
-            let mut without = Bits::both(within, &matched.worded);
-            let members = without.count();
-            let narrow = members.saturating_mul(NARROW) < worded;
-            // A lone word over half its agents or more is left to tantivy,
-            // which prunes its postings by their blocks' best scores (faster
-            // than a pass over them). Over fewer (a filter), its pruning
-            // fails: the best blocks' agents are filtered out, the page's
-            // bar stays low, and most postings are scored (at a million
-            // agents, a word within one registry: 1.5 ms against 0.3).
-            let counted = match matched.words.len() {
-                1 if members.saturating_mul(2) >= worded => None,
-                _ => self.counted(matched, statistics),
-            };
-            if let Some(counted) = counted {
-                // The prefix is one more word, of a constant score (or a
-                // word's bonus).
-                let found = match members {
-                    0 => Vec::new(),
-                    _ if narrow => counted.each_of(&without, k, rank),
-                    _ => counted.passes(&without, k, rank),
-                };
-                found.into_iter().for_each(|(at, score)| best.offer(at, score));
-            } else {
-                let scoring = EnableScoring::enabled_from_statistics_provider(statistics, &self.searcher);
-                let query = self.scoring_query(&matched.words);
-                let union = query.weight(scoring).expect("a query over mapped or in-memory segments");
-                let parts = self.parts(&matched.words, scoring);
-                let weights = (union.as_ref(), parts.as_ref());
-                // A word match that also has the prefix scores `PREFIX`
-                // more: those are ranked first, among themselves, then the
-                // rest need at least what the last of them scores.
-                let with = matched.prefixed.as_ref().map(|prefixed| {
-                    let with = Bits::both(&without, prefixed);
-                    without.subtract(prefixed);
-                    with
-                });
-                let first = with.map_or(Vec::new(), |with| self.best_of(weights, &with, worded, k, rank, Score::MIN));
-                let floor = if first.len() == k { (first[k - 1].1 + PREFIX).next_down() } else { Score::MIN };
-                first.into_iter().for_each(|(at, score)| best.offer(at, score + PREFIX));
-                let rest = self.best_of(weights, &without, worded, k, rank, floor);
-                rest.into_iter().for_each(|(at, score)| best.offer(at, score));
-            }
-        }
-        // Agents with the prefix alone score `PREFIX`: they can enter only
-        // while the page is not full of better.
-        if let Some(prefixed) = &matched.prefixed {
-            if best.threshold().is_none_or(|worst| worst <= PREFIX) {
-                for at in prefixed.iter().filter(|at| within.contains(*at) && !matched.worded.contains(*at)) {
-                    best.offer(at as u32, PREFIX);
-                    // In rank order, once the page is full at this score
-                    // no later agent enters: the rest are not read.
-                    if rank.of.is_none() && best.threshold().is_some_and(|worst| worst >= PREFIX) {
-                        break;
-                    }
-                }
-            }
-        }
+        found.into_iter().for_each(|(at, score)| best.offer(at, score));
+        self.offer_prefix_only(matched, within, &mut best, rank);
         best.into_sorted()
     }
 
-    /// The `k` best of `set` (agents having one of the words, of `worded`)
+    /// How [`TextIndex::top`] scores the `candidates` (the agents of its
+    /// set having a word, of the query's `word_matches`).
+    fn plan<'a>(
+        &'a self,
+        matched: &'a Matched,
+        statistics: &dyn Bm25StatisticsProvider,
+        candidates: usize,
+        word_matches: usize,
+    ) -> Plan<'a> {
+        if matched.words.is_empty() || candidates == 0 {
+            return Plan::NoWordMatches;
+        }
+        // A lone word over half its agents or more is left to tantivy,
+        // which prunes its postings by their blocks' best scores (faster
+        // than a pass over them). Over fewer (a filter), its pruning
+        // fails: the best blocks' agents are filtered out, the page's bar
+        // stays low, and most postings are scored.
+        let lone_word_over_half = matched.words.len() == 1 && candidates.saturating_mul(2) >= word_matches;
+        match (!lone_word_over_half).then(|| self.counted_words(matched, statistics)).flatten() {
+            Some(counted) if candidates.saturating_mul(SCORE_EACH_BELOW_ONE_IN) < word_matches => {
+                Plan::EachFromCounts(counted)
+            }
+            Some(counted) => Plan::PassesFromCounts(counted),
+            None => Plan::Postings,
+        }
+    }
+
+    /// [`Plan::Postings`]: the `k` best `candidates` scored from tantivy's
+    /// postings. A word match that also has the prefix scores [`PREFIX`]
+    /// more: those are ranked first, among themselves, then the rest need
+    /// at least what the last of them scores.
+    fn scored_from_postings(
+        &self,
+        matched: &Matched,
+        statistics: &dyn Bm25StatisticsProvider,
+        mut candidates: Bits,
+        word_matches: usize,
+        k: usize,
+        rank: &Ranks,
+    ) -> Vec<(u32, f32)> {
+        let scoring = EnableScoring::enabled_from_statistics_provider(statistics, &self.searcher);
+        let query = self.scoring_query(&matched.words);
+        let union = query.weight(scoring).expect("a query over mapped or in-memory segments");
+        let parts = self.parts(&matched.words, scoring);
+        let weights = (union.as_ref(), parts.as_ref());
+        let with_prefix = matched.having_prefix.as_ref().map(|having_prefix| {
+            let with_prefix = Bits::both(&candidates, having_prefix);
+            candidates.subtract(having_prefix);
+            with_prefix
+        });
+        let mut found = match with_prefix {
+            Some(with_prefix) => self.best_of(weights, &with_prefix, word_matches, k, rank, Score::MIN),
+            None => Vec::new(),
+        };
+        found.iter_mut().for_each(|(_, score)| *score += PREFIX);
+        let floor = if found.len() == k { found[k - 1].1.next_down() } else { Score::MIN };
+        found.extend(self.best_of(weights, &candidates, word_matches, k, rank, floor));
+        found
+    }
+
+    /// Offers `best` the agents of `within` having the prefix and no word:
+    /// they score [`PREFIX`], so they enter only while the page is not
+    /// full of better.
+    fn offer_prefix_only(&self, matched: &Matched, within: &Bits, best: &mut Top, rank: &Ranks) {
+        let Some(having_prefix) = &matched.having_prefix else { return };
+        if best.threshold().is_some_and(|worst| worst > PREFIX) {
+            return;
+        }
+        for at in having_prefix.iter().filter(|at| within.contains(*at) && !matched.having_a_word.contains(*at)) {
+            best.offer(at as u32, PREFIX);
+            // In rank order, once the page is full at this score no later
+            // agent enters: the rest are not read.
+            if rank.of.is_none() && best.threshold().is_some_and(|worst| worst >= PREFIX) {
+                break;
+            }
+        }
+    }
+
+    /// The `k` best of `set` (agents having one of the words, of `word_matches`)
     /// by `weight`'s scores, above `floor`, best first, ties by rank: by
     /// block-max WAND over the postings when the set is a good part of
     /// them, else by scoring each of its agents (a narrow filter leaves
@@ -708,14 +745,16 @@ impl TextIndex {
         &self,
         (union, parts): (&dyn tantivy::query::Weight, Option<&Parts>),
         set: &Bits,
-        worded: usize,
+        word_matches: usize,
         k: usize,
         rank: &Ranks,
         floor: Score,
     ) -> Vec<(u32, f32)> {
         match set.count() {
             0 => Vec::new(),
-            members if members.saturating_mul(NARROW) < worded => self.each_of(union, set, k, rank, floor),
+            members if members.saturating_mul(SCORE_EACH_BELOW_ONE_IN) < word_matches => {
+                self.each_of(union, set, k, rank, floor)
+            }
             _ => self.wand(union, parts, set, k, rank, floor),
         }
     }
@@ -733,7 +772,7 @@ impl TextIndex {
         // The set in document order: a set of documents (a pass over
         // n / 64 words, not a sort), unless the documents are the agents.
         let numbers = match &self.places {
-            Places::Same => Cow::Borrowed(set),
+            Places::DocumentIsPosition => Cow::Borrowed(set),
             Places::Tables { documents, .. } => {
                 let mut numbers = Bits::empty(documents.len());
                 set.iter().for_each(|at| numbers.insert(documents[at] as usize));
@@ -766,8 +805,8 @@ impl TextIndex {
     /// each pass is pruned far better by tantivy than their union, and
     /// starts from the threshold the passes before left. The union's
     /// block-max WAND scores most postings wherever one word's best is near
-    /// the page's worst (at a million agents, two common words: 1.5 ms with
-    /// the page's final threshold from the start).
+    /// the page's worst, even with the page's final threshold from the
+    /// start.
     fn wand(
         &self,
         union: &dyn tantivy::query::Weight,
@@ -817,36 +856,43 @@ impl TextIndex {
 
     /// The query's `words` scored from their counts, by `statistics`, when
     /// each is counted (and they fit a subset's bits).
-    fn counted<'a>(&'a self, matched: &'a Matched, statistics: &dyn Bm25StatisticsProvider) -> Option<Counted<'a>> {
+    fn counted_words<'a>(
+        &'a self,
+        matched: &'a Matched,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Option<CountedWords<'a>> {
         if !(1..31).contains(&matched.words.len()) {
             return None;
         }
         // The prefix as a set of its own, or as a bonus of the one word
         // whose agents are its agents.
-        let prefixed = matched.own_prefix();
+        let having_prefix = matched.own_prefix();
         let words = matched
             .words
             .iter()
             .enumerate()
             .map(|(i, word)| {
-                let (set, counts, most) = match (self.dense.get(word), self.counts.words.get(word)) {
-                    (Some(set), Some(column)) => (Cow::Borrowed(set), Tally::Column(&column.of), *column.best),
+                let (set, counts, max_count_by_length) = match (self.dense.get(word), self.counts.words.get(word)) {
+                    (Some(set), Some(column)) => {
+                        (Cow::Borrowed(set), Tally::Column(&column.of), *column.max_count_by_length)
+                    }
                     _ => self.listed(word)?,
                 };
                 let term = Term::from_field_text(self.fields.text, word);
                 let weight =
                     Bm25Weight::for_terms(statistics, &[term]).expect("statistics of mapped or in-memory segments");
                 let bonus = if matched.prefix_word == Some(i) { PREFIX } else { 0.0 };
-                let ceilings =
-                    std::array::from_fn(|length| weight.score(length as u8, u32::from(most[length])) + bonus);
-                let best = ceilings.iter().copied().fold(0.0, Score::max);
-                Some(Word { set, counts, weight, bonus, ceilings, best })
+                let max_score_by_length = std::array::from_fn(|length| {
+                    weight.score(length as u8, u32::from(max_count_by_length[length])) + bonus
+                });
+                let max_score = max_score_by_length.iter().copied().fold(0.0, Score::max);
+                Some(Word { set, counts, weight, bonus, max_score_by_length, max_score })
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(Counted { lengths: &self.counts.lengths, words, prefixed })
+        Some(CountedWords { lengths: &self.counts.lengths, words, having_prefix })
     }
 
-    /// A word that is not common, as [`Counted`] reads one: its agents,
+    /// A word that is not common, as [`CountedWords`] reads one: its agents,
     /// their counts listed in position order (from its postings, a few
     /// thousand at most), and the largest count for each length. `None`
     /// for a common word (its postings are long) or one counted past a
@@ -865,16 +911,17 @@ impl TextIndex {
         if matches!(self.places, Places::Tables { .. }) {
             listed.sort_unstable_by_key(|(at, _)| *at);
         }
+        debug_assert!(listed.windows(2).all(|w| w[0].0 < w[1].0), "listed once each, in position order");
         let mut set = Bits::empty(self.len());
-        let mut most = [0u8; 256];
+        let mut max_count_by_length = [0u8; 256];
         for (at, count) in &listed {
             set.insert(*at as usize);
             let length = usize::from(self.counts.lengths[*at as usize]);
-            most[length] = most[length].max(*count);
+            max_count_by_length[length] = max_count_by_length[length].max(*count);
         }
         let before = set.ranks();
         let of = listed.into_iter().map(|(_, count)| count).collect();
-        Some((Cow::Owned(set), Tally::Listed { before, of }, most))
+        Some((Cow::Owned(set), Tally::Listed { before, of }, max_count_by_length))
     }
 
     /// For two to [`PARTS`] words, what [`TextIndex::wand`] scores them by
@@ -925,7 +972,28 @@ impl TextIndex {
     }
 }
 
-/// A word of [`Counted`]: its agents, counts and BM25 weight, and what an
+/// How [`TextIndex::top`] scores the agents of its set having a word,
+/// chosen by [`TextIndex::plan`]: the cheapest way for the query and the
+/// set, each run by a function of its own.
+enum Plan<'a> {
+    /// No word of the query, or no agent of the set has one: only the
+    /// prefix's agents can be on the page.
+    NoWordMatches,
+    /// Every word counted, and the set holds under one in
+    /// [`SCORE_EACH_BELOW_ONE_IN`] of the word matches: each of its agents
+    /// scored from the counts ([`CountedWords::each_of`]).
+    EachFromCounts(CountedWords<'a>),
+    /// Every word counted, the set larger: a pass over the agents having
+    /// exactly each set of the words, the passes that cannot reach the
+    /// page's bar left out whole ([`CountedWords::passes`]).
+    PassesFromCounts(CountedWords<'a>),
+    /// A lone word over half its agents or more, or words not all counted:
+    /// tantivy's postings, by block-max WAND over the words' parts or agent
+    /// by agent for a narrow set ([`TextIndex::scored_from_postings`]).
+    Postings,
+}
+
+/// A word of [`CountedWords`]: its agents, counts and BM25 weight, and what an
 /// agent of each length scores at most by it (the best count of that
 /// length scored), and of any length.
 struct Word<'a> {
@@ -934,8 +1002,8 @@ struct Word<'a> {
     weight: Bm25Weight,
     /// [`PREFIX`] when the word's agents are the prefix's, else 0.
     bonus: Score,
-    ceilings: [Score; 256],
-    best: Score,
+    max_score_by_length: [Score; 256],
+    max_score: Score,
 }
 
 /// A word's count in each agent: a common word's column ([`Counts`]), or
@@ -961,13 +1029,13 @@ impl Word<'_> {
 /// agents, counts, BM25 weight and best score, in the query's order (the
 /// order scores are summed in); and the agents having the prefix, which
 /// score [`PREFIX`] more (added last), as if it were one more word.
-struct Counted<'a> {
+struct CountedWords<'a> {
     lengths: &'a [u8],
     words: Vec<Word<'a>>,
-    prefixed: Option<&'a Bits>,
+    having_prefix: Option<&'a Bits>,
 }
 
-impl Counted<'_> {
+impl CountedWords<'_> {
     /// `of` each word of `subset` (bits of their indexes), and [`PREFIX`]
     /// when it has the prefix's bit, summed in the words' order: how every
     /// score and bound of a subset is summed, so that a bound is never
@@ -1007,21 +1075,21 @@ impl Counted<'_> {
 
     /// The sets a subset's bits name: the words', then the prefix's.
     fn sets(&self) -> impl Iterator<Item = &Bits> {
-        self.words.iter().map(|word| &*word.set).chain(self.prefixed)
+        self.words.iter().map(|word| &*word.set).chain(self.having_prefix)
     }
 
     /// What an agent of each length having the words of `subset` scores
-    /// at most (summed in the order [`Counted::score`] sums), a step up:
+    /// at most (summed in the order [`CountedWords::score`] sums), a step up:
     /// an agent whose ceiling is not above a bar cannot beat it, whatever
     /// the rounding (once a subset, not once an agent).
-    fn ceilings(&self, subset: u32) -> [Score; 256] {
-        std::array::from_fn(|length| self.sum(subset, |word| word.ceilings[length]).next_up())
+    fn max_score_by_length(&self, subset: u32) -> [Score; 256] {
+        std::array::from_fn(|length| self.sum(subset, |word| word.max_score_by_length[length]).next_up())
     }
 
     /// What an agent having the words of `subset` scores at most (summed
-    /// in the order [`Counted::score`] sums).
-    fn bound(&self, subset: u32) -> Score {
-        self.sum(subset, |word| word.best)
+    /// in the order [`CountedWords::score`] sums).
+    fn max_score(&self, subset: u32) -> Score {
+        self.sum(subset, |word| word.max_score)
     }
 
     /// The `k` best of `set` (agents having a word) by scoring each.
@@ -1035,6 +1103,7 @@ impl Counted<'_> {
         // A word of the set at a time, each word set's word of it read
         // once for its 64 agents.
         let mut held = [0u64; 32];
+        debug_assert!(sets.len() <= held.len(), "a subset's bits fit a u32: at most 30 words and the prefix");
         for (w, word) in set.words().iter().enumerate().filter(|(_, word)| **word != 0) {
             sets.iter().zip(&mut held).for_each(|(set, held)| *held = set[w]);
             let mut rest = *word;
@@ -1046,7 +1115,7 @@ impl Counted<'_> {
                     .iter()
                     .enumerate()
                     .fold(0, |subset, (i, held)| subset | ((held >> bit & 1) as u32) << i);
-                let ceiling = ceilings[subset as usize].get_or_insert_with(|| self.ceilings(subset));
+                let ceiling = ceilings[subset as usize].get_or_insert_with(|| self.max_score_by_length(subset));
                 if ceiling[usize::from(self.lengths[at])] > bar {
                     self.offer(&mut top, &mut bar, at, subset, rank);
                 }
@@ -1065,7 +1134,7 @@ impl Counted<'_> {
         let words = (1u32 << self.words.len()) - 1;
         let all = (1u32 << self.sets().count()) - 1;
         let mut subsets: Vec<(u32, Score)> =
-            (1..=all).filter(|subset| subset & words != 0).map(|subset| (subset, self.bound(subset))).collect();
+            (1..=all).filter(|subset| subset & words != 0).map(|subset| (subset, self.max_score(subset))).collect();
         subsets.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.count_ones().cmp(&a.0.count_ones())));
         let mut top = Top::new(k, rank.of);
         let mut agents = Bits::empty(0);
@@ -1074,7 +1143,7 @@ impl Counted<'_> {
             if bound <= bar {
                 continue;
             }
-            let ceilings = self.ceilings(subset);
+            let ceilings = self.max_score_by_length(subset);
             if ceilings.iter().all(|ceiling| *ceiling <= bar) {
                 continue;
             }
@@ -1206,10 +1275,10 @@ pub struct Matched {
     /// Its distinct stemmed words.
     words: Vec<String>,
     /// The agents having one of them.
-    worded: Bits,
+    having_a_word: Bits,
     /// The agents having a word that starts with its last word as typed,
     /// when that is long enough and some word does.
-    prefixed: Option<Bits>,
+    having_prefix: Option<Bits>,
     /// Which of `words` is the only word starting with the prefix (then
     /// its agents are the prefix's).
     prefix_word: Option<usize>,
@@ -1219,22 +1288,22 @@ impl Matched {
     /// Every agent the query matches.
     #[cfg(test)]
     pub fn agents(&self) -> Bits {
-        let mut all = self.worded.clone();
-        if let Some(prefixed) = &self.prefixed {
-            all.unite(prefixed);
+        let mut all = self.having_a_word.clone();
+        if let Some(having_prefix) = &self.having_prefix {
+            all.unite(having_prefix);
         }
         all
     }
 
     /// Keeps in `set` only the agents the query matches.
     pub fn restrict(&self, set: &mut Bits) {
-        set.intersect_either(&self.worded, self.own_prefix());
+        set.intersect_either(&self.having_a_word, self.own_prefix());
     }
 
     /// The prefix's agents when they are not one word's of the query (a
     /// prefix that is one of the words adds no agent to them).
     fn own_prefix(&self) -> Option<&Bits> {
-        self.prefixed.as_ref().filter(|_| self.prefix_word.is_none())
+        self.having_prefix.as_ref().filter(|_| self.prefix_word.is_none())
     }
 }
 
@@ -1275,6 +1344,8 @@ impl Top<'_> {
     }
 
     fn offer(&mut self, at: u32, score: Score) {
+        debug_assert!(self.k > 0, "a page of no agents takes none");
+        debug_assert!(self.rank.is_none_or(|rank| (at as usize) < rank.len()), "an agent of the index");
         let full = self.heap.len() == self.k;
         // Below the worst kept: out, without reading its rank.
         if full && self.heap.peek().is_some_and(|worst| score < worst.score) {
@@ -1332,7 +1403,7 @@ impl Collector for Positions<'_> {
 
     fn for_segment(&self, ordinal: SegmentOrdinal, _: &SegmentReader) -> tantivy::Result<SegmentPositions> {
         let positions = match self.places {
-            Places::Same => None,
+            Places::DocumentIsPosition => None,
             Places::Tables { positions, .. } => Some(positions[ordinal as usize].clone()),
         };
         Ok(SegmentPositions { positions, found: Vec::new() })
@@ -1540,7 +1611,7 @@ mod tests {
         for (query, index) in queries.iter().flat_map(|q| [(q, &counted), (q, &uncounted)]) {
             let scored = index.search(query);
             let matched = index.matching(query);
-            prefixes.insert((matched.prefixed.is_some(), matched.prefix_word.is_some()));
+            prefixes.insert((matched.having_prefix.is_some(), matched.prefix_word.is_some()));
             let found: Vec<usize> = matched.agents().iter().collect();
             let mut expected_found: Vec<usize> = scored.iter().map(|(at, _)| *at as usize).collect();
             expected_found.sort();
