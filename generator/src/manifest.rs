@@ -2,6 +2,12 @@
 //! that holds its bytes and every header a static host or the api sends
 //! with them. The api loads it; the generator compares against the previous
 //! one to rewrite only files whose bytes changed.
+//!
+//! A build holds millions of entries, so an entry is compact: its route and
+//! file share one allocation (`route()`, `file()`), its ETag and
+//! Last-Modified are `Inline` text, its header values `&'static str` (a
+//! loaded manifest's are `shared`: one copy per distinct value). The JSON is
+//! written through a buffer as it is made.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

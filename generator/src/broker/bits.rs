@@ -2,6 +2,13 @@
 //! intersections and unions of these, a total is a population count, and an
 //! aggregation bucket is the population count of an intersection, each a
 //! pass over `n / 64` words instead of a test per agent.
+//!
+//! Counted by AVX-512's vector popcount or `popcnt` where the CPU has them
+//! (asked at run time). [`Planes`] hold sets no two of which share a member
+//! as the binary digits of their numbers: each is counted within another
+//! from `log2` of their words, each word split by the planes into a leaf per
+//! number, `2L - 2` ands for `L` leaves. `count_with_each` counts several
+//! sets within one in one pass (an aggregation's capabilities).
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bits {

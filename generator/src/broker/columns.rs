@@ -9,6 +9,16 @@
 //! are made), and written as one binary file the api reads back
 //! ([`Columns::write`], [`Columns::read`]) instead of deriving them from
 //! the agents again. Pure but for those two.
+//!
+//! For a field no agent has two values of, the sets are also bit planes
+//! (what aggregations count, `log2` of the sets' words read), and the five
+//! fields' value combinations are planes in the groups of fields that cost
+//! least (`Profiles`: a group of `B` planes costs about `3 × 2^B` operations
+//! a word; adapter, type and protocols follow from the registry,
+//! verification does not). Sets derived when the columns are made or read,
+//! never written: a metadata value held by a 32nd of the agents or more, and
+//! 32 steps of the trust order, from which `minTrust` starts. `read` checks
+//! lengths, positions and codes.
 
 use std::collections::BTreeMap;
 

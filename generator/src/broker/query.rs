@@ -1,6 +1,20 @@
 //! `GET /api/v1/search`: its parameters (parsed with their bounds, a bad
-//! one is a 400 naming it), and the search itself over the agents held in
-//! memory: filter, rank, sort, page, aggregate. Pure: no IO.
+//! one is a 400 naming it), and the search itself over an [`AgentIndex`]
+//! (text, columns, records): filter, rank, sort, page, aggregate. A hit's
+//! record is read only once it is on the page. No IO but those reads.
+//!
+//! A sorted page walks its order, or sorts the matches' places in it
+//! (`Columns::places`, the orders' inverses) once the walk has read four
+//! entries a match. [`merge`] searches a build's index and a live one as
+//! one (totals, pages, sorts, aggregations exact): the parts' ordered lists
+//! are merged on keys and columns, no record read; the part whose head
+//! comes first gives, as one run, every entry before the other heads, the
+//! run's end found by doubling then halving, since a comparison parses two
+//! agents' keys. [`similar`]: an agent's similar agents from its capability
+//! set's best (`SimilarSets`: per set some agent has, the best `8 + 1`
+//! sharing any of it, made from the capability, trust and id columns when
+//! the api opens a build), over every agent's columns when what is skipped
+//! leaves too few.
 //!
 //! Decisions where the spec is silent (also in `docs/broker.md`):
 //! - with `q` and no `sortBy`, hits are ranked by relevance; an explicit

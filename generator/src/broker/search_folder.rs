@@ -3,6 +3,15 @@
 //! feedback and embeddings (`broker::records`) of the same agents in the
 //! same order, written together as the agents stream past and opened together
 //! by the api.
+//!
+//! The [`Writer`] feeds the columns and records each [`Batch`] (agents,
+//! records, feedback, embeddings). At `finish` the records are written again
+//! and the columns moved into id order (no agent in a stream knows its rank
+//! by id before the last has passed: `records::reorder`, pages released as it
+//! goes; `Columns::in_id_order`), so an agent's position is its rank by id
+//! throughout the folder; then the text index is made from the records, a
+//! batch at a time over the cores. [`open`] maps text, records, feedback and
+//! embeddings, reads the columns, and checks that all hold as many agents.
 
 use std::path::Path;
 

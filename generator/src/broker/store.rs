@@ -3,6 +3,18 @@
 //! the embedding when the deployment computes them), the feedback and the
 //! catalog. Replaced whole by every build that publishes; the api loads its
 //! search index from a build's snapshot once ([`load`]).
+//!
+//! A [`Writer`] appends the agents batch by batch in one transaction.
+//! `broker_meta` records the sources' fingerprint (by which a run knows the
+//! live build's broker files are current), the tally, and the newest times of
+//! every agent's files (`newest`: a layer over changed agents recomputes them
+//! from every agent only when a changed agent held one). What the agents'
+//! shared files are made of is read back without the sources or a scan
+//! (`rows`: the directory, over the cores; `records_of`, `id_clashes`,
+//! `tally`). `update` writes a delta in one transaction. [`SearchIndex`]
+//! (`broker_meta` `search`) names the search folder a layer keeps, which
+//! `search_index` (and so `load` and `fingerprint`) gives in place of the
+//! tables' own.
 
 use std::collections::HashMap;
 use std::sync::Arc;
