@@ -192,6 +192,12 @@ impl Connections {
         self.open.lock().expect("connections lock").watches.len()
     }
 
+    /// How many connections are in the middle of an exchange (a head
+    /// read and its answer not yet sent).
+    pub fn busy_count(&self) -> usize {
+        self.open.lock().expect("connections lock").watches.values().filter(|w| w.phase.load(Relaxed) == BUSY).count()
+    }
+
     /// A place for a new connection: a free one, or the place of the
     /// connection idle longest (which is ended); `None` when every place
     /// is taken by a connection in the middle of an exchange.

@@ -34,6 +34,7 @@ pub struct MirrorServer {
     /// Transactions by id (payer, seconds, nanoseconds), as
     /// `/api/v1/transactions/{id}` lists them.
     transactions: Arc<Mutex<HashMap<TransactionKey, Vec<serde_json::Value>>>>,
+    lookups: Arc<AtomicUsize>,
     log: Arc<Mutex<Vec<String>>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -74,8 +75,11 @@ impl MirrorServer {
         });
         let transactions = Arc::new(Mutex::new(HashMap::new()));
         let held = transactions.clone();
+        let lookups = Arc::new(AtomicUsize::new(0));
+        let counted = lookups.clone();
         let transaction =
             warp::path!("api" / "v1" / "transactions" / String).and(warp::get()).map(move |id: String| {
+                counted.fetch_add(1, Ordering::SeqCst);
                 // The real node takes a transaction id or a 48-byte hash here;
                 // this one takes ids, in its form only.
                 let Some(key) = transaction_id(&id) else {
@@ -88,11 +92,16 @@ impl MirrorServer {
                 }
             });
         let (addr, tx) = crate::serve_on_loopback(route.or(account).or(transaction)).await;
-        MirrorServer { addr, knobs, topics, accounts, transactions, log, shutdown: Some(tx) }
+        MirrorServer { addr, knobs, topics, accounts, transactions, lookups, log, shutdown: Some(tx) }
     }
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Transaction lookups (`/api/v1/transactions/{id}`) answered so far.
+    pub fn transaction_lookups(&self) -> usize {
+        self.lookups.load(Ordering::SeqCst)
     }
 
     /// Query strings received so far, in order.

@@ -120,11 +120,16 @@ fn a_snapshot_written_by_duckdb_2_is_refused_by_the_api_and_written_anew_by_a_fu
     std::fs::copy(fixture(), &snapshot).unwrap();
 
     let log = root.path().join("api.log");
-    let api = Api::start_logged(&site, &data, &[], &log);
+    // The reload's retries are logged at debug: the event waited for.
+    let api = Api::start_logged_with_env(&site, &data, &[], &log, &[("RUST_LOG", "info,api::reload=debug")]);
     let client = reqwest::blocking::Client::new();
     let status = || client.get(api.url("/hcs20/stats")).send().unwrap().status().as_u16();
     assert_eq!(status(), 503, "no build is served from a snapshot that cannot be read");
-    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap().contains("still does not load") {
+        assert!(started.elapsed() < Duration::from_secs(10), "the api tried the build again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let logged = std::fs::read_to_string(&log).unwrap();
     for needle in [snapshot.to_str().unwrap(), "DuckDB v2.0.0", "generator build --full"] {
         assert!(logged.contains(needle), "the api's log names {needle:?}: {logged}");

@@ -27,7 +27,9 @@ async fn serve_answers_until_shutdown_and_lets_requests_in_flight_finish() {
         Config::parse_from(["api", "--reload-ms", "50", "--availability-every-s", "0"].into_iter().chain(dirs));
     let app = config.app().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
+    let address = listener.local_addr().unwrap();
+    let base = format!("http://{address}");
+    let connections = app.connections.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, app, async {
         let _ = stopped.await;
@@ -48,9 +50,21 @@ async fn serve_answers_until_shutdown_and_lets_requests_in_flight_finish() {
             .send(),
     );
     more.send(Ok(br#"{"capabilities":"#.to_vec())).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The events, each looked at a bounded number of times: the request
+    // is in flight (its head read, its body awaited) ...
+    let mut looks = 0;
+    while connections.busy_count() == 0 {
+        looks += 1;
+        assert!(looks < 1000, "the search never reached the server");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     stop.send(()).unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // ... and the stop is taken: no new connection is accepted.
+    while tokio::net::TcpStream::connect(&address).await.is_ok() {
+        looks += 1;
+        assert!(looks < 2000, "the listener was never closed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(!server.is_finished(), "serve waits for the request in flight");
     more.send(Ok(br#"["text-generation"]}"#.to_vec())).await.unwrap();
     drop(more);

@@ -79,10 +79,35 @@ impl Nginx {
     /// Makes nginx read its configuration again, and waits for the new
     /// workers (the old ones finish what they hold).
     fn reload(&self) {
+        let before = self.workers();
         let nginx = std::env::var("ALMANAC_NGINX").unwrap_or_else(|_| "/usr/sbin/nginx".into());
         let status = Command::new(nginx).args(["-s", "reload", "-c"]).arg(&self.conf).status().unwrap();
         assert!(status.success());
-        std::thread::sleep(Duration::from_millis(500));
+        let started = Instant::now();
+        loop {
+            let now = self.workers();
+            if now.iter().any(|w| !before.contains(w)) {
+                return;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "nginx started no new worker");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The master's child processes, its workers, from `/proc`.
+    fn workers(&self) -> Vec<u32> {
+        let master = self.child.id();
+        let parent = |stat: &str| -> Option<u32> {
+            // `pid (comm) state ppid ...`: the name may hold spaces.
+            stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+        };
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| parent(&s)) == Some(master)
+            })
+            .collect()
     }
 }
 

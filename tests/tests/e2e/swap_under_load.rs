@@ -136,7 +136,14 @@ async fn a_new_build_swaps_in_under_load_with_no_failed_request_and_no_second_co
     .await
     .unwrap();
     assert_eq!(swapped, second, "the api swaps to the new build");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The load goes on over the new build for a few thousand requests
+    // more, counted, not timed.
+    let after_swap = ok.load(Ordering::Relaxed) + 2_000;
+    let started = std::time::Instant::now();
+    while ok.load(Ordering::Relaxed) < after_swap && failed.load(Ordering::Relaxed) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the api stopped answering after the swap");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
         worker.await.unwrap();
