@@ -300,10 +300,8 @@ fn build_config(args: BuildArgs) -> Result<BuildConfig> {
             nginx_api: args.nginx_api,
             max_routes: args.host_configs_max_routes,
         },
-        layers: (args.layer_min_routes != usize::MAX).then_some(crate::layer::Settings {
-            min_routes: args.layer_min_routes,
-            max_routes: args.layer_max_routes,
-        }),
+        layers: (args.layer_min_routes != usize::MAX)
+            .then_some(crate::layer::Settings { min_routes: args.layer_min_routes, max_routes: args.layer_max_routes }),
         broker: match crate::broker::source::present(&args.broker_dir) {
             true => Some(BrokerConfig {
                 dir: args.broker_dir,

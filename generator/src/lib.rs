@@ -49,9 +49,9 @@ pub mod broker;
 pub mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod columnar;
 #[cfg(feature = "cli")]
 pub mod command;
-pub mod columnar;
 pub mod database;
 pub mod entity;
 pub mod fault;

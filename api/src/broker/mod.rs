@@ -116,9 +116,10 @@ pub async fn agent_page(request: Request) -> Answer {
         match view.find(uaid, broker.journal_seq) {
             overlay::Found::Live(agent) => {
                 let feedback = broker.feedback(uaid).map_err(|e| Error::damaged_record(&e))?;
-                let page = build.pages.profile(agent, &feedback.iter().collect::<Vec<_>>()).map_err(|e| {
-                    Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", format!("{e:#}"))
-                })?;
+                let page = build
+                    .pages
+                    .profile(agent, &feedback.iter().collect::<Vec<_>>())
+                    .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", format!("{e:#}")))?;
                 let made = reply::Representation::computed(page.representation)
                     .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", e.to_string()))?;
                 return Ok(live(reply::representation(&request.method, &request.headers, &made)));

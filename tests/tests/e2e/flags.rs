@@ -15,8 +15,7 @@ fn table(out: &mut String, title: &str, command: &clap::Command) {
         if ["help", "version"].contains(&long) {
             continue;
         }
-        let defaults: Vec<String> =
-            arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
+        let defaults: Vec<String> = arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
         let flag = match defaults.is_empty() {
             true => format!("`--{long}`"),
             false => format!("`--{long}` [{}]", defaults.join(", ")),
