@@ -100,3 +100,47 @@ fn the_check_sees_a_cycle() {
     assert_eq!(cycle(&graph, "a").unwrap(), ["a", "b", "c", "a"]);
     assert!(cycle(&graph, "d").is_none());
 }
+
+/// The workspace's crates and the crates of the workspace each may depend
+/// on (normal, dev and build dependencies alike), as ARCHITECTURE.md
+/// draws them: the batch generator knows nothing of the api, and nothing
+/// shipped depends on the tests.
+const CRATES_MAY_DEPEND_ON: &[(&str, &[&str])] =
+    &[("generator", &[]), ("api", &["generator"]), ("tests", &["generator", "api"])];
+
+/// The workspace crates `manifest` (a Cargo.toml's text) depends on: each
+/// dependency given by a `path` inside the workspace, named by its folder.
+fn workspace_dependencies(manifest: &str) -> BTreeSet<String> {
+    manifest
+        .lines()
+        .filter_map(|line| {
+            let (_, rest) = line.split_once("path = \"../")?;
+            Some(rest.split(['"', '/']).next()?.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn crates_depend_one_way() {
+    let root = workspace_root();
+    let members: BTreeSet<&str> = CRATES_MAY_DEPEND_ON.iter().map(|(name, _)| *name).collect();
+    for (name, allowed) in CRATES_MAY_DEPEND_ON {
+        let manifest = std::fs::read_to_string(root.join(name).join("Cargo.toml")).unwrap();
+        for dependency in workspace_dependencies(&manifest) {
+            assert!(members.contains(dependency.as_str()), "{name} depends on {dependency}, not in the codemap");
+            assert!(allowed.contains(&dependency.as_str()), "{name} may not depend on {dependency}");
+        }
+    }
+    let top = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let listed = top.lines().find(|l| l.starts_with("members")).expect("the workspace's members");
+    for member in listed.split('"').skip(1).step_by(2) {
+        assert!(members.contains(member), "{member} is a member the codemap does not place");
+    }
+}
+
+#[test]
+fn the_crate_check_reads_path_dependencies() {
+    let manifest = "[dependencies]\ngenerator = { path = \"../generator\" }\nserde = \"1\"\n\
+                    [dev-dependencies]\napi = { path = \"../api\", features = [\"x\"] }\n";
+    assert_eq!(workspace_dependencies(manifest), BTreeSet::from(["api".to_string(), "generator".to_string()]));
+}
