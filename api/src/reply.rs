@@ -46,6 +46,12 @@ pub struct BadHeader {
     value: String,
 }
 
+impl From<BadHeader> for Error {
+    fn from(bad: BadHeader) -> Error {
+        Error::bad_answer(bad)
+    }
+}
+
 impl Representation {
     /// From the manifest's spelling of each header.
     pub fn new(
@@ -159,6 +165,13 @@ impl Error {
     pub fn damaged_record(error: &anyhow::Error) -> Error {
         let message = format!("the build's record of this agent is damaged ({error:#})");
         Error::new(StatusCode::INTERNAL_SERVER_ERROR, "damaged_record", message)
+    }
+
+    /// An answer the api made and cannot send (500 `bad_answer`): a
+    /// computed body whose headers are not header-safe, a page that did not
+    /// render.
+    pub fn bad_answer(problem: impl std::fmt::Display) -> Error {
+        Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", problem.to_string())
     }
 
     pub fn not_found(path: &str) -> Error {

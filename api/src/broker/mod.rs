@@ -119,9 +119,8 @@ pub async fn agent_page(request: Request) -> Answer {
                 let page = build
                     .pages
                     .profile(agent, &feedback.iter().collect::<Vec<_>>())
-                    .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", format!("{e:#}")))?;
-                let made = reply::Representation::computed(page.representation)
-                    .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", e.to_string()))?;
+                    .map_err(|e| Error::bad_answer(format!("{e:#}")))?;
+                let made = reply::Representation::computed(page.representation)?;
                 return Ok(live(reply::representation(&request.method, &request.headers, &made)));
             }
             overlay::Found::Deleted => return Err(Error::not_found(&request.path)),
@@ -159,8 +158,7 @@ pub async fn similar(request: Request) -> Answer {
         .map_err(damaged)?;
     let live_agents = seen.iter().flat_map(|seen| seen.agents());
     let made = render::similar(&agent, best.iter().chain(live_agents));
-    let made = reply::Representation::computed(made)
-        .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", e.to_string()))?;
+    let made = reply::Representation::computed(made)?;
     let answer = reply::representation(&request.method, &request.headers, &made);
     Ok(if seen.is_some() { live(answer) } else { answer })
 }

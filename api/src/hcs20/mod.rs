@@ -44,7 +44,6 @@ async fn answer(request: &Request, route: Route) -> Answer {
     let rendered = route
         .render(&build.analytics)
         .map_err(|unknown| Error::new(StatusCode::NOT_FOUND, "tick_not_found", unknown.to_string()))?;
-    let representation = Representation::computed(rendered)
-        .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "bad_answer", e.to_string()))?;
+    let representation = Representation::computed(rendered)?;
     Ok(reply::representation(&request.method, &request.headers, &representation))
 }
