@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use almanac::hcs20::routes::Limits;
-use almanac::site::Layout;
+use generator::hcs20::routes::Limits;
+use shared::site::Layout;
 
 use crate::auth;
 use crate::broker::overlay::{self, Overlay};

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use almanac::entity::EntityId;
-use almanac::hcs20::routes::Limits;
-use almanac::site::Layout;
 use anyhow::{Context, Result};
 use clap::Parser;
+use generator::hcs20::routes::Limits;
+use shared::entity::EntityId;
+use shared::site::Layout;
 
 use crate::app::{App, GuardLimits, Journal};
 use crate::auth::{
@@ -61,7 +61,7 @@ pub struct Config {
     /// The provider that embeds search queries; with the build's agent
     /// embeddings (same model) it turns on hybrid `POST /api/v1/search`.
     #[command(flatten)]
-    pub embeddings: almanac::cli::ProviderArgs,
+    pub embeddings: generator::cli::ProviderArgs,
     /// Time allowed for embedding one query, in milliseconds.
     #[arg(long, env = "ALMANAC_EMBEDDINGS_TIMEOUT_MS", default_value_t = 5_000)]
     pub embeddings_timeout_ms: u64,
@@ -434,7 +434,7 @@ impl Config {
 
     /// The application these settings describe, with no build loaded yet.
     pub fn app(&self) -> Result<Arc<App>> {
-        let limits = Limits { max_page_size: self.max_page_size.max(almanac::hcs20::analytics::DEFAULT_PAGE_SIZE) };
+        let limits = Limits { max_page_size: self.max_page_size.max(generator::hcs20::analytics::DEFAULT_PAGE_SIZE) };
         let mut access = mcp::Access::loopback();
         access.hosts.extend(self.mcp_hosts.iter().cloned());
         access.origins = self.mcp_origins.clone();
@@ -448,7 +448,7 @@ impl Config {
             proxies: self.trusted_proxies.clone(),
         };
         let vectors = match self.embeddings.clone().config(Duration::from_millis(self.embeddings_timeout_ms), 1) {
-            Some(provider) => Some(Vectors::new(almanac::broker::embed::Provider::new(provider)?)),
+            Some(provider) => Some(Vectors::new(generator::broker::embed::Provider::new(provider)?)),
             None => None,
         };
         let store_path = self.store.clone().unwrap_or_else(|| self.data_dir.join("live").join("store.sqlite"));
@@ -645,7 +645,7 @@ impl Config {
     fn redemption(&self) -> Result<Option<Redemption>> {
         let Some(token) = &self.redeem_token else { return Ok(None) };
         let parsed = token.split_once(':').and_then(|(topic, tick)| {
-            let tick = almanac::hcs20::message::normalise_tick(tick)?;
+            let tick = generator::hcs20::message::normalise_tick(tick)?;
             Some((topic.trim().parse::<EntityId>().ok()?, tick))
         });
         let Some((topic, tick)) = parsed else {

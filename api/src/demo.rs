@@ -106,16 +106,16 @@ fn rpc(headers: &HeaderMap, body: &[u8], pace: Duration) -> warp::reply::Respons
     let context = message["contextId"]
         .as_str()
         .map(String::from)
-        .unwrap_or_else(|| format!("ctx-{}", almanac::http::hex(&crate::store::random::<8>())));
+        .unwrap_or_else(|| format!("ctx-{}", shared::http::hex(&crate::store::random::<8>())));
     let reply = answer(&text);
-    let reply_id = format!("msg-{}", almanac::http::hex(&crate::store::random::<8>()));
+    let reply_id = format!("msg-{}", shared::http::hex(&crate::store::random::<8>()));
     if method == "SendMessage" {
         let result = json!({"message": {"messageId": reply_id, "contextId": context, "role": "ROLE_AGENT",
             "parts": [{"text": reply}]}});
         return json_response(StatusCode::OK, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
     }
     // A task whose one artifact arrives a word at a time, then completed.
-    let task = format!("task-{}", almanac::http::hex(&crate::store::random::<8>()));
+    let task = format!("task-{}", shared::http::hex(&crate::store::random::<8>()));
     let mut results = vec![json!({"task": {"id": task, "contextId": context,
         "status": {"state": "TASK_STATE_WORKING"}, "artifacts": [], "history": []}})];
     let words: Vec<String> = reply.split_inclusive(' ').map(String::from).collect();

@@ -1,5 +1,5 @@
 //! The journal writer: drains the live store's outbox into the
-//! generator's journal (`almanac::broker::journal`), so that the next
+//! generator's journal (`generator::broker::journal`), so that the next
 //! build includes every registration, update, deletion and feedback.
 //!
 //! **Exactly once.** An event is appended (and the file synced) before it
@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use almanac::broker::journal::{self, Record};
 use anyhow::{Context, Result};
+use generator::broker::journal::{self, Record};
 use tokio::sync::Notify;
 
 use crate::store::{self, outbox, Store};
@@ -72,7 +72,7 @@ impl Writer {
                 text.push('\n');
             }
             self.append(text.as_bytes(), first)?;
-            almanac::fault::point("journal-appended");
+            shared::fault::point("journal-appended");
             self.journaled = last;
             self.store.write(move |conn| outbox::delete_through(conn, last)).await?;
         }
@@ -160,7 +160,7 @@ fn last_seq(dir: &Path) -> Result<(i64, Option<(File, u64)>)> {
 
 #[cfg(test)]
 mod tests {
-    use almanac::broker::journal::{self, Event};
+    use generator::broker::journal::{self, Event};
 
     use super::*;
     use crate::store::Settings;

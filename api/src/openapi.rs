@@ -363,7 +363,7 @@ fn search_query() -> Vec<Value> {
     vec![
         query("q", string(), false),
         query("page", json!({"type": "integer", "minimum": 1}), false),
-        query("limit", json!({"type": "integer", "minimum": 1, "maximum": almanac::broker::query::MAX_LIMIT}), false),
+        query("limit", json!({"type": "integer", "minimum": 1, "maximum": generator::broker::query::MAX_LIMIT}), false),
         query("registries", string(), false),
         query("adapters", string(), false),
         query("capabilities", string(), false),
@@ -386,9 +386,9 @@ fn optional(doc: Doc) -> Doc {
 
 /// What is said of each operation, by its id.
 fn describe(name: &str, s: &mut Schemas) -> Doc {
-    use almanac::broker::catalog;
-    use almanac::guard::public;
-    use almanac::hcs20::analytics;
+    use generator::broker::catalog;
+    use generator::guard::public;
+    use generator::hcs20::analytics;
     let json = |tag: &'static str, schema: Value| Doc { tag, ok: vec![(200, schema)], ..Doc::default() };
     let with_body =
         |tag: &'static str, body: Value, ok: Vec<(u16, Value)>| Doc { tag, body: Some(body), ok, ..Doc::default() };
@@ -403,7 +403,7 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
         "export" => Doc {
             tag: "Exports",
             ok: vec![(200, Value::Null)],
-            media: Some(almanac::analysts::PARQUET),
+            media: Some(generator::analysts::PARQUET),
             ..Doc::default()
         },
         // Pages for people.

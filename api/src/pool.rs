@@ -60,7 +60,7 @@ impl Pool {
         for _ in 0..threads.max(1) {
             let jobs = jobs.clone();
             std::thread::Builder::new().name(name.to_string()).spawn(move || {
-                if let Err(error) = almanac::priority::lower(nice) {
+                if let Err(error) = shared::priority::lower(nice) {
                     tracing::warn!(%error, "a search thread runs at the api's priority");
                 }
                 work(&jobs)

@@ -11,15 +11,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use almanac::guard;
-use almanac::hcs20::analytics::Analytics;
-use almanac::hcs20::routes::Limits;
-use almanac::hcs20::tables;
-use almanac::index::{Index, Layer, Record, Stack};
-use almanac::manifest::{Damage, Manifest};
-use almanac::site::Layout;
 use anyhow::{Context, Result};
 use bytes::Bytes;
+use generator::guard;
+use generator::hcs20::analytics::Analytics;
+use generator::hcs20::routes::Limits;
+use generator::hcs20::tables;
+use shared::index::{Index, Layer, Record, Stack};
+use shared::manifest::{Damage, Manifest};
+use shared::site::Layout;
 
 use crate::reply::Representation;
 
@@ -44,7 +44,7 @@ pub struct Build {
     pub broker: Option<Arc<crate::broker::agents::Agents>>,
     /// Renders the pages of agents changed since the build, framed as the
     /// build frames its own.
-    pub pages: almanac::pages::Renderer,
+    pub pages: generator::pages::Renderer,
 }
 
 /// A build's routes: its index (`_manifest.idx`: its header read and its
@@ -86,9 +86,7 @@ impl Routes {
             Ok(index) => index,
             // A build from before the index, or from before its version
             // (never a layer: layers came with this one).
-            Err(_) if !almanac::index::current_in(&dir) => {
-                Stack { top: Index::of(&Manifest::load(&dir)?)?, base: None }
-            }
+            Err(_) if !shared::index::current_in(&dir) => Stack { top: Index::of(&Manifest::load(&dir)?)?, base: None },
             Err(error) => return Err(error),
         };
         anyhow::ensure!(
@@ -157,7 +155,7 @@ impl Routes {
             Layer::Top => &self.dir,
             Layer::Base => self.base_dir.as_ref().expect("a record of the base has one"),
         };
-        let bytes = almanac::site::read_inside(dir, &record.file).map_err(damage)?;
+        let bytes = shared::site::read_inside(dir, &record.file).map_err(damage)?;
         record.check(&bytes)?;
         representation(record, Bytes::from(bytes))
     }
@@ -185,8 +183,8 @@ impl Build {
     pub fn load(layout: &Layout, id: &str, settings: Settings, previous: Option<&Build>) -> Result<Build> {
         let started = Instant::now();
         let dir = layout.build_dir(id);
-        // Test-only failures (`almanac::fault`), on swaps, not the first load.
-        let inject = |point: &'static str| match previous.is_some() && almanac::fault::fails_once(point) {
+        // Test-only failures (`shared::fault`), on swaps, not the first load.
+        let inject = |point: &'static str| match previous.is_some() && shared::fault::fails_once(point) {
             true => Err(anyhow::anyhow!("injected fault at {point}")),
             false => Ok(()),
         };
@@ -211,7 +209,7 @@ impl Build {
         inject("load-files")?;
         // Each part's time, in the log: where a slow start goes.
         let files_ms = started.elapsed().as_millis() as u64;
-        let snapshot = almanac::snapshot::open_for_build(&layout.snapshots().join(routes.snapshot()), id)?;
+        let snapshot = generator::snapshot::open_for_build(&layout.snapshots().join(routes.snapshot()), id)?;
         let analytics = tables::load_analytics(&snapshot, settings.limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
         let snapshot_ms = started.elapsed().as_millis() as u64 - files_ms;
@@ -230,7 +228,7 @@ impl Build {
             agents_ms = ms - files_ms - snapshot_ms,
             "build loaded"
         );
-        let pages = almanac::pages::Renderer::new(guard.is_some(), broker.is_some());
+        let pages = generator::pages::Renderer::new(guard.is_some(), broker.is_some());
         Ok(Build { id: id.to_string(), routes, analytics, guard, broker, pages })
     }
 }
@@ -239,11 +237,11 @@ impl Build {
 /// tables are the same (most builds change only the ledger), else loaded
 /// (the search index folder the generator wrote, `search`, opened: mapped, not built).
 fn load_broker(
-    snapshot: &almanac::snapshot::Connection,
+    snapshot: &generator::snapshot::Connection,
     search: &std::path::Path,
     previous: Option<&Build>,
 ) -> Result<Option<Arc<crate::broker::agents::Agents>>> {
-    use almanac::broker::store;
+    use generator::broker::store;
     let fingerprint = store::fingerprint(snapshot)?;
     let kept = previous.and_then(|p| p.broker.as_ref()).filter(|b| fingerprint.as_ref() == Some(&b.fingerprint));
     if let Some(broker) = kept {
@@ -251,7 +249,7 @@ fn load_broker(
         return Ok(Some(broker.clone()));
     }
     let Some(stored) = store::load(snapshot)? else { return Ok(None) };
-    let folder = almanac::broker::search_folder::open(search)?;
+    let folder = generator::broker::search_folder::open(search)?;
     let feedback = crate::broker::agents::Feedback::Mapped(folder.feedback);
     Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, folder.index, feedback, folder.vectors)?)))
 }

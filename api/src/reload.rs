@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use almanac::site::Layout;
+use shared::site::Layout;
 
 use crate::published::{Build, Live, Settings};
 

@@ -8,10 +8,10 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
-use almanac::http::{Cache, JSON};
 use bytes::Bytes;
 use futures_util::Stream;
 use serde::Serialize;
+use shared::http::{Cache, JSON};
 use warp::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use warp::Reply as _;
 
@@ -61,7 +61,7 @@ impl Representation {
         content_type: &str,
         cache_control: &str,
     ) -> Result<Representation, BadHeader> {
-        let value = |field, text: &str| match almanac::http::static_value(text) {
+        let value = |field, text: &str| match shared::http::static_value(text) {
             Some(known) => Ok(HeaderValue::from_static(known)),
             None => HeaderValue::from_str(text).map_err(|_| BadHeader { field, value: text.to_string() }),
         };
@@ -79,8 +79,8 @@ impl Representation {
 
     /// A representation computed on the request (the generator's type):
     /// headers made as the manifest would make them.
-    pub fn computed(r: almanac::http::Representation) -> Result<Representation, BadHeader> {
-        let etag = almanac::manifest::etag(&r.body);
+    pub fn computed(r: shared::http::Representation) -> Result<Representation, BadHeader> {
+        let etag = shared::manifest::etag(&r.body);
         let last_modified = r.last_modified.http_date();
         Representation::new(Bytes::from(r.body), &etag, &last_modified, r.content_type, r.cache.header())
     }
@@ -155,7 +155,7 @@ impl Error {
     }
 
     /// A published file that is not what its build says: never served.
-    pub fn damaged(damage: &almanac::manifest::Damage) -> Error {
+    pub fn damaged(damage: &shared::manifest::Damage) -> Error {
         let message = format!("the file of this route is damaged ({damage}); it is not served");
         Error::new(StatusCode::INTERNAL_SERVER_ERROR, "damaged_file", message)
     }
@@ -223,8 +223,8 @@ impl Error {
     }
 }
 
-impl From<almanac::http::BadParameter> for Error {
-    fn from(bad: almanac::http::BadParameter) -> Error {
+impl From<shared::http::BadParameter> for Error {
+    fn from(bad: shared::http::BadParameter) -> Error {
         Error::parameter(bad.parameter, bad.message)
     }
 }

@@ -54,7 +54,7 @@ impl Request {
     pub fn query_value(&self, name: &'static str) -> Result<Option<String>, Error> {
         let mut values = form_urlencoded::parse(self.query.as_bytes()).filter(|(k, _)| k == name);
         match (values.next(), values.next()) {
-            (_, Some(_)) => Err(almanac::http::BadParameter::repeated(name).into()),
+            (_, Some(_)) => Err(shared::http::BadParameter::repeated(name).into()),
             (value, None) => Ok(value.map(|(_, v)| v.into_owned())),
         }
     }

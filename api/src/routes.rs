@@ -14,10 +14,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use almanac::broker::render;
-use almanac::guard;
-use almanac::http::Cache;
-use almanac::pages::routes as pages;
+use generator::broker::render;
+use generator::guard;
+use generator::pages::routes as pages;
+use shared::http::Cache;
 use warp::http::{HeaderValue, Method};
 
 pub use crate::auth::Auth;
@@ -205,7 +205,7 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/health").get("health", handler!(service::health), Cache::NoStore),
         Endpoint::new("/health/live").get("liveness", handler!(service::live), Cache::NoStore),
         Endpoint::new("/api/v1/health").get("brokerHealth", handler!(service::health), Cache::NoStore),
-        Endpoint::new(almanac::http::OPENAPI_ROUTE).get("openapi", handler!(service::openapi), Cache::Catalog),
+        Endpoint::new(shared::http::OPENAPI_ROUTE).get("openapi", handler!(service::openapi), Cache::Catalog),
         // Section C: HCS-20 analytics. Each is a file for the parameter
         // sets the generator pre-renders and computed for the others.
         Endpoint::new("/hcs20").get("hcs20Ticks", handler!(hcs20::ticks), Cache::TokenLists),

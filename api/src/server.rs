@@ -122,7 +122,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         };
     let table = Arc::new(Table::new(routes::table()));
     crate::service::OPENAPI.get_or_init(|| {
-        let made = almanac::http::Representation::openapi(&crate::openapi::document(table.endpoints()));
+        let made = shared::http::Representation::openapi(&crate::openapi::document(table.endpoints()));
         crate::reply::Representation::computed(made).expect("the document's headers are header-safe")
     });
     let connections = app.connections.clone();

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use almanac::manifest::Damage;
+use shared::manifest::Damage;
 
 use crate::reply::{self, Answer, Error, Reply};
 use crate::request::Request;
@@ -50,12 +50,12 @@ pub async fn file(request: Request) -> Answer {
     published(&request, &request.path).await.ok_or_else(|| Error::not_found(&request.path))
 }
 
-/// A page for people (`almanac::pages`): the build's file for the page's
+/// A page for people (`generator::pages`): the build's file for the page's
 /// route, the path spelled as the generator spells it whatever spelling
 /// the request used.
 pub async fn page(request: Request) -> Answer {
     request.build()?;
-    let route = almanac::pages::routes::canonical(&request.path);
+    let route = generator::pages::routes::canonical(&request.path);
     published(&request, &route).await.ok_or_else(|| Error::not_found(&request.path))
 }
 
@@ -65,7 +65,7 @@ pub async fn page(request: Request) -> Answer {
 pub static OPENAPI: std::sync::OnceLock<crate::reply::Representation> = std::sync::OnceLock::new();
 
 /// `/api/v1/openapi.json`: the document of this api's routes
-/// (`almanac::http::Representation::openapi`).
+/// (`shared::http::Representation::openapi`).
 pub async fn openapi(request: Request) -> Answer {
     let document = OPENAPI.get().ok_or_else(|| Error::not_found(&request.path))?;
     Ok(crate::reply::representation(&request.method, &request.headers, document))

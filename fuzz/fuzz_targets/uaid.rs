@@ -4,9 +4,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    if let Ok(uaid) = text.parse::<almanac::uaid::Uaid>() {
+    if let Ok(uaid) = text.parse::<shared::uaid::Uaid>() {
         let canonical = uaid.to_string();
-        let again: almanac::uaid::Uaid = canonical.parse().expect("canonical text parses");
+        let again: shared::uaid::Uaid = canonical.parse().expect("canonical text parses");
         assert_eq!(again.to_string(), canonical);
     }
 });

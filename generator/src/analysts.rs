@@ -172,7 +172,7 @@ impl Drop for OneThread<'_> {
 }
 
 /// An export written: its file and its entry for the manifest.
-pub type Written = (crate::site::File, crate::manifest::Export);
+pub type Written = (shared::site::File, shared::manifest::Export);
 
 /// The names of section C's exports (`broker` false) or section A's.
 pub fn names(broker: bool) -> Vec<&'static str> {
@@ -188,7 +188,7 @@ pub fn start<'scope>(
     conn: &Connection,
     scratch: &'scope std::path::Path,
     names: Vec<&'static str>,
-    last_modified: crate::timestamp::Timestamp,
+    last_modified: shared::timestamp::Timestamp,
 ) -> Result<Vec<std::thread::ScopedJoinHandle<'scope, Result<Written>>>> {
     let span = tracing::Span::current();
     names
@@ -207,7 +207,7 @@ pub fn join(started: Vec<std::thread::ScopedJoinHandle<'_, Result<Written>>>) ->
 }
 
 /// Exports in the order the manifest lists them: files and entries.
-pub fn in_order(mut written: Vec<Written>) -> (Vec<crate::site::File>, Vec<crate::manifest::Export>) {
+pub fn in_order(mut written: Vec<Written>) -> (Vec<shared::site::File>, Vec<shared::manifest::Export>) {
     written.sort_by_key(|(file, _)| {
         EXPORTS.iter().position(|e| file.route == format!("{EXPORTS_PREFIX}{}.parquet", e.name))
     });
@@ -222,11 +222,11 @@ pub fn export(
     conn: &Connection,
     scratch: &std::path::Path,
     name: &str,
-    last_modified: crate::timestamp::Timestamp,
+    last_modified: shared::timestamp::Timestamp,
 ) -> Result<Written> {
     let export = EXPORTS.iter().find(|e| e.name == name).with_context(|| format!("no export is named {name}"))?;
     std::fs::create_dir_all(scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    use crate::http::{Cache, Representation};
+    use shared::http::{Cache, Representation};
     let _span = tracing::debug_span!("export", name = export.name).entered();
     let path = scratch.join(format!("{}.parquet", export.name));
     let copy = format!(
@@ -239,7 +239,7 @@ pub fn export(
     let route = format!("{EXPORTS_PREFIX}{}.parquet", export.name);
     let schema = schema(conn, &path, route.clone(), export.what);
     let _ = std::fs::remove_file(&path);
-    let file = crate::site::File {
+    let file = shared::site::File {
         path: route.trim_start_matches('/').to_string(),
         route,
         representation: Representation { body, last_modified, content_type: PARQUET, cache: Cache::Catalog },
@@ -255,23 +255,23 @@ pub fn broker_exports() -> impl Iterator<Item = (String, &'static str)> {
 
 /// The manifest's entry of an export kept from the live build, read from
 /// its `file` there.
-pub fn kept(conn: &Connection, file: &std::path::Path, route: String, what: &str) -> Result<crate::manifest::Export> {
+pub fn kept(conn: &Connection, file: &std::path::Path, route: String, what: &str) -> Result<shared::manifest::Export> {
     schema(conn, file, route, what).with_context(|| format!("reading {}", file.display()))
 }
 
 /// An export's columns and row count as the manifest lists them, read
 /// from the written file (what readers will see; the count is in its
 /// footer, so the query is not run again).
-fn schema(conn: &Connection, file: &std::path::Path, route: String, what: &str) -> Result<crate::manifest::Export> {
+fn schema(conn: &Connection, file: &std::path::Path, route: String, what: &str) -> Result<shared::manifest::Export> {
     let read = format!("read_parquet({})", quoted(file));
     let mut describe = conn.prepare(&format!("DESCRIBE SELECT * FROM {read}"))?;
     let columns = describe
         .query_map([], |row| {
-            Ok(crate::manifest::Column { name: row.get::<_, String>(0)?, kind: row.get::<_, String>(1)? })
+            Ok(shared::manifest::Column { name: row.get::<_, String>(0)?, kind: row.get::<_, String>(1)? })
         })?
         .collect::<Result<Vec<_>, _>>()?;
     let rows: u64 = conn.query_row(&format!("SELECT count(*) FROM {read}"), [], |row| row.get(0))?;
-    Ok(crate::manifest::Export { route, description: what.to_string(), rows, columns })
+    Ok(shared::manifest::Export { route, description: what.to_string(), rows, columns })
 }
 
 /// A path as an SQL string literal.

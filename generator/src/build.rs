@@ -23,7 +23,7 @@
 //! DuckDB appends on one core: `Writers` stores new messages and a
 //! replay's operations on connections of their own while steps 3 and 4 go
 //! on. Both paths give byte-identical builds for the same data (tested), and
-//! a run ended at any fault point ([`crate::fault`]) leaves the live build
+//! a run ended at any fault point ([`shared::fault`]) leaves the live build
 //! as it was.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -33,19 +33,19 @@ use anyhow::{Context, Result};
 use tracing::{debug_span, info_span, Instrument};
 
 use crate::database;
-use crate::entity::EntityId;
-use crate::fault;
 use crate::hcs20::analytics::Analytics;
 use crate::hcs20::ledger::{captured, mirror};
 use crate::hcs20::routes::{Limits, Route};
 use crate::hcs20::tables::{self, Meta};
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
-use crate::manifest::{Entry, Manifest};
-use crate::site::{self, Layout};
 use crate::snapshot;
-use crate::timestamp::Timestamp;
 use crate::warehouse::Warehouse;
 use crate::{broker, guard};
+use shared::entity::EntityId;
+use shared::fault;
+use shared::manifest::{Entry, Manifest};
+use shared::site::{self, Layout};
+use shared::timestamp::Timestamp;
 
 /// Where messages come from.
 #[derive(Debug, Clone)]
@@ -549,7 +549,7 @@ fn load_sources(config: &BuildConfig, scan: Option<broker::scan::Digest>) -> Res
 
 /// The api's OpenAPI document as a file of the build, as the api serves it.
 fn openapi(path: &std::path::Path) -> Result<site::File> {
-    use crate::http::{Representation, OPENAPI_ROUTE};
+    use shared::http::{Representation, OPENAPI_ROUTE};
     let read = || -> Result<serde_json::Value> {
         let document: serde_json::Value = serde_json::from_slice(&std::fs::read(path)?)?;
         let version = document["openapi"].as_str().unwrap_or_default();
@@ -996,7 +996,7 @@ fn render_pages(
     warehouse: &Warehouse,
     data: Pages,
     renderer: &crate::pages::Renderer,
-    exports: &[crate::manifest::Export],
+    exports: &[shared::manifest::Export],
 ) -> Result<Vec<site::File>> {
     let _span = debug_span!("pages").entered();
     let conn = warehouse.conn();

@@ -10,11 +10,11 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use crate::build::{self, BrokerConfig, BuildConfig, GuardConfig, Source};
-use crate::entity::EntityId;
 use crate::hcs20::ledger::mirror::MirrorConfig;
 use crate::hcs20::routes::Limits;
 use crate::hcs20::Topics;
-use crate::site::Layout;
+use shared::entity::EntityId;
+use shared::site::Layout;
 
 #[derive(Parser)]
 #[command(name = "generator", version, about = "almanac's batch generator: sources to DuckDB to a static site")]
@@ -159,7 +159,7 @@ pub fn main() -> Result<()> {
     let cli = Cli::parse();
     let Command::Build(args) = &cli.command;
     // Before any thread is started: each thread inherits its starter's.
-    let lowered = crate::priority::lower(args.nice);
+    let lowered = shared::priority::lower(args.nice);
     tokio::runtime::Runtime::new()?.block_on(run(cli, lowered))
 }
 

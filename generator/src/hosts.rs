@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-use crate::manifest::{Entry, Manifest};
+use shared::manifest::{Entry, Manifest};
 
 /// Names of the files written into a build.
 pub const NGINX: &str = "_nginx.conf";
@@ -735,8 +735,8 @@ mod tests {
     use super::*;
 
     fn entry(route: &str, file: &str, content_type: &str, cache: &str) -> Entry {
-        let etag = crate::manifest::Inline::new("\"00\"").unwrap();
-        let (content_type, cache) = (crate::manifest::shared(content_type), crate::manifest::shared(cache));
+        let etag = shared::manifest::Inline::new("\"00\"").unwrap();
+        let (content_type, cache) = (shared::manifest::shared(content_type), shared::manifest::shared(cache));
         Entry::of(route, file, etag, "Mon, 01 Jan 2024 00:00:00 GMT", content_type, cache, 1)
     }
 

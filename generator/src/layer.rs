@@ -55,10 +55,10 @@ use anyhow::{Context, Result};
 use crate::broker::delta::{self, Delta};
 use crate::broker::scan::{Digest, Facts};
 use crate::broker::store::{self, SearchIndex};
-use crate::http::OPENAPI_ROUTE;
-use crate::index::{Index, Record, Stack};
-use crate::manifest::{Entry, Manifest};
-use crate::site::{self, File, Layout, StageReport};
+use shared::http::OPENAPI_ROUTE;
+use shared::index::{Index, Record, Stack};
+use shared::manifest::{Entry, Manifest};
+use shared::site::{self, File, Layout, StageReport};
 
 /// When runs make layers.
 #[derive(Debug, Clone, Copy)]
@@ -99,7 +99,7 @@ impl Live {
 
     /// The manifest's entries of the agents' exports, read from the live
     /// build's files of them (a layer keeps them).
-    pub fn exports(&self, layout: &Layout, conn: &duckdb::Connection) -> Result<Vec<crate::manifest::Export>> {
+    pub fn exports(&self, layout: &Layout, conn: &duckdb::Connection) -> Result<Vec<shared::manifest::Export>> {
         let kept = |(route, what): (String, &str)| {
             let file = self.file(layout, &route).with_context(|| format!("the live build has no {route}"))?;
             crate::analysts::kept(conn, &file, route, what)
@@ -111,8 +111,8 @@ impl Live {
     fn file(&self, layout: &Layout, route: &str) -> Option<PathBuf> {
         let (record, layer) = self.stack.get(route)?;
         let build = match layer {
-            crate::index::Layer::Top => &self.id,
-            crate::index::Layer::Base => self.base_id(),
+            shared::index::Layer::Top => &self.id,
+            shared::index::Layer::Base => self.base_id(),
         };
         Some(layout.build_dir(build).join(record.file))
     }
@@ -340,7 +340,7 @@ pub fn stage(
     layout: &Layout,
     live: &Live,
     plan: Plan,
-    exports: Vec<crate::manifest::Export>,
+    exports: Vec<shared::manifest::Export>,
 ) -> Result<(Manifest, StageReport)> {
     let layer = live.layer.as_ref();
     let mut staging = site::Staging::begin(layout, &plan.carried, layer.map(|(dir, _)| dir.as_path()))?;
@@ -410,7 +410,7 @@ mod tests {
 
     #[test]
     fn the_routes_outside_the_brokers_are_read_and_no_others() {
-        let etag = crate::manifest::etag(b"x");
+        let etag = shared::manifest::etag(b"x");
         let routes = [
             "/",
             "/accounts/0.0.1",

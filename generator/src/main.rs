@@ -1,5 +1,5 @@
-//! `generator`: builds the site from sources (`almanac::command`).
+//! `generator`: builds the site from sources (`generator::command`).
 
 fn main() -> anyhow::Result<()> {
-    almanac::command::main()
+    generator::command::main()
 }

@@ -18,9 +18,9 @@ use duckdb::{params, Connection};
 use crate::columnar;
 use crate::database::{self, Access};
 
-use crate::entity::EntityId;
 use crate::hcs20::{Chunk, Message};
-use crate::timestamp::Timestamp;
+use shared::entity::EntityId;
+use shared::timestamp::Timestamp;
 
 pub struct Warehouse {
     conn: Connection,

@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 
-use almanac::broker::text::{tokens, weighted_text};
-use almanac::broker::Agent;
+use generator::broker::text::{tokens, weighted_text};
+use generator::broker::Agent;
 
 /// Saturation and length normalisation (the usual BM25 defaults).
 const K1: f32 = 1.2;

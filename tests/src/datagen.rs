@@ -15,13 +15,13 @@ use anyhow::{Context, Result};
 use base64::Engine;
 use sha2::{Digest, Sha384};
 
-use almanac::broker::generate::Rng;
-use almanac::entity::EntityId;
-use almanac::hcs20::ledger::captured::page_file_name;
-use almanac::hcs20::ledger::mirror::PAGE_LIMIT;
-use almanac::hcs20::ledger::{ChunkInfo, Links, MirrorMessage, Page};
-use almanac::hcs20::Topics;
-use almanac::timestamp::Timestamp;
+use generator::broker::generate::Rng;
+use generator::hcs20::ledger::captured::page_file_name;
+use generator::hcs20::ledger::mirror::PAGE_LIMIT;
+use generator::hcs20::ledger::{ChunkInfo, Links, MirrorMessage, Page};
+use generator::hcs20::Topics;
+use shared::entity::EntityId;
+use shared::timestamp::Timestamp;
 
 /// First consensus time of every corpus: 2024-01-01T00:00:00Z.
 const START: u64 = 1_704_067_200_000_000_000;

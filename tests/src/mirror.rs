@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use almanac::entity::EntityId;
-use almanac::hcs20::ledger::{Links, MirrorMessage, Page};
+use generator::hcs20::ledger::{Links, MirrorMessage, Page};
+use shared::entity::EntityId;
 use warp::http::{Response, StatusCode};
 use warp::Filter;
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-/// The variable naming the fault point to arm (`almanac::fault`). Only the
+/// The variable naming the fault point to arm (`shared::fault`). Only the
 /// test builds `generator-with-faults` and `api-with-faults` read it; an
 /// api started with it set is that build.
 pub const FAULT: &str = "ALMANAC_FAULT";

@@ -10,15 +10,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use almanac::entity::EntityId;
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use serde::Deserialize;
+use shared::entity::EntityId;
 use warp::http::StatusCode;
 
 use super::signature::{self, decode_hex, PublicKey};
 use crate::reply::Error;
-use almanac::http::hex;
+use shared::http::hex;
 
 /// A ledger network as the client names it, with its canonical form.
 #[derive(Clone, Debug, PartialEq, Eq)]

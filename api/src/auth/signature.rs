@@ -10,9 +10,9 @@
 //!
 //! Pure functions: no key source and no clock here.
 
-use almanac::http::hex;
 use k256::ecdsa::signature::hazmat::PrehashVerifier as _;
 use sha3::{Digest, Keccak256};
+use shared::http::hex;
 
 /// A Hedera account key.
 #[derive(Debug, Clone, PartialEq, Eq)]

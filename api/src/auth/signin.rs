@@ -1,10 +1,10 @@
 //! The sign-in handlers: `POST /api/v1/auth/ledger/challenge` and
 //! `/verify` (`broker-live.md` section 4).
 
-use almanac::http::hex;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::json;
+use shared::http::hex;
 
 use super::ledger::{self, Network, Proof};
 use super::{digest, Settings};

@@ -18,8 +18,8 @@
 
 use std::sync::Arc;
 
-use almanac::broker::catalog::{Catalog, Category, RegistryEntry};
-use almanac::broker::render::{self, EntryQuery};
+use generator::broker::catalog::{Catalog, Category, RegistryEntry};
+use generator::broker::render::{self, EntryQuery};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use warp::http::StatusCode;
@@ -109,7 +109,7 @@ fn category(request: &CategoryRequest, field: &str, network: &str, now: i64) -> 
     let name = required(&format!("{field}name"), &request.name, 120)?;
     let slug = match &request.slug {
         Some(slug) => slug.trim().to_string(),
-        None => almanac::broker::query::slug(&name),
+        None => generator::broker::query::slug(&name),
     };
     if !slug_ok(&slug) {
         return Err(refused(&format!("{field}slug"), "lower-case letters, digits and single hyphens, at most 64"));
@@ -230,7 +230,7 @@ pub async fn submit(request: Request) -> Answer {
     let network = catalog(&request)?.adapter_registry.network.clone();
     check(&body, &network)?;
     let account = principal.billing(&request.headers)?;
-    let id = format!("sub_{}", almanac::http::hex(&store::random::<12>()));
+    let id = format!("sub_{}", shared::http::hex(&store::random::<12>()));
     let (stored_id, adapter_id, text) =
         (id.clone(), body.adapter_id.trim().to_string(), String::from_utf8_lossy(&request.body).into_owned());
     let now = store::now_ms();

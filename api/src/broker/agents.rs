@@ -11,11 +11,11 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use almanac::broker::catalog::{Catalog, FeedbackEntry};
-use almanac::broker::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
-use almanac::broker::records::{self, Vectors};
-use almanac::broker::store::Stored;
-use almanac::broker::Agent;
+use generator::broker::catalog::{Catalog, FeedbackEntry};
+use generator::broker::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
+use generator::broker::records::{self, Vectors};
+use generator::broker::store::Stored;
+use generator::broker::Agent;
 
 /// The agents of one build, indexed for the live routes.
 pub struct Agents {
@@ -147,5 +147,5 @@ pub fn page_body(
 /// The current UTC time, RFC 3339 (a live answer's own time, never a file's).
 fn chrono_now() -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    almanac::timestamp::Timestamp(now.as_nanos() as u64).iso8601()
+    shared::timestamp::Timestamp(now.as_nanos() as u64).iso8601()
 }

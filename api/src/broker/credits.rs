@@ -9,9 +9,9 @@
 //! (`/credits/payments/native/intent`) gives the wallet a transaction to
 //! sign itself.
 
-use almanac::entity::EntityId;
 use serde::Deserialize;
 use serde_json::json;
+use shared::entity::EntityId;
 use warp::http::StatusCode;
 
 use super::payments::Redemption;
@@ -136,7 +136,7 @@ pub async fn transactions(request: Request) -> Answer {
 /// A whole-number query parameter within `min..=max`.
 fn number(request: &Request, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, Error> {
     let Some(raw) = request.query_value(name)? else { return Ok(None) };
-    Ok(Some(almanac::http::number(name, &raw, min, max)?))
+    Ok(Some(shared::http::number(name, &raw, min, max)?))
 }
 
 /// An inclusive bound: an RFC 3339 time, or a date (its first or, for an
@@ -253,7 +253,7 @@ pub async fn redeem(request: Request) -> Answer {
     let (account, entity) = redeemer(&request, body.account_id)?;
     let held = points(&request, &redemption, entity)?;
     let redeem = payments::Redeem {
-        id: format!("rdm_{}", almanac::http::hex(&store::random::<8>())),
+        id: format!("rdm_{}", shared::http::hex(&store::random::<8>())),
         account: account.clone(),
         token: redemption.token(),
         held,

@@ -65,7 +65,7 @@ fn normalise(kind: KeyType, text: &str) -> Result<String, &'static str> {
                 false => PublicKey::from_raw("ECDSA_SECP256K1", &bare),
             };
             match key {
-                Ok(PublicKey::Secp256k1(key)) => Ok(almanac::http::hex(key.to_encoded_point(true).as_bytes())),
+                Ok(PublicKey::Secp256k1(key)) => Ok(shared::http::hex(key.to_encoded_point(true).as_bytes())),
                 _ => Err("must be a secp256k1 point: 33 bytes compressed, 65 uncompressed, or DER"),
             }
         }
@@ -75,7 +75,7 @@ fn normalise(kind: KeyType, text: &str) -> Result<String, &'static str> {
                 false => PublicKey::from_raw("ED25519", &bare),
             };
             match key {
-                Ok(PublicKey::Ed25519(key)) => Ok(almanac::http::hex(key.as_bytes())),
+                Ok(PublicKey::Ed25519(key)) => Ok(shared::http::hex(key.as_bytes())),
                 _ => Err("must be an ed25519 point: 32 bytes, or DER"),
             }
         }
@@ -132,7 +132,7 @@ pub async fn register(request: Request) -> Answer {
         (Some(uaid), _) => {
             // An agent's key: the agent must be one this account registered.
             let uaid = uaid.trim().to_string();
-            if uaid.parse::<almanac::uaid::Uaid>().is_err() {
+            if uaid.parse::<shared::uaid::Uaid>().is_err() {
                 return Err(Error::invalid_body("uaid: not a UAID").naming("uaid"));
             }
             let id = uaid.clone();
@@ -203,10 +203,10 @@ mod tests {
     fn an_uncompressed_secp256k1_key_is_compressed_and_ed25519_points_are_checked() {
         let signing = k256::ecdsa::SigningKey::from_slice(&[7u8; 32]).unwrap();
         let point = signing.verifying_key().to_encoded_point(false);
-        let compressed = almanac::http::hex(signing.verifying_key().to_encoded_point(true).as_bytes());
-        assert_eq!(normalise(KeyType::Secp256k1, &almanac::http::hex(point.as_bytes())), Ok(compressed));
+        let compressed = shared::http::hex(signing.verifying_key().to_encoded_point(true).as_bytes());
+        assert_eq!(normalise(KeyType::Secp256k1, &shared::http::hex(point.as_bytes())), Ok(compressed));
         let ed = ed25519_dalek::SigningKey::from_bytes(&[9u8; 32]).verifying_key();
-        let raw = almanac::http::hex(ed.as_bytes());
+        let raw = shared::http::hex(ed.as_bytes());
         assert_eq!(normalise(KeyType::Ed25519, &raw).as_deref(), Ok(raw.as_str()));
         assert_eq!(normalise(KeyType::Ed25519, &format!("302a300506032b6570032100{raw}")).as_deref(), Ok(raw.as_str()));
     }

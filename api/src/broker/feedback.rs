@@ -12,8 +12,8 @@
 //! journaled, so the next build publishes it (summary, detail and the
 //! feedback index included). Its `client` is the signed-in account.
 
-use almanac::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
-use almanac::broker::Agent;
+use generator::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
+use generator::broker::Agent;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::borrow::Cow;
@@ -114,7 +114,7 @@ fn text(field: &'static str, value: Option<String>, max: usize) -> Result<Option
 /// The chain of an ERC-8004 agent, from its UAID's `nativeId`
 /// (`eip155:<chainId>:<agentId>`).
 fn chain(agent: &Agent) -> Option<(u64, &'static str)> {
-    let native = agent.uaid.parse::<almanac::uaid::Uaid>().ok()?.param("nativeId")?.to_string();
+    let native = agent.uaid.parse::<shared::uaid::Uaid>().ok()?.param("nativeId")?.to_string();
     let chain: u64 = native.strip_prefix("eip155:")?.split(':').next()?.parse().ok()?;
     NETWORKS.iter().find(|(id, _)| *id == chain).copied()
 }
@@ -217,5 +217,5 @@ pub async fn live(request: &Request, agent: &Agent, include_revoked: bool) -> Re
     }
     let published = broker.feedback(agent.uaid.as_str()).map_err(|e| Error::damaged_record(&e))?;
     let entries: Vec<&FeedbackEntry> = published.iter().chain(&fresh).collect();
-    Ok(Some(almanac::broker::render::feedback_live(agent, &entries, include_revoked)))
+    Ok(Some(generator::broker::render::feedback_live(agent, &entries, include_revoked)))
 }

@@ -13,7 +13,7 @@
 
 use prost::Message;
 
-use almanac::entity::EntityId;
+use shared::entity::EntityId;
 
 /// `TransactionList` (the SDKs' `sdk/transaction_list.proto`): one
 /// transaction per node the wallet may submit to.

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use warp::http::StatusCode;
 
-use almanac::entity::EntityId;
+use shared::entity::EntityId;
 
 use super::hapi::{Transfer, TxId};
 use super::payments::{Card, ProviderError, Treasury};
@@ -94,7 +94,7 @@ fn amounts(credits: Option<i64>, hbar: Option<f64>, credits_per_hbar: f64) -> Re
 
 /// A purchase id: `pur_` and 16 random hex digits.
 fn purchase_id() -> String {
-    format!("pur_{}", almanac::http::hex(&store::random::<8>()))
+    format!("pur_{}", shared::http::hex(&store::random::<8>()))
 }
 
 /// `POST /api/v1/credits/payments/native/intent` (signed in).

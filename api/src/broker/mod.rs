@@ -22,9 +22,9 @@ pub mod register;
 pub mod registrar;
 pub mod vectors;
 
-use almanac::broker::catalog::FEEDBACK_REGISTRY;
-use almanac::broker::query::{self, SearchQuery};
-use almanac::broker::render;
+use generator::broker::catalog::FEEDBACK_REGISTRY;
+use generator::broker::query::{self, SearchQuery};
+use generator::broker::render;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
@@ -203,7 +203,7 @@ fn unknown_agent(uaid: &str) -> Error {
 async fn agent_file(
     request: &Request,
     route: impl Fn(&str) -> String,
-    live_body: impl Fn(&Agents, &overlay::View, &almanac::broker::Agent) -> Result<Value, Error>,
+    live_body: impl Fn(&Agents, &overlay::View, &generator::broker::Agent) -> Result<Value, Error>,
 ) -> Answer {
     let (_, broker) = agents(request)?;
     let uaid = request.params.get("uaid");
@@ -233,7 +233,7 @@ fn missing(route: &str) -> Error {
 /// path, so shared caches may keep it.
 pub async fn validate_uaid(request: Request) -> Answer {
     let text = request.params.get("uaid");
-    let parsed = text.parse::<almanac::uaid::Uaid>();
+    let parsed = text.parse::<shared::uaid::Uaid>();
     let formats: Vec<String> = parsed.iter().map(|u| format!("uaid:{}", u.target.as_str())).collect();
     Ok(reply::json(&json!({"uaid": text, "valid": parsed.is_ok(), "formats": formats})))
 }

@@ -9,7 +9,7 @@
 //! the request holds: a build swap never shows a change twice or not at
 //! all. Search runs over the build without the agents the overlay
 //! replaced or deleted and over the overlay's own small index, then merges
-//! the two ([`almanac::broker::query::merge`]): totals, pages, sorts and
+//! the two ([`generator::broker::query::merge`]): totals, pages, sorts and
 //! aggregations are those of one index holding both. (Overlay agents are
 //! scored for relevance with the build's term statistics and their own;
 //! the build's agents with the build's alone, until the next build.)
@@ -43,9 +43,9 @@ use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use almanac::broker::bits::Bits;
-use almanac::broker::query::{self, AgentIndex, Hit, Merged, Part, SearchQuery};
-use almanac::broker::Agent;
+use generator::broker::bits::Bits;
+use generator::broker::query::{self, AgentIndex, Hit, Merged, Part, SearchQuery};
+use generator::broker::Agent;
 
 use super::agents::Agents;
 
@@ -555,8 +555,8 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use almanac::broker::query::search;
-    use almanac::broker::store::Stored;
+    use generator::broker::query::search;
+    use generator::broker::store::Stored;
 
     /// A build of the checked-in agents, journal point 0.
     fn build() -> Agents {
@@ -567,7 +567,7 @@ mod tests {
     /// build: its own fingerprint, every agent at another position).
     fn build_in_order(reversed: bool) -> Agents {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
-        let mut sources = almanac::broker::load(&dir).unwrap();
+        let mut sources = generator::broker::load(&dir).unwrap();
         if reversed {
             sources.agents.reverse();
         }
@@ -592,7 +592,7 @@ mod tests {
     async fn changes_applied_together_are_visible_on_return() {
         let overlay = Arc::new(Overlay::default());
         let writer = Arc::new(Writer::start(overlay.clone(), Duration::from_secs(60)).unwrap());
-        let fresh = almanac::broker::generate::agents(96, 5);
+        let fresh = generator::broker::generate::agents(96, 5);
         let calls: Vec<_> = fresh
             .iter()
             .enumerate()
@@ -621,7 +621,7 @@ mod tests {
             call.await.unwrap();
         }
         // And one at a time, each alone in its batch.
-        let more = almanac::broker::generate::agents(100, 6);
+        let more = generator::broker::generate::agents(100, 6);
         for (i, agent) in more.iter().enumerate().skip(96) {
             let uaid = agent.uaid.to_string();
             writer.apply(vec![(i as i64 + 1, uaid.clone(), Some(agent.clone()))]).await.unwrap();
@@ -646,7 +646,7 @@ mod tests {
         let overlay = Arc::new(Overlay::default());
         let quiet = Duration::from_millis(200);
         let writer = Arc::new(Writer::start(overlay.clone(), quiet).unwrap());
-        let fresh = almanac::broker::generate::agents(12, 4);
+        let fresh = generator::broker::generate::agents(12, 4);
         let change = |(i, agent): (usize, &Agent)| (i as i64 + 1, agent.uaid.to_string(), Some(agent.clone()));
         // Ten together, then one: a segment of ten and one of one.
         writer.apply(fresh.iter().enumerate().take(10).map(change).collect()).await.unwrap();
@@ -699,7 +699,7 @@ mod tests {
         let build = build();
         let reversed = build_in_order(true);
         let overlay = Overlay::default();
-        let fresh = almanac::broker::generate::agents(400, 9);
+        let fresh = generator::broker::generate::agents(400, 9);
         let mut truth: HashMap<String, Option<Agent>> = HashMap::new();
         for seq in 1..=600i64 {
             let n = seq as usize;

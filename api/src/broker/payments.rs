@@ -10,10 +10,10 @@
 
 use std::time::Duration;
 
-use almanac::entity::EntityId;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
+use shared::entity::EntityId;
 
 use crate::store::payments::{self, Intent, Method, Settlement, State};
 use crate::store::{self, Store};
@@ -378,7 +378,7 @@ mod tests {
             let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
             mac.update(format!("{time}.").as_bytes());
             mac.update(body);
-            almanac::http::hex(&mac.finalize().into_bytes())
+            shared::http::hex(&mac.finalize().into_bytes())
         };
         let now = 1_800_000_000;
         let good = sign(now, "whsec_test");

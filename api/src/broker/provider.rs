@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use almanac::broker::embed::Provider;
+use generator::broker::embed::Provider;
 
 pub struct Vectors {
     pub provider: Provider,

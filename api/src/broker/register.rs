@@ -16,8 +16,8 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use almanac::broker::registration::{self, Invalid, Owner, Request as Registration};
-use almanac::broker::{render, Agent, Verification};
+use generator::broker::registration::{self, Invalid, Owner, Request as Registration};
+use generator::broker::{render, Agent, Verification};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use warp::http::StatusCode;
@@ -277,7 +277,7 @@ async fn ownership(request: Request, body: Value) -> Answer {
     }
     agent.verification_status = if claim.registered { Verification::Registered } else { Verification::Indexed };
     agent.updated_at = at;
-    almanac::broker::validate(&agent).map_err(|e| Error::invalid_body(format!("{e:#}")))?;
+    generator::broker::validate(&agent).map_err(|e| Error::invalid_body(format!("{e:#}")))?;
     callable(&request, &agent)?;
     let outcome = save(&request, &agent, owner.account, &body, Plan::new(Mode::Update, 0, Vec::new()), ms).await?;
     let agent = match outcome {

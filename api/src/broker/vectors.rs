@@ -16,8 +16,8 @@ use super::provider::Vectors;
 use crate::reply::{self, Answer, Error};
 use crate::request::parse_body;
 use crate::request::Request;
-use almanac::broker::embed;
-use almanac::broker::query::{filtered, slug, AgentIndex, Hit, SearchQuery};
+use generator::broker::embed;
+use generator::broker::query::{filtered, slug, AgentIndex, Hit, SearchQuery};
 
 /// Why vector search is off for this build, if it is.
 fn vector_unavailable(broker: &Agents, vectors: Option<&Vectors>) -> Option<String> {
@@ -151,8 +151,8 @@ pub async fn search(request: Request) -> Answer {
         q.protocols = strings("protocols", &filter.protocols)?;
         q.adapters = strings("adapter", &filter.adapter)?;
         let kinds = strings("type", &filter.kind)?;
-        if let Some(kind) = kinds.iter().find(|k| !almanac::broker::KINDS.contains(&k.as_str())) {
-            let message = format!("filter.type {kind:?} is not one of {}", almanac::broker::KINDS.join(", "));
+        if let Some(kind) = kinds.iter().find(|k| !generator::broker::KINDS.contains(&k.as_str())) {
+            let message = format!("filter.type {kind:?} is not one of {}", generator::broker::KINDS.join(", "));
             return Err(Error::invalid_body(message).naming("type"));
         }
         q.kind = (kinds.len() == 1).then(|| kinds[0].clone());
@@ -253,7 +253,7 @@ pub async fn search(request: Request) -> Answer {
 /// embedded text, and its embedding once made.
 struct LiveHit<'a> {
     hit: Hit,
-    agent: &'a almanac::broker::Agent,
+    agent: &'a generator::broker::Agent,
     key: String,
     vector: Option<Arc<[f32]>>,
 }
@@ -278,7 +278,7 @@ impl Vector<'_> {
     fn dot(&self, query: &[f32]) -> f32 {
         match self {
             Vector::Held(v) => embed::dot(query, v),
-            Vector::Mapped(bytes) => almanac::broker::records::dot_bytes(query, bytes),
+            Vector::Mapped(bytes) => generator::broker::records::dot_bytes(query, bytes),
         }
     }
 }

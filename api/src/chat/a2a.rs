@@ -118,7 +118,7 @@ pub fn read_card(card: &Value, url: &str) -> Result<Card, Failure> {
 
 /// The JSON-RPC request of a turn.
 fn request(version: Version, turn: &Turn<'_>, streaming: bool, id: u64) -> Value {
-    let message_id = format!("msg-{}", almanac::http::hex(&crate::store::random::<8>()));
+    let message_id = format!("msg-{}", shared::http::hex(&crate::store::random::<8>()));
     let (method, mut message) = match (version, streaming) {
         (Version::V1, false) => {
             ("SendMessage", json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": turn.text}]}))

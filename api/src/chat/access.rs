@@ -108,7 +108,7 @@ pub async fn readable_since(request: &Request, session: &stored::Session) -> Res
 /// not the id that controls it (a plain agent sees it in every call).
 pub fn relay_id(session: &str) -> String {
     let digest = sha2::Sha256::digest(format!("almanac chat relay id\0{session}").as_bytes());
-    format!("conv_{}", almanac::http::hex(&digest[..16]))
+    format!("conv_{}", shared::http::hex(&digest[..16]))
 }
 
 /// 409 for an idempotency key used before with another body.

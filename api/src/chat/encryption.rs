@@ -144,7 +144,7 @@ fn point(text: &str) -> Result<String, &'static str> {
     if bytes.len() != 33 || k256::PublicKey::from_sec1_bytes(&bytes).is_err() {
         return Err("must be a compressed secp256k1 point (33 bytes, 66 hex digits)");
     }
-    Ok(almanac::http::hex(&bytes))
+    Ok(shared::http::hex(&bytes))
 }
 
 /// `POST /api/v1/chat/session/{sessionId}/encryption-handshake`.

@@ -110,7 +110,7 @@ fn metadata(session: &stored::Session, members: &[stored::Member]) -> Value {
 fn uaid_field(value: &str, field: &'static str) -> Result<String, Error> {
     let value = value.trim();
     value
-        .parse::<almanac::uaid::Uaid>()
+        .parse::<shared::uaid::Uaid>()
         .map_err(|_| Error::invalid_body(format!("{field}: not a UAID")).naming(field))?;
     Ok(value.to_string())
 }
@@ -189,7 +189,7 @@ fn read_cursor(text: &str) -> Option<(i64, String)> {
 /// `GET /api/v1/chat/public?limit&cursor&q`.
 pub async fn public(request: Request) -> Answer {
     let limit = match request.query_value("limit")? {
-        Some(raw) => almanac::http::number("limit", &raw, 1, MAX_PUBLIC)?,
+        Some(raw) => shared::http::number("limit", &raw, 1, MAX_PUBLIC)?,
         None => DEFAULT_PUBLIC,
     };
     let after = match request.query_value("cursor")? {

@@ -73,7 +73,7 @@ impl Idempotency {
 }
 
 pub(crate) fn new_id(prefix: &str) -> String {
-    format!("{prefix}{}", almanac::http::hex(&store::random::<16>()))
+    format!("{prefix}{}", shared::http::hex(&store::random::<16>()))
 }
 
 /// A relay failure as answered: 422 when nothing here speaks the agent's
@@ -148,7 +148,7 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
     let (uaid, url, target, agent) = match (&body.uaid, &body.agent_url) {
         (Some(uaid), _) => {
             let uaid = uaid.trim().to_string();
-            if uaid.parse::<almanac::uaid::Uaid>().is_err() {
+            if uaid.parse::<shared::uaid::Uaid>().is_err() {
                 return Err(Error::new(StatusCode::BAD_REQUEST, "invalid_uaid", "uaid: not a UAID").naming("uaid"));
             }
             let view = request.app.overlay.view();
@@ -180,7 +180,7 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
         }
         (None, None) => return Err(Error::invalid_body("uaid or agentUrl: one is required").naming("uaid")),
     };
-    if body.sender_uaid.as_deref().is_some_and(|s| s.parse::<almanac::uaid::Uaid>().is_err()) {
+    if body.sender_uaid.as_deref().is_some_and(|s| s.parse::<shared::uaid::Uaid>().is_err()) {
         return Err(Error::invalid_body("senderUaid: not a UAID").naming("senderUaid"));
     }
     let account = request.principal.as_ref().and_then(|p| p.account.clone());
@@ -345,7 +345,7 @@ pub async fn message(request: Request) -> Answer {
     let key = key.map(|key| {
         use sha2::Digest as _;
         let sent = json!([body.message, body.cipher_envelope]).to_string();
-        Idempotency { key, digest: almanac::http::hex(&sha2::Sha256::digest(sent.as_bytes())) }
+        Idempotency { key, digest: shared::http::hex(&sha2::Sha256::digest(sent.as_bytes())) }
     });
     let _claim = match &key {
         None => None,

@@ -41,7 +41,7 @@ pub async fn route(request: Request) -> Answer {
         let message = format!("message: larger than {} bytes", chat.max_message_bytes);
         return Err(code(StatusCode::PAYLOAD_TOO_LARGE, "message_too_large", message));
     }
-    if uaid.parse::<almanac::uaid::Uaid>().is_err() {
+    if uaid.parse::<shared::uaid::Uaid>().is_err() {
         return Err(code(StatusCode::BAD_REQUEST, "invalid_uaid", format!("{uaid:?} is not a UAID")));
     }
     let view = request.app.overlay.view();

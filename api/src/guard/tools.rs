@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use crate::reply::excerpt;
-use almanac::guard::public::Evidence;
-use almanac::guard::{self, Datasets};
+use generator::guard::public::Evidence;
+use generator::guard::{self, Datasets};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 

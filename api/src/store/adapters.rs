@@ -2,8 +2,8 @@
 //! adapters they publish. Categories and adapters are outbox events, so
 //! the next build's catalog holds them.
 
-use almanac::broker::catalog::{Category, RegistryEntry};
-use almanac::broker::journal::Event;
+use generator::broker::catalog::{Category, RegistryEntry};
+use generator::broker::journal::Event;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{closed, outbox, Failure};

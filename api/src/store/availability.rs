@@ -10,13 +10,13 @@
 //! it was costs a row update, not an event, so a steady round of a
 //! million agents adds nothing to the journal.
 
-use almanac::broker::availability::{uptime_after, Measurement, Status};
-use almanac::broker::journal::Event;
+use generator::broker::availability::{uptime_after, Measurement, Status};
+use generator::broker::journal::Event;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{outbox, rfc3339, Failure};
 
-almanac::vocabulary! {
+shared::vocabulary! {
     /// What one check found: `reached` (the agent answered in its
     /// protocol); `unreachable` (no address, no connection, or no answer
     /// in time); `refused` (an answer that is not the protocol's, or an
@@ -189,7 +189,7 @@ pub fn checked_at(conn: &Connection, uaids: &[String]) -> Result<Vec<Option<i64>
 #[derive(Clone, Debug, PartialEq)]
 pub enum Registered {
     /// Registered through the api: its record.
-    Live(Box<almanac::broker::Agent>),
+    Live(Box<generator::broker::Agent>),
     /// Registered through the api and deleted since.
     Deleted,
     /// Not registered through the api: the build's.

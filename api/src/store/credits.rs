@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use super::{closed, Failure};
 
-almanac::vocabulary! {
+shared::vocabulary! {
     /// What a transaction is.
     Kind, KINDS {
         Purchase = "purchase",
@@ -17,7 +17,7 @@ almanac::vocabulary! {
     }
 }
 
-almanac::vocabulary! {
+shared::vocabulary! {
     /// Where a transaction stands.
     Status, STATUSES {
         Pending = "pending",

@@ -68,7 +68,7 @@ pub fn register(conn: &Connection, registration: &Registration, now: i64) -> Res
             Ok(Key { public_key: key.public_key.clone(), email, updated_at: now, ..held })
         }
         None => {
-            let id = format!("ek_{}", almanac::http::hex(&super::random::<12>()));
+            let id = format!("ek_{}", shared::http::hex(&super::random::<12>()));
             conn.execute(
                 "INSERT INTO encryption_keys (id, subject, key_type, public_key, uaid, ledger_account_id,
                      ledger_network, email, account_id, created_at, updated_at)

@@ -12,7 +12,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::credits::{self, Change, Kind, Posted};
 use super::{closed, Failure};
 
-almanac::vocabulary! {
+shared::vocabulary! {
     /// How an intent is paid.
     Method, METHODS {
         Native = "native",
@@ -20,7 +20,7 @@ almanac::vocabulary! {
     }
 }
 
-almanac::vocabulary! {
+shared::vocabulary! {
     /// Where an intent stands.
     State, STATES {
         Pending = "pending",

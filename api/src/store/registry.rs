@@ -5,14 +5,14 @@
 //! agent's row, the journal's outbox event and the attempt are stored
 //! together or not at all.
 
-use almanac::broker::journal::Event;
-use almanac::broker::Agent;
+use generator::broker::journal::Event;
+use generator::broker::Agent;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::credits::{self, Change as Credit, Kind, Posted};
 use super::{closed, outbox, Failure};
 
-almanac::vocabulary! {
+shared::vocabulary! {
     /// What an attempt did.
     Mode, MODES {
         Register = "register",
@@ -20,7 +20,7 @@ almanac::vocabulary! {
     }
 }
 
-almanac::vocabulary! {
+shared::vocabulary! {
     /// Where one additional registry of an attempt stands.
     Delivery, DELIVERIES {
         Pending = "pending",
@@ -55,7 +55,7 @@ pub struct Plan {
 impl Plan {
     /// A plan with a fresh attempt id.
     pub fn new(mode: Mode, base: i64, additional: Vec<(String, String, i64)>) -> Plan {
-        Plan { id: format!("att_{}", almanac::http::hex(&super::random::<12>())), mode, base, additional }
+        Plan { id: format!("att_{}", shared::http::hex(&super::random::<12>())), mode, base, additional }
     }
 
     pub fn total(&self) -> i64 {

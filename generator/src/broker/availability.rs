@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Agent;
 
-crate::vocabulary! {
+shared::vocabulary! {
     /// Who an agent's availability comes from.
     Source, SOURCES {
         Broker = "broker",
@@ -29,7 +29,7 @@ crate::vocabulary! {
     }
 }
 
-crate::vocabulary! {
+shared::vocabulary! {
     /// What a check found.
     Status, STATUSES {
         Online = "online",

@@ -658,7 +658,7 @@ pub const FILE: &str = "columns.bin";
 
 /// Writes `columns` into the search index folder `dir`, synced.
 pub fn save(columns: &Columns, dir: &std::path::Path) -> Result<()> {
-    crate::site::write_synced_with(&dir.join(FILE), |out| Ok(columns.write(out)?))
+    shared::site::write_synced_with(&dir.join(FILE), |out| Ok(columns.write(out)?))
 }
 
 /// The columns saved in the search index folder `dir`.

@@ -23,7 +23,7 @@ use super::render::{time, Tally};
 use super::scan::{Digest, Facts, Row};
 use super::store::{self, SearchIndex};
 use super::Agent;
-use crate::timestamp::Timestamp;
+use shared::timestamp::Timestamp;
 
 /// The journal's records after the live build's point: agents registered,
 /// updated or deleted.
@@ -228,7 +228,7 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
             hasher.update(uaid.as_bytes());
             hasher.update(record.get(uaid).map_or(&b"deleted"[..], |r| r.as_bytes()));
         }
-        crate::http::hex(&hasher.finalize())
+        shared::http::hex(&hasher.finalize())
     };
     let deleted_uaids: Vec<&str> = deleted.iter().map(|(a, _)| a.uaid.as_str()).collect();
     let update = store::Update {

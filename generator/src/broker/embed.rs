@@ -114,7 +114,7 @@ pub fn text(agent: &Agent) -> String {
 /// The cache key of a text under a model.
 pub fn key(model: &str, text: &str) -> String {
     let digest = Sha256::digest(format!("{model}\n{text}").as_bytes());
-    crate::http::hex(&digest)
+    shared::http::hex(&digest)
 }
 
 /// Embeds every agent's text ([`text`]), asking the provider only for

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
 use super::{Agent, AiAgent, Profile, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
-use crate::uaid::{self, AgentData};
+use shared::uaid::{self, AgentData};
 
 pub use super::CAPABILITIES;
 
@@ -460,7 +460,7 @@ mod tests {
         assert!(f.iter().any(|e| e.revoked) && f.iter().any(|e| !e.revoked));
         // Each UAID is the HCS-14 id of the agent's own data.
         for agent in a.iter().take(50) {
-            let parsed: crate::uaid::Uaid = agent.uaid.parse().unwrap();
+            let parsed: shared::uaid::Uaid = agent.uaid.parse().unwrap();
             assert_eq!(parsed.param("registry"), Some(agent.registry.as_str()));
         }
     }

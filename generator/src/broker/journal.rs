@@ -144,7 +144,7 @@ pub fn digest_through(records: &[(Position, Record)], seq: u64) -> String {
         hasher.update((bytes.len() as u64).to_le_bytes());
         hasher.update(bytes);
     }
-    crate::http::hex(&hasher.finalize())
+    shared::http::hex(&hasher.finalize())
 }
 
 /// How many `/popular` lists.

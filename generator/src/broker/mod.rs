@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use catalog::{Catalog, FeedbackEntry};
 
-use crate::uaid::{Target, Uaid};
+use shared::uaid::{Target, Uaid};
 
 /// HCS-11 AI capability codes 0 to 18, by label.
 pub const CAPABILITIES: [&str; 19] = [
@@ -67,7 +67,7 @@ pub const PROFILE_PERSONAL: u8 = 0;
 pub const PROFILE_AI_AGENT: u8 = 1;
 pub const PROFILE_MCP_SERVER: u8 = 2;
 
-vocabulary! {
+shared::vocabulary! {
     /// Where an agent stands with the broker.
     Verification, VERIFICATION {
         Registered = "registered",
@@ -76,7 +76,7 @@ vocabulary! {
     }
 }
 
-vocabulary! {
+shared::vocabulary! {
     /// What an agent is: its `type`, and the `type` search filter.
     AgentKind, KINDS {
         AiAgents = "ai-agents",

@@ -40,7 +40,7 @@ use super::columns::{order_slot, Columns, Trust, TRUST_STEPS};
 use super::records::Records;
 use super::text::{Ranks, TextIndex};
 use super::{Agent, KINDS, VERIFICATION};
-use crate::http::BadParameter;
+use shared::http::BadParameter;
 
 pub const DEFAULT_LIMIT: usize = 20;
 pub const MAX_LIMIT: usize = 500;

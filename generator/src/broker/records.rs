@@ -250,7 +250,7 @@ fn uaid_entry(table: &[u8], n: usize) -> (u64, u32) {
 /// FNV-1a, 64 bits: a UAID's place in the table. Written down here, so
 /// that the file means the same to every build of the api.
 fn fnv(text: &str) -> u64 {
-    crate::http::fnv(text.as_bytes())
+    shared::http::fnv(text.as_bytes())
 }
 
 /// The agents' embeddings, mapped: one vector of little-endian `f32`s per
@@ -590,7 +590,7 @@ impl Packed {
     /// String `n`, read from the file: nothing of it is mapped.
     fn read(&self, n: usize) -> std::io::Result<Vec<u8>> {
         let span = self.span(n);
-        crate::index::read_at(&self.file, span.start as u64, span.len())
+        shared::index::read_at(&self.file, span.start as u64, span.len())
     }
 
     fn trailer(&self) -> &[u8] {

@@ -18,8 +18,8 @@ use serde_json::{Map, Value};
 
 use super::catalog::{Catalog, Network};
 use super::{validate, Agent, AgentKind, Profile, Verification, CAPABILITIES, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
-use crate::entity::EntityId;
-use crate::uaid::{self, AgentData, Target, Uaid};
+use shared::entity::EntityId;
+use shared::uaid::{self, AgentData, Target, Uaid};
 
 /// The registry an agent joins when the request names none.
 pub const DEFAULT_REGISTRY: &str = "hashgraph-online";

@@ -9,7 +9,7 @@
 //! every segment percent-encoded as `encodeURIComponent` does (the
 //! reference client's encoding), so a UAID is one segment even when its
 //! `nativeId` holds a `/` (the api decodes a path parameter and spells the
-//! route again with [`segment`]). A file is named by [`crate::http::file_name`]:
+//! route again with [`segment`]). A file is named by [`shared::http::file_name`]:
 //! `a-z A-Z 0-9 - _` kept, every other byte percent-encoded (no `.`, `/` or
 //! `:`, so the name is valid on every file system and object store), and a
 //! value whose name would pass 120 bytes is named `~` and 32 hex digits of
@@ -24,9 +24,9 @@ use serde_json::{json, Value};
 use super::catalog::{metadata_at, Catalog, Facet, FacetOption, FeedbackEntry, RegistryEntry, FEEDBACK_REGISTRY};
 use super::query::slug;
 use super::Agent;
-use crate::http::{file_name, BadParameter, Cache, Representation};
-use crate::site::File;
-use crate::timestamp::Timestamp;
+use shared::http::{file_name, BadParameter, Cache, Representation};
+use shared::site::File;
+use shared::timestamp::Timestamp;
 
 pub use super::query::SIMILAR_LIMIT;
 /// `GET /adapters/registry/adapters` paging.

@@ -27,7 +27,7 @@ use super::catalog::{self, Catalog, FeedbackEntry, Subject};
 use super::journal::{self, Overlay};
 use super::render::Tally;
 use super::{source, Agent, FeedbackFile};
-use crate::timestamp::Timestamp;
+use shared::timestamp::Timestamp;
 
 /// What pass 1 learnt: everything a file of the index needs besides its
 /// own agent.
@@ -117,13 +117,13 @@ pub fn digest(dir: &Path, journal: &Path) -> Result<Digest> {
     let mut hasher = Sha256::new();
     hasher.update(env!("CARGO_PKG_VERSION"));
     hash_files(&mut hasher, &paths)?;
-    let sources = crate::http::hex(&hasher.finalize());
+    let sources = shared::http::hex(&hasher.finalize());
     let mut hasher = Sha256::new();
     hasher.update(&sources);
     if journal.exists() {
         hash_files(&mut hasher, &journal::files(journal).context("the broker journal")?)?;
     }
-    Ok(Digest { whole: crate::http::hex(&hasher.finalize()), sources })
+    Ok(Digest { whole: shared::http::hex(&hasher.finalize()), sources })
 }
 
 /// Hashes each file's name, length and bytes (a missing one as missing).
@@ -363,7 +363,7 @@ impl Summary {
         fingerprint.update(serde_json::to_vec(&self.catalog).expect("the catalog serialises"));
         fingerprint.update(self.journal_seq.to_le_bytes());
         fingerprint.update(env!("CARGO_PKG_VERSION"));
-        self.fingerprint = crate::http::hex(&fingerprint.finalize());
+        self.fingerprint = shared::http::hex(&fingerprint.finalize());
         (self.tally, self.directory) = (tally, directory);
         Ok(self)
     }

@@ -19,12 +19,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::timestamp::Timestamp;
 use anyhow::{Context, Result};
 use duckdb::arrow::array::{Float64Array, StringArray};
 use duckdb::arrow::datatypes::DataType;
 use duckdb::Connection;
 use sha2::{Digest, Sha256};
+use shared::timestamp::Timestamp;
 
 use super::catalog::{Catalog, FeedbackEntry};
 use super::Agent;
@@ -129,7 +129,7 @@ impl<'c> Writer<'c> {
         tx.execute("INSERT INTO broker_meta VALUES ('journal_digest', ?)", [journal_digest])?;
         let tally = serde_json::to_string(tally).expect("the tally serialises");
         tx.execute("INSERT INTO broker_meta VALUES ('tally', ?)", [tally])?;
-        let fingerprint = crate::http::hex(&self.fingerprint.finalize());
+        let fingerprint = shared::http::hex(&self.fingerprint.finalize());
         tx.execute("INSERT INTO broker_meta VALUES ('fingerprint', ?)", [fingerprint])?;
         self.tx.commit().context("writing the broker tables")
     }

@@ -24,9 +24,9 @@ use chrono::NaiveDate;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::site::File;
-use crate::timestamp::Timestamp;
 use public::*;
+use shared::site::File;
+use shared::timestamp::Timestamp;
 use source::*;
 
 /// Routes of the five datasets, and their source files under the guard
@@ -38,22 +38,22 @@ pub const POLICIES: &str = "/guard/security/policies.json";
 pub const BENCHMARK: &str = "/guard/research/ai-coding-agent-runtime-security-benchmark/data.json";
 pub const ROUTES: [&str; 5] = [FACTS, CAMPAIGNS, COVERAGE, POLICIES, BENCHMARK];
 
-vocabulary! {
+shared::vocabulary! {
     /// How dangerous a campaign is.
     Severity, SEVERITIES { Low = "low", Medium = "medium", High = "high", Critical = "critical" }
 }
 
-vocabulary! {
+shared::vocabulary! {
     /// How far the product covers a runtime.
     SupportLevel, SUPPORT_LEVELS { Protected = "protected", Beta = "beta", MonitorOnly = "monitor-only" }
 }
 
-vocabulary! {
+shared::vocabulary! {
     /// Where a coverage assertion stands.
     CoverageStatus, STATUSES { Verified = "verified", Partial = "partial", Regressed = "regressed" }
 }
 
-vocabulary! {
+shared::vocabulary! {
     /// What a policy does.
     Action, ACTIONS {
         Allow = "allow",
@@ -64,7 +64,7 @@ vocabulary! {
     }
 }
 
-vocabulary! {
+shared::vocabulary! {
     /// How one benchmark cell came out.
     Outcome, OUTCOMES {
         Prevented = "prevented",
@@ -487,11 +487,11 @@ pub fn render(datasets: &Datasets) -> Vec<File> {
         File {
             route: route.to_string(),
             path: route.trim_start_matches('/').to_string(),
-            representation: crate::http::Representation {
+            representation: shared::http::Representation {
                 body,
                 last_modified,
-                content_type: crate::http::JSON,
-                cache: crate::http::Cache::Catalog,
+                content_type: shared::http::JSON,
+                cache: shared::http::Cache::Catalog,
             },
         }
     }

@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::entity::EntityId;
 use crate::hcs20::{Event, EventKind, Ledger, Token};
-use crate::timestamp::Timestamp;
+use shared::entity::EntityId;
+use shared::timestamp::Timestamp;
 
 /// Default page size of `/hcs20/holders` and `/hcs20/transactions`.
 pub const DEFAULT_PAGE_SIZE: usize = 25;

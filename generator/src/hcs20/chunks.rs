@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use super::message::Reason;
 use super::verdict::OperationRow;
 use super::Message;
-use crate::entity::EntityId;
-use crate::timestamp::Timestamp;
+use shared::entity::EntityId;
+use shared::timestamp::Timestamp;
 
 /// A complete message ready for the rules: either one unchunked message
 /// (body borrowed) or the join of its parts.

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use crate::entity::EntityId;
+use shared::entity::EntityId;
 
 /// Longest number string the standard allows.
 pub const MAX_NUMBER_CHARS: usize = 18;

@@ -23,8 +23,8 @@ use message::{decode, Decoded};
 
 use std::collections::BTreeSet;
 
-use crate::entity::EntityId;
-use crate::timestamp::Timestamp;
+use shared::entity::EntityId;
+use shared::timestamp::Timestamp;
 
 /// One consensus message as the mirror node reports it, body decoded from
 /// base64. This is what sources produce and what the warehouse stores.

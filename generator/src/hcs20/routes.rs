@@ -11,11 +11,11 @@ use serde::Serialize;
 
 use std::collections::BTreeSet;
 
-use crate::entity::EntityId;
 use crate::hcs20::analytics::{Analytics, TokenSummary, DEFAULT_PAGE_SIZE};
 use crate::hcs20::message::normalise_tick;
-use crate::http::{file_name, BadParameter, Cache, Representation, JSON};
-use crate::timestamp::Timestamp;
+use shared::entity::EntityId;
+use shared::http::{file_name, BadParameter, Cache, Representation, JSON};
+use shared::timestamp::Timestamp;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Route {
@@ -278,7 +278,7 @@ impl Query {
     }
 
     fn number(&self, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, BadParameter> {
-        self.get(name).map(|raw| crate::http::number(name, raw, min, max)).transpose()
+        self.get(name).map(|raw| shared::http::number(name, raw, min, max)).transpose()
     }
 }
 

@@ -8,8 +8,8 @@ use rustc_hash::FxHashMap as HashMap;
 use super::chunks::Envelope;
 use super::message::{Decoded, OpKind, Operation, Reason, Rejection};
 use super::verdict::OperationRow;
-use crate::entity::EntityId;
-use crate::timestamp::Timestamp;
+use shared::entity::EntityId;
+use shared::timestamp::Timestamp;
 
 /// The two well-known topics. Every other topic is learnt from `register`
 /// messages on the registry topic.

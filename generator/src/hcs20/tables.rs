@@ -19,10 +19,10 @@ use duckdb::arrow::datatypes::DataType;
 use duckdb::{params, Connection};
 
 use crate::columnar;
-use crate::entity::EntityId;
 use crate::hcs20::analytics::{Analytics, EventRow, HoldingRow, TokenSummary};
 use crate::hcs20::{Changes, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
-use crate::timestamp::Timestamp;
+use shared::entity::EntityId;
+use shared::timestamp::Timestamp;
 
 const SCHEMA: &str = "
 CREATE OR REPLACE TABLE topics (topic VARCHAR, private BOOLEAN, name VARCHAR, registered_ns UBIGINT);

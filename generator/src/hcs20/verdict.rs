@@ -4,8 +4,8 @@
 
 use super::message::{OpKind, Reason, Rejection};
 use super::Message;
-use crate::entity::EntityId;
-use crate::timestamp::Timestamp;
+use shared::entity::EntityId;
+use shared::timestamp::Timestamp;
 
 /// One row of the warehouse's `operations` table: every message, applied or
 /// not, with the reason when not.

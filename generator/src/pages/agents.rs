@@ -10,7 +10,7 @@ use crate::broker::render::agent_route;
 use crate::broker::render::time as instant;
 use crate::broker::scan::Row;
 use crate::broker::Agent;
-use crate::http::Cache;
+use shared::http::Cache;
 
 /// Feedback entries listed on a profile, newest first.
 const FEEDBACK_SHOWN: usize = 20;
@@ -183,7 +183,7 @@ fn keys(hashes: &[u64], runs: &[std::ops::Range<usize>]) -> Vec<Option<String>> 
 /// A UAID's hash: FNV-1a, its bits mixed (splitmix64's finaliser) so that
 /// its residues are even.
 fn row_hash(uaid: &str) -> u64 {
-    let mut h = crate::http::fnv(uaid.as_bytes());
+    let mut h = shared::http::fnv(uaid.as_bytes());
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)
@@ -262,7 +262,7 @@ pub(super) fn profile(a: &Agent, entries: &[&FeedbackEntry]) -> Page {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timestamp::Timestamp;
+    use shared::timestamp::Timestamp;
 
     fn row(n: u64) -> Row {
         Row {
@@ -331,7 +331,7 @@ mod tests {
         let tally = crate::broker::render::Tally::default();
         let made = |rows: &[Row], before: Option<Before>| {
             let (pages, routes) = directory(&crate::pages::Directory { rows, tally: &tally, before });
-            let pages: std::collections::HashMap<String, (Value, crate::timestamp::Timestamp)> =
+            let pages: std::collections::HashMap<String, (Value, shared::timestamp::Timestamp)> =
                 pages.into_iter().map(|p| (p.route, (p.context, p.last_modified))).collect();
             (pages, routes)
         };

@@ -9,7 +9,7 @@ use super::{markup, routes, svg, Page};
 use crate::guard::midnight;
 use crate::guard::{public::Run, Datasets, Outcome};
 use crate::guard::{BENCHMARK, CAMPAIGNS, COVERAGE, FACTS};
-use crate::http::Cache;
+use shared::http::Cache;
 
 /// Outcomes in the order their bars are stacked, best first, with colours
 /// that keep 3:1 against white for the bars.

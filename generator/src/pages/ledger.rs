@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use minijinja::{context, Value};
 
 use super::{markup, routes, svg, Page};
-use crate::entity::EntityId;
 use crate::hcs20::analytics::{Analytics, TokenSummary};
 use crate::hcs20::routes::Route;
 use crate::hcs20::tables::SupplyChange;
-use crate::http::Cache;
-use crate::timestamp::Timestamp;
+use shared::entity::EntityId;
+use shared::http::Cache;
+use shared::timestamp::Timestamp;
 
 const MINUTE_NS: u64 = 60 * 1_000_000_000;
 /// Bars of the mints chart at most, ending with the data's newest.

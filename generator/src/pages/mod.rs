@@ -26,10 +26,10 @@ use minijinja::{context, Environment, Value};
 use crate::broker::catalog::FeedbackEntry;
 use crate::hcs20::analytics::Analytics;
 use crate::hcs20::tables::SupplyChange;
-use crate::http::{Cache, Representation};
-use crate::manifest::Export;
-use crate::site::File;
-use crate::timestamp::Timestamp;
+use shared::http::{Cache, Representation};
+use shared::manifest::Export;
+use shared::site::File;
+use shared::timestamp::Timestamp;
 
 /// Content type of every page.
 pub const HTML: &str = "text/html; charset=utf-8";
@@ -117,7 +117,7 @@ impl Renderer {
     /// A renderer for a site with the guard section or not, and the
     /// agents' or not.
     pub fn new(guard: bool, agents: bool) -> Renderer {
-        Renderer { env: environment(), site: Site { guard, agents, openapi: crate::http::OPENAPI_ROUTE } }
+        Renderer { env: environment(), site: Site { guard, agents, openapi: shared::http::OPENAPI_ROUTE } }
     }
 
     /// Every page of the build but the agents' profiles and the

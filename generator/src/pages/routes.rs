@@ -1,11 +1,11 @@
 //! Where each page is served and which file holds it. Route segments are
 //! spelled as `encodeURIComponent` spells them ([`canonical`] turns any
 //! spelling of a page's path into that one); file names go through
-//! [`crate::http::file_name`], so none can climb out of its folder.
+//! [`shared::http::file_name`], so none can climb out of its folder.
 
 use crate::broker::render::segment;
-use crate::entity::EntityId;
-use crate::http::file_name;
+use shared::entity::EntityId;
+use shared::http::file_name;
 
 pub const LANDING: &str = "/";
 pub const TOKENS: &str = "/tokens";

@@ -1,5 +1,5 @@
 //! The `api` with the fault point named by `ALMANAC_FAULT` armed
-//! (`almanac::fault`): the crash-safety and swap tests run it. Never
+//! (`shared::fault`): the crash-safety and swap tests run it. Never
 //! installed.
 
 #[global_allocator]
@@ -7,7 +7,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
     if let Ok(point) = std::env::var(tests::process::FAULT) {
-        almanac::fault::arm(&point);
+        shared::fault::arm(&point);
     }
     api::command::main()
 }

@@ -49,10 +49,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use almanac::entity::EntityId;
-use almanac::hcs20::ledger::{captured, MirrorMessage, Page};
-use almanac::hcs20::{replay, Topics};
 use anyhow::{bail, Context, Result};
+use generator::hcs20::ledger::{captured, MirrorMessage, Page};
+use generator::hcs20::{replay, Topics};
+use shared::entity::EntityId;
 
 /// The api's allocator: in-process searches allocate as the api's do.
 /// Every command runs with it, `bench ingest` too, whose rules the
@@ -171,14 +171,14 @@ fn dns(port_file: &Path) -> Result<()> {
 /// 20 that have it (precision). Then whole searches (filters, sorts,
 /// pages, aggregations) over the new index.
 fn text(n: usize) -> Result<()> {
-    use almanac::broker::generate;
-    use almanac::broker::query::{search, AgentIndex, SearchQuery};
-    use almanac::broker::text::TextIndex;
+    use generator::broker::generate;
+    use generator::broker::query::{search, AgentIndex, SearchQuery};
+    use generator::broker::text::TextIndex;
     let agents = generate::agents(n, 1);
     let started = Instant::now();
     let baseline = tests::bm25f::TextIndex::build(&agents);
     let baseline_built = started.elapsed();
-    let rank = almanac::broker::columns::Columns::of(&agents).id_rank;
+    let rank = generator::broker::columns::Columns::of(&agents).id_rank;
     let started = Instant::now();
     let tantivy = TextIndex::build(&agents, &rank);
     let tantivy_built = started.elapsed();
@@ -253,8 +253,8 @@ fn text(n: usize) -> Result<()> {
         );
     }
 
-    let columns = almanac::broker::columns::Columns::of(&agents);
-    let index = AgentIndex::of_parts(almanac::broker::records::Records::held(agents), tantivy, columns)?;
+    let columns = generator::broker::columns::Columns::of(&agents);
+    let index = AgentIndex::of_parts(generator::broker::records::Records::held(agents), tantivy, columns)?;
     let queries: Vec<SearchQuery> = paths
         .iter()
         .map(|p| SearchQuery::parse(p.split_once('?').map_or("", |(_, q)| q)).map_err(|e| anyhow::anyhow!("{p}: {e}")))
@@ -288,14 +288,14 @@ fn text(n: usize) -> Result<()> {
 /// each search's median; p50 and p99 by kind of search (with text or not,
 /// sorted or not).
 fn search_folder(dir: &Path, queries: &str, overlay: usize) -> Result<()> {
-    use almanac::broker::bits::Bits;
-    use almanac::broker::query::{merge, search, AgentIndex, Part, SearchQuery};
+    use generator::broker::bits::Bits;
+    use generator::broker::query::{merge, search, AgentIndex, Part, SearchQuery};
     let started = Instant::now();
-    let index = almanac::broker::search_folder::open(dir)?.index;
+    let index = generator::broker::search_folder::open(dir)?.index;
     println!("opened {} agents in {:.2} s", index.len(), started.elapsed().as_secs_f64());
     // The live overlay as the api holds it after OVERLAY registrations
     // (settled into one segment, replacing none of the build's agents).
-    let live = AgentIndex::build(almanac::broker::generate::agents(overlay, 77));
+    let live = AgentIndex::build(generator::broker::generate::agents(overlay, 77));
     let (none, none_live) = (Bits::empty(index.len()), Bits::empty(live.len()));
     let parts = [
         Part { index: &index, excluded: &none, reference: None },
@@ -361,7 +361,7 @@ fn search_folder(dir: &Path, queries: &str, overlay: usize) -> Result<()> {
 /// A search index folder of `agents` generated agents in `dir` (see the
 /// module's doc).
 fn write_folder(agents: usize, dir: &Path) -> Result<()> {
-    use almanac::broker::{generate, records::Batch, search_folder::Writer};
+    use generator::broker::{generate, records::Batch, search_folder::Writer};
     let started = Instant::now();
     let all = generate::agents(agents, 1);
     anyhow::ensure!(!dir.exists(), "{} exists", dir.display());
@@ -602,7 +602,7 @@ fn journal(source: &Path, dir: &Path, changes: usize) -> Result<()> {
         writeln!(out, "{record}")?;
         Ok(())
     };
-    for (i, agent) in almanac::broker::generate::agents(registered, 7 + round as u64).into_iter().enumerate() {
+    for (i, agent) in generator::broker::generate::agents(registered, 7 + round as u64).into_iter().enumerate() {
         // Named for the round: no clash with the source's agents or an
         // earlier round's.
         let mut agent = serde_json::to_value(&agent)?;
@@ -676,7 +676,7 @@ fn register(base: &str, store: &Path, agents: usize) -> Result<()> {
         let verified = api::auth::login::login(&http, &args, &signing).await?;
         verified["key"].as_str().map(str::to_string).context("the sign-in gave no key")
     })?;
-    let bodies: Vec<serde_json::Value> = almanac::broker::generate::agents(agents, 5)
+    let bodies: Vec<serde_json::Value> = generator::broker::generate::agents(agents, 5)
         .into_iter()
         .enumerate()
         .map(|(i, agent)| {
@@ -952,7 +952,7 @@ fn queries(n: usize) -> Result<()> {
 
 /// `n` distinct search paths (see `bench queries`), the same every time.
 fn query_paths(n: usize) -> Vec<String> {
-    use almanac::broker::generate::{vocabulary, Rng};
+    use generator::broker::generate::{vocabulary, Rng};
     let (words, registries, protocols) = vocabulary();
     let mut rng = Rng::new(2026);
     let pick = |list: &[&'static str], rng: &mut Rng| list[rng.below(list.len() as u64) as usize];
@@ -998,14 +998,14 @@ fn query_paths(n: usize) -> Vec<String> {
 
 /// Prints `n` agent-detail routes of the build in `dir` and their files.
 fn sample(dir: &Path, n: usize) -> Result<()> {
-    let index = almanac::index::Index::open(dir)?;
+    let index = shared::index::Index::open(dir)?;
     let details: Vec<(String, String)> = index
         .iter()
         .filter(|r| r.route.starts_with("/api/v1/agents/") && r.route.matches('/').count() == 4)
         .map(|r| (r.route, r.file))
         .collect();
     anyhow::ensure!(!details.is_empty(), "the build has no agents");
-    let mut rng = almanac::broker::generate::Rng::new(7);
+    let mut rng = generator::broker::generate::Rng::new(7);
     let mut out = String::new();
     for _ in 0..n.min(details.len()) {
         let (route, file) = &details[rng.below(details.len() as u64) as usize];

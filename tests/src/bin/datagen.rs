@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use almanac::broker::{generate, AgentsFile, FeedbackFile};
-use almanac::hcs20::Topics;
 use anyhow::{Context, Result};
 use clap::Parser;
+use generator::broker::{generate, AgentsFile, FeedbackFile};
+use generator::hcs20::Topics;
 use tests::datagen;
 
 #[derive(Parser)]

@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use almanac::broker::query::{search, AgentIndex, SearchQuery};
-use almanac::broker::{self, Agent};
+use generator::broker::query::{search, AgentIndex, SearchQuery};
+use generator::broker::{self, Agent};
 use reqwest::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use serde_json::{json, Value};
 use tests::process::{build, Api};
@@ -38,7 +38,7 @@ fn start() -> &'static Fixture {
 
 /// `encodeURIComponent`, as the reference client encodes path parameters.
 fn encode(value: &str) -> String {
-    almanac::broker::render::segment(value)
+    generator::broker::render::segment(value)
 }
 
 impl Fixture {
@@ -199,7 +199,7 @@ async fn similar_agents_share_capabilities_ranked() {
     let agent = f.agent("a2a-registry");
     let body = f.shaped(&format!("/api/v1/agents/{}/similar", encode(&agent.uaid)), &contract::registry_search()).await;
     let hits = body["hits"].as_array().unwrap();
-    assert!(!hits.is_empty() && hits.len() <= almanac::broker::render::SIMILAR_LIMIT);
+    assert!(!hits.is_empty() && hits.len() <= generator::broker::render::SIMILAR_LIMIT);
     let mine: BTreeSet<u64> = agent.capabilities.iter().map(|c| u64::from(*c)).collect();
     let mut previous: Option<(usize, f64)> = None;
     for hit in hits {
@@ -457,7 +457,7 @@ async fn hybrid_search_with_a_real_embedding_provider() {
     ];
     build(&site, &data, &args);
     let sources = broker::load(&workspace_root().join("datasets/broker")).unwrap();
-    let texts: BTreeSet<String> = sources.agents.iter().map(almanac::broker::embed::text).collect();
+    let texts: BTreeSet<String> = sources.agents.iter().map(generator::broker::embed::text).collect();
     assert_eq!(server.counters.texts.load(Ordering::SeqCst), texts.len());
     // A second run embeds nothing again: the warehouse caches by model and text.
     let requests = server.counters.requests.load(Ordering::SeqCst);
@@ -472,7 +472,7 @@ async fn hybrid_search_with_a_real_embedding_provider() {
 
     // An agent's own text finds it first (cosine 1 and the best BM25F).
     let target = &f.sources.agents[42];
-    let body = json!({"query": almanac::broker::embed::text(target), "limit": 5}).to_string();
+    let body = json!({"query": generator::broker::embed::text(target), "limit": 5}).to_string();
     let (status, answer) = f.post("/api/v1/search", &body).await;
     assert_eq!(status, 200, "{answer}");
     shape::check(&answer, &contract::vector_search(), "$").unwrap();
@@ -592,7 +592,7 @@ async fn the_next_build_includes_the_journal() {
     let after = wait_for_build(&f, &before["build"]).await;
     assert_eq!(after["broker"], before["broker"], "the agent index was loaded again");
 
-    let mut newcomer = almanac::broker::generate::agents(1, 4242).pop().unwrap();
+    let mut newcomer = generator::broker::generate::agents(1, 4242).pop().unwrap();
     newcomer.id = format!("{}:journal-newcomer", newcomer.registry);
     newcomer.name = "Zephyrine Cartographer".into();
     let gone = f.agent("nanda").clone();

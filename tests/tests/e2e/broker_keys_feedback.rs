@@ -8,13 +8,13 @@ use serde_json::{json, Value};
 use tests::live::Broker;
 
 fn encode(uaid: &str) -> String {
-    almanac::broker::render::segment(uaid)
+    generator::broker::render::segment(uaid)
 }
 
 /// A compressed secp256k1 public key, in hex, of a fixed secret.
 fn secp256k1(secret: u8) -> (String, String) {
     let key = k256::ecdsa::SigningKey::from_slice(&[secret; 32]).unwrap();
-    let hex = |compress| almanac::http::hex(key.verifying_key().to_encoded_point(compress).as_bytes());
+    let hex = |compress| shared::http::hex(key.verifying_key().to_encoded_point(compress).as_bytes());
     (hex(true), hex(false))
 }
 
@@ -89,7 +89,7 @@ async fn encryption_keys_are_normalised_idempotent_and_bound_to_their_owner() {
     assert_eq!((status, &agent_key["uaid"], &agent_key["ledgerAccountId"]), (201, &json!(uaid), &Value::Null));
     assert_ne!(agent_key["id"], first["id"], "an agent's key is not its owner's");
     assert_eq!(post(Some(&other), for_agent).await.0, 403);
-    let built = almanac::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
+    let built = generator::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
     let unregistered = json!({"keyType": "secp256k1", "publicKey": compressed, "uaid": built.agents[0].uaid});
     assert_eq!(post(Some(&owner), unregistered).await.0, 404);
     // x-account-id naming an account the key does not control: 403.
@@ -117,7 +117,7 @@ async fn the_reference_client_registers_keys_and_gives_feedback() {
     });
     let (_, created) = broker.send("POST", "/api/v1/register", Some(&key), Some(registration)).await;
     let agent = created["uaid"].as_str().unwrap();
-    let built = almanac::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
+    let built = generator::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
     let erc = built.feedback[0].uaid.clone();
     session(&broker, "s-client", &erc, Some("0.0.1003"), 4);
     let results = tests::reference_client("keys.mjs", &[&broker.api.base, &key, agent, &erc, "s-client"]).await;
@@ -158,7 +158,7 @@ async fn feedback_follows_the_session_rule_shows_at_once_and_is_published() {
     let broker = Broker::start("feedback", &[]);
     let owner = broker.sign_in("0.0.1001").await;
     let other = broker.sign_in("0.0.1002").await;
-    let built = almanac::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
+    let built = generator::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
     let erc = built.feedback[0].uaid.clone();
     let plain = built.agents.iter().find(|a| a.registry != "erc-8004").unwrap().uaid.to_string();
     session(&broker, "s-ready", &erc, Some("0.0.1001"), 4);

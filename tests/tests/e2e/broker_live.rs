@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use almanac::http::hex;
 use api::auth::login::{key_for, DEV_KEYS};
 use api::auth::signature::{evm_address, evm_sign};
 use base64::Engine as _;
 use serde_json::{json, Value};
+use shared::http::hex;
 use tests::live::hedera_proof;
 use tests::mirror::MirrorServer;
 use tests::process::Api;

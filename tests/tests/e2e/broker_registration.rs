@@ -57,7 +57,7 @@ async fn registries() -> Registries {
 
 /// `encodeURIComponent`, as the reference client encodes path parameters.
 fn encode(uaid: &str) -> String {
-    almanac::broker::render::segment(uaid)
+    generator::broker::render::segment(uaid)
 }
 
 fn profile(name: &str) -> Value {
@@ -340,11 +340,11 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
     let (_, created) = broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Reader", &[]))).await;
     let uaid = created["uaid"].as_str().unwrap().to_string();
     let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
-    let agent: almanac::broker::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
+    let agent: generator::broker::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
 
     // The agent's own text finds it first; the query and the agent are
     // embedded in one call, and the agent only once.
-    let own = almanac::broker::embed::text(&agent);
+    let own = generator::broker::embed::text(&agent);
     let counted = texts();
     let (status, found) = broker.hybrid(json!({"query": own, "limit": 3})).await;
     assert_eq!((status, &found["hits"][0]["agent"]["uaid"]), (200, &json!(uaid)), "{found}");
@@ -368,7 +368,7 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
     // Similar agents of a live agent: ranked over the build and the
     // overlay as a build ranks them. The twin has the capabilities of the
     // build agent with the most, so it ranks in that agent's list.
-    let built = almanac::broker::load(&workspace_root().join("datasets/broker")).unwrap().agents;
+    let built = generator::broker::load(&workspace_root().join("datasets/broker")).unwrap().agents;
     let most = built.iter().max_by_key(|a| (a.capabilities.len(), &a.id)).unwrap();
     let mut twin = request("Tide Twin", &[]);
     twin["profile"]["aiAgent"]["capabilities"] = json!(most.capabilities);
@@ -378,10 +378,10 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
     assert_eq!(status, 200, "{similar}");
     let (_, twin_detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&twin)), None, None).await;
     let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
-    let agent: almanac::broker::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
-    let twin_agent: almanac::broker::Agent = serde_json::from_value(twin_detail["agent"].clone()).unwrap();
-    let ranked = |of: &almanac::broker::Agent| -> serde_json::Value {
-        let made = almanac::broker::render::similar(of, built.iter().chain([&agent, &twin_agent]));
+    let agent: generator::broker::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
+    let twin_agent: generator::broker::Agent = serde_json::from_value(twin_detail["agent"].clone()).unwrap();
+    let ranked = |of: &generator::broker::Agent| -> serde_json::Value {
+        let made = generator::broker::render::similar(of, built.iter().chain([&agent, &twin_agent]));
         serde_json::from_slice(&made.body).unwrap()
     };
     assert_eq!(similar, ranked(&agent));
@@ -400,7 +400,7 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
 
 /// Every `seq` in the journal with the UAID its event names.
 fn journal(data: &std::path::Path) -> Vec<(u64, String)> {
-    use almanac::broker::journal::{read, Event};
+    use generator::broker::journal::{read, Event};
     let records = read(&data.join("journal")).unwrap();
     let uaid = |event: &Event| match event {
         Event::Register { agent } | Event::Update { agent } => agent.uaid.to_string(),
@@ -474,7 +474,7 @@ async fn over_a_layer_of_changed_agents_the_overlay_still_holds_them() {
     let detail_path = format!("/api/v1/agents/{}", encode(&uaid));
     broker.journaled().await;
     broker.rebuild(&layered).await;
-    let live = almanac::manifest::Manifest::load(&broker.site.join("current")).unwrap();
+    let live = shared::manifest::Manifest::load(&broker.site.join("current")).unwrap();
     assert!(live.base.is_some(), "a layer over the first build");
     assert!(live.routes.iter().any(|e| e.route() == detail_path), "the layer holds the new agent's file");
     assert_eq!(broker.total("").await, before + 1);
@@ -498,14 +498,14 @@ async fn over_a_layer_of_changed_agents_the_overlay_still_holds_them() {
     assert_eq!(broker.send("DELETE", &path, Some(&owner), None).await.0, 200);
     broker.journaled().await;
     broker.rebuild(&layered).await;
-    let live = almanac::manifest::Manifest::load(&broker.site.join("current")).unwrap();
+    let live = shared::manifest::Manifest::load(&broker.site.join("current")).unwrap();
     assert!(live.base.is_some() && !live.routes.iter().any(|e| e.route() == detail_path));
     assert_eq!((broker.total("").await, broker.total("q=tide").await), (before, 0));
     assert_eq!(broker.send("GET", &detail_path, None, None).await.0, 404);
 
     // A whole build holds the changes itself.
     broker.rebuild(&whole).await;
-    let live = almanac::manifest::Manifest::load(&broker.site.join("current")).unwrap();
+    let live = shared::manifest::Manifest::load(&broker.site.join("current")).unwrap();
     assert!(live.base.is_none());
     assert_eq!((broker.total("").await, broker.total("q=tide").await), (before, 0));
 }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use almanac::hcs20::Topics;
-use almanac::manifest::Manifest;
+use generator::hcs20::Topics;
 use reqwest::StatusCode;
+use shared::manifest::Manifest;
 use tests::datagen::random_corpus_scaled;
 const SCALE: usize = 5_000;
 
@@ -24,7 +24,7 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     for path in tests::files_under(dir) {
         let rel = path.strip_prefix(dir).unwrap().to_string_lossy().to_string();
         let mut bytes = std::fs::read(&path).unwrap();
-        if rel == almanac::hosts::NGINX {
+        if rel == generator::hosts::NGINX {
             let text = String::from_utf8(bytes).unwrap();
             assert!(text.contains(&format!("root \"{}\";", dir.display())), "{rel} serves its own folder");
             bytes = text.replace(&dir.display().to_string(), "<build>").into_bytes();
@@ -92,9 +92,9 @@ fn datasets_broker_agents_is_what_datagen_writes() {
     }
     let checked_in = std::fs::read(workspace_root().join("datasets/broker/agents.json")).unwrap();
     let index: serde_json::Value = serde_json::from_slice(&checked_in).unwrap();
-    let agents: Vec<almanac::broker::Agent> = serde_json::from_value(index["agents"].clone()).unwrap();
+    let agents: Vec<generator::broker::Agent> = serde_json::from_value(index["agents"].clone()).unwrap();
     assert_eq!(agents.len(), 300);
-    almanac::broker::validate_index(&agents).unwrap();
+    generator::broker::validate_index(&agents).unwrap();
 }
 
 /// The agent index as JSON Lines (`datagen --lines`) builds the same files
@@ -175,7 +175,7 @@ async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let new_requests = &mirror.requests()[before..];
     for q in new_requests.iter().filter(|q| q.contains("order=asc")) {
-        let topic: almanac::entity::EntityId = q.split('?').next().unwrap().parse().unwrap();
+        let topic: shared::entity::EntityId = q.split('?').next().unwrap().parse().unwrap();
         let had = first.topic_messages()[&topic].len() as u64;
         // Our ranges say `gte:first`; the mirror's next links say `gt:last`.
         let bound = |op: &str| -> Option<u64> { q.split(op).nth(1)?.split('&').next()?.parse().ok() };

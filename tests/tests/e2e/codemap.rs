@@ -80,9 +80,9 @@ fn cycle(graph: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<
 
 #[test]
 fn modules_import_one_way() {
-    for crate_dir in ["api/src", "generator/src"] {
+    for crate_dir in ["shared/src", "generator/src", "api/src"] {
         let graph = imports(&workspace_root().join(crate_dir));
-        assert!(graph.len() > 10, "{crate_dir}: the modules were found");
+        assert!(graph.len() > 5, "{crate_dir}: the modules were found");
         for module in graph.keys() {
             if let Some(cycle) = cycle(&graph, module) {
                 panic!("{crate_dir}: an import cycle: {}", cycle.join(" -> "));
@@ -105,8 +105,12 @@ fn the_check_sees_a_cycle() {
 /// on (normal, dev and build dependencies alike), as ARCHITECTURE.md
 /// draws them: the batch generator knows nothing of the api, and nothing
 /// shipped depends on the tests.
-const CRATES_MAY_DEPEND_ON: &[(&str, &[&str])] =
-    &[("generator", &[]), ("api", &["generator"]), ("tests", &["generator", "api"])];
+const CRATES_MAY_DEPEND_ON: &[(&str, &[&str])] = &[
+    ("shared", &[]),
+    ("generator", &["shared"]),
+    ("api", &["shared", "generator"]),
+    ("tests", &["shared", "generator", "api"]),
+];
 
 /// The workspace crates `manifest` (a Cargo.toml's text) depends on: each
 /// dependency given by a `path` inside the workspace, named by its folder.

@@ -12,9 +12,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use almanac::hcs20::Topics;
-use almanac::manifest::{Entry, Manifest};
-use almanac::site::Layout;
+use generator::hcs20::Topics;
+use shared::manifest::{Entry, Manifest};
+use shared::site::Layout;
 use tests::datagen::random_corpus_scaled;
 use tests::process::{build, Api};
 use tests::TempDir;
@@ -103,12 +103,12 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
     for (name, damage, says, whole) in cases {
         // The api serves the first build; the second is then published
         // damaged.
-        almanac::site::publish(&layout, &first).unwrap();
+        shared::site::publish(&layout, &first).unwrap();
         let log = root.path().join(format!("api-{}.log", name.replace(' ', "-")));
         let api = Api::start_logged(&site, &data, &[], &log);
         assert_eq!(api.served_build(&first.build), first.build, "{name}");
         damage(&file, &pristine, &outside, &first_snapshot, &second_snapshot);
-        almanac::site::publish(&layout, &second).unwrap();
+        shared::site::publish(&layout, &second).unwrap();
         if *whole {
             logged(&log, "could not load the published build");
             logged(&log, says);
@@ -148,13 +148,13 @@ fn damaged_builds_are_refused_and_never_carried_forward() {
     build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
     let (dir, manifest) = live(&site);
     assert_eq!(manifest.build, second.build, "the same data gives the same build");
-    assert!(almanac::site::damaged(&dir, &manifest).is_empty(), "every file is what the manifest says");
+    assert!(shared::site::damaged(&dir, &manifest).is_empty(), "every file is what the manifest says");
     assert_eq!(std::fs::read(dir.join(entry.file())).unwrap(), pristine);
     // And so is a run with something new (its kept files are linked only
     // from a sound build).
     std::fs::write(dir.join(entry.file()), &pristine[..10]).unwrap();
     let (dir, manifest) = grow(13_000);
-    assert!(almanac::site::damaged(&dir, &manifest).is_empty());
+    assert!(shared::site::damaged(&dir, &manifest).is_empty());
 }
 
 /// The agents' search folder is checked as its build loads: with records
@@ -172,12 +172,12 @@ fn a_damaged_search_folder_is_refused_until_repaired() {
     type Damage = fn(&Path);
     let cases: &[(&str, &str, Damage)] = &[
         ("records cut short", "no header or footer", |folder| {
-            let path = folder.join(almanac::broker::records::RECORDS);
+            let path = folder.join(generator::broker::records::RECORDS);
             let bytes = std::fs::read(&path).unwrap();
             std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         }),
         ("feedback missing", "feedback.bin", |folder| {
-            std::fs::remove_file(folder.join(almanac::broker::records::FEEDBACK)).unwrap();
+            std::fs::remove_file(folder.join(generator::broker::records::FEEDBACK)).unwrap();
         }),
     ];
     let pristine = root.path().join("pristine");

@@ -38,7 +38,7 @@ fn markdown() -> String {
         "# Flags\n\nEvery flag of the two binaries, with its environment variable and default, \
          made from their command-line definitions by `tests/tests/e2e/flags.rs` (do not edit by hand).\n",
     );
-    table(&mut out, "generator", &almanac::command::definition());
+    table(&mut out, "generator", &generator::command::definition());
     table(&mut out, "api", &api::config::Config::command());
     out
 }

@@ -6,9 +6,9 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::OnceLock;
 
-use almanac::manifest::Manifest;
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
+use shared::manifest::Manifest;
 use tests::process::{build, Api};
 use tests::workspace_root;
 
@@ -63,7 +63,7 @@ async fn every_manifest_route_is_served_with_its_headers() {
         assert_eq!(headers["cache-control"], entry.cache_control);
         assert_eq!(headers["content-type"], entry.content_type);
         assert_eq!(headers["access-control-allow-origin"], "*");
-        assert_eq!(almanac::manifest::etag(&body), entry.etag, "ETag is the SHA-256 of the bytes");
+        assert_eq!(shared::manifest::etag(&body), entry.etag, "ETag is the SHA-256 of the bytes");
     }
 }
 
@@ -436,7 +436,7 @@ fn raw_get(addr: &str, target: &str) -> (u16, String) {
 async fn traversal_never_reaches_the_filesystem() {
     let site = site();
     let addr = site.api.base.trim_start_matches("http://").to_string();
-    let manifest_name = almanac::manifest::FILE_NAME;
+    let manifest_name = shared::manifest::FILE_NAME;
     for target in [
         "/../../../../etc/passwd",
         "/%2e%2e/%2e%2e/%2e%2e/etc/passwd",

@@ -1,4 +1,4 @@
-//! Layers (`almanac::layer`): over a large live build whose agents did not
+//! Layers (`generator::layer`): over a large live build whose agents did not
 //! change, a run writes a folder of only the files that changed, over the
 //! live build's base. Here every build counts as large
 //! (`--layer-min-routes 0`); each layer is checked against a whole build
@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use almanac::hcs20::Topics;
-use almanac::manifest::{Entry, Manifest};
+use generator::hcs20::Topics;
+use shared::manifest::{Entry, Manifest};
 use tests::datagen::random_corpus_scaled;
 use tests::process::{build, Api};
 use tests::{unpooled_client, workspace_root, TempDir};
@@ -41,7 +41,7 @@ async fn serves(site: &Path, data: &Path, reference: &(TempDir, Manifest), gone:
     let api = Api::start(site, data);
     let client = unpooled_client();
     let (dir, manifest) = (current(&reference.0.path().join("site")).0, &reference.1);
-    for entry in manifest.routes.iter().filter(|e| e.route() != almanac::http::OPENAPI_ROUTE) {
+    for entry in manifest.routes.iter().filter(|e| e.route() != shared::http::OPENAPI_ROUTE) {
         let response = client.get(api.url(entry.route())).send().await.unwrap();
         assert_eq!(response.status(), 200, "{}", entry.route());
         let header = |name: &str| response.headers()[name].to_str().unwrap().to_string();
@@ -55,7 +55,7 @@ async fn serves(site: &Path, data: &Path, reference: &(TempDir, Manifest), gone:
         assert_eq!(body, std::fs::read(dir.join(entry.file())).unwrap(), "{}", entry.route());
     }
     let live = current(site).1;
-    let index = almanac::index::Stack::open(&site.join("builds"), &live.build).unwrap();
+    let index = shared::index::Stack::open(&site.join("builds"), &live.build).unwrap();
     assert_eq!(index.len(), manifest.routes.len());
     for route in gone {
         assert!(index.get(route).is_none(), "{route} is no longer served");
@@ -72,13 +72,13 @@ fn holds(site: &Path, reference: &(TempDir, Manifest), gone: &[String]) {
     let (dir, manifest) = (current(&reference.0.path().join("site")).0, &reference.1);
     let live = current(site).1;
     let builds = site.join("builds");
-    let index = almanac::index::Stack::open(&builds, &live.build).unwrap();
+    let index = shared::index::Stack::open(&builds, &live.build).unwrap();
     assert_eq!(index.len(), manifest.routes.len());
     for entry in &manifest.routes {
         let (record, layer) = index.get(entry.route()).unwrap_or_else(|| panic!("{} is served", entry.route()));
         let build = match layer {
-            almanac::index::Layer::Top => live.build.clone(),
-            almanac::index::Layer::Base => live.base.clone().unwrap(),
+            shared::index::Layer::Top => live.build.clone(),
+            shared::index::Layer::Base => live.base.clone().unwrap(),
         };
         let modified = std::time::UNIX_EPOCH + std::time::Duration::from_secs(record.last_modified);
         assert_eq!(
@@ -182,7 +182,7 @@ async fn layers_hold_only_what_changed_and_serve_what_a_whole_build_serves() {
     run(&flags(&guard, &[]), &[]);
     let third = current(&site).1;
     assert_eq!(third.base.as_deref(), Some(base.build.as_str()));
-    let gone = vec![almanac::http::OPENAPI_ROUTE.to_string()];
+    let gone = vec![shared::http::OPENAPI_ROUTE.to_string()];
     assert!(base.routes.iter().any(|e| e.route() == gone[0]) && third.removed == gone, "{:?}", third.removed);
     let reference = whole(root.path(), &as_strs(&flags(&guard, &[])));
     serves(&site, &data, &reference, &gone).await;
@@ -222,7 +222,7 @@ fn journal_line(seq: u64, mut event: serde_json::Value) -> String {
 /// the run and changes nothing; other events give a whole build.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
-    use almanac::broker::Agent;
+    use generator::broker::Agent;
     use serde_json::json;
     let root = TempDir::new("layers-agents");
     let (corpus, broker, journal) =
@@ -254,12 +254,12 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
     let base = current(&site).1;
     assert!(base.base.is_none());
 
-    let sources = almanac::broker::load(&broker).unwrap();
+    let sources = generator::broker::load(&broker).unwrap();
     let with_feedback = |n: usize| -> Agent {
         let uaid = &sources.feedback.iter().map(|f| &f.uaid).collect::<BTreeSet<_>>().into_iter().nth(n).unwrap();
         sources.agents.iter().find(|a| a.uaid.as_str() == uaid.as_str()).unwrap().clone()
     };
-    let mut newcomers = almanac::broker::generate::agents(40, 77);
+    let mut newcomers = generator::broker::generate::agents(40, 77);
     for (i, agent) in newcomers.iter_mut().enumerate() {
         agent.id = format!("nanda:journal-{i}");
         agent.trust_score = 99.0 - i as f64;
@@ -297,7 +297,7 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
         }
     };
     let routes_of = |agent: &Agent| -> Vec<String> {
-        let uaid = almanac::broker::render::segment(&agent.uaid);
+        let uaid = generator::broker::render::segment(&agent.uaid);
         base.routes.iter().map(|e| e.route().to_string()).filter(|r| r.contains(&uaid)).collect()
     };
 
@@ -328,9 +328,9 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
     let checked = sources
         .agents
         .iter()
-        .find(|a| a.uaid != updated.uaid && almanac::broker::availability::checked_endpoint(a).is_some())
+        .find(|a| a.uaid != updated.uaid && generator::broker::availability::checked_endpoint(a).is_some())
         .unwrap();
-    let measurement = json!({"uaid": checked.uaid, "endpoint": almanac::broker::availability::checked_endpoint(checked),
+    let measurement = json!({"uaid": checked.uaid, "endpoint": generator::broker::availability::checked_endpoint(checked),
         "status": "offline", "checkedAt": "2026-11-24T12:00:00.000Z", "latencyMs": 4, "uptime": 0.0});
     lines += &journal_line(9, json!({"event": "availability", "availability": measurement}));
     std::fs::write(journal.join("0001.jsonl"), &lines).unwrap();

@@ -1,5 +1,5 @@
 //! Atomic publishing under failure and load: a generator ended at any of
-//! its fault points (`almanac::fault`) leaves the previous build serving,
+//! its fault points (`shared::fault`) leaves the previous build serving,
 //! and the api swaps builds under concurrent requests without failing one.
 
 use std::path::Path;
@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use almanac::hcs20::Topics;
-use almanac::manifest::Manifest;
+use generator::hcs20::Topics;
+use shared::manifest::Manifest;
 use tests::datagen::random_corpus_scaled;
 const SCALE: usize = 5_000;
 
@@ -26,7 +26,7 @@ fn assert_complete(site: &Path) -> Manifest {
     let manifest = Manifest::load(&dir).unwrap();
     for entry in &manifest.routes {
         let bytes = std::fs::read(dir.join(entry.file())).unwrap_or_else(|_| panic!("{} missing", entry.file()));
-        assert_eq!(almanac::manifest::etag(&bytes), entry.etag, "{} torn", entry.file());
+        assert_eq!(shared::manifest::etag(&bytes), entry.etag, "{} torn", entry.file());
     }
     manifest
 }
@@ -45,7 +45,7 @@ fn a_run_ended_at_any_step_leaves_the_previous_build_serving() {
 
     // At each fault point in turn, a run with something new to publish is
     // ended there, as kill -9 would end it.
-    for (n, point) in almanac::fault::POINTS.iter().enumerate() {
+    for (n, point) in shared::fault::POINTS.iter().enumerate() {
         random_corpus_scaled(20_000 + 2_000 * (n + 1), SCALE, 5, topics).write_pages(&corpus, false).unwrap();
         let before = live_manifest(&site).build;
         let status = Command::new(binary("generator-with-faults"))
@@ -85,7 +85,7 @@ fn a_run_ended_at_any_step_leaves_the_previous_build_serving() {
 #[test]
 fn a_swap_that_fails_at_any_step_leaves_the_previous_build_serving() {
     let topics = Topics::MAINNET;
-    for (n, point) in almanac::fault::SWAP_POINTS.iter().enumerate() {
+    for (n, point) in shared::fault::SWAP_POINTS.iter().enumerate() {
         let root = TempDir::new("swap-fault");
         let corpus = root.path().join("corpus");
         let (site, data) = (root.path().join("site"), root.path().join("data"));
@@ -144,7 +144,7 @@ async fn api_swaps_builds_under_concurrent_requests_without_losing_one() {
                 assert_eq!(response.status(), 200, "{url}");
                 let etag = response.headers()["etag"].to_str().unwrap().to_string();
                 let body = response.bytes().await.expect("body cut during a swap");
-                assert_eq!(almanac::manifest::etag(&body), etag, "{url}: body and ETag from different builds");
+                assert_eq!(shared::manifest::etag(&body), etag, "{url}: body and ETag from different builds");
                 etags.push(etag);
                 served.fetch_add(1, Ordering::Relaxed);
             }

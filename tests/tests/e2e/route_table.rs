@@ -25,7 +25,7 @@ async fn every_published_route_is_in_the_table_and_served_as_the_manifest_says()
     })
     .await
     .unwrap();
-    let manifest = almanac::manifest::Manifest::load(&site.join("current")).unwrap();
+    let manifest = shared::manifest::Manifest::load(&site.join("current")).unwrap();
 
     // Every route kind is in this build, so the check covers all three
     // surfaces.

@@ -4,14 +4,14 @@
 //! agents). No request fails, and the api's memory does not double: the
 //! new build is opened beside the old one by its index, its files are read
 //! as they are asked for, and the agent index, unchanged, is kept. The new
-//! build is a layer over the first (`almanac::layer`: every build here
+//! build is a layer over the first (`generator::layer`: every build here
 //! counts as large): its folder holds only the files that changed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use almanac::hcs20::Topics;
+use generator::hcs20::Topics;
 use tests::datagen::random_corpus_scaled;
 use tests::process::{binary, build, Api};
 use tests::{unpooled_client, workspace_root, TempDir};
@@ -77,7 +77,7 @@ async fn a_new_build_swaps_in_under_load_with_no_failed_request_and_no_second_co
 
     // What the load asks for: 2,000 agent routes drawn from the build's
     // index, the token statistics, a search.
-    let index = almanac::index::Index::open(&site.join("current")).unwrap();
+    let index = shared::index::Index::open(&site.join("current")).unwrap();
     let mut routes: Vec<String> = index
         .iter()
         .filter(|r| r.route.starts_with("/api/v1/agents/") && r.route.matches('/').count() == 4)
@@ -126,7 +126,7 @@ async fn a_new_build_swaps_in_under_load_with_no_failed_request_and_no_second_co
 
     let second = tokio::task::spawn_blocking(generate(6_000)).await.unwrap();
     assert_ne!(second, first, "new messages give a new build");
-    let layer = almanac::manifest::Manifest::load(&site.join("builds").join(&second)).unwrap();
+    let layer = shared::manifest::Manifest::load(&site.join("builds").join(&second)).unwrap();
     assert_eq!(layer.base.as_deref(), Some(first.as_str()), "a layer over the first build");
     assert!(layer.routes.len() < AGENTS, "holding what changed: {} routes", layer.routes.len());
     let swapped = tokio::task::spawn_blocking({

@@ -7,8 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use almanac::broker::availability::{checked, Measurement};
-use almanac::broker::Agent;
+use generator::broker::availability::{checked, Measurement};
+use generator::broker::Agent;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 

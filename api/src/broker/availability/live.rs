@@ -1,11 +1,11 @@
 //! What the live overlay is given for availability: each agent as the
 //! store holds it (registered through the api) or as the build does, with
-//! its last measurement ([`almanac::broker::availability::settle`]).
+//! its last measurement ([`generator::broker::availability::settle`]).
 
 use std::collections::HashSet;
 
-use almanac::broker::availability::{settle, Measurement};
-use almanac::broker::Agent;
+use generator::broker::availability::{settle, Measurement};
+use generator::broker::Agent;
 
 use super::super::agents::Agents;
 use super::super::overlay::Change;

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::parse_page;
-use crate::entity::EntityId;
 use crate::hcs20::Message;
+use shared::entity::EntityId;
 
 pub fn page_file_name(first: u64, last: u64) -> String {
     format!("{first:012}-{last:012}.json")

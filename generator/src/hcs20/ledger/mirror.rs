@@ -15,8 +15,8 @@ use serde::Deserialize;
 use tokio::sync::Semaphore;
 
 use super::{parse_page, Parsed};
-use crate::entity::EntityId;
 use crate::hcs20::Message;
+use shared::entity::EntityId;
 
 /// The mirror node caps `limit` at 100.
 pub const PAGE_LIMIT: u64 = 100;

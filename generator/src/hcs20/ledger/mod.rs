@@ -12,8 +12,8 @@ use anyhow::{bail, Context, Result};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::entity::EntityId;
 use crate::hcs20::{Chunk, Message};
+use shared::entity::EntityId;
 
 /// One page of `GET /api/v1/topics/{id}/messages`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
