@@ -1,5 +1,5 @@
 //! The journal writer: drains the live store's outbox into the
-//! generator's journal (`generator::broker::journal`), so that the next
+//! generator's journal (`broker_model::journal`), so that the next
 //! build includes every registration, update, deletion and feedback.
 //!
 //! **Exactly once.** An event is appended (and the file synced) before it
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use generator::broker::journal::{self, Record};
+use broker_model::journal::{self, Record};
 use tokio::sync::Notify;
 
 use crate::store::{self, outbox, Store};
@@ -160,7 +160,7 @@ fn last_seq(dir: &Path) -> Result<(i64, Option<(File, u64)>)> {
 
 #[cfg(test)]
 mod tests {
-    use generator::broker::journal::{self, Event};
+    use broker_model::journal::{self, Event};
 
     use super::*;
     use crate::store::Settings;

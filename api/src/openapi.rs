@@ -363,7 +363,7 @@ fn search_query() -> Vec<Value> {
     vec![
         query("q", string(), false),
         query("page", json!({"type": "integer", "minimum": 1}), false),
-        query("limit", json!({"type": "integer", "minimum": 1, "maximum": generator::broker::query::MAX_LIMIT}), false),
+        query("limit", json!({"type": "integer", "minimum": 1, "maximum": search::query::MAX_LIMIT}), false),
         query("registries", string(), false),
         query("adapters", string(), false),
         query("capabilities", string(), false),
@@ -386,7 +386,7 @@ fn optional(doc: Doc) -> Doc {
 
 /// What is said of each operation, by its id.
 fn describe(name: &str, s: &mut Schemas) -> Doc {
-    use generator::broker::catalog;
+    use broker_model::catalog;
     use generator::guard::public;
     use generator::hcs20::analytics;
     let json = |tag: &'static str, schema: Value| Doc { tag, ok: vec![(200, schema)], ..Doc::default() };

@@ -249,7 +249,7 @@ fn load_broker(
         return Ok(Some(broker.clone()));
     }
     let Some(stored) = store::load(snapshot)? else { return Ok(None) };
-    let folder = generator::broker::search_folder::open(search)?;
+    let folder = search::folder::open(search)?;
     let feedback = crate::broker::agents::Feedback::Mapped(folder.feedback);
     Ok(Some(Arc::new(crate::broker::agents::Agents::new(stored, folder.index, feedback, folder.vectors)?)))
 }

@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|raw: &str| {
-    if let Err(bad) = generator::broker::query::SearchQuery::parse(raw) {
+    if let Err(bad) = api::broker::search_parameters::parse(raw) {
         assert!(!bad.parameter.is_empty());
     }
 });

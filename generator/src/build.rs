@@ -87,7 +87,7 @@ pub struct BuildConfig {
 pub struct BrokerConfig {
     /// `agents.json`, `catalog.json`, `feedback.json`.
     pub dir: PathBuf,
-    /// The api's journal of live events (`broker::journal`), applied on top.
+    /// The api's journal of live events (`broker_model::journal`), applied on top.
     pub journal: PathBuf,
     /// The embedding provider for hybrid search; none: no vector search.
     pub embeddings: Option<broker::embed::ProviderConfig>,
@@ -460,7 +460,7 @@ fn changed_agents(
     use rayon::prelude::*;
     let conn = warehouse.conn();
     let applied = broker::delta::apply(conn, delta, digest, search)?;
-    let entries = |uaid: &str| -> Vec<&broker::catalog::FeedbackEntry> {
+    let entries = |uaid: &str| -> Vec<&broker_model::catalog::FeedbackEntry> {
         applied.feedback.get(uaid).map(|v| v.iter().collect()).unwrap_or_default()
     };
     let own: Vec<Vec<site::File>> = applied
@@ -476,7 +476,7 @@ fn changed_agents(
     let mut files: Vec<site::File> = own.into_iter().flatten().collect();
     let mut gone = std::collections::HashSet::new();
     for (agent, feedback) in &applied.deleted {
-        let feedback: Vec<&broker::catalog::FeedbackEntry> = feedback.iter().collect();
+        let feedback: Vec<&broker_model::catalog::FeedbackEntry> = feedback.iter().collect();
         gone.extend(agent_files(agent, &feedback).into_iter().map(|f| f.route));
         gone.insert(crate::pages::routes::agent_route(&agent.uaid));
     }
@@ -723,8 +723,7 @@ fn stage_and_snapshot(
                 let _ = std::fs::remove_dir_all(&search);
                 let threads = rayon::current_num_threads();
                 let model = data.embeddings.map(|e| e.model.as_str());
-                let mut index =
-                    broker::search_folder::Writer::create(&search, summary.count(), model, threads, memory)?;
+                let mut index = search::folder::Writer::create(&search, summary.count(), model, threads, memory)?;
                 let staged = stage_agents(
                     summary,
                     data.warehouse,
@@ -818,14 +817,14 @@ fn stage_agents(
     renderer: &crate::pages::Renderer,
     staging: &mut site::Staging,
     reuse: Option<&site::Previous>,
-    index: &mut broker::search_folder::Writer,
+    index: &mut search::folder::Writer,
 ) -> Result<StagedAgents> {
     use rayon::prelude::*;
     let mut store = broker::store::Writer::begin(warehouse.conn())?;
     // Each agent's files: detail, resolve and page, and two of
     // feedback for an ERC-8004 agent (the entries are most of what a build
     // holds: they are counted, not grown into).
-    let feedback_agents = summary.tally.registries.get(broker::catalog::FEEDBACK_REGISTRY).copied().unwrap_or(0);
+    let feedback_agents = summary.tally.registries.get(broker_model::catalog::FEEDBACK_REGISTRY).copied().unwrap_or(0);
     let files = 3 * summary.count() + 2 * feedback_agents;
     let mut staged = StagedAgents {
         entries: Vec::with_capacity(files + 1024),
@@ -835,7 +834,8 @@ fn stage_agents(
     // The summary lends its parts to the batches while it streams.
     let feedback = std::mem::take(&mut summary.feedback);
     let by_agent = {
-        let mut by_agent: std::collections::HashMap<&str, Vec<&broker::catalog::FeedbackEntry>> = Default::default();
+        let mut by_agent: std::collections::HashMap<&str, Vec<&broker_model::catalog::FeedbackEntry>> =
+            Default::default();
         for f in &feedback {
             by_agent.entry(f.uaid.as_str()).or_default().push(f);
         }
@@ -848,7 +848,7 @@ fn stage_agents(
         let started = std::time::Instant::now();
         // Each agent's feedback entries: rendered into its files, and kept
         // beside its record in the search index.
-        let feedback: Vec<&[&broker::catalog::FeedbackEntry]> =
+        let feedback: Vec<&[&broker_model::catalog::FeedbackEntry]> =
             batch.iter().map(|a| by_agent.get(a.uaid.as_str()).map_or(&[][..], |v| v.as_slice())).collect();
         let rendered: Vec<(Vec<site::File>, site::File)> = batch
             .par_iter()
@@ -876,7 +876,7 @@ fn stage_agents(
         store.append(batch, &records, embeddings)?;
         let storing = started.elapsed();
         let vectors = embeddings.map(|e| &e.vectors[done..done + batch.len()]);
-        index.add(&broker::records::Batch { agents: batch, json: &records, feedback: &feedback, vectors })?;
+        index.add(&search::records::Batch { agents: batch, json: &records, feedback: &feedback, vectors })?;
         done += batch.len();
         for (spent, until) in spent.iter_mut().zip([rendering, writing, storing, started.elapsed()]) {
             *spent += until;

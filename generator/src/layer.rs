@@ -187,7 +187,7 @@ pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Liv
             let Some(applied) = recorded.journal_digest.as_deref() else {
                 return whole("the live build records no digest of its journal".into());
             };
-            let records = match crate::broker::journal::read(run.journal) {
+            let records = match broker_model::journal::read(run.journal) {
                 Ok(records) => records,
                 Err(e) => return whole(format!("the broker journal: {e:#}")),
             };

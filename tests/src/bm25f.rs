@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 
-use generator::broker::text::{tokens, weighted_text};
-use generator::broker::Agent;
+use broker_model::Agent;
+use search::text::{tokens, weighted_text};
 
 /// Saturation and length normalisation (the usual BM25 defaults).
 const K1: f32 = 1.2;

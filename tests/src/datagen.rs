@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use base64::Engine;
 use sha2::{Digest, Sha384};
 
-use generator::broker::generate::Rng;
+use broker_model::generate::Rng;
 use generator::hcs20::ledger::captured::page_file_name;
 use generator::hcs20::ledger::mirror::PAGE_LIMIT;
 use generator::hcs20::ledger::{ChunkInfo, Links, MirrorMessage, Page};

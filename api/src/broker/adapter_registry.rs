@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use generator::broker::catalog::{Catalog, Category, RegistryEntry};
+use broker_model::catalog::{Catalog, Category, RegistryEntry};
 use generator::broker::render::{self, EntryQuery};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -109,7 +109,7 @@ fn category(request: &CategoryRequest, field: &str, network: &str, now: i64) -> 
     let name = required(&format!("{field}name"), &request.name, 120)?;
     let slug = match &request.slug {
         Some(slug) => slug.trim().to_string(),
-        None => generator::broker::query::slug(&name),
+        None => search::query::slug(&name),
     };
     if !slug_ok(&slug) {
         return Err(refused(&format!("{field}slug"), "lower-case letters, digits and single hyphens, at most 64"));

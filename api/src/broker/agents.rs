@@ -11,11 +11,11 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use generator::broker::catalog::{Catalog, FeedbackEntry};
-use generator::broker::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
-use generator::broker::records::{self, Vectors};
+use broker_model::catalog::{Catalog, FeedbackEntry};
+use broker_model::Agent;
 use generator::broker::store::Stored;
-use generator::broker::Agent;
+use search::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
+use search::records::{self, Vectors};
 
 /// The agents of one build, indexed for the live routes.
 pub struct Agents {

@@ -12,8 +12,8 @@
 //! journaled, so the next build publishes it (summary, detail and the
 //! feedback index included). Its `client` is the signed-in account.
 
-use generator::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
-use generator::broker::Agent;
+use broker_model::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
+use broker_model::Agent;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::borrow::Cow;

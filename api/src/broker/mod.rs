@@ -20,11 +20,12 @@ pub mod pricing;
 pub mod provider;
 pub mod register;
 pub mod registrar;
+pub mod search_parameters;
 pub mod vectors;
 
-use generator::broker::catalog::FEEDBACK_REGISTRY;
-use generator::broker::query::{self, SearchQuery};
+use broker_model::catalog::FEEDBACK_REGISTRY;
 use generator::broker::render;
+use search::query::{self, SearchQuery};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
@@ -44,7 +45,7 @@ fn agents(request: &Request) -> Result<(&Build, &Agents), Error> {
 
 /// `GET /search`: text search with filters, sorts, pages, aggregations.
 pub async fn search(request: Request) -> Answer {
-    let query = SearchQuery::parse(&request.query)?;
+    let query = search_parameters::parse(&request.query)?;
     searched(request, query).await
 }
 
@@ -85,7 +86,7 @@ pub async fn registry_search(request: Request) -> Answer {
         let message = format!("no agents in registry {registry}");
         return Err(Error::new(StatusCode::NOT_FOUND, "registry_not_found", message));
     }
-    let mut query = SearchQuery::parse(&request.query)?;
+    let mut query = search_parameters::parse(&request.query)?;
     query.registries = vec![registry.to_string()];
     searched(request, query).await
 }
@@ -203,7 +204,7 @@ fn unknown_agent(uaid: &str) -> Error {
 async fn agent_file(
     request: &Request,
     route: impl Fn(&str) -> String,
-    live_body: impl Fn(&Agents, &overlay::View, &generator::broker::Agent) -> Result<Value, Error>,
+    live_body: impl Fn(&Agents, &overlay::View, &broker_model::Agent) -> Result<Value, Error>,
 ) -> Answer {
     let (_, broker) = agents(request)?;
     let uaid = request.params.get("uaid");
@@ -291,7 +292,7 @@ fn capability_query(request: CapabilityRequest) -> Result<SearchQuery, Error> {
             raw.append_pair(key, &value);
         }
     }
-    let mut query = SearchQuery::parse(&raw.finish())?;
+    let mut query = search_parameters::parse(&raw.finish())?;
     query.include_aggregations = false;
     Ok(query)
 }

@@ -9,7 +9,7 @@
 //! the request holds: a build swap never shows a change twice or not at
 //! all. Search runs over the build without the agents the overlay
 //! replaced or deleted and over the overlay's own small index, then merges
-//! the two ([`generator::broker::query::merge`]): totals, pages, sorts and
+//! the two ([`search::query::merge`]): totals, pages, sorts and
 //! aggregations are those of one index holding both. (Overlay agents are
 //! scored for relevance with the build's term statistics and their own;
 //! the build's agents with the build's alone, until the next build.)
@@ -43,9 +43,9 @@ use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use generator::broker::bits::Bits;
-use generator::broker::query::{self, AgentIndex, Hit, Merged, Part, SearchQuery};
-use generator::broker::Agent;
+use broker_model::Agent;
+use search::bits::Bits;
+use search::query::{self, AgentIndex, Hit, Merged, Part, SearchQuery};
 
 use super::agents::Agents;
 
@@ -555,8 +555,8 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use generator::broker::query::search;
     use generator::broker::store::Stored;
+    use search::query::search;
 
     /// A build of the checked-in agents, journal point 0.
     fn build() -> Agents {
@@ -592,7 +592,7 @@ mod tests {
     async fn changes_applied_together_are_visible_on_return() {
         let overlay = Arc::new(Overlay::default());
         let writer = Arc::new(Writer::start(overlay.clone(), Duration::from_secs(60)).unwrap());
-        let fresh = generator::broker::generate::agents(96, 5);
+        let fresh = broker_model::generate::agents(96, 5);
         let calls: Vec<_> = fresh
             .iter()
             .enumerate()
@@ -621,7 +621,7 @@ mod tests {
             call.await.unwrap();
         }
         // And one at a time, each alone in its batch.
-        let more = generator::broker::generate::agents(100, 6);
+        let more = broker_model::generate::agents(100, 6);
         for (i, agent) in more.iter().enumerate().skip(96) {
             let uaid = agent.uaid.to_string();
             writer.apply(vec![(i as i64 + 1, uaid.clone(), Some(agent.clone()))]).await.unwrap();
@@ -646,7 +646,7 @@ mod tests {
         let overlay = Arc::new(Overlay::default());
         let quiet = Duration::from_millis(200);
         let writer = Arc::new(Writer::start(overlay.clone(), quiet).unwrap());
-        let fresh = generator::broker::generate::agents(12, 4);
+        let fresh = broker_model::generate::agents(12, 4);
         let change = |(i, agent): (usize, &Agent)| (i as i64 + 1, agent.uaid.to_string(), Some(agent.clone()));
         // Ten together, then one: a segment of ten and one of one.
         writer.apply(fresh.iter().enumerate().take(10).map(change).collect()).await.unwrap();
@@ -699,7 +699,7 @@ mod tests {
         let build = build();
         let reversed = build_in_order(true);
         let overlay = Overlay::default();
-        let fresh = generator::broker::generate::agents(400, 9);
+        let fresh = broker_model::generate::agents(400, 9);
         let mut truth: HashMap<String, Option<Agent>> = HashMap::new();
         for seq in 1..=600i64 {
             let n = seq as usize;
@@ -768,7 +768,7 @@ mod tests {
         whole.extend(truth.values().flatten().cloned());
         let whole = AgentIndex::build(whole);
         for raw in queries {
-            let query = SearchQuery::parse(raw).unwrap();
+            let query = crate::broker::search_parameters::parse(raw).unwrap();
             let merged = view.search(build, &query).unwrap();
             let expected = search(&whole, &query);
             let ids: Vec<String> = merged

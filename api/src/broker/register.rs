@@ -16,8 +16,9 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use generator::broker::registration::{self, Invalid, Owner, Request as Registration};
-use generator::broker::{render, Agent, Verification};
+use broker_model::registration::{self, Invalid, Owner, Request as Registration};
+use broker_model::{Agent, Verification};
+use generator::broker::render;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use warp::http::StatusCode;
@@ -277,7 +278,7 @@ async fn ownership(request: Request, body: Value) -> Answer {
     }
     agent.verification_status = if claim.registered { Verification::Registered } else { Verification::Indexed };
     agent.updated_at = at;
-    generator::broker::validate(&agent).map_err(|e| Error::invalid_body(format!("{e:#}")))?;
+    broker_model::validate(&agent).map_err(|e| Error::invalid_body(format!("{e:#}")))?;
     callable(&request, &agent)?;
     let outcome = save(&request, &agent, owner.account, &body, Plan::new(Mode::Update, 0, Vec::new()), ms).await?;
     let agent = match outcome {

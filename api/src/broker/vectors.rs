@@ -17,7 +17,8 @@ use crate::reply::{self, Answer, Error};
 use crate::request::parse_body;
 use crate::request::Request;
 use generator::broker::embed;
-use generator::broker::query::{filtered, slug, AgentIndex, Hit, SearchQuery};
+use search::fusion::{fuse, text_scores, Candidate, Vector};
+use search::query::{filtered, slug, Hit, SearchQuery};
 
 /// Why vector search is off for this build, if it is.
 fn vector_unavailable(broker: &Agents, vectors: Option<&Vectors>) -> Option<String> {
@@ -64,8 +65,6 @@ fn search_status(broker: &Agents, vectors: Option<&Vectors>) -> Value {
     json!({"storageMode": "memory", "vectorStatus": status})
 }
 
-/// Reciprocal rank fusion's constant: how much the top ranks dominate.
-const FUSION_K: f64 = 60.0;
 pub const VECTOR_DEFAULT_LIMIT: usize = 10;
 pub const VECTOR_MAX_LIMIT: usize = 100;
 
@@ -144,15 +143,15 @@ pub async fn search(request: Request) -> Answer {
     }
     let offset = body.offset.unwrap_or(0);
     let filter = body.filter.unwrap_or_default();
-    let mut q = SearchQuery { page: 1, limit: 1, ..Default::default() };
+    let mut q = SearchQuery { limit: 1, ..SearchQuery::default() };
     let lists = (|| -> Result<(), Error> {
         q.capabilities = strings("capabilities", &filter.capabilities)?.iter().map(|c| slug(c)).collect();
         q.registries = strings("registry", &filter.registry)?;
         q.protocols = strings("protocols", &filter.protocols)?;
         q.adapters = strings("adapter", &filter.adapter)?;
         let kinds = strings("type", &filter.kind)?;
-        if let Some(kind) = kinds.iter().find(|k| !generator::broker::KINDS.contains(&k.as_str())) {
-            let message = format!("filter.type {kind:?} is not one of {}", generator::broker::KINDS.join(", "));
+        if let Some(kind) = kinds.iter().find(|k| !broker_model::KINDS.contains(&k.as_str())) {
+            let message = format!("filter.type {kind:?} is not one of {}", broker_model::KINDS.join(", "));
             return Err(Error::invalid_body(message).naming("type"));
         }
         q.kind = (kinds.len() == 1).then(|| kinds[0].clone());
@@ -253,57 +252,7 @@ pub async fn search(request: Request) -> Answer {
 /// embedded text, and its embedding once made.
 struct LiveHit<'a> {
     hit: Hit,
-    agent: &'a generator::broker::Agent,
+    agent: &'a broker_model::Agent,
     key: String,
     vector: Option<Arc<[f32]>>,
-}
-
-/// An agent hybrid search may return: where it is (the build is part 0,
-/// as in [`super::overlay::Live::parts`]), its id (for ties), its
-/// embedding and its text relevance (`None`: the text does not match).
-struct Candidate<'a> {
-    hit: Hit,
-    id: &'a str,
-    vector: Vector<'a>,
-    text: Option<f32>,
-}
-
-/// An embedding: a live agent's, or a build's as its mapped bytes.
-enum Vector<'a> {
-    Held(&'a [f32]),
-    Mapped(&'a [u8]),
-}
-
-impl Vector<'_> {
-    fn dot(&self, query: &[f32]) -> f32 {
-        match self {
-            Vector::Held(v) => embed::dot(query, v),
-            Vector::Mapped(bytes) => generator::broker::records::dot_bytes(query, bytes),
-        }
-    }
-}
-
-/// BM25F relevance of `query` by agent position; a live index is scored
-/// beside the build's (so the two compare).
-fn text_scores(index: &AgentIndex, query: &str, build: Option<&AgentIndex>) -> HashMap<usize, f32> {
-    index.text.scores(query, build.map(|b| &b.text)).into_iter().map(|(i, score)| (i as usize, score)).collect()
-}
-
-/// Reciprocal rank fusion of the cosine ranking and the BM25F ranking of
-/// `candidates`: positions in `candidates` with their fused score, best
-/// first, ties (in each ranking and in the fusion) by agent id.
-fn fuse(query: &[f32], candidates: &[Candidate]) -> Vec<(usize, f64)> {
-    let mut score = vec![0f64; candidates.len()];
-    let mut add = |ranked: Vec<(usize, f32)>| {
-        let mut ranked = ranked;
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| candidates[a.0].id.cmp(candidates[b.0].id)));
-        for (rank, (n, _)) in ranked.into_iter().enumerate() {
-            score[n] += 1.0 / (FUSION_K + rank as f64 + 1.0);
-        }
-    };
-    add(candidates.iter().enumerate().map(|(n, c)| (n, c.vector.dot(query))).collect());
-    add(candidates.iter().enumerate().filter_map(|(n, c)| c.text.map(|t| (n, t))).collect());
-    let mut out: Vec<(usize, f64)> = score.into_iter().enumerate().collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| candidates[a.0].id.cmp(candidates[b.0].id)));
-    out
 }

@@ -87,13 +87,13 @@ impl Target {
 /// The adapters, in the order an agent's endpoints are tried: the
 /// generator's table, from which the build marks agents chattable and
 /// describes `/adapters/details`.
-pub use generator::broker::chat::{ChatAdapter, CHAT_ADAPTERS as ADAPTERS};
+pub use broker_model::chat::{ChatAdapter, CHAT_ADAPTERS as ADAPTERS};
 
 /// Finds how to reach an agent from its endpoints (name to URL), in the
 /// order of [`ADAPTERS`]: an A2A agent's card is fetched now.
-pub async fn target(gate: &Gate, agent: &generator::broker::Agent, max_bytes: usize) -> Result<Target, Failure> {
+pub async fn target(gate: &Gate, agent: &broker_model::Agent, max_bytes: usize) -> Result<Target, Failure> {
     let endpoints = &agent.endpoints;
-    if let Some(adapter) = generator::broker::chat::adapter_for(endpoints.keys().map(String::as_str)) {
+    if let Some(adapter) = broker_model::chat::adapter_for(endpoints.keys().map(String::as_str)) {
         let url = &endpoints[adapter.endpoint];
         return match adapter.endpoint {
             "a2a" => Ok(Target::A2a(a2a::discover(gate, url, max_bytes).await?)),

@@ -2,8 +2,8 @@
 //! adapters they publish. Categories and adapters are outbox events, so
 //! the next build's catalog holds them.
 
-use generator::broker::catalog::{Category, RegistryEntry};
-use generator::broker::journal::Event;
+use broker_model::catalog::{Category, RegistryEntry};
+use broker_model::journal::Event;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{closed, outbox, Failure};

@@ -10,8 +10,8 @@
 //! it was costs a row update, not an event, so a steady round of a
 //! million agents adds nothing to the journal.
 
-use generator::broker::availability::{uptime_after, Measurement, Status};
-use generator::broker::journal::Event;
+use broker_model::availability::{uptime_after, Measurement, Status};
+use broker_model::journal::Event;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{outbox, rfc3339, Failure};
@@ -189,7 +189,7 @@ pub fn checked_at(conn: &Connection, uaids: &[String]) -> Result<Vec<Option<i64>
 #[derive(Clone, Debug, PartialEq)]
 pub enum Registered {
     /// Registered through the api: its record.
-    Live(Box<generator::broker::Agent>),
+    Live(Box<broker_model::Agent>),
     /// Registered through the api and deleted since.
     Deleted,
     /// Not registered through the api: the build's.

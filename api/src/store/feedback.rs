@@ -2,8 +2,8 @@
 //! judged by. One entry per session; each is an outbox event, so the next
 //! build publishes it with the rest of the agent's feedback.
 
-use generator::broker::catalog::FeedbackEntry;
-use generator::broker::journal::Event;
+use broker_model::catalog::FeedbackEntry;
+use broker_model::journal::Event;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{outbox, Failure};

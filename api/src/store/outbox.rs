@@ -6,7 +6,7 @@
 //! next start finds the journal's last `seq` and deletes instead of
 //! appending again: each change reaches the journal exactly once.
 
-use generator::broker::journal::Event;
+use broker_model::journal::Event;
 use rusqlite::{params, Connection};
 
 use super::Failure;

@@ -5,8 +5,8 @@
 //! agent's row, the journal's outbox event and the attempt are stored
 //! together or not at all.
 
-use generator::broker::journal::Event;
-use generator::broker::Agent;
+use broker_model::journal::Event;
+use broker_model::Agent;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::credits::{self, Change as Credit, Kind, Posted};

@@ -17,12 +17,12 @@ use anyhow::{bail, Context, Result};
 use duckdb::Connection;
 use sha2::{Digest as _, Sha256};
 
-use super::catalog::{self, Catalog, FeedbackEntry, Subject, FEEDBACK_REGISTRY};
-use super::journal::{self, Event, Overlay, Position, Record};
 use super::render::{time, Tally};
 use super::scan::{Digest, Facts, Row};
 use super::store::{self, SearchIndex};
-use super::Agent;
+use broker_model::catalog::{self, Catalog, FeedbackEntry, Subject, FEEDBACK_REGISTRY};
+use broker_model::journal::{self, Event, Overlay, Position, Record};
+use broker_model::Agent;
 use shared::timestamp::Timestamp;
 
 /// The journal's records after the live build's point: agents registered,

@@ -11,7 +11,7 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::Agent;
+use broker_model::Agent;
 
 /// Where embeddings come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,9 +140,4 @@ pub async fn agents(
         cached.iter().map(|(k, v)| (k.as_str(), v)).chain(computed.iter().map(|(k, v)| (k.as_str(), v))).collect();
     let vectors = keys.iter().map(|k| lookup[k.as_str()].clone()).collect();
     Ok((vectors, computed))
-}
-
-/// Dot product (the cosine of unit vectors).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }

@@ -21,14 +21,16 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::catalog::{metadata_at, Catalog, Facet, FacetOption, FeedbackEntry, RegistryEntry, FEEDBACK_REGISTRY};
-use super::query::slug;
-use super::Agent;
+use broker_model::catalog::{
+    metadata_at, Catalog, Facet, FacetOption, FeedbackEntry, RegistryEntry, FEEDBACK_REGISTRY,
+};
+use broker_model::Agent;
+use search::query::slug;
 use shared::http::{file_name, BadParameter, Cache, Representation};
 use shared::site::File;
 use shared::timestamp::Timestamp;
 
-pub use super::query::SIMILAR_LIMIT;
+pub use search::query::SIMILAR_LIMIT;
 /// `GET /adapters/registry/adapters` paging.
 pub const ENTRIES_DEFAULT_LIMIT: usize = 50;
 pub const ENTRIES_MAX_LIMIT: usize = 200;
@@ -114,7 +116,7 @@ pub fn catalog_files(tally: &Tally, catalog: &Catalog) -> Vec<File> {
         fixed(STATS, tally.stats(), index_time),
         fixed(REGISTRIES, json!({"registries": tally.registries.keys().collect::<Vec<_>>()}), index_time),
         fixed(ADAPTERS, json!({"adapters": adapters}), both),
-        fixed(ADAPTER_DETAILS, json!({"adapters": super::chat::describe(&catalog.adapters)}), catalog_time),
+        fixed(ADAPTER_DETAILS, json!({"adapters": broker_model::chat::describe(&catalog.adapters)}), catalog_time),
         fixed(CATEGORIES, json!({"categories": catalog.adapter_registry.categories}), catalog_time),
         fixed(REGISTRY_ADAPTERS, registry_adapters(catalog, &EntryQuery::default()), catalog_time),
         fixed(PROVIDERS, providers(catalog), catalog_time),
@@ -737,7 +739,7 @@ mod tests {
     fn a_tally_takes_agents_out_again() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
         let catalog = crate::broker::load(&dir).unwrap().catalog;
-        let agents = crate::broker::generate::agents(800, 11);
+        let agents = broker_model::generate::agents(800, 11);
         let (kept, changed) = agents.split_at(650);
         let tally = |agents: &[Agent]| {
             let mut tally = Tally::new(&catalog);
@@ -757,5 +759,45 @@ mod tests {
 
         let text = serde_json::to_string(&updated).unwrap();
         assert_eq!(serde_json::from_str::<Tally>(&text).unwrap(), updated);
+    }
+
+    /// The similar agents found from the capability sets' best (or, when
+    /// too many of those are left out, over every agent's columns) are
+    /// those the agents' own ranking picks ([`similar`]), for a
+    /// set agents have or not, whatever is left out.
+    #[test]
+    fn similar_agents_from_the_sets_are_the_agents_own_ranking() {
+        use broker_model::generate::agents;
+        use search::query::{self, AgentIndex};
+        let set = agents(500, 31);
+        let index = AgentIndex::build(set.clone());
+        let check = |agent: &Agent, skipped: &dyn Fn(usize) -> bool, case: &str| {
+            let got: Vec<&str> = query::similar(&index, mask(agent), skipped, SIMILAR_LIMIT)
+                .into_iter()
+                .map(|i| set[i].id.as_str())
+                .collect();
+            let kept = set.iter().enumerate().filter(|(i, _)| !skipped(*i)).map(|(_, a)| a);
+            let expected: serde_json::Value = serde_json::from_slice(&similar(agent, kept).body).unwrap();
+            let expected: Vec<&str> =
+                expected["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+            assert_eq!(got, expected, "{case}: {}", agent.id);
+            assert_eq!(got.len(), SIMILAR_LIMIT, "{case}: {}", agent.id);
+        };
+        for (n, agent) in set.iter().enumerate().step_by(37) {
+            check(agent, &|i| i == n, "the agent itself");
+            // A set's best all left out: found over the columns.
+            let best = index.similar_sets().best(&index.columns, mask(agent)).into_owned();
+            check(agent, &|i| i == n || best.contains(&(i as u32)), "its set's best");
+            check(agent, &|i| i == n || i % 7 == 0, "every seventh");
+        }
+        // A capability set no agent has (a live agent's) is ranked from the
+        // sets agents have.
+        let held: std::collections::HashSet<u32> = set.iter().map(mask).collect();
+        let mut fresh = agents(1, 99).remove(0);
+        assert!(set.iter().all(|a| a.uaid != fresh.uaid));
+        fresh.capabilities = (0..19u8).filter(|c| c % 3 == 0).collect();
+        assert!(!held.contains(&mask(&fresh)));
+        check(&fresh, &|_| false, "a new set");
+        assert_eq!(index.similar_sets().len(), held.iter().filter(|m| **m != 0).count());
     }
 }

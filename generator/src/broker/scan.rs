@@ -23,10 +23,10 @@ use rayon::prelude::*;
 use serde::de::DeserializeOwned;
 use sha2::{Digest as _, Sha256};
 
-use super::catalog::{self, Catalog, FeedbackEntry, Subject};
-use super::journal::{self, Overlay};
 use super::render::Tally;
 use super::{source, Agent, FeedbackFile};
+use broker_model::catalog::{self, Catalog, FeedbackEntry, Subject};
+use broker_model::journal::{self, Overlay};
 use shared::timestamp::Timestamp;
 
 /// What pass 1 learnt: everything a file of the index needs besides its
@@ -328,7 +328,7 @@ impl Summary {
         let (catalog, mut tally, mut directory) = (&self.catalog, Tally::new(&self.catalog), Vec::new());
         let mut shared = Shared::default();
         self.agents.each(source::BATCH, &mut |batch| {
-            batch.par_iter().try_for_each(super::validate).context("agents.json")?;
+            batch.par_iter().try_for_each(broker_model::validate).context("agents.json")?;
             catalog::validate(catalog, batch).context("catalog.json")?;
             let digests: Vec<[u8; 32]> = batch
                 .par_iter()
@@ -453,7 +453,7 @@ fn wide_hash(value: &str) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::{generate, journal};
+    use broker_model::{generate, journal};
 
     /// Sorting by lower-cased keys gives the order [`Row::order`] defines:
     /// case, letters beyond ASCII that lower-case to several, a name that

@@ -4,8 +4,8 @@
 //! `{"agents": [...]}`, read element by element), then `demo-agents.json`
 //! when present (the agents `api --demo-agents` serves). Agents come in
 //! batches of a bounded size, in file order, marked for chat
-//! ([`super::chat::mark`]) and with availability as the broker tells it
-//! ([`super::availability::settle`]: unknown until the api has checked).
+//! ([`broker_model::chat::mark`]) and with availability as the broker tells it
+//! ([`broker_model::availability::settle`]: unknown until the api has checked).
 //!
 //! A record that does not fit names its file and where in it: the line of
 //! `agents.jsonl`, or the path (`agents[41].trustScore`) in a document.
@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 
-use super::Agent;
+use broker_model::Agent;
 
 /// Agents per batch unless a caller asks otherwise: enough to keep the
 /// cores busy, few enough that a batch and what is rendered from it stay
@@ -52,8 +52,8 @@ pub fn read(dir: &Path, batch: usize, mut each: impl FnMut(Vec<Agent>) -> Result
     let batch = batch.max(1);
     for file in files(dir)? {
         let marked = |mut agents: Vec<Agent>| {
-            super::chat::mark(&mut agents);
-            agents.iter_mut().for_each(|agent| super::availability::settle(agent, None));
+            broker_model::chat::mark(&mut agents);
+            agents.iter_mut().for_each(|agent| broker_model::availability::settle(agent, None));
             each(agents)
         };
         match file.extension().is_some_and(|e| e == "jsonl") {
@@ -222,7 +222,8 @@ impl<'de, F: FnMut(Vec<Agent>) -> Result<()>> Visitor<'de> for List<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::{generate, AgentsFile};
+    use crate::broker::AgentsFile;
+    use broker_model::generate;
 
     fn folder(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("almanac-source-{name}-{}", std::process::id()));
@@ -236,8 +237,8 @@ mod tests {
     #[test]
     fn lines_and_document_read_alike_in_bounded_batches() {
         let mut agents = generate::agents(50, 4);
-        super::super::chat::mark(&mut agents);
-        agents.iter_mut().for_each(|agent| super::super::availability::settle(agent, None));
+        broker_model::chat::mark(&mut agents);
+        agents.iter_mut().for_each(|agent| broker_model::availability::settle(agent, None));
         let (doc, lines) = (folder("doc"), folder("lines"));
         std::fs::write(
             doc.join("agents.json"),

@@ -26,8 +26,8 @@ use duckdb::Connection;
 use sha2::{Digest, Sha256};
 use shared::timestamp::Timestamp;
 
-use super::catalog::{Catalog, FeedbackEntry};
-use super::Agent;
+use broker_model::catalog::{Catalog, FeedbackEntry};
+use broker_model::Agent;
 
 use crate::columnar;
 
@@ -53,7 +53,7 @@ pub struct Embeddings {
 
 /// What the api reads of a snapshot's broker tables: all but the agents'
 /// records, feedback and embeddings, which it maps from the build's
-/// search index folder (`broker::search_folder`).
+/// search index folder (`search::folder`).
 pub struct Stored {
     pub catalog: Catalog,
     /// The `seq` of the last journal record the build applied.
@@ -176,7 +176,7 @@ pub struct Rest<'a> {
     pub embeddings: Option<&'a Embeddings>,
     pub journal_seq: u64,
     /// The journal's records applied, by their content
-    /// ([`super::journal::digest_through`]).
+    /// ([`broker_model::journal::digest_through`]).
     pub journal_digest: &'a str,
     /// The fingerprint of the sources the build read
     /// ([`super::scan::Summary::fingerprint`]).
@@ -559,7 +559,7 @@ mod tests {
     fn the_warehouse_gives_back_what_a_scan_gathers() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
         let catalog = crate::broker::load(&dir).unwrap().catalog;
-        let agents = crate::broker::generate::agents(1500, 5);
+        let agents = broker_model::generate::agents(1500, 5);
         let (mut tally, mut shared) = (Tally::new(&catalog), Shared::default());
         let mut rows: Vec<Row> = agents.iter().map(|a| shared.row(a)).collect();
         Row::sort(&mut rows);

@@ -5,11 +5,11 @@
 use minijinja::{context, Value};
 
 use super::{markup, routes, svg, Page};
-use crate::broker::catalog::{FeedbackEntry, FEEDBACK_REGISTRY};
 use crate::broker::render::agent_route;
 use crate::broker::render::time as instant;
 use crate::broker::scan::Row;
-use crate::broker::Agent;
+use broker_model::catalog::{FeedbackEntry, FEEDBACK_REGISTRY};
+use broker_model::Agent;
 use shared::http::Cache;
 
 /// Feedback entries listed on a profile, newest first.

@@ -23,9 +23,9 @@ pub mod svg;
 use anyhow::{Context, Result};
 use minijinja::{context, Environment, Value};
 
-use crate::broker::catalog::FeedbackEntry;
 use crate::hcs20::analytics::Analytics;
 use crate::hcs20::tables::SupplyChange;
+use broker_model::catalog::FeedbackEntry;
 use shared::http::{Cache, Representation};
 use shared::manifest::Export;
 use shared::site::File;
@@ -147,7 +147,7 @@ impl Renderer {
     }
 
     /// An agent's profile page, with its feedback entries.
-    pub fn profile(&self, agent: &crate::broker::Agent, feedback: &[&FeedbackEntry]) -> Result<File> {
+    pub fn profile(&self, agent: &broker_model::Agent, feedback: &[&FeedbackEntry]) -> Result<File> {
         self.finish(agents::profile(agent, feedback))
     }
 

@@ -163,7 +163,7 @@ fn dns(port_file: &Path) -> Result<()> {
 
 /// The relevance engines side by side over `n` generated agents: the
 /// baseline (the hand-written BM25F the api used before, `tests::bm25f`)
-/// and tantivy's (`broker::text`): time to index, the text part of 2,000
+/// and tantivy's (`search::text`): time to index, the text part of 2,000
 /// distinct queries of `bench queries` (p50, p99, one thread), and
 /// relevance judged by the generator's capabilities: for each capability's
 /// own word, the word, an inflected form and a 5-letter prefix, the share
@@ -171,14 +171,14 @@ fn dns(port_file: &Path) -> Result<()> {
 /// 20 that have it (precision). Then whole searches (filters, sorts,
 /// pages, aggregations) over the new index.
 fn text(n: usize) -> Result<()> {
-    use generator::broker::generate;
-    use generator::broker::query::{search, AgentIndex, SearchQuery};
-    use generator::broker::text::TextIndex;
+    use broker_model::generate;
+    use search::query::{search, AgentIndex, SearchQuery};
+    use search::text::TextIndex;
     let agents = generate::agents(n, 1);
     let started = Instant::now();
     let baseline = tests::bm25f::TextIndex::build(&agents);
     let baseline_built = started.elapsed();
-    let rank = generator::broker::columns::Columns::of(&agents).id_rank;
+    let rank = search::columns::Columns::of(&agents).id_rank;
     let started = Instant::now();
     let tantivy = TextIndex::build(&agents, &rank);
     let tantivy_built = started.elapsed();
@@ -189,8 +189,10 @@ fn text(n: usize) -> Result<()> {
     );
 
     let paths = query_paths(2_000);
-    let texts: Vec<String> =
-        paths.iter().filter_map(|p| SearchQuery::parse(p.split_once('?').map_or("", |(_, q)| q)).ok()?.q).collect();
+    let texts: Vec<String> = paths
+        .iter()
+        .filter_map(|p| api::broker::search_parameters::parse(p.split_once('?').map_or("", |(_, q)| q)).ok()?.q)
+        .collect();
     let timed = |name: &str, run: &dyn Fn(&str) -> usize| {
         let mut times: Vec<Duration> = Vec::with_capacity(texts.len());
         let mut matched = 0usize;
@@ -253,11 +255,14 @@ fn text(n: usize) -> Result<()> {
         );
     }
 
-    let columns = generator::broker::columns::Columns::of(&agents);
-    let index = AgentIndex::of_parts(generator::broker::records::Records::held(agents), tantivy, columns)?;
+    let columns = search::columns::Columns::of(&agents);
+    let index = AgentIndex::of_parts(search::records::Records::held(agents), tantivy, columns)?;
     let queries: Vec<SearchQuery> = paths
         .iter()
-        .map(|p| SearchQuery::parse(p.split_once('?').map_or("", |(_, q)| q)).map_err(|e| anyhow::anyhow!("{p}: {e}")))
+        .map(|p| {
+            api::broker::search_parameters::parse(p.split_once('?').map_or("", |(_, q)| q))
+                .map_err(|e| anyhow::anyhow!("{p}: {e}"))
+        })
         .collect::<Result<_>>()?;
     let mut times = Vec::with_capacity(queries.len());
     let mut hits = 0usize;
@@ -288,14 +293,14 @@ fn text(n: usize) -> Result<()> {
 /// each search's median; p50 and p99 by kind of search (with text or not,
 /// sorted or not).
 fn search_folder(dir: &Path, queries: &str, overlay: usize) -> Result<()> {
-    use generator::broker::bits::Bits;
-    use generator::broker::query::{merge, search, AgentIndex, Part, SearchQuery};
+    use search::bits::Bits;
+    use search::query::{merge, search, AgentIndex, Part, SearchQuery};
     let started = Instant::now();
-    let index = generator::broker::search_folder::open(dir)?.index;
+    let index = search::folder::open(dir)?.index;
     println!("opened {} agents in {:.2} s", index.len(), started.elapsed().as_secs_f64());
     // The live overlay as the api holds it after OVERLAY registrations
     // (settled into one segment, replacing none of the build's agents).
-    let live = AgentIndex::build(generator::broker::generate::agents(overlay, 77));
+    let live = AgentIndex::build(broker_model::generate::agents(overlay, 77));
     let (none, none_live) = (Bits::empty(index.len()), Bits::empty(live.len()));
     let parts = [
         Part { index: &index, excluded: &none, reference: None },
@@ -311,7 +316,7 @@ fn search_folder(dir: &Path, queries: &str, overlay: usize) -> Result<()> {
         .iter()
         .map(|p| {
             let raw = p.split_once('?').map_or("", |(_, q)| q);
-            SearchQuery::parse(raw).map(|q| (p.clone(), q)).map_err(|e| anyhow::anyhow!("{p}: {e}"))
+            api::broker::search_parameters::parse(raw).map(|q| (p.clone(), q)).map_err(|e| anyhow::anyhow!("{p}: {e}"))
         })
         .collect::<Result<_>>()?;
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); parsed.len()];
@@ -361,7 +366,9 @@ fn search_folder(dir: &Path, queries: &str, overlay: usize) -> Result<()> {
 /// A search index folder of `agents` generated agents in `dir` (see the
 /// module's doc).
 fn write_folder(agents: usize, dir: &Path) -> Result<()> {
-    use generator::broker::{generate, records::Batch, search_folder::Writer};
+    use broker_model::generate;
+    use search::folder::Writer;
+    use search::records::Batch;
     let started = Instant::now();
     let all = generate::agents(agents, 1);
     anyhow::ensure!(!dir.exists(), "{} exists", dir.display());
@@ -602,7 +609,7 @@ fn journal(source: &Path, dir: &Path, changes: usize) -> Result<()> {
         writeln!(out, "{record}")?;
         Ok(())
     };
-    for (i, agent) in generator::broker::generate::agents(registered, 7 + round as u64).into_iter().enumerate() {
+    for (i, agent) in broker_model::generate::agents(registered, 7 + round as u64).into_iter().enumerate() {
         // Named for the round: no clash with the source's agents or an
         // earlier round's.
         let mut agent = serde_json::to_value(&agent)?;
@@ -676,7 +683,7 @@ fn register(base: &str, store: &Path, agents: usize) -> Result<()> {
         let verified = api::auth::login::login(&http, &args, &signing).await?;
         verified["key"].as_str().map(str::to_string).context("the sign-in gave no key")
     })?;
-    let bodies: Vec<serde_json::Value> = generator::broker::generate::agents(agents, 5)
+    let bodies: Vec<serde_json::Value> = broker_model::generate::agents(agents, 5)
         .into_iter()
         .enumerate()
         .map(|(i, agent)| {
@@ -952,7 +959,7 @@ fn queries(n: usize) -> Result<()> {
 
 /// `n` distinct search paths (see `bench queries`), the same every time.
 fn query_paths(n: usize) -> Vec<String> {
-    use generator::broker::generate::{vocabulary, Rng};
+    use broker_model::generate::{vocabulary, Rng};
     let (words, registries, protocols) = vocabulary();
     let mut rng = Rng::new(2026);
     let pick = |list: &[&'static str], rng: &mut Rng| list[rng.below(list.len() as u64) as usize];
@@ -1005,7 +1012,7 @@ fn sample(dir: &Path, n: usize) -> Result<()> {
         .map(|r| (r.route, r.file))
         .collect();
     anyhow::ensure!(!details.is_empty(), "the build has no agents");
-    let mut rng = generator::broker::generate::Rng::new(7);
+    let mut rng = broker_model::generate::Rng::new(7);
     let mut out = String::new();
     for _ in 0..n.min(details.len()) {
         let (route, file) = &details[rng.below(details.len() as u64) as usize];

@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use broker_model::generate;
 use clap::Parser;
-use generator::broker::{generate, AgentsFile, FeedbackFile};
+use generator::broker::{AgentsFile, FeedbackFile};
 use generator::hcs20::Topics;
 use tests::datagen;
 

@@ -150,8 +150,8 @@ async fn availability_is_what_the_checks_find() {
         .iter()
         .filter(|h| chattable(h) && !mine.contains(&h["uaid"].as_str().unwrap().to_string()))
         .map(|h| {
-            let agent: generator::broker::Agent = serde_json::from_value(h.clone()).unwrap();
-            let url = generator::broker::availability::checked_endpoint(&agent).unwrap();
+            let agent: broker_model::Agent = serde_json::from_value(h.clone()).unwrap();
+            let url = broker_model::availability::checked_endpoint(&agent).unwrap();
             reqwest::Url::parse(url).unwrap().host_str().unwrap().to_string()
         })
         .collect();

@@ -7,9 +7,10 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use generator::broker::query::{search, AgentIndex, SearchQuery};
-use generator::broker::{self, Agent};
+use broker_model::Agent;
+use generator::broker;
 use reqwest::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use search::query::{search, AgentIndex};
 use serde_json::{json, Value};
 use tests::process::{build, Api};
 use tests::shape::{self, broker as contract, Shape};
@@ -18,7 +19,7 @@ use tests::{workspace_root, TempDir};
 struct Fixture {
     api: Api,
     client: reqwest::Client,
-    sources: broker::Sources,
+    sources: broker_model::Sources,
 }
 
 /// `datasets/` built and served once per run of this test binary; the
@@ -273,7 +274,7 @@ async fn search_over_http_is_the_library_search() {
     for raw in queries {
         let (status, body) = f.get(&format!("/api/v1/search?{raw}")).await;
         assert_eq!(status, 200, "{raw}: {body}");
-        let page = search(&index, &SearchQuery::parse(raw).unwrap());
+        let page = search(&index, &api::broker::search_parameters::parse(raw).unwrap());
         let want: Vec<&str> = page.hits.iter().map(|i| f.sources.agents[*i].id.as_str()).collect();
         assert_eq!(hit_ids(&body), want, "{raw}");
         assert_eq!(body["total"], json!(page.total), "{raw}");
@@ -592,7 +593,7 @@ async fn the_next_build_includes_the_journal() {
     let after = wait_for_build(&f, &before["build"]).await;
     assert_eq!(after["broker"], before["broker"], "the agent index was loaded again");
 
-    let mut newcomer = generator::broker::generate::agents(1, 4242).pop().unwrap();
+    let mut newcomer = broker_model::generate::agents(1, 4242).pop().unwrap();
     newcomer.id = format!("{}:journal-newcomer", newcomer.registry);
     newcomer.name = "Zephyrine Cartographer".into();
     let gone = f.agent("nanda").clone();

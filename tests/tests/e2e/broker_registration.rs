@@ -340,7 +340,7 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
     let (_, created) = broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Reader", &[]))).await;
     let uaid = created["uaid"].as_str().unwrap().to_string();
     let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
-    let agent: generator::broker::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
+    let agent: broker_model::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
 
     // The agent's own text finds it first; the query and the agent are
     // embedded in one call, and the agent only once.
@@ -378,9 +378,9 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
     assert_eq!(status, 200, "{similar}");
     let (_, twin_detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&twin)), None, None).await;
     let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
-    let agent: generator::broker::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
-    let twin_agent: generator::broker::Agent = serde_json::from_value(twin_detail["agent"].clone()).unwrap();
-    let ranked = |of: &generator::broker::Agent| -> serde_json::Value {
+    let agent: broker_model::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
+    let twin_agent: broker_model::Agent = serde_json::from_value(twin_detail["agent"].clone()).unwrap();
+    let ranked = |of: &broker_model::Agent| -> serde_json::Value {
         let made = generator::broker::render::similar(of, built.iter().chain([&agent, &twin_agent]));
         serde_json::from_slice(&made.body).unwrap()
     };
@@ -400,7 +400,7 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
 
 /// Every `seq` in the journal with the UAID its event names.
 fn journal(data: &std::path::Path) -> Vec<(u64, String)> {
-    use generator::broker::journal::{read, Event};
+    use broker_model::journal::{read, Event};
     let records = read(&data.join("journal")).unwrap();
     let uaid = |event: &Event| match event {
         Event::Register { agent } | Event::Update { agent } => agent.uaid.to_string(),

@@ -92,9 +92,9 @@ fn datasets_broker_agents_is_what_datagen_writes() {
     }
     let checked_in = std::fs::read(workspace_root().join("datasets/broker/agents.json")).unwrap();
     let index: serde_json::Value = serde_json::from_slice(&checked_in).unwrap();
-    let agents: Vec<generator::broker::Agent> = serde_json::from_value(index["agents"].clone()).unwrap();
+    let agents: Vec<broker_model::Agent> = serde_json::from_value(index["agents"].clone()).unwrap();
     assert_eq!(agents.len(), 300);
-    generator::broker::validate_index(&agents).unwrap();
+    broker_model::validate_index(&agents).unwrap();
 }
 
 /// The agent index as JSON Lines (`datagen --lines`) builds the same files

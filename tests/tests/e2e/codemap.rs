@@ -80,9 +80,9 @@ fn cycle(graph: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<
 
 #[test]
 fn modules_import_one_way() {
-    for crate_dir in ["shared/src", "generator/src", "api/src"] {
+    for crate_dir in ["shared/src", "broker-model/src", "search/src", "generator/src", "api/src"] {
         let graph = imports(&workspace_root().join(crate_dir));
-        assert!(graph.len() > 5, "{crate_dir}: the modules were found");
+        assert!(graph.len() > 4, "{crate_dir}: the modules were found");
         for module in graph.keys() {
             if let Some(cycle) = cycle(&graph, module) {
                 panic!("{crate_dir}: an import cycle: {}", cycle.join(" -> "));
@@ -107,9 +107,11 @@ fn the_check_sees_a_cycle() {
 /// shipped depends on the tests.
 const CRATES_MAY_DEPEND_ON: &[(&str, &[&str])] = &[
     ("shared", &[]),
-    ("generator", &["shared"]),
-    ("api", &["shared", "generator"]),
-    ("tests", &["shared", "generator", "api"]),
+    ("broker-model", &["shared"]),
+    ("search", &["shared", "broker-model"]),
+    ("generator", &["shared", "broker-model", "search"]),
+    ("api", &["shared", "broker-model", "search", "generator"]),
+    ("tests", &["shared", "broker-model", "search", "generator", "api"]),
 ];
 
 /// The workspace crates `manifest` (a Cargo.toml's text) depends on: each
@@ -147,4 +149,57 @@ fn the_crate_check_reads_path_dependencies() {
     let manifest = "[dependencies]\ngenerator = { path = \"../generator\" }\nserde = \"1\"\n\
                     [dev-dependencies]\napi = { path = \"../api\", features = [\"x\"] }\n";
     assert_eq!(workspace_dependencies(manifest), BTreeSet::from(["api".to_string(), "generator".to_string()]));
+}
+
+/// The crates below the generator and the api, and what none of them may
+/// reach, directly or through another crate: the async runtime, HTTP
+/// servers and clients, DuckDB.
+const LIBRARIES_WITHOUT_IO_STACKS: &[&str] = &["shared", "broker-model", "search"];
+const IO_STACKS: &[&str] = &["tokio", "hyper", "warp", "reqwest", "duckdb", "libduckdb-sys"];
+
+/// Each package of a Cargo.lock and the names of its dependencies.
+fn lock_graph(lock: &str) -> BTreeMap<String, Vec<String>> {
+    let mut graph = BTreeMap::new();
+    for package in lock.split("[[package]]").skip(1) {
+        let name = package.lines().find_map(|l| l.strip_prefix("name = \"")).map(|n| n.trim_end_matches('"'));
+        let Some(name) = name else { continue };
+        let dependencies = package
+            .split_once("dependencies = [")
+            .map(|(_, rest)| rest.split(']').next().unwrap())
+            .into_iter()
+            .flat_map(|list| list.split(','))
+            .filter_map(|d| d.trim().trim_matches('"').split(' ').next().filter(|d| !d.is_empty()).map(String::from))
+            .collect();
+        graph.insert(name.to_string(), dependencies);
+    }
+    graph
+}
+
+/// Every package `from` reaches through its dependencies.
+fn reached(graph: &BTreeMap<String, Vec<String>>, from: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![from.to_string()];
+    while let Some(name) = stack.pop() {
+        for next in graph.get(&name).into_iter().flatten() {
+            if seen.insert(next.clone()) {
+                stack.push(next.clone());
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn search_and_the_shared_crates_build_without_runtime_http_or_duckdb() {
+    let graph = lock_graph(&std::fs::read_to_string(workspace_root().join("Cargo.lock")).unwrap());
+    for library in LIBRARIES_WITHOUT_IO_STACKS {
+        assert!(graph.contains_key(*library), "{library} is in Cargo.lock");
+        let reached = reached(&graph, library);
+        for stack in IO_STACKS {
+            assert!(!reached.contains(*stack), "{library} reaches {stack}");
+        }
+    }
+    // The check sees what it looks for: the api reaches all of them.
+    let api = reached(&graph, "api");
+    assert!(["tokio", "hyper", "duckdb"].iter().all(|s| api.contains(*s)), "the api's dependencies were read");
 }

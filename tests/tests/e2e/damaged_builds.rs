@@ -172,12 +172,12 @@ fn a_damaged_search_folder_is_refused_until_repaired() {
     type Damage = fn(&Path);
     let cases: &[(&str, &str, Damage)] = &[
         ("records cut short", "no header or footer", |folder| {
-            let path = folder.join(generator::broker::records::RECORDS);
+            let path = folder.join(search::records::RECORDS);
             let bytes = std::fs::read(&path).unwrap();
             std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         }),
         ("feedback missing", "feedback.bin", |folder| {
-            std::fs::remove_file(folder.join(generator::broker::records::FEEDBACK)).unwrap();
+            std::fs::remove_file(folder.join(search::records::FEEDBACK)).unwrap();
         }),
     ];
     let pristine = root.path().join("pristine");

@@ -222,7 +222,7 @@ fn journal_line(seq: u64, mut event: serde_json::Value) -> String {
 /// the run and changes nothing; other events give a whole build.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
-    use generator::broker::Agent;
+    use broker_model::Agent;
     use serde_json::json;
     let root = TempDir::new("layers-agents");
     let (corpus, broker, journal) =
@@ -259,7 +259,7 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
         let uaid = &sources.feedback.iter().map(|f| &f.uaid).collect::<BTreeSet<_>>().into_iter().nth(n).unwrap();
         sources.agents.iter().find(|a| a.uaid.as_str() == uaid.as_str()).unwrap().clone()
     };
-    let mut newcomers = generator::broker::generate::agents(40, 77);
+    let mut newcomers = broker_model::generate::agents(40, 77);
     for (i, agent) in newcomers.iter_mut().enumerate() {
         agent.id = format!("nanda:journal-{i}");
         agent.trust_score = 99.0 - i as f64;
@@ -328,9 +328,9 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
     let checked = sources
         .agents
         .iter()
-        .find(|a| a.uaid != updated.uaid && generator::broker::availability::checked_endpoint(a).is_some())
+        .find(|a| a.uaid != updated.uaid && broker_model::availability::checked_endpoint(a).is_some())
         .unwrap();
-    let measurement = json!({"uaid": checked.uaid, "endpoint": generator::broker::availability::checked_endpoint(checked),
+    let measurement = json!({"uaid": checked.uaid, "endpoint": broker_model::availability::checked_endpoint(checked),
         "status": "offline", "checkedAt": "2026-11-24T12:00:00.000Z", "latencyMs": 4, "uptime": 0.0});
     lines += &journal_line(9, json!({"event": "availability", "availability": measurement}));
     std::fs::write(journal.join("0001.jsonl"), &lines).unwrap();

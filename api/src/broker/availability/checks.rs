@@ -7,8 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use generator::broker::availability::{checked, Measurement};
-use generator::broker::Agent;
+use broker_model::availability::{checked, Measurement};
+use broker_model::Agent;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 

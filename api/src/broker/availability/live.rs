@@ -1,11 +1,11 @@
 //! What the live overlay is given for availability: each agent as the
 //! store holds it (registered through the api) or as the build does, with
-//! its last measurement ([`generator::broker::availability::settle`]).
+//! its last measurement ([`broker_model::availability::settle`]).
 
 use std::collections::HashSet;
 
-use generator::broker::availability::{settle, Measurement};
-use generator::broker::Agent;
+use broker_model::availability::{settle, Measurement};
+use broker_model::Agent;
 
 use super::super::agents::Agents;
 use super::super::overlay::Change;

@@ -1,7 +1,7 @@
 //! Availability measured, not asserted: the api checks every agent it can
 //! chat with, through the egress gate, and what the checks find is what
 //! search, the agent routes, badges and pages show
-//! ([`generator::broker::availability`] has the rule; `store::availability`
+//! ([`broker_model::availability`] has the rule; `store::availability`
 //! what is recorded and when a change is published).
 //!
 //! **A check** is the cheapest call that tells whether a chat session

@@ -1,6 +1,6 @@
 //! A build's search index folder (`data/search/<id>/`): the text index
-//! (`broker::text`), the columns (`broker::columns`) and the records, keys,
-//! feedback and embeddings (`broker::records`) of the same agents in the
+//! (`text`), the columns (`columns`) and the records, keys,
+//! feedback and embeddings (`records`) of the same agents in the
 //! same order, written together as the agents stream past and opened together
 //! by the api.
 //!
@@ -17,10 +17,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::columns::{self, Columns};
-use super::query::AgentIndex;
-use super::records::{self, Batch, Feedback, Records, Vectors};
-use super::text::{TextIndex, TextWriter};
+use crate::columns::{self, Columns};
+use crate::query::AgentIndex;
+use crate::records::{self, Batch, Feedback, Records, Vectors};
+use crate::text::{TextIndex, TextWriter};
 
 /// How many agents the text index is given at a time.
 const TEXT_BATCH: usize = 4096;
@@ -115,11 +115,11 @@ pub fn open(dir: &Path) -> Result<Folder> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::bits::Bits;
-    use crate::broker::catalog::FeedbackEntry;
-    use crate::broker::generate::agents;
-    use crate::broker::query::{merge, search, Merged, Part, SearchQuery};
-    use crate::broker::Agent;
+    use crate::bits::Bits;
+    use crate::query::{merge, search, Merged, Part, SearchQuery, SortBy};
+    use broker_model::catalog::FeedbackEntry;
+    use broker_model::generate::agents;
+    use broker_model::Agent;
 
     /// A folder written from a stream answers every search, alone and
     /// merged with a live index, as the same agents held in memory; its
@@ -129,7 +129,7 @@ mod tests {
     fn a_written_folder_searches_as_the_agents_held_in_memory() {
         let set = agents(300, 13);
         let (built, live) = set.split_at(260);
-        let feedback = crate::broker::generate::feedback(built, 5);
+        let feedback = broker_model::generate::feedback(built, 5);
         let dir = std::env::temp_dir().join(format!("almanac-search-folder-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mut writer = Writer::create(&dir, built.len(), Some("test-model"), 2, 40_000_000).unwrap();
@@ -171,29 +171,35 @@ mod tests {
             merged.hits.iter().map(|h| index[h.part].records.keys(h.at).id.to_string()).collect()
         };
         let (none, some) = (Bits::empty(260), Bits::from_positions(40, [3]));
-        for raw in [
-            "",
-            "sortBy=name&page=2&limit=30",
-            "sortBy=most-available&sortOrder=asc",
-            "sortBy=oldest&registries=hashgraph-online",
-            "sortBy=trust-score&limit=100&includeAggregations=true",
-            "q=translator&sortBy=most-recent",
-            "q=translator+ledger&limit=50",
-            "online=true&minTrust=30&sortBy=name",
-            "metadata.isFree=true&capabilities=0&sortBy=oldest",
-        ] {
-            let query = SearchQuery::parse(raw).unwrap();
+        let sorted = |sort: SortBy| SearchQuery { sort_by: Some(sort), ..SearchQuery::default() };
+        let translator = Some("translator".to_string());
+        let queries = [
+            SearchQuery::default(),
+            SearchQuery { page: 2, limit: 30, ..sorted(SortBy::Name) },
+            SearchQuery { ascending: Some(true), ..sorted(SortBy::MostAvailable) },
+            SearchQuery { registries: vec!["hashgraph-online".into()], ..sorted(SortBy::Oldest) },
+            SearchQuery { limit: 100, include_aggregations: true, ..sorted(SortBy::TrustScore) },
+            SearchQuery { q: translator.clone(), ..sorted(SortBy::MostRecent) },
+            SearchQuery { q: Some("translator ledger".into()), limit: 50, ..SearchQuery::default() },
+            SearchQuery { online: true, min_trust: Some(30.0), ..sorted(SortBy::Name) },
+            SearchQuery {
+                metadata: [(vec!["isFree".to_string()], vec!["true".to_string()])].into(),
+                capabilities: vec!["0".into()],
+                ..sorted(SortBy::Oldest)
+            },
+        ];
+        for query in queries {
             let (a, b) = (search(opened, &query), search(&held, &query));
-            assert_eq!(ids(opened, &a.hits), ids(&held, &b.hits), "{raw}");
-            assert_eq!((a.total, a.aggregations, a.scores), (b.total, b.aggregations, b.scores), "{raw}");
+            assert_eq!(ids(opened, &a.hits), ids(&held, &b.hits), "{query:?}");
+            assert_eq!((a.total, a.aggregations, a.scores), (b.total, b.aggregations, b.scores), "{query:?}");
             let parts = |base: &AgentIndex| -> Merged {
                 let base_part = Part { index: base, excluded: &none, reference: None };
                 let live_part = Part { index: &live, excluded: &some, reference: Some(&base.text) };
                 merge(&[base_part, live_part], &query)
             };
             let (a, b) = (parts(opened), parts(&held));
-            assert_eq!(merged_ids(&[opened, &live], &a), merged_ids(&[&held, &live], &b), "{raw}");
-            assert!(!a.hits.is_empty(), "{raw}");
+            assert_eq!(merged_ids(&[opened, &live], &a), merged_ids(&[&held, &live], &b), "{query:?}");
+            assert!(!a.hits.is_empty(), "{query:?}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -1,7 +1,7 @@
-//! `GET /api/v1/search`: its parameters (parsed with their bounds, a bad
-//! one is a 400 naming it), and the search itself over an [`AgentIndex`]
-//! (text, columns, records): filter, rank, sort, page, aggregate. A hit's
-//! record is read only once it is on the page. No IO but those reads.
+//! A search ([`SearchQuery`], which the api reads from `GET /api/v1/search`'s
+//! parameters) over an [`AgentIndex`] (text, columns, records): filter,
+//! rank, sort, page, aggregate. A hit's record is read only once it is on
+//! the page. No IO but those reads.
 //!
 //! A sorted page walks its order, or sorts the matches' places in it
 //! (`Columns::places`, the orders' inverses) once the walk has read four
@@ -16,7 +16,8 @@
 //! the api opens a build), over every agent's columns when what is skipped
 //! leaves too few.
 //!
-//! Decisions where the spec is silent (also in `docs/broker.md`):
+//! Decisions where the spec is silent (also in `docs/broker.md`), in the
+//! terms of the parameters:
 //! - with `q` and no `sortBy`, hits are ranked by relevance; an explicit
 //!   `sortBy` orders them instead. Ties break by agent id;
 //! - `capabilities` names codes (`4`) or labels (`code-generation`, any
@@ -35,20 +36,19 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
-use super::bits::Bits;
-use super::columns::{order_slot, Columns, Trust, TRUST_STEPS};
-use super::records::Records;
-use super::text::{Ranks, TextIndex};
-use super::{Agent, KINDS, VERIFICATION};
-use shared::http::BadParameter;
+use crate::bits::Bits;
+use crate::columns::{order_slot, Columns, Trust, TRUST_STEPS};
+use crate::records::Records;
+use crate::text::{Ranks, TextIndex};
+use broker_model::Agent;
 
 pub const DEFAULT_LIMIT: usize = 20;
 pub const MAX_LIMIT: usize = 500;
 
-pub use super::columns::SortBy;
-pub use super::text::slug;
+pub use crate::columns::SortBy;
+pub use crate::text::slug;
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SearchQuery {
     pub q: Option<String>,
     pub page: usize,
@@ -71,139 +71,29 @@ pub struct SearchQuery {
     pub metadata: BTreeMap<Vec<String>, Vec<String>>,
 }
 
-fn list(value: &str) -> Vec<String> {
-    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
-}
-
-fn boolean(parameter: &'static str, value: &str) -> Result<bool, BadParameter> {
-    match value {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(BadParameter::new(parameter, format!("{parameter} must be true or false"))),
-    }
-}
-
-/// Parameters of one value.
-const SINGLE: [&str; 11] = [
-    "q",
-    "page",
-    "limit",
-    "minTrust",
-    "includeAggregations",
-    "verificationStatus",
-    "type",
-    "verified",
-    "online",
-    "sortBy",
-    "sortOrder",
-];
-
-impl SearchQuery {
-    /// Parses a raw query string. Unknown parameters are ignored; one of
-    /// a single value given twice is refused.
-    pub fn parse(raw: &str) -> Result<SearchQuery, BadParameter> {
-        let mut out = SearchQuery { page: 1, limit: DEFAULT_LIMIT, include_aggregations: true, ..Default::default() };
-        let mut seen = Vec::new();
-        for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
-            // Lists (and metadata paths) may be given as repeated keys, as
-            // the reference client sends them; every other parameter once.
-            if let Some(single) = SINGLE.iter().find(|s| **s == key) {
-                if seen.contains(single) {
-                    return Err(BadParameter::repeated(single));
-                }
-                seen.push(single);
-            }
-            let value = value.trim();
-            match key.as_ref() {
-                "q" => out.q = Some(value.to_string()).filter(|q| !q.is_empty()),
-                "page" => {
-                    out.page = value
-                        .parse()
-                        .ok()
-                        .filter(|p| *p >= 1)
-                        .ok_or_else(|| BadParameter::new("page", "page must be an integer of at least 1"))?
-                }
-                "limit" => {
-                    out.limit = value.parse().ok().filter(|l| (1..=MAX_LIMIT).contains(l)).ok_or_else(|| {
-                        BadParameter::new("limit", format!("limit must be an integer from 1 to {MAX_LIMIT}"))
-                    })?
-                }
-                "registries" => out.registries.extend(list(value)),
-                "adapters" | "adapter" => out.adapters.extend(list(value)),
-                "capabilities" => out.capabilities.extend(list(value).iter().map(|c| slug(c))),
-                "protocols" => out.protocols.extend(list(value)),
-                "minTrust" => {
-                    out.min_trust =
-                        Some(
-                            value.parse::<f64>().ok().filter(|t| (0.0..=100.0).contains(t)).ok_or_else(|| {
-                                BadParameter::new("minTrust", "minTrust must be a number from 0 to 100")
-                            })?,
-                        )
-                }
-                "minSignals" => {
-                    for part in list(value) {
-                        let parsed = part
-                            .split_once(':')
-                            .and_then(|(k, v)| Some((k.trim().to_string(), v.trim().parse::<f64>().ok()?)))
-                            .filter(|(k, v)| !k.is_empty() && v.is_finite());
-                        let pair = parsed.ok_or_else(|| {
-                            BadParameter::new("minSignals", "minSignals is a list of <signalKey>:<min>")
-                        })?;
-                        out.min_signals.push(pair);
-                    }
-                }
-                "includeAggregations" => out.include_aggregations = boolean("includeAggregations", value)?,
-                "verificationStatus" => {
-                    if !VERIFICATION.contains(&value) {
-                        return Err(BadParameter::new(
-                            "verificationStatus",
-                            format!("verificationStatus is one of {}", VERIFICATION.join(", ")),
-                        ));
-                    }
-                    out.verification_status = Some(value.to_string());
-                }
-                "type" => {
-                    if !KINDS.contains(&value) {
-                        return Err(BadParameter::new("type", format!("type is one of {}", KINDS.join(", "))));
-                    }
-                    out.kind = Some(value.to_string());
-                }
-                "verified" => out.verified = boolean("verified", value)?,
-                "online" => out.online = boolean("online", value)?,
-                "sortBy" => {
-                    out.sort_by = Some(match value {
-                        "most-recent" => SortBy::MostRecent,
-                        "oldest" => SortBy::Oldest,
-                        "name" => SortBy::Name,
-                        "most-available" => SortBy::MostAvailable,
-                        "trust-score" => SortBy::TrustScore,
-                        _ => {
-                            return Err(BadParameter::new(
-                                "sortBy",
-                                "sortBy is one of most-recent, oldest, name, most-available, trust-score",
-                            ))
-                        }
-                    })
-                }
-                "sortOrder" => {
-                    out.ascending = Some(match value {
-                        "asc" => true,
-                        "desc" => false,
-                        _ => return Err(BadParameter::new("sortOrder", "sortOrder is asc or desc")),
-                    })
-                }
-                other => {
-                    if let Some(path) = other.strip_prefix("metadata.") {
-                        let path: Vec<String> = path.split('.').map(str::to_string).collect();
-                        if path.iter().any(String::is_empty) {
-                            return Err(BadParameter::new("metadata", format!("{other} is not a metadata path")));
-                        }
-                        out.metadata.entry(path).or_default().push(value.to_string());
-                    }
-                }
-            }
+impl Default for SearchQuery {
+    /// Every agent, the first page of [`DEFAULT_LIMIT`], with aggregations:
+    /// a request with no parameters.
+    fn default() -> SearchQuery {
+        SearchQuery {
+            q: None,
+            page: 1,
+            limit: DEFAULT_LIMIT,
+            registries: Vec::new(),
+            adapters: Vec::new(),
+            capabilities: Vec::new(),
+            protocols: Vec::new(),
+            min_trust: None,
+            min_signals: Vec::new(),
+            include_aggregations: true,
+            verification_status: None,
+            kind: None,
+            verified: false,
+            online: false,
+            sort_by: None,
+            ascending: None,
+            metadata: BTreeMap::new(),
         }
-        Ok(out)
     }
 }
 
@@ -810,7 +700,11 @@ fn leading(len: usize, before: impl Fn(usize) -> bool) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::generate::agents;
+    use broker_model::generate::agents;
+
+    fn strings(values: &[&str]) -> Vec<String> {
+        values.iter().map(|v| v.to_string()).collect()
+    }
 
     #[test]
     fn leading_counts_the_entries_before_the_first_that_does_not_lead() {
@@ -826,11 +720,6 @@ mod tests {
                 assert!(calls.get() <= 2 * (usize::BITS - len.leading_zeros()) as usize + 1, "{answer} of {len}");
             }
         }
-    }
-
-    fn run(agents: &[Agent], raw: &str) -> Page {
-        let index = AgentIndex::build(agents.to_vec());
-        search(&index, &SearchQuery::parse(raw).unwrap())
     }
 
     /// A sorted page is the matches' run of the order, whether the walk
@@ -860,43 +749,6 @@ mod tests {
     }
 
     #[test]
-    fn parameters_outside_their_bounds_name_themselves() {
-        let check = |raw: &str, parameter: Option<&str>| {
-            let got = SearchQuery::parse(raw).err().map(|e| e.parameter);
-            assert_eq!(got, parameter, "{raw}");
-        };
-        check("", None);
-        check("page=1&limit=500&minTrust=0", None);
-        check("minTrust=100", None);
-        check("page=0", Some("page"));
-        check("page=x", Some("page"));
-        check("limit=0", Some("limit"));
-        check("limit=501", Some("limit"));
-        check("minTrust=-1", Some("minTrust"));
-        check("minTrust=100.5", Some("minTrust"));
-        check("minSignals=uptime", Some("minSignals"));
-        check("minSignals=uptime:high", Some("minSignals"));
-        check("minSignals=uptime:90,feedback:50", None);
-        check("verificationStatus=verified", Some("verificationStatus"));
-        check("type=bots", Some("type"));
-        check("verified=yes", Some("verified"));
-        check("online=1", Some("online"));
-        check("includeAggregations=TRUE", Some("includeAggregations"));
-        check("sortBy=popular", Some("sortBy"));
-        check("sortOrder=up", Some("sortOrder"));
-        check("metadata..x=1", Some("metadata"));
-        check("unknown=whatever", None);
-        // One value each, unless a list: repeated lists add up.
-        check("limit=5&limit=5", Some("limit"));
-        check("q=a&q=b", Some("q"));
-        check("sortBy=name&sortBy=name", Some("sortBy"));
-        check("registries=a&registries=b&capabilities=x&capabilities=y&protocols=p&protocols=q", None);
-        check("metadata.region=eu&metadata.region=us&minSignals=a:1&minSignals=b:2", None);
-        let lists = SearchQuery::parse("registries=a&registries=b,c").unwrap();
-        assert_eq!(lists.registries, ["a", "b", "c"]);
-    }
-
-    #[test]
     fn globs() {
         for (pattern, text, ok) in [
             ("eu-*", "eu-west", true),
@@ -913,133 +765,6 @@ mod tests {
         }
     }
 
-    /// Who a filter should keep, stated independently of `keeps`.
-    type Oracle = Box<dyn Fn(&Agent) -> bool>;
-
-    #[test]
-    fn every_filter_keeps_exactly_the_matching_agents() {
-        let set = agents(400, 5);
-        // Each case: the query, and an independent statement of who matches.
-        let cases: Vec<(&str, Oracle)> = vec![
-            ("registries=olas,nanda", Box::new(|a| a.registry == "olas" || a.registry == "nanda")),
-            ("adapters=mcp-adapter", Box::new(|a| a.adapter == "mcp-adapter")),
-            ("adapter=hcs10-adapter", Box::new(|a| a.adapter == "hcs10-adapter")),
-            ("protocols=a2a", Box::new(|a| a.protocols.contains(&"a2a".into()))),
-            (
-                "capabilities=0,Knowledge%20Retrieval",
-                Box::new(|a| a.capabilities.contains(&0) && a.capabilities.contains(&7)),
-            ),
-            ("capabilities=code-generation", Box::new(|a| a.capabilities.contains(&4))),
-            ("minTrust=70", Box::new(|a| a.trust_score >= 70.0)),
-            // Fewer kept than trusted enough: tested one by one.
-            ("registries=olas&minTrust=20", Box::new(|a| a.registry == "olas" && a.trust_score >= 20.0)),
-            ("minTrust=100", Box::new(|a| a.trust_score >= 100.0)),
-            (
-                "minSignals=uptime:95,verifiedOwner:100",
-                Box::new(|a| a.trust_signals["uptime"] >= 95.0 && a.trust_signals["verifiedOwner"] >= 100.0),
-            ),
-            ("verificationStatus=pending", Box::new(|a| a.verification_status == crate::broker::Verification::Pending)),
-            ("type=mcp-servers", Box::new(|a| a.kind == crate::broker::AgentKind::McpServers)),
-            ("verified=true", Box::new(|a| a.verification_status == crate::broker::Verification::Registered)),
-            ("verified=false", Box::new(|_| true)),
-            ("online=true", Box::new(|a| a.available)),
-            ("metadata.isFree=true", Box::new(|a| a.metadata["isFree"] == true)),
-            ("metadata.isFree=false", Box::new(|a| a.metadata["isFree"] == false)),
-            ("metadata.deployment.region=eu-*", Box::new(|a| a.metadata["deployment"]["region"] == "eu-west")),
-            (
-                "metadata.category=finance&metadata.category=security",
-                Box::new(|a| a.metadata["category"] == "finance" || a.metadata["category"] == "security"),
-            ),
-            (
-                "metadata.languages=de&metadata.pricing.model=free",
-                Box::new(|a| {
-                    a.metadata["languages"].as_array().unwrap().contains(&"de".into())
-                        && a.metadata["pricing"]["model"] == "free"
-                }),
-            ),
-            ("metadata.nothing=*", Box::new(|_| false)),
-        ];
-        for (raw, matches) in cases {
-            let page = run(&set, &format!("{raw}&limit=500"));
-            let expected = set.iter().filter(|a| matches(a)).count();
-            assert_eq!(page.total, expected, "{raw}");
-            assert!(expected == 0 || expected < set.len() || raw.contains("false"), "{raw} filters nothing");
-            assert!(page.hits.iter().all(|i| matches(&set[*i])), "{raw}");
-            assert_eq!(page.hits.len(), expected.min(500), "{raw}");
-        }
-        // Trust thresholds at and between the steps of the trust order,
-        // alone (made from a step) and within a narrow filter (tested
-        // agent by agent).
-        let mut trusts: Vec<f64> = set.iter().map(|a| a.trust_score).collect();
-        trusts.sort_by(f64::total_cmp);
-        let between = trusts.windows(2).step_by(37).map(|w| (w[0] + w[1]) / 2.0);
-        let narrow = |a: &Agent| a.registry == "olas" && a.verification_status == crate::broker::Verification::Pending;
-        let narrowed: Vec<f64> = set.iter().filter(|a| narrow(a)).map(|a| a.trust_score).collect();
-        assert!(!narrowed.is_empty() && narrowed.len() <= set.len() / (2 * TRUST_STEPS));
-        let thresholds = [0.0, 100.0].into_iter().chain(trusts.iter().step_by(23).copied()).chain(between);
-        for t in thresholds.chain(narrowed) {
-            let filters: [(&str, Oracle); 2] =
-                [("", Box::new(|_| true)), ("&registries=olas&verificationStatus=pending", Box::new(narrow))];
-            for (filter, keeps) in filters {
-                let raw = format!("minTrust={t}{filter}&limit=500");
-                let expected: Vec<usize> =
-                    (0..set.len()).filter(|i| keeps(&set[*i]) && set[*i].trust_score >= t).collect();
-                let mut hits = run(&set, &raw).hits;
-                hits.sort();
-                assert_eq!(hits, expected, "{raw}");
-            }
-        }
-    }
-
-    #[test]
-    fn sorts_pages_and_aggregations() {
-        let set = agents(300, 9);
-        let ids = |raw: &str| run(&set, raw).hits.iter().map(|i| set[*i].id.clone()).collect::<Vec<_>>();
-        let mut by_updated: Vec<&Agent> = set.iter().collect();
-        by_updated.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.id.cmp(&b.id)));
-        let expected: Vec<String> = by_updated.iter().take(20).map(|a| a.id.clone()).collect();
-        assert_eq!(ids(""), expected, "most-recent is the default");
-        let check_sorted = |raw: &str, key: &dyn Fn(&Agent) -> f64, ascending: bool| {
-            let page = run(&set, &format!("{raw}&limit=300"));
-            let values: Vec<f64> = page.hits.iter().map(|i| key(&set[*i])).collect();
-            let ok = values.windows(2).all(|w| if ascending { w[0] <= w[1] } else { w[0] >= w[1] });
-            assert!(ok, "{raw}");
-        };
-        check_sorted("sortBy=trust-score", &|a| a.trust_score, false);
-        check_sorted("sortBy=trust-score&sortOrder=asc", &|a| a.trust_score, true);
-        let names = ids("sortBy=name&limit=300");
-        let mut sorted: Vec<(String, String)> = set.iter().map(|a| (a.name.to_lowercase(), a.id.clone())).collect();
-        sorted.sort();
-        assert_eq!(names, sorted.into_iter().map(|(_, id)| id).collect::<Vec<_>>());
-        let oldest = run(&set, "sortBy=oldest&limit=1").hits[0];
-        assert_eq!(set[oldest].created_at, set.iter().map(|a| a.created_at.clone()).min().unwrap());
-        let available = run(&set, "sortBy=most-available&limit=300");
-        let first_offline = available.hits.iter().position(|i| !set[*i].available).unwrap();
-        assert!(available.hits[first_offline..].iter().all(|i| !set[*i].available));
-
-        // Pages tile the ordered result; past the end is empty.
-        let all = ids("limit=300");
-        let pages: Vec<String> = (1..=15).flat_map(|p| ids(&format!("limit=20&page={p}"))).collect();
-        assert_eq!(pages, all);
-        assert!(ids("page=16&limit=20").is_empty());
-        assert_eq!(run(&set, "page=99").total, 300);
-
-        // Relevance: the top hit of a query has the query's term.
-        let top = run(&set, "q=translator").hits[0];
-        assert!(set[top].name.to_lowercase().contains("translator"));
-        // An explicit sortBy orders the matching set instead.
-        let relevant = run(&set, "q=translator&sortBy=trust-score&limit=300");
-        let scores: Vec<f64> = relevant.hits.iter().map(|i| set[*i].trust_score).collect();
-        assert!(scores.windows(2).all(|w| w[0] >= w[1]));
-
-        // Aggregations count the whole filtered set, and can be left out.
-        let page = run(&set, "registries=hashgraph-online");
-        let aggregations = page.aggregations.unwrap();
-        assert_eq!(aggregations.registries.get("hashgraph-online"), Some(&page.total));
-        assert_eq!(aggregations.kinds.values().sum::<usize>(), page.total);
-        assert!(run(&set, "includeAggregations=false").aggregations.is_none());
-    }
-
     /// Aggregations count, for each value of each field, the agents that
     /// pass the filters and have it, as the agents themselves say: with the
     /// five categorical fields counted as their combinations (the planes of
@@ -1053,17 +778,21 @@ mod tests {
             if !profiles {
                 index.columns.profiles = None;
             }
-            for raw in [
-                "",
-                "registries=hashgraph-online",
-                "online=true&minTrust=40",
-                "capabilities=text-generation",
-                "type=mcp-servers",
-                "protocols=a2a&verificationStatus=pending",
-                "registries=nanda,olas&online=false",
-                "minTrust=99.9",
-            ] {
-                let query = SearchQuery::parse(raw).unwrap();
+            let queries = [
+                SearchQuery::default(),
+                SearchQuery { registries: strings(&["hashgraph-online"]), ..SearchQuery::default() },
+                SearchQuery { online: true, min_trust: Some(40.0), ..SearchQuery::default() },
+                SearchQuery { capabilities: strings(&["text-generation"]), ..SearchQuery::default() },
+                SearchQuery { kind: Some("mcp-servers".into()), ..SearchQuery::default() },
+                SearchQuery {
+                    protocols: strings(&["a2a"]),
+                    verification_status: Some("pending".into()),
+                    ..SearchQuery::default()
+                },
+                SearchQuery { registries: strings(&["nanda", "olas"]), ..SearchQuery::default() },
+                SearchQuery { min_trust: Some(99.9), ..SearchQuery::default() },
+            ];
+            for query in queries {
                 let got = search(&index, &query).aggregations.unwrap();
                 let mut want = Aggregations::default();
                 for agent in filtered(&index, &query).into_iter().map(|i| &set[i]) {
@@ -1074,53 +803,11 @@ mod tests {
                     agent.protocols.iter().for_each(|p| add(&mut want.protocols, &p.to_lowercase()));
                     add(&mut want.kinds, agent.kind.as_str());
                     add(&mut want.verification, agent.verification_status.as_str());
-                    agent
-                        .capability_labels
-                        .iter()
-                        .for_each(|l| add(&mut want.capabilities, &crate::broker::text::slug(l)));
+                    agent.capability_labels.iter().for_each(|l| add(&mut want.capabilities, &crate::text::slug(l)));
                 }
-                assert_eq!(got, want, "{raw} (profiles: {profiles})");
+                assert_eq!(got, want, "{query:?} (profiles: {profiles})");
             }
         }
-    }
-
-    /// The similar agents found from the capability sets' best (or, when
-    /// too many of those are left out, over every agent's columns) are
-    /// those the agents' own ranking picks (`render::similar`), for a
-    /// set agents have or not, whatever is left out.
-    #[test]
-    fn similar_agents_from_the_sets_are_the_agents_own_ranking() {
-        use super::super::render;
-        let set = agents(500, 31);
-        let index = AgentIndex::build(set.clone());
-        let check = |agent: &Agent, skipped: &dyn Fn(usize) -> bool, case: &str| {
-            let got: Vec<&str> = similar(&index, render::mask(agent), skipped, SIMILAR_LIMIT)
-                .into_iter()
-                .map(|i| set[i].id.as_str())
-                .collect();
-            let kept = set.iter().enumerate().filter(|(i, _)| !skipped(*i)).map(|(_, a)| a);
-            let expected: serde_json::Value = serde_json::from_slice(&render::similar(agent, kept).body).unwrap();
-            let expected: Vec<&str> =
-                expected["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
-            assert_eq!(got, expected, "{case}: {}", agent.id);
-            assert_eq!(got.len(), SIMILAR_LIMIT, "{case}: {}", agent.id);
-        };
-        for (n, agent) in set.iter().enumerate().step_by(37) {
-            check(agent, &|i| i == n, "the agent itself");
-            // A set's best all left out: found over the columns.
-            let best = index.similar_sets().best(&index.columns, render::mask(agent)).into_owned();
-            check(agent, &|i| i == n || best.contains(&(i as u32)), "its set's best");
-            check(agent, &|i| i == n || i % 7 == 0, "every seventh");
-        }
-        // A capability set no agent has (a live agent's) is ranked from the
-        // sets agents have.
-        let held: std::collections::HashSet<u32> = set.iter().map(render::mask).collect();
-        let mut fresh = agents(1, 99).remove(0);
-        assert!(set.iter().all(|a| a.uaid != fresh.uaid));
-        fresh.capabilities = (0..19u8).filter(|c| c % 3 == 0).collect();
-        assert!(!held.contains(&render::mask(&fresh)));
-        check(&fresh, &|_| false, "a new set");
-        assert_eq!(index.similar_sets().len(), held.iter().filter(|m| **m != 0).count());
     }
 
     #[test]
@@ -1165,32 +852,33 @@ mod tests {
             Part { index: &older, excluded: &older_excluded, reference: Some(&base.text) },
             Part { index: &newer, excluded: &newer_excluded, reference: Some(&base.text) },
         ];
-        for raw in [
-            "",
-            "page=3&limit=7",
-            "sortBy=name",
-            "sortBy=name&sortOrder=desc&page=4&limit=9",
-            "sortBy=trust-score&limit=50",
-            "sortBy=oldest&page=2",
-            "sortBy=most-available&limit=100",
-            "registries=hashgraph-online&sortBy=name",
-            "capabilities=text-generation&page=2&limit=5",
-            "online=true&minTrust=40",
-            "q=translator&sortBy=trust-score",
-            "page=40",
-        ] {
-            let query = SearchQuery::parse(raw).unwrap();
+        let sorted = |sort: SortBy| SearchQuery { sort_by: Some(sort), ..SearchQuery::default() };
+        let queries = [
+            SearchQuery::default(),
+            SearchQuery { page: 3, limit: 7, ..SearchQuery::default() },
+            sorted(SortBy::Name),
+            SearchQuery { ascending: Some(false), page: 4, limit: 9, ..sorted(SortBy::Name) },
+            SearchQuery { limit: 50, ..sorted(SortBy::TrustScore) },
+            SearchQuery { page: 2, ..sorted(SortBy::Oldest) },
+            SearchQuery { limit: 100, ..sorted(SortBy::MostAvailable) },
+            SearchQuery { registries: strings(&["hashgraph-online"]), ..sorted(SortBy::Name) },
+            SearchQuery { capabilities: strings(&["text-generation"]), page: 2, limit: 5, ..SearchQuery::default() },
+            SearchQuery { online: true, min_trust: Some(40.0), ..SearchQuery::default() },
+            SearchQuery { q: Some("translator".into()), ..sorted(SortBy::TrustScore) },
+            SearchQuery { page: 40, ..SearchQuery::default() },
+        ];
+        for query in queries {
             let merged = merge(&parts, &query);
             let expected = search(&truth, &query);
             let expected_ids: Vec<String> =
                 expected.hits.iter().map(|i| truth.records.keys(*i).id.to_string()).collect();
-            assert_eq!(ids_of(&merged), expected_ids, "{raw}");
-            assert_eq!(merged.total, expected.total, "{raw}");
-            assert_eq!(merged.aggregations, expected.aggregations, "{raw}");
+            assert_eq!(ids_of(&merged), expected_ids, "{query:?}");
+            assert_eq!(merged.total, expected.total, "{query:?}");
+            assert_eq!(merged.aggregations, expected.aggregations, "{query:?}");
         }
         // Relevance: the same agents match (the build's scores use the
         // build's statistics alone, so only the set is compared).
-        let query = SearchQuery::parse("q=translator&limit=500").unwrap();
+        let query = SearchQuery { q: Some("translator".into()), limit: 500, ..SearchQuery::default() };
         let merged = merge(&parts, &query);
         let mut got = ids_of(&merged);
         let mut expected: Vec<String> =

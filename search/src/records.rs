@@ -32,8 +32,8 @@ use std::path::Path;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use super::catalog::FeedbackEntry;
-use super::Agent;
+use broker_model::catalog::FeedbackEntry;
+use broker_model::Agent;
 
 /// Each agent's record as JSON, by position.
 pub const RECORDS: &str = "records.bin";
@@ -610,7 +610,7 @@ fn name(magic: &[u8; 8]) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::generate::agents;
+    use broker_model::generate::agents;
 
     /// A folder of this test process, removed when dropped.
     struct Scratch(std::path::PathBuf);
@@ -647,7 +647,7 @@ mod tests {
 
     /// The generated feedback of each agent (ERC-8004 agents have some).
     fn feedback_of(batch: &[Agent]) -> Vec<Vec<FeedbackEntry>> {
-        let all = crate::broker::generate::feedback(batch, 2);
+        let all = broker_model::generate::feedback(batch, 2);
         batch.iter().map(|a| all.iter().filter(|f| f.uaid == a.uaid.as_str()).cloned().collect()).collect()
     }
 
@@ -685,7 +685,7 @@ mod tests {
         assert_eq!((vectors.model.as_str(), vectors.len(), vectors.dimensions()), ("model-x", 120, 3));
         for (i, vector) in super::tests::vectors(0, 120).iter().enumerate() {
             let query = [0.25, 2.0, -1.0];
-            assert_eq!(dot_bytes(&query, vectors.get(i)), crate::broker::embed::dot(&query, vector));
+            assert_eq!(dot_bytes(&query, vectors.get(i)), crate::fusion::dot(&query, vector));
         }
         let empty = written(&[]);
         assert!(Records::open(empty.path()).unwrap().is_empty());

@@ -4,8 +4,8 @@
 //! `routingSupported`) and what each catalog adapter supports
 //! (`/adapters/details`).
 
-use super::catalog::{AdapterDetail, ChatProfile};
-use super::Agent;
+use crate::catalog::{AdapterDetail, ChatProfile};
+use crate::Agent;
 
 /// An adapter the api has: the endpoint name an agent record uses for it,
 /// its protocol, and whether it relays a reply as it streams in.

@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use super::bits::{Bits, Planes, MAX_PLANES};
-use super::text::slug;
-use super::Agent;
+use crate::bits::{Bits, Planes, MAX_PLANES};
+use crate::text::slug;
+use broker_model::Agent;
 
 /// The orders `sortBy` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -897,7 +897,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::generate::agents;
+    use broker_model::generate::agents;
 
     /// A field filter keeps the agents having any value named, in any
     /// case, however many are named; a name no agent has keeps none of its

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::catalog::{Catalog, Network};
-use super::{validate, Agent, AgentKind, Profile, Verification, CAPABILITIES, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
+use crate::catalog::{Catalog, Network};
+use crate::{validate, Agent, AgentKind, Profile, Verification, CAPABILITIES, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
 use shared::entity::EntityId;
 use shared::uaid::{self, AgentData, Target, Uaid};
 

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use super::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
-use super::{Agent, AiAgent, Profile, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
+use crate::catalog::{FeedbackEntry, FEEDBACK_REGISTRY, NETWORKS};
+use crate::{Agent, AiAgent, Profile, PROFILE_AI_AGENT, PROFILE_MCP_SERVER};
 use shared::uaid::{self, AgentData};
 
-pub use super::CAPABILITIES;
+pub use crate::CAPABILITIES;
 
 /// A source registry: its name, protocol, adapter, share of the index (out
 /// of 100) and whether its agents are MCP servers.
@@ -447,16 +447,16 @@ mod tests {
         let a = agents(600, 7);
         assert_eq!(a, agents(600, 7));
         assert_ne!(a, agents(600, 8));
-        super::super::validate_index(&a).unwrap();
+        crate::validate_index(&a).unwrap();
         let registries: std::collections::BTreeSet<&str> = a.iter().map(|x| x.registry.as_str()).collect();
         assert_eq!(registries.len(), REGISTRIES.len());
         assert!(a.iter().any(|x| x.kind.as_str() == "mcp-servers") && a.iter().any(|x| x.kind.as_str() == "ai-agents"));
-        for status in super::super::VERIFICATION {
+        for status in crate::VERIFICATION {
             assert!(a.iter().any(|x| x.verification_status.as_str() == *status), "{status}");
         }
         let f = feedback(&a, 7);
         assert_eq!(f, feedback(&a, 7));
-        super::super::catalog::validate_feedback(&f, &a).unwrap();
+        crate::catalog::validate_feedback(&f, &a).unwrap();
         assert!(f.iter().any(|e| e.revoked) && f.iter().any(|e| !e.revoked));
         // Each UAID is the HCS-14 id of the agent's own data.
         for agent in a.iter().take(50) {

@@ -1,5 +1,5 @@
 //! The api's journal of live events, read by the next build so that it
-//! includes them. The api appends (a later issue); the generator only reads.
+//! includes them. The api appends; the generator only reads.
 //!
 //! **Format.** `<data-dir>/journal/*.jsonl`, read in file-name order (the
 //! api names files so that this is the order it wrote them, e.g. by UTC
@@ -28,9 +28,9 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::availability::{self, Measurement};
-use super::catalog::{Catalog, Category, FeedbackEntry, RegistryEntry};
-use super::{Agent, Sources};
+use crate::availability::{self, Measurement};
+use crate::catalog::{Catalog, Category, FeedbackEntry, RegistryEntry};
+use crate::{Agent, Sources};
 
 /// One line. (Unknown fields cannot be refused here: serde does not
 /// combine that with `flatten`; the event's own fields are checked.)
@@ -457,12 +457,12 @@ fn popular(counts: &BTreeMap<String, u64>, seeds: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::generate;
+    use crate::generate;
 
     fn sources() -> Sources {
         let agents = generate::agents(40, 3);
         let feedback = generate::feedback(&agents, 3);
-        let catalog: super::super::catalog::Catalog = serde_json::from_str(
+        let catalog: crate::catalog::Catalog = serde_json::from_str(
             &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/broker/catalog.json")).unwrap(),
         )
         .unwrap();

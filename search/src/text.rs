@@ -16,7 +16,7 @@
 //! fast field): the order relevance ties are broken in, so that once a page
 //! is full a later document scoring the same cannot enter it and block-max
 //! WAND skips it with the blocks that cannot do better. A build's agents
-//! are in id order too (`search_folder`), so there a document is its
+//! are in id order too (`folder`), so there a document is its
 //! agent's position and no table is read between them ([`Places`]): such
 //! a lookup is a random read in a table of 4 bytes an agent.
 //!
@@ -51,8 +51,8 @@ use tantivy::{
     TantivyDocument, Term,
 };
 
-use super::bits::Bits;
-use super::Agent;
+use crate::bits::Bits;
+use broker_model::Agent;
 
 /// How many times a word counts in each field (twice the weights 3, 2,
 /// 1.5, 1 and 0.5: whole numbers).
@@ -241,7 +241,7 @@ struct Column {
 enum Places {
     /// One segment whose documents are the agents' positions: a build's
     /// index, whose agents are in id order as its documents are
-    /// (`search_folder`). No table is read between them.
+    /// (`folder`). No table is read between them.
     DocumentIsPosition,
     /// Per segment, each document's agent position; and each agent's
     /// document, numbered on across segments (the inverse): to score a few
@@ -1433,7 +1433,7 @@ impl SegmentCollector for SegmentPositions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::generate::agents;
+    use broker_model::generate::agents;
 
     /// Each agent's rank by id.
     fn by_id(set: &[Agent]) -> Vec<u32> {
@@ -1458,7 +1458,7 @@ mod tests {
     /// what their postings do; rarer words are still read from postings.
     #[test]
     fn common_words_match_as_their_postings() {
-        let mut set = crate::broker::generate::agents(400, 3);
+        let mut set = broker_model::generate::agents(400, 3);
         set[3].description.push_str(" Quixotic quill.");
         set[9].description.push_str(" Quixotic zebra.");
         let mut index = built(&set);

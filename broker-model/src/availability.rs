@@ -19,7 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Agent;
+use crate::Agent;
 
 shared::vocabulary! {
     /// Who an agent's availability comes from.
@@ -121,7 +121,7 @@ pub fn uptime_after(previous: f64, checks: u32, reached: bool) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::generate;
+    use crate::generate;
 
     fn measured(agent: &Agent, endpoint: &str, status: Status) -> Measurement {
         Measurement {
