@@ -165,11 +165,9 @@ mod tests {
     use super::*;
     use crate::store::Settings;
 
-    fn temp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("almanac-journal-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh folder, removed when the test ends.
+    fn temp(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(&format!("almanac-journal-{name}-")).tempdir().unwrap()
     }
 
     fn search(n: u64) -> Event {
@@ -194,7 +192,8 @@ mod tests {
 
     #[tokio::test]
     async fn events_reach_the_journal_once_even_when_the_outbox_delete_was_lost() {
-        let root = temp("once");
+        let scratch = temp("once");
+        let root = scratch.path();
         let (dir, path) = (root.join("journal"), root.join("store.sqlite"));
         let store = Store::open(&path, Settings::default()).unwrap();
         push(&store, vec![search(1), search(2)]).await;
@@ -225,7 +224,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_cut_line_is_dropped_and_a_fresh_store_follows_the_journal() {
-        let root = temp("cut");
+        let scratch = temp("cut");
+        let root = scratch.path();
         let dir = root.join("journal");
         let store = Store::open(&root.join("a.sqlite"), Settings::default()).unwrap();
         push(&store, vec![search(1), search(2)]).await;
@@ -247,7 +247,8 @@ mod tests {
 
     #[tokio::test]
     async fn files_rotate_past_their_size_and_read_back_in_order() {
-        let root = temp("rotate");
+        let scratch = temp("rotate");
+        let root = scratch.path();
         let dir = root.join("journal");
         let store = Store::open(&root.join("store.sqlite"), Settings::default()).unwrap();
         let mut writer = Writer::open(&dir, store.clone(), 10).await.unwrap();

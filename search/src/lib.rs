@@ -13,4 +13,5 @@ pub mod folder;
 pub mod fusion;
 pub mod query;
 pub mod records;
+pub mod segments;
 pub mod text;

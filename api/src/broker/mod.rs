@@ -26,6 +26,7 @@ pub mod vectors;
 use broker_model::catalog::FEEDBACK_REGISTRY;
 use generator::broker::render;
 use search::query::{self, SearchQuery};
+use search::segments::Found;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
@@ -114,8 +115,8 @@ pub async fn agent_page(request: Request) -> Answer {
     if let Some(broker) = build.broker.as_deref() {
         let uaid = request.params.get("uaid");
         let view = request.app.overlay.view();
-        match view.find(uaid, broker.journal_seq) {
-            overlay::Found::Live(agent) => {
+        match view.segments.find(uaid, broker.journal_seq) {
+            Found::Live(agent) => {
                 let feedback = broker.feedback(uaid).map_err(|e| Error::damaged_record(&e))?;
                 let page = build
                     .pages
@@ -124,8 +125,8 @@ pub async fn agent_page(request: Request) -> Answer {
                 let made = reply::Representation::computed(page.representation)?;
                 return Ok(live(reply::representation(&request.method, &request.headers, &made)));
             }
-            overlay::Found::Deleted => return Err(Error::not_found(&request.path)),
-            overlay::Found::Build => {}
+            Found::Deleted => return Err(Error::not_found(&request.path)),
+            Found::Build => {}
         }
     }
     crate::service::page(request).await
@@ -141,10 +142,10 @@ pub async fn similar(request: Request) -> Answer {
     let uaid = request.params.get("uaid");
     let view = request.app.overlay.view();
     let damaged = |e: anyhow::Error| Error::damaged_record(&e);
-    let (agent, own) = match view.find(uaid, broker.journal_seq) {
-        overlay::Found::Live(agent) => (std::borrow::Cow::Borrowed(agent), None),
-        overlay::Found::Deleted => return Err(unknown_agent(uaid)),
-        overlay::Found::Build => {
+    let (agent, own) = match view.segments.find(uaid, broker.journal_seq) {
+        Found::Live(agent) => (std::borrow::Cow::Borrowed(agent), None),
+        Found::Deleted => return Err(unknown_agent(uaid)),
+        Found::Build => {
             let at = broker.position(uaid).ok_or_else(|| unknown_agent(uaid))?;
             (broker.index.records.agent(at).map_err(damaged)?, Some(at))
         }
@@ -209,10 +210,10 @@ async fn agent_file(
     let (_, broker) = agents(request)?;
     let uaid = request.params.get("uaid");
     let view = request.app.overlay.view();
-    match view.find(uaid, broker.journal_seq) {
-        overlay::Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, &view, agent)?))),
-        overlay::Found::Deleted => return Err(unknown_agent(uaid)),
-        overlay::Found::Build => {}
+    match view.segments.find(uaid, broker.journal_seq) {
+        Found::Live(agent) => return Ok(live(reply::json(&live_body(broker, &view, agent)?))),
+        Found::Deleted => return Err(unknown_agent(uaid)),
+        Found::Build => {}
     }
     // The build's file first: an agent of the build has it, so the UAID is
     // looked up among the build's agents only when it is missing (404 for

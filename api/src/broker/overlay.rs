@@ -14,16 +14,12 @@
 //! scored for relevance with the build's term statistics and their own;
 //! the build's agents with the build's alone, until the next build.)
 //!
-//! **Cost.** The overlay's agents are indexed in segments, as a
-//! log-structured index keeps them: a change indexes only its own agents
-//! as a new segment, and a segment no larger than twice the next one's is
-//! merged with it (dropping agents changed since). There are O(log n)
-//! segments and each agent is indexed O(log n) times, so a change costs
-//! little whatever the overlay holds, and a search merges a handful of
-//! small indexes with the build's. Requests' changes that arrive while a
-//! segment is being indexed wait and go into the next one together
-//! ([`Writer`]): a segment's fixed cost is paid once per batch, not once
-//! per registration.
+//! **Cost.** The overlay's agents are indexed in log-structured segments
+//! ([`search::segments`]): a change indexes only its own agents, and a
+//! search merges a handful of small indexes with the build's. Requests'
+//! changes that arrive while a segment is being indexed wait and go into
+//! the next one together ([`Writer`]): a segment's fixed cost is paid once
+//! per batch, not once per registration.
 //!
 //! **One writer.** Every change after the start is made on one thread
 //! of its own ([`Writer`]): applying, pruning after a build swap, and
@@ -46,12 +42,9 @@ use std::time::{Duration, Instant};
 use broker_model::Agent;
 use search::bits::Bits;
 use search::query::{self, AgentIndex, Hit, Merged, Part, SearchQuery};
+use search::segments::{Change, Found, Segments};
 
 use super::agents::Agents;
-
-/// A change as the store lists it: its `seq`, the UAID, and the agent as
-/// it is now or `None` when deleted.
-pub type Change = (i64, String, Option<Agent>);
 
 /// The overlay, shared by every request.
 #[derive(Default)]
@@ -68,43 +61,10 @@ pub struct Overlay {
 /// A live agent's embedding: the key of the text embedded, and its vector.
 type Embedded = (String, Arc<[f32]>);
 
-/// Some changed agents, indexed: immutable, shared by the views holding it.
-struct Segment {
-    index: AgentIndex,
-    /// The `seq` of each agent of `index`.
-    seqs: Vec<i64>,
-}
-
-impl Segment {
-    fn new(entries: Vec<(i64, Agent)>) -> Segment {
-        let (seqs, agents): (Vec<i64>, Vec<Agent>) = entries.into_iter().unzip();
-        Segment { index: AgentIndex::build(agents), seqs }
-    }
-
-    fn len(&self) -> usize {
-        self.seqs.len()
-    }
-
-    /// The segment's agents (held in memory, as [`AgentIndex::build`]
-    /// keeps them).
-    fn agents(&self) -> &[Agent] {
-        self.index.records.held_agents().expect("a segment's agents are held")
-    }
-}
-
-/// Where the agent of a change is: segment and position.
-type Place = (u32, u32);
-
 /// One state of the overlay.
 pub struct View {
-    /// By UAID, the last change: its `seq` and where its agent is, or
-    /// `None` when it was deleted. A segment's copy of an agent whose
-    /// entry points elsewhere has been changed since.
-    changes: HashMap<Arc<str>, (i64, Option<Place>)>,
-    /// The largest `seq` held (0: none): a build at or past it holds them all.
-    newest: i64,
-    /// Oldest first; each more than twice the size of the next.
-    segments: Vec<Arc<Segment>>,
+    /// The changes and their segments.
+    pub segments: Segments,
     /// The exclusions of the last build searched with this view.
     excluded: Mutex<Option<Exclusions>>,
     /// Where the build holds the changed agents, shared by the views made
@@ -131,19 +91,9 @@ struct Exclusions {
     segments: Arc<Vec<Bits>>,
 }
 
-/// What the overlay says of one UAID for a build.
-pub enum Found<'a> {
-    /// Changed since the build: the agent as it is now.
-    Live(&'a Agent),
-    /// Deleted since the build.
-    Deleted,
-    /// Not changed since the build: ask the build.
-    Build,
-}
-
 impl Default for View {
     fn default() -> View {
-        View::new(HashMap::new(), Vec::new(), Arc::default())
+        View::new(Segments::default(), Arc::default())
     }
 }
 
@@ -163,39 +113,9 @@ impl Overlay {
     /// [`Overlay::apply`] once `changing` is held.
     fn apply_held(&self, changes: Vec<Change>) {
         let old = self.view();
-        let mut latest: HashMap<String, (i64, Option<Agent>)> = HashMap::new();
-        for (seq, uaid, agent) in changes {
-            let held = old.changes.get(uaid.as_str()).map(|(held, _)| *held);
-            let newer = latest.get(&uaid).map_or(held, |(s, _)| Some(*s)).is_none_or(|held| held < seq);
-            if newer {
-                latest.insert(uaid, (seq, agent));
-            }
+        if let Some(next) = old.segments.apply(changes) {
+            self.publish(View::new(next, old.positions.clone()));
         }
-        if latest.is_empty() {
-            return;
-        }
-        let mut changes = old.changes.clone();
-        let mut added = Vec::new();
-        for (uaid, (seq, agent)) in latest {
-            changes.insert(uaid.into(), (seq, None));
-            added.extend(agent.map(|agent| (seq, agent)));
-        }
-        let mut segments = old.segments.clone();
-        let mut from = segments.len();
-        if !added.is_empty() {
-            segments.push(Arc::new(Segment::new(added)));
-        }
-        while let [.., older, newer] = segments.as_slice() {
-            if older.len() > 2 * newer.len() {
-                break;
-            }
-            let merged = current(&changes, &[older, newer]);
-            segments.truncate(segments.len() - 2);
-            segments.push(Arc::new(Segment::new(merged)));
-            from = from.min(segments.len() - 1);
-        }
-        place(&mut changes, &segments, from);
-        self.publish(View::new(changes, segments, old.positions.clone()));
     }
 
     /// Drops the changes a build holds (its journal point is `seq`); what
@@ -203,12 +123,9 @@ impl Overlay {
     pub fn prune(&self, seq: i64) {
         let _one_at_a_time = self.changing.lock().expect("overlay");
         let old = self.view();
-        if old.changes.values().all(|(held, _)| *held > seq) {
-            return;
+        if let Some(next) = old.segments.prune(seq) {
+            self.publish(View::new(next, old.positions.clone()));
         }
-        let mut changes = old.changes.clone();
-        changes.retain(|_, (held, _)| *held > seq);
-        self.publish(View::whole(changes, &old.segments, old.positions.clone()));
     }
 
     /// Indexes the overlay's agents again as one segment when they are in
@@ -223,20 +140,19 @@ impl Overlay {
     pub fn settle(&self) -> bool {
         let _one_at_a_time = self.changing.lock().expect("overlay");
         let old = self.view();
-        if old.segments.len() < 2 {
-            return false;
+        match old.segments.settled() {
+            Some(next) => {
+                self.publish(View::new(next, old.positions.clone()));
+                true
+            }
+            None => false,
         }
-        self.publish(View::whole(old.changes.clone(), &old.segments, old.positions.clone()));
-        true
     }
 
     /// Makes `view` the one requests see; forgets embeddings of agents it
     /// no longer holds.
     fn publish(&self, view: View) {
-        self.embedded
-            .lock()
-            .expect("overlay")
-            .retain(|uaid, _| matches!(view.changes.get(uaid.as_str()), Some((_, Some(_)))));
+        self.embedded.lock().expect("overlay").retain(|uaid, _| view.segments.holds_agent(uaid));
         *self.view.write().expect("overlay") = Arc::new(view);
     }
 
@@ -312,7 +228,7 @@ impl Writer {
 fn write(overlay: &Overlay, orders: &Receiver<Order>, quiet: Duration) {
     let mut last_change = Instant::now();
     loop {
-        let first = if overlay.view().segments.len() > 1 {
+        let first = if overlay.view().segments.sizes().len() > 1 {
             match orders.recv_timeout((last_change + quiet).saturating_duration_since(Instant::now())) {
                 Ok(order) => order,
                 Err(RecvTimeoutError::Timeout) => {
@@ -363,33 +279,6 @@ fn carry_out(overlay: &Overlay, batch: Vec<Order>) {
     }
 }
 
-/// The agents of `segments` still current in `changes`: what merging
-/// them keeps.
-fn current(changes: &HashMap<Arc<str>, (i64, Option<Place>)>, segments: &[&Arc<Segment>]) -> Vec<(i64, Agent)> {
-    let mut kept = Vec::new();
-    for segment in segments {
-        for (agent, seq) in segment.agents().iter().zip(&segment.seqs) {
-            if changes.get(agent.uaid.as_str()).is_some_and(|(held, _)| held == seq) {
-                kept.push((*seq, agent.clone()));
-            }
-        }
-    }
-    kept
-}
-
-/// Points each change's entry at its agent in segments `from` on.
-fn place(changes: &mut HashMap<Arc<str>, (i64, Option<Place>)>, segments: &[Arc<Segment>], from: usize) {
-    for (k, segment) in segments.iter().enumerate().skip(from) {
-        for (p, (agent, seq)) in segment.agents().iter().zip(&segment.seqs).enumerate() {
-            if let Some((held, at)) = changes.get_mut(agent.uaid.as_str()) {
-                if held == seq {
-                    *at = Some((k as u32, p as u32));
-                }
-            }
-        }
-    }
-}
-
 /// The overlay as one build sees it: the build's agents it replaced or
 /// deleted, and in each segment the agents the build already holds or a
 /// later change replaced.
@@ -403,7 +292,7 @@ pub struct Live<'a> {
 impl<'a> Live<'a> {
     /// Each segment with the agents to leave out of it.
     pub fn segments(&self) -> impl Iterator<Item = (&'a AgentIndex, &Bits)> + '_ {
-        self.view.segments.iter().map(|s| &s.index).zip(self.excluded.iter())
+        self.view.segments.each().map(|(index, _)| index).zip(self.excluded.iter())
     }
 
     /// The build and the segments as parts of one search (the build is
@@ -417,54 +306,22 @@ impl<'a> Live<'a> {
 
     /// The agents of the overlay as the build sees them.
     pub fn agents(&self) -> impl Iterator<Item = &'a Agent> + '_ {
-        self.view.segments.iter().zip(self.excluded.iter()).flat_map(|(segment, excluded)| {
-            segment.agents().iter().enumerate().filter(|(i, _)| !excluded.contains(*i)).map(|(_, agent)| agent)
+        self.view.segments.each().zip(self.excluded.iter()).flat_map(|((_, agents), excluded)| {
+            agents.iter().enumerate().filter(|(i, _)| !excluded.contains(*i)).map(|(_, agent)| agent)
         })
     }
 }
 
 impl View {
-    fn new(
-        changes: HashMap<Arc<str>, (i64, Option<Place>)>,
-        segments: Vec<Arc<Segment>>,
-        positions: Arc<Mutex<Positions>>,
-    ) -> View {
-        let newest = changes.values().map(|(seq, _)| *seq).max().unwrap_or(0);
-        View { changes, newest, segments, excluded: Mutex::new(None), positions }
-    }
-
-    /// `changes`, with the agents of `segments` still current in them
-    /// indexed again as one segment.
-    fn whole(
-        mut changes: HashMap<Arc<str>, (i64, Option<Place>)>,
-        segments: &[Arc<Segment>],
-        positions: Arc<Mutex<Positions>>,
-    ) -> View {
-        let all: Vec<&Arc<Segment>> = segments.iter().collect();
-        let kept = current(&changes, &all);
-        let segments: Vec<Arc<Segment>> = if kept.is_empty() { Vec::new() } else { vec![Arc::new(Segment::new(kept))] };
-        place(&mut changes, &segments, 0);
-        View::new(changes, segments, positions)
-    }
-
-    fn agent(&self, (k, p): Place) -> &Agent {
-        &self.segments[k as usize].agents()[p as usize]
-    }
-
-    /// `uaid` as of now, for a build whose journal point is `seq`.
-    pub fn find(&self, uaid: &str, seq: i64) -> Found<'_> {
-        match self.changes.get(uaid) {
-            Some((held, Some(at))) if *held > seq => Found::Live(self.agent(*at)),
-            Some((held, None)) if *held > seq => Found::Deleted,
-            _ => Found::Build,
-        }
+    fn new(segments: Segments, positions: Arc<Mutex<Positions>>) -> View {
+        View { segments, excluded: Mutex::new(None), positions }
     }
 
     /// `uaid` as of now over `build`: the overlay's agent, else the
     /// build's; `None` when deleted or not indexed; an error when the
     /// build's record of it is damaged.
     pub fn current<'b>(&'b self, build: &'b Agents, uaid: &str) -> anyhow::Result<Option<Cow<'b, Agent>>> {
-        match self.find(uaid, build.journal_seq) {
+        match self.segments.find(uaid, build.journal_seq) {
             Found::Live(agent) => Ok(Some(Cow::Borrowed(agent))),
             Found::Deleted => Ok(None),
             Found::Build => build.agent(uaid),
@@ -473,7 +330,7 @@ impl View {
 
     /// The live agents newer than the build, in no order.
     pub fn agents_after(&self, seq: i64) -> impl Iterator<Item = &Agent> {
-        self.changes.values().filter(move |(held, _)| *held > seq).filter_map(|(_, at)| at.map(|at| self.agent(at)))
+        self.segments.agents_after(seq)
     }
 
     /// Runs `query` over `build` and the overlay as one; `None` when the
@@ -486,7 +343,7 @@ impl View {
     /// The overlay as `build` sees it; `None` when it changes nothing
     /// for that build.
     pub fn live(&self, build: &Agents) -> Option<Live<'_>> {
-        if self.newest <= build.journal_seq {
+        if self.segments.newest() <= build.journal_seq {
             return None;
         }
         let (base_excluded, excluded) = self.exclusions(build);
@@ -497,7 +354,7 @@ impl View {
     pub fn hit<'b>(&'b self, build: &'b Agents, hit: Hit) -> anyhow::Result<Cow<'b, [u8]>> {
         match hit.part {
             0 => build.hit(hit.at),
-            k => self.segments[k - 1].index.records.json(hit.at),
+            k => self.segments.index(k - 1).records.json(hit.at),
         }
     }
 
@@ -517,29 +374,14 @@ impl View {
                 *known = Positions { fingerprint: build.fingerprint.clone(), at: HashMap::new() };
             }
             // UAIDs no longer changed (pruned) are forgotten now and then.
-            if known.at.len() > 2 * self.changes.len() + 1024 {
-                known.at.retain(|uaid, _| self.changes.contains_key(uaid));
+            if known.at.len() > 2 * self.segments.change_count() + 1024 {
+                known.at.retain(|uaid, _| self.segments.is_changed(uaid));
             }
-            let changed = self.changes.iter().filter(|(_, (held, _))| *held > seq);
-            let at =
-                changed.filter_map(|(uaid, _)| *known.at.entry(uaid.clone()).or_insert_with(|| build.position(uaid)));
+            let changed = self.segments.changed_after(seq);
+            let at = changed.filter_map(|uaid| *known.at.entry(uaid.clone()).or_insert_with(|| build.position(uaid)));
             Bits::from_positions(build.index.len(), at)
         };
-        let segments: Vec<Bits> = self
-            .segments
-            .iter()
-            .enumerate()
-            .map(|(k, segment)| {
-                let stale = |(p, agent): (usize, &Agent)| {
-                    let now = self.changes.get(agent.uaid.as_str());
-                    segment.seqs[p] <= seq || now.is_none_or(|(_, at)| *at != Some((k as u32, p as u32)))
-                };
-                Bits::from_positions(
-                    segment.len(),
-                    segment.agents().iter().enumerate().filter(|e| stale(*e)).map(|(p, _)| p),
-                )
-            })
-            .collect();
+        let segments = self.segments.stale(seq);
         let (base, segments) = (Arc::new(base), Arc::new(segments));
         *cached = Some(Exclusions { build: key, base: base.clone(), segments: segments.clone() });
         (base, segments)
@@ -610,7 +452,7 @@ mod tests {
                     writer.apply(vec![(seq, uaid.clone(), Some(agent.clone()))]).await.unwrap();
                     // Visible now; a later change of the same agent may
                     // already have replaced it, never an earlier one.
-                    match overlay.view().find(&uaid, 0) {
+                    match overlay.view().segments.find(&uaid, 0) {
                         Found::Live(found) => assert!(found == &agent || found.name.starts_with("Renamed")),
                         _ => panic!("{uaid} is not visible after its call returned"),
                     }
@@ -625,16 +467,16 @@ mod tests {
         for (i, agent) in more.iter().enumerate().skip(96) {
             let uaid = agent.uaid.to_string();
             writer.apply(vec![(i as i64 + 1, uaid.clone(), Some(agent.clone()))]).await.unwrap();
-            assert!(matches!(overlay.view().find(&uaid, 0), Found::Live(found) if found == agent), "{uaid}");
+            assert!(matches!(overlay.view().segments.find(&uaid, 0), Found::Live(found) if found == agent), "{uaid}");
         }
         let view = overlay.view();
         for (i, agent) in fresh.iter().enumerate().take(48) {
-            match view.find(agent.uaid.as_str(), 0) {
+            match view.segments.find(agent.uaid.as_str(), 0) {
                 Found::Live(found) => assert_eq!(found.name, format!("Renamed {}", i + 48)),
                 _ => panic!("{} is missing", agent.uaid),
             }
         }
-        assert_eq!(view.newest, 100);
+        assert_eq!(view.segments.newest(), 100);
     }
 
     /// Once changes pause, the overlay's segments become one; while they
@@ -652,7 +494,7 @@ mod tests {
         writer.apply(fresh.iter().enumerate().take(10).map(change).collect()).await.unwrap();
         let started = Instant::now();
         writer.apply(vec![change((10, &fresh[10]))]).await.unwrap();
-        assert_eq!(overlay.view().segments.len(), 2, "not yet: the changes have not paused");
+        assert_eq!(overlay.view().segments.sizes().len(), 2, "not yet: the changes have not paused");
         let pruning = tokio::spawn({
             let writer = writer.clone();
             async move {
@@ -662,28 +504,28 @@ mod tests {
                 }
             }
         });
-        while overlay.view().segments.len() > 1 {
+        while overlay.view().segments.sizes().len() > 1 {
             assert!(started.elapsed() < Duration::from_secs(10), "never settled");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(started.elapsed() >= quiet, "settled before the changes paused");
         pruning.abort();
         let view = overlay.view();
-        assert_eq!(view.segments[0].len(), 11);
+        assert_eq!(view.segments.sizes()[0], 11);
         assert!(fresh
             .iter()
             .take(11)
-            .all(|a| matches!(view.find(a.uaid.as_str(), 0), Found::Live(found) if found == a)));
+            .all(|a| matches!(view.segments.find(a.uaid.as_str(), 0), Found::Live(found) if found == a)));
         // A build holding the first five changes: the other six stay.
         writer.prune(5).unwrap();
-        while overlay.view().changes.len() == 11 {
+        while overlay.view().segments.change_count() == 11 {
             assert!(started.elapsed() < Duration::from_secs(10), "never pruned");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let view = overlay.view();
-        assert_eq!(view.segments.iter().map(|s| s.len()).collect::<Vec<_>>(), [6]);
+        assert_eq!(view.segments.sizes(), [6]);
         for (i, agent) in fresh.iter().take(11).enumerate() {
-            let found = view.find(agent.uaid.as_str(), 0);
+            let found = view.segments.find(agent.uaid.as_str(), 0);
             assert_eq!(matches!(found, Found::Build), i < 5, "{i}");
         }
     }
@@ -728,7 +570,11 @@ mod tests {
             truth.insert(uaid.clone(), agent.clone());
             overlay.apply(vec![(seq, uaid, agent)]);
             let view = overlay.view();
-            assert!(view.segments.len() <= 2 * (n.ilog2() as usize + 1), "{} segments after {n}", view.segments.len());
+            assert!(
+                view.segments.sizes().len() <= 2 * (n.ilog2() as usize + 1),
+                "{} segments after {n}",
+                view.segments.sizes().len()
+            );
             if !n.is_multiple_of(50) {
                 continue;
             }
@@ -739,17 +585,17 @@ mod tests {
             // Settled, the same agents in one segment read the same.
             if n.is_multiple_of(100) {
                 let settled = overlay.settle();
-                assert_eq!(settled, view.segments.len() > 1, "after {n}");
+                assert_eq!(settled, view.segments.sizes().len() > 1, "after {n}");
                 let view = overlay.view();
-                assert!(view.segments.len() <= 1, "{} segments once settled", view.segments.len());
+                assert!(view.segments.sizes().len() <= 1, "{} segments once settled", view.segments.sizes().len());
                 reads_as_one_index(&build, &view, &truth, n);
             }
         }
         // A build holding the first 300 changes: they leave the overlay.
         overlay.prune(300);
         let view = overlay.view();
-        assert!(view.changes.values().all(|(seq, _)| *seq > 300));
-        assert!(view.segments.len() <= 1);
+        assert_eq!(view.segments.changed_after(300).count(), view.segments.change_count());
+        assert!(view.segments.sizes().len() <= 1);
     }
 
     /// Lookups and searches of `view` over the test's build are those of
@@ -757,7 +603,7 @@ mod tests {
     fn reads_as_one_index(build: &Agents, view: &View, truth: &HashMap<String, Option<Agent>>, n: usize) {
         let queries = ["", "sortBy=name&page=3&limit=7", "sortBy=trust-score&limit=50", "registries=hashgraph-online"];
         for (uaid, agent) in truth {
-            match (view.find(uaid, 0), agent) {
+            match (view.segments.find(uaid, 0), agent) {
                 (Found::Live(found), Some(agent)) => assert_eq!(found, agent),
                 (Found::Deleted, None) => {}
                 _ => panic!("{uaid} after {n}"),
@@ -776,7 +622,7 @@ mod tests {
                 .iter()
                 .map(|hit| match hit.part {
                     0 => build.index.records.keys(hit.at).id.to_string(),
-                    k => view.segments[k - 1].agents()[hit.at].id.clone(),
+                    k => view.segments.each().nth(k - 1).unwrap().1[hit.at].id.clone(),
                 })
                 .collect();
             let expected_ids: Vec<String> =

@@ -3,11 +3,11 @@
 use super::credits::{self, Change, Kind, Posted};
 use super::*;
 
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("almanac-store-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("store.sqlite")
+/// A fresh folder, removed when the test ends, and the store's path in it.
+fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new().prefix(&format!("almanac-store-{name}-")).tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    (dir, path)
 }
 
 fn change(account: &str, kind: Kind, credits: i64, key: &str) -> Change {
@@ -27,7 +27,8 @@ async fn post(store: &Store, c: Change) -> Posted {
 
 #[tokio::test]
 async fn a_balance_is_the_sum_of_its_transactions_and_never_negative() {
-    let store = Store::open(&temp("sum"), Settings::default()).unwrap();
+    let (_dir, path) = temp("sum");
+    let store = Store::open(&path, Settings::default()).unwrap();
     assert!(matches!(post(&store, change("0.0.1", Kind::Grant, 10, "g")).await, Posted::Done { balance: 10, .. }));
     assert!(matches!(post(&store, change("0.0.1", Kind::Debit, 4, "d1")).await, Posted::Done { balance: 6, .. }));
     assert_eq!(post(&store, change("0.0.1", Kind::Debit, 7, "d2")).await, Posted::Short { balance: 6, shortfall: 1 });
@@ -43,7 +44,8 @@ async fn a_balance_is_the_sum_of_its_transactions_and_never_negative() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_debits_never_overspend() {
-    let store = Store::open(&temp("race"), Settings::default()).unwrap();
+    let (_dir, path) = temp("race");
+    let store = Store::open(&path, Settings::default()).unwrap();
     post(&store, change("0.0.2", Kind::Grant, 1000, "g")).await;
     let tasks: Vec<_> = (0..1500)
         .map(|i| {
@@ -70,7 +72,8 @@ async fn concurrent_debits_never_overspend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reads_share_the_reader_threads_and_outlive_a_panic() {
     let settings = Settings { readers: 2, ..Settings::default() };
-    let store = Store::open(&temp("readers"), settings).unwrap();
+    let (_dir, path) = temp("readers");
+    let store = Store::open(&path, settings).unwrap();
     post(&store, change("0.0.3", Kind::Grant, 7, "g")).await;
     let reads: Vec<_> = (0..200)
         .map(|_| {
@@ -102,7 +105,8 @@ async fn reads_share_the_reader_threads_and_outlive_a_panic() {
 
 #[tokio::test]
 async fn a_failing_job_leaves_the_others_in_its_transaction() {
-    let store = Store::open(&temp("savepoint"), Settings::default()).unwrap();
+    let (_dir, path) = temp("savepoint");
+    let store = Store::open(&path, Settings::default()).unwrap();
     let failing = store.write(|conn| {
         conn.execute("INSERT INTO accounts (account_id, balance, created_at) VALUES ('a', 1, 0)", [])?;
         Err::<(), _>(Failure::Corrupt("on purpose".into()))
@@ -123,7 +127,7 @@ async fn a_failing_job_leaves_the_others_in_its_transaction() {
 
 #[test]
 fn a_store_from_a_newer_version_is_refused_and_left_alone() {
-    let path = temp("newer");
+    let (_dir, path) = temp("newer");
     drop(Store::open(&path, Settings::default()).unwrap());
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(&format!("PRAGMA user_version = {}", MIGRATIONS.len() + 1)).unwrap();
@@ -137,7 +141,7 @@ fn a_store_from_a_newer_version_is_refused_and_left_alone() {
 
 #[test]
 fn opening_twice_migrates_once_and_keeps_the_data() {
-    let path = temp("reopen");
+    let (_dir, path) = temp("reopen");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let store = Store::open(&path, Settings::default()).unwrap();
     runtime.block_on(post(&store, change("c", Kind::Grant, 3, "g")));

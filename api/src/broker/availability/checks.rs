@@ -13,13 +13,13 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::super::agents::Agents;
-use super::super::overlay::Found;
 use super::Settings;
 use crate::app::App;
 use crate::chat::turn::Failure;
 use crate::egress::Gate;
 use crate::store::availability::{self as stored, Check, Outcome};
 use crate::store::now_ms;
+use search::segments::Found;
 
 /// Agents read ahead of the checks: the memory a round holds.
 const WINDOW: usize = 256;
@@ -324,7 +324,7 @@ impl Walk {
             let at = self.next;
             self.next += 1;
             let Ok(agent) = build.index.records.agent(at) else { continue };
-            match view.find(agent.uaid.as_str(), build.journal_seq) {
+            match view.segments.find(agent.uaid.as_str(), build.journal_seq) {
                 Found::Live(live) => agents.push(live.clone()),
                 Found::Deleted => {}
                 Found::Build => agents.push(agent.into_owned()),

@@ -8,9 +8,9 @@ use broker_model::availability::{settle, Measurement};
 use broker_model::Agent;
 
 use super::super::agents::Agents;
-use super::super::overlay::Change;
 use crate::store::availability as stored;
 use crate::store::{Failure, Store};
+use search::segments::Change;
 
 /// The live overlay's changes for measurements published after the
 /// build's journal point: each agent as the store holds it (registered
