@@ -131,15 +131,17 @@ async fn setup(label: &str, extra: &[&str]) -> Setup {
     Setup { registries, broker, sources }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn registration_billing_progress_and_the_live_overlay() {
-    let Setup { registries, broker, sources } = setup("registration", &[]).await;
-    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
-    let before = broker.total("").await;
-    let owner = broker.sign_in("0.0.1001").await;
-    let other = broker.sign_in("0.0.1002").await;
+/// Registers `name` for the account of `key`; the answer's UAID.
+async fn registered(broker: &Broker, key: &str, name: &str) -> String {
+    let (status, created) = broker.send("POST", "/api/v1/register", Some(key), Some(request(name, &[]))).await;
+    assert_eq!((status, &created["status"]), (200, &json!("created")), "{created}");
+    created["uaid"].as_str().unwrap().to_string()
+}
 
-    // A quote: anyone; with a key, the balance beside it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_quote_needs_no_key_and_a_refused_registration_stores_nothing() {
+    let Setup { registries: _registries, broker, .. } = setup("registration-refusals", &[]).await;
+    let owner = broker.sign_in("0.0.1001").await;
     let (status, quote) =
         broker.send("POST", "/api/v1/register/quote", None, Some(request("Tide Reader", &["nanda:public"]))).await;
     assert_eq!((status, &quote["requiredCredits"], &quote["accountId"]), (200, &json!(310), &Value::Null), "{quote}");
@@ -147,7 +149,6 @@ async fn registration_billing_progress_and_the_live_overlay() {
         broker.send("POST", "/api/v1/register/quote", Some(&owner), Some(request("Tide Reader", &[]))).await;
     assert_eq!((&quote["availableCredits"], &quote["shortfallCredits"]), (&json!(1000), &json!(0)), "{quote}");
 
-    // Refusals store nothing.
     let (status, _) = broker.send("POST", "/api/v1/register", None, Some(request("Tide Reader", &[]))).await;
     assert_eq!(status, 401);
     let mut personal = request("Tide Reader", &[]);
@@ -161,8 +162,15 @@ async fn registration_billing_progress_and_the_live_overlay() {
         assert_eq!((status, refusal["parameter"].as_str()), (400, Some(field)), "{refusal}");
     }
     assert_eq!((broker.rows("registrations"), broker.rows("outbox") + broker.rows("registration_attempts")), (0, 0));
+    assert_eq!(broker.balance(&owner).await, 1000);
+}
 
-    // 200: registered, billed, and visible at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registration_is_billed_once_and_visible_at_once() {
+    let Setup { registries: _registries, broker, .. } = setup("registration-created", &[]).await;
+    let before = broker.total("").await;
+    let owner = broker.sign_in("0.0.1001").await;
+    let other = broker.sign_in("0.0.1002").await;
     let (status, created) =
         broker.send("POST", "/api/v1/register", Some(&owner), Some(request("Tide Reader", &[]))).await;
     assert_eq!((status, &created["status"], &created["success"]), (200, &json!("created"), &json!(true)), "{created}");
@@ -190,9 +198,16 @@ async fn registration_billing_progress_and_the_live_overlay() {
     assert_eq!(broker.balance(&owner).await, 700);
     let (status, _) = broker.send("POST", "/api/v1/register", Some(&other), Some(request("Tide Reader", &[]))).await;
     assert_eq!(status, 409);
+    assert_eq!(broker.balance(&other).await, 1000);
+}
 
-    // 200 with a registry that takes it; 207 with one that refuses (its
-    // credits refunded); the flaky one is retried.
+/// 200 with registries that take it (the flaky one retried); 207 with one
+/// that refuses, its credits refunded; 402 once the balance is short,
+/// storing nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn additional_registries_are_billed_refunded_and_a_shortfall_is_402() {
+    let Setup { registries, broker, .. } = setup("registration-additional", &[]).await;
+    let other = broker.sign_in("0.0.1002").await;
     let (status, both) = broker
         .send(
             "POST",
@@ -218,9 +233,8 @@ async fn registration_billing_progress_and_the_live_overlay() {
     assert!(partial["errors"][0]["error"].as_str().unwrap().contains("400"));
     // 1000 - (300 + 10 + 2) - (300 + 35, the 35 refunded) = 388.
     assert_eq!(broker.balance(&other).await, 388);
-    let (status, _) = broker.send("POST", "/api/v1/register", Some(&other), Some(request("Rope Coiler", &[]))).await;
-    assert_eq!(status, 200);
-    // 402: 88 left, 300 needed; nothing stored.
+    registered(&broker, &other, "Rope Coiler").await;
+    // 88 left, 300 needed; nothing stored.
     let stored = broker.rows("registrations");
     let (status, short) = broker.send("POST", "/api/v1/register", Some(&other), Some(request("Sail Maker", &[]))).await;
     assert_eq!(
@@ -229,8 +243,15 @@ async fn registration_billing_progress_and_the_live_overlay() {
         "{short}"
     );
     assert_eq!((broker.rows("registrations"), broker.balance(&other).await), (stored, 88));
+}
 
-    // 202: a stalling registry; the attempt is polled until it ends.
+/// 202 with a stalling registry; the attempt is polled (by its owner only)
+/// until it ends, and the stalled registry's credits are refunded.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalling_registry_gets_202_and_an_attempt_polled_to_its_end() {
+    let Setup { registries: _registries, broker, .. } = setup("registration-pending", &[]).await;
+    let owner = broker.sign_in("0.0.1001").await;
+    let other = broker.sign_in("0.0.1002").await;
     let (status, pending) = broker
         .send("POST", "/api/v1/register", Some(&owner), Some(request("Buoy Keeper", &["erc-8004:ethereum-sepolia"])))
         .await;
@@ -256,17 +277,31 @@ async fn registration_billing_progress_and_the_live_overlay() {
     assert_eq!(entry["status"], json!("failed"), "{last}");
     assert!(entry["error"].as_str().unwrap().contains("no answer within 1000 ms"), "{last}");
     assert!(last["completedAt"].is_string());
-    assert_eq!(broker.balance(&owner).await, 700 - 300, "the stalled registry's 5 credits refunded");
+    assert_eq!(broker.balance(&owner).await, 1000 - 300, "the stalled registry's 5 credits refunded");
+}
 
-    // Updates: billed once, the same body again changes nothing.
+/// Updates billed once (the same body again changes nothing), by the
+/// owner only; deletes by the owner only, gone at once; then the next
+/// build takes the journal over: the agents come from its files, the
+/// overlay steps aside, the totals stay.
+#[tokio::test(flavor = "multi_thread")]
+async fn updates_and_deletes_are_the_owners_and_the_next_build_takes_them_over() {
+    let Setup { registries: _registries, broker, sources } = setup("registration-changes", &[]).await;
+    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
+    let before = broker.total("").await;
+    let owner = broker.sign_in("0.0.1001").await;
+    let other = broker.sign_in("0.0.1002").await;
+    let uaid = registered(&broker, &owner, "Tide Reader").await;
+    let dock = registered(&broker, &other, "Dock Hand").await;
+
     let path = format!("/api/v1/register/{}", encode(&uaid));
     let mut change = request("Tide Reader", &[]);
     change["profile"]["bio"] = json!("Reads tides and currents");
     let (status, updated) = broker.send("PUT", &path, Some(&owner), Some(change.clone())).await;
     assert_eq!((status, &updated["status"], &updated["uaid"]), (200, &json!("updated"), &json!(uaid)), "{updated}");
-    assert_eq!(broker.balance(&owner).await, 395);
+    assert_eq!(broker.balance(&owner).await, 695);
     let (status, _) = broker.send("PUT", &path, Some(&owner), Some(change.clone())).await;
-    assert_eq!((status, broker.balance(&owner).await), (200, 395));
+    assert_eq!((status, broker.balance(&owner).await), (200, 695));
     let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
     assert_eq!(detail["agent"]["description"], json!("Reads tides and currents"));
     assert_eq!(broker.send("PUT", &path, Some(&other), Some(change.clone())).await.0, 403);
@@ -278,22 +313,17 @@ async fn registration_billing_progress_and_the_live_overlay() {
     let (status, claim) = broker.send("PUT", &path, Some(&owner), Some(json!({"registered": false}))).await;
     assert_eq!((status, &claim["ok"], &claim["registered"]), (200, &json!(true), &json!(false)), "{claim}");
 
-    // Delete: the owner only; gone at once.
-    let dock = both["uaid"].as_str().unwrap().to_string();
     let dock_path = format!("/api/v1/register/{}", encode(&dock));
     assert_eq!(broker.send("DELETE", &dock_path, Some(&owner), None).await.0, 403);
     assert_eq!(broker.send("DELETE", &dock_path, None, None).await.0, 401);
     let (status, deleted) = broker.send("DELETE", &dock_path, Some(&other), None).await;
     assert_eq!((status, &deleted["success"]), (200, &json!(true)), "{deleted}");
     assert_eq!(broker.send("GET", &format!("/api/v1/agents/{}", encode(&dock)), None, None).await.0, 404);
-    // Tide Reader, Net Mender, Rope Coiler and Buoy Keeper remain.
-    assert_eq!(broker.total("").await, before + 4);
+    assert_eq!(broker.total("").await, before + 1);
 
-    // The next build takes the journal over: the agents come from its
-    // files, the overlay steps aside, the totals stay.
     broker.journaled().await;
     broker.rebuild(&sources).await;
-    assert_eq!(broker.total("").await, before + 4);
+    assert_eq!(broker.total("").await, before + 1);
     let response =
         broker.client.get(broker.api.url(&format!("/api/v1/agents/{}", encode(&uaid)))).send().await.unwrap();
     assert_eq!(response.status(), 200);
