@@ -7,7 +7,7 @@
 # 10,000 agents registered over HTTP (the live overlay) and the searches
 # again over build and overlay, then the api's memory after all of it;
 # then, with the api stopped and the journal set aside, a run after 20 new
-# ledger messages (a layer over the build: `almanac::layer`), a run with
+# ledger messages (a layer over the build: `generator::layer`), a run with
 # nothing new, and a run after 1,000 agents changed (a journal of them:
 # `bench journal`); and availability checks over the agents
 # (bench/availability.sh). Prints figures; asserts nothing.

@@ -153,9 +153,23 @@ fn session(broker: &Broker, id: &str, uaid: &str, account: Option<&str>, message
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn feedback_follows_the_session_rule_shows_at_once_and_is_published() {
-    let broker = Broker::start("feedback", &[]);
+/// An api with two signed-in accounts and chat sessions with an
+/// ERC-8004 agent: `s-ready` (0.0.1001, 4 messages, enough), `s-short`
+/// (3), `s-anonymous` (6, nobody signed in) and `s-elsewhere` (with an
+/// agent of another registry).
+struct Feedback {
+    broker: Broker,
+    owner: String,
+    other: String,
+    built: broker_model::Sources,
+    erc: String,
+    plain: String,
+    /// The ERC-8004 agent's feedback route.
+    path: String,
+}
+
+async fn feedback(label: &str) -> Feedback {
+    let broker = Broker::start(label, &[]);
     let owner = broker.sign_in("0.0.1001").await;
     let other = broker.sign_in("0.0.1002").await;
     let built = generator::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
@@ -166,14 +180,21 @@ async fn feedback_follows_the_session_rule_shows_at_once_and_is_published() {
     session(&broker, "s-anonymous", &erc, None, 6);
     session(&broker, "s-elsewhere", &plain, Some("0.0.1001"), 6);
     let path = format!("/api/v1/agents/{}/feedback", encode(&erc));
-    let eligibility = format!("{path}/eligibility");
-    let ask = |key: Option<&str>, id: &str| {
-        let (key, body) = (key.map(str::to_string), json!({"sessionId": id}));
-        let (broker, eligibility) = (&broker, eligibility.clone());
-        async move { broker.send("POST", &eligibility, key.as_deref(), Some(body)).await }
-    };
+    Feedback { broker, owner, other, built, erc, plain, path }
+}
 
-    let (status, ready) = ask(Some(&owner), "s-ready").await;
+impl Feedback {
+    /// `POST {path}/eligibility` for session `id`.
+    async fn ask(&self, key: Option<&str>, id: &str) -> (u16, Value) {
+        let eligibility = format!("{}/eligibility", self.path);
+        self.broker.send("POST", &eligibility, key, Some(json!({"sessionId": id}))).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn feedback_eligibility_follows_the_session_rule() {
+    let f = feedback("feedback-eligibility").await;
+    let (status, ready) = f.ask(Some(&f.owner), "s-ready").await;
     assert_eq!(status, 200, "{ready}");
     assert_eq!(
         (&ready["eligible"], &ready["messageCount"], &ready["minimumMessages"]),
@@ -183,61 +204,72 @@ async fn feedback_follows_the_session_rule_shows_at_once_and_is_published() {
     // Each case: key, session, the reason's telling words.
     for (key, id, words) in [
         (None, "s-ready", "sign in"),
-        (Some(&other), "s-ready", "sign in"),
-        (Some(&owner), "s-short", "3 messages"),
-        (Some(&owner), "s-anonymous", "without signing in"),
-        (Some(&owner), "s-elsewhere", "another agent"),
+        (Some(&f.other), "s-ready", "sign in"),
+        (Some(&f.owner), "s-short", "3 messages"),
+        (Some(&f.owner), "s-anonymous", "without signing in"),
+        (Some(&f.owner), "s-elsewhere", "another agent"),
     ] {
-        let (status, verdict) = ask(key.map(String::as_str), id).await;
+        let (status, verdict) = f.ask(key.map(String::as_str), id).await;
         assert_eq!((status, &verdict["eligible"]), (200, &json!(false)), "{id}: {verdict}");
         assert!(verdict["reason"].as_str().unwrap().contains(words), "{id}: {verdict}");
     }
-    assert_eq!(ask(Some(&owner), "s-missing").await.0, 404);
-    let (status, _) = broker
+    assert_eq!(f.ask(Some(&f.owner), "s-missing").await.0, 404);
+    let (status, _) = f
+        .broker
         .send(
             "POST",
-            &format!("/api/v1/agents/{}/feedback/eligibility", encode(&plain)),
+            &format!("/api/v1/agents/{}/feedback/eligibility", encode(&f.plain)),
             None,
             Some(json!({"sessionId": "s-elsewhere"})),
         )
         .await;
     assert_eq!(status, 400, "not an ERC-8004 agent");
-    assert_eq!(broker.send("POST", &eligibility, None, Some(json!({"session": "x"}))).await.0, 400);
+    let eligibility = format!("{}/eligibility", f.path);
+    assert_eq!(f.broker.send("POST", &eligibility, None, Some(json!({"session": "x"}))).await.0, 400);
+}
 
-    // Submissions: refusals store nothing.
-    let (_, before) = broker.send("GET", &path, None, None).await;
-    let total = before["summary"]["totalFeedbacks"].as_u64().unwrap();
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_feedback_stores_nothing() {
+    let f = feedback("feedback-refused").await;
     for (key, body, status) in [
-        (Some(&owner), json!({"sessionId": "s-ready", "score": 101}), 400),
-        (Some(&owner), json!({"sessionId": "s-ready", "score": 7.5}), 400),
-        (Some(&owner), json!({"sessionId": "s-ready", "score": 80, "fileHash": "0x12"}), 400),
-        (Some(&owner), json!({"sessionId": "s-ready", "score": 80, "tag1": "x".repeat(33)}), 400),
-        (Some(&owner), json!({"sessionId": "s-short", "score": 80}), 403),
-        (Some(&other), json!({"sessionId": "s-ready", "score": 80}), 403),
+        (Some(&f.owner), json!({"sessionId": "s-ready", "score": 101}), 400),
+        (Some(&f.owner), json!({"sessionId": "s-ready", "score": 7.5}), 400),
+        (Some(&f.owner), json!({"sessionId": "s-ready", "score": 80, "fileHash": "0x12"}), 400),
+        (Some(&f.owner), json!({"sessionId": "s-ready", "score": 80, "tag1": "x".repeat(33)}), 400),
+        (Some(&f.owner), json!({"sessionId": "s-short", "score": 80}), 403),
+        (Some(&f.other), json!({"sessionId": "s-ready", "score": 80}), 403),
         (None, json!({"sessionId": "s-ready", "score": 80}), 403),
     ] {
-        let (got, answer) = broker.send("POST", &path, key.map(String::as_str), Some(body.clone())).await;
+        let (got, answer) = f.broker.send("POST", &f.path, key.map(String::as_str), Some(body.clone())).await;
         assert_eq!(got, status, "{body}: {answer}");
     }
-    assert_eq!((broker.rows("agent_feedback"), broker.rows("outbox")), (0, 0));
+    assert_eq!((f.broker.rows("agent_feedback"), f.broker.rows("outbox")), (0, 0));
+}
 
+/// One feedback a session; shown at once (not kept by shared caches) and
+/// published by the next build, from its file.
+#[tokio::test(flavor = "multi_thread")]
+async fn feedback_is_given_once_a_session_shown_at_once_and_published() {
+    let f = feedback("feedback-given").await;
+    let (broker, path) = (&f.broker, &f.path);
+    let (_, before) = broker.send("GET", path, None, None).await;
+    let total = before["summary"]["totalFeedbacks"].as_u64().unwrap();
     let (status, given) = broker
-        .send("POST", &path, Some(&owner), Some(json!({"sessionId": "s-ready", "score": 87, "tag1": "helpful"})))
+        .send("POST", path, Some(&f.owner), Some(json!({"sessionId": "s-ready", "score": 87, "tag1": "helpful"})))
         .await;
     assert_eq!(status, 200, "{given}");
     assert_eq!(
         (&given["score"], &given["agentId"], &given["feedbackIndex"]),
-        (&json!(87), &json!(built.feedback[0].agent_id), &json!(1))
+        (&json!(87), &json!(f.built.feedback[0].agent_id), &json!(1))
     );
     assert_eq!(given["registry"], json!("erc-8004"));
     let (status, again) =
-        broker.send("POST", &path, Some(&owner), Some(json!({"sessionId": "s-ready", "score": 90}))).await;
+        broker.send("POST", path, Some(&f.owner), Some(json!({"sessionId": "s-ready", "score": 90}))).await;
     assert_eq!((status, again["code"].as_str()), (403, Some("not_eligible")), "one per session");
-    let (_, verdict) = ask(Some(&owner), "s-ready").await;
+    let (_, verdict) = f.ask(Some(&f.owner), "s-ready").await;
     assert!(verdict["reason"].as_str().unwrap().contains("already"), "{verdict}");
 
-    // Shown at once (not kept by shared caches) ...
-    let response = broker.client.get(broker.api.url(&path)).send().await.unwrap();
+    let response = broker.client.get(broker.api.url(path)).send().await.unwrap();
     assert_eq!(response.headers()["cache-control"], "no-cache");
     let now: Value = response.json().await.unwrap();
     assert_eq!(now["summary"]["totalFeedbacks"], json!(total + 1), "{now}");
@@ -246,15 +278,14 @@ async fn feedback_follows_the_session_rule_shows_at_once_and_is_published() {
     };
     assert!(mine(&now), "{now}");
 
-    // ... and published by the next build, from its file.
     broker.journaled().await;
     let sources = Broker::sources();
     broker.rebuild(&sources.iter().map(String::as_str).collect::<Vec<_>>()).await;
-    let response = broker.client.get(broker.api.url(&path)).send().await.unwrap();
+    let response = broker.client.get(broker.api.url(path)).send().await.unwrap();
     assert_ne!(response.headers()["cache-control"], "no-cache");
     let published: Value = response.json().await.unwrap();
     assert_eq!(published["summary"]["totalFeedbacks"], json!(total + 1));
     assert!(mine(&published), "{published}");
-    let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&erc)), None, None).await;
+    let (_, detail) = broker.send("GET", &format!("/api/v1/agents/{}", encode(&f.erc)), None, None).await;
     assert_eq!(detail["trust"]["feedback"]["totalFeedbacks"], json!(total + 1));
 }
