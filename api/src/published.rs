@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use generator::guard;
 use generator::hcs20::analytics::Analytics;
 use generator::hcs20::routes::Limits;
 use generator::hcs20::tables;
@@ -192,9 +191,9 @@ impl Build {
         anyhow::ensure!(meta.is_dir(), "{} is not a folder (a build directory is never a link)", dir.display());
         let routes = Routes::open(&layout.builds(), id, settings.file_cache_bytes)?;
         inject("load-manifest")?;
-        let guard = match guard::ROUTES.iter().any(|r| routes.contains(r)) {
+        let guard = match guard_data::ROUTES.iter().any(|r| routes.contains(r)) {
             true => {
-                let datasets = guard::parse(|route| match routes.get(route)? {
+                let datasets = guard_data::parse(|route| match routes.get(route)? {
                     Ok(r) => Some(r.body.to_vec()),
                     Err(damage) => {
                         tracing::error!(%damage, "a guard file is damaged");

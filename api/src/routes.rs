@@ -15,7 +15,6 @@ use std::future::Future;
 use std::pin::Pin;
 
 use generator::broker::render;
-use generator::guard;
 use generator::pages::routes as pages;
 use shared::http::Cache;
 use warp::http::{HeaderValue, Method};
@@ -223,11 +222,11 @@ pub fn table() -> Vec<Endpoint> {
         ),
         Endpoint::new("/hcs20/account/{accountId}").get("hcs20Account", handler!(hcs20::account), Cache::Balances),
         // Section B: the guard's files and the MCP endpoint.
-        file(guard::FACTS, "guardFacts", Cache::Catalog).rate(Rate::Guard),
-        file(guard::CAMPAIGNS, "guardCampaigns", Cache::Catalog).rate(Rate::Guard),
-        file(guard::COVERAGE, "guardCoverage", Cache::Catalog).rate(Rate::Guard),
-        file(guard::POLICIES, "guardPolicies", Cache::Catalog).rate(Rate::Guard),
-        file(guard::BENCHMARK, "guardBenchmark", Cache::Catalog).rate(Rate::Guard),
+        file(guard_data::FACTS, "guardFacts", Cache::Catalog).rate(Rate::Guard),
+        file(guard_data::CAMPAIGNS, "guardCampaigns", Cache::Catalog).rate(Rate::Guard),
+        file(guard_data::COVERAGE, "guardCoverage", Cache::Catalog).rate(Rate::Guard),
+        file(guard_data::POLICIES, "guardPolicies", Cache::Catalog).rate(Rate::Guard),
+        file(guard_data::BENCHMARK, "guardBenchmark", Cache::Catalog).rate(Rate::Guard),
         // The analysts' Parquet exports.
         file("/exports/{file}", "export", Cache::Catalog),
         // Pages for people: published HTML files.
@@ -542,7 +541,7 @@ mod tests {
             ("/api/v1/agents/u/similar", Some(("/api/v1/agents/{uaid}/similar", &[("uaid", "u")]))),
             ("/api/v1/agents/u/other", None),
             ("/api/v1/registries/a b/search", Some(("/api/v1/registries/{registry}/search", &[("registry", "a b")]))),
-            ("/guard/facts.json", Some((guard::FACTS, &[]))),
+            ("/guard/facts.json", Some((guard_data::FACTS, &[]))),
             ("/guard%2Ffacts.json", None),
             ("/api/guard/public-mcp", Some(("/api/guard/public-mcp", &[]))),
         ];

@@ -32,6 +32,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use tracing::{debug_span, info_span, Instrument};
 
+use crate::broker;
 use crate::database;
 use crate::hcs20::analytics::Analytics;
 use crate::hcs20::ledger::{captured, mirror};
@@ -40,7 +41,6 @@ use crate::hcs20::tables::{self, Meta};
 use crate::hcs20::{self, message::decode, Message, Operation, Topics};
 use crate::snapshot;
 use crate::warehouse::Warehouse;
-use crate::{broker, guard};
 use shared::entity::EntityId;
 use shared::fault;
 use shared::manifest::{Entry, Manifest};
@@ -521,7 +521,7 @@ struct Sources {
     /// written batch by batch as the build is staged.
     broker: Option<broker::scan::Summary>,
     /// Section B's public datasets, for the pages.
-    guard: Option<guard::Datasets>,
+    guard: Option<guard_data::Datasets>,
 }
 
 /// Step 1: load and validate the guard sources and render their files;
@@ -531,12 +531,12 @@ struct Sources {
 fn load_sources(config: &BuildConfig, scan: Option<broker::scan::Digest>) -> Result<Sources> {
     let guard = match &config.guard {
         Some(guard) => {
-            let sources = guard::load(&guard.dir).context("guard sources")?;
-            Some(guard::project(&sources, guard.today))
+            let sources = guard_data::load(&guard.dir).context("guard sources")?;
+            Some(guard_data::project(&sources, guard.today))
         }
         None => None,
     };
-    let mut files = guard.as_ref().map(guard::render).unwrap_or_default();
+    let mut files = guard.as_ref().map(guard_data::render).unwrap_or_default();
     let broker = match (&config.broker, scan) {
         (Some(b), Some(digest)) => Some(broker::scan::scan(&b.dir, &b.journal, digest).context("broker sources")?),
         _ => None,
@@ -682,7 +682,7 @@ struct Others<'a> {
 struct TableData<'a> {
     warehouse: &'a Warehouse,
     broker: Option<&'a mut broker::scan::Summary>,
-    guard: Option<&'a guard::Datasets>,
+    guard: Option<&'a guard_data::Datasets>,
     embeddings: Option<&'a broker::store::Embeddings>,
 }
 
@@ -980,7 +980,7 @@ fn host_configs(config: &BuildConfig, manifest: &Manifest) -> Result<crate::host
 
 /// What the pages show besides the ledger.
 struct Pages<'a> {
-    guard: Option<&'a guard::Datasets>,
+    guard: Option<&'a guard_data::Datasets>,
     /// The newest of the directory's pages (`None`: a layer keeps the
     /// live one's).
     directory: Option<Timestamp>,

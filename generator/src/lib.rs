@@ -11,7 +11,6 @@ pub mod columnar;
 #[cfg(feature = "cli")]
 pub mod command;
 pub mod database;
-pub mod guard;
 pub mod hcs20;
 pub mod hosts;
 pub mod layer;

@@ -26,7 +26,7 @@ use warp::reply::Response as Reply;
 
 use super::tools;
 use crate::reply::excerpt;
-use generator::guard::Datasets;
+use guard_data::Datasets;
 
 /// A build's guard datasets, and the serialized results of the tool calls
 /// made on them: a result is a pure function of the build and the call, so

@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use crate::reply::excerpt;
-use generator::guard::public::Evidence;
-use generator::guard::{self, Datasets};
+use guard_data::public::Evidence;
+use guard_data::Datasets;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -61,7 +61,7 @@ const TOOLS: &[Tool] = &[
                       and affected surface.",
         args: &[
             arg("text", "Words that must all appear in the name, summary, steps, detection or mitigation."),
-            Arg { one_of: guard::SEVERITIES, ..arg("severity", "Only campaigns of this severity.") },
+            Arg { one_of: guard_data::SEVERITIES, ..arg("severity", "Only campaigns of this severity.") },
             arg("surface", "Only campaigns affecting this surface (for example mcp-server)."),
         ],
         records: "campaigns",
@@ -90,7 +90,7 @@ const TOOLS: &[Tool] = &[
         description: "Returns defensive policy guidance attached to reviewed campaigns.",
         args: &[
             arg("campaignId", "Only policies of this campaign."),
-            Arg { one_of: guard::ACTIONS, ..arg("action", "Only policies with this action.") },
+            Arg { one_of: guard_data::ACTIONS, ..arg("action", "Only policies with this action.") },
         ],
         records: "policies",
     },
@@ -196,12 +196,17 @@ pub fn call(data: &Datasets, name: &str, arguments: Option<&Value>) -> Result<Ou
             let entry = |route: &str, version: &str, last: &str, count: usize| json!({"route": route, "schemaVersion": version, "lastReviewed": last, "count": count});
             let d = data;
             out.records = vec![
-                entry(guard::FACTS, &d.facts.schema_version, &d.facts.last_reviewed, d.facts.count),
-                entry(guard::CAMPAIGNS, &d.campaigns.schema_version, &d.campaigns.last_reviewed, d.campaigns.count),
-                entry(guard::COVERAGE, &d.coverage.schema_version, &d.coverage.last_reviewed, d.coverage.count),
-                entry(guard::POLICIES, &d.policies.schema_version, &d.policies.last_reviewed, d.policies.count),
+                entry(guard_data::FACTS, &d.facts.schema_version, &d.facts.last_reviewed, d.facts.count),
                 entry(
-                    guard::BENCHMARK,
+                    guard_data::CAMPAIGNS,
+                    &d.campaigns.schema_version,
+                    &d.campaigns.last_reviewed,
+                    d.campaigns.count,
+                ),
+                entry(guard_data::COVERAGE, &d.coverage.schema_version, &d.coverage.last_reviewed, d.coverage.count),
+                entry(guard_data::POLICIES, &d.policies.schema_version, &d.policies.last_reviewed, d.policies.count),
+                entry(
+                    guard_data::BENCHMARK,
                     &d.benchmark.schema_version,
                     &d.benchmark.last_reviewed,
                     d.benchmark.runs.len(),

@@ -1,14 +1,14 @@
 //! Section B's pages: the facts, the campaigns with the policies that
 //! answer them, the coverage matrix and the benchmark results. Made from
-//! the public datasets only ([`crate::guard::public`], the allow-list), so a
+//! the public datasets only ([`guard_data::public`], the allow-list), so a
 //! page can show nothing the JSON files do not.
 
 use minijinja::{context, Value};
 
 use super::{markup, routes, svg, Page};
-use crate::guard::midnight;
-use crate::guard::{public::Run, Datasets, Outcome};
-use crate::guard::{BENCHMARK, CAMPAIGNS, COVERAGE, FACTS};
+use guard_data::midnight;
+use guard_data::{public::Run, Datasets, Outcome};
+use guard_data::{BENCHMARK, CAMPAIGNS, COVERAGE, FACTS};
 use shared::http::Cache;
 
 /// Outcomes in the order their bars are stacked, best first, with colours

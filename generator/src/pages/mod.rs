@@ -39,7 +39,7 @@ pub struct Inputs<'a> {
     pub analytics: &'a Analytics,
     /// Mints and burns per token and minute, for the charts.
     pub changes: &'a [SupplyChange],
-    pub guard: Option<&'a crate::guard::Datasets>,
+    pub guard: Option<&'a guard_data::Datasets>,
     /// The newest of the directory's pages ([`DirectoryPages::newest`]):
     /// the landing page's time counts theirs. `None` when the build keeps
     /// the live build's (a layer: the agents did not change).

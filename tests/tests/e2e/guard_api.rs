@@ -148,7 +148,7 @@ fn call(id: u64, tool: &str, arguments: Value) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn json_routes_are_cached_like_static_files() {
     let site = shared();
-    for route in generator::guard::ROUTES {
+    for route in guard_data::ROUTES {
         let response = site.client.get(site.api.url(route)).send().await.unwrap();
         assert_eq!(response.status(), 200, "{route}");
         let headers = response.headers().clone();

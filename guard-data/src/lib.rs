@@ -311,7 +311,7 @@ fn day(text: &str) -> NaiveDate {
 
 /// Midnight UTC of a validated `YYYY-MM-DD` date: a dataset's
 /// `Last-Modified` (its file's, and its page's).
-pub(crate) fn midnight(text: &str) -> Timestamp {
+pub fn midnight(text: &str) -> Timestamp {
     let seconds = day(text).and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp();
     Timestamp(seconds.max(0) as u64 * 1_000_000_000)
 }
