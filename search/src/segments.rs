@@ -203,7 +203,7 @@ impl Segments {
     }
 
     /// Segment `k`'s index.
-    pub fn index(&self, k: usize) -> &AgentIndex {
+    pub fn segment_index(&self, k: usize) -> &AgentIndex {
         &self.segments[k].index
     }
 

@@ -354,7 +354,7 @@ impl View {
     pub fn hit<'b>(&'b self, build: &'b Agents, hit: Hit) -> anyhow::Result<Cow<'b, [u8]>> {
         match hit.part {
             0 => build.hit(hit.at),
-            k => self.segments.index(k - 1).records.json(hit.at),
+            k => self.segments.segment_index(k - 1).records.json(hit.at),
         }
     }
 
