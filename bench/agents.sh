@@ -89,7 +89,7 @@ http {
   server { listen 127.0.0.1:4087; root $build; }
 }
 CONF
-  trap 'kill $api 2>/dev/null || true; nginx -c "$nginx_conf" -s stop 2>/dev/null || true' EXIT
+  trap 'kill $api 2>/dev/null || true; nginx -c "$nginx_conf" -s quit 2>/dev/null || true' EXIT
   for _ in $(seq 1 3000); do curl -sf localhost:4086/api/v1/stats >/dev/null && break; sleep 0.05; done
   printf 'api ready in %.1f s (build loaded in %s ms), RSS %s\n' "$(awk -v now="$(date +%s.%N)" -v then="$started" 'BEGIN { print now - then }')" \
     "$(grep -o 'load_ms=[0-9]*' "$OUT/api-$size.log" | head -1 | cut -d= -f2)" "$(rss $api)"
@@ -115,7 +115,7 @@ CONF
   search_rounds 'search with 10k live agents'
   printf 'api RSS after the load %s\n' "$(rss $api)"
   kill $api 2>/dev/null || true
-  nginx -c "$nginx_conf" -s stop 2>/dev/null || true
+  nginx -c "$nginx_conf" -s quit 2>/dev/null || true
   trap - EXIT
   say "availability checks over the $size agents"
   bash bench/availability.sh "$dir/site" "$dir/data" "$OUT/queries.txt"

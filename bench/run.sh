@@ -126,7 +126,7 @@ nginx -c "$conf"
 "$BIN/api" --bind 127.0.0.1:4080 --site-dir "$FULL/site" --data-dir "$FULL/data" \
   --guard-rate 4000000000 --guard-burst 1000000000 --mcp-rate 4000000000 --mcp-burst 1000000000 >/dev/null 2>&1 &
 api_pid=$!
-trap 'kill $mirror_pid $api_pid 2>/dev/null || true; nginx -c "$conf" -s stop 2>/dev/null || true' EXIT
+trap 'kill $mirror_pid $api_pid 2>/dev/null || true; nginx -c "$conf" -s quit 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do curl -sf localhost:4080/hcs20/stats >/dev/null && break; sleep 0.1; done
 api_etag=$(curl -sI localhost:4080/hcs20/stats | tr -d '\r' | awk -F': ' 'tolower($1)=="etag"{print $2}')
 nginx_etag=$(curl -sI localhost:4081/hcs20/stats | tr -d '\r' | awk -F': ' 'tolower($1)=="etag"{print $2}')
@@ -176,7 +176,7 @@ timed "$BIN/generator" build --ledger-dir datasets/ledger --broker-dir "$agents"
 started=$(date +%s.%N)
 "$BIN/api" --bind 127.0.0.1:4082 --site-dir "$BROKER/site" --data-dir "$BROKER/data" >/dev/null 2>&1 &
 broker_pid=$!
-trap 'kill $mirror_pid $api_pid $broker_pid 2>/dev/null || true; nginx -c "$conf" -s stop 2>/dev/null || true' EXIT
+trap 'kill $mirror_pid $api_pid $broker_pid 2>/dev/null || true; nginx -c "$conf" -s quit 2>/dev/null || true' EXIT
 for _ in $(seq 1 1200); do curl -sf localhost:4082/api/v1/stats >/dev/null && break; sleep 0.1; done
 printf 'api ready (build loaded: files, snapshot, index) in %.1f s, RSS %d MiB\n' \
   "$(awk -v now="$(date +%s.%N)" -v then="$started" 'BEGIN { print now - then }')" "$(($(ps -o rss= -p $broker_pid) / 1024))"

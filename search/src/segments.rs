@@ -158,6 +158,11 @@ impl Segments {
         self.changes.len()
     }
 
+    /// How many segments there are.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
     /// The size of each segment, oldest first.
     pub fn sizes(&self) -> Vec<usize> {
         self.segments.iter().map(|s| s.len()).collect()

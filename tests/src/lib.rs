@@ -15,6 +15,7 @@ pub mod models;
 pub mod network;
 pub mod process;
 pub mod shape;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
 

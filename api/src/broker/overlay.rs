@@ -228,7 +228,7 @@ impl Writer {
 fn write(overlay: &Overlay, orders: &Receiver<Order>, quiet: Duration) {
     let mut last_change = Instant::now();
     loop {
-        let first = if overlay.view().segments.sizes().len() > 1 {
+        let first = if overlay.view().segments.segment_count() > 1 {
             match orders.recv_timeout((last_change + quiet).saturating_duration_since(Instant::now())) {
                 Ok(order) => order,
                 Err(RecvTimeoutError::Timeout) => {
@@ -494,7 +494,7 @@ mod tests {
         writer.apply(fresh.iter().enumerate().take(10).map(change).collect()).await.unwrap();
         let started = Instant::now();
         writer.apply(vec![change((10, &fresh[10]))]).await.unwrap();
-        assert_eq!(overlay.view().segments.sizes().len(), 2, "not yet: the changes have not paused");
+        assert_eq!(overlay.view().segments.segment_count(), 2, "not yet: the changes have not paused");
         let pruning = tokio::spawn({
             let writer = writer.clone();
             async move {
@@ -504,7 +504,7 @@ mod tests {
                 }
             }
         });
-        while overlay.view().segments.sizes().len() > 1 {
+        while overlay.view().segments.segment_count() > 1 {
             assert!(started.elapsed() < Duration::from_secs(10), "never settled");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -571,9 +571,9 @@ mod tests {
             overlay.apply(vec![(seq, uaid, agent)]);
             let view = overlay.view();
             assert!(
-                view.segments.sizes().len() <= 2 * (n.ilog2() as usize + 1),
+                view.segments.segment_count() <= 2 * (n.ilog2() as usize + 1),
                 "{} segments after {n}",
-                view.segments.sizes().len()
+                view.segments.segment_count()
             );
             if !n.is_multiple_of(50) {
                 continue;
@@ -585,9 +585,9 @@ mod tests {
             // Settled, the same agents in one segment read the same.
             if n.is_multiple_of(100) {
                 let settled = overlay.settle();
-                assert_eq!(settled, view.segments.sizes().len() > 1, "after {n}");
+                assert_eq!(settled, view.segments.segment_count() > 1, "after {n}");
                 let view = overlay.view();
-                assert!(view.segments.sizes().len() <= 1, "{} segments once settled", view.segments.sizes().len());
+                assert!(view.segments.segment_count() <= 1, "{} segments once settled", view.segments.segment_count());
                 reads_as_one_index(&build, &view, &truth, n);
             }
         }
@@ -595,7 +595,7 @@ mod tests {
         overlay.prune(300);
         let view = overlay.view();
         assert_eq!(view.segments.changed_after(300).count(), view.segments.change_count());
-        assert!(view.segments.sizes().len() <= 1);
+        assert!(view.segments.segment_count() <= 1);
     }
 
     /// Lookups and searches of `view` over the test's build are those of

@@ -594,12 +594,10 @@ async fn routing_relays_one_message_and_keeps_a_bounded_connection() {
     assert_eq!(broker.send("GET", &status, None, None).await.1["connected"], json!(true));
     // Idle past its time (1 s), it is gone: the event waited for, looked
     // at a bounded number of times.
-    let mut looks = 0;
-    while broker.send("GET", &status, None, None).await.1["connected"] == json!(true) {
-        looks += 1;
-        assert!(looks < 200, "the idle connection was kept past its time");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    tests::wait::until("the idle connection closed after its time", 200, Duration::from_millis(50), async || {
+        broker.send("GET", &status, None, None).await.1["connected"] != json!(true)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -339,12 +339,7 @@ fn clients_that_go_away_are_not_errors_in_the_log() {
     assert_eq!(client.get(api.url("/health/live")).send().unwrap().status(), 200);
     let open =
         || client.get(api.url("/health")).send().unwrap().json::<serde_json::Value>().unwrap()["connections"].clone();
-    let mut looks = 0;
-    while open() != 1 {
-        looks += 1;
-        assert!(looks < 400, "the dropped connections were never all closed");
-        std::thread::sleep(Duration::from_millis(25));
-    }
+    tests::wait::until_blocking("the dropped connections all closed", 400, Duration::from_millis(25), || open() == 1);
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(!logged.contains("ERROR"), "{logged}");
 }

@@ -52,19 +52,16 @@ async fn serve_answers_until_shutdown_and_lets_requests_in_flight_finish() {
     more.send(Ok(br#"{"capabilities":"#.to_vec())).await.unwrap();
     // The events, each looked at a bounded number of times: the request
     // is in flight (its head read, its body awaited) ...
-    let mut looks = 0;
-    while connections.busy_count() == 0 {
-        looks += 1;
-        assert!(looks < 1000, "the search never reached the server");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    tests::wait::until("the search reaching the server", 1000, Duration::from_millis(10), async || {
+        connections.busy_count() > 0
+    })
+    .await;
     stop.send(()).unwrap();
     // ... and the stop is taken: no new connection is accepted.
-    while tokio::net::TcpStream::connect(&address).await.is_ok() {
-        looks += 1;
-        assert!(looks < 2000, "the listener was never closed");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    tests::wait::until("the listener closed", 1000, Duration::from_millis(10), async || {
+        tokio::net::TcpStream::connect(&address).await.is_err()
+    })
+    .await;
     assert!(!server.is_finished(), "serve waits for the request in flight");
     more.send(Ok(br#"["text-generation"]}"#.to_vec())).await.unwrap();
     drop(more);

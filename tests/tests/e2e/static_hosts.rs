@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
@@ -68,11 +68,9 @@ impl Nginx {
         assert!(test.status.success(), "nginx -t: {}", String::from_utf8_lossy(&test.stderr));
         let child =
             Command::new(&nginx).args(["-e", &error_log, "-c"]).arg(&conf).spawn().expect("nginx (make debian)");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "nginx did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        tests::wait::until_blocking("nginx listening", 500, Duration::from_millis(20), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
         Nginx { child, conf }
     }
 
@@ -85,15 +83,10 @@ impl Nginx {
         let nginx = std::env::var("ALMANAC_NGINX").unwrap_or_else(|_| "/usr/sbin/nginx".into());
         let status = Command::new(nginx).args(["-s", "reload", "-c"]).arg(&self.conf).status().unwrap();
         assert!(status.success());
-        let started = Instant::now();
-        loop {
+        tests::wait::until_blocking("nginx's reload ending", 1000, Duration::from_millis(20), || {
             let now = self.workers();
-            if now.iter().any(|w| !before.contains(w)) && !now.iter().any(|w| before.contains(w)) {
-                return;
-            }
-            assert!(started.elapsed() < Duration::from_secs(20), "nginx's reload did not end: {before:?} then {now:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            now.iter().any(|w| !before.contains(w)) && !now.iter().any(|w| before.contains(w))
+        });
     }
 
     /// The master's child processes, its workers, from `/proc`.
