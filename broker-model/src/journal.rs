@@ -463,7 +463,7 @@ mod tests {
         let agents = generate::agents(40, 3);
         let feedback = generate::feedback(&agents, 3);
         let catalog: crate::catalog::Catalog = serde_json::from_str(
-            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/broker/catalog.json")).unwrap(),
+            &std::fs::read_to_string(shared::checkout::path("datasets/broker/catalog.json")).unwrap(),
         )
         .unwrap();
         Sources { agents, catalog, feedback, journal_seq: 0 }

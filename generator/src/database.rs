@@ -154,7 +154,7 @@ mod tests {
     use super::*;
 
     fn fixture() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/written-by-duckdb-2.0.0.duckdb")
+        shared::checkout::path("tests/fixtures/written-by-duckdb-2.0.0.duckdb")
     }
 
     fn temp(label: &str) -> PathBuf {

@@ -1,7 +1,7 @@
 //! Validation and selection rules, each case a mutation of the checked-in
 //! sources and what the build must say about it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
@@ -10,7 +10,7 @@ use super::*;
 const FILES: [&str; 5] = ["facts.json", "campaigns.json", "coverage.json", "policies.json", "benchmark.json"];
 
 fn datasets() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/guard")
+    shared::checkout::path("datasets/guard")
 }
 
 /// The checked-in sources with `mutate` applied to record `index` of

@@ -1,8 +1,8 @@
 //! What the generator and the api both read and write: the published
 //! site's layout, manifest and index, the HTTP representations and cache
 //! policies of its files, the ids written in it (ledger entities, UAIDs) and
-//! its times; and the two process helpers both binaries run (fault points,
-//! a lowered priority). Knows nothing of DuckDB, HTTP servers or the
+//! its times; the two process helpers both binaries run (fault points,
+//! a lowered priority); and where a test finds the checkout's files. Knows nothing of DuckDB, HTTP servers or the
 //! async runtime.
 
 /// A closed set of values spelled on the wire: an enum read and written by
@@ -47,6 +47,7 @@ macro_rules! vocabulary {
     };
 }
 
+pub mod checkout;
 pub mod entity;
 pub mod fault;
 pub mod http;

@@ -19,9 +19,9 @@ pub mod wait;
 
 use std::path::{Path, PathBuf};
 
-/// The workspace root (this crate lives in `<root>/tests`).
+/// The workspace root of the checkout under test ([`shared::checkout`]).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+    shared::checkout::root()
 }
 
 /// Every file under `dir`, at any depth (folders walked, not listed).

@@ -408,7 +408,7 @@ mod tests {
     /// The datasets' agents as a build, in their order or reversed (another
     /// build: its own fingerprint, every agent at another position).
     fn build_in_order(reversed: bool) -> Agents {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
+        let dir = shared::checkout::path("datasets/broker");
         let mut sources = generator::broker::load(&dir).unwrap();
         if reversed {
             sources.agents.reverse();

@@ -737,7 +737,7 @@ mod tests {
     /// its build's in the warehouse).
     #[test]
     fn a_tally_takes_agents_out_again() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
+        let dir = shared::checkout::path("datasets/broker");
         let catalog = crate::broker::load(&dir).unwrap().catalog;
         let agents = broker_model::generate::agents(800, 11);
         let (kept, changed) = agents.split_at(650);

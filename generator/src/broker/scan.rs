@@ -511,7 +511,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         let (dir, journal_dir) = (root.join("broker"), root.join("journal"));
         std::fs::create_dir_all(&journal_dir).unwrap();
-        let datasets = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/broker"));
+        let datasets = &shared::checkout::path("datasets/broker");
         std::fs::create_dir_all(&dir).unwrap();
         for name in ["agents.json", "catalog.json", "feedback.json"] {
             std::fs::copy(datasets.join(name), dir.join(name)).unwrap();

@@ -557,7 +557,7 @@ mod tests {
     /// checks find what is stored.
     #[test]
     fn the_warehouse_gives_back_what_a_scan_gathers() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/broker");
+        let dir = shared::checkout::path("datasets/broker");
         let catalog = crate::broker::load(&dir).unwrap().catalog;
         let agents = broker_model::generate::agents(1500, 5);
         let (mut tally, mut shared) = (Tally::new(&catalog), Shared::default());
