@@ -1,5 +1,6 @@
-//! The build script of every crate that links DuckDB (generator, api, tests;
-//! each names this file as `build` in its Cargo.toml).
+//! The build script of every crate that links DuckDB (duckdb-files, hcs20,
+//! generator, api, tests; each names this file as `build` in its
+//! Cargo.toml).
 //!
 //! `libduckdb-sys` links `libduckdb.so` from `DUCKDB_LIB_DIR` but leaves
 //! finding it at run time to the loader, which would need

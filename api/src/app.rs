@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use generator::hcs20::routes::Limits;
+use hcs20::routes::Limits;
 use shared::site::Layout;
 
 use crate::auth;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use generator::hcs20::routes::Limits;
+use hcs20::routes::Limits;
 use shared::entity::EntityId;
 use shared::site::Layout;
 
@@ -434,7 +434,7 @@ impl Config {
 
     /// The application these settings describe, with no build loaded yet.
     pub fn app(&self) -> Result<Arc<App>> {
-        let limits = Limits { max_page_size: self.max_page_size.max(generator::hcs20::analytics::DEFAULT_PAGE_SIZE) };
+        let limits = Limits { max_page_size: self.max_page_size.max(hcs20::analytics::DEFAULT_PAGE_SIZE) };
         let mut access = mcp::Access::loopback();
         access.hosts.extend(self.mcp_hosts.iter().cloned());
         access.origins = self.mcp_origins.clone();
@@ -645,7 +645,7 @@ impl Config {
     fn redemption(&self) -> Result<Option<Redemption>> {
         let Some(token) = &self.redeem_token else { return Ok(None) };
         let parsed = token.split_once(':').and_then(|(topic, tick)| {
-            let tick = generator::hcs20::message::normalise_tick(tick)?;
+            let tick = hcs20::message::normalise_tick(tick)?;
             Some((topic.trim().parse::<EntityId>().ok()?, tick))
         });
         let Some((topic, tick)) = parsed else {

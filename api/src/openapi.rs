@@ -387,8 +387,8 @@ fn optional(doc: Doc) -> Doc {
 /// What is said of each operation, by its id.
 fn describe(name: &str, s: &mut Schemas) -> Doc {
     use broker_model::catalog;
-    use generator::hcs20::analytics;
     use guard_data::public;
+    use hcs20::analytics;
     let json = |tag: &'static str, schema: Value| Doc { tag, ok: vec![(200, schema)], ..Doc::default() };
     let with_body =
         |tag: &'static str, body: Value, ok: Vec<(u16, Value)>| Doc { tag, body: Some(body), ok, ..Doc::default() };

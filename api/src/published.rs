@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use generator::hcs20::analytics::Analytics;
-use generator::hcs20::routes::Limits;
-use generator::hcs20::tables;
+use hcs20::analytics::Analytics;
+use hcs20::routes::Limits;
+use hcs20::tables;
 use shared::index::{Index, Layer, Record, Stack};
 use shared::manifest::{Damage, Manifest};
 use shared::site::Layout;
@@ -208,7 +208,7 @@ impl Build {
         inject("load-files")?;
         // Each part's time, in the log: where a slow start goes.
         let files_ms = started.elapsed().as_millis() as u64;
-        let snapshot = generator::snapshot::open_for_build(&layout.snapshots().join(routes.snapshot()), id)?;
+        let snapshot = duckdb_files::snapshot::open_for_build(&layout.snapshots().join(routes.snapshot()), id)?;
         let analytics = tables::load_analytics(&snapshot, settings.limits.max_page_size)
             .with_context(|| format!("loading the snapshot of build {id}"))?;
         let snapshot_ms = started.elapsed().as_millis() as u64 - files_ms;
@@ -236,7 +236,7 @@ impl Build {
 /// tables are the same (most builds change only the ledger), else loaded
 /// (the search index folder the generator wrote, `search`, opened: mapped, not built).
 fn load_broker(
-    snapshot: &generator::snapshot::Connection,
+    snapshot: &duckdb_files::snapshot::Connection,
     search: &std::path::Path,
     previous: Option<&Build>,
 ) -> Result<Option<Arc<crate::broker::agents::Agents>>> {

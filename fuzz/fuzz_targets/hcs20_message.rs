@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {
-    let (header, decoded) = generator::hcs20::message::decode(body);
-    let (again_header, again) = generator::hcs20::message::decode(body);
+    let (header, decoded) = hcs20::message::decode(body);
+    let (again_header, again) = hcs20::message::decode(body);
     assert_eq!(format!("{header:?}{decoded:?}"), format!("{again_header:?}{again:?}"));
 });

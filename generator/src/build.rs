@@ -33,14 +33,14 @@ use anyhow::{Context, Result};
 use tracing::{debug_span, info_span, Instrument};
 
 use crate::broker;
-use crate::database;
-use crate::hcs20::analytics::Analytics;
-use crate::hcs20::ledger::{captured, mirror};
-use crate::hcs20::routes::{Limits, Route};
-use crate::hcs20::tables::{self, Meta};
-use crate::hcs20::{self, message::decode, Message, Operation, Topics};
-use crate::snapshot;
+use crate::message_sources::{captured, mirror};
 use crate::warehouse::Warehouse;
+use duckdb_files::database;
+use duckdb_files::snapshot;
+use hcs20::analytics::Analytics;
+use hcs20::routes::{Limits, Route};
+use hcs20::tables::{self, Meta};
+use hcs20::{self, message::decode, Message, Operation, Topics};
 use shared::entity::EntityId;
 use shared::fault;
 use shared::manifest::{Entry, Manifest};
@@ -156,7 +156,7 @@ struct Computed {
 
 struct Replayed {
     ledger: hcs20::Ledger,
-    recent: Vec<crate::hcs20::analytics::EventRow>,
+    recent: Vec<hcs20::analytics::EventRow>,
 }
 
 /// What the apply step decided.
@@ -336,7 +336,9 @@ fn layered(
         // The warehouse is as the snapshot holds it but for the build's
         // id: its copy is made while the files are.
         let snapshot = debug_span!("snapshot copy")
-            .in_scope(|| crate::snapshot::Pending::start(warehouse.conn(), warehouse.path(), &layout.snapshots()))
+            .in_scope(|| {
+                duckdb_files::snapshot::Pending::start(warehouse.conn(), warehouse.path(), &layout.snapshots())
+            })
             .context("snapshot")?;
         // The agents' exports, a layer's longest step, from here on beside
         // the rest; their rows read for the directory meanwhile.

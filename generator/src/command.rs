@@ -10,9 +10,9 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use crate::build::{self, BrokerConfig, BuildConfig, GuardConfig, Source};
-use crate::hcs20::ledger::mirror::MirrorConfig;
-use crate::hcs20::routes::Limits;
-use crate::hcs20::Topics;
+use crate::message_sources::mirror::MirrorConfig;
+use hcs20::routes::Limits;
+use hcs20::Topics;
 use shared::entity::EntityId;
 use shared::site::Layout;
 
@@ -271,10 +271,7 @@ fn routes_or_max(text: &str) -> Result<usize, String> {
 }
 
 fn build_config(args: BuildArgs) -> Result<BuildConfig> {
-    anyhow::ensure!(
-        args.max_page_size >= crate::hcs20::analytics::DEFAULT_PAGE_SIZE,
-        "--max-page-size must be at least 25"
-    );
+    anyhow::ensure!(args.max_page_size >= hcs20::analytics::DEFAULT_PAGE_SIZE, "--max-page-size must be at least 25");
     let source = match args.mirror {
         Some(url) => Source::Mirror(MirrorConfig {
             concurrency: args.mirror_concurrency.max(1),

@@ -137,7 +137,7 @@ fn quoted(text: &str) -> String {
 /// with the same file (parameters left at their defaults), each as
 /// `path?query` or `path`.
 fn spellings(route: &str) -> Vec<String> {
-    use crate::hcs20::routes::{Limits, Route};
+    use hcs20::routes::{Limits, Route};
     let (path, Some(canonical)) = split(route) else { return Vec::new() };
     let pairs: Vec<&str> = canonical.split('&').collect();
     let mut out = Vec::new();

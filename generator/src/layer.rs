@@ -174,7 +174,7 @@ pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Liv
     }
     let digest = run.digest;
     let snapshot = layout.snapshots().join(stack.top.snapshot().unwrap_or_default());
-    let (recorded, search) = crate::snapshot::open_for_build(&snapshot, &id)
+    let (recorded, search) = duckdb_files::snapshot::open_for_build(&snapshot, &id)
         .and_then(|conn| Ok((store::recorded(&conn)?, store::search_index(&conn)?)))
         .with_context(|| format!("the snapshot of build {id}"))?;
     let (Some(recorded), Some(search)) = (recorded, search) else {

@@ -1,20 +1,18 @@
-//! almanac's generator library: sources, the HCS-20 rules, the warehouse,
-//! the analytics queries and the site writer. The api links this library so
-//! that both sides answer every query through the same functions.
+//! almanac's generator library: the sources, the warehouse, the broker's
+//! build, the pages and the site writer; section C's rules and tables are
+//! the `hcs20` crate's. The api links this library for the renderers it
+//! shares with a build (`pages`, `broker::render`).
 
 pub mod analysts;
 pub mod broker;
 pub mod build;
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod columnar;
 #[cfg(feature = "cli")]
 pub mod command;
-pub mod database;
-pub mod hcs20;
 pub mod hosts;
 pub mod layer;
+pub mod message_sources;
 pub mod pages;
 pub mod progress;
-pub mod snapshot;
 pub mod warehouse;

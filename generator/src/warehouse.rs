@@ -5,7 +5,7 @@
 //! asks the source only for what is new. A topic's messages and its cursor
 //! are written in one transaction: a run killed mid-fetch leaves the two
 //! consistent. The derived tables of the last build live here too
-//! ([`crate::snapshot`]), and each build's snapshot is a copy of this file.
+//! ([`duckdb_files::snapshot`]), and each build's snapshot is a copy of this file.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,10 +15,10 @@ use duckdb::arrow::array::{Array, BinaryArray, StringArray, UInt32Array, UInt64A
 use duckdb::arrow::datatypes::DataType;
 use duckdb::{params, Connection};
 
-use crate::columnar;
-use crate::database::{self, Access};
+use duckdb_files::columnar;
+use duckdb_files::database::{self, Access};
 
-use crate::hcs20::{Chunk, Message};
+use hcs20::{Chunk, Message};
 use shared::entity::EntityId;
 use shared::timestamp::Timestamp;
 
@@ -216,7 +216,7 @@ impl Warehouse {
         Ok(out)
     }
 
-    /// The connection, for the derived tables ([`crate::snapshot`]).
+    /// The connection, for the derived tables ([`duckdb_files::snapshot`]).
     pub fn conn(&self) -> &Connection {
         &self.conn
     }

@@ -16,10 +16,10 @@ use base64::Engine;
 use sha2::{Digest, Sha384};
 
 use broker_model::generate::Rng;
-use generator::hcs20::ledger::captured::page_file_name;
-use generator::hcs20::ledger::mirror::PAGE_LIMIT;
-use generator::hcs20::ledger::{ChunkInfo, Links, MirrorMessage, Page};
-use generator::hcs20::Topics;
+use generator::message_sources::captured::page_file_name;
+use generator::message_sources::mirror::PAGE_LIMIT;
+use generator::message_sources::{ChunkInfo, Links, MirrorMessage, Page};
+use hcs20::Topics;
 use shared::entity::EntityId;
 use shared::timestamp::Timestamp;
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use generator::hcs20::ledger::{Links, MirrorMessage, Page};
+use generator::message_sources::{Links, MirrorMessage, Page};
 use shared::entity::EntityId;
 use warp::http::{Response, StatusCode};
 use warp::Filter;

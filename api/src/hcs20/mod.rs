@@ -4,7 +4,7 @@
 //! held a token) is computed by the same query functions, from the model
 //! the api loaded from the build's snapshot.
 
-use generator::hcs20::routes::Route;
+use hcs20::routes::Route;
 use warp::http::StatusCode;
 
 use crate::reply::{self, Answer, Error, Representation};

@@ -29,7 +29,7 @@ use shared::timestamp::Timestamp;
 use broker_model::catalog::{Catalog, FeedbackEntry};
 use broker_model::Agent;
 
-use crate::columnar;
+use duckdb_files::columnar;
 
 const SCHEMA: &str = "
 CREATE OR REPLACE TABLE broker_agents (
@@ -346,7 +346,7 @@ pub fn sources_fingerprint(conn: &Connection) -> Result<Option<String>> {
 }
 
 fn meta(conn: &Connection, key: &str) -> Result<Option<String>> {
-    if !crate::database::has_table(conn, "broker_meta")? {
+    if !duckdb_files::database::has_table(conn, "broker_meta")? {
         return Ok(None);
     }
     match conn.query_row("SELECT value FROM broker_meta WHERE key = ?", [key], |r| r.get(0)) {

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use minijinja::{context, Value};
 
 use super::{markup, routes, svg, Page};
-use crate::hcs20::analytics::{Analytics, TokenSummary};
-use crate::hcs20::routes::Route;
-use crate::hcs20::tables::SupplyChange;
+use hcs20::analytics::{Analytics, TokenSummary};
+use hcs20::routes::Route;
+use hcs20::tables::SupplyChange;
 use shared::entity::EntityId;
 use shared::http::Cache;
 use shared::timestamp::Timestamp;

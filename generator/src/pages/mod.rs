@@ -23,9 +23,9 @@ pub mod svg;
 use anyhow::{Context, Result};
 use minijinja::{context, Environment, Value};
 
-use crate::hcs20::analytics::Analytics;
-use crate::hcs20::tables::SupplyChange;
 use broker_model::catalog::FeedbackEntry;
+use hcs20::analytics::Analytics;
+use hcs20::tables::SupplyChange;
 use shared::http::{Cache, Representation};
 use shared::manifest::Export;
 use shared::site::File;

@@ -16,7 +16,7 @@ pub const BENCHMARK: &str = "/guard/benchmark";
 pub const AGENTS: &str = "/agents";
 
 /// Holders listed per token page (the JSON routes' default page size).
-pub const HOLDERS_PER_PAGE: usize = crate::hcs20::analytics::DEFAULT_PAGE_SIZE;
+pub const HOLDERS_PER_PAGE: usize = hcs20::analytics::DEFAULT_PAGE_SIZE;
 /// A token's page: page 1 of its holders, its charts and recent events;
 /// `/holders/{page}` for the next pages.
 pub fn token(topic: EntityId, tick: &str, page: usize) -> (String, String) {

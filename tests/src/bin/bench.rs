@@ -50,8 +50,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use generator::hcs20::ledger::{captured, MirrorMessage, Page};
-use generator::hcs20::{replay, Topics};
+use generator::message_sources::{captured, MirrorMessage, Page};
+use hcs20::{replay, Topics};
 use shared::entity::EntityId;
 
 /// The api's allocator: in-process searches allocate as the api's do.

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use broker_model::generate;
 use clap::Parser;
 use generator::broker::{AgentsFile, FeedbackFile};
-use generator::hcs20::Topics;
+use hcs20::Topics;
 use tests::datagen;
 
 #[derive(Parser)]

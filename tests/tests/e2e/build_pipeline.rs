@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use generator::hcs20::Topics;
+use hcs20::Topics;
 use reqwest::StatusCode;
 use shared::manifest::Manifest;
 use tests::datagen::random_corpus_scaled;

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use generator::hcs20::Topics;
+use hcs20::Topics;
 use shared::manifest::{Entry, Manifest};
 use shared::site::Layout;
 use tests::datagen::random_corpus_scaled;

@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use generator::database;
+use duckdb_files::database;
 use serde_json::{json, Value};
 use tests::process::{binary, build, generator, Api};
 use tests::{workspace_root, TempDir};

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use generator::hcs20::Topics;
+use hcs20::Topics;
 use shared::manifest::{Entry, Manifest};
 use tests::datagen::random_corpus_scaled;
 use tests::process::{build, Api};

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use generator::hcs20::Topics;
+use hcs20::Topics;
 use shared::manifest::Manifest;
 use tests::datagen::random_corpus_scaled;
 const SCALE: usize = 5_000;

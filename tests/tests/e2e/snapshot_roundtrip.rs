@@ -2,10 +2,10 @@
 //! renders from the model the rules built. Every route, at default and other
 //! parameters, must give the same bytes both ways.
 
-use generator::hcs20::analytics::Analytics;
-use generator::hcs20::routes::{Limits, Route};
-use generator::hcs20::tables;
-use generator::hcs20::{replay, Message, Topics};
+use hcs20::analytics::Analytics;
+use hcs20::routes::{Limits, Route};
+use hcs20::tables;
+use hcs20::{replay, Message, Topics};
 use tests::datagen::random_corpus;
 
 #[test]
@@ -30,11 +30,11 @@ fn snapshot_model_renders_every_route_identically() {
         applied: Default::default(),
     };
     {
-        let conn = generator::database::open(&path, generator::database::Access::ReadWrite).unwrap();
+        let conn = duckdb_files::database::open(&path, duckdb_files::database::Access::ReadWrite).unwrap();
         tables::write_operations(&conn, &operations).unwrap();
         tables::write_full(&conn, &ledger, built.recent_events(), &meta).unwrap();
     }
-    let snapshot = generator::snapshot::open_read_only(&path).unwrap();
+    let snapshot = duckdb_files::snapshot::open_read_only(&path).unwrap();
     let loaded = tables::load_analytics(&snapshot, limits.max_page_size).unwrap();
     drop(snapshot);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use generator::hcs20::Topics;
+use hcs20::Topics;
 use tests::datagen::random_corpus_scaled;
 use tests::process::{binary, build, Api};
 use tests::{unpooled_client, workspace_root, TempDir};

@@ -6,7 +6,7 @@
 //! message (`ok` or a rejection code) and any balances that must hold.
 
 use super::*;
-use crate::hcs20::{replay, Chunk, Message};
+use crate::{replay, Chunk, Message};
 
 const PUBLIC: &str = "0.0.4350190";
 const REGISTRY: &str = "0.0.4362300";

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use tokio::sync::Semaphore;
 
 use super::{parse_page, Parsed};
-use crate::hcs20::Message;
+use hcs20::Message;
 use shared::entity::EntityId;
 
 /// The mirror node caps `limit` at 100.

@@ -6,7 +6,7 @@
 //! changed in place by an
 //! incremental run ([`apply_delta`]). A build's snapshot
 //! (`data/snapshots/<build>.duckdb`) is then a copy of the checkpointed
-//! warehouse file ([`crate::snapshot::copy_to`]), holding the raw messages
+//! warehouse file ([`duckdb_files::snapshot::copy_to`]), holding the raw messages
 //! too. Analysts open it read-only; the api loads its model from it
 //! ([`load_analytics`]). Times are `*_ns` columns (nanoseconds since
 //! the epoch, exact), with `TIMESTAMP` views for convenience.
@@ -18,9 +18,9 @@ use duckdb::arrow::array::{StringArray, UInt64Array};
 use duckdb::arrow::datatypes::DataType;
 use duckdb::{params, Connection};
 
-use crate::columnar;
-use crate::hcs20::analytics::{Analytics, EventRow, HoldingRow, TokenSummary};
-use crate::hcs20::{Changes, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
+use crate::analytics::{Analytics, EventRow, HoldingRow, TokenSummary};
+use crate::{Changes, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
+use duckdb_files::columnar;
 use shared::entity::EntityId;
 use shared::timestamp::Timestamp;
 
@@ -190,7 +190,7 @@ pub fn read_meta(conn: &Connection) -> Result<Option<Meta>> {
 }
 
 fn try_read_meta(conn: &Connection) -> Result<Option<Meta>> {
-    if !crate::database::has_table(conn, "build")? {
+    if !duckdb_files::database::has_table(conn, "build")? {
         return Ok(None);
     }
     let mut stmt = conn.prepare("SELECT key, value FROM build")?;

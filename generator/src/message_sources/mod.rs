@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::hcs20::{Chunk, Message};
+use hcs20::{Chunk, Message};
 use shared::entity::EntityId;
 
 /// One page of `GET /api/v1/topics/{id}/messages`.

@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use std::collections::BTreeSet;
 
-use crate::hcs20::analytics::{Analytics, TokenSummary, DEFAULT_PAGE_SIZE};
-use crate::hcs20::message::normalise_tick;
+use crate::analytics::{Analytics, TokenSummary, DEFAULT_PAGE_SIZE};
+use crate::message::normalise_tick;
 use shared::entity::EntityId;
 use shared::http::{file_name, BadParameter, Cache, Representation, JSON};
 use shared::timestamp::Timestamp;
@@ -152,11 +152,11 @@ impl Route {
 
     /// Renders the answer. `Err` when the route names a token that does not
     /// exist.
-    pub fn render(&self, analytics: &Analytics) -> Result<Representation, crate::hcs20::analytics::UnknownToken> {
+    pub fn render(&self, analytics: &Analytics) -> Result<Representation, crate::analytics::UnknownToken> {
         let token = |topic: EntityId, tick: &str| {
             analytics
                 .token_index(topic, tick)
-                .ok_or_else(|| crate::hcs20::analytics::UnknownToken { topic, tick: tick.to_string() })
+                .ok_or_else(|| crate::analytics::UnknownToken { topic, tick: tick.to_string() })
         };
         let (body, last_modified) = match self {
             Route::Ticks => json(analytics.ticks()),

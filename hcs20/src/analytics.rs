@@ -2,7 +2,7 @@
 //!
 //! One model, two ways in: the generator builds it from the rules' ledger
 //! ([`Analytics::from_ledger`]), the api from a build's snapshot
-//! ([`crate::hcs20::tables::load_analytics`]). Both go through
+//! ([`crate::tables::load_analytics`]). Both go through
 //! [`Analytics::from_parts`], and every route is answered by the functions
 //! here, so a pre-rendered file and a live answer for other parameters can
 //! never disagree.
@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::hcs20::{Event, EventKind, Ledger, Token};
+use crate::{Event, EventKind, Ledger, Token};
 use shared::entity::EntityId;
 use shared::timestamp::Timestamp;
 

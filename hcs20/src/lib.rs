@@ -8,7 +8,6 @@
 
 pub mod analytics;
 pub mod chunks;
-pub mod ledger;
 pub mod message;
 pub mod routes;
 pub mod rules;

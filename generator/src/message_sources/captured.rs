@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::parse_page;
-use crate::hcs20::Message;
+use hcs20::Message;
 use shared::entity::EntityId;
 
 pub fn page_file_name(first: u64, last: u64) -> String {
