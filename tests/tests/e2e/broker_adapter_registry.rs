@@ -29,15 +29,15 @@ fn submission(adapter_id: &str, category: Value) -> Value {
 /// Polls a submission until it settles.
 async fn settled(broker: &Broker, key: &str, id: &str) -> Value {
     let path = format!("/api/v1/adapters/registry/submissions/{id}");
-    for _ in 0..100 {
+    let mut submission = Value::Null;
+    tests::wait::until(&format!("submission {id} settled"), 100, Duration::from_millis(30), async || {
         let (status, body) = broker.send("GET", &path, Some(key), None).await;
         assert_eq!(status, 200, "{body}");
-        if !["pending", "processing"].contains(&body["submission"]["status"].as_str().unwrap()) {
-            return body["submission"].clone();
-        }
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
-    panic!("submission {id} never settled");
+        submission = body["submission"].clone();
+        !["pending", "processing"].contains(&submission["status"].as_str().unwrap())
+    })
+    .await;
+    submission
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -647,14 +647,13 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-/// `/health` once the api serves a build other than `old` (5 s at most).
+/// `/health` once the api serves a build other than `old`.
 async fn wait_for_build(f: &Fixture, old: &Value) -> Value {
-    for _ in 0..100 {
-        let (_, health) = f.get("/health").await;
-        if health["build"] != *old {
-            return health;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("the api did not pick up a new build");
+    let mut health = Value::Null;
+    tests::wait::until("the api serving a new build", 100, std::time::Duration::from_millis(50), async || {
+        health = f.get("/health").await.1;
+        health["build"] != *old
+    })
+    .await;
+    health
 }

@@ -263,15 +263,13 @@ async fn a_stalling_registry_gets_202_and_an_attempt_polled_to_its_end() {
     assert_eq!(broker.send("GET", &progress, Some(&other), None).await.0, 403);
     assert_eq!(broker.send("GET", "/api/v1/register/progress/att_nothing", Some(&owner), None).await.0, 404);
     let mut last = Value::Null;
-    for _ in 0..100 {
+    tests::wait::until("the registration settled", 100, Duration::from_millis(100), async || {
         let (status, body) = broker.send("GET", &progress, Some(&owner), None).await;
         assert_eq!(status, 200, "{body}");
         last = body["progress"].clone();
-        if last["status"] != json!("pending") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        last["status"] != json!("pending")
+    })
+    .await;
     assert_eq!(last["status"], json!("partial"), "{last}");
     let entry = &last["additionalRegistries"]["erc-8004:ethereum-sepolia"];
     assert_eq!(entry["status"], json!("failed"), "{last}");
@@ -514,12 +512,10 @@ async fn over_a_layer_of_changed_agents_the_overlay_still_holds_them() {
     // Restarted, the api loads the overlay from its store after the
     // search index's journal point, not the layer's.
     broker.restart(&[]);
-    for _ in 0..200 {
-        if broker.send("GET", "/health", None, None).await.1["build"] == json!(live.build) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    tests::wait::until("the restarted api serving the live build", 200, Duration::from_millis(50), async || {
+        broker.send("GET", "/health", None, None).await.1["build"] == json!(live.build)
+    })
+    .await;
     assert_eq!(broker.total("").await, before + 1);
     assert_eq!(broker.total("q=tide").await, 1);
 
@@ -551,13 +547,7 @@ async fn a_delivery_cut_short_by_the_api_dying_is_made_at_the_next_start() {
     let call = broker.client.post(broker.api.url("/api/v1/register")).header("x-api-key", &owner).json(&body).send();
     let pending = tokio::spawn(call);
     let calls = || registries.received.lock().unwrap().iter().filter(|(kind, _)| kind == "once").count();
-    for _ in 0..500 {
-        if calls() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(calls(), 1, "the registry was called");
+    tests::wait::until("the registry called", 500, Duration::from_millis(5), async || calls() == 1).await;
     broker.restart(&[]);
     assert!(pending.await.unwrap().is_err(), "the answer was cut off with the api");
     let charged = broker.balance(&owner).await;
@@ -568,13 +558,11 @@ async fn a_delivery_cut_short_by_the_api_dying_is_made_at_the_next_start() {
     assert_eq!((status, &again["status"]), (200, &json!("duplicate")), "{again}");
     let progress = format!("/api/v1/register/progress/{}", again["attemptId"].as_str().unwrap());
     let mut last = Value::Null;
-    for _ in 0..100 {
+    tests::wait::until("the retried registration settled", 100, Duration::from_millis(50), async || {
         last = broker.send("GET", &progress, Some(&owner), None).await.1["progress"].clone();
-        if last["status"] != json!("pending") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        last["status"] != json!("pending")
+    })
+    .await;
     assert_eq!(last["status"], json!("completed"), "{last}");
     assert_eq!(last["additionalRegistries"]["erc-8004:ethereum-mainnet"]["agentId"], json!("once-1"), "{last}");
     assert_eq!(calls(), 2, "called again after the restart, once");

@@ -249,13 +249,10 @@ async fn a_client_that_leaves_mid_stream_stops_the_agent_and_leaves_nothing() {
     let (status, busy) = say(&broker, id, "me too").await;
     assert_eq!((status, &busy["code"]), (503, &json!("too_busy")));
     drop(response);
-    for _ in 0..100 {
-        if slow.dropped.load(Ordering::SeqCst) == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(slow.dropped.load(Ordering::SeqCst), 1, "the agent's stream was closed");
+    tests::wait::until("the agent's stream closed", 100, Duration::from_millis(20), async || {
+        slow.dropped.load(Ordering::SeqCst) == 1
+    })
+    .await;
     assert_eq!(messages(&broker), 0, "nothing stored of the turn left");
     // The slot is free again.
     let (_, session) = open(&broker, json!({"agentUrl": slow.url()})).await;

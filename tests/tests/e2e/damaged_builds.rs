@@ -10,7 +10,7 @@
 //! reaches a later build.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hcs20::Topics;
 use shared::manifest::{Entry, Manifest};
@@ -25,13 +25,11 @@ fn live(site: &Path) -> (PathBuf, Manifest) {
     (dir, manifest)
 }
 
-/// Waits until the log holds `text`; panics after 10 s.
+/// Waits until the log holds `text`.
 fn logged(log: &Path, text: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(log).unwrap_or_default().contains(text) {
-        assert!(Instant::now() < deadline, "the api never logged {text:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    tests::wait::until_blocking(&format!("the api logging {text:?}"), 500, Duration::from_millis(20), || {
+        std::fs::read_to_string(log).unwrap_or_default().contains(text)
+    });
 }
 
 /// A file of the build with enough bytes to damage, and its route.

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::LazyLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use duckdb_files::database;
 use serde_json::{json, Value};
@@ -125,11 +125,9 @@ fn a_snapshot_written_by_duckdb_2_is_refused_by_the_api_and_written_anew_by_a_fu
     let client = reqwest::blocking::Client::new();
     let status = || client.get(api.url("/hcs20/stats")).send().unwrap().status().as_u16();
     assert_eq!(status(), 503, "no build is served from a snapshot that cannot be read");
-    let started = Instant::now();
-    while !std::fs::read_to_string(&log).unwrap().contains("still does not load") {
-        assert!(started.elapsed() < Duration::from_secs(10), "the api tried the build again");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    tests::wait::until_blocking("the api trying the build again", 200, Duration::from_millis(50), || {
+        std::fs::read_to_string(&log).unwrap().contains("still does not load")
+    });
     let logged = std::fs::read_to_string(&log).unwrap();
     for needle in [snapshot.to_str().unwrap(), "DuckDB v2.0.0", "generator build --full"] {
         assert!(logged.contains(needle), "the api's log names {needle:?}: {logged}");
@@ -142,11 +140,9 @@ fn a_snapshot_written_by_duckdb_2_is_refused_by_the_api_and_written_anew_by_a_fu
 
     build(&site, &data, &["--ledger-dir", ledger(), "--full"]);
     assert_eq!(database::header(&snapshot).unwrap().unwrap().written_by.as_deref(), Some(database::library_version()));
-    let started = Instant::now();
-    while status() != 200 {
-        assert!(started.elapsed() < Duration::from_secs(10), "the api picks up the rewritten snapshot");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    tests::wait::until_blocking("the api picking up the rewritten snapshot", 200, Duration::from_millis(50), || {
+        status() == 200
+    });
 }
 
 /// Questions an analyst asks a snapshot, each answered as one string.

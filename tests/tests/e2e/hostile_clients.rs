@@ -192,18 +192,14 @@ async fn at_the_connection_cap_idle_connections_give_way_and_busy_ones_do_not() 
     }
     // The dropped idle connections free their places as the server sees
     // them close; until then a newcomer may evict one of them instead.
-    let mut refused = None;
-    for _ in 0..50 {
+    let mut refused = String::new();
+    tests::wait::until("a connection over the cap refused", 50, Duration::from_millis(20), async || {
         let mut stream = TcpStream::connect(api.addr).await.unwrap();
         let _ = stream.write_all(HEALTH).await;
-        let answer = response(&mut stream).await.expect("an answer");
-        if status(&answer) == 503 {
-            refused = Some(answer);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let refused = refused.expect("a connection over the cap is refused");
+        refused = response(&mut stream).await.expect("an answer");
+        status(&refused) == 503
+    })
+    .await;
     assert!(refused.contains("over_capacity") && refused.to_ascii_lowercase().contains("retry-after: 1"), "{refused}");
     // The connections holding heads finish them and are answered.
     for stream in &mut busy {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hcs20::Topics;
 use shared::manifest::Manifest;
@@ -102,11 +102,9 @@ fn a_swap_that_fails_at_any_step_leaves_the_previous_build_serving() {
         // The next build fails to load at the point: the api says so and
         // keeps serving the first.
         let second = grow(12_000);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !std::fs::read_to_string(&log).unwrap().contains("could not load the published build") {
-            assert!(Instant::now() < deadline, "{point}: the swap was never tried");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        tests::wait::until_blocking(&format!("{point}: the swap tried"), 500, Duration::from_millis(20), || {
+            std::fs::read_to_string(&log).unwrap().contains("could not load the published build")
+        });
         assert!(std::fs::read_to_string(&log).unwrap().contains(&format!("injected fault at {point}")), "{point}");
         assert_eq!(api.served_build(&first), first, "{point}: still the previous build, not {second}");
 
@@ -159,15 +157,11 @@ async fn api_swaps_builds_under_concurrent_requests_without_losing_one() {
         manifests.push(live_manifest(&site));
         // Wait until the api serves the new build.
         let wanted = manifests.last().unwrap().build.clone();
-        let started = Instant::now();
-        loop {
+        tests::wait::until(&format!("swap {step}"), 1000, Duration::from_millis(20), async || {
             let health: serde_json::Value = client.get(api.url("/health")).send().await.unwrap().json().await.unwrap();
-            if health["build"] == wanted.as_str() {
-                break;
-            }
-            assert!(started.elapsed() < Duration::from_secs(20), "swap {step} never happened");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            health["build"] == wanted.as_str()
+        })
+        .await;
     }
     stop.store(true, Ordering::Relaxed);
     for handle in clients {

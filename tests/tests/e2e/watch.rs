@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use tests::process::binary;
@@ -52,11 +52,9 @@ fn a_watched_build_runs_again_survives_a_failed_run_and_stops_on_sigterm() {
 
     // A broken source: the runs fail, the live build stands, the watch goes on.
     std::fs::write(broker.join("agents.json"), "{ not json").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_to_string(&log).unwrap().contains("build failed") {
-        assert!(Instant::now() < deadline, "no failed run was logged");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    tests::wait::until_blocking("a failed run logged", 200, Duration::from_millis(100), || {
+        std::fs::read_to_string(&log).unwrap().contains("build failed")
+    });
     assert_eq!(std::fs::read_link(site.join("current")).unwrap(), live, "the live build stands");
     std::fs::copy(workspace_root().join("datasets/broker/agents.json"), broker.join("agents.json")).unwrap();
     let after = next();
@@ -65,14 +63,11 @@ fn a_watched_build_runs_again_survives_a_failed_run_and_stops_on_sigterm() {
     // SIGTERM ends the watch cleanly.
     // SAFETY: kill(2) with a pid this test spawned and still owns.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "the watch did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut exit = None;
+    tests::wait::until_blocking("the watch stopped", 600, Duration::from_millis(50), || {
+        exit = child.try_wait().unwrap();
+        exit.is_some()
+    });
+    assert!(exit.unwrap().success(), "{exit:?}");
     assert!(std::fs::read_to_string(&log).unwrap().contains("watch stopped"));
 }
