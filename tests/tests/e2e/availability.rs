@@ -41,14 +41,13 @@ fn urlencoding(text: &str) -> String {
 /// Waits until `done` holds of the agents search lists (each check is an
 /// event the api makes on its own schedule: a bounded number of looks).
 async fn until(broker: &Broker, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    for _ in 0..600 {
-        let hits = everyone(broker, "").await;
-        if done(&hits) {
-            return hits;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("never: {what}");
+    let mut hits = Vec::new();
+    tests::wait::until(what, 600, Duration::from_millis(50), async || {
+        hits = everyone(broker, "").await;
+        done(&hits)
+    })
+    .await;
+    hits
 }
 
 fn by_uaid<'a>(hits: &'a [Value], uaid: &str) -> &'a Value {

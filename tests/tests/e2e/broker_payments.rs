@@ -47,26 +47,18 @@ fn private_key(account: &str) -> String {
 
 /// Waits until `check` holds of the account's balance.
 async fn balance_becomes(broker: &Broker, key: &str, expected: i64) {
-    for _ in 0..200 {
-        if broker.balance(key).await == expected {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the balance never became {expected} (it is {})", broker.balance(key).await);
+    let what = format!("the balance becoming {expected}");
+    tests::wait::until(&what, 200, Duration::from_millis(50), async || broker.balance(key).await == expected).await;
 }
 
 /// Waits until the api's payment watcher has looked a transfer up on the
 /// mirror node since the call: a round ran.
 async fn watcher_looked(mirror: &MirrorServer) {
     let before = mirror.transaction_lookups();
-    for _ in 0..200 {
-        if mirror.transaction_lookups() > before {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the payment watcher never looked at the mirror node");
+    tests::wait::until("the payment watcher looking at the mirror node", 200, Duration::from_millis(50), async || {
+        mirror.transaction_lookups() > before
+    })
+    .await;
 }
 
 fn intent_state(broker: &Broker, purchase: &str) -> String {
@@ -81,13 +73,11 @@ fn intent_state(broker: &Broker, purchase: &str) -> String {
 }
 
 async fn state_becomes(broker: &Broker, purchase: &str, expected: &str) {
-    for _ in 0..200 {
-        if intent_state(broker, purchase).starts_with(expected) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("intent {purchase} never became {expected}: {}", intent_state(broker, purchase));
+    let what = format!("intent {purchase} becoming {expected}");
+    tests::wait::until(&what, 200, Duration::from_millis(50), async || {
+        intent_state(broker, purchase).starts_with(expected)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
