@@ -61,7 +61,7 @@ pub struct Config {
     /// The provider that embeds search queries; with the build's agent
     /// embeddings (same model) it turns on hybrid `POST /api/v1/search`.
     #[command(flatten)]
-    pub embeddings: generator::cli::ProviderArgs,
+    pub embeddings: embeddings::ProviderArgs,
     /// Time allowed for embedding one query, in milliseconds.
     #[arg(long, env = "ALMANAC_EMBEDDINGS_TIMEOUT_MS", default_value_t = 5_000)]
     pub embeddings_timeout_ms: u64,
@@ -448,7 +448,7 @@ impl Config {
             proxies: self.trusted_proxies.clone(),
         };
         let vectors = match self.embeddings.clone().config(Duration::from_millis(self.embeddings_timeout_ms), 1) {
-            Some(provider) => Some(Vectors::new(generator::broker::embed::Provider::new(provider)?)),
+            Some(provider) => Some(Vectors::new(embeddings::Provider::new(provider)?)),
             None => None,
         };
         let store_path = self.store.clone().unwrap_or_else(|| self.data_dir.join("live").join("store.sqlite"));

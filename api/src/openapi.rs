@@ -400,12 +400,9 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             json("Service", object(&[("status", string()), ("ready", boolean()), ("build", json!({}))], 1))
         }
         "openapi" => json("Service", json!({"type": "object", "required": ["openapi", "paths"]})),
-        "export" => Doc {
-            tag: "Exports",
-            ok: vec![(200, Value::Null)],
-            media: Some(generator::analysts::PARQUET),
-            ..Doc::default()
-        },
+        "export" => {
+            Doc { tag: "Exports", ok: vec![(200, Value::Null)], media: Some(shared::http::PARQUET), ..Doc::default() }
+        }
         // Pages for people.
         "landingPage" | "tokensPage" | "tokenPage" | "tokenHoldersPage" | "accountPage" | "guardPage"
         | "guardCampaignsPage" | "guardCoveragePage" | "guardBenchmarkPage" | "agentsPage" | "agentsNextPage"

@@ -43,7 +43,7 @@ pub struct Build {
     pub broker: Option<Arc<crate::broker::agents::Agents>>,
     /// Renders the pages of agents changed since the build, framed as the
     /// build frames its own.
-    pub pages: generator::pages::Renderer,
+    pub pages: pages::Renderer,
 }
 
 /// A build's routes: its index (`_manifest.idx`: its header read and its
@@ -227,7 +227,7 @@ impl Build {
             agents_ms = ms - files_ms - snapshot_ms,
             "build loaded"
         );
-        let pages = generator::pages::Renderer::new(guard.is_some(), broker.is_some());
+        let pages = pages::Renderer::new(guard.is_some(), broker.is_some());
         Ok(Build { id: id.to_string(), routes, analytics, guard, broker, pages })
     }
 }
@@ -240,7 +240,7 @@ fn load_broker(
     search: &std::path::Path,
     previous: Option<&Build>,
 ) -> Result<Option<Arc<crate::broker::agents::Agents>>> {
-    use generator::broker::store;
+    use broker_site::store;
     let fingerprint = store::fingerprint(snapshot)?;
     let kept = previous.and_then(|p| p.broker.as_ref()).filter(|b| fingerprint.as_ref() == Some(&b.fingerprint));
     if let Some(broker) = kept {

@@ -14,8 +14,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use generator::broker::render;
-use generator::pages::routes as pages;
+use broker_site::render;
+use pages::routes as pages;
 use shared::http::Cache;
 use warp::http::{HeaderValue, Method};
 

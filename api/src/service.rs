@@ -50,12 +50,12 @@ pub async fn file(request: Request) -> Answer {
     published(&request, &request.path).await.ok_or_else(|| Error::not_found(&request.path))
 }
 
-/// A page for people (`generator::pages`): the build's file for the page's
+/// A page for people (`pages`): the build's file for the page's
 /// route, the path spelled as the generator spells it whatever spelling
 /// the request used.
 pub async fn page(request: Request) -> Answer {
     request.build()?;
-    let route = generator::pages::routes::canonical(&request.path);
+    let route = pages::routes::canonical(&request.path);
     published(&request, &route).await.ok_or_else(|| Error::not_found(&request.path))
 }
 

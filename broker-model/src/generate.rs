@@ -112,6 +112,13 @@ fn time(days: u64, seconds: u64) -> String {
 }
 
 /// `n` agents from `seed`; the same arguments give the same index.
+/// The checked-in catalog (`datasets/broker/catalog.json`): every registry
+/// and protocol the generated agents name is in it.
+pub fn checked_in_catalog() -> crate::catalog::Catalog {
+    let text = std::fs::read(shared::checkout::path("datasets/broker/catalog.json")).expect("the checked-in catalog");
+    serde_json::from_slice(&text).expect("the checked-in catalog reads")
+}
+
 pub fn agents(n: usize, seed: u64) -> Vec<Agent> {
     let mut rng = Rng::new(seed ^ 0xa6e7_1d3c);
     let shares: Vec<u64> = REGISTRIES.iter().map(|r| r.share).collect();

@@ -462,11 +462,7 @@ mod tests {
     fn sources() -> Sources {
         let agents = generate::agents(40, 3);
         let feedback = generate::feedback(&agents, 3);
-        let catalog: crate::catalog::Catalog = serde_json::from_str(
-            &std::fs::read_to_string(shared::checkout::path("datasets/broker/catalog.json")).unwrap(),
-        )
-        .unwrap();
-        Sources { agents, catalog, feedback, journal_seq: 0 }
+        Sources { agents, catalog: generate::checked_in_catalog(), feedback, journal_seq: 0 }
     }
 
     fn records(lines: &[String]) -> Vec<(Position, Record)> {

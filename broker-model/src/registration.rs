@@ -454,8 +454,7 @@ mod tests {
     use serde_json::json;
 
     fn catalog() -> Catalog {
-        let text = std::fs::read_to_string(shared::checkout::path("datasets/broker/catalog.json"));
-        serde_json::from_str(&text.unwrap()).unwrap()
+        crate::generate::checked_in_catalog()
     }
 
     fn owner() -> Owner {

@@ -141,9 +141,6 @@ const EXPORTS: &[Export] = &[
 /// Where the exports are published.
 pub const EXPORTS_PREFIX: &str = "/exports/";
 
-/// The Parquet media type (registered with IANA in 2024).
-pub const PARQUET: &str = "application/vnd.apache.parquet";
-
 /// Whether `route` is one of the exports (derived from the tables every
 /// run, like the snapshot).
 pub fn is_export(route: &str) -> bool {
@@ -226,7 +223,7 @@ pub fn export(
 ) -> Result<Written> {
     let export = EXPORTS.iter().find(|e| e.name == name).with_context(|| format!("no export is named {name}"))?;
     std::fs::create_dir_all(scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    use shared::http::{Cache, Representation};
+    use shared::http::{Cache, Representation, PARQUET};
     let _span = tracing::debug_span!("export", name = export.name).entered();
     let path = scratch.join(format!("{}.parquet", export.name));
     let copy = format!(

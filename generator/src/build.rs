@@ -90,7 +90,7 @@ pub struct BrokerConfig {
     /// The api's journal of live events (`broker_model::journal`), applied on top.
     pub journal: PathBuf,
     /// The embedding provider for hybrid search; none: no vector search.
-    pub embeddings: Option<broker::embed::ProviderConfig>,
+    pub embeddings: Option<embeddings::ProviderConfig>,
     /// The memory the search index's writer may hold (bytes) before it
     /// writes a segment out.
     pub search_memory: usize,
@@ -278,7 +278,7 @@ pub async fn run(config: &BuildConfig) -> Result<BuildReport> {
 fn layered(
     config: &BuildConfig,
     mut live: crate::layer::Live,
-    digest: &broker::scan::Digest,
+    digest: &broker_site::rows::Digest,
     sources: &Sources,
     warehouse: &Warehouse,
     fetched: &Fetched,
@@ -301,7 +301,7 @@ fn layered(
     }
     // The agents changed first: a record the journal has wrong fails the
     // run before anything is written.
-    let renderer = crate::pages::Renderer::new(sources.guard.is_some(), true);
+    let renderer = pages::Renderer::new(sources.guard.is_some(), true);
     if delta.is_some() {
         // The analysts' views of the agents first: their exports read them
         // as soon as the agents are written.
@@ -349,9 +349,9 @@ fn layered(
             None => Vec::new(),
         };
         let rows = match &changed {
-            Some(_) => {
-                debug_span!("rows").in_scope(|| broker::store::rows(warehouse.conn())).context("the agents changed")?
-            }
+            Some(_) => debug_span!("rows")
+                .in_scope(|| broker_site::store::rows(warehouse.conn()))
+                .context("the agents changed")?,
             None => Vec::new(),
         };
         // The ledger's exports written beside the directory, the agents'
@@ -359,10 +359,10 @@ fn layered(
         // them wrote them: read from the live build).
         let ledger_time = computed.meta.last_applied.unwrap_or_default();
         let before = changed.as_ref().map(|c| c.changed_uaids());
-        let directory = changed.as_ref().zip(before.as_ref()).map(|(c, changed)| crate::pages::Directory {
+        let directory = changed.as_ref().zip(before.as_ref()).map(|(c, changed)| pages::Directory {
             rows: &rows,
             tally: &c.tally,
-            before: Some(crate::pages::Before { rows: &c.before, changed }),
+            before: Some(pages::Before { rows: &c.before, changed }),
         });
         let ledger_only =
             one_thread.is_none().then(|| crate::analysts::OneThread::hold(warehouse.conn())).transpose()?;
@@ -429,15 +429,15 @@ struct ChangedAgents {
     files: Vec<site::File>,
     /// The routes of the agents deleted.
     gone: std::collections::HashSet<String>,
-    facts: broker::scan::Facts,
+    facts: broker_site::rows::Facts,
     /// The tally, for the pages (the directory's rows are read once the
     /// agents' exports are under way).
-    tally: broker::render::Tally,
+    tally: broker_site::render::Tally,
     /// The UAIDs of the agents registered, updated or deleted, and the
     /// rows of those updated or deleted as they were: the directory's
     /// pages are made again only where they change.
     changed: Vec<String>,
-    before: Vec<broker::scan::Row>,
+    before: Vec<broker_site::rows::Row>,
     /// The newest of the agents' JSON files and the catalog files: the
     /// agents' exports' Last-Modified.
     broker_time: Timestamp,
@@ -454,11 +454,11 @@ impl ChangedAgents {
 fn changed_agents(
     warehouse: &Warehouse,
     delta: &broker::delta::Delta,
-    digest: &broker::scan::Digest,
-    search: &broker::store::SearchIndex,
-    renderer: &crate::pages::Renderer,
+    digest: &broker_site::rows::Digest,
+    search: &broker_site::store::SearchIndex,
+    renderer: &pages::Renderer,
 ) -> Result<ChangedAgents> {
-    use broker::render::agent_files;
+    use broker_site::render::agent_files;
     use rayon::prelude::*;
     let conn = warehouse.conn();
     let applied = broker::delta::apply(conn, delta, digest, search)?;
@@ -480,19 +480,19 @@ fn changed_agents(
     for (agent, feedback) in &applied.deleted {
         let feedback: Vec<&broker_model::catalog::FeedbackEntry> = feedback.iter().collect();
         gone.extend(agent_files(agent, &feedback).into_iter().map(|f| f.route));
-        gone.insert(crate::pages::routes::agent_route(&agent.uaid));
+        gone.insert(pages::routes::agent_route(&agent.uaid));
     }
-    let catalog = broker::render::catalog_files(&applied.tally, &applied.catalog);
-    let recorded = broker::store::newest(conn)?.and_then(|before| applied.newest_after(before));
+    let catalog = broker_site::render::catalog_files(&applied.tally, &applied.catalog);
+    let recorded = broker_site::store::newest(conn)?.and_then(|before| applied.newest_after(before));
     let (json_newest, profiles_newest) = match recorded {
         Some(newest) => newest,
         None => debug_span!("newest").in_scope(|| broker::delta::newest(conn, applied.updated))?,
     };
-    broker::store::write_newest(conn, (json_newest, profiles_newest))?;
+    broker_site::store::write_newest(conn, (json_newest, profiles_newest))?;
     let broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(json_newest, Timestamp::max);
     files.extend(catalog);
     let facts = applied.facts(profiles_newest);
-    broker::store::write_facts(conn, &facts)?;
+    broker_site::store::write_facts(conn, &facts)?;
     tracing::info!(changed = applied.agents.len(), deleted = applied.deleted.len(), "agents changed");
     let changed = applied.changed().into_iter().map(str::to_string).collect();
     let broker::delta::Applied { tally, before, .. } = applied;
@@ -530,7 +530,7 @@ struct Sources {
 /// scan and check the broker's (with the api's journal applied).
 /// The broker's are scanned only when given their digest (a layer keeps
 /// the live build's).
-fn load_sources(config: &BuildConfig, scan: Option<broker::scan::Digest>) -> Result<Sources> {
+fn load_sources(config: &BuildConfig, scan: Option<broker_site::rows::Digest>) -> Result<Sources> {
     let guard = match &config.guard {
         Some(guard) => {
             let sources = guard_data::load(&guard.dir).context("guard sources")?;
@@ -685,7 +685,7 @@ struct TableData<'a> {
     warehouse: &'a Warehouse,
     broker: Option<&'a mut broker::scan::Summary>,
     guard: Option<&'a guard_data::Datasets>,
-    embeddings: Option<&'a broker::store::Embeddings>,
+    embeddings: Option<&'a broker_site::store::Embeddings>,
 }
 
 /// Step 4: the warehouse gets the derived tables; the broker's agents are
@@ -713,7 +713,7 @@ fn stage_and_snapshot(
         None => site::Staging::begin(layout, &[], None)?,
     };
     let reuse = previous.map(site::Previous::of);
-    let renderer = crate::pages::Renderer::new(data.guard.is_some(), data.broker.is_some());
+    let renderer = pages::Renderer::new(data.guard.is_some(), data.broker.is_some());
     let mut entries: Vec<Entry> = Vec::new();
     let mut broker_time = Timestamp::default();
     let mut facts = None;
@@ -739,22 +739,22 @@ fn stage_and_snapshot(
                 anyhow::Ok(staged)
             })
             .context("the broker's agents")?;
-        broker::store::write_newest(data.warehouse.conn(), (streamed.newest, streamed.profiles_newest))
+        broker_site::store::write_newest(data.warehouse.conn(), (streamed.newest, streamed.profiles_newest))
             .context("snapshot")?;
         entries = streamed.entries;
         broker_time = streamed.newest;
-        let catalog = broker::render::catalog_files(&summary.tally, &summary.catalog);
+        let catalog = broker_site::render::catalog_files(&summary.tally, &summary.catalog);
         broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(broker_time, Timestamp::max);
         computed.files.extend(catalog);
         facts = Some(summary.facts(streamed.profiles_newest));
     }
     if let Some(facts) = &facts {
-        broker::store::write_facts(data.warehouse.conn(), facts).context("snapshot")?;
+        broker_site::store::write_facts(data.warehouse.conn(), facts).context("snapshot")?;
     }
     let ledger_time = computed.meta.last_applied.unwrap_or_default();
     let broker_time = data.broker.is_some().then_some(broker_time);
     let directory =
-        data.broker.as_deref().map(|s| crate::pages::Directory { rows: &s.directory, tally: &s.tally, before: None });
+        data.broker.as_deref().map(|s| pages::Directory { rows: &s.directory, tally: &s.tally, before: None });
     crate::analysts::document(data.warehouse.conn(), broker_time.is_some())?;
     let one_thread = crate::analysts::OneThread::hold(data.warehouse.conn())?;
     let Exported { written, directory } =
@@ -815,14 +815,14 @@ struct StagedAgents {
 fn stage_agents(
     summary: &mut broker::scan::Summary,
     warehouse: &Warehouse,
-    embeddings: Option<&broker::store::Embeddings>,
-    renderer: &crate::pages::Renderer,
+    embeddings: Option<&broker_site::store::Embeddings>,
+    renderer: &pages::Renderer,
     staging: &mut site::Staging,
     reuse: Option<&site::Previous>,
     index: &mut search::folder::Writer,
 ) -> Result<StagedAgents> {
     use rayon::prelude::*;
-    let mut store = broker::store::Writer::begin(warehouse.conn())?;
+    let mut store = broker_site::store::Writer::begin(warehouse.conn())?;
     // Each agent's files: detail, resolve and page, and two of
     // feedback for an ERC-8004 agent (the entries are most of what a build
     // holds: they are counted, not grown into).
@@ -857,7 +857,7 @@ fn stage_agents(
             .zip(&feedback)
             .map(|(agent, entries)| {
                 let entries = *entries;
-                let files = broker::render::agent_files(agent, entries);
+                let files = broker_site::render::agent_files(agent, entries);
                 Ok((files, renderer.profile(agent, entries)?))
             })
             .collect::<Result<_>>()?;
@@ -890,7 +890,7 @@ fn stage_agents(
     drop(by_agent);
     summary.feedback = feedback;
     streamed?;
-    store.finish(broker::store::Rest {
+    store.finish(broker_site::store::Rest {
         feedback: &summary.feedback,
         catalog: &summary.catalog,
         embeddings,
@@ -938,7 +938,7 @@ struct Exported {
     /// The exports written.
     written: Vec<crate::analysts::Written>,
     /// The directory's pages, when the agents were given.
-    directory: Option<crate::pages::DirectoryPages>,
+    directory: Option<pages::DirectoryPages>,
 }
 
 /// The exports (`times`: the ledger's and the agents', as
@@ -950,8 +950,8 @@ fn exports_beside_directory(
     layout: &Layout,
     warehouse: &Warehouse,
     (ledger_time, broker_time): (Timestamp, Option<Timestamp>),
-    renderer: &crate::pages::Renderer,
-    directory: Option<crate::pages::Directory>,
+    renderer: &pages::Renderer,
+    directory: Option<pages::Directory>,
 ) -> Result<Exported> {
     let span = tracing::Span::current();
     let conn = warehouse.conn().try_clone().context("a connection for the exports")?;
@@ -986,7 +986,7 @@ struct Pages<'a> {
     /// The newest of the directory's pages (`None`: a layer keeps the
     /// live one's).
     directory: Option<Timestamp>,
-    agents: Option<&'a broker::scan::Facts>,
+    agents: Option<&'a broker_site::rows::Facts>,
 }
 
 /// The pages for people but the agents' profiles, from the whole model: a
@@ -997,7 +997,7 @@ fn render_pages(
     computed: &mut Computed,
     warehouse: &Warehouse,
     data: Pages,
-    renderer: &crate::pages::Renderer,
+    renderer: &pages::Renderer,
     exports: &[shared::manifest::Export],
 ) -> Result<Vec<site::File>> {
     let _span = debug_span!("pages").entered();
@@ -1007,7 +1007,7 @@ fn render_pages(
         None => tables::load_analytics(conn, config.limits.max_page_size)?,
     };
     let changes = tables::supply_by_minute(conn)?;
-    let inputs = crate::pages::Inputs {
+    let inputs = pages::Inputs {
         analytics: &analytics,
         changes: &changes,
         guard: data.guard,
@@ -1070,21 +1070,21 @@ async fn embed_agents(
     config: &BuildConfig,
     warehouse: &Warehouse,
     summary: Option<&mut broker::scan::Summary>,
-) -> Result<Option<broker::store::Embeddings>> {
+) -> Result<Option<broker_site::store::Embeddings>> {
     let (Some(summary), Some(provider)) = (summary, config.broker.as_ref().and_then(|b| b.embeddings.clone())) else {
         return Ok(None);
     };
-    let provider = broker::embed::Provider::new(provider)?;
-    let cached = broker::store::cached_embeddings(warehouse.conn(), provider.model())?;
+    let provider = embeddings::Provider::new(provider)?;
+    let cached = broker_site::store::cached_embeddings(warehouse.conn(), provider.model())?;
     let mut texts = Vec::with_capacity(summary.count());
     summary.agents(broker::source::BATCH, |batch| {
-        texts.extend(batch.iter().map(broker::embed::text));
+        texts.extend(batch.iter().map(embeddings::text));
         Ok(())
     })?;
-    let (vectors, computed) = broker::embed::agents(&provider, &texts, &cached).await.context("embedding agents")?;
-    broker::store::cache_embeddings(warehouse.conn(), provider.model(), &computed)?;
+    let (vectors, computed) = embeddings::agents(&provider, &texts, &cached).await.context("embedding agents")?;
+    broker_site::store::cache_embeddings(warehouse.conn(), provider.model(), &computed)?;
     tracing::info!(agents = vectors.len(), computed = computed.len(), "embedded");
-    Ok(Some(broker::store::Embeddings { model: provider.model().to_string(), vectors }))
+    Ok(Some(broker_site::store::Embeddings { model: provider.model().to_string(), vectors }))
 }
 
 /// Replays every stored message and renders every route. The operations go
@@ -1246,7 +1246,7 @@ fn unchanged(others: &Others, live: &Manifest, config: &BuildConfig) -> bool {
     // fingerprint is in the live build's snapshot.
     let broker_live = || -> Result<Option<String>> {
         let conn = snapshot::open_for_build(&config.layout.snapshot(live), &live.build)?;
-        broker::store::sources_fingerprint(&conn)
+        broker_site::store::sources_fingerprint(&conn)
     };
     let broker_same = match others.broker {
         Some(fingerprint) => broker_live().ok().flatten().as_deref() == Some(fingerprint),
@@ -1258,9 +1258,9 @@ fn unchanged(others: &Others, live: &Manifest, config: &BuildConfig) -> bool {
         && live.routes.iter().all(|e| {
             route_of(e, config.limits).is_some()
                 || crate::analysts::is_export(e.route())
-                || e.content_type == crate::pages::HTML
+                || e.content_type == pages::HTML
                 || rendered.contains(e.route())
-                || (others.broker.is_some() && e.route().starts_with(broker::render::API))
+                || (others.broker.is_some() && e.route().starts_with(broker_site::render::API))
         })
 }
 

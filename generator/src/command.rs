@@ -136,7 +136,7 @@ struct BuildArgs {
     journal_dir: Option<PathBuf>,
     /// The provider that embeds the agents.
     #[command(flatten)]
-    embeddings: crate::cli::ProviderArgs,
+    embeddings: embeddings::ProviderArgs,
     /// Seconds per embedding request.
     #[arg(long, env = "ALMANAC_EMBEDDINGS_TIMEOUT", default_value_t = 60)]
     embeddings_timeout: u64,

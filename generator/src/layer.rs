@@ -33,7 +33,7 @@
 //!   removed.
 //!
 //! Either way the live build's search index folder is linked under the new
-//! build's name, and the snapshot names it ([`crate::broker::store::SearchIndex`]):
+//! build's name, and the snapshot names it ([`broker_site::store::SearchIndex`]):
 //! the api searches it with its live overlay, which holds every change
 //! after the folder's journal point. Everything else is rendered whole, as
 //! a full build renders it (a replay of the ledger; the guard's files; the
@@ -53,8 +53,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::broker::delta::{self, Delta};
-use crate::broker::scan::{Digest, Facts};
-use crate::broker::store::{self, SearchIndex};
+use broker_site::rows::{Digest, Facts};
+use broker_site::store::{self, SearchIndex};
 use shared::http::OPENAPI_ROUTE;
 use shared::index::{Index, Record, Stack};
 use shared::manifest::{Entry, Manifest};
@@ -121,13 +121,13 @@ impl Live {
 /// Whether a route is the broker's: kept from the live build by a layer
 /// (its JSON, its pages and its exports).
 pub fn is_broker(route: &str) -> bool {
-    route.starts_with(crate::pages::routes::AGENTS)
-        || (route.starts_with(crate::broker::render::API) && route != OPENAPI_ROUTE)
+    route.starts_with(pages::routes::AGENTS)
+        || (route.starts_with(broker_site::render::API) && route != OPENAPI_ROUTE)
         || crate::analysts::broker_exports().any(|(r, _)| r == route)
 }
 
 /// The broker's route prefixes, in route order (see [`is_broker`]).
-const BROKER_PREFIXES: [&str; 2] = [crate::pages::routes::AGENTS, crate::broker::render::API];
+const BROKER_PREFIXES: [&str; 2] = [pages::routes::AGENTS, broker_site::render::API];
 
 /// What a run asks for, as far as layering goes.
 pub struct Run<'a> {
@@ -169,7 +169,7 @@ pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Liv
     }
     // Every page's frame links the guard's section when there is one: the
     // agents' pages are the live build's only if that has not changed.
-    if stack.get(crate::pages::routes::GUARD).is_some() != run.guard {
+    if stack.get(pages::routes::GUARD).is_some() != run.guard {
         return whole("the guard's section came or went: the agents' pages change".into());
     }
     let digest = run.digest;
@@ -219,7 +219,7 @@ pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Liv
 pub fn serves(live: &Live, files: &[File]) -> bool {
     let rendered: HashSet<&str> = files.iter().map(|f| f.route.as_str()).collect();
     let derived = |r: &Record| {
-        r.route.starts_with("/hcs20") || crate::analysts::is_export(&r.route) || r.content_type == crate::pages::HTML
+        r.route.starts_with("/hcs20") || crate::analysts::is_export(&r.route) || r.content_type == pages::HTML
     };
     let base = live.stack.base.as_ref().map(others);
     let served =
@@ -303,7 +303,7 @@ pub fn is_shared(route: &str) -> bool {
 
 /// Whether a route is one of the directory's pages.
 fn is_directory(route: &str) -> bool {
-    route == crate::pages::routes::AGENTS || route.starts_with(DIRECTORY_PAGES)
+    route == pages::routes::AGENTS || route.starts_with(DIRECTORY_PAGES)
 }
 
 /// The prefixes of one agent's JSON routes, in route order.
@@ -317,7 +317,7 @@ const DIRECTORY_PAGES: &str = "/agents/page/";
 /// are never read.
 fn shared(index: &Index) -> impl Iterator<Item = Record<'_>> {
     let range = |prefix: &str| index.lower_bound(prefix)..index.lower_bound(&successor(prefix));
-    let api = crate::broker::render::API;
+    let api = broker_site::render::API;
     let (agents, resolve) = (range(AGENT_ROUTES[0]), range(AGENT_ROUTES[1]));
     let ranges = [
         index.lower_bound(api)..agents.start,
@@ -325,7 +325,7 @@ fn shared(index: &Index) -> impl Iterator<Item = Record<'_>> {
         resolve.end..index.lower_bound(&successor(api)),
         range(DIRECTORY_PAGES),
     ];
-    let directory = index.get(crate::pages::routes::AGENTS);
+    let directory = index.get(pages::routes::AGENTS);
     ranges
         .into_iter()
         .flatten()

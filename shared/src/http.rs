@@ -11,6 +11,10 @@ use crate::timestamp::Timestamp;
 /// Content type of every JSON answer.
 pub const JSON: &str = "application/json";
 
+/// The Parquet media type (registered with IANA in 2024): the analysts'
+/// exports.
+pub const PARQUET: &str = "application/vnd.apache.parquet";
+
 /// How long shared and private caches may keep an answer. Every answer of
 /// the service, static or live, has one of these (spec section 8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use broker_model::catalog::{Catalog, Category, RegistryEntry};
-use generator::broker::render::{self, EntryQuery};
+use broker_site::render::{self, EntryQuery};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use warp::http::StatusCode;

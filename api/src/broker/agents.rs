@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use broker_model::catalog::{Catalog, FeedbackEntry};
 use broker_model::Agent;
-use generator::broker::store::Stored;
+use broker_site::store::Stored;
 use search::query::{search, AgentIndex, Aggregations, Page, SearchQuery};
 use search::records::{self, Vectors};
 

@@ -217,5 +217,5 @@ pub async fn live(request: &Request, agent: &Agent, include_revoked: bool) -> Re
     }
     let published = broker.feedback(agent.uaid.as_str()).map_err(|e| Error::damaged_record(&e))?;
     let entries: Vec<&FeedbackEntry> = published.iter().chain(&fresh).collect();
-    Ok(Some(generator::broker::render::feedback_live(agent, &entries, include_revoked)))
+    Ok(Some(broker_site::render::feedback_live(agent, &entries, include_revoked)))
 }

@@ -24,7 +24,7 @@ pub mod search_parameters;
 pub mod vectors;
 
 use broker_model::catalog::FEEDBACK_REGISTRY;
-use generator::broker::render;
+use broker_site::render;
 use search::query::{self, SearchQuery};
 use search::segments::Found;
 use serde::Deserialize;

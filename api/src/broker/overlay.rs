@@ -397,30 +397,38 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use generator::broker::store::Stored;
+    use broker_site::store::Stored;
     use search::query::search;
 
-    /// A build of the checked-in agents, journal point 0.
+    /// A build of 300 agents, journal point 0.
     fn build() -> Agents {
         build_in_order(false)
     }
 
-    /// The datasets' agents as a build, in their order or reversed (another
-    /// build: its own fingerprint, every agent at another position).
+    /// 300 generated agents of the datasets' catalog as a build, in their
+    /// order or reversed (another build: its own fingerprint, every agent
+    /// at another position).
     fn build_in_order(reversed: bool) -> Agents {
-        let dir = shared::checkout::path("datasets/broker");
-        let mut sources = generator::broker::load(&dir).unwrap();
+        let mut agents = broker_model::generate::agents(300, 7);
+        let feedback = broker_model::generate::feedback(&agents, 7);
+        let sources = broker_model::Sources {
+            agents: agents.clone(),
+            catalog: broker_model::generate::checked_in_catalog(),
+            feedback: feedback.clone(),
+            journal_seq: 0,
+        };
+        sources.validate().unwrap();
         if reversed {
-            sources.agents.reverse();
+            agents.reverse();
         }
         let stored = Stored {
             catalog: sources.catalog,
             journal_seq: 0,
-            agents: sources.agents.len(),
+            agents: agents.len(),
             fingerprint: if reversed { "reversed" } else { "" }.to_string(),
         };
-        let feedback = super::super::agents::Feedback::held(sources.feedback);
-        Agents::new(stored, AgentIndex::build(sources.agents), feedback, None).unwrap()
+        let feedback = super::super::agents::Feedback::held(feedback);
+        Agents::new(stored, AgentIndex::build(agents), feedback, None).unwrap()
     }
 
     fn built(build: &Agents, i: usize) -> Agent {

@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use generator::broker::embed::Provider;
+use embeddings::Provider;
 
 pub struct Vectors {
     pub provider: Provider,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use broker_model::registration::{self, Invalid, Owner, Request as Registration};
 use broker_model::{Agent, Verification};
-use generator::broker::render;
+use broker_site::render;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use warp::http::StatusCode;

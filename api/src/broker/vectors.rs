@@ -16,7 +16,6 @@ use super::provider::Vectors;
 use crate::reply::{self, Answer, Error};
 use crate::request::parse_body;
 use crate::request::Request;
-use generator::broker::embed;
 use search::fusion::{fuse, text_scores, Candidate, Vector};
 use search::query::{filtered, slug, Hit, SearchQuery};
 
@@ -176,7 +175,7 @@ pub async fn search(request: Request) -> Answer {
             let agents = index.records.held_agents().expect("a live segment's agents are held");
             for at in filtered(index, &q).into_iter().filter(|i| !excluded.contains(*i)) {
                 let agent = &agents[at];
-                let key = embed::key(model, &embed::text(agent));
+                let key = embeddings::key(model, &embeddings::text(agent));
                 let vector = overlay.embedding(&agent.uaid, &key);
                 live_hits.push(LiveHit { hit: Hit { part: k + 1, at }, agent, key, vector });
             }
@@ -185,7 +184,7 @@ pub async fn search(request: Request) -> Answer {
     // One provider call embeds the query and the live agents not yet embedded.
     let unembedded: Vec<usize> = (0..live_hits.len()).filter(|n| live_hits[*n].vector.is_none()).collect();
     let mut texts = vec![query.to_string()];
-    texts.extend(unembedded.iter().map(|n| embed::text(live_hits[*n].agent)));
+    texts.extend(unembedded.iter().map(|n| embeddings::text(live_hits[*n].agent)));
     let mut fresh = match vectors.provider.embed(&texts).await {
         Ok(v) => {
             vectors.record(None);

@@ -17,12 +17,12 @@ use anyhow::{bail, Context, Result};
 use duckdb::Connection;
 use sha2::{Digest as _, Sha256};
 
-use super::render::{time, Tally};
-use super::scan::{Digest, Facts, Row};
-use super::store::{self, SearchIndex};
 use broker_model::catalog::{self, Catalog, FeedbackEntry, Subject, FEEDBACK_REGISTRY};
 use broker_model::journal::{self, Event, Overlay, Position, Record};
 use broker_model::Agent;
+use broker_site::render::{time, Tally};
+use broker_site::rows::{Digest, Facts, Row};
+use broker_site::store::{self, SearchIndex};
 use shared::timestamp::Timestamp;
 
 /// The journal's records after the live build's point: agents registered,
@@ -206,7 +206,7 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
         feedback.entry(entry.uaid.clone()).or_default().push(entry);
     }
     let removed = greatest(stored.values().map(|(_, old)| contribution(old, feedback.get(old.uaid.as_str()))));
-    let mut shared = super::scan::Shared::default();
+    let mut shared = broker_site::rows::Shared::default();
     let before: Vec<Row> = stored.values().map(|(_, old)| shared.row(old)).collect();
     let deleted: Vec<(Agent, Vec<FeedbackEntry>)> = deleted
         .iter()

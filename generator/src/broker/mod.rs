@@ -1,14 +1,12 @@
 //! The broker's batch side (section A): the agent index read from its
 //! sources, checked and fingerprinted, folded with the journal, stored in
 //! the warehouse and rendered as the static routes. The records and rules
-//! it shares with the api are `broker_model`'s; search is `search`'s.
+//! it shares with the api are `broker_model`'s, its documents, rows and
+//! tables `broker_site`'s; search is `search`'s.
 
 pub mod delta;
-pub mod embed;
-pub mod render;
 pub mod scan;
 pub mod source;
-pub mod store;
 
 use std::path::Path;
 

@@ -16,17 +16,17 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::de::DeserializeOwned;
 use sha2::{Digest as _, Sha256};
 
-use super::render::Tally;
 use super::{source, Agent, FeedbackFile};
 use broker_model::catalog::{self, Catalog, FeedbackEntry, Subject};
 use broker_model::journal::{self, Overlay};
+use broker_site::render::Tally;
+use broker_site::rows::{Digest, Facts, Row, Shared};
 use shared::timestamp::Timestamp;
 
 /// What pass 1 learnt: everything a file of the index needs besides its
@@ -51,63 +51,9 @@ pub struct Summary {
     agents: Agents,
 }
 
-/// What the pages say of the agents besides each agent's own page, kept
-/// in the snapshot (`broker_meta`): a run that keeps the live build's
-/// broker files (a layer, `build`) says the same without reading an agent.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Facts {
-    pub agents: usize,
-    pub registries: usize,
-    /// The newest agent update, else the catalog's.
-    pub updated: String,
-    pub catalog_updated: String,
-    pub journal_seq: u64,
-    /// The newest Last-Modified of the agents' pages (nanoseconds).
-    pub profiles_newest: u64,
-}
-
-impl Facts {
-    /// What the pages say of the agents `tally` counts, with their
-    /// `catalog`, journal point and the newest time of their pages.
-    pub fn of(tally: &Tally, catalog: &Catalog, journal_seq: u64, profiles_newest: Timestamp) -> Facts {
-        Facts {
-            agents: tally.total,
-            registries: tally.registries.len(),
-            updated: tally.last_update().unwrap_or(&catalog.updated_at).to_string(),
-            catalog_updated: catalog.updated_at.clone(),
-            journal_seq,
-            profiles_newest: profiles_newest.0,
-        }
-    }
-}
-
 /// Files read in chunks of this size, the chunks hashed over the cores
 /// (BLAKE3: a million agents' sources are gigabytes, digested every run).
 const DIGEST_CHUNK: u64 = 16 << 20;
-
-/// The broker's sources by their bytes, with the generator's version:
-/// `sources` of the files a scan reads from the broker folder (agents,
-/// catalog, feedback), `whole` of those and of every journal file. Equal
-/// digests, equal sources: a run compares them with the live build's to
-/// know, without parsing an agent, whether the broker's files would come
-/// out the same (`whole`), or whether only the journal grew (`sources`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Digest {
-    pub sources: String,
-    pub whole: String,
-}
-
-impl Digest {
-    /// The digest of sources whose agents' vectors `model` gives (none:
-    /// no vectors): recorded with a whole build's agents.
-    pub fn with_model(&self, model: Option<&str>) -> Digest {
-        let with = |digest: &str| match model {
-            Some(model) => format!("{digest} {model}"),
-            None => digest.to_string(),
-        };
-        Digest { sources: with(&self.sources), whole: with(&self.whole) }
-    }
-}
 
 /// The [`Digest`] of the broker folder `dir` and the journal under
 /// `journal`.
@@ -164,115 +110,6 @@ fn hash_files(hasher: &mut Sha256, paths: &[PathBuf]) -> Result<()> {
 struct Agents {
     dir: PathBuf,
     overlay: Box<Overlay>,
-}
-
-/// An agent as the directory lists it: one per agent, so kept small (the
-/// registry and the protocol list shared among the rows that have them).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub name: Box<str>,
-    pub uaid: Box<str>,
-    pub registry: Arc<str>,
-    pub protocols: Arc<[String]>,
-    pub trust_score: f64,
-    pub available: bool,
-    pub updated: Timestamp,
-}
-
-impl Row {
-    /// The directory's order: by name without regard to case (each
-    /// character lower-cased as it is compared, nothing allocated), then
-    /// UAID.
-    pub fn order(a: &Row, b: &Row) -> std::cmp::Ordering {
-        a.name
-            .chars()
-            .flat_map(char::to_lowercase)
-            .cmp(b.name.chars().flat_map(char::to_lowercase))
-            .then_with(|| a.uaid.cmp(&b.uaid))
-    }
-
-    /// Sorts rows into the directory's order, over the cores: each name
-    /// lower-cased once (as [`Row::order`] compares them: UTF-8's byte
-    /// order is its characters' order), the keys sorted, then the rows
-    /// moved into place along the permutation's cycles (no second copy of
-    /// the rows).
-    pub fn sort(rows: &mut [Row]) {
-        let mut keys: Vec<(String, u32)> = rows
-            .par_iter()
-            .enumerate()
-            .map(|(i, r)| (r.name.chars().flat_map(char::to_lowercase).collect(), i as u32))
-            .collect();
-        let uaid = |i: u32| &rows[i as usize].uaid;
-        keys.par_sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| uaid(a.1).cmp(uaid(b.1))));
-        let order: Vec<usize> = keys.into_iter().map(|(_, i)| i as usize).collect();
-        // Position k takes the row at order[k].
-        let mut done = vec![false; rows.len()];
-        for start in 0..rows.len() {
-            let mut k = start;
-            while !done[k] {
-                done[k] = true;
-                let from = order[k];
-                if from == start {
-                    break;
-                }
-                rows.swap(k, from);
-                k = from;
-            }
-        }
-        debug_assert!(rows.windows(2).all(|w| Row::order(&w[0], &w[1]).is_lt()));
-    }
-}
-
-/// What a [`Row`] is made of, borrowed from an agent or a stored row.
-pub struct RowParts<'a> {
-    pub name: &'a str,
-    pub uaid: &'a str,
-    pub registry: &'a str,
-    pub protocols: &'a [String],
-    pub trust_score: f64,
-    pub available: bool,
-    pub updated_at: &'a str,
-}
-
-/// The rows' shared values: each registry and protocol list once.
-#[derive(Default)]
-pub struct Shared {
-    registries: HashMap<String, Arc<str>>,
-    protocols: HashMap<Vec<String>, Arc<[String]>>,
-}
-
-impl Shared {
-    pub fn row(&mut self, agent: &Agent) -> Row {
-        self.row_of(RowParts {
-            name: &agent.name,
-            uaid: &agent.uaid,
-            registry: &agent.registry,
-            protocols: &agent.protocols,
-            trust_score: agent.trust_score,
-            available: agent.available,
-            updated_at: &agent.updated_at,
-        })
-    }
-
-    pub fn row_of(&mut self, parts: RowParts) -> Row {
-        let registry = match self.registries.get(parts.registry) {
-            Some(r) => r.clone(),
-            None => self.registries.entry(parts.registry.to_string()).or_insert_with(|| parts.registry.into()).clone(),
-        };
-        let protocols = match self.protocols.get(parts.protocols) {
-            Some(p) => p.clone(),
-            None => self.protocols.entry(parts.protocols.to_vec()).or_insert_with(|| parts.protocols.into()).clone(),
-        };
-        Row {
-            name: parts.name.into(),
-            uaid: parts.uaid.into(),
-            registry,
-            protocols,
-            trust_score: parts.trust_score,
-            available: parts.available,
-            updated: super::render::time(parts.updated_at),
-        }
-    }
 }
 
 fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
@@ -455,53 +292,6 @@ mod tests {
     use super::*;
     use broker_model::{generate, journal};
 
-    /// Sorting by lower-cased keys gives the order [`Row::order`] defines:
-    /// case, letters beyond ASCII that lower-case to several, a name that
-    /// is another's beginning, equal names told apart by UAID.
-    #[test]
-    fn rows_sort_into_the_directorys_order() {
-        let names = [
-            "beta",
-            "Alpha",
-            "alpha",
-            "ALPHA2",
-            "İstanbul",
-            "istanbul",
-            "Zed",
-            "",
-            "ß",
-            "SS",
-            "Éclair",
-            "eclair",
-            "alp",
-        ];
-        let mut shared = Shared::default();
-        let mut rows: Vec<Row> = names
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let uaid = format!("uaid:{}", (i * 7) % names.len());
-                let parts = RowParts {
-                    name,
-                    uaid: &uaid,
-                    registry: "r",
-                    protocols: &[],
-                    trust_score: 0.0,
-                    available: true,
-                    updated_at: "2026-01-01T00:00:00Z",
-                };
-                shared.row_of(parts)
-            })
-            .collect();
-        let mut expected = rows.clone();
-        expected.sort_by(Row::order);
-        for _ in 0..3 {
-            Row::sort(&mut rows);
-            assert_eq!(rows, expected);
-            rows.reverse();
-        }
-    }
-
     /// The two passes give what loading the sources whole and applying the
     /// journal gives: the same agents in the same order, counted and ranked
     /// the same; a bad record fails pass 1, naming it.
@@ -556,7 +346,7 @@ mod tests {
         assert_eq!((summary.count(), summary.journal_seq), (expected.agents.len(), 5));
         assert_eq!(summary.directory.len(), expected.agents.len());
         assert!(summary.directory.windows(2).all(|w| Row::order(&w[0], &w[1]).is_lt()));
-        let mut tally = crate::broker::render::Tally::new(&expected.catalog);
+        let mut tally = broker_site::render::Tally::new(&expected.catalog);
         expected.agents.iter().for_each(|a| tally.add(&expected.catalog, a));
         assert_eq!(summary.tally.stats(), tally.stats());
 

@@ -35,7 +35,7 @@ async fn badge(broker: &Broker, uaid: &str) -> String {
 }
 
 fn urlencoding(text: &str) -> String {
-    generator::broker::render::segment(text)
+    broker_site::render::segment(text)
 }
 
 /// Waits until `done` holds of the agents search lists (each check is an
@@ -137,7 +137,7 @@ async fn availability_is_what_the_checks_find() {
     assert_eq!(badge(&broker, &echo_uaid).await, "online");
     // So does the agent's page, before any build has it.
     for (uaid, says) in [(dead_uaid, "(offline, checked "), (echo_uaid.as_str(), "(online, checked ")] {
-        let (route, _) = generator::pages::routes::agent(uaid);
+        let (route, _) = pages::routes::agent(uaid);
         let answer = broker.client.get(broker.api.url(&route)).send().await.unwrap();
         assert_eq!(answer.status(), 200);
         assert_eq!(answer.headers()["cache-control"], "no-cache", "a live page is revalidated");
@@ -200,7 +200,7 @@ async fn availability_is_what_the_checks_find() {
     assert_eq!(by_uaid(&rebuilt, dead_uaid)["availabilityStatus"], "offline");
     assert_eq!(by_uaid(&rebuilt, &echo_uaid)["availabilityStatus"], "online");
     assert_eq!(by_uaid(&rebuilt, &plain_uaid)["availabilityStatus"], "offline");
-    let (route, _) = generator::pages::routes::agent(dead_uaid);
+    let (route, _) = pages::routes::agent(dead_uaid);
     let page = broker.client.get(broker.api.url(&route)).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("(offline, checked "), "the page says when it was checked");
 }

@@ -39,7 +39,7 @@ fn start() -> &'static Fixture {
 
 /// `encodeURIComponent`, as the reference client encodes path parameters.
 fn encode(value: &str) -> String {
-    generator::broker::render::segment(value)
+    broker_site::render::segment(value)
 }
 
 impl Fixture {
@@ -200,7 +200,7 @@ async fn similar_agents_share_capabilities_ranked() {
     let agent = f.agent("a2a-registry");
     let body = f.shaped(&format!("/api/v1/agents/{}/similar", encode(&agent.uaid)), &contract::registry_search()).await;
     let hits = body["hits"].as_array().unwrap();
-    assert!(!hits.is_empty() && hits.len() <= generator::broker::render::SIMILAR_LIMIT);
+    assert!(!hits.is_empty() && hits.len() <= broker_site::render::SIMILAR_LIMIT);
     let mine: BTreeSet<u64> = agent.capabilities.iter().map(|c| u64::from(*c)).collect();
     let mut previous: Option<(usize, f64)> = None;
     for hit in hits {
@@ -458,7 +458,7 @@ async fn hybrid_search_with_a_real_embedding_provider() {
     ];
     build(&site, &data, &args);
     let sources = broker::load(&workspace_root().join("datasets/broker")).unwrap();
-    let texts: BTreeSet<String> = sources.agents.iter().map(generator::broker::embed::text).collect();
+    let texts: BTreeSet<String> = sources.agents.iter().map(embeddings::text).collect();
     assert_eq!(server.counters.texts.load(Ordering::SeqCst), texts.len());
     // A second run embeds nothing again: the warehouse caches by model and text.
     let requests = server.counters.requests.load(Ordering::SeqCst);
@@ -473,7 +473,7 @@ async fn hybrid_search_with_a_real_embedding_provider() {
 
     // An agent's own text finds it first (cosine 1 and the best BM25F).
     let target = &f.sources.agents[42];
-    let body = json!({"query": generator::broker::embed::text(target), "limit": 5}).to_string();
+    let body = json!({"query": embeddings::text(target), "limit": 5}).to_string();
     let (status, answer) = f.post("/api/v1/search", &body).await;
     assert_eq!(status, 200, "{answer}");
     shape::check(&answer, &contract::vector_search(), "$").unwrap();

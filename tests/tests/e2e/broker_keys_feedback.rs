@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tests::live::Broker;
 
 fn encode(uaid: &str) -> String {
-    generator::broker::render::segment(uaid)
+    broker_site::render::segment(uaid)
 }
 
 /// A compressed secp256k1 public key, in hex, of a fixed secret.

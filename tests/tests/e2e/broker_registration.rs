@@ -57,7 +57,7 @@ async fn registries() -> Registries {
 
 /// `encodeURIComponent`, as the reference client encodes path parameters.
 fn encode(uaid: &str) -> String {
-    generator::broker::render::segment(uaid)
+    broker_site::render::segment(uaid)
 }
 
 fn profile(name: &str) -> Value {
@@ -372,7 +372,7 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
 
     // The agent's own text finds it first; the query and the agent are
     // embedded in one call, and the agent only once.
-    let own = generator::broker::embed::text(&agent);
+    let own = embeddings::text(&agent);
     let counted = texts();
     let (status, found) = broker.hybrid(json!({"query": own, "limit": 3})).await;
     assert_eq!((status, &found["hits"][0]["agent"]["uaid"]), (200, &json!(uaid)), "{found}");
@@ -409,7 +409,7 @@ async fn hybrid_search_and_similar_agents_see_live_agents() {
     let agent: broker_model::Agent = serde_json::from_value(detail["agent"].clone()).unwrap();
     let twin_agent: broker_model::Agent = serde_json::from_value(twin_detail["agent"].clone()).unwrap();
     let ranked = |of: &broker_model::Agent| -> serde_json::Value {
-        let made = generator::broker::render::similar(of, built.iter().chain([&agent, &twin_agent]));
+        let made = broker_site::render::similar(of, built.iter().chain([&agent, &twin_agent]));
         serde_json::from_slice(&made.body).unwrap()
     };
     assert_eq!(similar, ranked(&agent));

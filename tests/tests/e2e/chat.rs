@@ -351,7 +351,7 @@ async fn sessions_are_shared_by_visibility_and_invitation_and_sends_are_idempote
         .await;
     assert_eq!(status, 200, "{session}");
     let id = session["sessionId"].as_str().unwrap().to_string();
-    let enc = |s: &str| generator::broker::render::segment(s);
+    let enc = |s: &str| broker_site::render::segment(s);
     let meta = format!("/api/v1/chat/session/{id}/meta");
     let with_sender = format!("{meta}?senderUaid={}", enc(&sender));
 
@@ -503,7 +503,7 @@ async fn a_session_is_its_owners_and_an_anonymous_one_its_openers() {
         assert_eq!(broker.send("GET", &encryption, key, None).await.0, status, "{key:?}");
     }
     // A member named by someone who does not own it reads nothing private.
-    let as_agent = format!("{history}?senderUaid={}", generator::broker::render::segment(&uaid));
+    let as_agent = format!("{history}?senderUaid={}", broker_site::render::segment(&uaid));
     assert_eq!(broker.send("GET", &as_agent, Some(&other), None).await.0, 403);
     assert_eq!(broker.send("GET", &as_agent, None, None).await.0, 401);
     // Compaction asks for a key before anything else.
@@ -544,7 +544,7 @@ async fn routing_relays_one_message_and_keeps_a_bounded_connection() {
     let key = broker.sign_in("0.0.1001").await;
     let uaid = register(&broker, &key, "Routed Echo", "a2a", &echo.url()).await;
     let broken = register(&broker, &key, "Routed Garbage", "a2a", &garbage.url()).await;
-    let enc = |s: &str| generator::broker::render::segment(s);
+    let enc = |s: &str| broker_site::render::segment(s);
     let route = |uaid: &str| format!("/api/v1/route/{}", enc(uaid));
     let status = format!("/api/v1/uaids/connections/{}/status", enc(&uaid));
     assert_eq!(broker.send("GET", &status, None, None).await.1, json!({"connected": false}));
@@ -780,7 +780,7 @@ async fn a_model_routing_provider_agent_needs_a_payer_and_is_billed_from_usage()
     assert!(events.len() > 3, "streamed word by word");
     assert_eq!(broker.balance(&key).await, before - 2);
     // Routing does not bill, so it does not reach a metered agent.
-    let path = format!("/api/v1/route/{}", generator::broker::render::segment(uaid));
+    let path = format!("/api/v1/route/{}", broker_site::render::segment(uaid));
     let (status, answer) = broker.send("POST", &path, Some(&key), Some(json!({"message": "x"}))).await;
     assert_eq!((status, &answer["code"]), (422, &json!("routing_not_supported")));
 

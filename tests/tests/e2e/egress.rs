@@ -177,7 +177,7 @@ async fn redirects_and_card_urls_are_judged_again() {
     let (status, registered) = broker.send("POST", "/api/v1/register", Some(&key), Some(body)).await;
     assert_eq!(status, 200, "{registered}");
     let uaid = registered["uaid"].as_str().unwrap();
-    let route = format!("/api/v1/route/{}", generator::broker::render::segment(uaid));
+    let route = format!("/api/v1/route/{}", broker_site::render::segment(uaid));
     let (status, answer) = broker.send("POST", &route, None, Some(json!({"message": "hi"}))).await;
     assert!(refused(status, &answer), "{status} {answer}");
     let body = json!({"uaid": uaid, "message": "hi"});

@@ -297,7 +297,7 @@ async fn a_layer_holds_what_the_journal_changed_of_the_agents() {
         }
     };
     let routes_of = |agent: &Agent| -> Vec<String> {
-        let uaid = generator::broker::render::segment(&agent.uaid);
+        let uaid = broker_site::render::segment(&agent.uaid);
         base.routes.iter().map(|e| e.route().to_string()).filter(|r| r.contains(&uaid)).collect()
     };
 

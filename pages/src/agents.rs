@@ -5,11 +5,11 @@
 use minijinja::{context, Value};
 
 use super::{markup, routes, svg, Page};
-use crate::broker::render::agent_route;
-use crate::broker::render::time as instant;
-use crate::broker::scan::Row;
 use broker_model::catalog::{FeedbackEntry, FEEDBACK_REGISTRY};
 use broker_model::Agent;
+use broker_site::render::agent_route;
+use broker_site::render::time as instant;
+use broker_site::rows::Row;
 use shared::http::Cache;
 
 /// Feedback entries listed on a profile, newest first.
@@ -328,9 +328,9 @@ mod tests {
     /// and deleted, here and there and side by side.
     #[test]
     fn only_the_pages_that_change_are_made_again() {
-        let tally = crate::broker::render::Tally::default();
+        let tally = broker_site::render::Tally::default();
         let made = |rows: &[Row], before: Option<Before>| {
-            let (pages, routes) = directory(&crate::pages::Directory { rows, tally: &tally, before });
+            let (pages, routes) = directory(&crate::Directory { rows, tally: &tally, before });
             let pages: std::collections::HashMap<String, (Value, shared::timestamp::Timestamp)> =
                 pages.into_iter().map(|p| (p.route, (p.context, p.last_modified))).collect();
             (pages, routes)

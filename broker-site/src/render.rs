@@ -91,7 +91,7 @@ pub fn facets_route(adapter: Option<&str>) -> String {
 }
 
 /// RFC 3339 text (validated with the sources) to a timestamp.
-pub(crate) fn time(text: &str) -> Timestamp {
+pub fn time(text: &str) -> Timestamp {
     let at = chrono::DateTime::parse_from_rfc3339(text).expect("times are validated with the sources");
     Timestamp(at.timestamp().max(0) as u64 * 1_000_000_000)
 }
@@ -737,8 +737,7 @@ mod tests {
     /// its build's in the warehouse).
     #[test]
     fn a_tally_takes_agents_out_again() {
-        let dir = shared::checkout::path("datasets/broker");
-        let catalog = crate::broker::load(&dir).unwrap().catalog;
+        let catalog = broker_model::generate::checked_in_catalog();
         let agents = broker_model::generate::agents(800, 11);
         let (kept, changed) = agents.split_at(650);
         let tally = |agents: &[Agent]| {

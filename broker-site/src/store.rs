@@ -156,7 +156,7 @@ fn agent_rows<'a>(
         ("available", columnar::bools(agents.iter().map(|a| Some(a.available)))),
         ("protocols", columnar::string_lists(agents.iter().map(|a| a.protocols.as_slice()))),
         ("chattable", columnar::bools(agents.iter().map(|a| Some(a.communication_supported)))),
-        ("capabilities_mask", columnar::u32s(agents.iter().map(|a| Some(super::render::mask(a))))),
+        ("capabilities_mask", columnar::u32s(agents.iter().map(|a| Some(crate::render::mask(a))))),
         ("created_at", columnar::strings(agents.iter().map(|a| Some(&a.created_at)))),
         ("updated_at", columnar::strings(agents.iter().map(|a| Some(&a.updated_at)))),
         ("record", columnar::strings(records.iter().map(Some))),
@@ -179,17 +179,17 @@ pub struct Rest<'a> {
     /// ([`broker_model::journal::digest_through`]).
     pub journal_digest: &'a str,
     /// The fingerprint of the sources the build read
-    /// ([`super::scan::Summary::fingerprint`]).
+    /// (the scan's fingerprint).
     pub sources: &'a str,
-    /// The sources by their bytes ([`super::scan::digest`]), with the
+    /// The sources by their bytes (the generator's `broker::scan::digest`), with the
     /// embedding model.
-    pub digest: &'a super::scan::Digest,
+    pub digest: &'a crate::rows::Digest,
     /// What the catalog files count of the agents.
-    pub tally: &'a super::render::Tally,
+    pub tally: &'a crate::render::Tally,
 }
 
 /// Records what the pages say of the agents, once their files are made.
-pub fn write_facts(conn: &Connection, facts: &super::scan::Facts) -> Result<()> {
+pub fn write_facts(conn: &Connection, facts: &crate::rows::Facts) -> Result<()> {
     conn.execute("DELETE FROM broker_meta WHERE key = 'facts'", [])?;
     let json = serde_json::to_string(facts).expect("facts serialise");
     conn.execute("INSERT INTO broker_meta VALUES ('facts', ?)", [json])?;
@@ -218,9 +218,9 @@ pub fn newest(conn: &Connection) -> Result<Option<(Timestamp, Timestamp)>> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
     /// What the pages say of the agents.
-    pub facts: super::scan::Facts,
+    pub facts: crate::rows::Facts,
     /// The sources by their bytes, with the embedding model.
-    pub digest: super::scan::Digest,
+    pub digest: crate::rows::Digest,
     /// The journal's records applied, by their content (`None`: written
     /// before it was kept).
     pub journal_digest: Option<String>,
@@ -232,21 +232,21 @@ pub fn recorded(conn: &Connection) -> Result<Option<Recorded>> {
     let (Some(facts), Some(whole)) = (meta(conn, "facts")?, meta(conn, "digest")?) else { return Ok(None) };
     Ok(Some(Recorded {
         facts: serde_json::from_str(&facts).context("broker_meta.facts")?,
-        digest: super::scan::Digest { sources: meta(conn, "sources_digest")?.unwrap_or_default(), whole },
+        digest: crate::rows::Digest { sources: meta(conn, "sources_digest")?.unwrap_or_default(), whole },
         journal_digest: meta(conn, "journal_digest")?,
     }))
 }
 
 /// The tally of a warehouse's or snapshot's agents (`None`: written
 /// before it was kept).
-pub fn tally(conn: &Connection) -> Result<Option<super::render::Tally>> {
+pub fn tally(conn: &Connection) -> Result<Option<crate::render::Tally>> {
     let Some(text) = meta(conn, "tally")? else { return Ok(None) };
     Ok(Some(serde_json::from_str(&text).context("broker_meta.tally")?))
 }
 
 /// The directory's rows of every agent stored, in the directory's order:
 /// read without a record.
-pub fn rows(conn: &Connection) -> Result<Vec<super::scan::Row>> {
+pub fn rows(conn: &Connection) -> Result<Vec<crate::rows::Row>> {
     use duckdb::arrow::array::BooleanArray;
     use rayon::prelude::*;
     let mut statement =
@@ -254,7 +254,7 @@ pub fn rows(conn: &Connection) -> Result<Vec<super::scan::Row>> {
     let batches: Vec<_> = statement.query_arrow([])?.collect();
     // Each batch made into rows on a core of its own (its own shared
     // values: a few registries and protocol lists per batch).
-    let made: Vec<Vec<super::scan::Row>> = batches
+    let made: Vec<Vec<crate::rows::Row>> = batches
         .par_iter()
         .map(|batch| {
             let text = |i| columnar::column::<StringArray>(batch, i, DataType::Utf8);
@@ -262,10 +262,10 @@ pub fn rows(conn: &Connection) -> Result<Vec<super::scan::Row>> {
             let protocols = columnar::string_lists_of(batch, 3)?;
             let trust: Float64Array = columnar::column(batch, 4, DataType::Float64)?;
             let available: BooleanArray = columnar::column(batch, 5, DataType::Boolean)?;
-            let mut shared = super::scan::Shared::default();
+            let mut shared = crate::rows::Shared::default();
             let mut rows = Vec::with_capacity(batch.num_rows());
             for (i, protocols) in protocols.into_iter().enumerate() {
-                let parts = super::scan::RowParts {
+                let parts = crate::rows::RowParts {
                     name: names.value(i),
                     uaid: uaids.value(i),
                     registry: registries.value(i),
@@ -279,14 +279,14 @@ pub fn rows(conn: &Connection) -> Result<Vec<super::scan::Row>> {
             Ok(rows)
         })
         .collect::<Result<_>>()?;
-    let mut rows: Vec<super::scan::Row> = Vec::with_capacity(made.iter().map(Vec::len).sum());
+    let mut rows: Vec<crate::rows::Row> = Vec::with_capacity(made.iter().map(Vec::len).sum());
     made.into_iter().for_each(|mut r| rows.append(&mut r));
-    super::scan::Row::sort(&mut rows);
+    crate::rows::Row::sort(&mut rows);
     Ok(rows)
 }
 
 /// The greatest `updatedAt` text of every agent stored, and the latest
-/// of their times (what [`super::render::Tally::dated`] takes): read
+/// of their times (what [`crate::render::Tally::dated`] takes): read
 /// from that column alone.
 pub fn dates(conn: &Connection) -> Result<(Option<String>, Option<Timestamp>)> {
     let mut statement = conn.prepare("SELECT updated_at FROM broker_agents")?;
@@ -297,7 +297,7 @@ pub fn dates(conn: &Connection) -> Result<(Option<String>, Option<Timestamp>)> {
             if text.as_deref().is_none_or(|t| t < value) {
                 text = Some(value.to_string());
             }
-            newest = newest.max(Some(super::render::time(value)));
+            newest = newest.max(Some(crate::render::time(value)));
         }
     }
     Ok((text, newest))
@@ -516,7 +516,7 @@ pub fn load(conn: &Connection) -> Result<Option<Stored>> {
 const CACHE_SCHEMA: &str =
     "CREATE TABLE IF NOT EXISTS broker_embedding_cache (model VARCHAR, key VARCHAR, vector FLOAT[]);";
 
-/// Embeddings computed by earlier runs for `model`, by [`super::embed::key`].
+/// Embeddings computed by earlier runs for `model`, by `embeddings::key`.
 pub fn cached_embeddings(conn: &Connection, model: &str) -> Result<HashMap<String, Vec<f32>>> {
     conn.execute_batch(CACHE_SCHEMA)?;
     let mut out = HashMap::new();
@@ -549,16 +549,15 @@ pub fn cache_embeddings(conn: &Connection, model: &str, entries: &[(String, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::render::Tally;
-    use crate::broker::scan::{Row, Shared};
+    use crate::render::Tally;
+    use crate::rows::{Row, Shared};
 
     /// What a layer reads back from the warehouse (the directory's rows,
     /// the tally) is what a scan of the same agents gathers; a delta's
     /// checks find what is stored.
     #[test]
     fn the_warehouse_gives_back_what_a_scan_gathers() {
-        let dir = shared::checkout::path("datasets/broker");
-        let catalog = crate::broker::load(&dir).unwrap().catalog;
+        let catalog = broker_model::generate::checked_in_catalog();
         let agents = broker_model::generate::agents(1500, 5);
         let (mut tally, mut shared) = (Tally::new(&catalog), Shared::default());
         let mut rows: Vec<Row> = agents.iter().map(|a| shared.row(a)).collect();
@@ -578,7 +577,7 @@ mod tests {
             journal_seq: 0,
             journal_digest: "j",
             sources: "s",
-            digest: &crate::broker::scan::Digest { sources: "s".into(), whole: "d".into() },
+            digest: &crate::rows::Digest { sources: "s".into(), whole: "d".into() },
             tally: &tally,
         };
         writer.finish(rest).unwrap();

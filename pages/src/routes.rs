@@ -3,7 +3,7 @@
 //! spelling of a page's path into that one); file names go through
 //! [`shared::http::file_name`], so none can climb out of its folder.
 
-use crate::broker::render::segment;
+use broker_site::render::segment;
 use shared::entity::EntityId;
 use shared::http::file_name;
 
@@ -39,7 +39,7 @@ pub fn account(id: EntityId) -> (String, String) {
 }
 
 /// A page of the agent directory: the first (`None`) at `/agents`, the
-/// others named by their key (`crate::pages::agents`: hex digits).
+/// others named by their key (`crate::agents`: hex digits).
 pub fn directory_page(key: Option<String>) -> (String, String) {
     match key {
         None => (AGENTS.into(), "agents.html".into()),

@@ -46,7 +46,7 @@ pub struct Inputs<'a> {
     pub directory: Option<Timestamp>,
     /// What the landing page says of the agents (with the newest of their
     /// profile pages, rendered with their batches: [`Renderer::profile`]).
-    pub agents: Option<&'a crate::broker::scan::Facts>,
+    pub agents: Option<&'a broker_site::rows::Facts>,
     pub exports: &'a [Export],
 }
 
@@ -55,8 +55,8 @@ pub struct Inputs<'a> {
 /// pages that change are made).
 #[derive(Clone, Copy)]
 pub struct Directory<'a> {
-    pub rows: &'a [crate::broker::scan::Row],
-    pub tally: &'a crate::broker::render::Tally,
+    pub rows: &'a [broker_site::rows::Row],
+    pub tally: &'a broker_site::render::Tally,
     pub before: Option<agents::Before<'a>>,
 }
 
@@ -73,17 +73,17 @@ pub struct DirectoryPages {
 /// The templates, in the binary: a build does not depend on the folder it
 /// runs from.
 const TEMPLATES: &[(&str, &str)] = &[
-    ("base.html", include_str!("../../../templates/base.html")),
-    ("landing.html", include_str!("../../../templates/landing.html")),
-    ("tokens.html", include_str!("../../../templates/tokens.html")),
-    ("token.html", include_str!("../../../templates/token.html")),
-    ("account.html", include_str!("../../../templates/account.html")),
-    ("guard.html", include_str!("../../../templates/guard.html")),
-    ("campaigns.html", include_str!("../../../templates/campaigns.html")),
-    ("coverage.html", include_str!("../../../templates/coverage.html")),
-    ("benchmark.html", include_str!("../../../templates/benchmark.html")),
-    ("agents.html", include_str!("../../../templates/agents.html")),
-    ("agent.html", include_str!("../../../templates/agent.html")),
+    ("base.html", include_str!("../../templates/base.html")),
+    ("landing.html", include_str!("../../templates/landing.html")),
+    ("tokens.html", include_str!("../../templates/tokens.html")),
+    ("token.html", include_str!("../../templates/token.html")),
+    ("account.html", include_str!("../../templates/account.html")),
+    ("guard.html", include_str!("../../templates/guard.html")),
+    ("campaigns.html", include_str!("../../templates/campaigns.html")),
+    ("coverage.html", include_str!("../../templates/coverage.html")),
+    ("benchmark.html", include_str!("../../templates/benchmark.html")),
+    ("agents.html", include_str!("../../templates/agents.html")),
+    ("agent.html", include_str!("../../templates/agent.html")),
 ];
 
 /// A page before it is rendered: where it goes, its template and context,
