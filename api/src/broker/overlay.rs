@@ -409,20 +409,17 @@ mod tests {
     /// order or reversed (another build: its own fingerprint, every agent
     /// at another position).
     fn build_in_order(reversed: bool) -> Agents {
-        let mut agents = broker_model::generate::agents(300, 7);
+        let agents = broker_model::generate::agents(300, 7);
         let feedback = broker_model::generate::feedback(&agents, 7);
-        let sources = broker_model::Sources {
-            agents: agents.clone(),
-            catalog: broker_model::generate::checked_in_catalog(),
-            feedback: feedback.clone(),
-            journal_seq: 0,
-        };
+        let catalog = broker_model::generate::checked_in_catalog();
+        let sources = broker_model::Sources { agents, catalog, feedback, journal_seq: 0 };
         sources.validate().unwrap();
+        let broker_model::Sources { mut agents, catalog, feedback, .. } = sources;
         if reversed {
             agents.reverse();
         }
         let stored = Stored {
-            catalog: sources.catalog,
+            catalog,
             journal_seq: 0,
             agents: agents.len(),
             fingerprint: if reversed { "reversed" } else { "" }.to_string(),
