@@ -111,24 +111,18 @@ impl Broker {
         build(&self.site, &self.data, sources);
         let current = std::fs::read_link(self.site.join("current")).unwrap();
         let id = json!(current.file_name().unwrap().to_string_lossy());
-        for _ in 0..200 {
-            if self.send("GET", "/health", None, None).await.1["build"] == id {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the api never served build {id}");
+        crate::wait::until(&format!("the api serving build {id}"), 200, Duration::from_millis(50), async || {
+            self.send("GET", "/health", None, None).await.1["build"] == id
+        })
+        .await;
     }
 
     /// Waits until the journal writer has emptied the outbox.
     pub async fn journaled(&self) {
-        for _ in 0..100 {
-            if self.rows("outbox") == 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the outbox was never drained");
+        crate::wait::until("the journal writer draining the outbox", 100, Duration::from_millis(50), async || {
+            self.rows("outbox") == 0
+        })
+        .await;
     }
 
     pub async fn send(&self, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {

@@ -58,25 +58,81 @@ fn chattable(hit: &Value) -> bool {
     hit["communicationSupported"] == true
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn availability_is_what_the_checks_find() {
-    let echo = Agent::start(Kind::Echo).await;
-    let mcp = Agent::start(Kind::Mcp).await;
-    let plain = Agent::start(Kind::Plain).await;
-    let plain_url = format!("{}/chat", plain.url());
-    let dns = DnsServer::start(&[]).await;
-    let allowed = tests::allowing(&[&echo.url(), &mcp.url(), &plain_url]);
-    let dns_addr = dns.addr.to_string();
-    let gate = ["--egress-allow", allowed.as_str(), "--egress-dns", dns_addr.as_str()];
-    let mut broker = Broker::start("availability", &[&gate[..], &["--availability-every-s", "0"]].concat());
+/// Three peers on loopback (A2A, MCP and plain HTTP) registered by
+/// 0.0.1001 beside the datasets' agents, whose hosts the DNS server on
+/// loopback does not know; an api with checks off until [`Peers::round`].
+struct Peers {
+    echo: Agent,
+    _mcp: Agent,
+    plain: Option<Agent>,
+    _dns: DnsServer,
+    gate: Vec<String>,
+    broker: Broker,
+    key: String,
+    echo_uaid: String,
+    plain_uaid: String,
+    /// The three peers' UAIDs.
+    mine: [String; 3],
+}
 
-    // Never checked: a chattable agent is `unknown`, whatever its
-    // registry said; the registry's claim stands, marked, for the rest.
-    let key = broker.sign_in("0.0.1001").await;
-    let echo_uaid = register(&broker, &key, "Lamp Lighter", "a2a", &echo.url()).await;
-    let mcp_uaid = register(&broker, &key, "Tool Smith", "mcp", &mcp.url()).await;
-    let plain_uaid = register(&broker, &key, "Town Crier", "http", &plain_url).await;
-    let hits = everyone(&broker, "").await;
+impl Peers {
+    async fn start(label: &str) -> Peers {
+        let (echo, mcp, plain) =
+            (Agent::start(Kind::Echo).await, Agent::start(Kind::Mcp).await, Agent::start(Kind::Plain).await);
+        let plain_url = format!("{}/chat", plain.url());
+        let dns = DnsServer::start(&[]).await;
+        let allowed = tests::allowing(&[&echo.url(), &mcp.url(), &plain_url]);
+        let gate = vec!["--egress-allow".to_string(), allowed, "--egress-dns".into(), dns.addr.to_string()];
+        let broker =
+            Broker::start(label, &as_strs(&[&gate[..], &["--availability-every-s".into(), "0".into()]].concat()));
+        let key = broker.sign_in("0.0.1001").await;
+        let echo_uaid = register(&broker, &key, "Lamp Lighter", "a2a", &echo.url()).await;
+        let mcp_uaid = register(&broker, &key, "Tool Smith", "mcp", &mcp.url()).await;
+        let plain_uaid = register(&broker, &key, "Town Crier", "http", &plain_url).await;
+        let mine = [echo_uaid.clone(), mcp_uaid, plain_uaid.clone()];
+        Peers { echo, _mcp: mcp, plain: Some(plain), _dns: dns, gate, broker, key, echo_uaid, plain_uaid, mine }
+    }
+
+    /// The api started again with a round of checks every `every_s`
+    /// seconds (0: none), the first at its start.
+    fn restart_checking_every(&mut self, every_s: u32) {
+        let every = ["--availability-every-s".to_string(), every_s.to_string()];
+        self.broker.flags = [&self.gate[..], &every[..]].concat();
+        self.broker.restart(&[]);
+    }
+
+    /// A round at the start, the next an hour later: the agents search
+    /// lists once every chattable agent is checked and the peers online.
+    async fn round(&mut self) -> Vec<Value> {
+        self.restart_checking_every(3600);
+        let mine = self.mine.clone();
+        until(&self.broker, "every chattable agent checked and the peers online", |hits| {
+            hits.iter().filter(|h| chattable(h)).all(|h| h["availabilityStatus"] != "unknown")
+                && mine.iter().all(|uaid| by_uaid(hits, uaid)["availabilityStatus"] == "online")
+        })
+        .await
+    }
+
+    fn is_mine(&self, hit: &Value) -> bool {
+        self.mine.iter().any(|uaid| hit["uaid"] == uaid.as_str())
+    }
+
+    /// A chattable agent of the datasets: its host never answers.
+    fn dead<'a>(&self, hits: &'a [Value]) -> &'a str {
+        hits.iter().find(|h| chattable(h) && h["registry"] == "erc-8004").unwrap()["uaid"].as_str().unwrap()
+    }
+}
+
+fn as_strs(flags: &[String]) -> Vec<&str> {
+    flags.iter().map(String::as_str).collect()
+}
+
+/// Never checked: a chattable agent is `unknown`, whatever its registry
+/// said; the registry's claim stands, marked, for the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_never_checked_is_unknown_and_the_rest_keep_their_registrys_claim() {
+    let peers = Peers::start("availability-unchecked").await;
+    let hits = everyone(&peers.broker, "").await;
     assert!(hits.iter().filter(|h| chattable(h)).count() > 100);
     for hit in &hits {
         match chattable(hit) {
@@ -89,34 +145,33 @@ async fn availability_is_what_the_checks_find() {
             false => assert_eq!(hit["availabilitySource"], "registry", "{}", hit["name"]),
         }
     }
-    let online = everyone(&broker, "online=true").await;
+    let online = everyone(&peers.broker, "online=true").await;
     assert!(!online.is_empty() && online.iter().all(|h| h["availabilitySource"] == "registry"));
-    assert_eq!(badge(&broker, &echo_uaid).await, "unknown");
+    assert_eq!(badge(&peers.broker, &peers.echo_uaid).await, "unknown");
+}
 
-    // Checked: a round at the start, the next an hour later.
-    broker.flags = [&gate[..], &["--availability-every-s", "3600"]].concat().iter().map(|f| f.to_string()).collect();
-    broker.restart(&[]);
-    let mine = [echo_uaid.clone(), mcp_uaid.clone(), plain_uaid.clone()];
-    let hits = until(&broker, "every chattable agent checked and the peers online", |hits| {
-        hits.iter().filter(|h| chattable(h)).all(|h| h["availabilityStatus"] != "unknown")
-            && mine.iter().all(|uaid| by_uaid(hits, uaid)["availabilityStatus"] == "online")
-    })
-    .await;
-    for hit in hits.iter().filter(|h| chattable(h) && !mine.contains(&h["uaid"].as_str().unwrap().to_string())) {
+/// After a round the peers are online and the datasets' chattable agents
+/// offline, never seen; every chattable agent listed online opens a
+/// session; the most available come first.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_round_only_the_agents_that_answered_are_online() {
+    let mut peers = Peers::start("availability-round").await;
+    let hits = peers.round().await;
+    for hit in hits.iter().filter(|h| chattable(h) && !peers.is_mine(h)) {
         assert_eq!(hit["availabilityStatus"], "offline", "{}", hit["name"]);
         assert_eq!(hit["available"], false);
         assert!(hit["availabilityCheckedAt"].is_string());
         assert!(hit.get("lastSeen").is_none(), "never reached");
     }
-    for uaid in &mine {
+    for uaid in &peers.mine {
         let hit = by_uaid(&hits, uaid);
         assert_eq!(hit["available"], true);
         assert_eq!(hit["availabilitySource"], "broker");
         assert!(hit["lastSeen"].is_string() && hit["availabilityLatencyMs"].is_u64(), "{hit}");
         assert_eq!(hit["trustSignals"]["uptime"], 100.0);
     }
-    // Every chattable agent listed online opens a session.
-    let online = everyone(&broker, "online=true").await;
+    let broker = &peers.broker;
+    let online = everyone(broker, "online=true").await;
     let online_chattable: Vec<&Value> = online.iter().filter(|h| chattable(h)).collect();
     assert_eq!(online_chattable.len(), 3, "only the peers on loopback answer");
     for hit in online_chattable {
@@ -124,30 +179,40 @@ async fn availability_is_what_the_checks_find() {
             broker.send("POST", "/api/v1/chat/session", None, Some(json!({"uaid": hit["uaid"]}))).await;
         assert_eq!(status, 200, "{}: {body}", hit["name"]);
     }
-    // Most available first: the online ones, then the rest.
-    let sorted = everyone(&broker, "sortBy=most-available").await;
+    let sorted = everyone(broker, "sortBy=most-available").await;
     let first_not = sorted.iter().position(|h| h["available"] != true).unwrap();
     assert_eq!(first_not, online.len());
     assert!(sorted[first_not..].iter().all(|h| h["available"] != true));
-    // The detail route and the badge say the same.
-    let dead = hits.iter().find(|h| chattable(h) && h["registry"] == "erc-8004").unwrap();
-    let dead_uaid = dead["uaid"].as_str().unwrap();
-    assert_eq!(agent(&broker, dead_uaid).await["availabilityStatus"], "offline");
-    assert_eq!(badge(&broker, dead_uaid).await, "offline");
-    assert_eq!(badge(&broker, &echo_uaid).await, "online");
-    // So does the agent's page, before any build has it.
-    for (uaid, says) in [(dead_uaid, "(offline, checked "), (echo_uaid.as_str(), "(online, checked ")] {
+}
+
+/// The detail route, the badge and the agent's page say what the checks
+/// found, before any build has it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_detail_the_badge_and_the_page_say_what_the_checks_found() {
+    let mut peers = Peers::start("availability-shown").await;
+    let hits = peers.round().await;
+    let (broker, dead) = (&peers.broker, peers.dead(&hits));
+    assert_eq!(agent(broker, dead).await["availabilityStatus"], "offline");
+    assert_eq!(badge(broker, dead).await, "offline");
+    assert_eq!(badge(broker, &peers.echo_uaid).await, "online");
+    for (uaid, says) in [(dead, "(offline, checked "), (peers.echo_uaid.as_str(), "(online, checked ")] {
         let (route, _) = pages::routes::agent(uaid);
         let answer = broker.client.get(broker.api.url(&route)).send().await.unwrap();
         assert_eq!(answer.status(), 200);
         assert_eq!(answer.headers()["cache-control"], "no-cache", "a live page is revalidated");
         assert!(answer.text().await.unwrap().contains(says), "{uaid}'s page says {says}");
     }
+}
 
-    // A silent host is called once; its other agents wait for it.
+/// A silent host is called once (its other agents wait for it), and an
+/// agent registered is checked at once, not when the next round comes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_host_is_called_once_and_a_new_agent_checked_at_once() {
+    let mut peers = Peers::start("availability-hosts").await;
+    let hits = peers.round().await;
     let hosts: HashSet<String> = hits
         .iter()
-        .filter(|h| chattable(h) && !mine.contains(&h["uaid"].as_str().unwrap().to_string()))
+        .filter(|h| chattable(h) && !peers.is_mine(h))
         .map(|h| {
             let agent: broker_model::Agent = serde_json::from_value(h.clone()).unwrap();
             let url = broker_model::availability::checked_endpoint(&agent).unwrap();
@@ -155,7 +220,7 @@ async fn availability_is_what_the_checks_find() {
         })
         .collect();
     let outcomes: Vec<(String, i64)> = {
-        let store = broker.store();
+        let store = peers.broker.store();
         let mut statement = store.prepare("SELECT outcome, COUNT(*) FROM availability GROUP BY outcome").unwrap();
         statement.query_map([], |r| Ok((r.get(0).unwrap(), r.get(1).unwrap()))).unwrap().map(Result::unwrap).collect()
     };
@@ -164,21 +229,27 @@ async fn availability_is_what_the_checks_find() {
     assert!(count("host_down") > 100, "{outcomes:?}");
     assert_eq!(count("reached"), 3, "{outcomes:?}");
 
-    // An agent registered is checked at once, not when the next round
-    // comes.
-    let late_uaid = register(&broker, &key, "Late Comer", "a2a", &echo.url()).await;
-    until(&broker, "the agent registered after the round online", |hits| {
+    let late_uaid = register(&peers.broker, &peers.key, "Late Comer", "a2a", &peers.echo.url()).await;
+    until(&peers.broker, "the agent registered after the round online", |hits| {
         by_uaid(hits, &late_uaid)["availabilityStatus"] == "online"
     })
     .await;
+}
 
-    // A peer that goes away is offline at its next check (rounds every
-    // second now); it was last seen at the check before.
+/// A peer that goes away is offline at its next check (rounds every
+/// second now), last seen at the check before, and gone from the online
+/// agents; the next build holds what was measured (the journal), and so
+/// do its pages.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_peer_that_goes_away_is_offline_and_the_next_build_says_so() {
+    let mut peers = Peers::start("availability-gone").await;
+    let hits = peers.round().await;
+    let online = peers.broker.total("online=true").await;
+    let (dead, plain_uaid) = (peers.dead(&hits).to_string(), peers.plain_uaid.clone());
     let seen = by_uaid(&hits, &plain_uaid)["lastSeen"].clone();
-    drop(plain);
-    broker.flags = [&gate[..], &["--availability-every-s", "1"]].concat().iter().map(|f| f.to_string()).collect();
-    broker.restart(&[]);
-    let hits = until(&broker, "the stopped peer offline", |hits| {
+    drop(peers.plain.take());
+    peers.restart_checking_every(1);
+    let hits = until(&peers.broker, "the stopped peer offline", |hits| {
         by_uaid(hits, &plain_uaid)["availabilityStatus"] == "offline"
     })
     .await;
@@ -186,21 +257,17 @@ async fn availability_is_what_the_checks_find() {
     let (last_seen, checked) = (gone["lastSeen"].as_str().unwrap(), gone["availabilityCheckedAt"].as_str().unwrap());
     assert!(seen.as_str().unwrap() <= last_seen && last_seen < checked, "{gone}");
     assert!(gone["trustSignals"]["uptime"].as_f64().unwrap() < 100.0);
-    // The stopped peer is gone from the online agents; the late one joined.
-    assert_eq!(broker.total("online=true").await as usize, online.len());
+    assert_eq!(peers.broker.total("online=true").await, online - 1);
 
-    // The next build holds what was measured (the journal), and so do
-    // its pages.
-    broker.journaled().await;
+    peers.broker.journaled().await;
     let sources = Broker::sources();
-    broker.rebuild(&sources.iter().map(String::as_str).collect::<Vec<_>>()).await;
-    broker.flags = [&gate[..], &["--availability-every-s", "0"]].concat().iter().map(|f| f.to_string()).collect();
-    broker.restart(&[]);
-    let rebuilt = everyone(&broker, "").await;
-    assert_eq!(by_uaid(&rebuilt, dead_uaid)["availabilityStatus"], "offline");
-    assert_eq!(by_uaid(&rebuilt, &echo_uaid)["availabilityStatus"], "online");
+    peers.broker.rebuild(&as_strs(&sources)).await;
+    peers.restart_checking_every(0);
+    let rebuilt = everyone(&peers.broker, "").await;
+    assert_eq!(by_uaid(&rebuilt, &dead)["availabilityStatus"], "offline");
+    assert_eq!(by_uaid(&rebuilt, &peers.echo_uaid)["availabilityStatus"], "online");
     assert_eq!(by_uaid(&rebuilt, &plain_uaid)["availabilityStatus"], "offline");
-    let (route, _) = pages::routes::agent(dead_uaid);
-    let page = broker.client.get(broker.api.url(&route)).send().await.unwrap().text().await.unwrap();
+    let (route, _) = pages::routes::agent(&dead);
+    let page = peers.broker.client.get(peers.broker.api.url(&route)).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("(offline, checked "), "the page says when it was checked");
 }

@@ -438,40 +438,65 @@ async fn uaids_validate() {
     assert_eq!(post.status(), 405);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn hybrid_search_with_a_real_embedding_provider() {
-    use std::sync::atomic::Ordering;
-    let server = tests::embeddings::EmbeddingServer::start().await;
-    let dir = TempDir::new("broker-hybrid");
-    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
-    let (ledger, agents) = (workspace_root().join("datasets/ledger"), workspace_root().join("datasets/broker"));
-    let base = server.base();
-    let args = [
-        "--ledger-dir",
-        ledger.to_str().unwrap(),
-        "--broker-dir",
-        agents.to_str().unwrap(),
-        "--embeddings-url",
-        &base,
-        "--embeddings-model",
-        "bag-64",
-    ];
-    build(&site, &data, &args);
-    let sources = broker::load(&workspace_root().join("datasets/broker")).unwrap();
-    let texts: BTreeSet<String> = sources.agents.iter().map(embeddings::text).collect();
-    assert_eq!(server.counters.texts.load(Ordering::SeqCst), texts.len());
-    // A second run embeds nothing again: the warehouse caches by model and text.
-    let requests = server.counters.requests.load(Ordering::SeqCst);
-    build(&site, &data, &args);
-    assert_eq!(server.counters.requests.load(Ordering::SeqCst), requests);
+/// `datasets/` built with a real embedding provider on loopback (the
+/// model `bag-64`), and an api on it that embeds queries with the same
+/// model.
+struct Hybrid {
+    server: tests::embeddings::EmbeddingServer,
+    dir: TempDir,
+    f: Fixture,
+}
 
-    let api = Api::start_with(&site, &data, &["--embeddings-url", &base, "--embeddings-model", "bag-64"]);
-    let f = Fixture { api, client: reqwest::Client::new(), sources };
-    let status = f.shaped("/api/v1/search/status", &contract::status()).await;
+impl Hybrid {
+    async fn start(label: &str) -> Hybrid {
+        let server = tests::embeddings::EmbeddingServer::start().await;
+        let dir = TempDir::new(label);
+        Hybrid::build(&dir, &server.base());
+        let api = Hybrid::api(&dir, &server.base(), "bag-64");
+        let sources = broker::load(&workspace_root().join("datasets/broker")).unwrap();
+        Hybrid { server, dir, f: Fixture { api, client: reqwest::Client::new(), sources } }
+    }
+
+    /// The datasets built into `dir`, embedded by `bag-64` at `base`.
+    fn build(dir: &TempDir, base: &str) {
+        let (ledger, agents) = (workspace_root().join("datasets/ledger"), workspace_root().join("datasets/broker"));
+        let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+        let sources = ["--ledger-dir", ledger.to_str().unwrap(), "--broker-dir", agents.to_str().unwrap()];
+        build(&site, &data, &[&sources[..], &["--embeddings-url", base, "--embeddings-model", "bag-64"]].concat());
+    }
+
+    /// An api on the build, embedding queries by `model` at `base`.
+    fn api(dir: &TempDir, base: &str, model: &str) -> Api {
+        let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+        Api::start_with(&site, &data, &["--embeddings-url", base, "--embeddings-model", model])
+    }
+}
+
+/// Each agent's text is embedded once; a second run embeds nothing again:
+/// the warehouse caches by model and text.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_build_embeds_each_text_once_and_caches_it_by_model() {
+    use std::sync::atomic::Ordering;
+    let hybrid = Hybrid::start("hybrid-build").await;
+    let counters = &hybrid.server.counters;
+    let texts: BTreeSet<String> = hybrid.f.sources.agents.iter().map(embeddings::text).collect();
+    assert_eq!(counters.texts.load(Ordering::SeqCst), texts.len());
+    let requests = counters.requests.load(Ordering::SeqCst);
+    Hybrid::build(&hybrid.dir, &hybrid.server.base());
+    assert_eq!(counters.requests.load(Ordering::SeqCst), requests);
+    let status = hybrid.f.shaped("/api/v1/search/status", &contract::status()).await;
     assert_eq!(status["vectorStatus"]["mode"], json!("healthy"), "{status}");
     assert_eq!(status["vectorStatus"]["enabled"], json!(true));
+}
 
-    // An agent's own text finds it first (cosine 1 and the best BM25F).
+/// An agent's own text finds it first (cosine 1 and the best BM25F);
+/// filters narrow the candidates, offset pages through them, bad bodies
+/// are 400; the reference client reads the hybrid answer itself (no
+/// fallback).
+#[tokio::test(flavor = "multi_thread")]
+async fn hybrid_search_finds_an_agent_by_its_own_text_within_its_filters() {
+    let hybrid = Hybrid::start("hybrid-search").await;
+    let f = &hybrid.f;
     let target = &f.sources.agents[42];
     let body = json!({"query": embeddings::text(target), "limit": 5}).to_string();
     let (status, answer) = f.post("/api/v1/search", &body).await;
@@ -482,7 +507,6 @@ async fn hybrid_search_with_a_real_embedding_provider() {
     let scores: Vec<f64> = answer["hits"].as_array().unwrap().iter().map(|h| h["score"].as_f64().unwrap()).collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
 
-    // Filters narrow the candidates; offset pages through them.
     let body =
         json!({"query": "fraud detection", "filter": {"registry": "erc-8004", "type": ["ai-agents"]}, "limit": 100});
     let (_, answer) = f.post("/api/v1/search", &body.to_string()).await;
@@ -507,14 +531,19 @@ async fn hybrid_search_with_a_real_embedding_provider() {
         assert_eq!(status, 400, "{bad}: {body}");
     }
 
-    // The reference client reads the hybrid answer itself (no fallback).
     let erc = f.sources.feedback[0].uaid.clone();
     let results = reference_client(&f.api.base, &target.uaid, &erc).await;
     assert!(results["vectorSearch"]["value"]["hits"][0]["agent"]["uaid"].is_string(), "{}", results["vectorSearch"]);
     assert_eq!(results["searchStatus"]["value"]["vectorStatus"]["mode"], json!("healthy"));
+}
 
-    // A provider failure is a 500 and shows in the status until a call succeeds.
-    server.counters.failures.store(1, Ordering::SeqCst);
+/// A provider failure is a 500 and shows in the status until a call
+/// succeeds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_failure_shows_in_the_status_until_a_call_succeeds() {
+    let hybrid = Hybrid::start("hybrid-failure").await;
+    let f = &hybrid.f;
+    hybrid.server.counters.failures.store(1, std::sync::atomic::Ordering::SeqCst);
     let (status, body) = f.post("/api/v1/search", r#"{"query":"translation"}"#).await;
     assert_eq!((status, body["code"].as_str()), (500, Some("embedding_failed")));
     let (_, status) = f.get("/api/v1/search/status").await;
@@ -524,21 +553,19 @@ async fn hybrid_search_with_a_real_embedding_provider() {
     assert_eq!(code, 200);
     let (_, status) = f.get("/api/v1/search/status").await;
     assert_eq!(status["vectorStatus"]["mode"], json!("healthy"));
+}
 
-    // Queries embedded by another model than the agents' cannot be compared.
-    let other = Api::start_with(&site, &data, &["--embeddings-url", &base, "--embeddings-model", "other"]);
-    let response = f.client.get(other.url("/api/v1/search/status")).send().await.unwrap();
-    let status: Value = response.json().await.unwrap();
+/// Queries embedded by another model than the agents' cannot be compared:
+/// the status says so, and hybrid search is 501.
+#[tokio::test(flavor = "multi_thread")]
+async fn queries_embedded_by_another_model_are_not_compared() {
+    let hybrid = Hybrid::start("hybrid-other-model").await;
+    let other = Hybrid::api(&hybrid.dir, &hybrid.server.base(), "other");
+    let client = &hybrid.f.client;
+    let status: Value = client.get(other.url("/api/v1/search/status")).send().await.unwrap().json().await.unwrap();
     assert_eq!(status["vectorStatus"]["mode"], json!("error"));
-    let response = f
-        .client
-        .post(other.url("/api/v1/search"))
-        .header("content-type", "application/json")
-        .body(r#"{"query":"x"}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 501);
+    let search = client.post(other.url("/api/v1/search")).header("content-type", "application/json");
+    assert_eq!(search.body(r#"{"query":"x"}"#).send().await.unwrap().status(), 501);
 }
 
 /// The reference client runs every discovery call against the api; none

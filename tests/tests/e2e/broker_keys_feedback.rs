@@ -19,20 +19,14 @@ fn secp256k1(secret: u8) -> (String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn encryption_keys_are_normalised_idempotent_and_bound_to_their_owner() {
+async fn encryption_keys_are_normalised_idempotent_and_rotated() {
     let broker = Broker::start("encryption-keys", &[]);
     let owner = broker.sign_in("0.0.1001").await;
-    let other = broker.sign_in("0.0.1002").await;
     let (compressed, uncompressed) = secp256k1(5);
-    let post = |key: Option<&str>, body: Value| {
-        let key = key.map(str::to_string);
-        let broker = &broker;
-        async move { broker.send("POST", "/api/v1/encryption/keys", key.as_deref(), Some(body)).await }
-    };
     let body = json!({"keyType": "secp256k1", "publicKey": compressed});
-    assert_eq!(post(None, body.clone()).await.0, 401);
+    assert_eq!(post_key(&broker, None, body.clone()).await.0, 401);
 
-    let (status, first) = post(Some(&owner), body.clone()).await;
+    let (status, first) = post_key(&broker, Some(&owner), body.clone()).await;
     assert_eq!(status, 201, "{first}");
     assert_eq!(
         (&first["publicKey"], &first["ledgerAccountId"], &first["ledgerNetwork"], &first["uaid"]),
@@ -41,20 +35,31 @@ async fn encryption_keys_are_normalised_idempotent_and_bound_to_their_owner() {
     assert!(first["id"].as_str().unwrap().starts_with("ek_") && first["createdAt"] == first["updatedAt"]);
     // The same key in any of its spellings is the same record, unchanged.
     for spelling in [compressed.clone(), format!("0x{}", compressed.to_uppercase()), uncompressed.clone()] {
-        let (status, again) = post(Some(&owner), json!({"keyType": "secp256k1", "publicKey": spelling})).await;
+        let (status, again) =
+            post_key(&broker, Some(&owner), json!({"keyType": "secp256k1", "publicKey": spelling})).await;
         assert_eq!((status, &again), (201, &first), "{spelling}");
     }
     // Another key rotates it: same id, the new key.
     let (rotated_key, _) = secp256k1(6);
-    let (_, rotated) = post(Some(&owner), json!({"keyType": "secp256k1", "publicKey": rotated_key})).await;
+    let (_, rotated) = post_key(&broker, Some(&owner), json!({"keyType": "secp256k1", "publicKey": rotated_key})).await;
     assert_eq!((&rotated["id"], &rotated["publicKey"]), (&first["id"], &json!(rotated_key)));
     assert!(rotated["updatedAt"].as_str() >= first["updatedAt"].as_str());
     // An x25519 key is a record of its own.
-    let (status, x) = post(Some(&owner), json!({"keyType": "x25519", "publicKey": "ab".repeat(32)})).await;
+    let (status, x) = post_key(&broker, Some(&owner), json!({"keyType": "x25519", "publicKey": "ab".repeat(32)})).await;
     assert_eq!(status, 201);
     assert_ne!(x["id"], first["id"]);
+}
 
-    // Refusals name the field and store nothing.
+/// `POST /encryption/keys` as the holder of `key`.
+async fn post_key(broker: &Broker, key: Option<&str>, body: Value) -> (u16, Value) {
+    broker.send("POST", "/api/v1/encryption/keys", key, Some(body)).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_encryption_key_refused_names_its_field_and_stores_nothing() {
+    let broker = Broker::start("encryption-refusals", &[]);
+    let owner = broker.sign_in("0.0.1001").await;
+    let (compressed, _) = secp256k1(5);
     let stored = broker.rows("encryption_keys");
     for (body, field) in [
         (json!({"keyType": "rsa", "publicKey": compressed}), "keyType"),
@@ -65,17 +70,24 @@ async fn encryption_keys_are_normalised_idempotent_and_bound_to_their_owner() {
         (json!({"keyType": "secp256k1", "publicKey": compressed, "uaid": "not-a-uaid"}), "uaid"),
         (json!({"keyType": "secp256k1", "publicKey": compressed, "colour": "red"}), "colour"),
     ] {
-        let (status, refusal) = post(Some(&owner), body.clone()).await;
+        let (status, refusal) = post_key(&broker, Some(&owner), body.clone()).await;
         assert_eq!((status, refusal["parameter"].as_str()), (400, Some(field)), "{body}: {refusal}");
     }
     assert_eq!(broker.rows("encryption_keys"), stored);
+}
 
-    // Another account's key, an agent someone else registered, an agent
-    // nobody registered here: 403, 403, 404.
-    let (status, _) =
-        post(Some(&other), json!({"keyType": "secp256k1", "publicKey": compressed, "ledgerAccountId": "0.0.1001"}))
-            .await;
-    assert_eq!(status, 403);
+/// Another account's key, an agent someone else registered, an agent
+/// nobody registered here: 403, 403, 404; an agent's own key is its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_encryption_key_is_bound_to_its_account_or_its_agent() {
+    let broker = Broker::start("encryption-owners", &[]);
+    let owner = broker.sign_in("0.0.1001").await;
+    let other = broker.sign_in("0.0.1002").await;
+    let (compressed, _) = secp256k1(5);
+    let body = json!({"keyType": "secp256k1", "publicKey": compressed});
+    let (_, first) = post_key(&broker, Some(&owner), body.clone()).await;
+    let foreign = json!({"keyType": "secp256k1", "publicKey": compressed, "ledgerAccountId": "0.0.1001"});
+    assert_eq!(post_key(&broker, Some(&other), foreign).await.0, 403);
     let registration = json!({
         "profile": {"version": "1.0", "type": 1, "display_name": "Key Keeper", "bio": "keeps keys",
                     "aiAgent": {"type": 1, "model": "gpt-4o", "capabilities": [0]}},
@@ -85,13 +97,13 @@ async fn encryption_keys_are_normalised_idempotent_and_bound_to_their_owner() {
     assert_eq!(status, 200, "{created}");
     let uaid = created["uaid"].as_str().unwrap();
     let for_agent = json!({"keyType": "secp256k1", "publicKey": compressed, "uaid": uaid});
-    let (status, agent_key) = post(Some(&owner), for_agent.clone()).await;
+    let (status, agent_key) = post_key(&broker, Some(&owner), for_agent.clone()).await;
     assert_eq!((status, &agent_key["uaid"], &agent_key["ledgerAccountId"]), (201, &json!(uaid), &Value::Null));
     assert_ne!(agent_key["id"], first["id"], "an agent's key is not its owner's");
-    assert_eq!(post(Some(&other), for_agent).await.0, 403);
+    assert_eq!(post_key(&broker, Some(&other), for_agent).await.0, 403);
     let built = generator::broker::load(&tests::workspace_root().join("datasets/broker")).unwrap();
     let unregistered = json!({"keyType": "secp256k1", "publicKey": compressed, "uaid": built.agents[0].uaid});
-    assert_eq!(post(Some(&owner), unregistered).await.0, 404);
+    assert_eq!(post_key(&broker, Some(&owner), unregistered).await.0, 404);
     // x-account-id naming an account the key does not control: 403.
     let (status, _) = tests::live::call(
         &broker.client,

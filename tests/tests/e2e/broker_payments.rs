@@ -80,43 +80,63 @@ async fn state_becomes(broker: &Broker, purchase: &str, expected: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_hbar_purchase_is_signed_by_the_wallet_and_credited_once_when_the_mirror_shows_it() {
-    let mirror = MirrorServer::start(Default::default(), Duration::ZERO).await;
-    for account in ["0.0.1001", "0.0.1002", "0.0.1004"] {
-        known(&mirror, account);
-    }
-    let nodes = NODES.join(",");
-    let mut broker = Broker::start(
-        "payments-native",
-        &[
-            "--mirror-url",
-            &mirror.url(),
-            "--treasury-account",
-            TREASURY,
-            "--ledger-node",
-            &nodes,
-            "--purchase-watch-ms",
-            "100",
-            "--purchase-grace-secs",
-            "0",
-            "--operator-key",
-            OPERATOR,
-        ],
-    );
-    let path = "/api/v1/credits/payments/native/intent";
-    let buyer = broker.sign_in("0.0.1001").await;
-    let ecdsa = broker.sign_in("0.0.1004").await;
+const NATIVE_INTENT: &str = "/api/v1/credits/payments/native/intent";
 
-    // Refusals: no key, another's account, no amount, bad amounts, an
-    // account that cannot pay HBAR. Nothing is stored.
+/// A mirror node and the small network behind it, which know the dev
+/// accounts 0.0.1001 (ED25519, `buyer`), 0.0.1002 and 0.0.1004 (ECDSA,
+/// `ecdsa`); an api selling credits for HBAR paid to the treasury, its
+/// watcher looking every 100 ms.
+struct Native {
+    mirror: MirrorServer,
+    broker: Broker,
+    buyer: String,
+    ecdsa: String,
+}
+
+impl Native {
+    async fn start(label: &str) -> Native {
+        let mirror = MirrorServer::start(Default::default(), Duration::ZERO).await;
+        for account in ["0.0.1001", "0.0.1002", "0.0.1004"] {
+            known(&mirror, account);
+        }
+        let (url, nodes) = (mirror.url(), NODES.join(","));
+        let flags = ["--mirror-url", &url, "--treasury-account", TREASURY, "--ledger-node", &nodes];
+        let watch = ["--purchase-watch-ms", "100", "--purchase-grace-secs", "0", "--operator-key", OPERATOR];
+        let broker = Broker::start(label, &[&flags[..], &watch].concat());
+        let buyer = broker.sign_in("0.0.1001").await;
+        let ecdsa = broker.sign_in("0.0.1004").await;
+        Native { mirror, broker, buyer, ecdsa }
+    }
+
+    /// An intent opened by the holder of `key` for `body`.
+    async fn intent(&self, key: &str, body: Value) -> Value {
+        let (status, intent) = self.broker.send("POST", NATIVE_INTENT, Some(key), Some(body)).await;
+        assert_eq!(status, 200, "{intent}");
+        intent
+    }
+
+    /// `transaction` (bytes, base64) signed with the dev `account`'s key
+    /// and submitted to the network: its answer.
+    fn pay(&self, transaction: &str, account: &str) -> Result<(), &'static str> {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(transaction).unwrap();
+        let key = key_for(DEV_KEYS, account).unwrap();
+        network::submit(&self.mirror, &NODES, &network::sign(&bytes, &key), now())
+    }
+}
+
+/// Refusals: no key, another's account, no amount, bad amounts, an
+/// account that cannot pay HBAR. Nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_hbar_intent_refused_stores_nothing() {
+    let native = Native::start("payments-native-refusals").await;
+    let buyer = native.buyer.as_str();
     let cases: [(Option<&str>, Value, u16, &str); 7] = [
         (None, json!({"credits": 10}), 401, "auth_required"),
-        (Some(&buyer), json!({"credits": 10, "accountId": "0.0.1002"}), 403, "forbidden"),
-        (Some(&buyer), json!({}), 400, "invalid_body"),
-        (Some(&buyer), json!({"credits": 0}), 400, "invalid_body"),
-        (Some(&buyer), json!({"hbarAmount": 0.123456789}), 400, "invalid_body"),
-        (Some(&buyer), json!({"credits": 10, "payerKey": "302e…"}), 400, "invalid_body"),
+        (Some(buyer), json!({"credits": 10, "accountId": "0.0.1002"}), 403, "forbidden"),
+        (Some(buyer), json!({}), 400, "invalid_body"),
+        (Some(buyer), json!({"credits": 0}), 400, "invalid_body"),
+        (Some(buyer), json!({"hbarAmount": 0.123456789}), 400, "invalid_body"),
+        (Some(buyer), json!({"credits": 10, "payerKey": "302e…"}), 400, "invalid_body"),
         (
             Some(OPERATOR),
             json!({"credits": 10, "accountId": format!("0x{}", "ab".repeat(20))}),
@@ -125,14 +145,18 @@ async fn an_hbar_purchase_is_signed_by_the_wallet_and_credited_once_when_the_mir
         ),
     ];
     for (key, body, status, code) in cases {
-        let (got, answer) = broker.send("POST", path, key, Some(body.clone())).await;
+        let (got, answer) = native.broker.send("POST", NATIVE_INTENT, key, Some(body.clone())).await;
         assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{body}: {answer}");
     }
-    assert_eq!(broker.rows("payment_intents"), 0);
+    assert_eq!(native.broker.rows("payment_intents"), 0);
+}
 
-    // The intent: every field of the hosted schema, and nothing else.
-    let (status, intent) = broker.send("POST", path, Some(&buyer), Some(json!({"credits": 250}))).await;
-    assert_eq!(status, 200, "{intent}");
+/// The intent: every field of the hosted schema, and nothing else,
+/// pending until paid; HBAR listed as the one provider.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_hbar_intent_holds_the_hosted_schemas_fields() {
+    let native = Native::start("payments-native-intent").await;
+    let intent = native.intent(&native.buyer, json!({"credits": 250})).await;
     let expected: BTreeSet<String> = [
         "transaction",
         "transactionId",
@@ -161,51 +185,66 @@ async fn an_hbar_purchase_is_signed_by_the_wallet_and_credited_once_when_the_mir
         (&intent["hbarAmount"], &intent["network"], &intent["centsPerHbar"]),
         (&json!(2.5), &json!("testnet"), &json!(17.0))
     );
-    let purchase = intent["purchaseId"].as_str().unwrap().to_string();
-    assert_eq!(intent_state(&broker, &purchase), "pending");
+    assert_eq!(intent_state(&native.broker, intent["purchaseId"].as_str().unwrap()), "pending");
+    let (_, providers) = native.broker.send("GET", "/api/v1/credits/providers", None, None).await;
+    assert_eq!(
+        providers,
+        json!({"providers": [{"name": "hbar", "publishableKey": "", "currency": "HBAR", "centsPerHbar": 17.0}]})
+    );
+}
 
-    // The wallet (the Hiero JS SDK) reads the transfer the intent says and
-    // signs it; the network refuses the unsigned bytes, takes the signed.
+/// The wallet (the Hiero JS SDK) reads the transfer the intent says and
+/// signs it; the network refuses the unsigned bytes and takes the signed
+/// once; seen on the mirror node, it is credited once, with the
+/// transaction's id, also across a restart. One never paid waits within
+/// its window, then expires.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_hbar_purchase_signed_by_the_wallet_is_credited_once() {
+    let mut native = Native::start("payments-native").await;
+    let (buyer, mirror) = (native.buyer.clone(), &native.mirror);
+    let intent = native.intent(&buyer, json!({"credits": 250})).await;
     let wallet = tests::reference_client("wallet.mjs", &[&intent.to_string(), &private_key("0.0.1001")]).await;
     let read = &wallet["sign"]["value"]["read"];
-    assert_eq!(read["nodes"], json!(NODES), "{read}");
-    assert_eq!(read["validSeconds"], json!(180));
+    assert_eq!((&read["nodes"], &read["validSeconds"]), (&json!(NODES), &json!(180)), "{read}");
     let signed =
         base64::engine::general_purpose::STANDARD.decode(wallet["sign"]["value"]["signed"].as_str().unwrap()).unwrap();
     let unsigned = base64::engine::general_purpose::STANDARD.decode(intent["transaction"].as_str().unwrap()).unwrap();
-    assert_eq!(network::submit(&mirror, &NODES, &unsigned, now()), Err("INVALID_SIGNATURE"));
-    assert_eq!(network::submit(&mirror, &NODES, &signed, now()), Ok(()));
-    assert_eq!(network::submit(&mirror, &NODES, &signed, now()), Err("DUPLICATE_TRANSACTION"));
+    assert_eq!(network::submit(mirror, &NODES, &unsigned, now()), Err("INVALID_SIGNATURE"));
+    assert_eq!(network::submit(mirror, &NODES, &signed, now()), Ok(()));
+    assert_eq!(network::submit(mirror, &NODES, &signed, now()), Err("DUPLICATE_TRANSACTION"));
 
-    // Seen on the mirror node: credited once, with the transaction's id.
-    balance_becomes(&broker, &buyer, 250).await;
-    state_becomes(&broker, &purchase, "completed").await;
-    let (_, list) = broker.send("GET", "/api/v1/credits/transactions?type=purchase", Some(&buyer), None).await;
+    let purchase = intent["purchaseId"].as_str().unwrap();
+    balance_becomes(&native.broker, &buyer, 250).await;
+    state_becomes(&native.broker, purchase, "completed").await;
+    let (_, list) = native.broker.send("GET", "/api/v1/credits/transactions?type=purchase", Some(&buyer), None).await;
     // The mirror's form of the id: 0.0.1001@s.n is 0.0.1001-s-n.
     let (payer, time) = intent["transactionId"].as_str().unwrap().split_once('@').unwrap();
-    let mirror_id = format!("{payer}-{}", time.replace('.', "-"));
     assert_eq!(list["transactions"].as_array().unwrap().len(), 1, "{list}");
-    assert_eq!(list["transactions"][0]["externalReference"], json!(mirror_id));
+    assert_eq!(list["transactions"][0]["externalReference"], json!(format!("{payer}-{}", time.replace('.', "-"))));
     assert_eq!(list["transactions"][0]["amount"], json!(250));
 
-    // One never paid waits, pending, within its window.
-    let (_, unpaid) = broker.send("POST", path, Some(&buyer), Some(json!({"credits": 5}))).await;
-    let unpaid_id = unpaid["purchaseId"].as_str().unwrap().to_string();
-
+    let unpaid = native.intent(&buyer, json!({"credits": 5})).await["purchaseId"].as_str().unwrap().to_string();
     // Killed and started again, the api pays nothing twice: once its
     // watcher has looked at the mirror node again, the purchase is one.
-    broker.restart(&[]);
-    watcher_looked(&mirror).await;
-    assert_eq!(intent_state(&broker, &unpaid_id), "pending", "within its window it waits");
+    native.broker.restart(&[]);
+    watcher_looked(&native.mirror).await;
+    let broker = &native.broker;
+    assert_eq!(intent_state(broker, &unpaid), "pending", "within its window it waits");
     assert_eq!(broker.balance(&buyer).await, 250);
-    let purchases: i64 = broker
-        .store()
-        .query_row("SELECT COUNT(*) FROM credit_transactions WHERE kind = 'purchase'", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(purchases, 1);
+    let purchases = "SELECT COUNT(*) FROM credit_transactions WHERE kind = 'purchase'";
+    assert_eq!(broker.store().query_row(purchases, [], |r| r.get::<_, i64>(0)).unwrap(), 1);
+    // Once its window and grace have passed.
+    broker.store().execute("UPDATE payment_intents SET expires_at = 0 WHERE id = ?1", [&unpaid]).unwrap();
+    state_becomes(broker, &unpaid, "expired").await;
+    assert_eq!(broker.balance(&buyer).await, 250);
+}
 
-    // A transfer that pays the treasury less than the intent fails it.
-    let (_, short) = broker.send("POST", path, Some(&buyer), Some(json!({"hbarAmount": 1.5}))).await;
+/// A transfer that pays the treasury less than the intent fails it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transfer_short_of_its_intent_fails_it() {
+    let native = Native::start("payments-native-short").await;
+    let before = native.broker.balance(&native.buyer).await;
+    let short = native.intent(&native.buyer, json!({"hbarAmount": 1.5})).await;
     assert_eq!((&short["credits"], &short["tinybarAmount"]), (&json!(150), &json!(150_000_000)));
     let short_bytes = base64::engine::general_purpose::STANDARD.decode(short["transaction"].as_str().unwrap()).unwrap();
     let mut list: api::broker::hapi::TransactionList = prost::Message::decode(short_bytes.as_slice()).unwrap();
@@ -219,71 +258,90 @@ async fn an_hbar_purchase_is_signed_by_the_wallet_and_credited_once_when_the_mir
         one.body_bytes = prost::Message::encode_to_vec(&body);
         transaction.signed_transaction_bytes = prost::Message::encode_to_vec(&one);
     }
-    let key = key_for(DEV_KEYS, "0.0.1001").unwrap();
-    let edited = network::sign(&prost::Message::encode_to_vec(&list), &key);
-    assert_eq!(network::submit(&mirror, &NODES, &edited, now()), Ok(()));
+    let edited = base64::engine::general_purpose::STANDARD.encode(prost::Message::encode_to_vec(&list));
+    assert_eq!(native.pay(&edited, "0.0.1001"), Ok(()));
     let short_id = short["purchaseId"].as_str().unwrap();
-    state_becomes(&broker, short_id, "failed:the treasury received 1000 of 150000000 tinybars").await;
-
-    // An ECDSA account signs the same way (keccak256 of the body).
-    let (_, by_ecdsa) = broker.send("POST", path, Some(&ecdsa), Some(json!({"credits": 40}))).await;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(by_ecdsa["transaction"].as_str().unwrap()).unwrap();
-    let ecdsa_key = key_for(DEV_KEYS, "0.0.1004").unwrap();
-    assert_eq!(network::submit(&mirror, &NODES, &network::sign(&bytes, &ecdsa_key), now()), Ok(()));
-    balance_becomes(&broker, &ecdsa, 40).await;
-
-    // The one never paid expires once its window and grace have passed.
-    broker.store().execute("UPDATE payment_intents SET expires_at = 0 WHERE id = ?1", [&unpaid_id]).unwrap();
-    state_becomes(&broker, &unpaid_id, "expired").await;
-    assert_eq!(broker.balance(&buyer).await, 250);
-
-    let (_, providers) = broker.send("GET", "/api/v1/credits/providers", None, None).await;
-    assert_eq!(
-        providers,
-        json!({"providers": [{"name": "hbar", "publishableKey": "", "currency": "HBAR", "centsPerHbar": 17.0}]})
-    );
+    state_becomes(&native.broker, short_id, "failed:the treasury received 1000 of 150000000 tinybars").await;
+    assert_eq!(native.broker.balance(&native.buyer).await, before);
 }
 
+/// An ECDSA account signs the same way (keccak256 of the body).
 #[tokio::test(flavor = "multi_thread")]
-async fn a_card_purchase_is_made_once_per_key_and_credited_by_the_signed_webhook() {
-    let provider = CardProvider::start("sk_test_almanac").await;
-    let secret = "whsec_almanac";
-    let url = provider.url();
-    let broker = Broker::start(
-        "payments-card",
-        &[
-            "--card-provider-url",
-            &url,
-            "--card-secret-key",
-            "sk_test_almanac",
-            "--card-publishable-key",
-            "pk_test_almanac",
-            "--card-webhook-secret",
-            secret,
-        ],
-    );
-    let path = "/api/v1/credits/payments/intent";
-    let buyer = broker.sign_in("0.0.1001").await;
-    // Dev accounts are granted credits at their first sign-in.
-    let granted = broker.balance(&buyer).await;
+async fn an_ecdsa_account_pays_the_same_way() {
+    let native = Native::start("payments-native-ecdsa").await;
+    let intent = native.intent(&native.ecdsa, json!({"credits": 40})).await;
+    assert_eq!(native.pay(intent["transaction"].as_str().unwrap(), "0.0.1004"), Ok(()));
+    balance_becomes(&native.broker, &native.ecdsa, 40).await;
+}
 
+const CARD_INTENT: &str = "/api/v1/credits/payments/intent";
+const WEBHOOK_SECRET: &str = "whsec_almanac";
+const SUCCEEDED: &str = "payment_intent.succeeded";
+
+/// A small Stripe-compatible provider and an api selling credits through
+/// it; `buyer` is 0.0.1001, granted `granted` credits at its sign-in.
+struct Card {
+    provider: CardProvider,
+    broker: Broker,
+    buyer: String,
+    granted: i64,
+}
+
+impl Card {
+    async fn start(label: &str) -> Card {
+        let provider = CardProvider::start("sk_test_almanac").await;
+        let url = provider.url();
+        let keys = ["--card-secret-key", "sk_test_almanac", "--card-publishable-key", "pk_test_almanac"];
+        let flags = [&["--card-provider-url", &url][..], &keys, &["--card-webhook-secret", WEBHOOK_SECRET]].concat();
+        let broker = Broker::start(label, &flags);
+        let buyer = broker.sign_in("0.0.1001").await;
+        let granted = broker.balance(&buyer).await;
+        Card { provider, broker, buyer, granted }
+    }
+
+    /// An intent the buyer opens for `body`.
+    async fn intent(&self, body: Value) -> Value {
+        let (status, intent) = self.broker.send("POST", CARD_INTENT, Some(&self.buyer), Some(body)).await;
+        assert_eq!(status, 200, "{intent}");
+        intent
+    }
+
+    /// The provider's `event` for intent `id`, signed by `secret` at `at`,
+    /// sent to the api's webhook.
+    async fn event(&self, event: &str, id: &str, secret: &str, at: i64) -> (u16, Value) {
+        let webhook = self.broker.api.url("/api/v1/credits/payments/webhook");
+        self.provider.send_event(&webhook, event, id, secret, at).await
+    }
+}
+
+/// Refusals store nothing, here or at the provider.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_card_intent_refused_is_made_nowhere() {
+    let card = Card::start("payments-card-refusals").await;
+    let buyer = Some(card.buyer.as_str());
     for (key, body, status, code) in [
         (None, json!({"amount": 500}), 401, "auth_required"),
-        (Some(&buyer), json!({}), 400, "invalid_body"),
-        (Some(&buyer), json!({"amount": 40}), 400, "amount_out_of_range"),
-        (Some(&buyer), json!({"amount": 500, "currency": "eur"}), 400, "unsupported_currency"),
-        (Some(&buyer), json!({"amount": 500, "credits": 1}), 400, "invalid_body"),
-        (Some(&buyer), json!({"amount": 500, "metadata": {"k": {"nested": 1}}}), 400, "invalid_body"),
-        (Some(&buyer), json!({"amount": 500, "customerId": "cus_missing"}), 400, "payment_provider_refused"),
+        (buyer, json!({}), 400, "invalid_body"),
+        (buyer, json!({"amount": 40}), 400, "amount_out_of_range"),
+        (buyer, json!({"amount": 500, "currency": "eur"}), 400, "unsupported_currency"),
+        (buyer, json!({"amount": 500, "credits": 1}), 400, "invalid_body"),
+        (buyer, json!({"amount": 500, "metadata": {"k": {"nested": 1}}}), 400, "invalid_body"),
+        (buyer, json!({"amount": 500, "customerId": "cus_missing"}), 400, "payment_provider_refused"),
     ] {
-        let (got, answer) = broker.send("POST", path, key.map(String::as_str), Some(body.clone())).await;
+        let (got, answer) = card.broker.send("POST", CARD_INTENT, key, Some(body.clone())).await;
         assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{body}: {answer}");
     }
-    assert_eq!((broker.rows("payment_intents"), provider.intents()), (0, 0));
+    assert_eq!((card.broker.rows("payment_intents"), card.provider.intents()), (0, 0));
+}
 
+/// The intent holds the hosted schema's fields; metadata the client sends
+/// cannot pose as the broker's own; the same key gives the same intent,
+/// made once, and another amount under it is 409.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_card_intent_is_made_once_per_idempotency_key() {
+    let card = Card::start("payments-card-intent").await;
     let body = json!({"amount": 500, "idempotencyKey": "order-1", "metadata": {"accountId": "0.0.9", "order": 1}});
-    let (status, intent) = broker.send("POST", path, Some(&buyer), Some(body.clone())).await;
-    assert_eq!(status, 200, "{intent}");
+    let intent = card.intent(body.clone()).await;
     let allowed: BTreeSet<String> = [
         "success",
         "provider",
@@ -305,50 +363,53 @@ async fn a_card_purchase_is_made_once_per_key_and_credited_by_the_signed_webhook
         (&intent["credits"], &intent["provider"], &intent["publishableKey"], &intent["status"]),
         (&json!(2941), &json!("stripe"), &json!("pk_test_almanac"), &json!("requires_payment_method"))
     );
-    let id = intent["intentId"].as_str().unwrap().to_string();
-    // Metadata the client sends cannot pose as the broker's own.
-    let held = provider.intent(&id);
+    let held = card.provider.intent(intent["intentId"].as_str().unwrap());
     assert_eq!((&held["metadata"]["accountId"], &held["metadata"]["order"]), (&json!("0.0.1001"), &json!("1")));
-
-    // The same key: the same intent, made once. Another amount: 409.
-    let (_, again) = broker.send("POST", path, Some(&buyer), Some(body)).await;
-    assert_eq!((again, provider.intents()), (intent.clone(), 1));
-    let (status, conflict) =
-        broker.send("POST", path, Some(&buyer), Some(json!({"amount": 600, "idempotencyKey": "order-1"}))).await;
+    assert_eq!((card.intent(body).await, card.provider.intents()), (intent, 1));
+    let conflict = json!({"amount": 600, "idempotencyKey": "order-1"});
+    let (status, conflict) = card.broker.send("POST", CARD_INTENT, Some(&card.buyer), Some(conflict)).await;
     assert_eq!((status, &conflict["code"]), (409, &json!("idempotency_conflict")));
-
-    // The webhook: a bad signature or a stale one changes nothing; the
-    // good one credits once, however often it comes.
-    let webhook = broker.api.url("/api/v1/credits/payments/webhook");
-    let succeeded = "payment_intent.succeeded";
-    let (status, answer) = provider.send_event(&webhook, succeeded, &id, "whsec_other", now()).await;
-    assert_eq!((status, &answer["code"]), (400, &json!("invalid_signature")));
-    let (status, _) = provider.send_event(&webhook, succeeded, &id, secret, now() - 3600).await;
-    assert_eq!(status, 400);
-    assert_eq!(broker.balance(&buyer).await, granted);
-    for _ in 0..2 {
-        let (status, answer) = provider.send_event(&webhook, succeeded, &id, secret, now()).await;
-        assert_eq!((status, &answer["status"]), (200, &json!("completed")), "{answer}");
-    }
-    assert_eq!(broker.balance(&buyer).await, granted + 2941);
-    let (_, list) = broker.send("GET", "/api/v1/credits/transactions?type=purchase", Some(&buyer), None).await;
-    assert_eq!(list["transactions"].as_array().unwrap().len(), 1, "{list}");
-    assert_eq!(list["transactions"][0]["externalReference"], json!(id));
-
-    // A canceled intent fails; an intent not made here is acknowledged and
-    // ignored (the provider would retry anything else).
-    let (_, second) = broker.send("POST", path, Some(&buyer), Some(json!({"amount": 100}))).await;
-    let second_id = second["intentId"].as_str().unwrap();
-    let (status, answer) = provider.send_event(&webhook, "payment_intent.canceled", second_id, secret, now()).await;
-    assert_eq!((status, &answer["status"]), (200, &json!("failed")));
-    let (status, answer) = provider.send_event(&webhook, succeeded, "pi_elsewhere", secret, now()).await;
-    assert_eq!((status, &answer["handled"]), (200, &json!(false)));
-    let (_, providers) = broker.send("GET", "/api/v1/credits/providers", None, None).await;
+    let (_, providers) = card.broker.send("GET", "/api/v1/credits/providers", None, None).await;
     assert_eq!(
         providers,
         json!({"providers": [{"name": "stripe", "publishableKey": "pk_test_almanac", "currency": "usd"}]})
     );
-    assert_eq!(broker.balance(&buyer).await, granted + 2941);
+}
+
+/// The webhook: a bad signature or a stale one changes nothing; the good
+/// one credits once, however often it comes.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_signed_webhook_credits_a_card_purchase_once() {
+    let card = Card::start("payments-card-webhook").await;
+    let intent = card.intent(json!({"amount": 500})).await;
+    let id = intent["intentId"].as_str().unwrap();
+    let (status, answer) = card.event(SUCCEEDED, id, "whsec_other", now()).await;
+    assert_eq!((status, &answer["code"]), (400, &json!("invalid_signature")));
+    assert_eq!(card.event(SUCCEEDED, id, WEBHOOK_SECRET, now() - 3600).await.0, 400);
+    assert_eq!(card.broker.balance(&card.buyer).await, card.granted);
+    for _ in 0..2 {
+        let (status, answer) = card.event(SUCCEEDED, id, WEBHOOK_SECRET, now()).await;
+        assert_eq!((status, &answer["status"]), (200, &json!("completed")), "{answer}");
+    }
+    assert_eq!(card.broker.balance(&card.buyer).await, card.granted + 2941);
+    let purchases = "/api/v1/credits/transactions?type=purchase";
+    let (_, list) = card.broker.send("GET", purchases, Some(&card.buyer), None).await;
+    assert_eq!(list["transactions"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["transactions"][0]["externalReference"], json!(id));
+}
+
+/// A canceled intent fails; an intent not made here is acknowledged and
+/// ignored (the provider would retry anything else). Neither credits.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_canceled_card_intent_fails_and_a_foreign_one_is_ignored() {
+    let card = Card::start("payments-card-canceled").await;
+    let intent = card.intent(json!({"amount": 100})).await;
+    let (status, answer) =
+        card.event("payment_intent.canceled", intent["intentId"].as_str().unwrap(), WEBHOOK_SECRET, now()).await;
+    assert_eq!((status, &answer["status"]), (200, &json!("failed")));
+    let (status, answer) = card.event(SUCCEEDED, "pi_elsewhere", WEBHOOK_SECRET, now()).await;
+    assert_eq!((status, &answer["handled"]), (200, &json!(false)));
+    assert_eq!(card.broker.balance(&card.buyer).await, card.granted);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,13 +3,13 @@
 //! runs that rewrite only changed files.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hcs20::Topics;
 use reqwest::StatusCode;
 use shared::manifest::Manifest;
-use tests::datagen::random_corpus_scaled;
+use tests::datagen::{random_corpus_scaled, Corpus};
 const SCALE: usize = 5_000;
 
 use tests::mirror::MirrorServer;
@@ -122,104 +122,117 @@ fn an_index_as_json_lines_builds_what_the_document_builds() {
     assert!(from_lines.routes.iter().filter(|e| e.route().starts_with("/api/v1/resolve/")).count() >= 300);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mirror_source_pages_resumes_retries_and_reports_missing_topics() {
-    let topics = Topics::MAINNET;
-    let first = random_corpus_scaled(3_000, SCALE, 11, topics);
-    let second = random_corpus_scaled(3_400, SCALE, 11, topics);
-    let mirror = MirrorServer::start(first.topic_messages().clone(), Duration::ZERO).await;
-    let root = TempDir::new("mirror");
-    let (site, data) = (root.path().join("site"), root.path().join("data"));
-    let url = mirror.url();
-    let run = |extra: &[&str]| {
-        let mut args: Vec<String> = [
-            "build",
-            "--site-dir",
-            site.to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--mirror",
-            url.as_str(),
-            "--mirror-concurrency",
-            "4",
-        ]
-        .map(String::from)
-        .to_vec();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        async move {
-            tokio::task::spawn_blocking(move || generator(&args.iter().map(String::as_str).collect::<Vec<_>>()))
-                .await
-                .unwrap()
-        }
-    };
+/// A mirror node on loopback serving a corpus of 3,000 messages
+/// (`first`), and a site the generator builds from it.
+struct Mirrored {
+    mirror: MirrorServer,
+    first: Corpus,
+    root: TempDir,
+}
 
-    // Paging: the whole corpus arrives, and gives the build the captured
-    // pages of the same corpus give.
-    let out = run(&[]).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let pages = TempDir::new("mirror-pages");
-    first.write_pages(pages.path(), false).unwrap();
-    let reference = TempDir::new("mirror-ref");
-    assert_eq!(current(&site).1.build, captured_build(pages.path(), reference.path()).build);
-    let requests = mirror.requests();
+impl Mirrored {
+    async fn start(label: &str) -> Mirrored {
+        let first = random_corpus_scaled(3_000, SCALE, 11, Topics::MAINNET);
+        let mirror = MirrorServer::start(first.topic_messages().clone(), Duration::ZERO).await;
+        Mirrored { mirror, first, root: TempDir::new(label) }
+    }
+
+    fn site(&self) -> PathBuf {
+        self.root.path().join("site")
+    }
+
+    /// A run of the generator over the mirror, with `extra` flags.
+    async fn run(&self, extra: &[&str]) -> std::process::Output {
+        let (site, data) = (self.site(), self.root.path().join("data"));
+        let args: Vec<String> = ["build", "--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()]
+            .into_iter()
+            .chain(["--mirror", self.mirror.url().as_str(), "--mirror-concurrency", "4"])
+            .chain(extra.iter().copied())
+            .map(String::from)
+            .collect();
+        tokio::task::spawn_blocking(move || generator(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap()
+    }
+
+    /// A run that succeeds.
+    async fn ran(&self) {
+        let out = self.run(&[]).await;
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// The build the captured pages of `corpus` give.
+fn captured(corpus: &Corpus) -> String {
+    let (pages, reference) = (TempDir::new("mirror-pages"), TempDir::new("mirror-ref"));
+    corpus.write_pages(pages.path(), false).unwrap();
+    captured_build(pages.path(), reference.path()).build
+}
+
+/// Paging: the whole corpus arrives, in pages of at most 100, and gives
+/// the build the captured pages of the same corpus give.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mirror_is_paged_into_the_build_its_captured_pages_give() {
+    let mirrored = Mirrored::start("mirror-paged").await;
+    mirrored.ran().await;
+    assert_eq!(current(&mirrored.site()).1.build, captured(&mirrored.first));
+    let requests = mirrored.mirror.requests();
     assert!(requests.len() >= 30, "3000 messages need at least 30 pages: {}", requests.len());
     for q in &requests {
         let limit: u64 = q.split("limit=").nth(1).and_then(|v| v.split('&').next()).unwrap().parse().unwrap();
         assert!(limit <= 100, "{q}");
     }
+}
 
-    // Cursor: the next run asks only for what follows what it has.
-    mirror.set_topics(second.topic_messages().clone());
-    let before = mirror.requests().len();
-    let out = run(&[]).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let new_requests = &mirror.requests()[before..];
-    for q in new_requests.iter().filter(|q| q.contains("order=asc")) {
+/// Cursor: the next run asks only for what follows what it has.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_later_run_asks_the_mirror_only_for_what_follows() {
+    let mirrored = Mirrored::start("mirror-cursor").await;
+    mirrored.ran().await;
+    let second = random_corpus_scaled(3_400, SCALE, 11, Topics::MAINNET);
+    mirrored.mirror.set_topics(second.topic_messages().clone());
+    let before = mirrored.mirror.requests().len();
+    mirrored.ran().await;
+    for q in mirrored.mirror.requests()[before..].iter().filter(|q| q.contains("order=asc")) {
         let topic: shared::entity::EntityId = q.split('?').next().unwrap().parse().unwrap();
-        let had = first.topic_messages()[&topic].len() as u64;
+        let had = mirrored.first.topic_messages()[&topic].len() as u64;
         // Our ranges say `gte:first`; the mirror's next links say `gt:last`.
         let bound = |op: &str| -> Option<u64> { q.split(op).nth(1)?.split('&').next()?.parse().ok() };
         let after =
             bound("sequencenumber=gte:").map(|first| first - 1).or_else(|| bound("sequencenumber=gt:")).unwrap();
         assert!(after >= had, "refetched what the warehouse has: {q} (had {had})");
     }
-    let pages2 = TempDir::new("mirror-pages2");
-    second.write_pages(pages2.path(), false).unwrap();
-    let reference2 = TempDir::new("mirror-ref2");
-    assert_eq!(current(&site).1.build, captured_build(pages2.path(), reference2.path()).build);
+    assert_eq!(current(&mirrored.site()).1.build, captured(&second));
+}
 
-    // Retries: 503s and 429s are retried and the run succeeds.
+/// 503s and 429s are retried and the run succeeds, within a bound: a
+/// mirror that keeps failing fails the run, and the live build stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn mirror_failures_are_retried_within_a_bound() {
+    let mirrored = Mirrored::start("mirror-retries").await;
     for status in [StatusCode::SERVICE_UNAVAILABLE, StatusCode::TOO_MANY_REQUESTS] {
-        mirror.fail_next(3, status);
-        let out = run(&[]).await;
-        assert!(out.status.success(), "{status}: {}", String::from_utf8_lossy(&out.stderr));
+        mirrored.mirror.fail_next(3, status);
+        mirrored.ran().await;
     }
-    // ...within a bound: a mirror that keeps failing fails the run, and the
-    // live build stays.
-    let live = current(&site).1.build;
-    mirror.fail_next(1_000, StatusCode::INTERNAL_SERVER_ERROR);
-    let out = run(&["--mirror-attempts", "2"]).await;
+    let live = current(&mirrored.site()).1.build;
+    mirrored.mirror.fail_next(1_000, StatusCode::INTERNAL_SERVER_ERROR);
+    let out = mirrored.run(&["--mirror-attempts", "2"]).await;
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("giving up after 2 attempts"));
-    assert_eq!(current(&site).1.build, live);
-    mirror.fail_next(0, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(current(&mirrored.site()).1.build, live);
+}
 
-    // A topic the registry announces but the mirror does not know is an
-    // error naming it, not a silent skip.
-    let mut missing = second.topic_messages().clone();
+/// A topic the registry announces but the mirror does not know is an
+/// error naming it, not a silent skip.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_the_mirror_does_not_know_fails_the_run_naming_it() {
+    let mirrored = Mirrored::start("mirror-missing").await;
+    let topics = Topics::MAINNET;
+    let mut missing = mirrored.first.topic_messages().clone();
     let gone = *missing.keys().find(|t| **t != topics.public && **t != topics.registry).unwrap();
     missing.remove(&gone);
-    mirror.set_topics(missing);
-    let fresh = TempDir::new("mirror-missing");
-    let out = generator(&[
-        "build",
-        "--site-dir",
-        fresh.path().join("site").to_str().unwrap(),
-        "--data-dir",
-        fresh.path().join("data").to_str().unwrap(),
-        "--mirror",
-        &url,
-    ]);
+    mirrored.mirror.set_topics(missing);
+    let out = mirrored.run(&[]).await;
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("topic {gone} does not exist")), "{stderr}");

@@ -104,11 +104,9 @@ async fn the_reference_client_chats_with_an_a2a_agent_by_uaid_and_by_url() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn replies_stream_as_server_sent_events_and_each_protocol_is_relayed() {
-    let (echo, old, plain) =
-        (Agent::start(Kind::Echo).await, Agent::start(Kind::V03).await, Agent::start(Kind::Plain).await);
-    let allowed = tests::allowing(&[&echo.url(), &old.url(), &plain.url()]);
-    let broker = Broker::start("chat-stream", &["--egress-allow", &allowed]);
+async fn replies_stream_as_server_sent_events_and_are_stored_once() {
+    let echo = Agent::start(Kind::Echo).await;
+    let broker = Broker::start("chat-stream", &["--egress-allow", &tests::allowing(&[&echo.url()])]);
     let key = broker.sign_in("0.0.1001").await;
     let uaid = register(&broker, &key, "Echo Stream", "a2a", &echo.url()).await;
     let (_, session) = open(&broker, json!({"uaid": uaid})).await;
@@ -141,8 +139,14 @@ async fn replies_stream_as_server_sent_events_and_each_protocol_is_relayed() {
     let body = json!({"sessionId": id, "message": "json please", "streaming": true});
     let (status, reply) = broker.send("POST", "/api/v1/chat/message", None, Some(body)).await;
     assert_eq!((status, &reply["message"]), (200, &json!("You said \"json please\" (2 words).")));
+}
 
-    // A2A 0.3, whole and streamed; a plain HTTP agent, which gets the history.
+/// A2A 0.3, whole and streamed; a plain HTTP agent, which gets the history.
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_0_3_and_plain_http_agents_are_relayed() {
+    let (old, plain) = (Agent::start(Kind::V03).await, Agent::start(Kind::Plain).await);
+    let broker = Broker::start("chat-protocols", &["--egress-allow", &tests::allowing(&[&old.url(), &plain.url()])]);
+    let key = broker.sign_in("0.0.1001").await;
     let (_, session) = open(&broker, json!({"agentUrl": old.url()})).await;
     let old_id = session["sessionId"].as_str().unwrap();
     assert_eq!(say(&broker, old_id, "old times").await.1["message"], json!("You said \"old times\" (2 words)."));
@@ -154,13 +158,18 @@ async fn replies_stream_as_server_sent_events_and_each_protocol_is_relayed() {
     say(&broker, plain_id, "first").await;
     let (_, reply) = say(&broker, plain_id, "second").await;
     assert_eq!(reply["rawResponse"]["turn"], json!(2), "the plain agent saw the first turn: {reply}");
-    // An agent reachable only over HCS-10 cannot be chatted with here.
+}
+
+/// An agent reachable only over HCS-10 cannot be chatted with here, and
+/// the build says so: search and the adapter details, from the table the
+/// relay dispatches on.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_agents_with_a_chat_protocol_are_offered_for_chat() {
+    let broker = Broker::start("chat-offered", &[]);
     let hcs10 = broker.send("GET", "/api/v1/search?protocols=hcs-10&limit=1", None, None).await.1;
     let hcs10 = hcs10["hits"][0]["uaid"].as_str().unwrap().to_string();
     let (status, answer) = open(&broker, json!({"uaid": hcs10})).await;
     assert_eq!((status, &answer["code"]), (422, &json!("chat_not_supported")), "{answer}");
-    // And the build says so: search and the adapter details, from the
-    // table the relay dispatches on.
     let (mut yes, mut no) = (0, 0);
     for page in 1..=4 {
         let (_, found) = broker.send("GET", &format!("/api/v1/search?limit=100&page={page}"), None, None).await;
@@ -337,125 +346,162 @@ async fn without_history_or_encryption_their_routes_are_503() {
     assert_eq!(broker.send("POST", &path, None, Some(body)).await.0, 503);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sessions_are_shared_by_visibility_and_invitation_and_sends_are_idempotent() {
-    let echo = Agent::start(Kind::Echo).await;
-    let broker = Broker::start("chat-members", &["--egress-allow", &tests::allowing(&[&echo.url()])]);
-    let owner = broker.sign_in("0.0.1001").await;
-    let other = broker.sign_in("0.0.1002").await;
-    let agent = register(&broker, &owner, "Shared Echo", "a2a", &echo.url()).await;
-    let sender = register(&broker, &owner, "My Assistant", "a2a", &echo.url()).await;
-    let guest = register(&broker, &other, "Guest Agent", "a2a", &echo.url()).await;
-    let (status, session) = broker
-        .send("POST", "/api/v1/chat/session", Some(&owner), Some(json!({"uaid": agent, "senderUaid": sender})))
-        .await;
-    assert_eq!(status, 200, "{session}");
-    let id = session["sessionId"].as_str().unwrap().to_string();
-    let enc = |s: &str| broker_site::render::segment(s);
-    let meta = format!("/api/v1/chat/session/{id}/meta");
-    let with_sender = format!("{meta}?senderUaid={}", enc(&sender));
+/// A private session that 0.0.1001 (`owner`) opened with its agent
+/// `agent` as its assistant `sender`; 0.0.1002 (`other`) registered
+/// `guest`. All three agents are the echo agent.
+struct Members {
+    broker: Broker,
+    _echo: Agent,
+    owner: String,
+    other: String,
+    agent: String,
+    sender: String,
+    guest: String,
+    id: String,
+}
 
-    // A private session's metadata: the member asking, signed in, owning it.
+impl Members {
+    async fn start(label: &str) -> Members {
+        let echo = Agent::start(Kind::Echo).await;
+        let broker = Broker::start(label, &["--egress-allow", &tests::allowing(&[&echo.url()])]);
+        let owner = broker.sign_in("0.0.1001").await;
+        let other = broker.sign_in("0.0.1002").await;
+        let agent = register(&broker, &owner, "Shared Echo", "a2a", &echo.url()).await;
+        let sender = register(&broker, &owner, "My Assistant", "a2a", &echo.url()).await;
+        let guest = register(&broker, &other, "Guest Agent", "a2a", &echo.url()).await;
+        let mut members = Members { broker, _echo: echo, owner, other, agent, sender, guest, id: String::new() };
+        members.id = members.open().await;
+        members
+    }
+
+    /// Another session of the owner's with its agent: its id.
+    async fn open(&self) -> String {
+        let body = json!({"uaid": self.agent, "senderUaid": self.sender});
+        let (status, session) = self.broker.send("POST", "/api/v1/chat/session", Some(&self.owner), Some(body)).await;
+        assert_eq!(status, 200, "{session}");
+        session["sessionId"].as_str().unwrap().to_string()
+    }
+
+    /// The owner makes session `id` public.
+    async fn publish(&self, id: &str) {
+        let body = json!({"senderUaid": self.sender, "visibility": "public"});
+        let (status, changed) =
+            self.broker.send("PATCH", &format!("/api/v1/chat/session/{id}"), Some(&self.owner), Some(body)).await;
+        assert_eq!((status, &changed["visibility"]), (200, &json!("public")), "{changed}");
+    }
+}
+
+/// `encodeURIComponent`, as the reference client encodes a query value.
+fn enc(text: &str) -> String {
+    broker_site::render::segment(text)
+}
+
+/// A private session's metadata: the member asking, signed in, owning it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_sessions_metadata_is_for_an_owned_member() {
+    let m = Members::start("chat-meta").await;
+    let meta = format!("/api/v1/chat/session/{}/meta", m.id);
+    let with_sender = format!("{meta}?senderUaid={}", enc(&m.sender));
     for (path, key, status) in [
         (meta.clone(), None, 400),
         (with_sender.clone(), None, 401),
-        (with_sender.clone(), Some(other.as_str()), 403),
-        (format!("{meta}?senderUaid={}", enc(&guest)), Some(other.as_str()), 403),
-        (with_sender.clone(), Some(owner.as_str()), 200),
+        (with_sender.clone(), Some(m.other.as_str()), 403),
+        (format!("{meta}?senderUaid={}", enc(&m.guest)), Some(m.other.as_str()), 403),
+        (with_sender.clone(), Some(m.owner.as_str()), 200),
         ("/api/v1/chat/session/sess_none/meta".to_string(), None, 404),
     ] {
-        let (got, answer) = broker.send("GET", &path, key, None).await;
+        let (got, answer) = m.broker.send("GET", &path, key, None).await;
         assert_eq!(got, status, "{path} {key:?}: {answer}");
     }
-    let (_, held) = broker.send("GET", &with_sender, Some(&owner), None).await;
+    let (_, held) = m.broker.send("GET", &with_sender, Some(&m.owner), None).await;
     let members: Vec<&str> = held["members"].as_array().unwrap().iter().map(|m| m["uaid"].as_str().unwrap()).collect();
     assert_eq!(members.len(), 2);
-    assert!(members.contains(&agent.as_str()) && members.contains(&sender.as_str()));
+    assert!(members.contains(&m.agent.as_str()) && members.contains(&m.sender.as_str()));
     assert_eq!((&held["visibility"], &held["title"]), (&json!("private"), &json!("Shared Echo")));
+}
 
-    // Visibility: only an owned member may change it.
-    let path = format!("/api/v1/chat/session/{id}");
-    let public = json!({"senderUaid": sender, "visibility": "public"});
+#[tokio::test(flavor = "multi_thread")]
+async fn only_an_owned_member_changes_a_sessions_visibility() {
+    let m = Members::start("chat-visibility").await;
+    let (path, meta) = (format!("/api/v1/chat/session/{}", m.id), format!("/api/v1/chat/session/{}/meta", m.id));
+    let public = json!({"senderUaid": m.sender, "visibility": "public"});
     for (key, body, status) in [
         (None, public.clone(), 401),
-        (Some(other.as_str()), public.clone(), 403),
-        (Some(owner.as_str()), json!({"senderUaid": sender, "visibility": "secret"}), 400),
-        (Some(owner.as_str()), json!({"senderUaid": "nope", "visibility": "public"}), 400),
+        (Some(m.other.as_str()), public.clone(), 403),
+        (Some(m.owner.as_str()), json!({"senderUaid": m.sender, "visibility": "secret"}), 400),
+        (Some(m.owner.as_str()), json!({"senderUaid": "nope", "visibility": "public"}), 400),
     ] {
-        let (got, answer) = broker.send("PATCH", &path, key, Some(body.clone())).await;
+        let (got, answer) = m.broker.send("PATCH", &path, key, Some(body.clone())).await;
         assert_eq!(got, status, "{body}: {answer}");
     }
-    assert_eq!(broker.send("GET", &meta, None, None).await.0, 400, "still private");
-    let (status, changed) = broker.send("PATCH", &path, Some(&owner), Some(public)).await;
-    assert_eq!((status, &changed["visibility"]), (200, &json!("public")));
-    assert_eq!(broker.send("GET", &meta, None, None).await.0, 200, "public: anyone reads it");
+    assert_eq!(m.broker.send("GET", &meta, None, None).await.0, 400, "still private");
+    m.publish(&m.id).await;
+    assert_eq!(m.broker.send("GET", &meta, None, None).await.0, 200, "public: anyone reads it");
+}
 
-    // A turn before the invite, then the guest invited to what follows.
-    say_as(&broker, Some(&owner), &id, "before the guest").await;
+/// A turn before the invite, then the guest invited to what follows.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_invited_since_the_invite_sees_only_what_follows() {
+    let m = Members::start("chat-invite").await;
+    let (broker, id) = (&m.broker, &m.id);
+    m.publish(id).await;
+    say_as(broker, Some(&m.owner), id, "before the guest").await;
     let invite = format!("/api/v1/chat/session/{id}/invite");
-    let body = json!({"senderUaid": sender, "uaid": guest, "historyScope": "since_invite"});
-    assert_eq!(broker.send("POST", &invite, Some(&other), Some(body.clone())).await.0, 403);
-    let (status, invited) = broker.send("POST", &invite, Some(&owner), Some(body)).await;
+    let body = json!({"senderUaid": m.sender, "uaid": m.guest, "historyScope": "since_invite"});
+    assert_eq!(broker.send("POST", &invite, Some(&m.other), Some(body.clone())).await.0, 403);
+    let (status, invited) = broker.send("POST", &invite, Some(&m.owner), Some(body)).await;
     assert_eq!((status, invited["members"].as_array().unwrap().len()), (200, 3), "{invited}");
-    say_as(&broker, Some(&owner), &id, "after the guest").await;
+    say_as(broker, Some(&m.owner), id, "after the guest").await;
     let history = |member: &str| format!("/api/v1/chat/session/{id}/history?senderUaid={}", enc(member));
-    let (_, all) = broker.send("GET", &history(&sender), None, None).await;
-    let (_, since) = broker.send("GET", &history(&guest), None, None).await;
+    let (_, all) = broker.send("GET", &history(&m.sender), None, None).await;
+    let (_, since) = broker.send("GET", &history(&m.guest), None, None).await;
     assert_eq!((all["history"].as_array().unwrap().len(), since["history"].as_array().unwrap().len()), (4, 2));
     assert_eq!(since["history"][0]["content"], json!("after the guest"));
     let stranger = "uaid:aid:stranger;uid=0;registry=x;proto=a2a";
     assert_eq!(broker.send("GET", &history(stranger), None, None).await.0, 403);
+}
 
-    // The public listing: paged by cursor, searched by id, member and title.
-    for _ in 0..2 {
-        let (_, more) = broker
-            .send("POST", "/api/v1/chat/session", Some(&owner), Some(json!({"uaid": agent, "senderUaid": sender})))
-            .await;
-        let more_id = more["sessionId"].as_str().unwrap();
-        let body = json!({"senderUaid": sender, "visibility": "public"});
-        assert_eq!(
-            broker.send("PATCH", &format!("/api/v1/chat/session/{more_id}"), Some(&owner), Some(body)).await.0,
-            200
-        );
+/// The public listing: paged by cursor, searched by id, member and title.
+#[tokio::test(flavor = "multi_thread")]
+async fn public_sessions_are_listed_by_cursor_and_searched() {
+    let m = Members::start("chat-public").await;
+    let broker = &m.broker;
+    let private = m.open().await;
+    for id in [m.id.clone(), m.open().await, m.open().await] {
+        m.publish(&id).await;
     }
     let (_, first) = broker.send("GET", "/api/v1/chat/public?limit=2", None, None).await;
-    let (_, second) = broker
-        .send(
-            "GET",
-            &format!("/api/v1/chat/public?limit=2&cursor={}", first["nextCursor"].as_str().unwrap()),
-            None,
-            None,
-        )
-        .await;
-    let ids: Vec<&str> = first["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(second["sessions"].as_array().unwrap())
-        .map(|s| s["sessionId"].as_str().unwrap())
-        .collect();
+    let next = format!("/api/v1/chat/public?limit=2&cursor={}", first["nextCursor"].as_str().unwrap());
+    let (_, second) = broker.send("GET", &next, None, None).await;
+    let sessions = first["sessions"].as_array().unwrap().iter().chain(second["sessions"].as_array().unwrap());
+    let ids: Vec<&str> = sessions.map(|s| s["sessionId"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 3, "{first} {second}");
-    assert!(second.get("nextCursor").is_none() && ids.contains(&id.as_str()));
-    for (q, found) in [(guest.as_str(), 1), ("shared echo", 3), ("SHARED", 3), (&id[5..15], 1), ("zzz", 0)] {
+    assert!(second.get("nextCursor").is_none() && ids.contains(&m.id.as_str()) && !ids.contains(&private.as_str()));
+    for (q, found) in [(m.sender.as_str(), 3), ("shared echo", 3), ("SHARED", 3), (&m.id[5..15], 1), ("zzz", 0)] {
         let (_, page) = broker.send("GET", &format!("/api/v1/chat/public?q={}", enc(q)), None, None).await;
         assert_eq!(page["sessions"].as_array().unwrap().len(), found, "{q}: {page}");
     }
     for query in ["limit=0", "limit=101", "cursor=@@", "limit=x"] {
         assert_eq!(broker.send("GET", &format!("/api/v1/chat/public?{query}"), None, None).await.0, 400, "{query}");
     }
+}
 
-    // A retried send with the same key: the first answer, one turn stored.
-    let before = messages(&broker);
+/// A retried send with the same key: the first answer, one turn stored;
+/// the key again with another message: refused, nothing sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retried_send_is_answered_once_and_a_reused_key_refused() {
+    let m = Members::start("chat-idempotent").await;
+    let (broker, id) = (&m.broker, &m.id);
+    let before = messages(broker);
     let body = json!({"sessionId": id, "message": "only once", "idempotencyKey": "retry-1"});
-    let (_, first) = broker.send("POST", "/api/v1/chat/message", Some(&owner), Some(body.clone())).await;
-    let (_, again) = broker.send("POST", "/api/v1/chat/message", Some(&owner), Some(body)).await;
+    let (_, first) = broker.send("POST", "/api/v1/chat/message", Some(&m.owner), Some(body.clone())).await;
+    let (_, again) = broker.send("POST", "/api/v1/chat/message", Some(&m.owner), Some(body)).await;
     assert_eq!(first, again);
-    assert_eq!(messages(&broker), before + 2);
-    // The key again with another message: refused, nothing sent.
+    assert_eq!(messages(broker), before + 2);
     let body = json!({"sessionId": id, "message": "something else", "idempotencyKey": "retry-1"});
-    let (status, answer) = broker.send("POST", "/api/v1/chat/message", Some(&owner), Some(body)).await;
+    let (status, answer) = broker.send("POST", "/api/v1/chat/message", Some(&m.owner), Some(body)).await;
     assert_eq!((status, &answer["code"]), (409, &json!("idempotency_key_reused")), "{answer}");
-    assert_eq!(messages(&broker), before + 2);
+    assert_eq!(messages(broker), before + 2);
 }
 
 /// A plain HTTP agent at `/chat` that answers with the `sessionId` it
@@ -503,7 +549,7 @@ async fn a_session_is_its_owners_and_an_anonymous_one_its_openers() {
         assert_eq!(broker.send("GET", &encryption, key, None).await.0, status, "{key:?}");
     }
     // A member named by someone who does not own it reads nothing private.
-    let as_agent = format!("{history}?senderUaid={}", broker_site::render::segment(&uaid));
+    let as_agent = format!("{history}?senderUaid={}", enc(&uaid));
     assert_eq!(broker.send("GET", &as_agent, Some(&other), None).await.0, 403);
     assert_eq!(broker.send("GET", &as_agent, None, None).await.0, 401);
     // Compaction asks for a key before anything else.
@@ -544,7 +590,6 @@ async fn routing_relays_one_message_and_keeps_a_bounded_connection() {
     let key = broker.sign_in("0.0.1001").await;
     let uaid = register(&broker, &key, "Routed Echo", "a2a", &echo.url()).await;
     let broken = register(&broker, &key, "Routed Garbage", "a2a", &garbage.url()).await;
-    let enc = |s: &str| broker_site::render::segment(s);
     let route = |uaid: &str| format!("/api/v1/route/{}", enc(uaid));
     let status = format!("/api/v1/uaids/connections/{}/status", enc(&uaid));
     assert_eq!(broker.send("GET", &status, None, None).await.1, json!({"connected": false}));
@@ -780,7 +825,7 @@ async fn a_model_routing_provider_agent_needs_a_payer_and_is_billed_from_usage()
     assert!(events.len() > 3, "streamed word by word");
     assert_eq!(broker.balance(&key).await, before - 2);
     // Routing does not bill, so it does not reach a metered agent.
-    let path = format!("/api/v1/route/{}", broker_site::render::segment(uaid));
+    let path = format!("/api/v1/route/{}", enc(uaid));
     let (status, answer) = broker.send("POST", &path, Some(&key), Some(json!({"message": "x"}))).await;
     assert_eq!((status, &answer["code"]), (422, &json!("routing_not_supported")));
 

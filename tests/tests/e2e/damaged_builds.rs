@@ -32,126 +32,163 @@ fn logged(log: &Path, text: &str) {
     });
 }
 
+/// The ledger at `corpus` grown to `messages`, built: the live build.
+fn grown(corpus: &Path, site: &Path, data: &Path, messages: usize) -> (PathBuf, Manifest) {
+    random_corpus_scaled(messages, 5_000, 11, Topics::MAINNET).write_pages(corpus, false).unwrap();
+    build(site, data, &["--ledger-dir", corpus.to_str().unwrap()]);
+    live(site)
+}
+
 /// A file of the build with enough bytes to damage, and its route.
 fn victim(manifest: &Manifest) -> &Entry {
     manifest.routes.iter().find(|e| e.route() == "/hcs20/stats").expect("a stats file")
 }
 
-#[test]
-fn damaged_builds_are_refused_and_never_carried_forward() {
-    let topics = Topics::MAINNET;
-    let root = TempDir::new("damage");
-    let corpus = root.path().join("corpus");
-    let (site, data) = (root.path().join("site"), root.path().join("data"));
-    let layout = Layout::new(&site, &data);
-    let grow = |messages: usize| {
-        random_corpus_scaled(messages, 5_000, 11, topics).write_pages(&corpus, false).unwrap();
-        build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
-        live(&site)
-    };
-    let (_, first) = grow(10_000);
-    let (second_dir, second) = grow(12_000);
-    let entry = victim(&second).clone();
-    let file = second_dir.join(entry.file());
-    let pristine = std::fs::read(&file).unwrap();
-    let outside = root.path().join("outside.json");
-    std::fs::write(&outside, &pristine).unwrap();
-    let snapshots = layout.snapshots();
-    let (first_snapshot, second_snapshot) = (snapshots.join(&first.snapshot), snapshots.join(&second.snapshot));
-    let second_snapshot_bytes = std::fs::read(&second_snapshot).unwrap();
+/// Two builds of a growing ledger; the second's stats file is the one
+/// damaged (`file`, whose bytes as built are `pristine`).
+struct Builds {
+    root: TempDir,
+    corpus: PathBuf,
+    site: PathBuf,
+    data: PathBuf,
+    layout: Layout,
+    first: Manifest,
+    second: Manifest,
+    entry: Entry,
+    file: PathBuf,
+    pristine: Vec<u8>,
+}
 
-    type Damage = fn(&Path, &[u8], &Path, &Path, &Path);
-    // Each damage, what the api logs, and whether it refuses the build
-    // whole (else only the damaged file).
-    let cases: &[(&str, Damage, &str, bool)] = &[
-        (
-            "truncated",
-            |file, bytes, _, _, _| std::fs::write(file, &bytes[..bytes.len() / 2]).unwrap(),
-            "bytes, the manifest says",
-            false,
-        ),
-        (
-            "edited, same length",
-            |file, bytes, _, _, _| {
-                let mut edited = bytes.to_vec();
-                edited[bytes.len() / 2] ^= 0x20;
-                std::fs::write(file, edited).unwrap()
-            },
-            "does not hash to its ETag",
-            false,
-        ),
-        (
-            "a link out of the build",
-            |file, _, outside, _, _| {
-                std::fs::remove_file(file).unwrap();
-                std::os::unix::fs::symlink(outside, file).unwrap();
-            },
-            "is not a regular file",
-            false,
-        ),
-        (
-            "another build's snapshot",
-            |_, _, _, first_snapshot, second_snapshot| {
-                std::fs::copy(first_snapshot, second_snapshot).unwrap();
-            },
-            "not to build",
-            true,
-        ),
-    ];
-    for (name, damage, says, whole) in cases {
-        // The api serves the first build; the second is then published
-        // damaged.
-        shared::site::publish(&layout, &first).unwrap();
-        let log = root.path().join(format!("api-{}.log", name.replace(' ', "-")));
-        let api = Api::start_logged(&site, &data, &[], &log);
-        assert_eq!(api.served_build(&first.build), first.build, "{name}");
-        damage(&file, &pristine, &outside, &first_snapshot, &second_snapshot);
-        shared::site::publish(&layout, &second).unwrap();
-        if *whole {
-            logged(&log, "could not load the published build");
-            logged(&log, says);
-            assert_eq!(api.served_build(&first.build), first.build, "{name}: the previous build still serves");
-            let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
-            assert_eq!(stats.headers()["etag"].to_str().unwrap(), victim(&first).etag, "{name}: the previous bytes");
-        } else {
-            assert_eq!(api.served_build(&second.build), second.build, "{name}: the build loads");
-            let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
-            assert_eq!(stats.status(), 500, "{name}: the damaged file is not served");
-            // Whether a copy of the indexed bytes is current needs only the
-            // index: the file is read (and found damaged) only to be sent.
-            let asked = reqwest::blocking::Client::new().get(api.url("/hcs20/stats"));
-            let current = asked.header("if-none-match", entry.etag.as_str()).send().unwrap();
-            assert_eq!(current.status(), 304, "{name}: a client holding the indexed bytes");
-            assert_eq!(current.headers()["etag"].to_str().unwrap(), entry.etag, "{name}");
-            let body: serde_json::Value = stats.json().unwrap();
-            assert_eq!(body["code"], "damaged_file", "{name}");
-            assert!(body["error"].as_str().unwrap().contains(says), "{name}: {body}");
-            logged(&log, says);
-            let other = reqwest::blocking::get(api.url("/hcs20")).unwrap();
-            assert_eq!(other.status(), 200, "{name}: the other routes serve");
-        }
-
-        // Repaired by hand, it is served.
-        let _ = std::fs::remove_file(&file);
-        std::fs::write(&file, &pristine).unwrap();
-        std::fs::write(&second_snapshot, &second_snapshot_bytes).unwrap();
-        assert_eq!(api.served_build(&second.build), second.build, "{name}: retried once repaired");
-        let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
-        assert_eq!(stats.headers()["etag"].to_str().unwrap(), entry.etag, "{name}: the repaired bytes");
+impl Builds {
+    fn new(label: &str) -> Builds {
+        let root = TempDir::new(label);
+        let corpus = root.path().join("corpus");
+        let (site, data) = (root.path().join("site"), root.path().join("data"));
+        let (_, first) = grown(&corpus, &site, &data, 10_000);
+        let (second_dir, second) = grown(&corpus, &site, &data, 12_000);
+        let entry = victim(&second).clone();
+        let file = second_dir.join(entry.file());
+        let pristine = std::fs::read(&file).unwrap();
+        let layout = Layout::new(&site, &data);
+        Builds { root, corpus, site, data, layout, first, second, entry, file, pristine }
     }
 
-    // Damage in the live build is not linked into the next one: a run with
-    // nothing new writes the damaged build anew.
-    std::fs::write(&file, &pristine[..10]).unwrap();
-    build(&site, &data, &["--ledger-dir", corpus.to_str().unwrap()]);
-    let (dir, manifest) = live(&site);
-    assert_eq!(manifest.build, second.build, "the same data gives the same build");
+    /// The ledger grown to `messages`, built: the live build.
+    fn grow(&self, messages: usize) -> (PathBuf, Manifest) {
+        grown(&self.corpus, &self.site, &self.data, messages)
+    }
+
+    fn snapshot(&self, manifest: &Manifest) -> PathBuf {
+        self.layout.snapshots().join(&manifest.snapshot)
+    }
+
+    /// An api serving the first build, then the second published after
+    /// `damage`: the api, and its log.
+    fn serve_damaged(&self, name: &str, damage: impl FnOnce()) -> (Api, PathBuf) {
+        shared::site::publish(&self.layout, &self.first).unwrap();
+        let log = self.root.path().join(format!("api-{}.log", name.replace(' ', "-")));
+        let api = Api::start_logged(&self.site, &self.data, &[], &log);
+        assert_eq!(api.served_build(&self.first.build), self.first.build, "{name}");
+        damage();
+        shared::site::publish(&self.layout, &self.second).unwrap();
+        (api, log)
+    }
+
+    /// The stats file put back as built: the api serves it.
+    fn repaired(&self, api: &Api, name: &str) {
+        let _ = std::fs::remove_file(&self.file);
+        std::fs::write(&self.file, &self.pristine).unwrap();
+        assert_eq!(api.served_build(&self.second.build), self.second.build, "{name}: retried once repaired");
+        let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+        assert_eq!(stats.headers()["etag"].to_str().unwrap(), self.entry.etag, "{name}: the repaired bytes");
+    }
+}
+
+/// A damaged file is never served: its route answers 500 naming the
+/// damage (304 to a client holding the indexed bytes), every other route
+/// serves.
+#[test]
+fn a_damaged_file_is_refused_alone() {
+    let builds = Builds::new("damaged-file");
+    let outside = builds.root.path().join("outside.json");
+    std::fs::write(&outside, &builds.pristine).unwrap();
+    let (file, pristine) = (&builds.file, &builds.pristine);
+    let edited = || {
+        let mut edited = pristine.clone();
+        edited[pristine.len() / 2] ^= 0x20;
+        edited
+    };
+    // Each damage, and what the api logs and answers.
+    let cases: [(&str, Box<dyn Fn()>, &str); 3] = [
+        (
+            "truncated",
+            Box::new(|| std::fs::write(file, &pristine[..pristine.len() / 2]).unwrap()),
+            "bytes, the manifest says",
+        ),
+        ("edited, same length", Box::new(|| std::fs::write(file, edited()).unwrap()), "does not hash to its ETag"),
+        (
+            "a link out of the build",
+            Box::new(|| {
+                std::fs::remove_file(file).unwrap();
+                std::os::unix::fs::symlink(&outside, file).unwrap();
+            }),
+            "is not a regular file",
+        ),
+    ];
+    for (name, damage, says) in cases {
+        let (api, log) = builds.serve_damaged(name, damage);
+        assert_eq!(api.served_build(&builds.second.build), builds.second.build, "{name}: the build loads");
+        let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+        assert_eq!(stats.status(), 500, "{name}: the damaged file is not served");
+        // Whether a copy of the indexed bytes is current needs only the
+        // index: the file is read (and found damaged) only to be sent.
+        let asked = reqwest::blocking::Client::new().get(api.url("/hcs20/stats"));
+        let current = asked.header("if-none-match", builds.entry.etag.as_str()).send().unwrap();
+        assert_eq!(current.status(), 304, "{name}: a client holding the indexed bytes");
+        assert_eq!(current.headers()["etag"].to_str().unwrap(), builds.entry.etag, "{name}");
+        let body: serde_json::Value = stats.json().unwrap();
+        assert_eq!(body["code"], "damaged_file", "{name}");
+        assert!(body["error"].as_str().unwrap().contains(says), "{name}: {body}");
+        logged(&log, says);
+        let other = reqwest::blocking::get(api.url("/hcs20")).unwrap();
+        assert_eq!(other.status(), 200, "{name}: the other routes serve");
+        builds.repaired(&api, name);
+    }
+}
+
+/// A build paired with another build's snapshot is refused whole: the api
+/// keeps serving the build it has, and loads it once repaired.
+#[test]
+fn a_build_with_another_builds_snapshot_is_refused_whole() {
+    let builds = Builds::new("damaged-snapshot");
+    let (first_snapshot, second_snapshot) = (builds.snapshot(&builds.first), builds.snapshot(&builds.second));
+    let second_snapshot_bytes = std::fs::read(&second_snapshot).unwrap();
+    let (api, log) = builds.serve_damaged("snapshot", || {
+        std::fs::copy(&first_snapshot, &second_snapshot).unwrap();
+    });
+    logged(&log, "could not load the published build");
+    logged(&log, "not to build");
+    assert_eq!(api.served_build(&builds.first.build), builds.first.build, "the previous build still serves");
+    let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+    assert_eq!(stats.headers()["etag"].to_str().unwrap(), victim(&builds.first).etag, "the previous bytes");
+    std::fs::write(&second_snapshot, second_snapshot_bytes).unwrap();
+    builds.repaired(&api, "snapshot");
+}
+
+/// Damage in the live build is not linked into the next one: a run with
+/// nothing new writes the damaged build anew, and so does a run with
+/// something new (its kept files are linked only from a sound build).
+#[test]
+fn damage_in_the_live_build_is_never_carried_forward() {
+    let builds = Builds::new("damaged-forward");
+    std::fs::write(&builds.file, &builds.pristine[..10]).unwrap();
+    build(&builds.site, &builds.data, &["--ledger-dir", builds.corpus.to_str().unwrap()]);
+    let (dir, manifest) = live(&builds.site);
+    assert_eq!(manifest.build, builds.second.build, "the same data gives the same build");
     assert!(shared::site::damaged(&dir, &manifest).is_empty(), "every file is what the manifest says");
-    assert_eq!(std::fs::read(dir.join(entry.file())).unwrap(), pristine);
-    // And so is a run with something new (its kept files are linked only
-    // from a sound build).
-    std::fs::write(dir.join(entry.file()), &pristine[..10]).unwrap();
-    let (dir, manifest) = grow(13_000);
+    assert_eq!(std::fs::read(dir.join(builds.entry.file())).unwrap(), builds.pristine);
+    std::fs::write(dir.join(builds.entry.file()), &builds.pristine[..10]).unwrap();
+    let (dir, manifest) = builds.grow(13_000);
     assert!(shared::site::damaged(&dir, &manifest).is_empty());
 }
 

@@ -192,14 +192,23 @@ async fn check(
     reply
 }
 
+/// The request every error check varies: a valid `tools/list`.
+fn list() -> Value {
+    request(1, "tools/list", json!({}))
+}
+
+/// A header list of one header set to `value`.
+fn header<'a>(name: &'a str, value: &'a str) -> Vec<(&'a str, Option<&'a str>)> {
+    vec![(name, Some(value))]
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn mcp_errors() {
+async fn mcp_envelopes_and_meta_are_checked() {
     let site = shared();
-    let list = request(1, "tools/list", json!({}));
+    let list = list();
     check(site, "a valid request", list.clone(), &[], 200, None).await;
     check(site, "Mcp-Session-Id is ignored", list.clone(), &[("mcp-session-id", Some("abc"))], 200, None).await;
 
-    // Envelopes.
     let (status, _, reply) = post_raw(site, b"{not json".to_vec(), standard_headers(&list), &[]).await;
     assert_eq!((status.as_u16(), reply["error"]["code"].as_i64()), (400, Some(-32700)), "bad JSON: {reply}");
     check(site, "a batch", json!([list.clone()]), &[], 400, Some(-32600)).await;
@@ -218,10 +227,14 @@ async fn mcp_errors() {
     .await;
     let no_caps = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": VERSION}});
     check(site, "no client capabilities", request(4, "tools/list", no_caps), &[], 400, Some(-32602)).await;
+}
 
-    // Headers: names case-insensitive, values case-sensitive and trimmed,
-    // the base64 form decoded.
-    let h = |name, value| vec![(name, Some(value))];
+/// Header names are case-insensitive, values case-sensitive and trimmed,
+/// the base64 form decoded.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_headers_must_match_the_body() {
+    let site = shared();
+    let (list, h) = (list(), header);
     check(site, "no protocol version header", list.clone(), &[("mcp-protocol-version", None)], 400, Some(-32020)).await;
     check(
         site,
@@ -251,8 +264,11 @@ async fn mcp_errors() {
     let facts = call(6, "get_product_facts", json!({}));
     check(site, "no Mcp-Name", facts.clone(), &[("mcp-name", None)], 400, Some(-32020)).await;
     check(site, "another Mcp-Name", facts.clone(), &h("Mcp-Name", "get_coverage"), 400, Some(-32020)).await;
+}
 
-    // Methods and tools.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_methods_and_tool_arguments_are_checked() {
+    let site = shared();
     for method in ["initialize", "ping", "resources/list", "no/such"] {
         check(site, method, request(7, method, json!({})), &[], 404, Some(-32601)).await;
     }
@@ -272,9 +288,14 @@ async fn mcp_errors() {
     .await;
     check(site, "a missing required argument", call(12, "get_campaign", json!({})), &[], 400, Some(-32602)).await;
     check(site, "arguments not an object", call(13, "get_product_facts", json!([1])), &[], 400, Some(-32602)).await;
+}
 
-    // A header that must be single, sent twice: which copy a check read
-    // and which one a proxy acted on could differ.
+/// A header that must be single, sent twice: which copy a check read and
+/// which one a proxy acted on could differ.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_single_headers_sent_twice_are_refused() {
+    let site = shared();
+    let facts = call(6, "get_product_facts", json!({}));
     for name in ["Origin", "Mcp-Method", "Mcp-Name", "MCP-Protocol-Version"] {
         let value = match name {
             "Origin" => "http://localhost",
@@ -285,9 +306,13 @@ async fn mcp_errors() {
         let twice = [(name, Some(value)), (name, Some(value))];
         check(site, &format!("{name} twice"), facts.clone(), &twice, 400, Some(-32600)).await;
     }
+}
 
-    // A notification answers 202 with no body, once its headers name its
-    // method and a version we speak.
+/// A notification answers 202 with no body, once its headers name its
+/// method and a version we speak.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_notifications_are_accepted_without_a_body() {
+    let site = shared();
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let (status, _, reply) = post(site, &initialized, &[]).await;
     assert_eq!((status.as_u16(), reply), (202, Value::Null));
@@ -295,8 +320,14 @@ async fn mcp_errors() {
     assert_eq!((status.as_u16(), &reply["error"]["code"]), (400, &json!(-32020)), "no version: {reply}");
     let (status, _, reply) = post(site, &initialized, &[("mcp-protocol-version", Some("v999"))]).await;
     assert_eq!((status.as_u16(), &reply["error"]["code"]), (400, &json!(-32022)), "unknown version: {reply}");
+}
 
-    // Transport rules.
+/// POST only, bodies bounded (with or without Content-Length), and only
+/// loopback origins and hosts.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_transport_rules_hold() {
+    let site = shared();
+    let (list, h) = (list(), header);
     for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
         let response = site.client.request(method.clone(), site.api.url(MCP)).send().await.unwrap();
         assert_eq!(response.status(), 405, "{method}");
@@ -436,22 +467,27 @@ async fn conformance_suite() {
     assert!(scenarios >= 50, "{scenarios} scenarios ran:\n{stdout}");
 }
 
+/// A burst of three section B requests and two MCP calls a client, one a
+/// second after, clients told apart by the proxy's header, at most 50
+/// tracked.
+const LIMITED: [&str; 12] = [
+    "--guard-rate",
+    "60",
+    "--guard-burst",
+    "3",
+    "--mcp-rate",
+    "60",
+    "--mcp-burst",
+    "2",
+    "--trusted-proxy",
+    "127.0.0.1",
+    "--limit-clients",
+    "50",
+];
+
 #[tokio::test(flavor = "multi_thread")]
 async fn rate_limits() {
-    let site = site(&[
-        "--guard-rate",
-        "60",
-        "--guard-burst",
-        "3",
-        "--mcp-rate",
-        "60",
-        "--mcp-burst",
-        "2",
-        "--trusted-proxy",
-        "127.0.0.1",
-        "--limit-clients",
-        "50",
-    ]);
+    let site = site(&LIMITED);
     let get = |client: &str| {
         site.client.get(site.api.url("/guard/facts.json")).header("x-forwarded-for", client.to_string()).send()
     };

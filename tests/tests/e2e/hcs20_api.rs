@@ -88,7 +88,7 @@ fn is_iso(text: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn shapes_match_the_spec() {
+async fn the_tick_list_and_stats_match_the_spec() {
     let site = site();
     let ticks = site.json("/hcs20").await;
     let ticks = ticks.as_array().expect("/hcs20 is an array");
@@ -126,7 +126,11 @@ async fn shapes_match_the_spec() {
     );
     assert!(is_iso(stats["timestamp"].as_str().unwrap()));
     assert_eq!(stats["data"]["totalTicks"].as_u64().unwrap() as usize, ticks.len());
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn ecosystem_stats_and_accounts_match_the_spec() {
+    let site = site();
     let eco = site.json("/hcs20/ecosystem-stats").await;
     for entry in eco["topTicksByHolders"].as_array().unwrap() {
         assert_types(entry, &[("tick", "string"), ("holderCount", "number")], "topTicksByHolders");
@@ -151,7 +155,11 @@ async fn shapes_match_the_spec() {
             "balance",
         );
     }
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn holders_and_transactions_match_the_spec() {
+    let site = site();
     let page = site.json("/hcs20/holders?tick=alm&topic=0.0.4350190").await;
     for h in page["holders"].as_array().unwrap() {
         assert_types(

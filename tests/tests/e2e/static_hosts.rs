@@ -143,60 +143,76 @@ async fn get(client: &Client, url: &str, header: Option<(&str, &str)>) -> Answer
     Answer { status, headers, body: reply.bytes().await.unwrap().to_vec() }
 }
 
+/// The datasets built with an nginx configuration listening on a port of
+/// loopback, served by nginx and by the api.
+struct Hosts {
+    dir: TempDir,
+    listen: String,
+    api: Api,
+    nginx: Nginx,
+}
+
+impl Hosts {
+    fn start(label: &str) -> Hosts {
+        let dir = TempDir::new(label);
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        Hosts::build(&dir, &listen, &[]);
+        let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+        let api = Api::start_with(&site, &data, &["--guard-rate", "1000000", "--guard-burst", "1000000"]);
+        let nginx = Nginx::start(dir.path(), &site.join("current/_nginx.conf"), port);
+        Hosts { dir, listen, api, nginx }
+    }
+
+    /// The three datasets built into `dir`, nginx's configuration
+    /// listening on `listen`, with `extra` flags.
+    fn build(dir: &TempDir, listen: &str, extra: &[&str]) {
+        let dataset = |name: &str| workspace_root().join("datasets").join(name).display().to_string();
+        let (ledger, broker, guard) = (dataset("ledger"), dataset("broker"), dataset("guard"));
+        let sources = ["--ledger-dir", &ledger, "--broker-dir", &broker, "--guard-dir", &guard];
+        let flags = [&sources[..], &["--guard-date", "2026-11-21", "--nginx-listen", listen], extra].concat();
+        build(&dir.path().join("site"), &dir.path().join("data"), &flags);
+    }
+
+    fn on_nginx(&self, path: &str) -> String {
+        format!("http://{}{path}", self.listen)
+    }
+
+    /// The first and last route of every kind the build serves, and other
+    /// spellings the api answers with the same file.
+    fn sample(&self) -> Vec<String> {
+        let manifest = self.dir.path().join("site/current/_manifest.json");
+        let manifest: Value = serde_json::from_slice(&std::fs::read(manifest).unwrap()).unwrap();
+        let mut kinds: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for entry in manifest["routes"].as_array().unwrap() {
+            let route = entry["route"].as_str().unwrap();
+            kinds.entry(kind(route, entry["contentType"].as_str().unwrap())).or_default().push(route);
+        }
+        assert!(kinds.len() >= 20, "{} kinds of route: {:?}", kinds.len(), kinds.keys());
+        let mut sample: Vec<String> = kinds.values().flat_map(|r| [r[0], r[r.len() - 1]]).map(String::from).collect();
+        sample.extend(["/hcs20/transactions", "/hcs20/stats?unrelated=1", "/tokens/"].map(String::from));
+        let holders = sample.iter().find(|r| r.starts_with("/hcs20/holders?") && r.contains("&page=1&")).unwrap();
+        sample.push(holders.split("&page=").next().unwrap().to_string());
+        sample.sort();
+        sample.dedup();
+        sample
+    }
+}
+
+/// For a sample of every kind of route, nginx answers with the api's
+/// status, bytes and headers, and a conditional request (by entity tag,
+/// also weak and in a list, and by date) with the api's 304.
 #[tokio::test(flavor = "multi_thread")]
-async fn nginx_with_the_generated_configuration_answers_as_the_api() {
-    let dir = TempDir::new("static-hosts");
-    let datasets = workspace_root().join("datasets");
-    let (site, data) = (dir.path().join("site"), dir.path().join("data"));
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let sources: Vec<String> =
-        ["ledger", "broker", "guard"].iter().map(|d| datasets.join(d).display().to_string()).collect();
-    let flags = |extra: &[&str]| -> Vec<String> {
-        let mut f: Vec<String> = ["--ledger-dir", &sources[0], "--broker-dir", &sources[1], "--guard-dir", &sources[2]]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        f.extend(["--guard-date", "2026-11-21", "--nginx-listen", &listen].map(String::from));
-        f.extend(extra.iter().map(|s| s.to_string()));
-        f
-    };
-    let first = flags(&[]);
-    build(&site, &data, &first.iter().map(String::as_str).collect::<Vec<_>>());
-    let current = site.join("current");
-    let manifest: Value = serde_json::from_slice(&std::fs::read(current.join("_manifest.json")).unwrap()).unwrap();
-    let api = Api::start_with(&site, &data, &["--guard-rate", "1000000", "--guard-burst", "1000000"]);
-    let nginx = Nginx::start(dir.path(), &current.join("_nginx.conf"), port);
+async fn nginx_answers_every_kind_of_route_as_the_api_does() {
+    let hosts = Hosts::start("static-hosts");
     let client = Client::new();
-    let on_nginx = |path: &str| format!("http://{listen}{path}");
-
-    // A sample of every kind of route: its first and last.
-    let mut kinds: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for entry in manifest["routes"].as_array().unwrap() {
-        let route = entry["route"].as_str().unwrap();
-        kinds.entry(kind(route, entry["contentType"].as_str().unwrap())).or_default().push(route);
-    }
-    let mut sample: Vec<String> = Vec::new();
-    for routes in kinds.values() {
-        sample.push(routes[0].to_string());
-        sample.push(routes[routes.len() - 1].to_string());
-    }
-    // Other spellings the api answers with the same file.
-    sample.extend(["/hcs20/transactions", "/hcs20/stats?unrelated=1", "/tokens/"].map(String::from));
-    let holders = sample.iter().find(|r| r.starts_with("/hcs20/holders?") && r.contains("&page=1&")).unwrap().clone();
-    sample.push(holders.split("&page=").next().unwrap().to_string());
-    sample.sort();
-    sample.dedup();
-    assert!(kinds.len() >= 20, "{} kinds of route: {:?}", kinds.len(), kinds.keys());
-
-    for route in &sample {
+    for route in &hosts.sample() {
         let (from_api, from_nginx) =
-            (get(&client, &api.url(route), None).await, get(&client, &on_nginx(route), None).await);
+            (get(&client, &hosts.api.url(route), None).await, get(&client, &hosts.on_nginx(route), None).await);
         assert_eq!(from_nginx.status, StatusCode::OK, "{route}: nginx");
         assert_eq!(from_api.status, StatusCode::OK, "{route}: api");
         assert_eq!(from_nginx.headers, from_api.headers, "{route}");
         assert!(from_nginx.body == from_api.body, "{route}: the bodies differ");
-        // Revalidation: by entity tag (also weak, and in a list) and by date.
         let etag = from_api.headers["etag"].clone();
         let modified = from_api.headers["last-modified"].clone();
         for (name, value) in [
@@ -205,8 +221,8 @@ async fn nginx_with_the_generated_configuration_answers_as_the_api() {
             ("if-modified-since", modified),
         ] {
             let (a, n) = (
-                get(&client, &api.url(route), Some((name, &value))).await,
-                get(&client, &on_nginx(route), Some((name, &value))).await,
+                get(&client, &hosts.api.url(route), Some((name, &value))).await,
+                get(&client, &hosts.on_nginx(route), Some((name, &value))).await,
             );
             assert_eq!((a.status, n.status), (StatusCode::NOT_MODIFIED, StatusCode::NOT_MODIFIED), "{route} {name}");
             for header in ["etag", "last-modified", "cache-control", "vary"] {
@@ -214,31 +230,38 @@ async fn nginx_with_the_generated_configuration_answers_as_the_api() {
             }
             assert!(!n.headers.contains_key("content-type"), "{route}: a 304 names no content type");
         }
-        let stale = get(&client, &on_nginx(route), Some(("if-none-match", "\"other\""))).await;
+        let stale = get(&client, &hosts.on_nginx(route), Some(("if-none-match", "\"other\""))).await;
         assert_eq!(stale.status, StatusCode::OK, "{route}: another entity tag");
     }
+}
 
-    // Without an api, what the build does not hold is a JSON 404.
+/// Without an api, what the build does not hold is a JSON 404.
+#[tokio::test(flavor = "multi_thread")]
+async fn nginx_alone_answers_a_json_404_for_what_the_build_does_not_hold() {
+    let hosts = Hosts::start("static-hosts-alone");
+    let client = Client::new();
     for path in ["/hcs20/account/0.0.999999", "/nope", "/HCS20/stats"] {
-        let answer = get(&client, &on_nginx(path), None).await;
+        let answer = get(&client, &hosts.on_nginx(path), None).await;
         assert_eq!(answer.status, StatusCode::NOT_FOUND, "{path}");
         let body: Value = serde_json::from_slice(&answer.body).unwrap();
         assert_eq!(body["code"], "not_found", "{path}");
     }
+}
 
-    // With --nginx-api the same data gives the same build, whose
-    // configuration is rewritten in place; after a reload, what the build
-    // does not hold (live routes, other spellings, preconditions nginx
-    // cannot check) is the api's.
-    let api_address = api.base.trim_start_matches("http://").trim_end_matches('/').to_string();
-    let second = flags(&["--nginx-api", &api_address]);
-    build(&site, &data, &second.iter().map(String::as_str).collect::<Vec<_>>());
-    let config = std::fs::read_to_string(current.join("_nginx.conf")).unwrap();
+/// With --nginx-api the same data gives the same build, whose
+/// configuration is rewritten in place; after a reload, what the build
+/// does not hold (live routes, other spellings, preconditions nginx cannot
+/// check) is the api's.
+#[tokio::test(flavor = "multi_thread")]
+async fn nginx_before_the_api_passes_it_what_the_build_does_not_hold() {
+    let hosts = Hosts::start("static-hosts-api");
+    let api_address = hosts.api.base.trim_start_matches("http://").trim_end_matches('/').to_string();
+    Hosts::build(&hosts.dir, &hosts.listen, &["--nginx-api", &api_address]);
+    let config = std::fs::read_to_string(hosts.dir.path().join("site/current/_nginx.conf")).unwrap();
     assert!(config.contains(&format!("proxy_pass http://{api_address};")), "the configuration was rewritten");
-    drop(client);
-    nginx.reload();
+    hosts.nginx.reload();
     let client = Client::new();
-    let stats = get(&client, &api.url("/hcs20/stats"), None).await;
+    let stats = get(&client, &hosts.api.url("/hcs20/stats"), None).await;
     for (path, header) in [
         ("/hcs20/account/0.0.999999", None),
         ("/api/v1/search?q=agent&limit=2", None),
@@ -246,7 +269,8 @@ async fn nginx_with_the_generated_configuration_answers_as_the_api() {
         ("/hcs20/stats", Some(("if-match", stats.headers["etag"].as_str()))),
         ("/hcs20/stats", Some(("if-match", "\"other\""))),
     ] {
-        let (a, n) = (get(&client, &api.url(path), header).await, get(&client, &on_nginx(path), header).await);
+        let url = hosts.on_nginx(path);
+        let (a, n) = (get(&client, &hosts.api.url(path), header).await, get(&client, &url, header).await);
         assert_eq!(n.status, a.status, "{path} {header:?}");
         // (A search answer says how long it took.)
         if !path.contains("search") {

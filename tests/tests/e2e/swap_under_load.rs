@@ -33,6 +33,85 @@ fn live_build(site: &std::path::Path) -> String {
     dir.file_name().unwrap().to_string_lossy().to_string()
 }
 
+/// 2,000 agent routes drawn from the live build's index, the token
+/// statistics, a search.
+fn load_routes(site: &std::path::Path) -> Vec<String> {
+    let index = shared::index::Index::open(&site.join("current")).unwrap();
+    let mut routes: Vec<String> = index
+        .iter()
+        .filter(|r| r.route.starts_with("/api/v1/agents/") && r.route.matches('/').count() == 4)
+        .step_by(AGENTS / 2_000)
+        .map(|r| r.route.to_string())
+        .collect();
+    routes.extend(["/hcs20/stats".into(), "/api/v1/search?q=analyst&limit=5".into()]);
+    routes
+}
+
+/// Four clients asking for `routes` without pause, answers counted, and
+/// the api's peak resident memory sampled, until [`Load::stop`].
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    peak: Arc<AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(api: &Api, routes: Vec<String>) -> Load {
+        let routes = Arc::new(routes);
+        let (stop, ok, failed) =
+            (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut tasks = Vec::new();
+        for worker in 0..4usize {
+            let (stop, ok, failed, routes, base) =
+                (stop.clone(), ok.clone(), failed.clone(), routes.clone(), api.url(""));
+            let client = reqwest::Client::new();
+            tasks.push(tokio::spawn(async move {
+                let mut i = worker * 97;
+                while !stop.load(Ordering::Relaxed) {
+                    i = (i + 7919) % routes.len();
+                    let answered = match client.get(format!("{base}{}", routes[i])).send().await {
+                        Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
+                        Err(_) => false,
+                    };
+                    let counter = if answered { &ok } else { &failed };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            }));
+        }
+        let peak = Arc::new(AtomicU64::new(rss_kib(api.pid())));
+        let (sampling, sampled, pid) = (stop.clone(), peak.clone(), api.pid());
+        // The sampler's cadence: memory is read, not waited for.
+        tasks.push(tokio::spawn(async move {
+            while !sampling.load(Ordering::Relaxed) {
+                sampled.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }));
+        Load { stop, ok, failed, peak, tasks }
+    }
+
+    /// Waits for `more` answers beyond those counted so far (or a failure).
+    async fn answered(&self, more: u64) {
+        let (ok, failed) = (&self.ok, &self.failed);
+        let until = ok.load(Ordering::Relaxed) + more;
+        tests::wait::until("the load going on after the swap", 6000, Duration::from_millis(10), async || {
+            ok.load(Ordering::Relaxed) >= until || failed.load(Ordering::Relaxed) > 0
+        })
+        .await;
+    }
+
+    /// Ends the load: the requests answered, those failed, the peak RSS in KiB.
+    async fn stop(self) -> (u64, u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            task.await.unwrap();
+        }
+        (self.ok.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed), self.peak.load(Ordering::Relaxed))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_new_build_swaps_in_under_load_with_no_failed_request_and_no_second_copy() {
     let root = TempDir::new("swap-load");
@@ -49,77 +128,29 @@ async fn a_new_build_swaps_in_under_load_with_no_failed_request_and_no_second_co
         let (corpus, agents, site, data) = (corpus.clone(), agents.clone(), site.clone(), data.clone());
         move || {
             random_corpus_scaled(messages, 5_000, 3, Topics::MAINNET).write_pages(&corpus, false).unwrap();
-            let flags = [
-                "--ledger-dir",
-                corpus.to_str().unwrap(),
-                "--broker-dir",
-                agents.to_str().unwrap(),
-                "--layer-min-routes",
-                "0",
-            ];
+            let sources = ["--ledger-dir", corpus.to_str().unwrap(), "--broker-dir", agents.to_str().unwrap()];
             let started = Instant::now();
-            build(&site, &data, &flags);
+            build(&site, &data, &[&sources[..], &["--layer-min-routes", "0"]].concat());
             eprintln!("a build of {messages} messages in {:.1} s", started.elapsed().as_secs_f64());
             live_build(&site)
         }
     };
     let first = tokio::task::spawn_blocking(generate(5_000)).await.unwrap();
     let api = Api::start(&site, &data);
+    let health = api.url("/health");
     tokio::task::spawn_blocking({
-        let (url, first) = (api.url("/health"), first.clone());
-        move || served(&url, &first)
+        let (health, first) = (health.clone(), first.clone());
+        move || served(&health, &first)
     })
     .await
     .unwrap();
-
-    // What the load asks for: 2,000 agent routes drawn from the build's
-    // index, the token statistics, a search.
-    let index = shared::index::Index::open(&site.join("current")).unwrap();
-    let mut routes: Vec<String> = index
-        .iter()
-        .filter(|r| r.route.starts_with("/api/v1/agents/") && r.route.matches('/').count() == 4)
-        .step_by(AGENTS / 2_000)
-        .map(|r| r.route.to_string())
-        .collect();
-    routes.extend(["/hcs20/stats".into(), "/api/v1/search?q=analyst&limit=5".into()]);
-    let routes = Arc::new(routes);
+    let routes = load_routes(&site);
     let client = unpooled_client();
-    for route in routes.iter() {
+    for route in &routes {
         assert_eq!(client.get(api.url(route)).send().await.unwrap().status(), 200, "{route}");
     }
     let before = rss_kib(api.pid());
-
-    let (stop, ok, failed) =
-        (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let mut workers = Vec::new();
-    for worker in 0..4usize {
-        let (stop, ok, failed, routes, base) = (stop.clone(), ok.clone(), failed.clone(), routes.clone(), api.url(""));
-        let client = reqwest::Client::new();
-        workers.push(tokio::spawn(async move {
-            let mut i = worker * 97;
-            while !stop.load(Ordering::Relaxed) {
-                i = (i + 7919) % routes.len();
-                let answered = match client.get(format!("{base}{}", routes[i])).send().await {
-                    Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
-                    Err(_) => false,
-                };
-                match answered {
-                    true => ok.fetch_add(1, Ordering::Relaxed),
-                    false => failed.fetch_add(1, Ordering::Relaxed),
-                };
-            }
-        }));
-    }
-    let peak = Arc::new(AtomicU64::new(before));
-    let sampler = {
-        let (stop, peak, pid) = (stop.clone(), peak.clone(), api.pid());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                peak.fetch_max(rss_kib(pid), Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-        })
-    };
+    let load = Load::start(&api, routes);
 
     let second = tokio::task::spawn_blocking(generate(6_000)).await.unwrap();
     assert_ne!(second, first, "new messages give a new build");
@@ -127,34 +158,20 @@ async fn a_new_build_swaps_in_under_load_with_no_failed_request_and_no_second_co
     assert_eq!(layer.base.as_deref(), Some(first.as_str()), "a layer over the first build");
     assert!(layer.routes.len() < AGENTS, "holding what changed: {} routes", layer.routes.len());
     tokio::task::spawn_blocking({
-        let (url, second) = (api.url("/health"), second.clone());
-        move || served(&url, &second)
+        let second = second.clone();
+        move || served(&health, &second)
     })
     .await
     .unwrap();
     // The load goes on over the new build for a few thousand requests
     // more, counted, not timed.
-    let after_swap = ok.load(Ordering::Relaxed) + 2_000;
-    tests::wait::until("the load going on after the swap", 6000, Duration::from_millis(10), async || {
-        ok.load(Ordering::Relaxed) >= after_swap || failed.load(Ordering::Relaxed) > 0
-    })
-    .await;
-    stop.store(true, Ordering::Relaxed);
-    for worker in workers {
-        worker.await.unwrap();
-    }
-    sampler.await.unwrap();
-
-    let (ok, failed, peak) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed), peak.load(Ordering::Relaxed));
+    load.answered(2_000).await;
+    let (ok, failed, peak) = load.stop().await;
     assert_eq!(failed, 0, "{failed} of {} requests failed across the swap", ok + failed);
     assert!(ok > 1_000, "only {ok} requests");
-    assert!(
-        peak < before * 3 / 2,
-        "memory went from {} MiB to a peak of {} MiB across the swap",
-        before / 1024,
-        peak / 1024
-    );
-    eprintln!("{ok} requests, none failed; RSS {} MiB before, peak {} MiB", before / 1024, peak / 1024);
+    let (before, peak) = (before / 1024, peak / 1024);
+    assert!(peak < before * 3 / 2, "memory went from {before} MiB to a peak of {peak} MiB across the swap");
+    eprintln!("{ok} requests, none failed; RSS {before} MiB before, peak {peak} MiB");
 }
 
 /// Waits until `/health` names `build`.
