@@ -119,7 +119,8 @@ fn a_damaged_file_is_refused_alone() {
         edited
     };
     // Each damage, and what the api logs and answers.
-    let cases: [(&str, Box<dyn Fn()>, &str); 3] = [
+    type Damage<'a> = Box<dyn Fn() + 'a>;
+    let cases: [(&str, Damage, &str); 3] = [
         (
             "truncated",
             Box::new(|| std::fs::write(file, &pristine[..pristine.len() / 2]).unwrap()),
