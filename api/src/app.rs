@@ -32,6 +32,8 @@ pub struct App {
     pub availability: crate::broker::availability::Settings,
     /// Agents to check before the round reaches them.
     pub availability_soon: Arc<crate::broker::availability::Soon>,
+    /// Availability changes the overlay shows over the live build.
+    pub availability_shown: crate::broker::availability::Shown,
     /// Messages a chat session needs before it may give ERC-8004 feedback.
     pub feedback_min_messages: u64,
     /// The newest ERC-8004 feedback given through the api.

@@ -172,10 +172,10 @@ pub fn shown_of(conn: &Connection, uaid: &str) -> Result<Option<Measurement>, Fa
     Ok(statement.query_row([uaid], shown).optional()?.map(|(_, m)| m))
 }
 
-/// What changed after `seq` (a build's journal point), in order.
-pub fn shown_after(conn: &Connection, seq: i64) -> Result<Vec<(i64, Measurement)>, Failure> {
-    let mut statement = conn.prepare(&format!("{SHOWN} WHERE seq > ?1 ORDER BY seq"))?;
-    let rows = statement.query_map([seq], shown)?;
+/// The first `limit` changes after `seq` (a build's journal point), in order.
+pub fn shown_after(conn: &Connection, seq: i64, limit: usize) -> Result<Vec<(i64, Measurement)>, Failure> {
+    let mut statement = conn.prepare(&format!("{SHOWN} WHERE seq > ?1 ORDER BY seq LIMIT ?2"))?;
+    let rows = statement.query_map(params![seq, i64::try_from(limit).unwrap_or(i64::MAX)], shown)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

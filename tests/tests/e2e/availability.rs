@@ -271,3 +271,30 @@ async fn a_peer_that_goes_away_is_offline_and_the_next_build_says_so() {
     let page = peers.broker.client.get(peers.broker.api.url(&route)).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("(offline, checked "), "the page says when it was checked");
 }
+
+/// At most `--availability-live-max` changes a build are shown through the
+/// overlay; the rest wait for the next build. A restarted api shows no
+/// more than the one before it did: it loads only as many of the stored
+/// changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_overlay_shows_at_most_the_live_bound_of_changes_across_a_restart() {
+    let dns = DnsServer::start(&[]).await;
+    let gate = ["--egress-dns".to_string(), dns.addr.to_string(), "--availability-live-max".into(), "5".into()];
+    let every = |s: &str| [&gate[..], &["--availability-every-s".to_string(), s.to_string()]].concat();
+    let mut broker = Broker::start("availability-bound", &as_strs(&every("3600")));
+    let chattable_agents = everyone(&broker, "").await.iter().filter(|h| chattable(h)).count();
+    assert!(chattable_agents > 100);
+    let recorded = |broker: &Broker| -> usize {
+        broker.store().query_row("SELECT COUNT(*) FROM availability", [], |r| r.get::<_, i64>(0)).unwrap() as usize
+    };
+    tests::wait::until("every chattable agent checked", 600, Duration::from_millis(50), async || {
+        recorded(&broker) == chattable_agents
+    })
+    .await;
+    let shown = |hits: &[Value]| hits.iter().filter(|h| chattable(h) && h["availabilityStatus"] != "unknown").count();
+    until(&broker, "the first changes shown", |hits| shown(hits) >= 5).await;
+    assert_eq!(shown(&everyone(&broker, "").await), 5, "the live bound");
+    broker.flags = every("0");
+    broker.restart(&[]);
+    assert_eq!(shown(&everyone(&broker, "").await), 5, "after a restart");
+}

@@ -31,7 +31,7 @@ pub async fn run(app: Arc<App>, settings: Settings, shutdown: impl Future<Output
     if settings.every.is_zero() {
         return;
     }
-    let checker = Checker { hosts: HashMap::new(), live: (i64::MIN, 0), app, settings };
+    let checker = Checker { hosts: HashMap::new(), app, settings };
     tokio::select! {
         () = shutdown => {}
         () = checker.rounds() => {}
@@ -62,9 +62,6 @@ struct Checker {
     app: Arc<App>,
     settings: Settings,
     hosts: HashMap<String, Host>,
-    /// The build the live changes counted are over (its journal point),
-    /// and how many were shown.
-    live: (i64, usize),
 }
 
 impl Checker {
@@ -232,10 +229,7 @@ impl Checker {
         }
         self.app.journal.wake.notify_one();
         let Some(build) = self.app.live.get().as_ref().and_then(|b| b.broker.clone()) else { return };
-        if self.live.0 != build.journal_seq {
-            self.live = (build.journal_seq, 0);
-        }
-        let room = self.settings.live_max.saturating_sub(self.live.1);
+        let room = self.app.availability_shown.take(build.journal_seq, published.len(), self.settings.live_max);
         if room < published.len() {
             tracing::warn!(
                 live_max = self.settings.live_max,
@@ -243,7 +237,6 @@ impl Checker {
             );
         }
         let published: Vec<(i64, Measurement)> = published.into_iter().take(room).collect();
-        self.live.1 += published.len();
         match super::live::changes(&self.app.store, &build, published).await {
             Ok(changes) => {
                 let _ = self.app.overlay_writer.apply(changes).await;

@@ -38,9 +38,16 @@ pub async fn changes(
 }
 
 /// The overlay's changes for a build whose journal point is `held`: the
-/// agents registered, updated or deleted since, and those whose shown
-/// availability changed since, each with its last measurement.
-pub async fn overlay_after(store: &Store, build: Option<&Agents>, held: i64) -> Result<Vec<Change>, Failure> {
+/// agents registered, updated or deleted since, and the first of those
+/// whose shown availability changed since that `shown` lets through, each
+/// with its last measurement.
+pub async fn overlay_after(
+    store: &Store,
+    build: Option<&Agents>,
+    held: i64,
+    shown: (&super::Shown, usize),
+) -> Result<Vec<Change>, Failure> {
+    let (counter, bound) = shown;
     let (registrations, measured) = store
         .read(move |conn| {
             let registrations = crate::store::registry::changes_after(conn, held)?;
@@ -51,7 +58,9 @@ pub async fn overlay_after(store: &Store, build: Option<&Agents>, held: i64) -> 
                     None => None,
                 });
             }
-            Ok((registrations.into_iter().zip(of_registrations).collect::<Vec<_>>(), stored::shown_after(conn, held)?))
+            // Enough to find `bound` about agents not registered since.
+            let measured = stored::shown_after(conn, held, bound.saturating_add(registrations.len()))?;
+            Ok((registrations.into_iter().zip(of_registrations).collect::<Vec<_>>(), measured))
         })
         .await?;
     let mut out: Vec<Change> = Vec::new();
@@ -64,7 +73,9 @@ pub async fn overlay_after(store: &Store, build: Option<&Agents>, held: i64) -> 
         });
         out.push((seq, uaid, agent));
     }
-    let measured: Vec<(i64, Measurement)> = measured.into_iter().filter(|(_, m)| !changed.contains(&m.uaid)).collect();
+    let mut measured: Vec<(i64, Measurement)> =
+        measured.into_iter().filter(|(_, m)| !changed.contains(&m.uaid)).collect();
+    measured.truncate(counter.take(held, measured.len(), bound));
     if let Some(build) = build {
         out.extend(changes(store, build, measured).await?);
     }

@@ -28,8 +28,11 @@
 //!
 //! **Live.** A published change is shown at once through the live
 //! overlay, with the agent as the store or the build holds it, up to
-//! `live_max` changes per build; past that, changes wait for the next
-//! build (each overlay agent is indexed, so the bound is memory's).
+//! `live_max` changes per build ([`Shown`]: counted by the checker and
+//! by the api's start, which shows what the store holds since the build);
+//! past that, changes wait for the next build (each overlay agent is
+//! indexed and searched beside the build, so the bound is memory's and
+//! search's).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -63,6 +66,27 @@ pub struct Settings {
 /// Agents asked for [`Soon`] at most; past that, the round reaches them.
 const SOON_MAX: usize = 4096;
 
+/// How many availability changes the live overlay shows over the build
+/// at a journal point: at most [`Settings::live_max`] per build, whether
+/// the api's start loaded them from the store or the checker measured
+/// them since. A restarted api shows no more than one that ran on.
+#[derive(Default)]
+pub struct Shown(Mutex<(i64, usize)>);
+
+impl Shown {
+    /// Of `wanted` more changes over the build at journal point `seq`, how
+    /// many may be shown (and are counted as shown) within `bound`.
+    pub fn take(&self, seq: i64, wanted: usize, bound: usize) -> usize {
+        let mut shown = self.0.lock().expect("availability: shown changes");
+        if shown.0 != seq {
+            *shown = (seq, 0);
+        }
+        let room = bound.saturating_sub(shown.1).min(wanted);
+        shown.1 += room;
+        room
+    }
+}
+
 /// Agents to check before a round reaches them: those registered or
 /// updated just now.
 #[derive(Default)]
@@ -84,5 +108,22 @@ impl Soon {
 
     pub(crate) fn take(&self) -> Vec<String> {
         self.uaids.lock().expect("soon").drain(..).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shown;
+
+    /// Takes, each `(journal point, wanted)`, and what each may show
+    /// within a bound of 10: the count starts again with another build.
+    #[test]
+    fn shown_changes_stay_within_the_bound_of_each_build() {
+        let shown = Shown::default();
+        let takes =
+            [((7, 4), 4), ((7, 0), 0), ((7, 5), 5), ((7, 3), 1), ((7, 2), 0), ((9, 12), 10), ((9, 1), 0), ((7, 3), 3)];
+        for ((seq, wanted), expected) in takes {
+            assert_eq!(shown.take(seq, wanted, 10), expected, "{seq} {wanted}");
+        }
     }
 }
