@@ -6,7 +6,8 @@
 # one is, and nothing leaves the machine), and without them, alternated:
 # GET /api/v1/search over the distinct queries with no checks and while
 # checks run at the default pace, the pace kept and the api's memory;
-# then a whole first round unpaced: its time and what it recorded.
+# then a whole first round unpaced: its time and what it recorded; then
+# searches while steady checks run (every agent checked already).
 # Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +26,8 @@ for _ in $(seq 1 200); do [ -s "$OUT/dns.port" ] && break; sleep 0.05; done
 # Each api starts on a live store of its own, with no checks recorded.
 live="$data/availability-bench"
 
-start_api() { # $1: seconds between rounds (0: no checks)
-  rm -rf "$live" && mkdir -p "$live"
+start_api() { # $1: seconds between rounds (0: no checks); $2: "kept" to keep the store
+  [ "${2:-}" = kept ] || { rm -rf "$live" && mkdir -p "$live"; }
   ALMANAC_AVAILABILITY_EVERY_S="$1" ALMANAC_AVAILABILITY_RATE="${ALMANAC_AVAILABILITY_RATE:-100}" RUST_LOG=info "$BIN/api" --bind 127.0.0.1:4088 --site-dir "$site" \
     --data-dir "$data" --store "$live/store.sqlite" --journal-dir "$live/journal" --egress-dns "127.0.0.1:$(cat "$OUT/dns.port")" >"$OUT/api-availability.log" 2>&1 &
   api=$!
@@ -70,4 +71,17 @@ printf 'a first round unpaced: %s; api RSS %s\n' \
 printf '  recorded: %s; journaled %s events\n' "$(counts)" \
   "$(cat "$live"/journal/*.jsonl 2>/dev/null | grep -c '"availability"' || true)"
 stop_api
+# Steady checks, on the store that round left: every agent was checked,
+# so a check finds what the last one did (no event, nothing new for the
+# overlay). Searches with no checks, then while every agent is checked
+# again at the default pace, alternated; both apis hold the overlay the
+# first round left (its changes up to --availability-live-max).
+for round in 1 2; do
+  start_api 0 kept
+  printf 'round %s: search after a first round, no checks, c32 %s\n' "$round" "$(searches)"
+  stop_api
+  start_api 1 kept
+  printf 'round %s: search while steady checks run, c32 %s\n' "$round" "$(searches)"
+  stop_api
+done
 rm -rf "$live"
