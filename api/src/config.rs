@@ -535,7 +535,7 @@ impl Config {
                 live_max: self.availability_live_max,
             },
             availability_soon: Default::default(),
-            availability_shown: Default::default(),
+            availability_shown: crate::broker::availability::Shown::new(self.availability_live_max),
             feedback_min_messages: self.feedback_min_messages,
             feedback_changes: crate::store::Newest::default(),
             catalog_changes: crate::store::Newest::default(),

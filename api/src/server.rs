@@ -44,7 +44,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     // a later build holds are dropped after each swap.
     let build = app.live.get().as_ref().and_then(|b| b.broker.clone());
     let held = build.as_ref().map_or(0, |broker| broker.journal_seq);
-    let shown = (&app.availability_shown, app.availability.live_max);
+    let shown = &app.availability_shown;
     match crate::broker::availability::live::overlay_after(&app.store, build.as_deref(), held, shown).await {
         Ok(changes) => {
             if app.overlay_writer.apply(changes).await.is_err() {

@@ -20,6 +20,11 @@ pub mod wait;
 use std::path::{Path, PathBuf};
 
 /// The workspace root of the checkout under test ([`shared::checkout`]).
+/// Owned arguments as the `&str`s the process helpers take.
+pub fn strs(strings: &[String]) -> Vec<&str> {
+    strings.iter().map(String::as_str).collect()
+}
+
 pub fn workspace_root() -> PathBuf {
     shared::checkout::root()
 }

@@ -79,7 +79,7 @@ impl Broker {
     pub fn start(label: &str, flags: &[&str]) -> Broker {
         let dir = TempDir::new(label);
         let (site, data) = (dir.path().join("site"), dir.path().join("data"));
-        build(&site, &data, &Broker::sources().iter().map(String::as_str).collect::<Vec<_>>());
+        build(&site, &data, &crate::strs(&Broker::sources()));
         let api = Api::start_with(&site, &data, flags);
         let flags = flags.iter().map(|f| f.to_string()).collect();
         Broker { api, client: crate::unpooled_client(), dir, site, data, flags }

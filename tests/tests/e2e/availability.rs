@@ -84,7 +84,7 @@ impl Peers {
         let allowed = tests::allowing(&[&echo.url(), &mcp.url(), &plain_url]);
         let gate = vec!["--egress-allow".to_string(), allowed, "--egress-dns".into(), dns.addr.to_string()];
         let broker =
-            Broker::start(label, &as_strs(&[&gate[..], &["--availability-every-s".into(), "0".into()]].concat()));
+            Broker::start(label, &tests::strs(&[&gate[..], &["--availability-every-s".into(), "0".into()]].concat()));
         let key = broker.sign_in("0.0.1001").await;
         let echo_uaid = register(&broker, &key, "Lamp Lighter", "a2a", &echo.url()).await;
         let mcp_uaid = register(&broker, &key, "Tool Smith", "mcp", &mcp.url()).await;
@@ -121,10 +121,6 @@ impl Peers {
     fn dead<'a>(&self, hits: &'a [Value]) -> &'a str {
         hits.iter().find(|h| chattable(h) && h["registry"] == "erc-8004").unwrap()["uaid"].as_str().unwrap()
     }
-}
-
-fn as_strs(flags: &[String]) -> Vec<&str> {
-    flags.iter().map(String::as_str).collect()
 }
 
 /// Never checked: a chattable agent is `unknown`, whatever its registry
@@ -261,7 +257,7 @@ async fn a_peer_that_goes_away_is_offline_and_the_next_build_says_so() {
 
     peers.broker.journaled().await;
     let sources = Broker::sources();
-    peers.broker.rebuild(&as_strs(&sources)).await;
+    peers.broker.rebuild(&tests::strs(&sources)).await;
     peers.restart_checking_every(0);
     let rebuilt = everyone(&peers.broker, "").await;
     assert_eq!(by_uaid(&rebuilt, &dead)["availabilityStatus"], "offline");
@@ -281,7 +277,7 @@ async fn the_overlay_shows_at_most_the_live_bound_of_changes_across_a_restart() 
     let dns = DnsServer::start(&[]).await;
     let gate = ["--egress-dns".to_string(), dns.addr.to_string(), "--availability-live-max".into(), "5".into()];
     let every = |s: &str| [&gate[..], &["--availability-every-s".to_string(), s.to_string()]].concat();
-    let mut broker = Broker::start("availability-bound", &as_strs(&every("3600")));
+    let mut broker = Broker::start("availability-bound", &tests::strs(&every("3600")));
     let chattable_agents = everyone(&broker, "").await.iter().filter(|h| chattable(h)).count();
     assert!(chattable_agents > 100);
     let recorded = |broker: &Broker| -> usize {

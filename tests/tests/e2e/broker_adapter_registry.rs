@@ -195,7 +195,7 @@ async fn submissions_fail_saying_why_and_the_next_build_publishes_the_rest() {
 
     broker.journaled().await;
     let sources = Broker::sources();
-    broker.rebuild(&sources.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    broker.rebuild(&tests::strs(&sources)).await;
     let response = broker.client.get(broker.api.url(CATEGORIES)).send().await.unwrap();
     assert_ne!(response.headers()["cache-control"], "no-cache", "from the build's file");
     let published: Value = response.json().await.unwrap();

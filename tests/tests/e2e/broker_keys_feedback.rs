@@ -292,7 +292,7 @@ async fn feedback_is_given_once_a_session_shown_at_once_and_published() {
 
     broker.journaled().await;
     let sources = Broker::sources();
-    broker.rebuild(&sources.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    broker.rebuild(&tests::strs(&sources)).await;
     let response = broker.client.get(broker.api.url(path)).send().await.unwrap();
     assert_ne!(response.headers()["cache-control"], "no-cache");
     let published: Value = response.json().await.unwrap();

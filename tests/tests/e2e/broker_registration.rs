@@ -92,7 +92,7 @@ async fn setup(label: &str, extra: &[&str]) -> Setup {
     let dir = TempDir::new(label);
     let (site, data) = (dir.path().join("site"), dir.path().join("data"));
     let sources: Vec<String> = Broker::sources().into_iter().chain(extra.iter().map(|a| a.to_string())).collect();
-    build(&site, &data, &sources.iter().map(String::as_str).collect::<Vec<_>>());
+    build(&site, &data, &tests::strs(&sources));
     let endpoints = dir.path().join("registries.json");
     let at = |path: &str| format!("{}/{path}", registries.base);
     std::fs::write(

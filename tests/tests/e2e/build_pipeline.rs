@@ -150,9 +150,7 @@ impl Mirrored {
             .chain(extra.iter().copied())
             .map(String::from)
             .collect();
-        tokio::task::spawn_blocking(move || generator(&args.iter().map(String::as_str).collect::<Vec<_>>()))
-            .await
-            .unwrap()
+        tokio::task::spawn_blocking(move || generator(&tests::strs(&args))).await.unwrap()
     }
 
     /// A run that succeeds.

@@ -51,7 +51,6 @@ struct Builds {
     corpus: PathBuf,
     site: PathBuf,
     data: PathBuf,
-    layout: Layout,
     first: Manifest,
     second: Manifest,
     entry: Entry,
@@ -69,8 +68,7 @@ impl Builds {
         let entry = victim(&second).clone();
         let file = second_dir.join(entry.file());
         let pristine = std::fs::read(&file).unwrap();
-        let layout = Layout::new(&site, &data);
-        Builds { root, corpus, site, data, layout, first, second, entry, file, pristine }
+        Builds { root, corpus, site, data, first, second, entry, file, pristine }
     }
 
     /// The ledger grown to `messages`, built: the live build.
@@ -78,19 +76,23 @@ impl Builds {
         grown(&self.corpus, &self.site, &self.data, messages)
     }
 
+    fn layout(&self) -> Layout {
+        Layout::new(&self.site, &self.data)
+    }
+
     fn snapshot(&self, manifest: &Manifest) -> PathBuf {
-        self.layout.snapshots().join(&manifest.snapshot)
+        self.layout().snapshots().join(&manifest.snapshot)
     }
 
     /// An api serving the first build, then the second published after
     /// `damage`: the api, and its log.
     fn serve_damaged(&self, name: &str, damage: impl FnOnce()) -> (Api, PathBuf) {
-        shared::site::publish(&self.layout, &self.first).unwrap();
+        shared::site::publish(&self.layout(), &self.first).unwrap();
         let log = self.root.path().join(format!("api-{}.log", name.replace(' ', "-")));
         let api = Api::start_logged(&self.site, &self.data, &[], &log);
         assert_eq!(api.served_build(&self.first.build), self.first.build, "{name}");
         damage();
-        shared::site::publish(&self.layout, &self.second).unwrap();
+        shared::site::publish(&self.layout(), &self.second).unwrap();
         (api, log)
     }
 

@@ -603,7 +603,7 @@ fn a_malformed_record_fails_the_build_and_publishes_nothing() {
     };
     let run = |guard: &Path| {
         let args = args(guard);
-        tests::process::generator(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        tests::process::generator(&tests::strs(&args))
     };
     assert!(run(&guard).status.success());
     let live = std::fs::read_link(site.join("current")).unwrap();

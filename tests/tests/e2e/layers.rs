@@ -15,10 +15,6 @@ use tests::datagen::random_corpus_scaled;
 use tests::process::{build, Api};
 use tests::{unpooled_client, workspace_root, TempDir};
 
-fn as_strs(flags: &[String]) -> Vec<&str> {
-    flags.iter().map(String::as_str).collect()
-}
-
 fn current(site: &Path) -> (PathBuf, Manifest) {
     let dir = std::fs::canonicalize(site.join("current")).unwrap();
     let manifest = Manifest::load(&dir).unwrap();
@@ -191,7 +187,7 @@ impl Ledger {
 
     /// A whole build of the same sources, in a folder of its own.
     fn whole(&self, sections: Sections) -> (TempDir, Manifest) {
-        whole(self.root.path(), &as_strs(&self.flags(sections)))
+        whole(self.root.path(), &tests::strs(&self.flags(sections)))
     }
 }
 
@@ -356,7 +352,7 @@ impl Journal {
 
     /// A whole build of the same sources and journal.
     fn whole(&self) -> (TempDir, Manifest) {
-        whole(self.root.path(), &as_strs(&self.flags))
+        whole(self.root.path(), &tests::strs(&self.flags))
     }
 
     /// `layer` is over the base and holds exactly the routes whose files
@@ -386,7 +382,7 @@ impl Journal {
 
 /// A run over `flags` that may make a layer and keeps one other build.
 fn run_layered(site: &Path, data: &Path, flags: &[String], extra: &[&str]) -> String {
-    let mut all = as_strs(flags);
+    let mut all = tests::strs(flags);
     all.extend(["--layer-min-routes", "0", "--keep-builds", "1"]);
     all.extend(extra);
     build(site, data, &all)
@@ -460,7 +456,7 @@ fn a_refused_journal_record_fails_the_run_and_changes_nothing() {
     journal.write(&(journal.lines.clone() + &journal_line(5, json!({"event": "update", "agent": unknown}))));
     let (site, data) = (journal.site.to_str().unwrap(), journal.data.to_str().unwrap());
     let mut args = vec!["build", "--site-dir", site, "--data-dir", data];
-    args.extend(as_strs(&journal.flags));
+    args.extend(tests::strs(&journal.flags));
     args.extend(["--layer-min-routes", "0", "--keep-builds", "1"]);
     let out = tests::process::generator_logged(&args, "info");
     let log = String::from_utf8_lossy(&out.stderr);

@@ -229,7 +229,7 @@ impl Checker {
         }
         self.app.journal.wake.notify_one();
         let Some(build) = self.app.live.get().as_ref().and_then(|b| b.broker.clone()) else { return };
-        let room = self.app.availability_shown.take(build.journal_seq, published.len(), self.settings.live_max);
+        let room = self.app.availability_shown.take(build.journal_seq, published.len());
         if room < published.len() {
             tracing::warn!(
                 live_max = self.settings.live_max,

@@ -45,9 +45,9 @@ pub async fn overlay_after(
     store: &Store,
     build: Option<&Agents>,
     held: i64,
-    shown: (&super::Shown, usize),
+    shown: &super::Shown,
 ) -> Result<Vec<Change>, Failure> {
-    let (counter, bound) = shown;
+    let room = shown.room(held);
     let (registrations, measured) = store
         .read(move |conn| {
             let registrations = crate::store::registry::changes_after(conn, held)?;
@@ -58,8 +58,8 @@ pub async fn overlay_after(
                     None => None,
                 });
             }
-            // Enough to find `bound` about agents not registered since.
-            let measured = stored::shown_after(conn, held, bound.saturating_add(registrations.len()))?;
+            // Enough to find `room` about agents not registered since.
+            let measured = stored::shown_after(conn, held, room.saturating_add(registrations.len()))?;
             Ok((registrations.into_iter().zip(of_registrations).collect::<Vec<_>>(), measured))
         })
         .await?;
@@ -75,7 +75,7 @@ pub async fn overlay_after(
     }
     let mut measured: Vec<(i64, Measurement)> =
         measured.into_iter().filter(|(_, m)| !changed.contains(&m.uaid)).collect();
-    measured.truncate(counter.take(held, measured.len(), bound));
+    measured.truncate(shown.take(held, measured.len()));
     if let Some(build) = build {
         out.extend(changes(store, build, measured).await?);
     }

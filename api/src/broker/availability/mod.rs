@@ -67,22 +67,37 @@ pub struct Settings {
 const SOON_MAX: usize = 4096;
 
 /// How many availability changes the live overlay shows over the build
-/// at a journal point: at most [`Settings::live_max`] per build, whether
-/// the api's start loaded them from the store or the checker measured
-/// them since. A restarted api shows no more than one that ran on.
-#[derive(Default)]
-pub struct Shown(Mutex<(i64, usize)>);
+/// at a journal point: at most `bound` ([`Settings::live_max`]) per
+/// build, whether the api's start loaded them from the store or the
+/// checker measured them since. A restarted api shows no more than one
+/// that ran on.
+pub struct Shown {
+    bound: usize,
+    /// The build's journal point, and how many are shown over it.
+    shown: Mutex<(i64, usize)>,
+}
 
 impl Shown {
+    pub fn new(bound: usize) -> Shown {
+        Shown { bound, shown: Mutex::new((i64::MIN, 0)) }
+    }
+
+    /// How many more may be shown over the build at journal point `seq`.
+    pub fn room(&self, seq: i64) -> usize {
+        let shown = self.shown.lock().expect("availability: shown changes");
+        self.bound - if shown.0 == seq { shown.1 } else { 0 }
+    }
+
     /// Of `wanted` more changes over the build at journal point `seq`, how
-    /// many may be shown (and are counted as shown) within `bound`.
-    pub fn take(&self, seq: i64, wanted: usize, bound: usize) -> usize {
-        let mut shown = self.0.lock().expect("availability: shown changes");
+    /// many may be shown (and are counted as shown).
+    pub fn take(&self, seq: i64, wanted: usize) -> usize {
+        let mut shown = self.shown.lock().expect("availability: shown changes");
         if shown.0 != seq {
             *shown = (seq, 0);
         }
-        let room = bound.saturating_sub(shown.1).min(wanted);
+        let room = (self.bound - shown.1).min(wanted);
         shown.1 += room;
+        debug_assert!(shown.1 <= self.bound, "never past the bound");
         room
     }
 }
@@ -119,11 +134,13 @@ mod tests {
     /// within a bound of 10: the count starts again with another build.
     #[test]
     fn shown_changes_stay_within_the_bound_of_each_build() {
-        let shown = Shown::default();
+        let shown = Shown::new(10);
         let takes =
             [((7, 4), 4), ((7, 0), 0), ((7, 5), 5), ((7, 3), 1), ((7, 2), 0), ((9, 12), 10), ((9, 1), 0), ((7, 3), 3)];
         for ((seq, wanted), expected) in takes {
-            assert_eq!(shown.take(seq, wanted, 10), expected, "{seq} {wanted}");
+            let room = shown.room(seq);
+            assert_eq!(shown.take(seq, wanted), expected, "{seq} {wanted}");
+            assert_eq!(room.min(wanted), expected, "{seq} {wanted}: room");
         }
     }
 }
