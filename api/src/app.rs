@@ -46,6 +46,11 @@ pub struct App {
     /// Sign-in requests per client (signature checks cost CPU, challenges
     /// take room in the store).
     pub sign_in_limit: Limiter,
+    /// Ownership verification: challenges, proofs and re-checks.
+    pub verification: crate::broker::verification::settings::Settings,
+    /// Verification requests per client (each may query DNS or call an
+    /// agent).
+    pub verification_limit: Limiter,
     /// Chat sessions opened without a key, per client (each may fetch an
     /// agent card; an account's are capped by `--chat-max-sessions`).
     pub anonymous_chat_limit: Limiter,

@@ -197,6 +197,34 @@ pub struct Config {
     /// Sign-in: burst above that pace.
     #[arg(long, env = "ALMANAC_SIGN_IN_BURST", default_value_t = 60)]
     pub sign_in_burst: u32,
+    /// Ownership verification (challenges, proofs, DNS re-checks):
+    /// requests per minute per client.
+    #[arg(long, env = "ALMANAC_VERIFICATION_RATE", default_value_t = 60)]
+    pub verification_rate: u32,
+    /// Ownership verification: burst above that pace.
+    #[arg(long, env = "ALMANAC_VERIFICATION_BURST", default_value_t = 20)]
+    pub verification_burst: u32,
+    /// How long a verification challenge may be used, in seconds.
+    #[arg(long, env = "ALMANAC_VERIFICATION_CHALLENGE_TTL_SECS", default_value_t = 3_600)]
+    pub verification_challenge_ttl_secs: u64,
+    /// Unused, unexpired verification challenges an account may hold.
+    #[arg(long, env = "ALMANAC_VERIFICATION_MAX_PENDING", default_value_t = 20)]
+    pub verification_max_pending: usize,
+    /// How often each verified ownership's proof is looked at again, in
+    /// seconds (0: never). A proof gone revokes the ownership.
+    #[arg(long, env = "ALMANAC_VERIFICATION_RECHECK_EVERY_SECS", default_value_t = 86_400)]
+    pub verification_recheck_every_secs: u64,
+    /// How long an ownership whose proof cannot be read (no answer) stays
+    /// verified since it was last found, in seconds; then it expires.
+    #[arg(long, env = "ALMANAC_VERIFICATION_LIFETIME_SECS", default_value_t = 604_800)]
+    pub verification_lifetime_secs: u64,
+    /// Nameservers (`IP:PORT`, comma-separated) DNS TXT proofs are read
+    /// from; none: the system's (`/etc/resolv.conf`).
+    #[arg(long = "verification-dns", env = "ALMANAC_VERIFICATION_DNS", value_delimiter = ',')]
+    pub verification_dns: Vec<SocketAddr>,
+    /// Time one DNS query of a TXT proof may take, in milliseconds.
+    #[arg(long, env = "ALMANAC_VERIFICATION_DNS_TIMEOUT_MS", default_value_t = 5_000)]
+    pub verification_dns_timeout_ms: u64,
     /// Chat sessions opened without a key: per minute per client.
     #[arg(long, env = "ALMANAC_CHAT_ANONYMOUS_RATE", default_value_t = 30)]
     pub chat_anonymous_rate: u32,
@@ -237,7 +265,7 @@ pub struct Config {
     pub feedback_min_messages: u64,
     /// The treasury account HBAR purchases pay (0.0.N on --ledger-network);
     /// needs --mirror-url, where the transfers are seen. Without it,
-    /// `/credits/payments/native/intent` answers 503.
+    /// `/credits/payments/hbar/intent` answers 503.
     #[arg(long, env = "ALMANAC_TREASURY_ACCOUNT")]
     pub treasury_account: Option<String>,
     /// Nodes a wallet may submit a purchase transfer to (comma-separated).
@@ -549,6 +577,18 @@ impl Config {
                 cache: auth::KeyCache::new(self.key_cache_entries, Duration::from_secs(self.key_cache_secs)),
             },
             sign_in_limit: limiter(self.sign_in_rate, self.sign_in_burst),
+            verification: crate::broker::verification::settings::Settings {
+                challenge_ttl: Duration::from_secs(self.verification_challenge_ttl_secs.max(1)),
+                max_pending: self.verification_max_pending.max(1),
+                recheck_every: Duration::from_secs(self.verification_recheck_every_secs),
+                lifetime: Duration::from_secs(self.verification_lifetime_secs.max(1)),
+                txt: crate::broker::verification::dns::Txt::new(
+                    &self.verification_dns,
+                    Duration::from_millis(self.verification_dns_timeout_ms.max(1)),
+                )
+                .context("the verification DNS resolver")?,
+            },
+            verification_limit: limiter(self.verification_rate, self.verification_burst),
             anonymous_chat_limit: limiter(self.chat_anonymous_rate, self.chat_anonymous_burst),
             pricing,
             journal: Journal {

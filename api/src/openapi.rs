@@ -62,6 +62,8 @@ pub fn document(endpoints: &[Endpoint]) -> Value {
             {"name": "Guard", "description": "Guard data and the stateless MCP endpoint."},
             {"name": "Broker", "description": "The agent registry broker: search, agents, catalogs."},
             {"name": "Broker live", "description": "Sign-in, credits, registration, chat, keys, feedback."},
+            {"name": "Verification", "description": "Ownership of agents, proven by a DNS TXT record, a ledger \
+                                                     signature or a code served at the agent's endpoint."},
             {"name": "Service", "description": "Health and this document."},
             {"name": "Exports", "description": "Parquet exports of the build for analysts."},
             {"name": "Pages", "description": "HTML pages of the build for people: tokens, accounts, guard \
@@ -393,7 +395,25 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
     let with_body =
         |tag: &'static str, body: Value, ok: Vec<(u16, Value)>| Doc { tag, body: Some(body), ok, ..Doc::default() };
     let live = "Broker live";
-    let uaid_body = || object(&[("uaid", string())], 0);
+    let uaid_body = || object(&[("uaid", string())], 1);
+    let verification = "Verification";
+    let methods = json!({"enum": broker_model::ownership::METHODS});
+    let ownership = object(
+        &[("ownerType", string()), ("ownerId", string()), ("verifiedAt", string()), ("method", methods.clone())],
+        4,
+    );
+    let dns_status = object(
+        &[
+            ("uaid", string()),
+            ("method", string()),
+            ("recordName", string()),
+            ("verified", boolean()),
+            ("state", json!({"type": ["string", "null"]})),
+            ("checkedAt", json!({"type": ["string", "null"]})),
+            ("lastError", json!({"type": ["string", "null"]})),
+        ],
+        4,
+    );
     match name {
         // The service.
         "health" | "brokerHealth" | "liveness" => {
@@ -585,6 +605,111 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             object(&[("credits", number()), ("hbarAmount", number())], 0),
             vec![(200, any_object())],
         )),
+        "hbarPaymentIntent" => optional(with_body(
+            live,
+            object(&[("credits", number()), ("hbarAmount", number())], 0),
+            vec![(200, any_object())],
+        )),
+        "createVerificationChallenge" => with_body(
+            verification,
+            uaid_body(),
+            vec![(
+                200,
+                object(
+                    &[
+                        ("challengeId", string()),
+                        ("code", string()),
+                        ("expiresAt", string()),
+                        ("expectedHandle", string()),
+                        ("instructions", string()),
+                        ("methods", array(string())),
+                        ("existingOwnership", ownership.clone()),
+                    ],
+                    5,
+                ),
+            )],
+        ),
+        "verificationChallenge" => json(
+            verification,
+            object(
+                &[
+                    ("challengeId", string()),
+                    ("uaid", string()),
+                    ("code", string()),
+                    ("expiresAt", string()),
+                    ("status", json!({"enum": ["pending", "verified", "expired"]})),
+                    ("method", string()),
+                    ("message", string()),
+                ],
+                5,
+            ),
+        ),
+        "verifyVerificationChallenge" => with_body(
+            verification,
+            object(
+                &[
+                    ("challengeId", string()),
+                    ("method", methods.clone()),
+                    ("accountId", string()),
+                    ("signature", string()),
+                    ("signatureKind", string()),
+                    ("publicKey", string()),
+                ],
+                2,
+            ),
+            vec![(
+                200,
+                object(
+                    &[
+                        ("verified", boolean()),
+                        ("uaid", string()),
+                        ("ownerType", string()),
+                        ("ownerId", string()),
+                        ("method", methods.clone()),
+                        ("verifiedAt", string()),
+                        ("reason", string()),
+                    ],
+                    4,
+                ),
+            )],
+        ),
+        "verificationStatus" => json(
+            verification,
+            object(
+                &[
+                    ("uaid", string()),
+                    ("verified", boolean()),
+                    ("chain", json!({"type": ["string", "null"]})),
+                    ("state", string()),
+                    ("method", methods.clone()),
+                ],
+                3,
+            ),
+        ),
+        "verificationOwnership" => json(verification, {
+            let mut owned = ownership.clone();
+            owned["required"] = json!(["uaid", "ownerType", "ownerId", "chain", "verifiedAt", "method"]);
+            owned["properties"]["uaid"] = string();
+            owned["properties"]["chain"] = string();
+            owned
+        }),
+        "verifySenderOwnership" => with_body(
+            verification,
+            uaid_body(),
+            vec![(
+                200,
+                object(
+                    &[("verified", boolean()), ("uaid", string()), ("ownerType", string()), ("ownerId", string())],
+                    4,
+                ),
+            )],
+        ),
+        "dnsVerificationStatus" => json(verification, dns_status.clone()),
+        "dnsVerify" => with_body(
+            verification,
+            object(&[("uaid", string()), ("challengeId", string())], 1),
+            vec![(200, dns_status)],
+        ),
         "cardPaymentIntent" => with_body(live, object(&[("amount", integer())], 1), vec![(200, any_object())]),
         "cardPaymentWebhook" => with_body(live, any_object(), vec![(200, any_object())]),
         "creditProviders" => json(live, object(&[("providers", array(any_object()))], 1)),

@@ -200,6 +200,7 @@ fn limiter(app: &App, rate: Rate) -> Option<&Limiter> {
         Rate::Guard => Some(&app.guard.json),
         Rate::Mcp => Some(&app.guard.mcp),
         Rate::SignIn => Some(&app.sign_in_limit),
+        Rate::Verification => Some(&app.verification_limit),
     }
 }
 

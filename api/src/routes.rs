@@ -20,6 +20,7 @@ use shared::http::Cache;
 use warp::http::{HeaderValue, Method};
 
 pub use crate::auth::Auth;
+use crate::broker::verification;
 use crate::reply::Answer;
 use crate::request::{Params, Request};
 use crate::{broker, hcs20, service};
@@ -47,6 +48,9 @@ pub enum Rate {
     Mcp,
     /// Ledger sign-in (challenge and verify).
     SignIn,
+    /// Ownership verification (each may query DNS, call an agent or check
+    /// a signature).
+    Verification,
 }
 
 /// How much of a request body is read, by which configured bound.
@@ -432,6 +436,50 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/encryption/keys")
             .post("registerEncryptionKey", handler!(broker::encryption::register), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),
+        Endpoint::new("/api/v1/credits/payments/hbar/intent")
+            .post("hbarPaymentIntent", handler!(broker::intents::native), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key),
+        // Verification: ownership proven by DNS, ledger signature or endpoint.
+        Endpoint::new("/api/v1/verification/challenge")
+            .post(
+                "createVerificationChallenge",
+                handler!(verification::create_challenge),
+                BodyLimit::Live,
+                Cache::NoStore,
+            )
+            .auth(Auth::Key)
+            .rate(Rate::Verification),
+        Endpoint::new("/api/v1/verification/challenge/{challengeId}")
+            .get("verificationChallenge", handler!(verification::challenge), Cache::NoStore)
+            .auth(Auth::Key)
+            .rate(Rate::Verification),
+        Endpoint::new("/api/v1/verification/verify")
+            .post("verifyVerificationChallenge", handler!(verification::verify), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key)
+            .rate(Rate::Verification),
+        Endpoint::new("/api/v1/verification/status/{uaid}").get(
+            "verificationStatus",
+            handler!(verification::status),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/verification/ownership/{uaid}").get(
+            "verificationOwnership",
+            handler!(verification::ownership),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/verification/verify-sender")
+            .post("verifySenderOwnership", handler!(verification::verify_sender), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key)
+            .rate(Rate::Verification),
+        Endpoint::new("/api/v1/verification/dns/status/{uaid}").get(
+            "dnsVerificationStatus",
+            handler!(verification::dns_status),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/verification/dns/verify")
+            .post("dnsVerify", handler!(verification::dns_verify), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key)
+            .rate(Rate::Verification),
         Endpoint::new("/api/v1/credits/payments/intent")
             .post("cardPaymentIntent", handler!(broker::intents::card), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),

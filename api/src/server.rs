@@ -76,6 +76,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
             cleaner.guard.json.clean();
             cleaner.guard.mcp.clean();
             cleaner.sign_in_limit.clean();
+            cleaner.verification_limit.clean();
             cleaner.anonymous_chat_limit.clean();
             cleaner.chat.forget_idle(cleaner.chat.auth_idle);
             if let Some(broker) = cleaner.live.get().as_ref().and_then(|b| b.broker.clone()) {
@@ -90,6 +91,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         tokio::spawn(crate::broker::availability::checks::run(app.clone(), app.availability.clone(), async move {
             let _ = checks_stopped.await;
         }));
+    // Verification: proofs looked at again.
+    let (stop_rechecks, rechecks_stopped) = tokio::sync::oneshot::channel::<()>();
+    let rechecks = tokio::spawn(crate::broker::verification::recheck::run(app.clone(), async move {
+        let _ = rechecks_stopped.await;
+    }));
     let (stop_registrar, registrar_stopped) = tokio::sync::oneshot::channel::<()>();
     let registrar = tokio::spawn(crate::broker::registrar::run(app.store.clone(), app.registrar.clone(), async move {
         let _ = registrar_stopped.await;
@@ -136,6 +142,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     cleaning.abort();
     let _ = stop_checks.send(());
     let _ = checks.await;
+    let _ = stop_rechecks.send(());
+    let _ = rechecks.await;
     let _ = stop_registrar.send(());
     let _ = registrar.await;
     let _ = stop_treasury.send(());

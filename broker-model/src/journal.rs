@@ -15,6 +15,7 @@
 //! | `feedback` | `entry` (an ERC-8004 feedback record) | adds feedback to an ERC-8004 agent |
 //! | `search` | `query`, `hits` | counts the query for `/popular` |
 //! | `availability` | `availability` (a [`Measurement`]) | the agent's last check ([`super::availability`]); of an agent not indexed (deleted since), ignored |
+//! | `ownership` | `ownership` (an [`Ownership`]) | the agent's ownership as last proven, revoked or expired ([`super::ownership`]); of an agent not indexed, ignored |
 //!
 //! An event that does not apply (a malformed line, a register of a known
 //! UAID, an update of an unknown one, `seq` out of order) fails the build
@@ -30,6 +31,7 @@ use sha2::{Digest, Sha256};
 
 use crate::availability::{self, Measurement};
 use crate::catalog::{Catalog, Category, FeedbackEntry, RegistryEntry};
+use crate::ownership::{self, Ownership};
 use crate::{Agent, Sources};
 
 /// One line. (Unknown fields cannot be refused here: serde does not
@@ -73,6 +75,10 @@ pub enum Event {
     /// An agent's availability, as a check changed it.
     Availability {
         availability: Box<Measurement>,
+    },
+    /// An agent's ownership, as a verification or a re-check changed it.
+    Ownership {
+        ownership: Box<Ownership>,
     },
 }
 
@@ -189,6 +195,8 @@ pub struct Overlay {
     /// Each UAID's last measurement: applied to the agent as it passes,
     /// whatever else the journal did to it.
     measured: HashMap<String, Measurement>,
+    /// Each UAID's last ownership, applied likewise.
+    owned: HashMap<String, Ownership>,
 }
 
 /// One UAID the events name, as they leave it.
@@ -263,6 +271,7 @@ impl Overlay {
             origins: vec![None; feedback.len()],
             seq: 0,
             measured: HashMap::new(),
+            owned: HashMap::new(),
         };
         let mut last_seq: Option<(u64, &Position)> = None;
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
@@ -329,6 +338,9 @@ impl Overlay {
                 Event::Availability { availability } => {
                     overlay.measured.insert(availability.uaid.clone(), (**availability).clone());
                 }
+                Event::Ownership { ownership } => {
+                    overlay.owned.insert(ownership.uaid.clone(), (**ownership).clone());
+                }
                 Event::Search { query, .. } => {
                     let query = normalise(query);
                     if !query.is_empty() {
@@ -380,7 +392,7 @@ impl Overlay {
     /// record of it, or nothing (deleted, or registered again: it then
     /// follows the sources).
     pub fn pass(&mut self, agent: Agent) -> Result<Option<Agent>> {
-        let Some(fate) = self.fates.get_mut(agent.uaid.as_str()) else { return Ok(Some(self.measure(agent))) };
+        let Some(fate) = self.fates.get_mut(agent.uaid.as_str()) else { return Ok(Some(self.settle(agent))) };
         if !fate.in_sources {
             return Err(disagreement(&fate.first, &agent.uaid, true));
         }
@@ -390,20 +402,26 @@ impl Overlay {
             (true, None, Some(record)) => Some(record.clone()),
             (true, None, None) => Some(agent),
         };
-        Ok(now.map(|agent| self.measure(agent)))
+        Ok(now.map(|agent| self.settle(agent)))
     }
 
     /// `agent` with its availability as the journal's last measurement of
-    /// it leaves it ([`availability::settle`]; never measured: unknown).
-    pub fn measure(&self, mut agent: Agent) -> Agent {
+    /// it leaves it ([`availability::settle`]; never measured: unknown),
+    /// and its ownership as the journal's last ownership of it leaves it
+    /// ([`ownership::settle`]).
+    pub fn settle(&self, mut agent: Agent) -> Agent {
         let measured = self.measured.get(agent.uaid.as_str());
         availability::settle(&mut agent, measured);
+        let owned = self.owned.get(agent.uaid.as_str());
+        ownership::settle(&mut agent, owned);
         agent
     }
 
-    /// The UAIDs the journal measured, in no order.
-    pub fn measured(&self) -> impl Iterator<Item = &str> {
-        self.measured.keys().map(String::as_str)
+    /// The UAIDs the journal measured or whose ownership it changed, each
+    /// once, in no order.
+    pub fn settled(&self) -> impl Iterator<Item = &str> {
+        let owned_only = self.owned.keys().filter(|uaid| !self.measured.contains_key(*uaid));
+        self.measured.keys().chain(owned_only).map(String::as_str)
     }
 
     /// After the last source: the agents the journal registered, in order.
@@ -416,7 +434,7 @@ impl Overlay {
         }
         let mut added: Vec<&Fate> = self.fates.values().filter(|f| f.present && f.added.is_some()).collect();
         added.sort_by_key(|f| f.added);
-        Ok(added.iter().map(|f| self.measure(f.agent.clone().expect("a registered agent has its record"))).collect())
+        Ok(added.iter().map(|f| self.settle(f.agent.clone().expect("a registered agent has its record"))).collect())
     }
 
     /// Every UAID the events name, in no order: what a run that applies
@@ -458,6 +476,7 @@ fn popular(counts: &BTreeMap<String, u64>, seeds: &[String]) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::generate;
+    use crate::ownership::Prior;
 
     fn sources() -> Sources {
         let agents = generate::agents(40, 3);
@@ -540,6 +559,38 @@ mod tests {
         let mut broken = known.clone();
         broken.trust_score = 250.0;
         check(vec![line(1, serde_json::json!({"event": "update", "agent": broken}))], Err("trustScore"));
+    }
+
+    #[test]
+    fn the_last_ownership_of_an_agent_settles_it_whatever_else_the_journal_did() {
+        let base = sources();
+        let known = base.agents.iter().find(|a| a.verification_status == crate::Verification::Indexed).unwrap();
+        let ownership = |state: &str| {
+            serde_json::json!({"event": "ownership", "ownership": {
+                "uaid": known.uaid, "state": state, "method": "dns-txt", "ownerId": "0.0.1001",
+                "verifiedAt": "2026-11-01T10:00:00Z", "prior": Prior::of(known)}})
+        };
+        let mut renamed = known.clone();
+        renamed.name = "Renamed Agent".into();
+        let applied = |lines: Vec<String>| {
+            let mut s = base.clone();
+            apply(&mut s, &records(&lines)).unwrap();
+            s.agents.into_iter().find(|a| a.uaid == known.uaid).unwrap()
+        };
+        let verified = applied(vec![
+            line(1, ownership("verified")),
+            line(2, serde_json::json!({"event": "update", "agent": renamed})),
+        ]);
+        assert_eq!(verified.name, "Renamed Agent", "the update applies");
+        assert_eq!(verified.verification_status, crate::Verification::Registered, "so does the ownership");
+        assert_eq!(verified.trust_signals[crate::ownership::SIGNAL], 100.0);
+        let owned = |a: &Agent| (a.verification_status, a.trust_signals.get(crate::ownership::SIGNAL).copied());
+        let revoked = applied(vec![line(1, ownership("verified")), line(2, ownership("revoked"))]);
+        assert_eq!(owned(&revoked), owned(known), "revoked: as before the proof");
+        // Of an agent not indexed: ignored.
+        let mut gone = ownership("verified");
+        gone["ownership"]["uaid"] = "uaid:aid:x;uid=0".into();
+        assert_eq!(owned(&applied(vec![line(1, gone)])), owned(known));
     }
 
     #[test]

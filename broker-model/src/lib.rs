@@ -17,6 +17,7 @@ pub mod chat;
 /// shipped binaries link none of it.
 pub mod generate;
 pub mod journal;
+pub mod ownership;
 pub mod registration;
 
 use std::collections::{BTreeMap, BTreeSet};

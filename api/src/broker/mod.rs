@@ -22,6 +22,7 @@ pub mod register;
 pub mod registrar;
 pub mod search_parameters;
 pub mod vectors;
+pub mod verification;
 
 use broker_model::catalog::FEEDBACK_REGISTRY;
 use broker_site::render;

@@ -38,6 +38,7 @@ pub mod keys;
 pub mod outbox;
 pub mod payments;
 pub mod registry;
+pub mod verification;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -57,6 +58,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/006-chat.sql"),
     include_str!("schema/007-chat-send-digests.sql"),
     include_str!("schema/008-availability.sql"),
+    include_str!("schema/009-verification.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose

@@ -50,11 +50,15 @@ pub fn after(records: Vec<(Position, Record)>, live_seq: u64, live_digest: &str)
     let agents_only = records.iter().all(|(_, r)| {
         matches!(
             r.event,
-            Event::Register { .. } | Event::Update { .. } | Event::Delete { .. } | Event::Availability { .. }
+            Event::Register { .. }
+                | Event::Update { .. }
+                | Event::Delete { .. }
+                | Event::Availability { .. }
+                | Event::Ownership { .. }
         )
     });
     if !agents_only {
-        return Err("the journal's new records are not only agents registered, updated, deleted or measured");
+        return Err("the journal's new records are not only agents registered, updated, deleted, measured or owned");
     }
     Ok(Delta { records, seq, journal_digest })
 }
@@ -161,10 +165,10 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     for change in &changes {
         change.check(stored.contains_key(change.uaid)).context("the broker journal")?;
     }
-    // Agents the delta only measured: changed where stored (a measurement
-    // of an agent deleted since is ignored).
+    // Agents the delta only measured or whose ownership it changed:
+    // changed where stored (of an agent deleted since, ignored).
     let fated: HashSet<&str> = uaids.iter().copied().collect();
-    let mut measured: Vec<&str> = overlay.measured().filter(|uaid| !fated.contains(uaid)).collect();
+    let mut measured: Vec<&str> = overlay.settled().filter(|uaid| !fated.contains(uaid)).collect();
     measured.sort_unstable();
     let measured: Vec<(u32, Agent)> = store::records_of(conn, &measured)?;
     for (_, agent) in &measured {
@@ -180,7 +184,7 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
     for change in &changes {
         let old = stored.get(change.uaid);
         let now = change.record.or(old.map(|(_, a)| a)).filter(|_| change.present);
-        let now = now.map(|agent| overlay.measure(agent.clone()));
+        let now = now.map(|agent| overlay.settle(agent.clone()));
         match (now, change.added, old) {
             (Some(agent), Some(order), _) => registered.push((order, agent)),
             (Some(agent), None, Some((position, _))) => {
@@ -192,7 +196,7 @@ pub fn apply(conn: &Connection, delta: &Delta, digest: &Digest, search: &SearchI
         }
     }
     for (position, agent) in &measured {
-        agents.push(overlay.measure(agent.clone()));
+        agents.push(overlay.settle(agent.clone()));
         positions.push(*position);
         stored.insert(agent.uaid.to_string(), (*position, agent.clone()));
     }

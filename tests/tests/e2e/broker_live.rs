@@ -247,6 +247,8 @@ async fn the_auth_rules_of_section_5() {
         ("GET", "/api/v1/credits/balance", &[("x-api-key", "almk_not-a-key")], 401, "invalid_api_key"),
         ("POST", "/api/v1/credits/payments/native/intent", &[], 401, "auth_required"),
         ("POST", "/api/v1/credits/payments/native/intent", &[("x-api-key", &own)], 503, "not_configured"),
+        ("POST", "/api/v1/credits/payments/hbar/intent", &[], 401, "auth_required"),
+        ("POST", "/api/v1/credits/payments/hbar/intent", &[("x-api-key", &own)], 503, "not_configured"),
         ("POST", "/api/v1/credits/purchase", &[], 400, "private_key_not_accepted"),
     ];
     for (method, path, headers, status, code) in cases {

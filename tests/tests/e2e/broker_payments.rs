@@ -80,7 +80,9 @@ async fn state_becomes(broker: &Broker, purchase: &str, expected: &str) {
     .await;
 }
 
-const NATIVE_INTENT: &str = "/api/v1/credits/payments/native/intent";
+/// The hosted broker's name for the HBAR intent (`native` is the spec's
+/// neutral word for it, an alias: `broker_live`).
+const NATIVE_INTENT: &str = "/api/v1/credits/payments/hbar/intent";
 
 /// A mirror node and the small network behind it, which know the dev
 /// accounts 0.0.1001 (ED25519, `buyer`), 0.0.1002 and 0.0.1004 (ECDSA,

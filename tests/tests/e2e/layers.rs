@@ -477,7 +477,7 @@ fn feedback_in_the_journal_gives_a_whole_build() {
     entry.client = "0x00000000000000000000000000000000000000aa".into();
     journal.write(&(journal.lines.clone() + &journal_line(5, json!({"event": "feedback", "entry": entry}))));
     let log = journal.run();
-    assert!(log.contains("not only agents registered, updated, deleted or measured"), "{log}");
+    assert!(log.contains("not only agents registered, updated, deleted, measured or owned"), "{log}");
     let whole_again = current(&journal.site).1;
     assert!(whole_again.base.is_none());
     assert_eq!(whole_again.build, journal.whole().1.build);

@@ -29,4 +29,5 @@ mod serve;
 mod snapshot_roundtrip;
 mod static_hosts;
 mod swap_under_load;
+mod verification;
 mod watch;
