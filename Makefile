@@ -71,10 +71,18 @@ site: build
 ## run: build, generate the site, and serve it on 127.0.0.1:4000 (dev
 ## accounts sign in without a network; their points of the dataset's
 ## luna0 token are redeemable for credits; the demo agents answer chat on
-## 127.0.0.1:4101 and :4102)
-REDEEM_TOKEN ?= 0.0.5000001:luna0
+## 127.0.0.1:4101 and :4102; content is inscribed on a small Hedera
+## network on loopback, `localnet`: its mirror node on 127.0.0.1:5600, a
+## consensus node on :50211, the dev account 0.0.1003 paying)
+REDEEM_TOKEN   ?= 0.0.5000001:luna0
+LOCALNET_MIRROR ?= 127.0.0.1:5600
+LOCALNET_NODE   ?= 0.0.3=127.0.0.1:50211
 run: site
-	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) --redeem-token $(REDEEM_TOKEN) --demo-agents
+	$(BIN)/localnet --mirror $(LOCALNET_MIRROR) --node $(LOCALNET_NODE) & localnet=$$!; \
+	trap "kill $$localnet 2>/dev/null" EXIT; \
+	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) --redeem-token $(REDEEM_TOKEN) --demo-agents \
+	  --hapi-node $(LOCALNET_NODE) --inscription-mirror-url http://$(LOCALNET_MIRROR) \
+	  --inscription-account 0.0.1003 --inscription-keys-file datasets/live/dev-keys.json
 
 ## conformance: install the MCP conformance suite (npm, pinned by its lock)
 CONFORMANCE := tests/conformance

@@ -51,6 +51,11 @@ pub struct App {
     /// Verification requests per client (each may query DNS or call an
     /// agent).
     pub verification_limit: Limiter,
+    /// Content inscription, when a network is configured.
+    pub inscriptions: Option<Arc<crate::broker::inscription::settings::Settings>>,
+    /// Largest body of an inscription request, in bytes (the content in
+    /// base64 and the rest).
+    pub content_max_body: usize,
     /// Chat sessions opened without a key, per client (each may fetch an
     /// agent card; an account's are capped by `--chat-max-sessions`).
     pub anonymous_chat_limit: Limiter,

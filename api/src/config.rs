@@ -271,6 +271,59 @@ pub struct Config {
     /// Nodes a wallet may submit a purchase transfer to (comma-separated).
     #[arg(long = "ledger-node", env = "ALMANAC_LEDGER_NODES", value_delimiter = ',', default_value = "0.0.3")]
     pub ledger_nodes: Vec<String>,
+    /// Consensus nodes the broker submits its own transactions to
+    /// (inscriptions), as the SDKs' network map: `0.0.3=127.0.0.1:50211`,
+    /// comma-separated; plaintext HAPI over gRPC.
+    #[arg(long = "hapi-node", env = "ALMANAC_HAPI_NODES", value_delimiter = ',')]
+    pub hapi_nodes: Vec<String>,
+    /// Time one call to a consensus node may take, in milliseconds.
+    #[arg(long, env = "ALMANAC_HAPI_TIMEOUT_MS", default_value_t = 10_000)]
+    pub hapi_timeout_ms: u64,
+    /// The broker's account that pays for inscriptions (0.0.N on
+    /// --ledger-network); needs --hapi-node, --inscription-key and
+    /// --mirror-url. Without it, inscription is off (its routes answer
+    /// 503).
+    #[arg(long, env = "ALMANAC_INSCRIPTION_ACCOUNT")]
+    pub inscription_account: Option<String>,
+    /// That account's private key (DER hex). Prefer the environment
+    /// variable to the flag.
+    #[arg(long, env = "ALMANAC_INSCRIPTION_KEY", hide_env_values = true)]
+    pub inscription_key: Option<String>,
+    /// Or a keys file holding it (as datasets/live/dev-keys.json).
+    #[arg(long, env = "ALMANAC_INSCRIPTION_KEYS_FILE", conflicts_with = "inscription_key")]
+    pub inscription_keys_file: Option<PathBuf>,
+    /// The mirror node inscriptions are confirmed and read back on
+    /// (default: --mirror-url).
+    #[arg(long, env = "ALMANAC_INSCRIPTION_MIRROR_URL")]
+    pub inscription_mirror_url: Option<String>,
+    /// The largest content inscribed, in bytes.
+    #[arg(long, env = "ALMANAC_INSCRIPTION_MAX_BYTES", default_value_t = 262_144)]
+    pub inscription_max_bytes: usize,
+    /// Inscriptions an account may have running at once.
+    #[arg(long, env = "ALMANAC_INSCRIPTION_MAX_OPEN", default_value_t = 4)]
+    pub inscription_max_open: usize,
+    /// Inscriptions run at once.
+    #[arg(long, env = "ALMANAC_INSCRIPTION_CONCURRENCY", default_value_t = 4)]
+    pub inscription_concurrency: usize,
+    /// How long an inscription quote holds, in seconds.
+    #[arg(long, env = "ALMANAC_INSCRIPTION_QUOTE_TTL_SECS", default_value_t = 900)]
+    pub inscription_quote_ttl_secs: u64,
+    /// How long a transaction is looked for on the mirror node before it
+    /// is sent again, in milliseconds.
+    #[arg(long, env = "ALMANAC_INSCRIPTION_CONFIRM_TIMEOUT_MS", default_value_t = 60_000)]
+    pub inscription_confirm_timeout_ms: u64,
+    /// How soon an inscription that had to wait (a node or the mirror node
+    /// unavailable) is tried again, in milliseconds.
+    #[arg(long, env = "ALMANAC_INSCRIPTION_RETRY_MS", default_value_t = 2_000)]
+    pub inscription_retry_ms: u64,
+    /// The network's fee for creating a topic, as quotes estimate it, in
+    /// tinybars.
+    #[arg(long, env = "ALMANAC_INSCRIPTION_TOPIC_FEE", default_value_t = 6_000_000)]
+    pub inscription_topic_fee: u64,
+    /// The network's fee for one message, as quotes estimate it, in
+    /// tinybars.
+    #[arg(long, env = "ALMANAC_INSCRIPTION_MESSAGE_FEE", default_value_t = 60_000)]
+    pub inscription_message_fee: u64,
     /// The most a purchase transfer may pay in fees, in tinybars.
     #[arg(long, env = "ALMANAC_PURCHASE_MAX_FEE", default_value_t = 100_000_000)]
     pub purchase_max_fee: u64,
@@ -517,6 +570,7 @@ impl Config {
             Duration::from_millis(self.registration_wait_ms),
         )?;
         let treasury = self.treasury(&network)?.map(Arc::new);
+        let inscriptions = self.inscriptions(&network)?.map(Arc::new);
         let card = self.card()?.map(Arc::new);
         let redemption = self.redemption()?;
         let overlay = Arc::new(crate::broker::overlay::Overlay::default());
@@ -589,6 +643,8 @@ impl Config {
                 .context("the verification DNS resolver")?,
             },
             verification_limit: limiter(self.verification_rate, self.verification_burst),
+            inscriptions,
+            content_max_body: self.inscription_max_bytes / 3 * 4 + 65_536,
             anonymous_chat_limit: limiter(self.chat_anonymous_rate, self.chat_anonymous_burst),
             pricing,
             journal: Journal {
@@ -679,6 +735,50 @@ impl Config {
             grace: Duration::from_secs(self.purchase_grace_secs),
             mirror: reqwest::Client::builder().timeout(timeout).build().context("the mirror node client")?,
             mirror_base: mirror.trim_end_matches('/').to_string(),
+        }))
+    }
+
+    /// Content inscription, if the broker's account is configured.
+    fn inscriptions(&self, network: &Network) -> Result<Option<crate::broker::inscription::Settings>> {
+        use crate::broker::inscription::ledger::{Fees, Ledger};
+        let Some(account) = &self.inscription_account else { return Ok(None) };
+        let account: EntityId = account
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--inscription-account {account:?}: expected an account id (0.0.N)"))?;
+        let key = match (self.inscription_key.as_deref().filter(|k| !k.trim().is_empty()), &self.inscription_keys_file)
+        {
+            (Some(key), _) => crate::auth::signature::SigningKey::from_der_hex(key.trim())
+                .map_err(|e| anyhow::anyhow!("--inscription-key: {}", e.0))?,
+            (None, Some(file)) => read(file, |text| crate::auth::login::key_for(text, &account.to_string()))?,
+            (None, None) => anyhow::bail!(
+                "--inscription-account needs --inscription-key (ALMANAC_INSCRIPTION_KEY) or --inscription-keys-file"
+            ),
+        };
+        let Some(mirror) = self.inscription_mirror_url.as_ref().or(self.mirror_url.as_ref()) else {
+            anyhow::bail!("--inscription-account needs --mirror-url: inscriptions are confirmed on the mirror node");
+        };
+        let nodes = self
+            .hapi_nodes
+            .iter()
+            .map(|n| crate::broker::hapi::node::Node::parse(n).map_err(|e| anyhow::anyhow!("--hapi-node {e}")))
+            .collect::<Result<Vec<_>>>()?;
+        if nodes.is_empty() {
+            anyhow::bail!("--inscription-account needs --hapi-node: the nodes inscriptions are submitted to");
+        }
+        let fees = Fees { topic: self.inscription_topic_fee, message: self.inscription_message_fee };
+        let timeout = Duration::from_millis(self.hapi_timeout_ms.max(1));
+        let ledger = Ledger::new(network.wire(), nodes, account, key, fees, timeout, mirror.clone())
+            .context("the inscription clients")?;
+        Ok(Some(crate::broker::inscription::Settings {
+            ledger,
+            max_bytes: self.inscription_max_bytes.max(1),
+            max_open: self.inscription_max_open.max(1),
+            concurrency: self.inscription_concurrency.max(1),
+            quote_ttl: Duration::from_secs(self.inscription_quote_ttl_secs.max(1)),
+            confirm_timeout: Duration::from_millis(self.inscription_confirm_timeout_ms.max(1)),
+            retry_every: Duration::from_millis(self.inscription_retry_ms.max(10)),
+            wake: tokio::sync::Notify::new(),
         }))
     }
 

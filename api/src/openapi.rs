@@ -62,6 +62,8 @@ pub fn document(endpoints: &[Endpoint]) -> Value {
             {"name": "Guard", "description": "Guard data and the stateless MCP endpoint."},
             {"name": "Broker", "description": "The agent registry broker: search, agents, catalogs."},
             {"name": "Broker live", "description": "Sign-in, credits, registration, chat, keys, feedback."},
+            {"name": "Content", "description": "Content inscribed on a Hedera consensus topic as an HCS-1 \
+                                                file, paid in credits."},
             {"name": "Verification", "description": "Ownership of agents, proven by a DNS TXT record, a ledger \
                                                      signature or a code served at the agent's endpoint."},
             {"name": "Service", "description": "Health and this document."},
@@ -397,6 +399,45 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
     let live = "Broker live";
     let uaid_body = || object(&[("uaid", string())], 1);
     let verification = "Verification";
+    let content = "Content";
+    let modes = json!({"enum": ["file", "upload", "hashinal", "hashinal-collection"]});
+    let inscription_input = object(
+        &[
+            ("inputType", json!({"enum": ["url", "base64"]})),
+            ("url", string()),
+            ("base64", string()),
+            ("fileName", string()),
+            ("mimeType", string()),
+            ("mode", modes.clone()),
+            ("metadata", any_object()),
+            ("tags", array(string())),
+            ("fileStandard", string()),
+            ("chunkSize", json!({"type": "integer", "minimum": 1})),
+        ],
+        1,
+    );
+    let nullable = |kind: &str| json!({"type": [kind, "null"]});
+    let inscription_job = object(
+        &[
+            ("jobId", string()),
+            ("status", json!({"enum": ["pending", "in_progress", "completed", "failed"]})),
+            ("mode", modes.clone()),
+            ("createdAt", string()),
+            ("updatedAt", string()),
+            ("network", string()),
+            ("hrl", nullable("string")),
+            ("topicId", nullable("string")),
+            ("transactionId", nullable("string")),
+            ("failureReason", nullable("string")),
+            ("sizeBytes", nullable("integer")),
+            ("fileName", nullable("string")),
+            ("mimeType", nullable("string")),
+            ("quoteCredits", nullable("integer")),
+            ("quoteUsdCents", nullable("integer")),
+            ("reservationId", nullable("string")),
+        ],
+        6,
+    );
     let methods = json!({"enum": broker_model::ownership::METHODS});
     let ownership = object(
         &[("ownerType", string()), ("ownerId", string()), ("verifiedAt", string()), ("method", methods.clone())],
@@ -710,6 +751,64 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             object(&[("uaid", string()), ("challengeId", string())], 1),
             vec![(200, dns_status)],
         ),
+        "contentInscriptionConfig" => json(
+            content,
+            object(
+                &[
+                    ("enabled", boolean()),
+                    ("maxSizeBytes", json!({"type": ["integer", "null"]})),
+                    ("allowedMimeTypes", json!({"type": ["array", "null"], "items": {"type": "string"}})),
+                ],
+                1,
+            ),
+        ),
+        "quoteContentInscription" => with_body(
+            content,
+            inscription_input.clone(),
+            vec![(
+                200,
+                object(
+                    &[
+                        ("quoteId", string()),
+                        ("contentHash", string()),
+                        ("totalCostHbar", number()),
+                        ("credits", integer()),
+                        ("usdCents", integer()),
+                        ("expiresAt", string()),
+                        ("mode", modes.clone()),
+                        ("sizeBytes", integer()),
+                        ("rawQuote", any_object()),
+                    ],
+                    7,
+                ),
+            )],
+        ),
+        "createContentInscription" => {
+            let mut input = inscription_input.clone();
+            input["properties"]["quoteId"] = string();
+            input["properties"]["waitForConfirmation"] = boolean();
+            with_body(content, input, vec![(202, inscription_job.clone())])
+        }
+        "listContentInscriptions" => Doc {
+            query: vec![
+                query("limit", json!({"type": "integer", "minimum": 1, "maximum": 100}), false),
+                query("offset", json!({"type": "integer", "minimum": 0}), false),
+                query("status", json!({"enum": ["pending", "in_progress", "completed", "failed"]}), false),
+            ],
+            ..json(
+                content,
+                object(
+                    &[
+                        ("inscriptions", array(inscription_job.clone())),
+                        ("total", integer()),
+                        ("limit", integer()),
+                        ("offset", integer()),
+                    ],
+                    2,
+                ),
+            )
+        },
+        "contentInscriptionJob" => json(content, inscription_job),
         "cardPaymentIntent" => with_body(live, object(&[("amount", integer())], 1), vec![(200, any_object())]),
         "cardPaymentWebhook" => with_body(live, any_object(), vec![(200, any_object())]),
         "creditProviders" => json(live, object(&[("providers", array(any_object()))], 1)),

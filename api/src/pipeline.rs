@@ -211,6 +211,7 @@ fn body_limit(app: &App, body: BodyLimit) -> Option<usize> {
         BodyLimit::Search => Some(app.broker_max_body),
         BodyLimit::Mcp => Some(app.guard.max_body),
         BodyLimit::Live => Some(app.live_max_body),
+        BodyLimit::Content => Some(app.content_max_body),
     }
 }
 

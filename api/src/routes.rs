@@ -64,6 +64,9 @@ pub enum BodyLimit {
     Live,
     /// MCP requests (`--mcp-max-body`).
     Mcp,
+    /// Content to inscribe, in base64 (`--inscription-max-bytes` and a
+    /// third more, with room for the rest of the body).
+    Content,
 }
 
 /// Which request headers a preflight allows.
@@ -480,6 +483,23 @@ pub fn table() -> Vec<Endpoint> {
             .post("dnsVerify", handler!(verification::dns_verify), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key)
             .rate(Rate::Verification),
+        // Content inscription: HCS-1 files written by the broker's account.
+        Endpoint::new("/api/v1/inscribe/content/config").get(
+            "contentInscriptionConfig",
+            handler!(broker::inscription::config),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/inscribe/content/quote")
+            .post("quoteContentInscription", handler!(broker::inscription::quote), BodyLimit::Content, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/inscribe/content")
+            .post("createContentInscription", handler!(broker::inscription::create), BodyLimit::Content, Cache::NoStore)
+            .auth(Auth::Key)
+            .get("listContentInscriptions", handler!(broker::inscription::list), Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/inscribe/content/{jobId}")
+            .get("contentInscriptionJob", handler!(broker::inscription::job), Cache::NoStore)
+            .auth(Auth::Key),
         Endpoint::new("/api/v1/credits/payments/intent")
             .post("cardPaymentIntent", handler!(broker::intents::card), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),

@@ -96,6 +96,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let rechecks = tokio::spawn(crate::broker::verification::recheck::run(app.clone(), async move {
         let _ = rechecks_stopped.await;
     }));
+    // Inscriptions: open jobs run, resumed after a restart.
+    let (stop_inscriptions, inscriptions_stopped) = tokio::sync::oneshot::channel::<()>();
+    let inscriptions = tokio::spawn(crate::broker::inscription::jobs::run(app.clone(), async move {
+        let _ = inscriptions_stopped.await;
+    }));
     let (stop_registrar, registrar_stopped) = tokio::sync::oneshot::channel::<()>();
     let registrar = tokio::spawn(crate::broker::registrar::run(app.store.clone(), app.registrar.clone(), async move {
         let _ = registrar_stopped.await;
@@ -144,6 +149,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let _ = checks.await;
     let _ = stop_rechecks.send(());
     let _ = rechecks.await;
+    let _ = stop_inscriptions.send(());
+    let _ = inscriptions.await;
     let _ = stop_registrar.send(());
     let _ = registrar.await;
     let _ = stop_treasury.send(());

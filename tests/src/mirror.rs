@@ -1,6 +1,8 @@
 //! A small real mirror node: the topic messages endpoint over HTTP on
-//! 127.0.0.1, with the paging, limits and errors of the real one, plus knobs
-//! a test needs (added latency, injected failures, a request log).
+//! 127.0.0.1, with the paging, limits and errors of the real one, a
+//! topic's info, accounts' keys and transactions by id, plus knobs a test
+//! needs (added latency, injected failures, a request log). What a
+//! [`crate::network::Network`] brings to consensus is recorded here.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -34,6 +36,8 @@ pub struct MirrorServer {
     /// Transactions by id (payer, seconds, nanoseconds), as
     /// `/api/v1/transactions/{id}` lists them.
     transactions: Arc<Mutex<HashMap<TransactionKey, Vec<serde_json::Value>>>>,
+    /// Topics created on the network, as `/api/v1/topics/{id}` shows them.
+    infos: Arc<Mutex<HashMap<EntityId, serde_json::Value>>>,
     lookups: Arc<AtomicUsize>,
     log: Arc<Mutex<Vec<String>>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -42,6 +46,16 @@ pub struct MirrorServer {
 impl MirrorServer {
     /// Starts serving `topics` on a free loopback port.
     pub async fn start(topics: HashMap<EntityId, Vec<MirrorMessage>>, latency: Duration) -> MirrorServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        MirrorServer::start_at(listener, topics, latency)
+    }
+
+    /// Starts serving `topics` on `listener`.
+    pub fn start_at(
+        listener: tokio::net::TcpListener,
+        topics: HashMap<EntityId, Vec<MirrorMessage>>,
+        latency: Duration,
+    ) -> MirrorServer {
         let topics = Arc::new(Mutex::new(sorted(topics)));
         let knobs = Arc::new(Knobs { latency, ..Knobs::default() });
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -91,8 +105,25 @@ impl MirrorServer {
                     None => json(StatusCode::NOT_FOUND, serde_json::json!({"_status": {"messages": [{"message": "Not found"}]}})),
                 }
             });
-        let (addr, tx) = crate::serve_on_loopback(route.or(account).or(transaction)).await;
-        MirrorServer { addr, knobs, topics, accounts, transactions, lookups, log, shutdown: Some(tx) }
+        let infos: Arc<Mutex<HashMap<EntityId, serde_json::Value>>> = Arc::default();
+        let held_infos = infos.clone();
+        let info = warp::path!("api" / "v1" / "topics" / String).and(warp::get()).map(move |id: String| {
+            let Ok(entity) = id.parse::<EntityId>() else {
+                return json(
+                    StatusCode::BAD_REQUEST,
+                    serde_json::json!({"_status": {"messages": [{"message": "Invalid parameter: topicId"}]}}),
+                );
+            };
+            match held_infos.lock().unwrap().get(&entity) {
+                Some(info) => json(StatusCode::OK, info.clone()),
+                None => json(
+                    StatusCode::NOT_FOUND,
+                    serde_json::json!({"_status": {"messages": [{"message": "Not found"}]}}),
+                ),
+            }
+        });
+        let (addr, tx) = crate::serve_listener(listener, route.or(info).or(account).or(transaction));
+        MirrorServer { addr, knobs, topics, accounts, transactions, infos, lookups, log, shutdown: Some(tx) }
     }
 
     pub fn url(&self) -> String {
@@ -135,6 +166,33 @@ impl MirrorServer {
         }
         held.insert(key, vec![transaction]);
         true
+    }
+
+    /// Whether a transaction with this id (the mirror's form) is held.
+    pub fn has_transaction(&self, id: &str) -> bool {
+        transaction_id(id).is_some_and(|key| self.transactions.lock().unwrap().contains_key(&key))
+    }
+
+    /// Records a topic created on the network (`info` as
+    /// `/api/v1/topics/{id}` answers), with no messages yet.
+    pub fn record_topic(&self, topic: EntityId, info: serde_json::Value) {
+        self.infos.lock().unwrap().insert(topic, info);
+        self.topics.lock().unwrap().entry(topic).or_default();
+    }
+
+    /// Records a message that reached consensus on its topic (after the
+    /// topic's others).
+    pub fn record_message(&self, message: MirrorMessage) {
+        let topic = message.topic_id.parse().expect("a topic id");
+        let mut topics = self.topics.lock().unwrap();
+        let list = topics.entry(topic).or_default();
+        debug_assert!(list.last().is_none_or(|m| m.sequence_number < message.sequence_number), "in sequence");
+        list.push(message);
+    }
+
+    /// The messages `topic` holds, in sequence order.
+    pub fn messages(&self, topic: EntityId) -> Vec<MirrorMessage> {
+        self.topics.lock().unwrap().get(&topic).cloned().unwrap_or_default()
     }
 
     pub fn fail_next(&self, count: usize, status: StatusCode) {

@@ -179,6 +179,14 @@ impl PublicKey {
             PublicKey::Secp256k1(key) => format!("{SECP256K1_DER}{}", hex(key.to_encoded_point(true).as_bytes())),
         }
     }
+
+    /// The raw key: ed25519's 32 bytes, secp256k1's compressed 33.
+    pub fn raw(&self) -> Vec<u8> {
+        match self {
+            PublicKey::Ed25519(key) => key.as_bytes().to_vec(),
+            PublicKey::Secp256k1(key) => key.to_encoded_point(true).as_bytes().to_vec(),
+        }
+    }
 }
 
 /// An EIP-191 `personal_sign` signature (65 bytes, `v` 27/28) by `key`.

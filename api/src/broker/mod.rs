@@ -13,6 +13,7 @@ pub mod credits;
 pub mod encryption;
 pub mod feedback;
 pub mod hapi;
+pub mod inscription;
 pub mod intents;
 pub mod overlay;
 pub mod payments;

@@ -34,6 +34,7 @@ pub mod availability;
 pub mod chat;
 pub mod credits;
 pub mod feedback;
+pub mod inscriptions;
 pub mod keys;
 pub mod outbox;
 pub mod payments;
@@ -59,6 +60,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/007-chat-send-digests.sql"),
     include_str!("schema/008-availability.sql"),
     include_str!("schema/009-verification.sql"),
+    include_str!("schema/010-inscriptions.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose

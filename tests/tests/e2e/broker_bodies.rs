@@ -1,5 +1,6 @@
 //! Every live route that reads a body, from the route table itself, with
-//! every purchase and redemption configured: each malformed body is a 400
+//! every purchase, redemption and inscription configured: each malformed
+//! body is a 400
 //! in JSON with `error` and `code` (naming the field at fault for an
 //! object),
 //! and nothing is stored; and the headers that name who a request acts
@@ -38,7 +39,14 @@ fn rows(broker: &Broker) -> Vec<(String, i64)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_live_body_route_refuses_malformed_bodies_and_stores_nothing() {
     // Peers that are never reached: every body below is refused first.
+    let inscription_key = tests::network::private_key("0.0.1003");
     let flags = [
+        "--inscription-account",
+        "0.0.1003",
+        "--inscription-key",
+        &inscription_key,
+        "--hapi-node",
+        "0.0.3=127.0.0.1:9",
         "--operator-key",
         OPERATOR,
         "--mirror-url",
@@ -55,6 +63,10 @@ async fn every_live_body_route_refuses_malformed_bodies_and_stores_nothing() {
         "0.0.5000001:luna0",
         "--summarizer-url",
         "http://127.0.0.1:9/v1",
+        // Every verification route is tried six times: above the burst
+        // that rate-limits them.
+        "--verification-burst",
+        "1000",
     ];
     let broker = Broker::start("bodies", &flags);
     let before = rows(&broker);
@@ -69,7 +81,7 @@ async fn every_live_body_route_refuses_malformed_bodies_and_stores_nothing() {
     let mut checked = 0;
     for endpoint in api::routes::table() {
         for operation in &endpoint.operations {
-            let reads_body = operation.body == api::routes::BodyLimit::Live;
+            let reads_body = matches!(operation.body, api::routes::BodyLimit::Live | api::routes::BodyLimit::Content);
             if !reads_body || !endpoint.pattern.starts_with("/api/v1/") {
                 continue;
             }

@@ -28,23 +28,6 @@ fn keys(body: &Value) -> BTreeSet<String> {
     body.as_object().unwrap().keys().cloned().collect()
 }
 
-/// A dev account known to the mirror node with its dev key.
-fn known(mirror: &MirrorServer, account: &str) {
-    let key = key_for(DEV_KEYS, account).unwrap();
-    let der = key.public_key().to_der_hex();
-    let (kind, raw) = match der.strip_prefix("302a300506032b6570032100") {
-        Some(raw) => ("ED25519", raw.to_string()),
-        None => ("ECDSA_SECP256K1", der["302d300706052b8104000a032200".len()..].to_string()),
-    };
-    mirror.set_account(account.parse().unwrap(), kind, &raw);
-}
-
-/// The private key of a dev account, as DER hex.
-fn private_key(account: &str) -> String {
-    let keys: Value = serde_json::from_str(DEV_KEYS).unwrap();
-    keys["keys"][account]["privateKey"].as_str().unwrap().to_string()
-}
-
 /// Waits until `check` holds of the account's balance.
 async fn balance_becomes(broker: &Broker, key: &str, expected: i64) {
     let what = format!("the balance becoming {expected}");
@@ -99,7 +82,7 @@ impl Native {
     async fn start(label: &str) -> Native {
         let mirror = MirrorServer::start(Default::default(), Duration::ZERO).await;
         for account in ["0.0.1001", "0.0.1002", "0.0.1004"] {
-            known(&mirror, account);
+            network::known(&mirror, account);
         }
         let (url, nodes) = (mirror.url(), NODES.join(","));
         let flags = ["--mirror-url", &url, "--treasury-account", TREASURY, "--ledger-node", &nodes];
@@ -205,7 +188,7 @@ async fn an_hbar_purchase_signed_by_the_wallet_is_credited_once() {
     let mut native = Native::start("payments-native").await;
     let (buyer, mirror) = (native.buyer.clone(), &native.mirror);
     let intent = native.intent(&buyer, json!({"credits": 250})).await;
-    let wallet = tests::reference_client("wallet.mjs", &[&intent.to_string(), &private_key("0.0.1001")]).await;
+    let wallet = tests::reference_client("wallet.mjs", &[&intent.to_string(), &network::private_key("0.0.1001")]).await;
     let read = &wallet["sign"]["value"]["read"];
     assert_eq!((&read["nodes"], &read["validSeconds"]), (&json!(NODES), &json!(180)), "{read}");
     let signed =

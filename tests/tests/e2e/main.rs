@@ -20,6 +20,7 @@ mod flags;
 mod guard_api;
 mod hcs20_api;
 mod hostile_clients;
+mod inscription;
 mod layers;
 mod openapi;
 mod pages;

@@ -1,19 +1,27 @@
-//! The few Hedera API (HAPI) protobuf messages a payment intent needs: an
-//! HBAR transfer, unsigned, in the byte form wallets take
+//! The few Hedera API (HAPI) protobuf messages the broker needs: an HBAR
+//! transfer for a payment intent, unsigned, in the byte form wallets take
 //! (`Transaction.fromBytes` of the Hiero SDKs, WalletConnect's
-//! `hedera_signAndExecuteTransaction`).
+//! `hedera_signAndExecuteTransaction`); a topic created and messages
+//! submitted for an inscription, signed by the broker's account and sent
+//! to a consensus node ([`node`]).
 //!
 //! Field numbers are those of the HAPI `.proto` files
 //! (`transaction.proto`, `transaction_contents.proto`, `basic_types.proto`,
-//! `crypto_transfer.proto`, `timestamp.proto`, `duration.proto`) and the
-//! SDKs' `TransactionList`. Only the fields used are declared: protobuf
-//! readers skip the rest. Why not the Hiero Rust SDK: it brings gRPC,
-//! OpenSSL and a protobuf compiler at build time to make these few
-//! messages; `prost` encodes them from their declarations alone.
+//! `crypto_transfer.proto`, `consensus_create_topic.proto`,
+//! `consensus_submit_message.proto`, `transaction_response.proto`,
+//! `timestamp.proto`, `duration.proto`) and the SDKs' `TransactionList`.
+//! Only the fields used are declared: protobuf readers skip the rest. Why
+//! not the Hiero Rust SDK: it brings gRPC, OpenSSL and a protobuf compiler
+//! at build time to make these few messages; `prost` encodes them from
+//! their declarations alone.
+
+pub mod node;
 
 use prost::Message;
 
 use shared::entity::EntityId;
+
+use crate::auth::signature::SigningKey;
 
 /// `TransactionList` (the SDKs' `sdk/transaction_list.proto`): one
 /// transaction per node the wallet may submit to.
@@ -68,6 +76,112 @@ pub struct TransactionBody {
     pub memo: String,
     #[prost(message, optional, tag = "14")]
     pub crypto_transfer: Option<CryptoTransfer>,
+    #[prost(message, optional, tag = "24")]
+    pub consensus_create_topic: Option<ConsensusCreateTopic>,
+    #[prost(message, optional, tag = "27")]
+    pub consensus_submit_message: Option<ConsensusSubmitMessage>,
+}
+
+/// A key: one ed25519 or ECDSA secp256k1 public key (raw, compressed).
+#[derive(Clone, PartialEq, Message)]
+pub struct Key {
+    #[prost(bytes = "vec", tag = "2")]
+    pub ed25519: Vec<u8>,
+    #[prost(bytes = "vec", tag = "7")]
+    pub ecdsa_secp256k1: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ConsensusCreateTopic {
+    /// At most 100 bytes.
+    #[prost(string, tag = "1")]
+    pub memo: String,
+    #[prost(message, optional, tag = "2")]
+    pub admin_key: Option<Key>,
+    #[prost(message, optional, tag = "3")]
+    pub submit_key: Option<Key>,
+    /// Between 6,999,999 and 8,000,001 seconds.
+    #[prost(message, optional, tag = "6")]
+    pub auto_renew_period: Option<Duration>,
+}
+
+#[derive(Clone, Copy, PartialEq, Message)]
+pub struct TopicId {
+    #[prost(int64, tag = "1")]
+    pub shard_num: i64,
+    #[prost(int64, tag = "2")]
+    pub realm_num: i64,
+    #[prost(int64, tag = "3")]
+    pub topic_num: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ConsensusSubmitMessage {
+    #[prost(message, optional, tag = "1")]
+    pub topic_id: Option<TopicId>,
+    /// At most 1,024 bytes.
+    #[prost(bytes = "vec", tag = "2")]
+    pub message: Vec<u8>,
+}
+
+/// A node's answer to a submitted transaction: its precheck.
+#[derive(Clone, Copy, PartialEq, Message)]
+pub struct TransactionResponse {
+    /// A `ResponseCodeEnum` value ([`status_name`]).
+    #[prost(int32, tag = "1")]
+    pub node_transaction_precheck_code: i32,
+    #[prost(uint64, tag = "2")]
+    pub cost: u64,
+}
+
+/// The `ResponseCodeEnum` values a consensus node's precheck gives that
+/// the broker and the local network name (`response_code.proto`).
+pub const STATUSES: &[(i32, &str)] = &[
+    (0, "OK"),
+    (1, "INVALID_TRANSACTION"),
+    (2, "PAYER_ACCOUNT_NOT_FOUND"),
+    (3, "INVALID_NODE_ACCOUNT"),
+    (4, "TRANSACTION_EXPIRED"),
+    (5, "INVALID_TRANSACTION_START"),
+    (6, "INVALID_TRANSACTION_DURATION"),
+    (7, "INVALID_SIGNATURE"),
+    (8, "MEMO_TOO_LONG"),
+    (9, "INSUFFICIENT_TX_FEE"),
+    (10, "INSUFFICIENT_PAYER_BALANCE"),
+    (11, "DUPLICATE_TRANSACTION"),
+    (12, "BUSY"),
+    (13, "NOT_SUPPORTED"),
+    (22, "SUCCESS"),
+    (27, "BAD_ENCODING"),
+    (50, "INVALID_TRANSACTION_BODY"),
+    (64, "TRANSACTION_OVERSIZE"),
+    (81, "AUTORENEW_DURATION_NOT_IN_RANGE"),
+    (150, "INVALID_TOPIC_ID"),
+    (158, "INVALID_TOPIC_MESSAGE"),
+    (214, "MESSAGE_SIZE_TOO_LARGE"),
+];
+
+/// The name of a `ResponseCodeEnum` value (`UNKNOWN_<n>` for others).
+pub fn status_name(code: i32) -> String {
+    STATUSES.iter().find(|(c, _)| *c == code).map_or_else(|| format!("UNKNOWN_{code}"), |(_, n)| n.to_string())
+}
+
+/// The value of a `ResponseCodeEnum` name.
+pub fn status_code(name: &str) -> Option<i32> {
+    STATUSES.iter().find(|(_, n)| *n == name).map(|(c, _)| *c)
+}
+
+impl From<EntityId> for TopicId {
+    fn from(id: EntityId) -> TopicId {
+        TopicId { shard_num: id.shard as i64, realm_num: id.realm as i64, topic_num: id.num as i64 }
+    }
+}
+
+impl TopicId {
+    pub fn entity(&self) -> Option<EntityId> {
+        let part = |n: i64| u64::try_from(n).ok();
+        Some(EntityId { shard: part(self.shard_num)?, realm: part(self.realm_num)?, num: part(self.topic_num)? })
+    }
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -151,6 +265,13 @@ impl TxId {
         format!("{}@{}.{:09}", self.payer, self.seconds, self.nanos)
     }
 
+    /// Reads the SDKs' form back.
+    pub fn parse_sdk(text: &str) -> Option<TxId> {
+        let (payer, start) = text.split_once('@')?;
+        let (seconds, nanos) = start.split_once('.')?;
+        Some(TxId { payer: payer.parse().ok()?, seconds: seconds.parse().ok()?, nanos: nanos.parse().ok()? })
+    }
+
     /// The mirror node's form, `0.0.1234-1700000000-000000042`.
     pub fn mirror(&self) -> String {
         format!("{}-{}-{:09}", self.payer, self.seconds, self.nanos)
@@ -181,6 +302,8 @@ impl Transfer {
             transaction_fee: self.max_fee,
             transaction_valid_duration: Some(Duration { seconds: self.valid_seconds }),
             memo: self.memo.clone(),
+            consensus_create_topic: None,
+            consensus_submit_message: None,
             crypto_transfer: Some(CryptoTransfer {
                 transfers: Some(TransferList {
                     account_amounts: vec![leg(self.id.payer, -self.tinybars), leg(self.to, self.tinybars)],
@@ -202,6 +325,37 @@ impl Transfer {
     }
 }
 
+/// The key `key` signs with, as HAPI holds it.
+pub fn key_of(key: &SigningKey) -> Key {
+    let raw = key.public_key().raw();
+    match key {
+        SigningKey::Ed25519(_) => Key { ed25519: raw, ..Key::default() },
+        SigningKey::Secp256k1(_) => Key { ecdsa_secp256k1: raw, ..Key::default() },
+    }
+}
+
+/// `body` signed by `key` (its whole public key as the prefix): a
+/// transaction as a node takes it.
+pub fn sign(body: &TransactionBody, key: &SigningKey) -> Transaction {
+    let body_bytes = body.encode_to_vec();
+    let signature = key.sign(&body_bytes).to_vec();
+    let mut pair = SignaturePair { pub_key_prefix: key.public_key().raw(), ..SignaturePair::default() };
+    match key {
+        SigningKey::Ed25519(_) => pair.ed25519 = signature,
+        SigningKey::Secp256k1(_) => pair.ecdsa_secp256k1 = signature,
+    }
+    let signed = SignedTransaction { body_bytes, sig_map: Some(SignatureMap { sig_pair: vec![pair] }) };
+    Transaction { signed_transaction_bytes: signed.encode_to_vec() }
+}
+
+/// Opens one transaction as a node reads it (`Transaction.signedTransactionBytes`).
+pub fn open_one(transaction: &Transaction) -> Result<Opened, prost::DecodeError> {
+    let signed = SignedTransaction::decode(transaction.signed_transaction_bytes.as_slice())?;
+    let body = TransactionBody::decode(signed.body_bytes.as_slice())?;
+    let signatures = signed.sig_map.map(|m| m.sig_pair).unwrap_or_default();
+    Ok(Opened { body_bytes: signed.body_bytes, body, signatures })
+}
+
 /// One transaction of a (signed) `TransactionList`, opened.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Opened {
@@ -212,16 +366,7 @@ pub struct Opened {
 
 /// Opens the transactions of `bytes`, as a network or a wallet reads them.
 pub fn open(bytes: &[u8]) -> Result<Vec<Opened>, prost::DecodeError> {
-    TransactionList::decode(bytes)?
-        .transactions
-        .into_iter()
-        .map(|t| {
-            let signed = SignedTransaction::decode(t.signed_transaction_bytes.as_slice())?;
-            let body = TransactionBody::decode(signed.body_bytes.as_slice())?;
-            let signatures = signed.sig_map.map(|m| m.sig_pair).unwrap_or_default();
-            Ok(Opened { body_bytes: signed.body_bytes, body, signatures })
-        })
-        .collect()
+    TransactionList::decode(bytes)?.transactions.iter().map(open_one).collect()
 }
 
 #[cfg(test)]
@@ -252,6 +397,8 @@ mod tests {
             assert_eq!(legs.iter().map(|l| l.amount).sum::<i64>(), 0, "a transfer list balances");
         }
         assert_eq!(transfer.id.sdk(), "0.0.1001@1700000000.000000042");
+        assert_eq!(TxId::parse_sdk(&transfer.id.sdk()), Some(transfer.id));
+        assert_eq!(TxId::parse_sdk("0.0.1001-1700000000-000000042"), None);
         assert_eq!(transfer.id.mirror(), "0.0.1001-1700000000-000000042");
     }
 

@@ -1,0 +1,245 @@
+//! The network inscriptions are written to: the broker's account signs
+//! each transaction, a consensus node takes it ([`crate::broker::hapi::node`]),
+//! and the mirror node says when it reached consensus and what the topic
+//! holds.
+//!
+//! Transaction ids are the account's and the time: a transaction retried
+//! within its window is sent again under the same id (a node answers
+//! `DUPLICATE_TRANSACTION` for one it already took, which is as good as
+//! `OK`), so a message is never written twice by a retry.
+
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::Deserialize;
+use shared::entity::EntityId;
+
+use crate::auth::signature::SigningKey;
+use crate::broker::hapi::node::{self, Node};
+use crate::broker::hapi::{self, TransactionBody, TxId};
+
+/// What the network charges, as the broker estimates it (tinybars).
+#[derive(Clone, Copy, Debug)]
+pub struct Fees {
+    pub topic: u64,
+    pub message: u64,
+}
+
+/// The network and the broker's account on it.
+pub struct Ledger {
+    /// Its name as answered (`testnet`, `mainnet`).
+    pub network: String,
+    pub nodes: Vec<Node>,
+    pub account: EntityId,
+    pub key: SigningKey,
+    pub fees: Fees,
+    /// How long a transaction may be submitted after its valid start.
+    pub valid_seconds: i64,
+    pub nodes_client: reqwest::Client,
+    pub mirror: reqwest::Client,
+    pub mirror_base: String,
+    /// The node tried first next time (calls are spread over the nodes).
+    next_node: AtomicUsize,
+    /// Nanoseconds added to a valid start, so that ids made in the same
+    /// second differ.
+    nanos: AtomicU32,
+}
+
+/// A transaction's outcome, as the mirror node shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reached {
+    pub result: String,
+    /// The entity it created (a topic), if any.
+    pub entity: Option<EntityId>,
+}
+
+/// Why a transaction was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// A precheck status that will not change by trying again (the
+    /// transaction is wrong, or the account cannot pay).
+    #[error("the network refused the transaction: {0}")]
+    Status(String),
+    /// No node took it (unreachable, busy): try again later.
+    #[error("no node took the transaction: {0}")]
+    Unavailable(String),
+}
+
+impl Ledger {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        network: String,
+        nodes: Vec<Node>,
+        account: EntityId,
+        key: SigningKey,
+        fees: Fees,
+        timeout: Duration,
+        mirror_base: String,
+    ) -> anyhow::Result<Ledger> {
+        Ok(Ledger {
+            network,
+            nodes,
+            account,
+            key,
+            fees,
+            valid_seconds: 120,
+            nodes_client: node::client(timeout)?,
+            mirror: reqwest::Client::builder().timeout(timeout).build()?,
+            mirror_base: mirror_base.trim_end_matches('/').to_string(),
+            next_node: AtomicUsize::new(0),
+            nanos: AtomicU32::new(0),
+        })
+    }
+
+    /// A new transaction id of the broker's account, valid from now.
+    pub fn next_id(&self) -> TxId {
+        let now = chrono::Utc::now();
+        // A second ago: a node's clock a little behind ours still takes it.
+        let nanos = (self.nanos.fetch_add(1, Ordering::Relaxed) % 1_000_000) as i32 * 1000;
+        TxId { payer: self.account, seconds: now.timestamp() - 1, nanos }
+    }
+
+    /// Whether `id` may still be submitted at `now` (seconds).
+    pub fn in_window(&self, id: &TxId, now: i64) -> bool {
+        now < id.seconds + self.valid_seconds
+    }
+
+    fn body(&self, id: &TxId, node: &Node, fee: u64) -> TransactionBody {
+        TransactionBody {
+            transaction_id: Some(hapi::TransactionId {
+                transaction_valid_start: Some(hapi::Timestamp { seconds: id.seconds, nanos: id.nanos }),
+                account_id: Some(id.payer.into()),
+            }),
+            node_account_id: Some(node.account.into()),
+            // What the payer agrees to pay at most: twice the estimate.
+            transaction_fee: fee * 2,
+            transaction_valid_duration: Some(hapi::Duration { seconds: self.valid_seconds }),
+            ..TransactionBody::default()
+        }
+    }
+
+    /// Submits the transaction `id` that `fill` completes, by `method`,
+    /// to the nodes in turn until one takes it.
+    async fn submit(
+        &self,
+        id: &TxId,
+        method: &str,
+        fee: u64,
+        fill: impl Fn(&mut TransactionBody),
+    ) -> Result<(), Refused> {
+        let start = self.next_node.fetch_add(1, Ordering::Relaxed);
+        let mut last = String::from("no nodes are configured");
+        for k in 0..self.nodes.len() {
+            let node = &self.nodes[(start + k) % self.nodes.len()];
+            let mut body = self.body(id, node, fee);
+            fill(&mut body);
+            let transaction = hapi::sign(&body, &self.key);
+            match node::submit(&self.nodes_client, node, method, &transaction).await {
+                Ok(code) => match hapi::status_name(code).as_str() {
+                    "OK" | "DUPLICATE_TRANSACTION" => return Ok(()),
+                    "BUSY" => last = format!("{} is busy", node.url),
+                    status => return Err(Refused::Status(status.to_string())),
+                },
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(Refused::Unavailable(last))
+    }
+
+    /// Creates a topic with `memo`, the broker's key as its submit key and
+    /// no admin key (an HCS-1 file's topic), as transaction `id`.
+    pub async fn create_topic(&self, id: &TxId, memo: &str) -> Result<(), Refused> {
+        let submit_key = hapi::key_of(&self.key);
+        self.submit(id, "proto.ConsensusService/createTopic", self.fees.topic, |body| {
+            body.consensus_create_topic = Some(hapi::ConsensusCreateTopic {
+                memo: memo.to_string(),
+                admin_key: None,
+                submit_key: Some(submit_key.clone()),
+                // 90 days, within the network's 6,999,999 to 8,000,001 s.
+                auto_renew_period: Some(hapi::Duration { seconds: 7_776_000 }),
+            });
+        })
+        .await
+    }
+
+    /// Submits `message` to `topic` as transaction `id`.
+    pub async fn submit_message(&self, id: &TxId, topic: EntityId, message: &[u8]) -> Result<(), Refused> {
+        self.submit(id, "proto.ConsensusService/submitMessage", self.fees.message, |body| {
+            body.consensus_submit_message =
+                Some(hapi::ConsensusSubmitMessage { topic_id: Some(topic.into()), message: message.to_vec() });
+        })
+        .await
+    }
+
+    /// Transaction `id` as the mirror node shows it, once it reached
+    /// consensus.
+    pub async fn reached(&self, id: &TxId) -> Result<Option<Reached>, String> {
+        #[derive(Deserialize)]
+        struct Listed {
+            transactions: Vec<Entry>,
+        }
+        #[derive(Deserialize)]
+        struct Entry {
+            result: String,
+            #[serde(default)]
+            entity_id: Option<String>,
+        }
+        let url = format!("{}/api/v1/transactions/{}", self.mirror_base, id.mirror());
+        let response = self.mirror.get(&url).send().await.map_err(|e| format!("the mirror node: {e}"))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !response.status().is_success() {
+            return Err(format!("the mirror node answered {}", response.status().as_u16()));
+        }
+        let listed: Listed = response.json().await.map_err(|e| format!("the mirror node's answer: {e}"))?;
+        Ok(listed
+            .transactions
+            .into_iter()
+            .next()
+            .map(|e| Reached { result: e.result, entity: e.entity_id.and_then(|t| t.parse().ok()) }))
+    }
+
+    /// The messages of `topic` the mirror node holds, in order, at most
+    /// `max` of them.
+    pub async fn messages(&self, topic: EntityId, max: usize) -> Result<Vec<Vec<u8>>, String> {
+        #[derive(Deserialize)]
+        struct Page {
+            messages: Vec<Message>,
+            links: Links,
+        }
+        #[derive(Deserialize)]
+        struct Message {
+            message: String,
+        }
+        #[derive(Deserialize)]
+        struct Links {
+            next: Option<String>,
+        }
+        let mut out = Vec::new();
+        let mut next = Some(format!("/api/v1/topics/{topic}/messages?limit=100&order=asc"));
+        while let Some(path) = next.take() {
+            let url = format!("{}{path}", self.mirror_base);
+            let response = self.mirror.get(&url).send().await.map_err(|e| format!("the mirror node: {e}"))?;
+            if response.status() == reqwest::StatusCode::NOT_FOUND {
+                return Ok(out);
+            }
+            if !response.status().is_success() {
+                return Err(format!("the mirror node answered {}", response.status().as_u16()));
+            }
+            let page: Page = response.json().await.map_err(|e| format!("the mirror node's answer: {e}"))?;
+            for m in page.messages {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(m.message)
+                    .map_err(|_| "the mirror node's message is not base64".to_string())?;
+                out.push(bytes);
+                if out.len() > max {
+                    return Err(format!("topic {topic} holds more than the {max} messages written"));
+                }
+            }
+            next = page.links.next;
+        }
+        Ok(out)
+    }
+}
