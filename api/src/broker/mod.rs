@@ -22,6 +22,7 @@ pub mod provider;
 pub mod register;
 pub mod registrar;
 pub mod search_parameters;
+pub mod skills;
 pub mod vectors;
 pub mod verification;
 

@@ -155,6 +155,12 @@ async fn an_inscription_is_written_read_back_and_billed_once_at_its_quote() {
     assert_eq!(s.network.balance(BROKER_ACCOUNT), broker_hbar - fees, "the broker's account paid the network");
     let (_, listed) = s.broker.send("GET", "/api/v1/inscribe/content?limit=5", Some(&s.key), None).await;
     assert_eq!((&listed["total"], &listed["inscriptions"][0]["jobId"]), (&json!(1), &job["jobId"]), "{listed}");
+    // Another account sees none of it.
+    let other = s.broker.sign_in("0.0.1002").await;
+    let path = format!("/api/v1/inscribe/content/{}", job["jobId"].as_str().unwrap());
+    assert_eq!(s.broker.send("GET", &path, Some(&other), None).await.0, 404);
+    let (_, theirs) = s.broker.send("GET", "/api/v1/inscribe/content", Some(&other), None).await;
+    assert_eq!(theirs["total"], 0);
 }
 
 /// A job the network refuses (the broker's account cannot pay) fails

@@ -171,6 +171,14 @@ enum Sent<'a> {
 }
 
 impl Sent<'_> {
+    /// The mirror node's name of the transaction's kind.
+    fn kind(self) -> &'static str {
+        match self {
+            Sent::Topic { .. } => "CONSENSUSCREATETOPIC",
+            Sent::Message { .. } => "CONSENSUSSUBMITMESSAGE",
+        }
+    }
+
     async fn send(self, ledger: &Ledger, id: &TxId) -> Result<(), Refused> {
         match self {
             Sent::Topic { memo } => ledger.create_topic(id, memo).await,
@@ -199,14 +207,14 @@ async fn transact(
             Some(id) => {
                 // Past its window: if it never reached consensus, it never will.
                 if let Some(reached) = ledger.reached(&id).await.map_err(Stop::Later)? {
-                    return settled(id, reached);
+                    return settled(id, reached, sent);
                 }
                 fresh(app, ledger, job, &stored_as).await?
             }
             None => fresh(app, ledger, job, &stored_as).await?,
         };
         if let Some(reached) = ledger.reached(&id).await.map_err(Stop::Later)? {
-            return settled(id, reached);
+            return settled(id, reached, sent);
         }
         match sent.send(ledger, &id).await {
             Ok(()) => {}
@@ -218,7 +226,7 @@ async fn transact(
         let deadline = tokio::time::Instant::now() + settings.confirm_timeout;
         while tokio::time::Instant::now() < deadline {
             if let Some(reached) = ledger.reached(&id).await.map_err(Stop::Later)? {
-                return settled(id, reached);
+                return settled(id, reached, sent);
             }
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(settings.retry_every);
@@ -234,7 +242,12 @@ async fn fresh(app: &App, ledger: &Ledger, job: &str, stored_as: &impl Fn(String
     Ok(id)
 }
 
-fn settled(id: TxId, reached: Reached) -> Result<(TxId, Reached), Stop> {
+/// A transaction that reached consensus, as the job's step: `SUCCESS`, and
+/// of the kind sent (an id shown for another kind was not this step's).
+fn settled(id: TxId, reached: Reached, sent: Sent<'_>) -> Result<(TxId, Reached), Stop> {
+    if reached.name != sent.kind() {
+        return Err(Stop::Failed(format!("{} is a {}, not this step's {}", id.sdk(), reached.name, sent.kind())));
+    }
     match reached.result.as_str() {
         "SUCCESS" => Ok((id, reached)),
         other => Err(Stop::Failed(format!("{} reached consensus as {other}", id.sdk()))),

@@ -8,7 +8,7 @@
 //! `DUPLICATE_TRANSACTION` for one it already took, which is as good as
 //! `OK`), so a message is never written twice by a retry.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -41,15 +41,18 @@ pub struct Ledger {
     pub mirror_base: String,
     /// The node tried first next time (calls are spread over the nodes).
     next_node: AtomicUsize,
-    /// Nanoseconds added to a valid start, so that ids made in the same
-    /// second differ.
-    nanos: AtomicU32,
+    /// The last valid start given (nanoseconds since the epoch): ids are
+    /// the clock's time, and each after the last, so no two are alike in
+    /// this process or (the clock moving on) in the one before it.
+    last_start: AtomicI64,
 }
 
 /// A transaction's outcome, as the mirror node shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reached {
     pub result: String,
+    /// The mirror node's name of its kind (`CONSENSUSSUBMITMESSAGE`).
+    pub name: String,
     /// The entity it created (a topic), if any.
     pub entity: Option<EntityId>,
 }
@@ -88,16 +91,24 @@ impl Ledger {
             mirror: reqwest::Client::builder().timeout(timeout).build()?,
             mirror_base: mirror_base.trim_end_matches('/').to_string(),
             next_node: AtomicUsize::new(0),
-            nanos: AtomicU32::new(0),
+            last_start: AtomicI64::new(0),
         })
     }
 
-    /// A new transaction id of the broker's account, valid from now.
+    /// A new transaction id of the broker's account, valid from about a
+    /// second ago (a node whose clock is a little behind ours still takes
+    /// it), after every one given before.
     pub fn next_id(&self) -> TxId {
-        let now = chrono::Utc::now();
-        // A second ago: a node's clock a little behind ours still takes it.
-        let nanos = (self.nanos.fetch_add(1, Ordering::Relaxed) % 1_000_000) as i32 * 1000;
-        TxId { payer: self.account, seconds: now.timestamp() - 1, nanos }
+        let now = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX) - 1_000_000_000;
+        let start = self
+            .last_start
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| Some(now.max(last + 1)))
+            .map_or(now, |last| now.max(last + 1));
+        TxId {
+            payer: self.account,
+            seconds: start.div_euclid(1_000_000_000),
+            nanos: start.rem_euclid(1_000_000_000) as i32,
+        }
     }
 
     /// Whether `id` may still be submitted at `now` (seconds).
@@ -182,6 +193,7 @@ impl Ledger {
         #[derive(Deserialize)]
         struct Entry {
             result: String,
+            name: String,
             #[serde(default)]
             entity_id: Option<String>,
         }
@@ -194,11 +206,11 @@ impl Ledger {
             return Err(format!("the mirror node answered {}", response.status().as_u16()));
         }
         let listed: Listed = response.json().await.map_err(|e| format!("the mirror node's answer: {e}"))?;
-        Ok(listed
-            .transactions
-            .into_iter()
-            .next()
-            .map(|e| Reached { result: e.result, entity: e.entity_id.and_then(|t| t.parse().ok()) }))
+        Ok(listed.transactions.into_iter().next().map(|e| Reached {
+            result: e.result,
+            name: e.name,
+            entity: e.entity_id.and_then(|t| t.parse().ok()),
+        }))
     }
 
     /// The messages of `topic` the mirror node holds, in order, at most
@@ -241,5 +253,32 @@ impl Ledger {
             next = page.links.next;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_one_another_from_about_a_second_ago() {
+        let key = crate::auth::login::key_for(crate::auth::login::DEV_KEYS, "0.0.1003").unwrap();
+        let fees = Fees { topic: 1, message: 1 };
+        let ledger = Ledger::new(
+            "testnet".into(),
+            Vec::new(),
+            "0.0.1003".parse().unwrap(),
+            key,
+            fees,
+            Duration::from_secs(1),
+            "http://127.0.0.1:9".into(),
+        )
+        .unwrap();
+        let before = chrono::Utc::now().timestamp();
+        let ids: Vec<TxId> = (0..1000).map(|_| ledger.next_id()).collect();
+        assert!(ids.windows(2).all(|w| (w[0].seconds, w[0].nanos) < (w[1].seconds, w[1].nanos)), "each after the last");
+        assert!((before - 2..=before).contains(&ids[0].seconds), "about a second ago");
+        assert!(ids.iter().all(|id| (0..1_000_000_000).contains(&id.nanos)));
+        assert!(ledger.in_window(&ids[0], before) && !ledger.in_window(&ids[0], ids[0].seconds + 120));
     }
 }
