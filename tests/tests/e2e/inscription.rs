@@ -209,6 +209,24 @@ async fn a_job_waiting_for_the_network_resumes_after_a_restart() {
     assert_eq!(s.read_back(topic).await.0, content, "each message once");
 }
 
+/// Content named by a URL is fetched through the egress gate (the peer
+/// on loopback allowed) and written as it was served, with its type.
+#[tokio::test(flavor = "multi_thread")]
+async fn content_named_by_a_url_is_fetched_through_the_gate() {
+    use warp::Filter as _;
+    let route = warp::path!("card.json").map(|| {
+        warp::http::Response::builder().header("content-type", "application/json").body(r#"{"name":"served"}"#)
+    });
+    let (addr, _stop) = tests::serve_on_loopback(route).await;
+    let url = format!("http://{addr}/card.json");
+    let s = Inscribing::start("inscribe-url", &["--egress-allow", &tests::allowing(&[&url])]).await;
+    let (status, job) = s.post("/api/v1/inscribe/content", json!({"inputType": "url", "url": url}), &[]).await;
+    assert_eq!((status, &job["mimeType"]), (202, &json!("application/json")), "{job}");
+    let done = s.ended(job["jobId"].as_str().unwrap()).await;
+    let topic = done["topicId"].as_str().unwrap();
+    assert_eq!(s.read_back(topic).await, (br#"{"name":"served"}"#.to_vec(), "application/json".to_string()));
+}
+
 /// Refusals: no key, a bad mode, too large, another account's quote, a
 /// quote for other content, a destination the gate refuses. Nothing is
 /// charged.
