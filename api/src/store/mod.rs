@@ -39,6 +39,7 @@ pub mod keys;
 pub mod outbox;
 pub mod payments;
 pub mod registry;
+pub mod skills;
 pub mod verification;
 
 use std::path::{Path, PathBuf};
@@ -61,6 +62,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/008-availability.sql"),
     include_str!("schema/009-verification.sql"),
     include_str!("schema/010-inscriptions.sql"),
+    include_str!("schema/011-skills.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose
