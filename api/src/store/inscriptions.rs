@@ -358,11 +358,7 @@ mod tests {
     use super::*;
 
     fn store() -> (tempfile::TempDir, Connection) {
-        let dir = tempfile::tempdir().unwrap();
-        let conn = Connection::open(dir.path().join("s.sqlite")).unwrap();
-        for migration in super::super::MIGRATIONS {
-            conn.execute_batch(migration).unwrap();
-        }
+        let (dir, conn) = crate::store::migrated();
         let grant = Change {
             account: "0.0.1001".into(),
             kind: Kind::Grant,

@@ -326,6 +326,19 @@ pub(crate) fn closed<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: usize)
 }
 
 /// Now, in milliseconds since the Unix epoch (the store's times).
+/// A connection to a new store file with every migration applied, in a
+/// folder removed when the test ends: what the domain functions' unit
+/// tests run against.
+#[cfg(test)]
+pub(crate) fn migrated() -> (tempfile::TempDir, Connection) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let conn = Connection::open(dir.path().join("store.sqlite")).expect("a new store file");
+    for migration in MIGRATIONS {
+        conn.execute_batch(migration).expect("the migrations apply");
+    }
+    (dir, conn)
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

@@ -94,19 +94,11 @@ pub fn votes(conn: &Connection, name: &str, account: Option<&str>) -> Result<(u6
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn store() -> (tempfile::TempDir, Connection) {
-        let dir = tempfile::tempdir().unwrap();
-        let conn = Connection::open(dir.path().join("s.sqlite")).unwrap();
-        for migration in super::super::MIGRATIONS {
-            conn.execute_batch(migration).unwrap();
-        }
-        (dir, conn)
-    }
+    use crate::store::migrated;
 
     #[test]
     fn a_name_is_its_first_publishers_and_its_versions_only_increase() {
-        let (_dir, conn) = store();
+        let (_dir, conn) = migrated();
         let v = |t: &str| semver::Version::parse(t).unwrap();
         // (account, version) -> what the claim finds
         let cases = [
@@ -126,7 +118,7 @@ mod tests {
 
     #[test]
     fn an_account_upvotes_a_name_once() {
-        let (_dir, conn) = store();
+        let (_dir, conn) = migrated();
         for (account, upvoted) in [("a", true), ("a", true), ("b", true), ("b", false), ("c", true)] {
             vote(&conn, "web-search", account, upvoted, 1).unwrap();
         }

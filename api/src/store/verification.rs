@@ -329,16 +329,8 @@ pub fn rechecked(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::migrated;
     use broker_model::Verification;
-
-    fn store() -> (tempfile::TempDir, Connection) {
-        let dir = tempfile::tempdir().unwrap();
-        let conn = Connection::open(dir.path().join("s.sqlite")).unwrap();
-        for migration in super::super::MIGRATIONS {
-            conn.execute_batch(migration).unwrap();
-        }
-        (dir, conn)
-    }
 
     fn challenge(id: &str, expires_at: i64) -> Challenge {
         Challenge {
@@ -367,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_challenge_proves_once_and_not_after_it_expires() {
-        let (_dir, conn) = store();
+        let (_dir, conn) = migrated();
         insert_challenge(&conn, &challenge("c1", 1_000)).unwrap();
         insert_challenge(&conn, &challenge("c2", 1_000)).unwrap();
         let Proven::Done { seq, held } = prove(&conn, &proof("c1", 10)).unwrap() else { panic!("proven") };
@@ -390,7 +382,7 @@ mod tests {
             (Found::Unknown("timed out".into()), 200, 100, State::Expired, true),
         ];
         for (found, at, lifetime, state, journaled) in cases {
-            let (_dir, conn) = store();
+            let (_dir, conn) = migrated();
             insert_challenge(&conn, &challenge("c", 1_000)).unwrap();
             let Proven::Done { held, .. } = prove(&conn, &proof("c", 10)).unwrap() else { panic!("proven") };
             let (after, seq) = rechecked(&conn, &held.ownership.uaid, &found, at, lifetime).unwrap().unwrap();
@@ -405,7 +397,7 @@ mod tests {
 
     #[test]
     fn a_second_proof_keeps_the_first_prior() {
-        let (_dir, conn) = store();
+        let (_dir, conn) = migrated();
         insert_challenge(&conn, &challenge("c1", 1_000)).unwrap();
         insert_challenge(&conn, &challenge("c2", 1_000)).unwrap();
         prove(&conn, &proof("c1", 10)).unwrap();
