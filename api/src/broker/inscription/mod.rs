@@ -71,13 +71,20 @@ struct Input {
     file_name: Option<String>,
     mime_type: Option<String>,
     mode: Option<String>,
-    metadata: Option<serde_json::Map<String, Value>>,
-    tags: Option<Vec<String>>,
-    file_standard: Option<String>,
     chunk_size: Option<u64>,
     /// Jobs only.
     quote_id: Option<String>,
-    wait_for_confirmation: Option<bool>,
+    // Read and checked as the hosted broker's schema types them; a plain
+    // HCS-1 file carries none of them, and a job is always followed on
+    // its own route.
+    #[serde(rename = "metadata")]
+    _metadata: Option<serde_json::Map<String, Value>>,
+    #[serde(rename = "tags")]
+    _tags: Option<Vec<String>>,
+    #[serde(rename = "fileStandard")]
+    _file_standard: Option<String>,
+    #[serde(rename = "waitForConfirmation")]
+    _wait_for_confirmation: Option<bool>,
 }
 
 /// Content read from a request: its bytes, its mime type and its name.
@@ -274,7 +281,6 @@ pub async fn create(request: Request) -> Answer {
         .transpose()
         .map_err(|_| Error::parameter("Idempotency-Key", "Idempotency-Key: expected ASCII"))?
         .filter(|k| !k.is_empty() && k.len() <= 255);
-    let _ = (&input.metadata, &input.tags, &input.file_standard, input.wait_for_confirmation);
     let content = content(&request, &input, settings).await?;
     let hash = hcs1::hash(&content.bytes);
     let now = store::now_ms();
