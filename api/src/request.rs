@@ -58,6 +58,12 @@ impl Request {
             (value, None) => Ok(value.map(|(_, v)| v.into_owned())),
         }
     }
+
+    /// The integer query parameter `name`, from `min` to `max`, if given.
+    pub fn query_number(&self, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, Error> {
+        let Some(raw) = self.query_value(name)? else { return Ok(None) };
+        Ok(Some(shared::http::number(name, &raw, min, max)?))
+    }
 }
 
 /// Path parameters, each percent-decoded once.

@@ -489,12 +489,7 @@ pub fn sign(bytes: &[u8], key: &SigningKey) -> Vec<u8> {
         .into_iter()
         .map(|t| {
             let mut signed = hapi::SignedTransaction::decode(t.signed_transaction_bytes.as_slice()).unwrap();
-            let signature = key.sign(&signed.body_bytes).to_vec();
-            let mut pair = hapi::SignaturePair { pub_key_prefix: key.public_key().raw(), ..Default::default() };
-            match key {
-                SigningKey::Ed25519(_) => pair.ed25519 = signature,
-                SigningKey::Secp256k1(_) => pair.ecdsa_secp256k1 = signature,
-            }
+            let pair = hapi::signature_pair(key, &signed.body_bytes);
             signed.sig_map.get_or_insert_default().sig_pair.push(pair);
             hapi::Transaction { signed_transaction_bytes: signed.encode_to_vec() }
         })

@@ -73,8 +73,8 @@ pub async fn transactions(request: Request) -> Answer {
         }
         None => principal.billing(&request.headers)?,
     };
-    let limit = number(&request, "limit", 1, MAX_TRANSACTIONS)?.unwrap_or(DEFAULT_TRANSACTIONS);
-    let offset = number(&request, "offset", 0, usize::MAX)?.unwrap_or(0);
+    let limit = request.query_number("limit", 1, MAX_TRANSACTIONS)?.unwrap_or(DEFAULT_TRANSACTIONS);
+    let offset = request.query_number("offset", 0, usize::MAX)?.unwrap_or(0);
     let kind = request.query_value("type")?;
     let (kind, spends) = match kind.as_deref() {
         None => (None, None),
@@ -134,11 +134,6 @@ pub async fn transactions(request: Request) -> Answer {
 }
 
 /// A whole-number query parameter within `min..=max`.
-fn number(request: &Request, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, Error> {
-    let Some(raw) = request.query_value(name)? else { return Ok(None) };
-    Ok(Some(shared::http::number(name, &raw, min, max)?))
-}
-
 /// An inclusive bound: an RFC 3339 time, or a date (its first or, for an
 /// end, last millisecond).
 fn date(request: &Request, name: &'static str, end: bool) -> Result<Option<i64>, Error> {

@@ -15,6 +15,7 @@ pub mod feedback;
 pub mod hapi;
 pub mod inscription;
 pub mod intents;
+pub mod mirror;
 pub mod overlay;
 pub mod payments;
 pub mod pricing;

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use sha2::Sha256;
 use shared::entity::EntityId;
 
+use super::mirror;
 use crate::store::payments::{self, Intent, Method, Settlement, State};
 use crate::store::{self, Store};
 
@@ -65,50 +66,18 @@ pub enum Seen {
     Unpaid(String),
 }
 
-#[derive(Deserialize)]
-struct MirrorTransactions {
-    transactions: Vec<MirrorTransaction>,
-}
-
-#[derive(Deserialize)]
-struct MirrorTransaction {
-    name: String,
-    result: String,
-    #[serde(default)]
-    scheduled: bool,
-    #[serde(default)]
-    nonce: i64,
-    #[serde(default)]
-    transfers: Vec<MirrorTransfer>,
-}
-
-#[derive(Deserialize)]
-struct MirrorTransfer {
-    account: String,
-    amount: i64,
-}
-
 impl Treasury {
     /// Looks up the transfer of `intent` (`GET /api/v1/transactions/{id}`).
     pub async fn look_up(&self, intent: &Intent) -> anyhow::Result<Seen> {
-        use anyhow::Context as _;
-        let url = format!("{}/api/v1/transactions/{}", self.mirror_base, intent.reference);
-        let response = self.mirror.get(&url).send().await.context("the mirror node")?;
-        if response.status() == reqwest::StatusCode::NOT_FOUND {
-            return Ok(Seen::Missing);
-        }
-        if !response.status().is_success() {
-            anyhow::bail!("the mirror node answered {} for {url}", response.status());
-        }
-        let found: MirrorTransactions = response.json().await.context("the mirror node's transaction")?;
-        Ok(self.judge(intent, &found.transactions))
+        let found = mirror::transactions(&self.mirror, &self.mirror_base, &intent.reference).await?;
+        Ok(found.map_or(Seen::Missing, |found| self.judge(intent, &found)))
     }
 
     /// Whether `transactions` (those of the intent's id) paid it: the
-    /// payer's own transaction (not a scheduled or child one), successful,
-    /// a crypto transfer giving the treasury at least the amount.
-    fn judge(&self, intent: &Intent, transactions: &[MirrorTransaction]) -> Seen {
-        let Some(transfer) = transactions.iter().find(|t| t.nonce == 0 && !t.scheduled) else {
+    /// payer's own transaction, successful, a crypto transfer giving the
+    /// treasury at least the amount.
+    fn judge(&self, intent: &Intent, transactions: &mirror::Listed) -> Seen {
+        let Some(transfer) = transactions.own() else {
             return Seen::Missing;
         };
         if transfer.result != "SUCCESS" {
@@ -330,8 +299,8 @@ mod tests {
             expires_at: None,
         };
         let check = |transactions: serde_json::Value, expected: Seen| {
-            let found: MirrorTransactions = serde_json::from_value(transactions.clone()).unwrap();
-            assert_eq!(treasury().judge(&intent, &found.transactions), expected, "{transactions}");
+            let found: mirror::Listed = serde_json::from_value(transactions.clone()).unwrap();
+            assert_eq!(treasury().judge(&intent, &found), expected, "{transactions}");
         };
         let transfer = |result: &str, to_treasury: i64| {
             serde_json::json!({"name": "CRYPTOTRANSFER", "result": result, "scheduled": false, "nonce": 0,

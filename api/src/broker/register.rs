@@ -388,7 +388,7 @@ pub async fn messaging_network(request: Request) -> Answer {
 /// woken.
 async fn changed(request: &Request, seq: i64, uaid: &str, agent: Option<Agent>) {
     let agent = match agent {
-        Some(agent) => Some(super::availability::live::measured(&request.app.store, agent).await),
+        Some(agent) => Some(super::availability::live::as_shown(&request.app.store, agent).await),
         None => None,
     };
     let check = agent.is_some();

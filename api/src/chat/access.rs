@@ -56,8 +56,7 @@ pub async fn party(request: &Request, session: &stored::Session) -> Result<Optio
 /// deleted it).
 pub async fn registrant(request: &Request, uaid: &str) -> Result<Option<String>, Error> {
     let key = uaid.to_string();
-    let found = request.app.store.read(move |conn| registry::find(conn, &key)).await?;
-    Ok(found.filter(|r| r.deleted_at.is_none()).map(|r| r.account))
+    Ok(request.app.store.read(move |conn| registry::registrant(conn, &key)).await?)
 }
 
 /// The refusal of a caller with no part: 401 without a key, else 403.

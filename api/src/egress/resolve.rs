@@ -30,21 +30,34 @@ impl Resolver {
         let names = match dns {
             None => Names::System,
             Some(server) => {
-                let connections = [ConnectionConfig::udp(), ConnectionConfig::tcp()]
-                    .into_iter()
-                    .map(|mut c| {
-                        c.port = server.port();
-                        c
-                    })
-                    .collect();
-                let server = NameServerConfig::new(server.ip(), true, connections);
-                let config = ResolverConfig::from_parts(None, vec![], vec![server]);
-                let resolver = hickory_resolver::Resolver::builder_with_config(config, TokioRuntimeProvider::default());
+                let resolver = hickory_resolver::Resolver::builder_with_config(
+                    name_servers(&[server]),
+                    TokioRuntimeProvider::default(),
+                );
                 Names::Server(Box::new(resolver.build()?))
             }
         };
         Ok(Resolver { policy, names: Arc::new(names) })
     }
+}
+
+/// A resolver's configuration asking `servers` (UDP, then TCP, each on
+/// its port) and no search domains.
+pub fn name_servers(servers: &[SocketAddr]) -> ResolverConfig {
+    let servers = servers
+        .iter()
+        .map(|server| {
+            let connections = [ConnectionConfig::udp(), ConnectionConfig::tcp()]
+                .into_iter()
+                .map(|mut c| {
+                    c.port = server.port();
+                    c
+                })
+                .collect();
+            NameServerConfig::new(server.ip(), true, connections)
+        })
+        .collect();
+    ResolverConfig::from_parts(None, vec![], servers)
 }
 
 impl Names {

@@ -325,7 +325,6 @@ pub(crate) fn closed<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: usize)
     })
 }
 
-/// Now, in milliseconds since the Unix epoch (the store's times).
 /// A connection to a new store file with every migration applied, in a
 /// folder removed when the test ends: what the domain functions' unit
 /// tests run against.
@@ -339,6 +338,7 @@ pub(crate) fn migrated() -> (tempfile::TempDir, Connection) {
     (dir, conn)
 }
 
+/// Now, in milliseconds since the Unix epoch (the store's times).
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

@@ -92,6 +92,12 @@ pub enum Outcome {
 }
 
 /// The registration of `uaid`, deleted or not.
+/// The account that registered `uaid` here, if one did (and has not
+/// deleted it).
+pub fn registrant(conn: &Connection, uaid: &str) -> Result<Option<String>, Failure> {
+    Ok(find(conn, uaid)?.filter(|r| r.deleted_at.is_none()).map(|r| r.account))
+}
+
 pub fn find(conn: &Connection, uaid: &str) -> Result<Option<Registration>, Failure> {
     let sql = "SELECT agent, account_id, request_hash, seq, created_at, updated_at, deleted_at
                FROM registrations WHERE uaid = ?1";

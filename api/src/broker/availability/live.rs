@@ -139,9 +139,9 @@ pub async fn overlay_after(
     Ok(out)
 }
 
-/// `agent` (a registration's, just stored) with its last measurement and
-/// its ownership.
-pub async fn measured(store: &Store, agent: Agent) -> Agent {
+/// `agent` (a registration's, just stored) as it is shown: with its last
+/// measurement and its ownership.
+pub async fn as_shown(store: &Store, agent: Agent) -> Agent {
     let uaid = agent.uaid.to_string();
     match store.read(move |conn| Ok((stored::shown_of(conn, &uaid)?, owned(conn, &uaid)?))).await {
         Ok((measurement, ownership)) => settled(agent, measurement.as_ref(), ownership.as_ref()),

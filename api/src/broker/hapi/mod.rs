@@ -334,16 +334,21 @@ pub fn key_of(key: &SigningKey) -> Key {
     }
 }
 
-/// `body` signed by `key` (its whole public key as the prefix): a
-/// transaction as a node takes it.
-pub fn sign(body: &TransactionBody, key: &SigningKey) -> Transaction {
-    let body_bytes = body.encode_to_vec();
-    let signature = key.sign(&body_bytes).to_vec();
+/// `key`'s signature of `body_bytes`, its whole public key as the prefix.
+pub fn signature_pair(key: &SigningKey, body_bytes: &[u8]) -> SignaturePair {
+    let signature = key.sign(body_bytes).to_vec();
     let mut pair = SignaturePair { pub_key_prefix: key.public_key().raw(), ..SignaturePair::default() };
     match key {
         SigningKey::Ed25519(_) => pair.ed25519 = signature,
         SigningKey::Secp256k1(_) => pair.ecdsa_secp256k1 = signature,
     }
+    pair
+}
+
+/// `body` signed by `key`: a transaction as a node takes it.
+pub fn sign(body: &TransactionBody, key: &SigningKey) -> Transaction {
+    let body_bytes = body.encode_to_vec();
+    let pair = signature_pair(key, &body_bytes);
     let signed = SignedTransaction { body_bytes, sig_map: Some(SignatureMap { sig_pair: vec![pair] }) };
     Transaction { signed_transaction_bytes: signed.encode_to_vec() }
 }

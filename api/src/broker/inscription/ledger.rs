@@ -183,33 +183,16 @@ impl Ledger {
         .await
     }
 
-    /// Transaction `id` as the mirror node shows it, once it reached
-    /// consensus.
+    /// Transaction `id` as the mirror node shows it (the broker's own, not
+    /// a child), once it reached consensus.
     pub async fn reached(&self, id: &TxId) -> Result<Option<Reached>, String> {
-        #[derive(Deserialize)]
-        struct Listed {
-            transactions: Vec<Entry>,
-        }
-        #[derive(Deserialize)]
-        struct Entry {
-            result: String,
-            name: String,
-            #[serde(default)]
-            entity_id: Option<String>,
-        }
-        let url = format!("{}/api/v1/transactions/{}", self.mirror_base, id.mirror());
-        let response = self.mirror.get(&url).send().await.map_err(|e| format!("the mirror node: {e}"))?;
-        if response.status() == reqwest::StatusCode::NOT_FOUND {
-            return Ok(None);
-        }
-        if !response.status().is_success() {
-            return Err(format!("the mirror node answered {}", response.status().as_u16()));
-        }
-        let listed: Listed = response.json().await.map_err(|e| format!("the mirror node's answer: {e}"))?;
-        Ok(listed.transactions.into_iter().next().map(|e| Reached {
-            result: e.result,
-            name: e.name,
-            entity: e.entity_id.and_then(|t| t.parse().ok()),
+        let found = crate::broker::mirror::transactions(&self.mirror, &self.mirror_base, &id.mirror())
+            .await
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(found.as_ref().and_then(|f| f.own()).map(|own| Reached {
+            result: own.result.clone(),
+            name: own.name.clone(),
+            entity: own.entity_id.as_deref().and_then(|t| t.parse().ok()),
         }))
     }
 

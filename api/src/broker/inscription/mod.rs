@@ -383,16 +383,8 @@ pub async fn job(request: Request) -> Answer {
 pub async fn list(request: Request) -> Answer {
     let settings = enabled(&request)?;
     let account = request.principal()?.billing(&request.headers)?;
-    let number = |name: &'static str, default: usize, range: std::ops::RangeInclusive<usize>| -> Result<usize, Error> {
-        match request.query_value(name)? {
-            None => Ok(default),
-            Some(text) => text.parse().ok().filter(|n| range.contains(n)).ok_or_else(|| {
-                Error::parameter(name, format!("{name}: expected {} to {}", range.start(), range.end()))
-            }),
-        }
-    };
-    let limit = number("limit", 20, 1..=100)?;
-    let offset = number("offset", 0, 0..=1_000_000)?;
+    let limit = request.query_number("limit", 1, 100)?.unwrap_or(20);
+    let offset = request.query_number("offset", 0, 1_000_000)?.unwrap_or(0);
     let status = match request.query_value("status")? {
         None => None,
         Some(text) => Some(text.parse::<Status>().map_err(|_| {

@@ -14,7 +14,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RData;
 use hickory_resolver::TokioResolver;
@@ -64,23 +63,10 @@ impl Txt {
     pub fn new(servers: &[SocketAddr], timeout: Duration) -> anyhow::Result<Txt> {
         let mut builder = match servers {
             [] => TokioResolver::builder_tokio()?,
-            servers => {
-                let servers = servers
-                    .iter()
-                    .map(|server| {
-                        let connections = [ConnectionConfig::udp(), ConnectionConfig::tcp()]
-                            .into_iter()
-                            .map(|mut c| {
-                                c.port = server.port();
-                                c
-                            })
-                            .collect();
-                        NameServerConfig::new(server.ip(), true, connections)
-                    })
-                    .collect();
-                let config = ResolverConfig::from_parts(None, vec![], servers);
-                TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
-            }
+            servers => TokioResolver::builder_with_config(
+                crate::egress::resolve::name_servers(servers),
+                TokioRuntimeProvider::default(),
+            ),
         };
         let options = builder.options_mut();
         options.cache_size = 0;

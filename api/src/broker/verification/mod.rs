@@ -53,11 +53,6 @@ fn agent<'a>(request: &'a Request, view: &'a super::overlay::View, uaid: &str) -
     super::register::lookup(request, view, uaid)?.ok_or_else(|| not_found(uaid))
 }
 
-/// The account that registered `uaid` here, if one did.
-async fn registrant(request: &Request, uaid: &str) -> Result<Option<String>, Error> {
-    crate::chat::access::registrant(request, uaid).await
-}
-
 /// The account the caller acts as, and its chain.
 fn caller(request: &Request) -> Result<(String, String), Error> {
     let principal = request.principal()?;
@@ -96,7 +91,7 @@ pub async fn create_challenge(request: Request) -> Answer {
     let (account, chain) = caller(&request)?;
     let view = request.app.overlay.view();
     let agent = agent(&request, &view, &body.uaid)?.into_owned();
-    let registrant = registrant(&request, &body.uaid).await?;
+    let registrant = crate::chat::access::registrant(&request, &body.uaid).await?;
     let methods = proof::applicable(&agent, registrant.as_deref(), &request.app.auth.network);
     if methods.is_empty() {
         let message = "no verification method applies to this agent (no domain nativeId, ledger account or endpoint)";
@@ -249,8 +244,13 @@ fn method_of(text: Option<&str>) -> Result<Method, Error> {
 /// `POST /verification/verify` `{challengeId, method, …}`.
 pub async fn verify(request: Request) -> Answer {
     let body: VerifyBody = parse_body(&request.body)?;
+    prove_challenge(&request, body).await
+}
+
+/// What `body` proves of its challenge.
+async fn prove_challenge(request: &Request, body: VerifyBody) -> Answer {
     let method = method_of(body.method.as_deref())?;
-    let challenge = own_challenge(&request, &body.challenge_id).await?;
+    let challenge = own_challenge(request, &body.challenge_id).await?;
     let now = store::now_ms();
     match challenge.status(now) {
         "verified" => return Err(used()),
@@ -258,8 +258,8 @@ pub async fn verify(request: Request) -> Answer {
         _ => {}
     }
     let view = request.app.overlay.view();
-    let agent = agent(&request, &view, &challenge.uaid)?.into_owned();
-    let registrant = registrant(&request, &challenge.uaid).await?;
+    let agent = agent(request, &view, &challenge.uaid)?.into_owned();
+    let registrant = crate::chat::access::registrant(request, &challenge.uaid).await?;
     let network = &request.app.auth.network;
     let target = proof::target(&agent, method, registrant.as_deref(), network)?;
     let (found, target) = match method {
@@ -385,7 +385,7 @@ pub async fn verify_sender(request: Request) -> Answer {
     let view = request.app.overlay.view();
     agent(&request, &view, &body.uaid)?;
     let held = held(&request, &body.uaid).await?.filter(|h| h.ownership.state == State::Verified);
-    let (verified, owner) = match (held, registrant(&request, &body.uaid).await?) {
+    let (verified, owner) = match (held, crate::chat::access::registrant(&request, &body.uaid).await?) {
         (Some(held), _) if held.ownership.owner_id == account => (true, held.ownership.owner_id),
         (_, Some(registrant)) if registrant == account => (true, registrant),
         (Some(held), _) => (false, held.ownership.owner_id),
@@ -434,10 +434,15 @@ struct DnsVerifyBody {
 pub async fn dns_verify(request: Request) -> Answer {
     let body: DnsVerifyBody = parse_body(&request.body)?;
     if let Some(challenge_id) = body.challenge_id {
-        let forwarded = json!({"challengeId": challenge_id, "method": Method::DnsTxt.as_str()});
-        let mut request = request;
-        request.body = bytes::Bytes::from(forwarded.to_string());
-        return verify(request).await;
+        let by_dns = VerifyBody {
+            challenge_id,
+            method: Some(Method::DnsTxt.as_str().into()),
+            account_id: None,
+            signature: None,
+            signature_kind: None,
+            public_key: None,
+        };
+        return prove_challenge(&request, by_dns).await;
     }
     let (account, _) = caller(&request)?;
     let held = held(&request, &body.uaid).await?.filter(|h| h.ownership.method == Method::DnsTxt);

@@ -64,8 +64,7 @@ async fn pass(app: &Arc<App>) -> Result<(), Error> {
 pub async fn one(app: &App, held: Held) -> Result<Held, Error> {
     let uaid = held.ownership.uaid.clone();
     let key = uaid.clone();
-    let registrant = app.store.read(move |conn| registry::find(conn, &key)).await?;
-    let registrant = registrant.filter(|r| r.deleted_at.is_none()).map(|r| r.account);
+    let registrant = app.store.read(move |conn| registry::registrant(conn, &key)).await?;
     let build = app.live.get();
     let agent = match build.as_ref().and_then(|b| b.broker.as_deref()) {
         Some(broker) => {
