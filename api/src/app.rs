@@ -53,9 +53,14 @@ pub struct App {
     pub verification_limit: Limiter,
     /// Content inscription, when a network is configured.
     pub inscriptions: Option<Arc<crate::broker::inscription::settings::Settings>>,
+    /// The skills registry, when inscription is on.
+    pub skills: Option<Arc<crate::broker::skills::settings::Settings>>,
     /// Largest body of an inscription request, in bytes (the content in
     /// base64 and the rest).
     pub content_max_body: usize,
+    /// Largest body of a skill quote or publish, in bytes (the package's
+    /// files in base64 and the rest).
+    pub package_max_body: usize,
     /// Chat sessions opened without a key, per client (each may fetch an
     /// agent card; an account's are capped by `--chat-max-sessions`).
     pub anonymous_chat_limit: Limiter,

@@ -324,6 +324,28 @@ pub struct Config {
     /// tinybars.
     #[arg(long, env = "ALMANAC_INSCRIPTION_MESSAGE_FEE", default_value_t = 60_000)]
     pub inscription_message_fee: u64,
+    /// The skills registry's HCS-26 directory topic; without it, the
+    /// registry creates one at its first start (with --inscription-account).
+    #[arg(long, env = "ALMANAC_SKILLS_DIRECTORY_TOPIC")]
+    pub skills_directory_topic: Option<String>,
+    /// Files a skill package may have.
+    #[arg(long, env = "ALMANAC_SKILLS_MAX_FILES", default_value_t = 20)]
+    pub skills_max_files: usize,
+    /// Bytes a skill package's files may have in all.
+    #[arg(long, env = "ALMANAC_SKILLS_MAX_TOTAL_BYTES", default_value_t = 1_048_576)]
+    pub skills_max_total_bytes: usize,
+    /// Skill publish jobs an account may have open at once.
+    #[arg(long, env = "ALMANAC_SKILLS_MAX_OPEN", default_value_t = 2)]
+    pub skills_max_open: usize,
+    /// How long a skill publish quote holds, in seconds.
+    #[arg(long, env = "ALMANAC_SKILLS_QUOTE_TTL_SECS", default_value_t = 900)]
+    pub skills_quote_ttl_secs: u64,
+    /// What a basic skill verification request costs, in credits.
+    #[arg(long, env = "ALMANAC_SKILLS_VERIFICATION_BASIC_CREDITS", default_value_t = 500)]
+    pub skills_verification_basic_credits: i64,
+    /// What an express skill verification request costs, in credits.
+    #[arg(long, env = "ALMANAC_SKILLS_VERIFICATION_EXPRESS_CREDITS", default_value_t = 2_000)]
+    pub skills_verification_express_credits: i64,
     /// The most a purchase transfer may pay in fees, in tinybars.
     #[arg(long, env = "ALMANAC_PURCHASE_MAX_FEE", default_value_t = 100_000_000)]
     pub purchase_max_fee: u64,
@@ -571,6 +593,7 @@ impl Config {
         )?;
         let treasury = self.treasury(&network)?.map(Arc::new);
         let inscriptions = self.inscriptions(&network)?.map(Arc::new);
+        let skills = self.skills(inscriptions.is_some())?.map(Arc::new);
         let card = self.card()?.map(Arc::new);
         let redemption = self.redemption()?;
         let overlay = Arc::new(crate::broker::overlay::Overlay::default());
@@ -643,8 +666,10 @@ impl Config {
                 .context("the verification DNS resolver")?,
             },
             verification_limit: limiter(self.verification_rate, self.verification_burst),
+            skills,
             inscriptions,
             content_max_body: self.inscription_max_bytes / 3 * 4 + 65_536,
+            package_max_body: self.skills_max_total_bytes / 3 * 4 + 65_536,
             anonymous_chat_limit: limiter(self.chat_anonymous_rate, self.chat_anonymous_burst),
             pricing,
             journal: Journal {
@@ -778,6 +803,42 @@ impl Config {
             quote_ttl: Duration::from_secs(self.inscription_quote_ttl_secs.max(1)),
             confirm_timeout: Duration::from_millis(self.inscription_confirm_timeout_ms.max(1)),
             retry_every: Duration::from_millis(self.inscription_retry_ms.max(10)),
+            wake: tokio::sync::Notify::new(),
+        }))
+    }
+
+    /// The skills registry, if inscription is on.
+    fn skills(&self, inscribing: bool) -> Result<Option<crate::broker::skills::Settings>> {
+        use crate::broker::skills::{package::Bounds, settings::VerificationCredits};
+        let configured_directory = match &self.skills_directory_topic {
+            None => None,
+            Some(topic) => Some(
+                topic
+                    .trim()
+                    .parse::<EntityId>()
+                    .map_err(|_| anyhow::anyhow!("--skills-directory-topic {topic:?}: expected a topic id (0.0.N)"))?,
+            ),
+        };
+        if !inscribing {
+            return Ok(None);
+        }
+        if self.skills_verification_basic_credits < 1 || self.skills_verification_express_credits < 1 {
+            anyhow::bail!("--skills-verification-*-credits: expected 1 or more");
+        }
+        Ok(Some(crate::broker::skills::Settings {
+            bounds: Bounds {
+                max_files: self.skills_max_files.max(2),
+                max_total_bytes: self.skills_max_total_bytes.max(1),
+            },
+            max_open: self.skills_max_open.max(1),
+            quote_ttl: Duration::from_secs(self.skills_quote_ttl_secs.max(1)),
+            verification_credits: VerificationCredits {
+                basic: self.skills_verification_basic_credits,
+                express: self.skills_verification_express_credits,
+            },
+            configured_directory,
+            directory: std::sync::OnceLock::new(),
+            registry: tokio::sync::Mutex::new(()),
             wake: tokio::sync::Notify::new(),
         }))
     }

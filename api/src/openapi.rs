@@ -438,6 +438,85 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
         ],
         6,
     );
+    let skills = "Skills";
+    let statuses = json!({"enum": ["pending", "in_progress", "completed", "failed"]});
+    let skill_file = object(
+        &[
+            ("name", string()),
+            ("mimeType", string()),
+            ("role", json!({"enum": ["skill-md", "skill-json", "skill-icon", "file"]})),
+            ("topicId", nullable("string")),
+            ("hrl", nullable("string")),
+            ("packageSequenceNumber", nullable("integer")),
+        ],
+        3,
+    );
+    let skill_input = object(
+        &[
+            (
+                "files",
+                array(object(
+                    &[
+                        ("name", string()),
+                        ("base64", string()),
+                        ("mimeType", nullable("string")),
+                        ("role", json!({"enum": ["skill-md", "skill-json", "skill-icon", "file", null]})),
+                    ],
+                    2,
+                )),
+            ),
+            ("directoryTopicId", nullable("string")),
+            ("accountId", nullable("string")),
+        ],
+        1,
+    );
+    let skill_summary = object(
+        &[
+            ("jobId", string()),
+            ("network", string()),
+            ("name", string()),
+            ("version", string()),
+            ("createdAt", string()),
+            ("directoryTopicId", string()),
+            ("packageTopicId", string()),
+            ("skillJsonHrl", string()),
+            ("description", nullable("string")),
+            ("skillUid", nullable("integer")),
+            ("manifestHrl", nullable("string")),
+            ("iconHcs1", nullable("string")),
+            ("tags", array(string())),
+            ("verified", boolean()),
+            ("upvotes", integer()),
+            ("files", array(skill_file.clone())),
+        ],
+        8,
+    );
+    let skill_mine = object(
+        &[
+            ("name", string()),
+            ("latestVersion", string()),
+            ("latestCreatedAt", string()),
+            ("versions", array(string())),
+            ("verified", boolean()),
+            ("iconHcs1", nullable("string")),
+        ],
+        4,
+    );
+    let vote = object(&[("name", string()), ("upvotes", integer()), ("hasUpvoted", boolean())], 3);
+    let verification_request = object(
+        &[
+            ("id", string()),
+            ("network", string()),
+            ("name", string()),
+            ("tier", json!({"enum": ["basic", "express"]})),
+            ("status", json!({"enum": ["pending", "approved", "rejected"]})),
+            ("usdCents", number()),
+            ("creditsCharged", number()),
+            ("createdAt", string()),
+            ("updatedAt", string()),
+        ],
+        9,
+    );
     let methods = json!({"enum": broker_model::ownership::METHODS});
     let ownership = object(
         &[("ownerType", string()), ("ownerId", string()), ("verifiedAt", string()), ("method", methods.clone())],
@@ -809,6 +888,178 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             )
         },
         "contentInscriptionJob" => json(content, inscription_job),
+        "skillsConfig" => json(
+            skills,
+            object(
+                &[
+                    ("enabled", boolean()),
+                    ("directoryTopicId", nullable("string")),
+                    ("maxFiles", nullable("integer")),
+                    ("maxTotalSizeBytes", nullable("integer")),
+                    ("allowedMimeTypes", json!({"type": ["array", "null"], "items": {"type": "string"}})),
+                    ("network", nullable("string")),
+                ],
+                1,
+            ),
+        ),
+        "listSkills" => Doc {
+            query: vec![
+                query("name", string(), false),
+                query("version", string(), false),
+                query("accountId", string(), false),
+                query("q", string(), false),
+                query("limit", json!({"type": "integer", "minimum": 1, "maximum": 50}), false),
+                query("cursor", string(), false),
+                query("includeFiles", json!({"enum": ["true", "false"]}), false),
+            ],
+            ..json(skills, object(&[("items", array(skill_summary.clone())), ("nextCursor", nullable("string"))], 2))
+        },
+        "listSkillVersions" => Doc {
+            query: vec![query("name", string(), true)],
+            ..json(
+                skills,
+                object(
+                    &[
+                        (
+                            "items",
+                            array(object(
+                                &[
+                                    ("jobId", string()),
+                                    ("version", string()),
+                                    ("createdAt", string()),
+                                    ("verified", boolean()),
+                                ],
+                                3,
+                            )),
+                        ),
+                        ("name", string()),
+                    ],
+                    2,
+                ),
+            )
+        },
+        "listMySkills" => Doc {
+            query: vec![query("limit", json!({"type": "integer", "minimum": 1, "maximum": 100}), false)],
+            ..json(skills, object(&[("items", array(skill_mine.clone()))], 1))
+        },
+        "getMySkillsList" => Doc {
+            query: vec![
+                query("limit", json!({"type": "integer", "minimum": 1, "maximum": 100}), false),
+                query("cursor", string(), false),
+            ],
+            ..json(
+                skills,
+                object(
+                    &[
+                        ("owned", object(&[("items", array(skill_mine))], 1)),
+                        (
+                            "upvoted",
+                            object(&[("items", array(skill_summary.clone())), ("nextCursor", nullable("string"))], 2),
+                        ),
+                    ],
+                    2,
+                ),
+            )
+        },
+        "quoteSkillPublish" => with_body(
+            skills,
+            skill_input.clone(),
+            vec![(
+                200,
+                object(
+                    &[
+                        ("quoteId", string()),
+                        ("name", string()),
+                        ("version", string()),
+                        ("directoryTopicId", string()),
+                        ("expiresAt", string()),
+                        ("estimatedCostHbar", number()),
+                        ("credits", integer()),
+                        ("usdCents", integer()),
+                        (
+                            "files",
+                            array(object(
+                                &[("name", string()), ("mimeType", string()), ("estimatedCostHbar", number())],
+                                3,
+                            )),
+                        ),
+                    ],
+                    9,
+                ),
+            )],
+        ),
+        "publishSkill" => {
+            let mut input = skill_input;
+            input["properties"]["quoteId"] = nullable("string");
+            input["properties"]["publisher"] = nullable("string");
+            let job = object(
+                &[
+                    ("jobId", string()),
+                    ("status", statuses.clone()),
+                    ("createdAt", string()),
+                    ("updatedAt", string()),
+                    ("network", string()),
+                    ("credits", nullable("integer")),
+                    ("usdCents", nullable("integer")),
+                    ("quoteId", nullable("string")),
+                ],
+                5,
+            );
+            with_body(skills, input, vec![(201, job.clone()), (200, job)])
+        }
+        "getSkillPublishJob" => json(
+            skills,
+            object(
+                &[
+                    ("jobId", string()),
+                    ("status", statuses),
+                    ("network", string()),
+                    ("name", string()),
+                    ("version", string()),
+                    ("directoryTopicId", string()),
+                    ("createdAt", string()),
+                    ("updatedAt", string()),
+                    ("packageTopicId", nullable("string")),
+                    ("skillJsonHrl", nullable("string")),
+                    ("files", array(skill_file.clone())),
+                    ("failureReason", nullable("string")),
+                ],
+                8,
+            ),
+        ),
+        "getSkillOwnership" => Doc {
+            query: vec![query("name", string(), true), query("accountId", string(), false)],
+            ..json(skills, object(&[("name", string()), ("exists", boolean()), ("isOwner", boolean())], 3))
+        },
+        "getSkillVoteStatus" => Doc { query: vec![query("name", string(), true)], ..json(skills, vote.clone()) },
+        "setSkillVote" => {
+            with_body(skills, object(&[("name", string()), ("upvoted", boolean())], 2), vec![(200, vote)])
+        }
+        "requestSkillVerification" => with_body(
+            skills,
+            object(&[("name", string()), ("tier", json!({"enum": ["basic", "express"]}))], 2),
+            vec![(200, object(&[("request", verification_request.clone())], 1))],
+        ),
+        "getSkillVerificationStatus" => Doc {
+            query: vec![query("name", string(), true)],
+            ..json(
+                skills,
+                object(
+                    &[
+                        ("name", string()),
+                        ("verified", boolean()),
+                        ("previouslyVerified", boolean()),
+                        ("pendingRequest", json!({"oneOf": [verification_request.clone(), {"type": "null"}]})),
+                    ],
+                    3,
+                ),
+            )
+        },
+        "decideSkillVerification" => with_body(
+            skills,
+            object(&[("status", json!({"enum": ["approved", "rejected"]}))], 1),
+            vec![(200, object(&[("request", verification_request)], 1))],
+        ),
         "cardPaymentIntent" => with_body(live, object(&[("amount", integer())], 1), vec![(200, any_object())]),
         "cardPaymentWebhook" => with_body(live, any_object(), vec![(200, any_object())]),
         "creditProviders" => json(live, object(&[("providers", array(any_object()))], 1)),

@@ -212,6 +212,7 @@ fn body_limit(app: &App, body: BodyLimit) -> Option<usize> {
         BodyLimit::Mcp => Some(app.guard.max_body),
         BodyLimit::Live => Some(app.live_max_body),
         BodyLimit::Content => Some(app.content_max_body),
+        BodyLimit::Package => Some(app.package_max_body),
     }
 }
 

@@ -59,6 +59,18 @@ impl Request {
         }
     }
 
+    /// The `Idempotency-Key` header, if given (and 1 to 255 characters):
+    /// a retried request that names the same key gets what the first one
+    /// made. 400 when it is not ASCII.
+    pub fn idempotency_key(&self) -> Result<Option<String>, Error> {
+        self.headers
+            .get("idempotency-key")
+            .map(|v| v.to_str().map(|s| s.trim().to_string()))
+            .transpose()
+            .map_err(|_| Error::parameter("Idempotency-Key", "Idempotency-Key: expected ASCII"))
+            .map(|key| key.filter(|k| !k.is_empty() && k.len() <= 255))
+    }
+
     /// The integer query parameter `name`, from `min` to `max`, if given.
     pub fn query_number(&self, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, Error> {
         let Some(raw) = self.query_value(name)? else { return Ok(None) };

@@ -20,6 +20,7 @@ use shared::http::Cache;
 use warp::http::{HeaderValue, Method};
 
 pub use crate::auth::Auth;
+use crate::broker::skills;
 use crate::broker::verification;
 use crate::reply::Answer;
 use crate::request::{Params, Request};
@@ -67,6 +68,9 @@ pub enum BodyLimit {
     /// Content to inscribe, in base64 (`--inscription-max-bytes` and a
     /// third more, with room for the rest of the body).
     Content,
+    /// A skill package's files, in base64 (`--skills-max-total-bytes` and
+    /// a third more, with room for the rest of the body).
+    Package,
 }
 
 /// Which request headers a preflight allows.
@@ -500,6 +504,44 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/inscribe/content/{jobId}")
             .get("contentInscriptionJob", handler!(broker::inscription::job), Cache::NoStore)
             .auth(Auth::Key),
+        // The skills registry: packages published as HCS-26 by the broker's account.
+        Endpoint::new("/api/v1/skills/config").get("skillsConfig", handler!(skills::config), Cache::NoStore),
+        Endpoint::new("/api/v1/skills").get("listSkills", handler!(skills::list), Cache::NoStore),
+        Endpoint::new("/api/v1/skills/versions").get("listSkillVersions", handler!(skills::versions), Cache::NoStore),
+        Endpoint::new("/api/v1/skills/mine")
+            .get("listMySkills", handler!(skills::mine), Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/skills/my-list")
+            .get("getMySkillsList", handler!(skills::my_list), Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/skills/quote")
+            .post("quoteSkillPublish", handler!(skills::quote), BodyLimit::Package, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/skills/publish")
+            .post("publishSkill", handler!(skills::publish), BodyLimit::Package, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/skills/jobs/{jobId}")
+            .get("getSkillPublishJob", handler!(skills::job), Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/skills/ownership")
+            .get("getSkillOwnership", handler!(skills::ownership), Cache::NoStore)
+            .auth(Auth::Optional),
+        Endpoint::new("/api/v1/skills/vote")
+            .get("getSkillVoteStatus", handler!(skills::vote_status), Cache::NoStore)
+            .auth(Auth::Optional)
+            .post("setSkillVote", handler!(skills::vote), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/skills/verification/request")
+            .post("requestSkillVerification", handler!(skills::request_verification), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/skills/verification/status").get(
+            "getSkillVerificationStatus",
+            handler!(skills::verification_status),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/skills/verification/{requestId}/decision")
+            .post("decideSkillVerification", handler!(skills::decide), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Operator),
         Endpoint::new("/api/v1/credits/payments/intent")
             .post("cardPaymentIntent", handler!(broker::intents::card), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),

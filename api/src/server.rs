@@ -101,6 +101,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let inscriptions = tokio::spawn(crate::broker::inscription::jobs::run(app.clone(), async move {
         let _ = inscriptions_stopped.await;
     }));
+    // Skills: publish jobs run, resumed after a restart.
+    let (stop_skills, skills_stopped) = tokio::sync::oneshot::channel::<()>();
+    let skills = tokio::spawn(crate::broker::skills::jobs::run(app.clone(), async move {
+        let _ = skills_stopped.await;
+    }));
     let (stop_registrar, registrar_stopped) = tokio::sync::oneshot::channel::<()>();
     let registrar = tokio::spawn(crate::broker::registrar::run(app.store.clone(), app.registrar.clone(), async move {
         let _ = registrar_stopped.await;
@@ -151,6 +156,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let _ = rechecks.await;
     let _ = stop_inscriptions.send(());
     let _ = inscriptions.await;
+    let _ = stop_skills.send(());
+    let _ = skills.await;
     let _ = stop_registrar.send(());
     let _ = registrar.await;
     let _ = stop_treasury.send(());

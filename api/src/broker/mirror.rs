@@ -27,6 +27,10 @@ pub struct Transaction {
     /// The entity it created (a topic), if any.
     #[serde(default)]
     pub entity_id: Option<String>,
+    /// When it reached consensus (`seconds.nanoseconds`): a message's key
+    /// on its topic's list.
+    #[serde(default)]
+    pub consensus_timestamp: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

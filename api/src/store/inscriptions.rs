@@ -120,13 +120,16 @@ pub struct Job {
     /// The transaction id message `written` was last sent under.
     pub pending_tx: Option<String>,
     pub failure: Option<String>,
+    /// The skill publish job this file is a part of (`crate::store::skills`):
+    /// charged, listed and run with it, not on its own.
+    pub parent: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
 
 const JOB: &str = "SELECT id, account, idempotency_key, quote_id, status, mode, file_name, mime, size_bytes,
                           content_hash, messages, credits, usd_cents, topic_tx, topic_id, written, pending_tx,
-                          failure, created_at, updated_at FROM inscription_jobs";
+                          failure, created_at, updated_at, parent FROM inscription_jobs";
 
 fn job_row(r: &Row<'_>) -> rusqlite::Result<Job> {
     Ok(Job {
@@ -150,6 +153,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<Job> {
         failure: r.get(17)?,
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
+        parent: r.get(20)?,
     })
 }
 
@@ -162,7 +166,8 @@ pub fn content(conn: &Connection, id: &str) -> Result<Option<Vec<u8>>, Failure> 
     Ok(conn.query_row("SELECT content FROM inscription_jobs WHERE id = ?1", [id], |r| r.get(0)).optional()?)
 }
 
-/// `account`'s jobs, newest first: a page and the total.
+/// `account`'s jobs, newest first: a page and the total (parts of skill
+/// publish jobs are not among them).
 pub fn jobs(
     conn: &Connection,
     account: &str,
@@ -172,21 +177,24 @@ pub fn jobs(
 ) -> Result<(Vec<Job>, u64), Failure> {
     let status = status.map(Status::as_str);
     let total: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM inscription_jobs WHERE account = ?1 AND (?2 IS NULL OR status = ?2)",
+        "SELECT COUNT(*) FROM inscription_jobs WHERE account = ?1 AND (?2 IS NULL OR status = ?2) AND parent IS NULL",
         params![account, status],
         |r| r.get(0),
     )?;
     let mut statement = conn.prepare(&format!(
-        "{JOB} WHERE account = ?1 AND (?2 IS NULL OR status = ?2) ORDER BY created_at DESC, id LIMIT ?3 OFFSET ?4"
+        "{JOB} WHERE account = ?1 AND (?2 IS NULL OR status = ?2) AND parent IS NULL
+         ORDER BY created_at DESC, id LIMIT ?3 OFFSET ?4"
     ))?;
     let rows = statement.query_map(params![account, status, limit as i64, offset as i64], job_row)?;
     Ok((rows.collect::<Result<_, _>>()?, total as u64))
 }
 
-/// The jobs not yet completed or failed, oldest first.
+/// The jobs not yet completed or failed, oldest first (parts apart: their
+/// publish job runs them).
 pub fn open_jobs(conn: &Connection) -> Result<Vec<Job>, Failure> {
-    let mut statement =
-        conn.prepare(&format!("{JOB} WHERE status IN ('pending', 'in_progress') ORDER BY created_at, id"))?;
+    let mut statement = conn.prepare(&format!(
+        "{JOB} WHERE status IN ('pending', 'in_progress') AND parent IS NULL ORDER BY created_at, id"
+    ))?;
     let rows = statement.query_map([], job_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
@@ -223,7 +231,8 @@ pub fn create(conn: &Connection, job: &Job, content: &[u8], max_open: usize) -> 
         }
     }
     let open: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM inscription_jobs WHERE account = ?1 AND status IN ('pending', 'in_progress')",
+        "SELECT COUNT(*) FROM inscription_jobs
+         WHERE account = ?1 AND status IN ('pending', 'in_progress') AND parent IS NULL",
         [&job.account],
         |r| r.get(0),
     )?;
@@ -252,11 +261,16 @@ pub fn create(conn: &Connection, job: &Job, content: &[u8], max_open: usize) -> 
         Posted::Short { balance, shortfall } => return Ok(Created::Short { balance, shortfall }),
         Posted::Conflict { .. } => return Err(Failure::Corrupt(format!("job {} was charged already", job.id))),
     }
+    insert(conn, job, content)?;
+    Ok(Created::Done(Box::new(job.clone())))
+}
+
+fn insert(conn: &Connection, job: &Job, content: &[u8]) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO inscription_jobs
          (id, account, idempotency_key, quote_id, status, mode, file_name, mime, size_bytes, content, content_hash,
-          messages, credits, usd_cents, written, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?15)",
+          messages, credits, usd_cents, written, created_at, updated_at, parent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?15, ?16)",
         params![
             job.id,
             job.account,
@@ -272,10 +286,26 @@ pub fn create(conn: &Connection, job: &Job, content: &[u8], max_open: usize) -> 
             job.messages,
             job.credits,
             job.usd_cents,
-            job.created_at
+            job.created_at,
+            job.parent
         ],
     )?;
-    Ok(Created::Done(Box::new(job.clone())))
+    Ok(())
+}
+
+/// Stores `part` (a file of the publish job `part.parent`, charged with
+/// it: `credits` 0) with its `content`.
+pub fn create_part(conn: &Connection, part: &Job, content: &[u8]) -> Result<(), Failure> {
+    debug_assert!(part.parent.is_some() && part.credits == 0, "a part is charged with its publish job");
+    insert(conn, part, content)
+}
+
+/// The parts of publish job `parent`, by id (the publish job knows their
+/// order).
+pub fn parts(conn: &Connection, parent: &str) -> Result<Vec<Job>, Failure> {
+    let mut statement = conn.prepare_cached(&format!("{JOB} WHERE parent = ?1 ORDER BY id"))?;
+    let rows = statement.query_map([parent], job_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// A step of a job, stored before (`Sending`) or after (`Reached`) it is
@@ -339,6 +369,10 @@ pub fn fail(conn: &Connection, id: &str, why: &str, at: i64) -> Result<(), Failu
         "UPDATE inscription_jobs SET status = 'failed', failure = ?2, updated_at = ?3 WHERE id = ?1",
         params![id, why, at],
     )?;
+    if job.credits == 0 {
+        // A part: its publish job is refunded.
+        return Ok(());
+    }
     let refund = Change {
         account: job.account,
         kind: Kind::Refund,
@@ -391,6 +425,7 @@ mod tests {
             written: 0,
             pending_tx: None,
             failure: None,
+            parent: None,
             created_at: 1,
             updated_at: 1,
         }

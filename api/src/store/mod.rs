@@ -63,6 +63,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/009-verification.sql"),
     include_str!("schema/010-inscriptions.sql"),
     include_str!("schema/011-skills.sql"),
+    include_str!("schema/012-skill-publishing.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose

@@ -47,6 +47,9 @@ async fn every_live_body_route_refuses_malformed_bodies_and_stores_nothing() {
         &inscription_key,
         "--hapi-node",
         "0.0.3=127.0.0.1:9",
+        // Named, so the registry does not make one at its start.
+        "--skills-directory-topic",
+        "0.0.5000",
         "--operator-key",
         OPERATOR,
         "--mirror-url",

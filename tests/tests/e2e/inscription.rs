@@ -15,7 +15,7 @@ use tests::mirror::MirrorServer;
 use tests::network::{self, Network};
 
 /// The broker's paying account on the network.
-const BROKER_ACCOUNT: &str = "0.0.1003";
+pub(crate) const BROKER_ACCOUNT: &str = "0.0.1003";
 const ACCOUNTS: [&str; 4] = ["0.0.1001", "0.0.1002", "0.0.1003", "0.0.1004"];
 
 fn b64(bytes: &[u8]) -> String {
@@ -34,14 +34,14 @@ fn manifest() -> Vec<u8> {
 /// accounts, and a broker that inscribes through it paying with
 /// [`BROKER_ACCOUNT`]; 0.0.1001 signed in, with credits it bought with
 /// HBAR on the same network.
-struct Inscribing {
-    network: Network,
-    broker: Broker,
-    key: String,
+pub(crate) struct Inscribing {
+    pub(crate) network: Network,
+    pub(crate) broker: Broker,
+    pub(crate) key: String,
 }
 
 impl Inscribing {
-    async fn start(label: &str, flags: &[&str]) -> Inscribing {
+    pub(crate) async fn start(label: &str, flags: &[&str]) -> Inscribing {
         let mirror = Arc::new(MirrorServer::start(Default::default(), Duration::ZERO).await);
         for account in ACCOUNTS {
             network::known(&mirror, account);
@@ -76,7 +76,7 @@ impl Inscribing {
         .await;
     }
 
-    async fn post(&self, path: &str, body: Value, headers: &[(&str, &str)]) -> (u16, Value) {
+    pub(crate) async fn post(&self, path: &str, body: Value, headers: &[(&str, &str)]) -> (u16, Value) {
         let mut all = vec![("x-api-key", self.key.as_str())];
         all.extend_from_slice(headers);
         tests::live::call(&self.broker.client, "POST", self.broker.api.url(path), &all, Some(body)).await
@@ -101,7 +101,7 @@ impl Inscribing {
     }
 
     /// The content of `topic` read back from the mirror node.
-    async fn read_back(&self, topic: &str) -> (Vec<u8>, String) {
+    pub(crate) async fn read_back(&self, topic: &str) -> (Vec<u8>, String) {
         let (_, info) = tests::live::call(
             &self.broker.client,
             "GET",

@@ -27,6 +27,7 @@ mod pages;
 mod publish;
 mod route_table;
 mod serve;
+mod skills;
 mod snapshot_roundtrip;
 mod static_hosts;
 mod swap_under_load;

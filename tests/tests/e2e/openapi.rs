@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use tests::process::{binary, build, Api};
 use tests::{workspace_root, TempDir};
@@ -117,6 +118,12 @@ async fn schemathesis_finds_nothing_wrong_with_the_live_api() {
     let models = tests::models::ModelServer::start("sk-summary").await;
     let embeddings = tests::embeddings::EmbeddingServer::start().await;
     let (card_url, model_url, embeddings_url) = (card.url(), models.base(), embeddings.base());
+    // A network for inscriptions and the skills registry.
+    let mirror = std::sync::Arc::new(tests::mirror::MirrorServer::start(Default::default(), Duration::ZERO).await);
+    tests::network::known(&mirror, "0.0.1003");
+    let network = tests::network::Network::start(mirror.clone(), &["0.0.3"], &["0.0.1003"]).await;
+    let (mirror_url, hapi_nodes, inscription_key) =
+        (mirror.url(), network.hapi_nodes(), tests::network::private_key("0.0.1003"));
     let provider = ["--embeddings-url", &embeddings_url, "--embeddings-model", "bag-64"];
     let api = site(
         root.path(),
@@ -140,6 +147,14 @@ async fn schemathesis_finds_nothing_wrong_with_the_live_api() {
             tests::models::MODEL,
             "--summarizer-key",
             "sk-summary",
+            "--inscription-account",
+            "0.0.1003",
+            "--inscription-key",
+            &inscription_key,
+            "--inscription-mirror-url",
+            &mirror_url,
+            "--hapi-node",
+            &hapi_nodes,
             // Quotas far above what the run sends: it tests answers, not
             // the limiter (tested on its own).
             "--guard-rate",

@@ -27,7 +27,7 @@ use crate::store::inscriptions::{self as stored, Job, Step};
 use crate::store::now_ms;
 
 /// Why a job stopped before it ended.
-enum Stop {
+pub(crate) enum Stop {
     /// Try again at the next pass (a node or the mirror node unavailable).
     Later(String),
     /// The job failed: refund it.
@@ -98,7 +98,7 @@ enum Ended {
 async fn drive(app: &App, job: Job) -> Ended {
     let ledger = &app.inscriptions.as_ref().expect("inscriptions configured").ledger;
     let id = job.id.clone();
-    match steps(app, ledger, job).await {
+    match write(app, ledger, job).await {
         Ok(()) => tracing::info!(job = id, "inscriptions: a job completed"),
         Err(Stop::Later(why)) => {
             tracing::warn!(job = id, why, "inscriptions: a job waits");
@@ -122,7 +122,10 @@ async fn record(app: &App, id: &str, step: Step) -> Result<(), Stop> {
     Ok(app.store.write(move |conn| stored::step(conn, &key, &step, at)).await?)
 }
 
-async fn steps(app: &App, ledger: &Ledger, mut job: Job) -> Result<(), Stop> {
+/// Writes `job`'s content as an HCS-1 file, from the step it stopped at,
+/// and records it `completed` once it reads back (a part of a skill
+/// publish job is written by its publish job, through here).
+pub(crate) async fn write(app: &App, ledger: &Ledger, mut job: Job) -> Result<(), Stop> {
     let settings = app.inscriptions.as_ref().expect("inscriptions configured");
     let key = job.id.clone();
     let content = app.store.read(move |conn| stored::content(conn, &key)).await?.unwrap_or_default();
@@ -135,8 +138,8 @@ async fn steps(app: &App, ledger: &Ledger, mut job: Job) -> Result<(), Stop> {
         None => {
             let topic_tx = job.topic_tx.as_deref().and_then(TxId::parse_sdk);
             let topic = Sent::Topic { memo: &file.memo };
-            let (tx, reached) =
-                transact(app, ledger, &job.id, topic_tx, |tx| Step::CreatingTopic { tx }, topic).await?;
+            let stored_as = |tx| record(app, &job.id, Step::CreatingTopic { tx });
+            let (tx, reached) = transact(app, ledger, topic_tx, stored_as, topic).await?;
             let topic = reached.entity.ok_or_else(|| Stop::Failed(format!("{} created no topic", tx.sdk())))?;
             record(app, &job.id, Step::TopicCreated { topic: topic.to_string() }).await?;
             job.topic_tx = Some(tx.sdk());
@@ -146,8 +149,9 @@ async fn steps(app: &App, ledger: &Ledger, mut job: Job) -> Result<(), Stop> {
     while job.written < job.messages {
         let message = &file.messages[job.written as usize];
         let pending = job.pending_tx.take().as_deref().and_then(TxId::parse_sdk);
-        let sent = Sent::Message { topic, message };
-        transact(app, ledger, &job.id, pending, |tx| Step::SendingMessage { tx }, sent).await?;
+        let sent = Sent::Message { topic, message, memo: "" };
+        let stored_as = |tx| record(app, &job.id, Step::SendingMessage { tx });
+        transact(app, ledger, pending, stored_as, sent).await?;
         record(app, &job.id, Step::MessageWritten).await?;
         job.written += 1;
     }
@@ -165,9 +169,11 @@ async fn steps(app: &App, ledger: &Ledger, mut job: Job) -> Result<(), Stop> {
 
 /// What a transaction does.
 #[derive(Clone, Copy)]
-enum Sent<'a> {
+pub(crate) enum Sent<'a> {
+    /// A topic with this memo, the broker's submit key and no admin key.
     Topic { memo: &'a str },
-    Message { topic: EntityId, message: &'a [u8] },
+    /// A message, and the transaction's memo.
+    Message { topic: EntityId, message: &'a [u8], memo: &'a str },
 }
 
 impl Sent<'_> {
@@ -182,7 +188,7 @@ impl Sent<'_> {
     async fn send(self, ledger: &Ledger, id: &TxId) -> Result<(), Refused> {
         match self {
             Sent::Topic { memo } => ledger.create_topic(id, memo).await,
-            Sent::Message { topic, message } => ledger.submit_message(id, topic, message).await,
+            Sent::Message { topic, message, memo } => ledger.submit_message(id, topic, message, memo).await,
         }
     }
 }
@@ -190,13 +196,13 @@ impl Sent<'_> {
 /// Sends one transaction until the mirror node shows it reached
 /// consensus: `earlier` (one sent before a restart) is looked up first,
 /// sent again within its window, or replaced by a new id (stored by
-/// `stored_as` before it is sent) once its window has passed.
-async fn transact(
+/// `stored_as`, on the row of what the transaction makes, before it is
+/// sent) once its window has passed.
+pub(crate) async fn transact<F: Future<Output = Result<(), Stop>>>(
     app: &App,
     ledger: &Ledger,
-    job: &str,
     earlier: Option<TxId>,
-    stored_as: impl Fn(String) -> Step,
+    stored_as: impl Fn(String) -> F,
     sent: Sent<'_>,
 ) -> Result<(TxId, Reached), Stop> {
     let settings = app.inscriptions.as_ref().expect("inscriptions configured");
@@ -209,9 +215,9 @@ async fn transact(
                 if let Some(reached) = ledger.reached(&id).await.map_err(Stop::Later)? {
                     return settled(id, reached, sent);
                 }
-                fresh(app, ledger, job, &stored_as).await?
+                fresh(ledger, &stored_as).await?
             }
-            None => fresh(app, ledger, job, &stored_as).await?,
+            None => fresh(ledger, &stored_as).await?,
         };
         if let Some(reached) = ledger.reached(&id).await.map_err(Stop::Later)? {
             return settled(id, reached, sent);
@@ -236,9 +242,12 @@ async fn transact(
 }
 
 /// A new transaction id, stored before it is used.
-async fn fresh(app: &App, ledger: &Ledger, job: &str, stored_as: &impl Fn(String) -> Step) -> Result<TxId, Stop> {
+async fn fresh<F: Future<Output = Result<(), Stop>>>(
+    ledger: &Ledger,
+    stored_as: &impl Fn(String) -> F,
+) -> Result<TxId, Stop> {
     let id = ledger.next_id();
-    record(app, job, stored_as(id.sdk())).await?;
+    stored_as(id.sdk()).await?;
     Ok(id)
 }
 

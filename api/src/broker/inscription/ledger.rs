@@ -55,6 +55,8 @@ pub struct Reached {
     pub name: String,
     /// The entity it created (a topic), if any.
     pub entity: Option<EntityId>,
+    /// When it reached consensus (`seconds.nanoseconds`).
+    pub consensus_timestamp: Option<String>,
 }
 
 /// Why a transaction was not taken.
@@ -174,9 +176,12 @@ impl Ledger {
         .await
     }
 
-    /// Submits `message` to `topic` as transaction `id`.
-    pub async fn submit_message(&self, id: &TxId, topic: EntityId, message: &[u8]) -> Result<(), Refused> {
+    /// Submits `message` to `topic` as transaction `id`, with the
+    /// transaction memo `memo` (HCS-26 names its operations there; empty
+    /// for none).
+    pub async fn submit_message(&self, id: &TxId, topic: EntityId, message: &[u8], memo: &str) -> Result<(), Refused> {
         self.submit(id, "proto.ConsensusService/submitMessage", self.fees.message, |body| {
+            body.memo = memo.to_string();
             body.consensus_submit_message =
                 Some(hapi::ConsensusSubmitMessage { topic_id: Some(topic.into()), message: message.to_vec() });
         })
@@ -193,7 +198,31 @@ impl Ledger {
             result: own.result.clone(),
             name: own.name.clone(),
             entity: own.entity_id.as_deref().and_then(|t| t.parse().ok()),
+            consensus_timestamp: own.consensus_timestamp.clone(),
         }))
+    }
+
+    /// The sequence number of the message that reached consensus on
+    /// `topic` at `timestamp` (`None`: not shown yet).
+    pub async fn sequence_at(&self, topic: EntityId, timestamp: &str) -> Result<Option<u64>, String> {
+        #[derive(Deserialize)]
+        struct Page {
+            messages: Vec<Message>,
+        }
+        #[derive(Deserialize)]
+        struct Message {
+            sequence_number: u64,
+        }
+        let url = format!("{}/api/v1/topics/{topic}/messages?timestamp={timestamp}", self.mirror_base);
+        let response = self.mirror.get(&url).send().await.map_err(|e| format!("the mirror node: {e}"))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !response.status().is_success() {
+            return Err(format!("the mirror node answered {}", response.status().as_u16()));
+        }
+        let page: Page = response.json().await.map_err(|e| format!("the mirror node's answer: {e}"))?;
+        Ok(page.messages.first().map(|m| m.sequence_number))
     }
 
     /// The messages of `topic` the mirror node holds, in order, at most

@@ -186,10 +186,15 @@ fn price(request: &Request, settings: &Settings, content: &Content) -> Result<(i
     })? as i64;
     let fees = settings.ledger.fees;
     let tinybars = fees.topic as i64 + messages * fees.message as i64;
-    let pricing = &request.app.pricing;
-    // Rounded up: a fraction of a credit is a credit.
+    let (credits, usd_cents) = charge(&request.app.pricing, tinybars);
+    Ok((messages, tinybars, credits, usd_cents))
+}
+
+/// What `tinybars` of network fees cost a client: (credits, US cents), at
+/// the pricing file's rates, each rounded up and at least 1.
+pub fn charge(pricing: &crate::broker::pricing::Pricing, tinybars: i64) -> (i64, i64) {
     let per_hbar = |rate: f64| (tinybars as f64 / 1e8 * rate).ceil().max(1.0) as i64;
-    Ok((messages, tinybars, per_hbar(pricing.credits_per_hbar), per_hbar(pricing.cents_per_hbar)))
+    (per_hbar(pricing.credits_per_hbar), per_hbar(pricing.cents_per_hbar))
 }
 
 /// `POST /inscribe/content/quote`.
@@ -238,7 +243,7 @@ pub async fn quote(request: Request) -> Answer {
 
 /// A random id in the form of a UUID (version 4), as the hosted broker's
 /// quote and job ids are.
-fn uuid() -> String {
+pub fn uuid() -> String {
     let mut bytes = store::random::<16>();
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
@@ -274,13 +279,7 @@ pub async fn create(request: Request) -> Answer {
     let settings = enabled(&request)?;
     let input: Input = parse_body(&request.body)?;
     let account = request.principal()?.billing(&request.headers)?;
-    let idempotency_key = request
-        .headers
-        .get("idempotency-key")
-        .map(|v| v.to_str().map(|s| s.trim().to_string()))
-        .transpose()
-        .map_err(|_| Error::parameter("Idempotency-Key", "Idempotency-Key: expected ASCII"))?
-        .filter(|k| !k.is_empty() && k.len() <= 255);
+    let idempotency_key = request.idempotency_key()?;
     let content = content(&request, &input, settings).await?;
     let hash = hcs1::hash(&content.bytes);
     let now = store::now_ms();
@@ -334,6 +333,7 @@ pub async fn create(request: Request) -> Answer {
         written: 0,
         pending_tx: None,
         failure: None,
+        parent: None,
         created_at: now,
         updated_at: now,
     };

@@ -1,7 +1,8 @@
 //! A skill package as a publisher sends it (`POST /skills/quote` and
 //! `/skills/publish`: `files: [{name, base64, mimeType?, role?}]`), read
 //! and checked before anything is priced or written: its `skill.json`
-//! (the skill's name, semantic version, description, tags), its
+//! (the skill's name, semantic version, description, tags, license and
+//! author, which HCS-26's directory entry and manifest carry), its
 //! `SKILL.md`, an optional icon and other files, within the registry's
 //! bounds. Pure: no store, no network.
 
@@ -52,9 +53,13 @@ pub struct File {
 pub struct Package {
     pub name: String,
     pub version: semver::Version,
-    pub description: Option<String>,
+    pub description: String,
     pub tags: Vec<String>,
     pub category: Option<String>,
+    /// `None`: the manifest names none (written `UNLICENSED`).
+    pub license: Option<String>,
+    /// `None`: the publisher is the author.
+    pub author: Option<String>,
     /// In the order sent.
     pub files: Vec<File>,
 }
@@ -116,6 +121,25 @@ struct Manifest {
     #[serde(default)]
     tags: Vec<String>,
     category: Option<String>,
+    license: Option<String>,
+    author: Option<String>,
+}
+
+/// The bytes of a manifest's text field, at most: the directory entry
+/// that carries them is one consensus message.
+pub const DESCRIPTION_MAX: usize = 500;
+const SHORT_MAX: usize = 100;
+
+/// `text` trimmed, if it is not empty: at most `max` bytes, with no
+/// control characters but line breaks and tabs.
+fn bounded(field: &str, text: Option<String>, max: usize) -> Result<Option<String>, Refused> {
+    let control = |c: char| c.is_control() && !matches!(c, '\n' | '\r' | '\t');
+    match text.map(|t| t.trim().to_string()).filter(|t| !t.is_empty()) {
+        Some(t) if t.len() > max || t.chars().any(control) => {
+            Err(refused(field, format!("at most {max} bytes, without control characters")))
+        }
+        other => Ok(other),
+    }
 }
 
 /// Reads `sent` as a package within `bounds`.
@@ -187,12 +211,16 @@ pub fn read(sent: &[Sent], bounds: Bounds) -> Result<Package, Refused> {
     if manifest.tags.len() > 20 || manifest.tags.iter().any(|t| t.trim().is_empty() || t.len() > 40) {
         return Err(refused("skill.json.tags", "at most 20 tags of 1 to 40 characters"));
     }
+    let description = bounded("skill.json.description", manifest.description, DESCRIPTION_MAX)?
+        .ok_or_else(|| refused("skill.json.description", "say what the skill does (1 to 500 bytes)"))?;
     Ok(Package {
         name,
         version,
-        description: manifest.description.map(|d| d.trim().to_string()).filter(|d| !d.is_empty()),
+        description,
         tags: manifest.tags.iter().map(|t| t.trim().to_string()).collect(),
-        category: manifest.category.filter(|c| !c.trim().is_empty()),
+        category: bounded("skill.json.category", manifest.category, SHORT_MAX)?,
+        license: bounded("skill.json.license", manifest.license, SHORT_MAX)?,
+        author: bounded("skill.json.author", manifest.author, SHORT_MAX)?,
         files,
     })
 }
@@ -213,7 +241,9 @@ mod tests {
     const BOUNDS: Bounds = Bounds { max_files: 4, max_total_bytes: 2048 };
 
     fn manifest(name: &str, version: &str) -> Sent {
-        sent("skill.json", &format!(r#"{{"name": "{name}", "version": "{version}", "tags": ["search"]}}"#))
+        let text =
+            format!(r#"{{"name": "{name}", "version": "{version}", "description": "Finds", "tags": ["search"]}}"#);
+        sent("skill.json", &text)
     }
 
     #[test]
@@ -241,6 +271,27 @@ mod tests {
             (vec![manifest("web--search", "1.0.0"), md()], "skill.json.name"),
             (vec![manifest("web-search", "1.0"), md()], "skill.json.version"),
             (vec![sent("skill.json", "{"), md()], "skill.json"),
+            (vec![sent("skill.json", r#"{"name": "a", "version": "1.0.0"}"#), md()], "skill.json.description"),
+            (
+                vec![
+                    sent(
+                        "skill.json",
+                        &format!(r#"{{"name": "a", "version": "1.0.0", "description": "{}"}}"#, "x".repeat(501)),
+                    ),
+                    md(),
+                ],
+                "skill.json.description",
+            ),
+            (
+                vec![
+                    sent(
+                        "skill.json",
+                        r#"{"name": "a", "version": "1.0.0", "description": "d", "license": "a\u0007"}"#,
+                    ),
+                    md(),
+                ],
+                "skill.json.license",
+            ),
             (vec![manifest("a", "1.0.0"), md(), sent("skill.md", "again")], "files[2].name"),
             (vec![manifest("a", "1.0.0"), md(), sent("../x", "y")], "files[2].name"),
             (
