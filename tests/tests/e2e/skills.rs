@@ -170,3 +170,17 @@ async fn a_skill_is_published_listed_voted_and_its_name_refused_to_another_accou
         (&json!("1.1.0"), &json!(["1.1.0", "1.0.0"]))
     );
 }
+
+/// The reference client's skills calls, each parsed by its schemas.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_client_publishes_lists_votes_and_asks_for_verification() {
+    let s = Inscribing::start("skills-client", &["--skills-verification-basic-credits", "5"]).await;
+    tests::wait::until("the directory topic", 600, std::time::Duration::from_millis(20), async || {
+        s.broker.send("GET", "/api/v1/skills/config", None, None).await.1["directoryTopicId"].is_string()
+    })
+    .await;
+    let results = tests::reference_client("skills.mjs", &[&s.broker.api.base, &s.key, "0.0.1001"]).await;
+    let job = &results["job"]["value"];
+    let (bytes, _) = s.read_back(job["files"][1]["topicId"].as_str().unwrap()).await;
+    assert_eq!(bytes, b"# Topic reader\n\nGive it a topic id.\n");
+}

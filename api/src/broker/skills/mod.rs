@@ -386,6 +386,15 @@ pub async fn publish(request: Request) -> Answer {
     ))
 }
 
+/// `value` without its null fields: the client's schemas type most of a
+/// summary's fields as optional but not nullable.
+fn present(mut value: Value) -> Value {
+    if let Value::Object(fields) = &mut value {
+        fields.retain(|_, v| !v.is_null());
+    }
+    value
+}
+
 /// What a job or a published version shows, read together.
 struct Shown {
     job: Job,
@@ -426,14 +435,13 @@ impl Shown {
             .iter()
             .map(|f| {
                 let topic = self.topic(&f.part);
-                json!({
+                present(json!({
                     "name": f.name,
                     "mimeType": f.mime,
                     "role": f.role,
                     "topicId": topic,
                     "hrl": topic.map(hcs1::hrl),
-                    "packageSequenceNumber": null,
-                })
+                }))
             })
             .collect()
     }
@@ -453,7 +461,8 @@ impl Shown {
     /// A published version (`SkillRegistryPublishSummary` and the
     /// client's optional fields).
     fn summary(&self, network: &str, directory: &str, with_files: bool) -> Value {
-        let mut summary = json!({
+        let version_topic = self.name.as_ref().and_then(|n| n.version_topic.clone());
+        let mut summary = present(json!({
             "jobId": self.job.id,
             "network": network,
             "name": self.job.name,
@@ -462,7 +471,8 @@ impl Shown {
             "createdAt": store::rfc3339(self.job.created_at),
             "directoryTopicId": directory,
             "directorySequenceNumber": self.name.as_ref().and_then(|n| n.skill_uid),
-            "packageTopicId": self.name.as_ref().and_then(|n| n.version_topic.clone()).unwrap_or_default(),
+            "versionRegistryTopicId": version_topic,
+            "packageTopicId": version_topic.clone().unwrap_or_default(),
             "skillJsonHrl": self.file_hrl("skill-json").unwrap_or_default(),
             "skillUid": self.name.as_ref().and_then(|n| n.skill_uid),
             "manifestHrl": self.manifest_hrl(),
@@ -472,7 +482,7 @@ impl Shown {
             "verified": self.verified(),
             "upvotes": self.upvotes,
             "publisher": self.job.account,
-        });
+        }));
         if with_files {
             summary["files"] = self.files();
         }
@@ -490,7 +500,10 @@ impl Shown {
             "version": self.job.version,
             "directoryTopicId": directory,
             "directorySequenceNumber": self.name.as_ref().and_then(|n| n.skill_uid).filter(|_| completed),
+            "skillUid": self.name.as_ref().and_then(|n| n.skill_uid).filter(|_| completed),
             "packageTopicId": self.name.as_ref().and_then(|n| n.version_topic.clone()).filter(|_| completed),
+            "versionRegistryTopicId": self.name.as_ref().and_then(|n| n.version_topic.clone()).filter(|_| completed),
+            "manifestHrl": self.manifest_hrl().filter(|_| completed),
             "skillJsonHrl": self.file_hrl("skill-json"),
             "files": self.files(),
             "quoteCredits": self.job.credits,
@@ -622,14 +635,14 @@ async fn mine_items(request: &Request, account: String, limit: usize) -> Result<
                     .and_then(|f| stored::parts(conn, &latest.id).ok()?.into_iter().find(|p| p.id == f.part))
                     .and_then(|p| p.topic_id)
                     .map(|t| hcs1::hrl(&t));
-                items.push(json!({
+                items.push(present(json!({
                     "name": name.name,
                     "latestVersion": latest.version,
                     "latestCreatedAt": store::rfc3339(latest.created_at),
                     "versions": jobs.iter().map(|j| j.version.clone()).collect::<Vec<_>>(),
                     "verified": name.verified,
                     "iconHcs1": icon,
-                }));
+                })));
             }
             Ok(items)
         })
@@ -730,7 +743,8 @@ pub async fn vote(request: Request) -> Answer {
 
 /// A verification request as answered (`SkillVerificationRequest`).
 fn verification_json(v: &Verification, network: &str) -> Value {
-    json!({
+    let approved = v.status == Review::Approved;
+    present(json!({
         "id": v.id,
         "network": network,
         "name": v.name,
@@ -740,12 +754,12 @@ fn verification_json(v: &Verification, network: &str) -> Value {
         "usdCents": v.usd_cents,
         "creditsCharged": v.credits,
         "creditAccountId": v.account,
-        "requestedBy": v.account,
-        "approvedBy": v.decided_by.as_deref().filter(|_| v.status == Review::Approved),
-        "approvedAt": v.decided_at.filter(|_| v.status == Review::Approved).map(store::rfc3339),
+        "requestedBy": {"accountId": v.account},
+        "approvedBy": v.decided_by.as_deref().filter(|_| approved).map(|by| json!({"userId": by})),
+        "approvedAt": v.decided_at.filter(|_| approved).map(store::rfc3339),
         "createdAt": store::rfc3339(v.created_at),
         "updatedAt": store::rfc3339(v.updated_at),
-    })
+    }))
 }
 
 #[derive(Deserialize)]
