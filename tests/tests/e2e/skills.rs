@@ -48,31 +48,46 @@ async fn topic_memo(s: &Inscribing, topic: &str) -> String {
     info["memo"].as_str().unwrap().to_string()
 }
 
-/// Publishes `body` as the caller of `key` and waits for the job to end.
-async fn published(s: &Inscribing, body: Value) -> Value {
+/// Publishes `body` as 0.0.1001: the job's id.
+async fn publish(s: &Inscribing, body: Value) -> String {
     let (status, job) = s.post("/api/v1/skills/publish", body, &[]).await;
     assert_eq!(status, 201, "{job}");
-    let id = job["jobId"].as_str().unwrap().to_string();
+    job["jobId"].as_str().unwrap().to_string()
+}
+
+/// Waits until job `id` is `completed` or `failed`: the job.
+async fn ended(s: &Inscribing, id: &str) -> Value {
     let mut last = Value::Null;
     tests::wait::until("a publish job ending", 600, std::time::Duration::from_millis(50), async || {
         last = s.broker.send("GET", &format!("/api/v1/skills/jobs/{id}"), Some(&s.key), None).await.1;
         last["status"] == "completed" || last["status"] == "failed"
     })
     .await;
-    assert_eq!(last["status"], "completed", "{last}");
     last
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_skill_is_published_listed_voted_and_its_name_refused_to_another_account() {
-    let s = Inscribing::start("skills", &[]).await;
+/// Publishes `body` and waits for it to complete: the job.
+async fn published(s: &Inscribing, body: Value) -> Value {
+    let job = ended(s, &publish(s, body).await).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    job
+}
+
+/// Waits until the registry's directory topic is made: its id.
+async fn directory_made(s: &Inscribing) -> String {
     let mut config = Value::Null;
     tests::wait::until("the directory topic", 600, std::time::Duration::from_millis(20), async || {
         config = s.broker.send("GET", "/api/v1/skills/config", None, None).await.1;
         config["directoryTopicId"].is_string()
     })
     .await;
-    let directory = config["directoryTopicId"].as_str().unwrap().to_string();
+    config["directoryTopicId"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_skill_is_published_listed_voted_and_its_name_refused_to_another_account() {
+    let s = Inscribing::start("skills", &[]).await;
+    let directory = directory_made(&s).await;
     assert_eq!(topic_memo(&s, &directory).await, "hcs-26:0:86400:0");
 
     // Quoted, then published at the quote's price.
@@ -175,12 +190,138 @@ async fn a_skill_is_published_listed_voted_and_its_name_refused_to_another_accou
 #[tokio::test(flavor = "multi_thread")]
 async fn the_reference_client_publishes_lists_votes_and_asks_for_verification() {
     let s = Inscribing::start("skills-client", &["--skills-verification-basic-credits", "5"]).await;
-    tests::wait::until("the directory topic", 600, std::time::Duration::from_millis(20), async || {
-        s.broker.send("GET", "/api/v1/skills/config", None, None).await.1["directoryTopicId"].is_string()
-    })
-    .await;
+    directory_made(&s).await;
     let results = tests::reference_client("skills.mjs", &[&s.broker.api.base, &s.key, "0.0.1001"]).await;
     let job = &results["job"]["value"];
     let (bytes, _) = s.read_back(job["files"][1]["topicId"].as_str().unwrap()).await;
     assert_eq!(bytes, b"# Topic reader\n\nGive it a topic id.\n");
+}
+
+/// Refused requests answer a clear error and change nothing: no name
+/// taken, no credit spent, no job.
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_publishes_change_nothing() {
+    let s = Inscribing::start("skills-refused", &["--inscription-max-bytes", "2048", "--skills-max-files", "4"]).await;
+    directory_made(&s).await;
+    let balance = s.broker.balance(&s.key).await;
+    let (_, quote) = s.post("/api/v1/skills/quote", package("1.0.0"), &[]).await;
+    let with = |mut body: Value, field: &str, value: Value| {
+        body[field] = value;
+        body
+    };
+    let files = |list: Vec<Value>| json!({"files": list});
+    let manifest = |text: &str| file("skill.json", text);
+    let md = || file("SKILL.md", "# A skill");
+    let cases: Vec<(&str, Value, u16, &str)> = vec![
+        (
+            "no SKILL.md",
+            files(vec![manifest(r#"{"name":"a","version":"1.0.0","description":"d"}"#)]),
+            400,
+            "invalid_body",
+        ),
+        (
+            "a name with capitals",
+            files(vec![manifest(r#"{"name":"A","version":"1.0.0","description":"d"}"#), md()]),
+            400,
+            "invalid_body",
+        ),
+        (
+            "not semver",
+            files(vec![manifest(r#"{"name":"a","version":"1.0","description":"d"}"#), md()]),
+            400,
+            "invalid_body",
+        ),
+        ("no description", files(vec![manifest(r#"{"name":"a","version":"1.0.0"}"#), md()]), 400, "invalid_body"),
+        ("an unknown field", with(package("1.0.0"), "extra", json!(1)), 400, "invalid_body"),
+        ("another directory", with(package("1.0.0"), "directoryTopicId", json!("0.0.42")), 400, "invalid_body"),
+        (
+            "too many files",
+            files(vec![
+                manifest(r#"{"name":"a","version":"1.0.0","description":"d"}"#),
+                md(),
+                file("1", "x"),
+                file("2", "x"),
+                file("3", "x"),
+            ]),
+            400,
+            "invalid_body",
+        ),
+        (
+            "a file above the inscription bound",
+            files(vec![
+                manifest(r#"{"name":"a","version":"1.0.0","description":"d"}"#),
+                md(),
+                file("big.txt", &"x".repeat(3000)),
+            ]),
+            413,
+            "content_too_large",
+        ),
+        ("another package's quote", with(package("1.0.1"), "quoteId", quote["quoteId"].clone()), 400, "quote_mismatch"),
+        (
+            "an unknown quote",
+            with(package("1.0.0"), "quoteId", json!("00000000-0000-4000-8000-000000000000")),
+            400,
+            "quote_not_found",
+        ),
+    ];
+    for (what, body, status, code) in cases {
+        let (got, answer) = s.post("/api/v1/skills/publish", body, &[]).await;
+        assert_eq!((got, answer["code"].as_str()), (status, Some(code)), "{what}: {answer}");
+        assert!(answer["error"].is_string(), "{what}: {answer}");
+    }
+    // Without a key; and an account without credits.
+    let (status, _) = s.broker.send("POST", "/api/v1/skills/publish", None, Some(package("1.0.0"))).await;
+    assert_eq!(status, 401);
+    let poor = s.broker.sign_in("0.0.1002").await;
+    let (status, short) = s.broker.send("POST", "/api/v1/skills/publish", Some(&poor), Some(package("1.0.0"))).await;
+    assert_eq!((status, &short["code"]), (402, &json!("insufficient_credits")), "{short}");
+    // What needs a published skill: 404; a review needs the operator.
+    let (status, _) = s.post("/api/v1/skills/vote", json!({"name": "ledger-lookup", "upvoted": true}), &[]).await;
+    assert_eq!(status, 404);
+    let (status, _) = s.broker.send("GET", "/api/v1/skills/versions?name=ledger-lookup", None, None).await;
+    assert_eq!(status, 404);
+    let (status, _) =
+        s.post("/api/v1/skills/verification/request", json!({"name": "ledger-lookup", "tier": "basic"}), &[]).await;
+    assert_eq!(status, 404);
+    let (status, _) = s.post("/api/v1/skills/verification/x/decision", json!({"status": "approved"}), &[]).await;
+    assert_eq!(status, 403);
+
+    assert_eq!(s.broker.balance(&s.key).await, balance, "nothing charged");
+    let (_, ownership) = s.broker.send("GET", "/api/v1/skills/ownership?name=ledger-lookup", None, None).await;
+    assert_eq!(ownership["exists"], json!(false), "no name taken");
+    let (_, list) = s.broker.send("GET", "/api/v1/skills", None, None).await;
+    assert_eq!(list, json!({"items": [], "nextCursor": null}));
+    let (_, mine) = s.broker.send("GET", "/api/v1/skills/my-list", Some(&s.key), None).await;
+    assert_eq!(mine["owned"]["items"], json!([]));
+}
+
+/// A publish the network refuses fails, is refunded and gives its name
+/// back; one waiting for the network resumes after a restart and writes
+/// each entry once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_publish_gives_its_name_back_and_a_waiting_one_resumes_after_a_restart() {
+    let mut s = Inscribing::start("skills-resumed", &[]).await;
+    let directory = directory_made(&s).await;
+    let balance = s.broker.balance(&s.key).await;
+    s.network.set_balance(crate::inscription::BROKER_ACCOUNT, 0);
+    let failed = ended(&s, &publish(&s, package("1.0.0")).await).await;
+    assert_eq!(failed["status"], "failed");
+    assert!(failed["failureReason"].as_str().unwrap().contains("INSUFFICIENT_PAYER_BALANCE"), "{failed}");
+    assert_eq!(s.broker.balance(&s.key).await, balance, "refunded");
+    let (_, ownership) = s.broker.send("GET", "/api/v1/skills/ownership?name=ledger-lookup", None, None).await;
+    assert_eq!(ownership["exists"], json!(false), "the name is free again");
+
+    s.network.set_balance(crate::inscription::BROKER_ACCOUNT, 100_000_000_000);
+    s.network.pause(true);
+    let id = publish(&s, package("1.0.0")).await;
+    tests::wait::until("a node refusing a call", 600, std::time::Duration::from_millis(20), async || {
+        s.network.refused() > 0
+    })
+    .await;
+    s.broker.restart(&[]);
+    s.network.pause(false);
+    let job = ended(&s, &id).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert_eq!(entries(&s, &directory).len(), 1, "the skill registered once");
+    assert_eq!(entries(&s, job["packageTopicId"].as_str().unwrap()).len(), 1, "the version registered once");
 }
