@@ -546,7 +546,9 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
         // Pages for people.
         "landingPage" | "tokensPage" | "tokenPage" | "tokenHoldersPage" | "accountPage" | "guardPage"
         | "guardCampaignsPage" | "guardCoveragePage" | "guardBenchmarkPage" | "agentsPage" | "agentsNextPage"
-        | "agentPage" => Doc { tag: "Pages", ok: vec![(200, Value::Null)], media: Some("text/html"), ..Doc::default() },
+        | "agentPage" | "skillsPage" | "skillPage" => {
+            Doc { tag: "Pages", ok: vec![(200, Value::Null)], media: Some("text/html"), ..Doc::default() }
+        }
         // Section C.
         "hcs20Ticks" => json("HCS-20", array(s.of::<analytics::Tick>())),
         "hcs20Stats" => json("HCS-20", s.of::<analytics::Stats>()),

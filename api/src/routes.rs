@@ -253,6 +253,8 @@ pub fn table() -> Vec<Endpoint> {
         page(pages::AGENTS, "agentsPage", Cache::Agent),
         page("/agents/page/{page}", "agentsNextPage", Cache::Agent),
         Endpoint::new("/agents/{uaid}").get("agentPage", handler!(broker::agent_page), Cache::Agent),
+        Endpoint::new(pages::SKILLS).get("skillsPage", handler!(skills::pages::list), Cache::NoStore),
+        Endpoint::new("/skills/{name}").get("skillPage", handler!(skills::pages::page), Cache::NoStore),
         Endpoint::new(crate::guard::mcp::PATH)
             .post("guardMcp", handler!(crate::guard::mcp_endpoint), BodyLimit::Mcp, Cache::NoStore)
             .rate(Rate::Mcp)

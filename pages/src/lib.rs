@@ -18,6 +18,7 @@ pub use agents::Before;
 mod guard;
 mod ledger;
 pub mod routes;
+pub mod skills;
 pub mod svg;
 
 use anyhow::{Context, Result};
@@ -84,6 +85,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("benchmark.html", include_str!("../../templates/benchmark.html")),
     ("agents.html", include_str!("../../templates/agents.html")),
     ("agent.html", include_str!("../../templates/agent.html")),
+    ("skills.html", include_str!("../../templates/skills.html")),
+    ("skill.html", include_str!("../../templates/skill.html")),
 ];
 
 /// A page before it is rendered: where it goes, its template and context,
@@ -149,6 +152,16 @@ impl Renderer {
     /// An agent's profile page, with its feedback entries.
     pub fn profile(&self, agent: &broker_model::Agent, feedback: &[&FeedbackEntry]) -> Result<File> {
         self.finish(agents::profile(agent, feedback))
+    }
+
+    /// The skills registry's list, found by `query` (empty: every skill).
+    pub fn skills(&self, list: &[skills::Skill], query: &str, last_modified: Timestamp) -> Result<File> {
+        self.finish(skills::list(list, query, last_modified))
+    }
+
+    /// A skill's page.
+    pub fn skill(&self, detail: &skills::SkillDetail, last_modified: Timestamp) -> Result<File> {
+        self.finish(skills::detail(detail, last_modified))
     }
 
     /// Renders a page into a file of the build.

@@ -14,6 +14,13 @@ pub const CAMPAIGNS: &str = "/guard/campaigns";
 pub const COVERAGE: &str = "/guard/coverage";
 pub const BENCHMARK: &str = "/guard/benchmark";
 pub const AGENTS: &str = "/agents";
+pub const SKILLS: &str = "/skills";
+
+/// A skill's page (a skill's name needs no escaping: lower-case letters,
+/// digits and hyphens).
+pub fn skill(name: &str) -> String {
+    format!("{SKILLS}/{}", segment(name))
+}
 
 /// Holders listed per token page (the JSON routes' default page size).
 pub const HOLDERS_PER_PAGE: usize = hcs20::analytics::DEFAULT_PAGE_SIZE;

@@ -17,6 +17,7 @@
 pub mod hcs26;
 pub mod jobs;
 pub mod package;
+pub mod pages;
 pub mod settings;
 
 use std::collections::HashMap;
