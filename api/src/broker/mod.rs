@@ -74,7 +74,7 @@ fn run_search(request: &Request, query: &SearchQuery) -> Answer {
 }
 
 /// Marks an answer made from the live overlay: revalidated every time.
-pub(crate) fn live(mut reply: reply::Reply) -> reply::Reply {
+fn live(mut reply: reply::Reply) -> reply::Reply {
     let value = warp::http::HeaderValue::from_static("no-cache");
     reply.headers_mut().insert(warp::http::header::CACHE_CONTROL, value);
     reply

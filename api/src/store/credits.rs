@@ -74,6 +74,60 @@ pub enum Posted {
     Conflict { entry: Entry },
 }
 
+/// A job that is charged when it is made and refunded if it fails (an
+/// inscription, a skill publish, a review): its kind (the transactions'
+/// key prefix: `inscription`, `skill-publish`, …), its id (their
+/// reference) and what it is for.
+#[derive(Clone, Copy, Debug)]
+pub struct Billed<'a> {
+    pub kind: &'a str,
+    pub id: &'a str,
+    pub reason: &'a str,
+    pub account: &'a str,
+    pub credits: i64,
+}
+
+/// A balance that does not cover a charge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Short {
+    pub balance: i64,
+    pub shortfall: i64,
+}
+
+/// Charges `job` at `at`, once (keyed `<kind>:<id>`): `Err(Short)` when
+/// the balance does not cover it, nothing stored.
+pub fn charge(conn: &Connection, job: Billed<'_>, at: i64) -> Result<Result<(), Short>, Failure> {
+    let debit = Change {
+        account: job.account.to_string(),
+        kind: Kind::Debit,
+        credits: job.credits,
+        idempotency_key: format!("{}:{}", job.kind, job.id),
+        reason: job.reason.to_string(),
+        reference: Some(job.id.to_string()),
+    };
+    match post(conn, &debit, at)? {
+        Posted::Done { .. } => Ok(Ok(())),
+        Posted::Short { balance, shortfall } => Ok(Err(Short { balance, shortfall })),
+        Posted::Conflict { .. } => Err(Failure::Corrupt(format!("{} {} was charged already", job.kind, job.id))),
+    }
+}
+
+/// Refunds `job`'s charge at `at`, once (keyed `<kind>-refund:<id>`).
+pub fn refund(conn: &Connection, job: Billed<'_>, at: i64) -> Result<(), Failure> {
+    let refund = Change {
+        account: job.account.to_string(),
+        kind: Kind::Refund,
+        credits: job.credits,
+        idempotency_key: format!("{}-refund:{}", job.kind, job.id),
+        reason: format!("{} failed", job.reason),
+        reference: Some(job.id.to_string()),
+    };
+    match post(conn, &refund, at)? {
+        Posted::Done { .. } => Ok(()),
+        other => Err(Failure::Corrupt(format!("refund of {} {}: {other:?}", job.kind, job.id))),
+    }
+}
+
 /// Posts `change` (completed at once): a debit only when the balance
 /// covers it. Run it inside [`super::Store::write`], whose single writer
 /// makes the check and the spending one step.

@@ -10,7 +10,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::credits::{self, Change, Kind, Posted};
+use super::credits::{self, Billed, Short};
 use super::{closed, Failure};
 
 shared::vocabulary! {
@@ -248,18 +248,8 @@ pub fn create(conn: &Connection, job: &Job, content: &[u8], max_open: usize) -> 
             return Ok(Created::QuoteUsed);
         }
     }
-    let debit = Change {
-        account: job.account.clone(),
-        kind: Kind::Debit,
-        credits: job.credits,
-        idempotency_key: format!("inscription:{}", job.id),
-        reason: "content inscription".into(),
-        reference: Some(job.id.clone()),
-    };
-    match credits::post(conn, &debit, job.created_at)? {
-        Posted::Done { .. } => {}
-        Posted::Short { balance, shortfall } => return Ok(Created::Short { balance, shortfall }),
-        Posted::Conflict { .. } => return Err(Failure::Corrupt(format!("job {} was charged already", job.id))),
+    if let Err(Short { balance, shortfall }) = credits::charge(conn, billed(job), job.created_at)? {
+        return Ok(Created::Short { balance, shortfall });
     }
     insert(conn, job, content)?;
     Ok(Created::Done(Box::new(job.clone())))
@@ -373,23 +363,24 @@ pub fn fail(conn: &Connection, id: &str, why: &str, at: i64) -> Result<(), Failu
         // A part: its publish job is refunded.
         return Ok(());
     }
-    let refund = Change {
-        account: job.account,
-        kind: Kind::Refund,
+    credits::refund(conn, billed(&job), at)
+}
+
+/// How job `job` is charged.
+fn billed(job: &Job) -> Billed<'_> {
+    Billed {
+        kind: "inscription",
+        id: &job.id,
+        reason: "content inscription",
+        account: &job.account,
         credits: job.credits,
-        idempotency_key: format!("inscription-refund:{id}"),
-        reason: "content inscription failed".into(),
-        reference: Some(id.to_string()),
-    };
-    match credits::post(conn, &refund, at)? {
-        Posted::Done { .. } => Ok(()),
-        other => Err(Failure::Corrupt(format!("refund of job {id}: {other:?}"))),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::credits::{Change, Kind};
 
     fn store() -> (tempfile::TempDir, Connection) {
         let (dir, conn) = crate::store::migrated();

@@ -13,7 +13,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::credits::{self, Change, Kind, Posted};
+use super::credits::{self, Billed, Short};
 use super::inscriptions::{self, Job as Part};
 use super::{closed, Failure};
 
@@ -403,18 +403,8 @@ fn publish_steps(conn: &Connection, job: &Job, parts: &[(Part, Vec<u8>)]) -> Res
             return Ok(Published::QuoteUsed);
         }
     }
-    let debit = Change {
-        account: job.account.clone(),
-        kind: Kind::Debit,
-        credits: job.credits,
-        idempotency_key: format!("skill-publish:{}", job.id),
-        reason: "skill publish".into(),
-        reference: Some(job.id.clone()),
-    };
-    match credits::post(conn, &debit, job.created_at)? {
-        Posted::Done { .. } => {}
-        Posted::Short { balance, shortfall } => return Ok(Published::Short { balance, shortfall }),
-        Posted::Conflict { .. } => return Err(Failure::Corrupt(format!("skill job {} was charged already", job.id))),
+    if let Err(Short { balance, shortfall }) = credits::charge(conn, billed(job), job.created_at)? {
+        return Ok(Published::Short { balance, shortfall });
     }
     conn.execute(
         "INSERT INTO skill_jobs
@@ -508,18 +498,12 @@ pub fn fail(conn: &Connection, id: &str, why: &str, at: i64) -> Result<(), Failu
         params![id, format!("the skill publish failed: {why}"), at],
     )?;
     release(conn, &job.name, &job.version)?;
-    let refund = Change {
-        account: job.account,
-        kind: Kind::Refund,
-        credits: job.credits,
-        idempotency_key: format!("skill-publish-refund:{id}"),
-        reason: "skill publish failed".into(),
-        reference: Some(id.to_string()),
-    };
-    match credits::post(conn, &refund, at)? {
-        Posted::Done { .. } => Ok(()),
-        other => Err(Failure::Corrupt(format!("refund of skill job {id}: {other:?}"))),
-    }
+    credits::refund(conn, billed(&job), at)
+}
+
+/// How publish job `job` is charged.
+fn billed(job: &Job) -> Billed<'_> {
+    Billed { kind: "skill-publish", id: &job.id, reason: "skill publish", account: &job.account, credits: job.credits }
 }
 
 /// Which published versions a listing holds.
@@ -697,18 +681,15 @@ pub fn request_verification(conn: &Connection, v: &Verification) -> Result<Reque
     if let Some(pending) = verifications(conn, &v.name)?.into_iter().find(|p| p.status == Review::Pending) {
         return Ok(Requested::Pending(Box::new(pending)));
     }
-    let debit = Change {
-        account: v.account.clone(),
-        kind: Kind::Debit,
+    let billed = Billed {
+        kind: "skill-verification",
+        id: &v.id,
+        reason: "skill verification",
+        account: &v.account,
         credits: v.credits,
-        idempotency_key: format!("skill-verification:{}", v.id),
-        reason: "skill verification".into(),
-        reference: Some(v.name.clone()),
     };
-    match credits::post(conn, &debit, v.created_at)? {
-        Posted::Done { .. } => {}
-        Posted::Short { balance, shortfall } => return Ok(Requested::Short { balance, shortfall }),
-        Posted::Conflict { .. } => return Err(Failure::Corrupt(format!("verification {} was charged already", v.id))),
+    if let Err(Short { balance, shortfall }) = credits::charge(conn, billed, v.created_at)? {
+        return Ok(Requested::Short { balance, shortfall });
     }
     conn.execute(
         "INSERT INTO skill_verifications
@@ -752,6 +733,7 @@ pub fn decide(conn: &Connection, id: &str, status: Review, by: &str, at: i64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::credits::{Change, Kind};
     use crate::store::migrated;
 
     #[test]

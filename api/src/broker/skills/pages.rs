@@ -42,7 +42,7 @@ fn at(ms: i64) -> Timestamp {
 fn rendered(request: &Request, file: anyhow::Result<shared::site::File>) -> Answer {
     let file = file.map_err(|e| Error::bad_answer(format!("{e:#}")))?;
     let made = reply::Representation::computed(file.representation)?;
-    Ok(super::super::live(reply::representation(&request.method, &request.headers, &made)))
+    Ok(reply::representation(&request.method, &request.headers, &made))
 }
 
 /// `GET /skills`: the list, or what `q` finds.
