@@ -78,7 +78,7 @@ REDEEM_TOKEN   ?= 0.0.5000001:luna0
 LOCALNET_MIRROR ?= 127.0.0.1:5600
 LOCALNET_NODE   ?= 0.0.3=127.0.0.1:50211
 run: site
-	$(BIN)/localnet --mirror $(LOCALNET_MIRROR) --node $(LOCALNET_NODE) & localnet=$$!; \
+	$(BIN)/localnet --mirror $(LOCALNET_MIRROR) --node $(LOCALNET_NODE) --state $(DATA)/localnet.jsonl & localnet=$$!; \
 	trap "kill $$localnet 2>/dev/null" EXIT; \
 	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) --redeem-token $(REDEEM_TOKEN) --demo-agents \
 	  --hapi-node $(LOCALNET_NODE) --inscription-mirror-url http://$(LOCALNET_MIRROR) \

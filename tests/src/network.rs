@@ -303,7 +303,17 @@ pub struct Network {
     pub nodes: Vec<(EntityId, SocketAddr)>,
     ledger: Arc<Mutex<Ledger>>,
     knobs: Arc<Knobs>,
+    /// Where accepted transactions are written, if anywhere ([`Network::keep_in`]).
+    kept: Arc<Mutex<Option<std::fs::File>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// One accepted transaction as [`Network::keep_in`] writes it, a JSON
+/// line: the node that took it, the time it took it at (seconds) and its
+/// bytes (base64).
+fn kept_line(node: EntityId, now: i64, transaction: &[u8]) -> String {
+    let transaction = base64::engine::general_purpose::STANDARD.encode(transaction);
+    json!({"node": node.to_string(), "now": now, "transaction": transaction}).to_string() + "\n"
 }
 
 /// What a test can do to the nodes.
@@ -340,14 +350,68 @@ impl Network {
             ledger.lock().unwrap().balances.insert(account.parse().unwrap(), START_BALANCE);
         }
         let knobs: Arc<Knobs> = Arc::default();
+        let kept: Arc<Mutex<Option<std::fs::File>>> = Arc::default();
         let mut started = Vec::new();
         let mut tasks = Vec::new();
         for (account, listener) in nodes {
             started.push((account, listener.local_addr().unwrap()));
-            let node = Node { account, mirror: mirror.clone(), ledger: ledger.clone(), knobs: knobs.clone() };
+            let node = Node {
+                account,
+                mirror: mirror.clone(),
+                ledger: ledger.clone(),
+                knobs: knobs.clone(),
+                kept: kept.clone(),
+            };
             tasks.push(tokio::spawn(serve(listener, Arc::new(node))));
         }
-        Network { mirror, nodes: started, ledger, knobs, tasks }
+        Network { mirror, nodes: started, ledger, knobs, kept, tasks }
+    }
+
+    /// Keeps the network's state in `path`, one accepted transaction a
+    /// line: those already there are taken again first, in order and at
+    /// their times (the same topics, messages, balances and consensus
+    /// times), then each one accepted is added. Answers how many were
+    /// taken again. A line that does not read or is not accepted again is
+    /// an error naming it.
+    pub fn keep_in(&self, path: &std::path::Path) -> anyhow::Result<usize> {
+        use anyhow::Context as _;
+        use std::io::BufRead as _;
+        let mut taken = 0;
+        // Held throughout: a transaction sent meanwhile waits, then is kept.
+        let mut ledger = self.ledger.lock().unwrap();
+        if path.exists() {
+            let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+            for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+                let at = || format!("{} line {}", path.display(), n + 1);
+                let kept: serde_json::Value = serde_json::from_str(&line.with_context(at)?).with_context(at)?;
+                let (Some(node), Some(now), Some(transaction)) =
+                    (kept["node"].as_str(), kept["now"].as_i64(), kept["transaction"].as_str())
+                else {
+                    anyhow::bail!("{}: expected node, now and transaction", at());
+                };
+                let bytes = base64::engine::general_purpose::STANDARD.decode(transaction).with_context(at)?;
+                let node: EntityId = node.parse().map_err(|_| anyhow::anyhow!("{}: a node id", at()))?;
+                let one = hapi::Transaction::decode(&bytes[..])
+                    .ok()
+                    .and_then(|t| hapi::open_one(&t).ok())
+                    .with_context(|| format!("{}: not a transaction", at()))?;
+                ledger
+                    .consensus(&self.mirror, node, &one, bytes.len(), now, Balances::Kept)
+                    .map_err(|status| anyhow::anyhow!("{}: refused again: {status}", at()))?;
+                taken += 1;
+            }
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        *self.kept.lock().unwrap() = Some(file);
+        drop(ledger);
+        Ok(taken)
     }
 
     /// Makes every node answer `UNAVAILABLE` (down for maintenance), or
@@ -388,6 +452,7 @@ struct Node {
     mirror: Arc<MirrorServer>,
     ledger: Arc<Mutex<Ledger>>,
     knobs: Arc<Knobs>,
+    kept: Arc<Mutex<Option<std::fs::File>>>,
 }
 
 /// Serves gRPC calls to `node` on `listener` (HTTP/2 without TLS).
@@ -434,7 +499,16 @@ async fn call(request: hyper::Request<hyper::body::Incoming>, node: &Node) -> hy
     let precheck = match hapi::Transaction::decode(message).ok().and_then(|t| hapi::open_one(&t).ok()) {
         None => Err("INVALID_TRANSACTION_BODY"),
         Some(one) => {
-            node.ledger.lock().unwrap().consensus(&node.mirror, node.account, &one, message.len(), now, Balances::Kept)
+            // Kept under the ledger's lock: the file holds them in the order taken.
+            let mut ledger = node.ledger.lock().unwrap();
+            let taken = ledger.consensus(&node.mirror, node.account, &one, message.len(), now, Balances::Kept);
+            if let (Ok(()), Some(file)) = (&taken, node.kept.lock().unwrap().as_mut()) {
+                let line = kept_line(node.account, now, message);
+                if let Err(e) = std::io::Write::write_all(file, line.as_bytes()) {
+                    eprintln!("network: a transaction could not be kept: {e}");
+                }
+            }
+            taken
         }
     };
     let code = match precheck {

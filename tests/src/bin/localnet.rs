@@ -2,7 +2,10 @@
 //! consensus nodes ([`tests::network`], the tests' own) that know the dev
 //! accounts of `datasets/live/dev-keys.json`, each with 10,000 HBAR. The
 //! api inscribes through it (`--hapi-node`, `--inscription-mirror-url`);
-//! a generator pointed at the mirror node reads what was written.
+//! a generator pointed at the mirror node reads what was written. With
+//! `--state` it keeps what it accepted in a file and takes it again at its
+//! next start, so topics written by an earlier run (the skills registry's
+//! directory among them) are still there.
 //!
 //! Runs until interrupted (SIGINT or SIGTERM).
 
@@ -26,6 +29,10 @@ struct Args {
     /// gRPC, plaintext), as `0.0.3=127.0.0.1:50211`; repeat for more.
     #[arg(long = "node", default_value = "0.0.3=127.0.0.1:50211")]
     nodes: Vec<String>,
+    /// A file to keep the accepted transactions in, and take again at the
+    /// next start.
+    #[arg(long)]
+    state: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -48,6 +55,10 @@ async fn main() -> Result<()> {
     }
     let accounts: Vec<&str> = accounts.iter().map(String::as_str).collect();
     let network = Network::start_on(mirror.clone(), nodes, &accounts);
+    if let Some(state) = &args.state {
+        let taken = network.keep_in(state)?;
+        println!("localnet: {taken} transactions taken again from {}", state.display());
+    }
     let listed: Vec<String> =
         network.nodes.iter().map(|(a, at): &(EntityId, SocketAddr)| format!("{a}={at}")).collect();
     println!("localnet: mirror node at {}, consensus nodes {}", mirror.url(), listed.join(", "));

@@ -286,3 +286,51 @@ async fn the_reference_client_inscribes_a_file() {
     let topic = results["inscribe"]["value"]["topicId"].as_str().unwrap();
     assert_eq!(s.read_back(topic).await.0, b"# Agent notes\nwritten by the reference client\n".to_vec());
 }
+
+/// The local network `make run` starts keeps what it accepted: a network
+/// started again on the same file shows the same topics and messages at
+/// the same consensus times, and goes on from there.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_network_takes_its_kept_transactions_again() {
+    use api::broker::inscription::ledger::{Fees, Ledger};
+    let dir = tests::TempDir::new("localnet-state");
+    let state = dir.path().join("state/localnet.jsonl");
+    let start = || async {
+        let mirror = Arc::new(MirrorServer::start(Default::default(), Duration::ZERO).await);
+        network::known(&mirror, BROKER_ACCOUNT);
+        let network = Network::start(mirror, &["0.0.3"], &[BROKER_ACCOUNT]).await;
+        let taken = network.keep_in(&state).unwrap();
+        let key = api::auth::login::key_for(api::auth::login::DEV_KEYS, BROKER_ACCOUNT).unwrap();
+        let nodes = vec![api::broker::hapi::node::Node::parse(&network.hapi_nodes()).unwrap()];
+        let fees = Fees { topic: network::TOPIC_FEE as u64, message: network::MESSAGE_FEE as u64 };
+        let ledger = Ledger::new(
+            "testnet".into(),
+            nodes,
+            BROKER_ACCOUNT.parse().unwrap(),
+            key,
+            fees,
+            Duration::from_secs(5),
+            network.mirror.url(),
+        )
+        .unwrap();
+        (network, ledger, taken)
+    };
+    let (first, ledger, taken) = start().await;
+    assert_eq!(taken, 0);
+    ledger.create_topic(&ledger.next_id(), "kept").await.unwrap();
+    let topic: shared::entity::EntityId = "0.0.5000001".parse().unwrap();
+    ledger.submit_message(&ledger.next_id(), topic, b"hello", "").await.unwrap();
+    let (messages, balance) = (first.mirror.messages(topic), first.balance(BROKER_ACCOUNT));
+    drop(first);
+
+    let (again, ledger, taken) = start().await;
+    assert_eq!(taken, 2);
+    let shown = again.mirror.messages(topic);
+    assert_eq!(serde_json::to_value(&shown).unwrap(), serde_json::to_value(&messages).unwrap(), "the same messages");
+    assert_eq!(again.balance(BROKER_ACCOUNT), balance, "the same balance");
+    ledger.create_topic(&ledger.next_id(), "next").await.unwrap();
+    let url = format!("{}/api/v1/topics/0.0.5000002", again.mirror.url());
+    let (status, info) = tests::live::call(&tests::unpooled_client(), "GET", url, &[], None).await;
+    assert_eq!((status, &info["memo"]), (200, &json!("next")), "numbering goes on");
+    assert_eq!(std::fs::read_to_string(&state).unwrap().lines().count(), 3, "the new one kept too");
+}
