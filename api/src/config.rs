@@ -838,6 +838,7 @@ impl Config {
             },
             configured_directory,
             directory: std::sync::OnceLock::new(),
+            directory_problem: std::sync::Mutex::new(None),
             registry: tokio::sync::Mutex::new(()),
             wake: tokio::sync::Notify::new(),
         }))

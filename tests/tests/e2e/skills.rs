@@ -325,3 +325,37 @@ async fn a_refused_publish_gives_its_name_back_and_a_waiting_one_resumes_after_a
     assert_eq!(entries(&s, &directory).len(), 1, "the skill registered once");
     assert_eq!(entries(&s, job["packageTopicId"].as_str().unwrap()).len(), 1, "the version registered once");
 }
+
+/// A directory topic the operator names is used only once the mirror node
+/// shows it with an HCS-26 directory's memo: another topic (here an HCS-1
+/// file) leaves the registry refusing publishes, saying why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_directory_must_be_an_hcs26_directory() {
+    let mut s = Inscribing::start("skills-named-directory", &[]).await;
+    let directory = directory_made(&s).await;
+    let input = json!({"inputType": "base64", "base64": "aGVsbG8=", "mimeType": "text/plain"});
+    let (_, job) = s.post("/api/v1/inscribe/content", input, &[]).await;
+    let id = job["jobId"].as_str().unwrap().to_string();
+    let mut file = Value::Null;
+    tests::wait::until("the file written", 600, std::time::Duration::from_millis(20), async || {
+        file = s.broker.send("GET", &format!("/api/v1/inscribe/content/{id}"), Some(&s.key), None).await.1;
+        file["status"] == "completed"
+    })
+    .await;
+    let file_topic = file["topicId"].as_str().unwrap().to_string();
+
+    s.broker.restart(&[("ALMANAC_SKILLS_DIRECTORY_TOPIC", &file_topic)]);
+    let mut refused = Value::Null;
+    tests::wait::until("the named topic judged", 600, std::time::Duration::from_millis(20), async || {
+        refused = s.post("/api/v1/skills/quote", package("1.0.0"), &[]).await.1;
+        refused["error"].as_str().is_some_and(|e| e.contains("not an HCS-26 directory"))
+    })
+    .await;
+    assert_eq!(refused["code"], "directory_pending", "{refused}");
+    let (_, config) = s.broker.send("GET", "/api/v1/skills/config", None, None).await;
+    assert_eq!(config["directoryTopicId"], Value::Null);
+
+    s.broker.restart(&[("ALMANAC_SKILLS_DIRECTORY_TOPIC", &directory)]);
+    assert_eq!(directory_made(&s).await, directory, "a directory is taken as named");
+    published(&s, package("1.0.0")).await;
+}

@@ -202,6 +202,25 @@ impl Ledger {
         }))
     }
 
+    /// `topic`'s memo, as the mirror node shows it (`None`: no such topic
+    /// yet).
+    pub async fn topic_memo(&self, topic: EntityId) -> Result<Option<String>, String> {
+        #[derive(Deserialize)]
+        struct Info {
+            memo: String,
+        }
+        let url = format!("{}/api/v1/topics/{topic}", self.mirror_base);
+        let response = self.mirror.get(&url).send().await.map_err(|e| format!("the mirror node: {e}"))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !response.status().is_success() {
+            return Err(format!("the mirror node answered {}", response.status().as_u16()));
+        }
+        let info: Info = response.json().await.map_err(|e| format!("the mirror node's answer: {e}"))?;
+        Ok(Some(info.memo))
+    }
+
     /// The sequence number of the message that reached consensus on
     /// `topic` at `timestamp` (`None`: not shown yet).
     pub async fn sequence_at(&self, topic: EntityId, timestamp: &str) -> Result<Option<u64>, String> {

@@ -36,11 +36,13 @@ pub async fn run(app: Arc<App>, shutdown: impl Future<Output = ()>) {
     let passes = async {
         loop {
             let mut waiting = false;
-            match directory(&app, skills, ledger).await {
-                Err(Stop::Later(why) | Stop::Failed(why)) => {
-                    tracing::warn!(why, "skills: the directory topic is not made yet");
-                    waiting = true;
-                }
+            let known = directory(&app, skills, ledger).await;
+            if let Err(Stop::Later(why) | Stop::Failed(why)) = &known {
+                tracing::warn!(why, "skills: the directory topic is not known yet");
+                *skills.directory_problem.lock().expect("the directory's problem") = Some(why.clone());
+            }
+            match known {
+                Err(_) => waiting = true,
                 Ok(_) => {
                     let open = app.store.read(stored::open_jobs).await.unwrap_or_else(|e| {
                         tracing::error!(error = %e, "skills: open jobs cannot be read");
@@ -67,15 +69,28 @@ pub async fn run(app: Arc<App>, shutdown: impl Future<Output = ()>) {
     }
 }
 
-/// The directory topic: the one known, the operator's, or one created
-/// (its transaction stored first, so a restart does not create two).
+/// The directory topic: the one known, the operator's (once the mirror
+/// node shows it with a directory's memo), or one created (its transaction
+/// stored first, so a restart does not create two).
 async fn directory(app: &App, skills: &Settings, ledger: &Ledger) -> Result<EntityId, Stop> {
     if let Some(topic) = skills.directory.get() {
         return Ok(*topic);
     }
     let stored = app.store.read(stored::directory).await?;
     let topic = match (skills.configured_directory, stored.topic_id.as_deref().and_then(|t| t.parse().ok())) {
-        (Some(topic), _) | (None, Some(topic)) => topic,
+        (Some(topic), _) => {
+            // The operator's: an HCS-26 directory, or every entry would go astray.
+            match ledger.topic_memo(topic).await.map_err(Stop::Later)? {
+                None => return Err(Stop::Later(format!("the mirror node does not show {topic}"))),
+                Some(memo) if memo != hcs26::DIRECTORY_MEMO => {
+                    let why =
+                        format!("{topic}'s memo is {memo:?}, not an HCS-26 directory's ({})", hcs26::DIRECTORY_MEMO);
+                    return Err(Stop::Failed(why));
+                }
+                Some(_) => topic,
+            }
+        }
+        (None, Some(topic)) => topic,
         (None, None) => {
             let earlier = stored.topic_tx.as_deref().and_then(TxId::parse_sdk);
             let stored_as = |tx: String| async move {

@@ -88,10 +88,16 @@ fn enabled(request: &Request) -> Result<(&Settings, &inscription::Settings), Err
     }
 }
 
-/// The directory topic, or 503 while it is being made.
+/// The directory topic, or 503 while it is not known (with why, as the
+/// worker last found).
 fn directory(skills: &Settings) -> Result<String, Error> {
     skills.directory.get().map(ToString::to_string).ok_or_else(|| {
-        Error::new(StatusCode::SERVICE_UNAVAILABLE, "directory_pending", "the registry's directory topic is being made")
+        let problem = skills.directory_problem.lock().expect("the directory's problem").clone();
+        let message = match problem {
+            None => "the registry's directory topic is being made".to_string(),
+            Some(why) => format!("the registry's directory topic is not known yet: {why}"),
+        };
+        Error::new(StatusCode::SERVICE_UNAVAILABLE, "directory_pending", message)
     })
 }
 

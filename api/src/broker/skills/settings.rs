@@ -25,6 +25,9 @@ pub struct Settings {
     pub configured_directory: Option<EntityId>,
     /// The directory topic, once it is known.
     pub directory: OnceLock<EntityId>,
+    /// Why it is not known yet, as the worker last found (a refused
+    /// publish says it).
+    pub directory_problem: std::sync::Mutex<Option<String>>,
     /// Held while a skill's version topic and directory entry are made,
     /// so that two versions of a new skill do not both make them.
     pub registry: Mutex<()>,
