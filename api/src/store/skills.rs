@@ -133,26 +133,24 @@ pub struct Name {
     pub created_at: i64,
 }
 
+const NAME: &str =
+    "SELECT name, owner, topic_tx, version_topic, register_tx, skill_uid, verified, created_at FROM skill_names";
+
+fn name_row(r: &Row<'_>) -> rusqlite::Result<Name> {
+    Ok(Name {
+        name: r.get(0)?,
+        owner: r.get(1)?,
+        topic_tx: r.get(2)?,
+        version_topic: r.get(3)?,
+        register_tx: r.get(4)?,
+        skill_uid: r.get(5)?,
+        verified: r.get::<_, i64>(6)? != 0,
+        created_at: r.get(7)?,
+    })
+}
+
 pub fn name(conn: &Connection, name: &str) -> Result<Option<Name>, Failure> {
-    Ok(conn
-        .query_row(
-            "SELECT name, owner, topic_tx, version_topic, register_tx, skill_uid, verified, created_at
-             FROM skill_names WHERE name = ?1",
-            [name],
-            |r| {
-                Ok(Name {
-                    name: r.get(0)?,
-                    owner: r.get(1)?,
-                    topic_tx: r.get(2)?,
-                    version_topic: r.get(3)?,
-                    register_tx: r.get(4)?,
-                    skill_uid: r.get(5)?,
-                    verified: r.get::<_, i64>(6)? != 0,
-                    created_at: r.get(7)?,
-                })
-            },
-        )
-        .optional()?)
+    Ok(conn.query_row(&format!("{NAME} WHERE name = ?1"), [name], name_row).optional()?)
 }
 
 /// A step of a name's registration, stored before (`Creating…`,
@@ -567,17 +565,16 @@ pub fn published(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// The names `account` owns, oldest first, at most `limit`.
+/// The names `account` owns with a published version, oldest first, at
+/// most `limit`.
 pub fn owned(conn: &Connection, account: &str, limit: usize) -> Result<Vec<Name>, Failure> {
-    let mut statement = conn.prepare(
-        "SELECT name FROM skill_names WHERE owner = ?1 AND EXISTS
+    let mut statement = conn.prepare(&format!(
+        "{NAME} WHERE owner = ?1 AND EXISTS
            (SELECT 1 FROM skill_jobs j WHERE j.name = skill_names.name AND j.status = 'completed')
-         ORDER BY created_at, name LIMIT ?2",
-    )?;
-    let names = statement
-        .query_map(params![account, limit as i64], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    names.iter().filter_map(|n| name(conn, n).transpose()).collect()
+         ORDER BY created_at, name LIMIT ?2"
+    ))?;
+    let rows = statement.query_map(params![account, limit as i64], name_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// The names `account` upvoted, newest vote first, after the vote at

@@ -89,7 +89,7 @@ pub async fn run(app: Arc<App>, shutdown: impl Future<Output = ()>) {
 
 /// Whether a job ended (completed or failed).
 #[derive(PartialEq, Eq)]
-enum Ended {
+pub(crate) enum Ended {
     Yes,
     No,
 }
@@ -99,7 +99,7 @@ async fn drive(app: &App, job: Job) -> Ended {
     let ledger = &app.inscriptions.as_ref().expect("inscriptions configured").ledger;
     let id = job.id.clone();
     match write(app, ledger, job).await {
-        Ok(()) => tracing::info!(job = id, "inscriptions: a job completed"),
+        Ok(_) => tracing::info!(job = id, "inscriptions: a job completed"),
         Err(Stop::Later(why)) => {
             tracing::warn!(job = id, why, "inscriptions: a job waits");
             return Ended::No;
@@ -123,9 +123,10 @@ async fn record(app: &App, id: &str, step: Step) -> Result<(), Stop> {
 }
 
 /// Writes `job`'s content as an HCS-1 file, from the step it stopped at,
-/// and records it `completed` once it reads back (a part of a skill
-/// publish job is written by its publish job, through here).
-pub(crate) async fn write(app: &App, ledger: &Ledger, mut job: Job) -> Result<(), Stop> {
+/// and records it `completed` once it reads back: the file's topic (a
+/// part of a skill publish job is written by its publish job, through
+/// here).
+pub(crate) async fn write(app: &App, ledger: &Ledger, mut job: Job) -> Result<EntityId, Stop> {
     let settings = app.inscriptions.as_ref().expect("inscriptions configured");
     let key = job.id.clone();
     let content = app.store.read(move |conn| stored::content(conn, &key)).await?.unwrap_or_default();
@@ -164,7 +165,8 @@ pub(crate) async fn write(app: &App, ledger: &Ledger, mut job: Job) -> Result<()
     if read != content {
         return Err(Stop::Failed("the topic reads back as other content".into()));
     }
-    record(app, &job.id, Step::Completed).await
+    record(app, &job.id, Step::Completed).await?;
+    Ok(topic)
 }
 
 /// What a transaction does.

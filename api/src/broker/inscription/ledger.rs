@@ -209,16 +209,8 @@ impl Ledger {
         struct Info {
             memo: String,
         }
-        let url = format!("{}/api/v1/topics/{topic}", self.mirror_base);
-        let response = self.mirror.get(&url).send().await.map_err(|e| format!("the mirror node: {e}"))?;
-        if response.status() == reqwest::StatusCode::NOT_FOUND {
-            return Ok(None);
-        }
-        if !response.status().is_success() {
-            return Err(format!("the mirror node answered {}", response.status().as_u16()));
-        }
-        let info: Info = response.json().await.map_err(|e| format!("the mirror node's answer: {e}"))?;
-        Ok(Some(info.memo))
+        let info: Option<Info> = self.mirror_get(&format!("/api/v1/topics/{topic}")).await?;
+        Ok(info.map(|i| i.memo))
     }
 
     /// The sequence number of the message that reached consensus on
@@ -232,7 +224,15 @@ impl Ledger {
         struct Message {
             sequence_number: u64,
         }
-        let url = format!("{}/api/v1/topics/{topic}/messages?timestamp={timestamp}", self.mirror_base);
+        let page: Option<Page> =
+            self.mirror_get(&format!("/api/v1/topics/{topic}/messages?timestamp={timestamp}")).await?;
+        Ok(page.and_then(|p| p.messages.first().map(|m| m.sequence_number)))
+    }
+
+    /// What the mirror node answers for `path` (`None` for 404), read as
+    /// JSON.
+    async fn mirror_get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<Option<T>, String> {
+        let url = format!("{}{path}", self.mirror_base);
         let response = self.mirror.get(&url).send().await.map_err(|e| format!("the mirror node: {e}"))?;
         if response.status() == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
@@ -240,8 +240,7 @@ impl Ledger {
         if !response.status().is_success() {
             return Err(format!("the mirror node answered {}", response.status().as_u16()));
         }
-        let page: Page = response.json().await.map_err(|e| format!("the mirror node's answer: {e}"))?;
-        Ok(page.messages.first().map(|m| m.sequence_number))
+        response.json().await.map(Some).map_err(|e| format!("the mirror node's answer: {e}"))
     }
 
     /// The messages of `topic` the mirror node holds, in order, at most
@@ -263,15 +262,7 @@ impl Ledger {
         let mut out = Vec::new();
         let mut next = Some(format!("/api/v1/topics/{topic}/messages?limit=100&order=asc"));
         while let Some(path) = next.take() {
-            let url = format!("{}{path}", self.mirror_base);
-            let response = self.mirror.get(&url).send().await.map_err(|e| format!("the mirror node: {e}"))?;
-            if response.status() == reqwest::StatusCode::NOT_FOUND {
-                return Ok(out);
-            }
-            if !response.status().is_success() {
-                return Err(format!("the mirror node answered {}", response.status().as_u16()));
-            }
-            let page: Page = response.json().await.map_err(|e| format!("the mirror node's answer: {e}"))?;
+            let Some(page) = self.mirror_get::<Page>(&path).await? else { return Ok(out) };
             for m in page.messages {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(m.message)

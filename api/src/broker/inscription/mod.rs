@@ -241,6 +241,41 @@ pub async fn quote(request: Request) -> Answer {
     })))
 }
 
+/// What a stored quote says, as [`judge_quote`] reads it.
+pub struct Terms<'a> {
+    /// Whose it is.
+    pub account: &'a str,
+    pub expires_at: i64,
+    /// Whether it was made for what the request sends.
+    pub same: bool,
+}
+
+/// Quote `id` as stored (`found`), if it prices a request of `account`
+/// at `now`: the account's (400 `quote_not_found` otherwise), unexpired
+/// (`quote_expired`) and for the same content (`quote_mismatch`), as
+/// `terms` reads it. Its single use is the store's to check.
+pub fn judge_quote<Q>(
+    id: &str,
+    found: Option<Q>,
+    account: &str,
+    now: i64,
+    terms: impl Fn(&Q) -> Terms<'_>,
+) -> Result<Q, Error> {
+    let refused = |code, message: String| Err(Error::new(StatusCode::BAD_REQUEST, code, message).naming("quoteId"));
+    let Some(quote) = found else { return refused("quote_not_found", format!("no quote {id} of this account")) };
+    let t = terms(&quote);
+    if t.account != account {
+        return refused("quote_not_found", format!("no quote {id} of this account"));
+    }
+    if now >= t.expires_at {
+        return refused("quote_expired", "the quote has expired; ask for a new one".into());
+    }
+    if !t.same {
+        return refused("quote_mismatch", "the quote was made for other content".into());
+    }
+    Ok(quote)
+}
+
 /// A random id in the form of a UUID (version 4), as the hosted broker's
 /// quote and job ids are.
 pub fn uuid() -> String {
@@ -287,26 +322,11 @@ pub async fn create(request: Request) -> Answer {
         Some(id) => {
             let key = id.clone();
             let quote = request.app.store.read(move |conn| stored::quote(conn, &key)).await?;
-            let quote = quote.filter(|q| q.account == account).ok_or_else(|| {
-                Error::new(StatusCode::BAD_REQUEST, "quote_not_found", format!("no quote {id} of this account"))
-                    .naming("quoteId")
+            let quote = judge_quote(id, quote, &account, now, |q| Terms {
+                account: &q.account,
+                expires_at: q.expires_at,
+                same: q.content_hash == hash && q.mime == content.mime,
             })?;
-            if now >= quote.expires_at {
-                return Err(Error::new(
-                    StatusCode::BAD_REQUEST,
-                    "quote_expired",
-                    "the quote has expired; ask for a new one",
-                )
-                .naming("quoteId"));
-            }
-            if quote.content_hash != hash || quote.mime != content.mime {
-                return Err(Error::new(
-                    StatusCode::BAD_REQUEST,
-                    "quote_mismatch",
-                    "the quote was made for other content",
-                )
-                .naming("quoteId"));
-            }
             (quote.messages, quote.credits, quote.usd_cents, Some(quote.id))
         }
         None => {

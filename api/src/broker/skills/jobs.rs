@@ -21,7 +21,8 @@ use super::settings::Settings;
 use super::Listing;
 use crate::app::App;
 use crate::broker::hapi::TxId;
-use crate::broker::inscription::jobs::{transact, write, Sent, Stop};
+use crate::broker::inscription::hcs1;
+use crate::broker::inscription::jobs::{transact, write, Ended, Sent, Stop};
 use crate::broker::inscription::ledger::Ledger;
 use crate::store::inscriptions::{Job as Part, Status};
 use crate::store::now_ms;
@@ -109,13 +110,6 @@ async fn directory(app: &App, skills: &Settings, ledger: &Ledger) -> Result<Enti
     Ok(*skills.directory.get_or_init(|| topic))
 }
 
-/// Whether a job ended (completed or failed).
-#[derive(PartialEq, Eq)]
-enum Ended {
-    Yes,
-    No,
-}
-
 async fn drive(app: &App, skills: &Settings, ledger: &Ledger, job: Job) -> Ended {
     let id = job.id.clone();
     match publish(app, skills, ledger, job).await {
@@ -137,22 +131,23 @@ async fn drive(app: &App, skills: &Settings, ledger: &Ledger, job: Job) -> Ended
 }
 
 /// `part` written (if it is not yet), as it then stands.
-async fn written(app: &App, ledger: &Ledger, part: Part) -> Result<Part, Stop> {
+async fn written(app: &App, ledger: &Ledger, mut part: Part) -> Result<Part, Stop> {
     match part.status {
         Status::Completed => Ok(part),
         Status::Failed => Err(Stop::Failed(part.failure.unwrap_or_else(|| "a file was not written".into()))),
         Status::Pending | Status::InProgress => {
-            let key = part.id.clone();
-            write(app, ledger, part).await?;
-            let part = app.store.read(move |conn| crate::store::inscriptions::job(conn, &key)).await?;
-            part.ok_or_else(|| Stop::Failed("a written file is not stored".into()))
+            let topic = write(app, ledger, part.clone()).await?;
+            (part.status, part.topic_id) = (Status::Completed, Some(topic.to_string()));
+            Ok(part)
         }
     }
 }
 
 async fn publish(app: &App, skills: &Settings, ledger: &Ledger, mut job: Job) -> Result<(), Stop> {
-    let (key, at) = (job.id.clone(), now_ms());
-    app.store.write(move |conn| stored::start(conn, &key, at)).await?;
+    if job.status == Status::Pending {
+        let (key, at) = (job.id.clone(), now_ms());
+        app.store.write(move |conn| stored::start(conn, &key, at)).await?;
+    }
     let listing: Listing = serde_json::from_str(&job.listing)
         .map_err(|e| Stop::Failed(format!("the stored listing does not read: {e}")))?;
     let package = listing.package(&job.name, &job.version).map_err(Stop::Failed)?;
@@ -181,7 +176,9 @@ async fn publish(app: &App, skills: &Settings, ledger: &Ledger, mut job: Job) ->
                 })
                 .collect();
             let content = hcs26::manifest(&package, &job.account, &list);
-            let part = super::part(&job, "manifest.json", "application/json", &content).map_err(Stop::Failed)?;
+            let mime = "application/json";
+            let messages = hcs1::messages_for(&content, mime).map_err(|e| Stop::Failed(format!("compressing: {e}")))?;
+            let part = super::part(&job, "manifest.json", mime, &content, messages);
             let (parent, stored_part, at) = (job.id.clone(), part.clone(), now_ms());
             app.store.write(move |conn| stored::add_manifest(conn, &parent, &stored_part, &content, at)).await?;
             job.manifest_job = Some(part.id.clone());

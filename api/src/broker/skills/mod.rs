@@ -168,28 +168,44 @@ fn package_hash(package: &Package) -> String {
     hcs1::hash(&text)
 }
 
-/// The network's fees for publishing `package` (tinybars): each file's and
-/// the manifest's topic and messages, the version's entry, and for a new
-/// skill its version topic and directory entry. With each file's share.
-fn fees(inscriptions: &inscription::Settings, package: &Package, new: bool) -> Result<(i64, Vec<i64>), Error> {
+/// What publishing a package costs the network.
+struct Fees {
+    /// In all, tinybars.
+    tinybars: i64,
+    /// Each file's share, tinybars.
+    each: Vec<i64>,
+    /// The messages each file takes as an HCS-1 file.
+    messages: Vec<usize>,
+}
+
+fn compression_failed(e: std::io::Error) -> Error {
+    tracing::error!(error = %e, "skills: compression failed");
+    Error::new(StatusCode::INTERNAL_SERVER_ERROR, "compression_failed", "a file cannot be compressed")
+}
+
+/// The network's fees for publishing `package`: each file's and the
+/// manifest's topic and messages, the version's entry, and for a new
+/// skill (`new`) its version topic and directory entry. Compresses each
+/// file once.
+fn fees(inscriptions: &inscription::Settings, package: &Package, new: bool) -> Result<Fees, Error> {
     let fees = inscriptions.ledger.fees;
-    let file_fee = |bytes: &[u8], mime: &str| -> Result<i64, Error> {
-        let messages = hcs1::messages_for(bytes, mime).map_err(|e| {
-            tracing::error!(error = %e, "skills: compression failed");
-            Error::new(StatusCode::INTERNAL_SERVER_ERROR, "compression_failed", "a file cannot be compressed")
-        })?;
-        Ok(fees.topic as i64 + messages as i64 * fees.message as i64)
-    };
-    let each = package.files.iter().map(|f| file_fee(&f.bytes, &f.mime)).collect::<Result<Vec<_>, _>>()?;
+    let file_fee = |messages: usize| fees.topic as i64 + messages as i64 * fees.message as i64;
+    let messages = package
+        .files
+        .iter()
+        .map(|f| hcs1::messages_for(&f.bytes, &f.mime).map_err(compression_failed))
+        .collect::<Result<Vec<_>, _>>()?;
+    let each: Vec<i64> = messages.iter().map(|m| file_fee(*m)).collect();
     let zeros = "0".repeat(64);
     let placeholder: Vec<hcs26::Written<'_>> = package
         .files
         .iter()
         .map(|f| hcs26::Written { path: &f.name, topic: "0.0.9999999999", sha256: &zeros, mime: &f.mime })
         .collect();
-    let manifest = file_fee(&hcs26::manifest(package, "0.0.9999999999", &placeholder), "application/json")?;
+    let manifest = hcs26::manifest(package, "0.0.9999999999", &placeholder);
+    let manifest = file_fee(hcs1::messages_for(&manifest, "application/json").map_err(compression_failed)?);
     let registry = fees.message as i64 + if new { fees.topic as i64 + fees.message as i64 } else { 0 };
-    Ok((each.iter().sum::<i64>() + manifest + registry, each))
+    Ok(Fees { tinybars: each.iter().sum::<i64>() + manifest + registry, each, messages })
 }
 
 /// Whether `name` has no version topic yet (its publish makes one).
@@ -205,7 +221,7 @@ pub async fn quote(request: Request) -> Answer {
     let input: Input = parse_body(&request.body)?;
     let account = request.principal()?.billing(&request.headers)?;
     let (package, directory) = read(skills, inscriptions, &input)?;
-    let (tinybars, each) = fees(inscriptions, &package, new_skill(&request, &package.name).await?)?;
+    let Fees { tinybars, each, .. } = fees(inscriptions, &package, new_skill(&request, &package.name).await?)?;
     let (credits, usd_cents) = inscription::charge(&request.app.pricing, tinybars);
     let now = store::now_ms();
     let quote = Quote {
@@ -238,11 +254,10 @@ pub async fn quote(request: Request) -> Answer {
     })))
 }
 
-/// A part of publish job `job`: the inscription of one file, charged with
-/// the job.
-fn part(job: &Job, name: &str, mime: &str, content: &[u8]) -> Result<Part, String> {
-    let messages = hcs1::messages_for(content, mime).map_err(|e| format!("compressing {name}: {e}"))?;
-    Ok(Part {
+/// A part of publish job `job`: the inscription of one file, which takes
+/// `messages` messages, charged with the job.
+fn part(job: &Job, name: &str, mime: &str, content: &[u8], messages: usize) -> Part {
+    Part {
         id: inscription::uuid(),
         account: job.account.clone(),
         idempotency_key: None,
@@ -264,11 +279,7 @@ fn part(job: &Job, name: &str, mime: &str, content: &[u8]) -> Result<Part, Strin
         parent: Some(job.id.clone()),
         created_at: job.created_at,
         updated_at: job.created_at,
-    })
-}
-
-fn quote_refused(code: &'static str, message: impl Into<String>) -> Error {
-    Error::new(StatusCode::BAD_REQUEST, code, message).naming("quoteId")
+    }
 }
 
 /// `POST /skills/publish`: 201 with the job.
@@ -280,7 +291,7 @@ pub async fn publish(request: Request) -> Answer {
     let (package, _) = read(skills, inscriptions, &input)?;
     let now = store::now_ms();
     let hash = package_hash(&package);
-    let (tinybars, _) = fees(inscriptions, &package, new_skill(&request, &package.name).await?)?;
+    let Fees { tinybars, messages, .. } = fees(inscriptions, &package, new_skill(&request, &package.name).await?)?;
     let (credits, usd_cents, quote_id) = match &input.quote_id {
         None => {
             let (credits, usd_cents) = inscription::charge(&request.app.pricing, tinybars);
@@ -289,15 +300,11 @@ pub async fn publish(request: Request) -> Answer {
         Some(id) => {
             let key = id.clone();
             let quote = request.app.store.read(move |conn| stored::quote(conn, &key)).await?;
-            let quote = quote
-                .filter(|q| q.account == account)
-                .ok_or_else(|| quote_refused("quote_not_found", format!("no quote {id} of this account")))?;
-            if now >= quote.expires_at {
-                return Err(quote_refused("quote_expired", "the quote has expired; ask for a new one"));
-            }
-            if quote.package_hash != hash {
-                return Err(quote_refused("quote_mismatch", "the quote was made for another package"));
-            }
+            let quote = inscription::judge_quote(id, quote, &account, now, |q| inscription::Terms {
+                account: &q.account,
+                expires_at: q.expires_at,
+                same: q.package_hash == hash,
+            })?;
             (quote.credits, quote.usd_cents, Some(quote.id))
         }
     };
@@ -328,9 +335,8 @@ pub async fn publish(request: Request) -> Answer {
     };
     let mut parts = Vec::with_capacity(package.files.len());
     let mut files = Vec::with_capacity(package.files.len());
-    for file in &package.files {
-        let part = part(&job, &file.name, &file.mime, &file.bytes)
-            .map_err(|e| Error::new(StatusCode::INTERNAL_SERVER_ERROR, "compression_failed", e))?;
+    for (file, messages) in package.files.iter().zip(messages) {
+        let part = part(&job, &file.name, &file.mime, &file.bytes, messages);
         files.push(ListedFile {
             name: file.name.clone(),
             mime: file.mime.clone(),
@@ -601,10 +607,14 @@ fn no_skill(name: &str) -> Error {
     Error::new(StatusCode::NOT_FOUND, "skill_not_found", format!("no published skill {name}"))
 }
 
-/// `name`'s published versions, newest first (404 when there are none).
-async fn versions_of(request: &Request, name: &str) -> Result<Vec<Job>, Error> {
+/// The versions of a skill a listing of them all shows at most.
+const ALL_VERSIONS: usize = 1000;
+
+/// `name`'s published versions, newest first, at most `limit` (404 when
+/// there are none; 1 says whether it is published).
+async fn versions_of(request: &Request, name: &str, limit: usize) -> Result<Vec<Job>, Error> {
     let filter = Filter { name: Some(name.to_string()), ..Filter::default() };
-    let jobs = request.app.store.read(move |conn| stored::published(conn, &filter, None, 1000)).await?;
+    let jobs = request.app.store.read(move |conn| stored::published(conn, &filter, None, limit)).await?;
     if jobs.is_empty() {
         return Err(no_skill(name));
     }
@@ -615,7 +625,7 @@ async fn versions_of(request: &Request, name: &str) -> Result<Vec<Job>, Error> {
 pub async fn versions(request: Request) -> Answer {
     enabled(&request)?;
     let name = name_parameter(&request)?;
-    let jobs = versions_of(&request, &name).await?;
+    let jobs = versions_of(&request, &name, ALL_VERSIONS).await?;
     let key = name.clone();
     let verified = request.app.store.read(move |conn| stored::name(conn, &key)).await?.is_some_and(|n| n.verified);
     let items: Vec<Value> = jobs
@@ -627,34 +637,34 @@ pub async fn versions(request: Request) -> Answer {
 
 /// The caller's skills (`SkillRegistryMineItem`s), at most `limit`.
 async fn mine_items(request: &Request, account: String, limit: usize) -> Result<Vec<Value>, Error> {
-    let items = request
+    let owned = request
         .app
         .store
         .read(move |conn| {
-            let mut items = Vec::new();
+            let mut owned = Vec::new();
             for name in stored::owned(conn, &account, limit)? {
                 let filter = Filter { name: Some(name.name.clone()), ..Filter::default() };
-                let jobs = stored::published(conn, &filter, None, 1000)?;
-                let Some(latest) = jobs.first() else { continue };
-                let icon = serde_json::from_str::<Listing>(&latest.listing)
-                    .ok()
-                    .and_then(|l| l.files.into_iter().find(|f| f.role == "skill-icon"))
-                    .and_then(|f| stored::parts(conn, &latest.id).ok()?.into_iter().find(|p| p.id == f.part))
-                    .and_then(|p| p.topic_id)
-                    .map(|t| hcs1::hrl(&t));
-                items.push(present(json!({
-                    "name": name.name,
-                    "latestVersion": latest.version,
-                    "latestCreatedAt": store::rfc3339(latest.created_at),
-                    "versions": jobs.iter().map(|j| j.version.clone()).collect::<Vec<_>>(),
-                    "verified": name.verified,
-                    "iconHcs1": icon,
-                })));
+                owned.push((name, stored::published(conn, &filter, None, ALL_VERSIONS)?));
             }
-            Ok(items)
+            Ok(owned)
         })
         .await?;
-    Ok(items)
+    let owned: Vec<_> = owned.into_iter().filter(|(_, jobs)| !jobs.is_empty()).collect();
+    let latest = shown(request, owned.iter().map(|(_, jobs)| jobs[0].clone()).collect()).await?;
+    Ok(owned
+        .iter()
+        .zip(&latest)
+        .map(|((name, jobs), latest)| {
+            present(json!({
+                "name": name.name,
+                "latestVersion": latest.job.version,
+                "latestCreatedAt": store::rfc3339(latest.job.created_at),
+                "versions": jobs.iter().map(|j| j.version.clone()).collect::<Vec<_>>(),
+                "verified": name.verified,
+                "iconHcs1": latest.file_hrl("skill-icon"),
+            }))
+        })
+        .collect())
 }
 
 /// `GET /skills/mine?limit`.
@@ -724,7 +734,7 @@ async fn vote_answer(request: &Request, name: String, account: Option<String>) -
 pub async fn vote_status(request: Request) -> Answer {
     enabled(&request)?;
     let name = name_parameter(&request)?;
-    versions_of(&request, &name).await?;
+    versions_of(&request, &name, 1).await?;
     let account = request.principal.as_ref().and_then(|p| p.account.clone());
     vote_answer(&request, name, account).await
 }
@@ -742,7 +752,7 @@ pub async fn vote(request: Request) -> Answer {
     let vote: Vote = parse_body(&request.body)?;
     let account = request.principal()?.billing(&request.headers)?;
     let name = vote.name.trim().to_string();
-    versions_of(&request, &name).await.map_err(|e| e.naming("name"))?;
+    versions_of(&request, &name, 1).await.map_err(|e| e.naming("name"))?;
     let (key, voter, at) = (name.clone(), account.clone(), store::now_ms());
     request.app.store.write(move |conn| stored::vote(conn, &key, &voter, vote.upvoted, at)).await?;
     vote_answer(&request, name, Some(account)).await
@@ -786,7 +796,7 @@ pub async fn request_verification(request: Request) -> Answer {
         Error::invalid_body(format!("tier: expected one of {}", stored::TIERS.join(", "))).naming("tier")
     })?;
     let name = input.name.trim().to_string();
-    let latest = versions_of(&request, &name).await.map_err(|e| e.naming("name"))?;
+    let latest = versions_of(&request, &name, 1).await.map_err(|e| e.naming("name"))?;
     let key = name.clone();
     let owner = request.app.store.read(move |conn| stored::owner(conn, &key)).await?;
     if owner.as_deref() != Some(account.as_str()) {
@@ -830,7 +840,7 @@ pub async fn request_verification(request: Request) -> Answer {
 pub async fn verification_status(request: Request) -> Answer {
     let (_, inscriptions) = enabled(&request)?;
     let name = name_parameter(&request)?;
-    versions_of(&request, &name).await?;
+    versions_of(&request, &name, 1).await?;
     let key = name.clone();
     let (found, requests) =
         request.app.store.read(move |conn| Ok((stored::name(conn, &key)?, stored::verifications(conn, &key)?))).await?;

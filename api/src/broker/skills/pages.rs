@@ -3,15 +3,13 @@
 //! those a search `q` finds) and `/skills/{name}`. Not cached by shared
 //! caches: a vote or a new version shows at once.
 
-use std::collections::HashMap;
-
 use pages::skills::{Skill, SkillDetail, SkillFile};
 use shared::timestamp::Timestamp;
 
-use super::{enabled, hcs26, versions_of, words, Listing};
+use super::{enabled, hcs26, shown, versions_of, words, Listing, ALL_VERSIONS};
+use crate::broker::inscription::hcs1;
 use crate::reply::{self, Answer, Error};
 use crate::request::Request;
-use crate::store::inscriptions::Status;
 use crate::store::skills::{self as stored, Filter, Job};
 use crate::store::{self};
 
@@ -74,34 +72,28 @@ pub async fn list(request: Request) -> Answer {
 pub async fn page(request: Request) -> Answer {
     let (skills, _) = enabled(&request)?;
     let name = request.params.get("name").to_string();
-    let versions = versions_of(&request, &name).await?;
-    let latest = versions[0].clone();
-    let (key, id) = (name.clone(), latest.id.clone());
-    let (found, parts, upvotes) = request
-        .app
-        .store
-        .read(move |conn| {
-            Ok((stored::name(conn, &key)?, stored::parts(conn, &id)?, stored::votes(conn, &key, None)?.0))
-        })
-        .await?;
-    let listed = listing(&latest)?;
-    let topics: HashMap<String, String> =
-        parts.into_iter().filter(|p| p.status == Status::Completed).filter_map(|p| Some((p.id, p.topic_id?))).collect();
-    let hrl = |part: &str| topics.get(part).map(|t| crate::broker::inscription::hcs1::hrl(t));
+    let versions = versions_of(&request, &name, ALL_VERSIONS).await?;
+    let latest = shown(&request, vec![versions[0].clone()]).await?.remove(0);
     let detail = SkillDetail {
-        skill: skill(&latest, &listed, found.as_ref().is_some_and(|n| n.verified), upvotes),
-        license: listed.license.clone().unwrap_or_else(|| hcs26::UNLICENSED.into()),
+        skill: skill(&latest.job, &latest.listing, latest.verified(), latest.upvotes),
+        license: latest.listing.license.clone().unwrap_or_else(|| hcs26::UNLICENSED.into()),
         directory_topic: super::directory(skills)?,
-        version_topic: found.as_ref().and_then(|n| n.version_topic.clone()).unwrap_or_default(),
-        uid: found.as_ref().and_then(|n| n.skill_uid),
-        manifest_hrl: latest.manifest_job.as_deref().and_then(hrl),
-        files: listed
+        version_topic: latest.name.as_ref().and_then(|n| n.version_topic.clone()).unwrap_or_default(),
+        uid: latest.name.as_ref().and_then(|n| n.skill_uid),
+        manifest_hrl: latest.manifest_hrl(),
+        files: latest
+            .listing
             .files
             .iter()
-            .map(|f| SkillFile { name: f.name.clone(), mime: f.mime.clone(), role: f.role.clone(), hrl: hrl(&f.part) })
+            .map(|f| SkillFile {
+                name: f.name.clone(),
+                mime: f.mime.clone(),
+                role: f.role.clone(),
+                hrl: latest.topic(&f.part).map(hcs1::hrl),
+            })
             .collect(),
         versions: versions.iter().map(|j| (j.version.clone(), store::rfc3339(j.created_at))).collect(),
     };
     let build = request.build()?;
-    rendered(&request, build.pages.skill(&detail, at(latest.updated_at)))
+    rendered(&request, build.pages.skill(&detail, at(latest.job.updated_at)))
 }
