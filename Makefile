@@ -171,7 +171,7 @@ test:
 ## `make test` need neither); prints each target's executions and findings.
 ## A crash stops the run and leaves its input in fuzz/artifacts/<target>/.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := hcs20_message uaid search_query mcp conditional
+FUZZ_TARGETS := hcs20_message uaid search_query mcp conditional chat_message registration skill_package
 fuzz: duckdb
 	rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked

@@ -64,6 +64,9 @@ pub struct App {
     /// Chat sessions opened without a key, per client (each may fetch an
     /// agent card; an account's are capped by `--chat-max-sessions`).
     pub anonymous_chat_limit: Limiter,
+    /// Relays to agents per client (chat messages, routing by UAID): each
+    /// calls an agent.
+    pub relay_limit: Limiter,
     pub pricing: Pricing,
     /// HBAR purchases, when a treasury account is configured.
     pub treasury: Option<Arc<Treasury>>,

@@ -231,6 +231,13 @@ pub struct Config {
     /// Chat sessions opened without a key: burst above that pace.
     #[arg(long, env = "ALMANAC_CHAT_ANONYMOUS_BURST", default_value_t = 30)]
     pub chat_anonymous_burst: u32,
+    /// Relays to agents (chat messages and routing by UAID): requests per
+    /// minute per client, signed in or not.
+    #[arg(long, env = "ALMANAC_RELAY_RATE", default_value_t = 300)]
+    pub relay_rate: u32,
+    /// Relays to agents: burst above that pace.
+    #[arg(long, env = "ALMANAC_RELAY_BURST", default_value_t = 60)]
+    pub relay_burst: u32,
     /// The operator's key, for operator-only calls (adapter registry
     /// categories). Prefer the environment variable to the flag.
     #[arg(long, env = "ALMANAC_OPERATOR_KEY", hide_env_values = true)]
@@ -456,6 +463,18 @@ pub struct Config {
     /// in seconds; after it, messages must carry `auth` again.
     #[arg(long, env = "ALMANAC_CHAT_AUTH_IDLE_SECS", default_value_t = 3_600)]
     pub chat_auth_idle_secs: u64,
+    /// Headers a session's `auth` may make, at most (400 past it).
+    #[arg(long, env = "ALMANAC_CHAT_MAX_AUTH_HEADERS", default_value_t = 32)]
+    pub chat_max_auth_headers: usize,
+    /// Bytes of header names and values a session's `auth` may make, at
+    /// most (400 past it).
+    #[arg(long, env = "ALMANAC_CHAT_MAX_AUTH_BYTES", default_value_t = 8_192)]
+    pub chat_max_auth_bytes: usize,
+    /// Bytes of authentication held for all sessions together, at most;
+    /// past it, `auth` is refused (503 `auth_store_full`) until sessions
+    /// end or go idle.
+    #[arg(long, env = "ALMANAC_CHAT_MAX_HELD_AUTH_BYTES", default_value_t = 64 << 20)]
+    pub chat_max_held_auth_bytes: usize,
     /// Allow encrypted chat sessions (`false`: the encryption routes are 503).
     #[arg(long, env = "ALMANAC_CHAT_ENCRYPTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub chat_encryption: bool,
@@ -607,6 +626,11 @@ impl Config {
             history_enabled: self.chat_history,
             encryption_enabled: self.chat_encryption,
             auth_idle: Duration::from_secs(self.chat_auth_idle_secs.max(1)),
+            auth_bounds: crate::chat::relay::AuthBounds {
+                max_headers: self.chat_max_auth_headers.max(1),
+                max_bytes: self.chat_max_auth_bytes.max(64),
+                max_held_bytes: self.chat_max_held_auth_bytes,
+            },
             history_ttl: Duration::from_secs(self.chat_history_ttl_secs.max(1)),
             max_history_ttl: Duration::from_secs(self.chat_max_history_ttl_secs),
             max_history_entries: self.chat_max_history,
@@ -671,6 +695,7 @@ impl Config {
             content_max_body: self.inscription_max_bytes / 3 * 4 + 65_536,
             package_max_body: self.skills_max_total_bytes / 3 * 4 + 65_536,
             anonymous_chat_limit: limiter(self.chat_anonymous_rate, self.chat_anonymous_burst),
+            relay_limit: limiter(self.relay_rate, self.relay_burst),
             pricing,
             journal: Journal {
                 dir: self.journal_dir.clone().unwrap_or_else(|| self.data_dir.join("journal")),

@@ -18,6 +18,7 @@ pub mod egress;
 pub mod guard;
 pub mod hcs20;
 pub mod head;
+pub mod idempotency;
 pub mod journal;
 pub mod limit;
 pub mod openapi;

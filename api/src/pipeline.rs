@@ -201,6 +201,7 @@ fn limiter(app: &App, rate: Rate) -> Option<&Limiter> {
         Rate::Mcp => Some(&app.guard.mcp),
         Rate::SignIn => Some(&app.sign_in_limit),
         Rate::Verification => Some(&app.verification_limit),
+        Rate::Relay => Some(&app.relay_limit),
     }
 }
 

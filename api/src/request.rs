@@ -59,18 +59,6 @@ impl Request {
         }
     }
 
-    /// The `Idempotency-Key` header, if given (and 1 to 255 characters):
-    /// a retried request that names the same key gets what the first one
-    /// made. 400 when it is not ASCII.
-    pub fn idempotency_key(&self) -> Result<Option<String>, Error> {
-        self.headers
-            .get("idempotency-key")
-            .map(|v| v.to_str().map(|s| s.trim().to_string()))
-            .transpose()
-            .map_err(|_| Error::parameter("Idempotency-Key", "Idempotency-Key: expected ASCII"))
-            .map(|key| key.filter(|k| !k.is_empty() && k.len() <= 255))
-    }
-
     /// The integer query parameter `name`, from `min` to `max`, if given.
     pub fn query_number(&self, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, Error> {
         let Some(raw) = self.query_value(name)? else { return Ok(None) };
@@ -104,7 +92,7 @@ pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error
     {
         return Err(Error::invalid_body("the request body must be a JSON object"));
     }
-    if let Some(path) = duplicate_key(body) {
+    if let Some(path) = crate::body::duplicate_key(body) {
         let message = format!("{path}: appears twice in its object");
         return Err(Error::invalid_body(message).naming(path));
     }
@@ -135,78 +123,6 @@ pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, Error
     })?;
     json.end().map_err(|_| Error::invalid_body("the request body has more after its JSON value"))?;
     Ok(parsed)
-}
-
-/// The dotted path of the first key that appears twice in one object of
-/// `body`, if any (serde_json keeps the last of them, a derived struct
-/// refuses them: one rule for every body). `None` for a body that is not
-/// JSON, which the parse itself refuses. O(size of the body).
-fn duplicate_key(body: &[u8]) -> Option<String> {
-    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-    use std::fmt;
-
-    /// Walks a value; `Err` carries the path of a duplicate.
-    struct Walk(String);
-
-    impl<'de> DeserializeSeed<'de> for Walk {
-        type Value = ();
-        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-            deserializer.deserialize_any(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Walk {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_str<E>(self, _: &str) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_unit<E>(self) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
-            let mut i = 0;
-            while items.next_element_seed(Walk(format!("{}[{i}]", self.0)))?.is_some() {
-                i += 1;
-            }
-            Ok(())
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<(), A::Error> {
-            let mut seen = std::collections::HashSet::new();
-            while let Some(key) = entries.next_key::<String>()? {
-                let path = if self.0.is_empty() { key.clone() } else { format!("{}.{key}", self.0) };
-                if !seen.insert(key) {
-                    return Err(serde::de::Error::custom(path));
-                }
-                entries.next_value_seed(Walk(path))?;
-            }
-            Ok(())
-        }
-    }
-
-    let mut json = serde_json::Deserializer::from_slice(body);
-    match Walk(String::new()).deserialize(&mut json) {
-        Err(e) if e.is_data() => {
-            let text = e.to_string();
-            // serde_json appends " at line L column C".
-            Some(text.rsplit_once(" at line ").map_or(text.clone(), |(path, _)| path.to_string()))
-        }
-        _ => None,
-    }
 }
 
 #[cfg(test)]

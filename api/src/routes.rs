@@ -52,6 +52,9 @@ pub enum Rate {
     /// Ownership verification (each may query DNS, call an agent or check
     /// a signature).
     Verification,
+    /// Relays to agents: chat messages and routing by UAID (each calls an
+    /// agent).
+    Relay,
 }
 
 /// How much of a request body is read, by which configured bound.
@@ -375,7 +378,8 @@ pub fn table() -> Vec<Endpoint> {
             .auth(Auth::Optional),
         Endpoint::new("/api/v1/chat/message")
             .post("sendChatMessage", handler!(crate::chat::message), BodyLimit::Live, Cache::NoStore)
-            .auth(Auth::Optional),
+            .auth(Auth::Optional)
+            .rate(Rate::Relay),
         Endpoint::new("/api/v1/chat/session/{sessionId}")
             .delete("endChatSession", handler!(crate::chat::end), Cache::NoStore)
             .auth(Auth::Optional)
@@ -387,12 +391,9 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/chat/session/{sessionId}/invite")
             .post("inviteToChat", handler!(crate::chat::members::invite), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Optional),
-        Endpoint::new("/api/v1/route/{uaid}").post(
-            "routeToAgent",
-            handler!(crate::chat::routing::route),
-            BodyLimit::Live,
-            Cache::NoStore,
-        ),
+        Endpoint::new("/api/v1/route/{uaid}")
+            .post("routeToAgent", handler!(crate::chat::routing::route), BodyLimit::Live, Cache::NoStore)
+            .rate(Rate::Relay),
         Endpoint::new("/api/v1/uaids/connections/{uaid}/status").get(
             "uaidConnectionStatus",
             handler!(crate::chat::routing::status),

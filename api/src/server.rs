@@ -78,6 +78,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
             cleaner.sign_in_limit.clean();
             cleaner.verification_limit.clean();
             cleaner.anonymous_chat_limit.clean();
+            cleaner.relay_limit.clean();
             cleaner.chat.forget_idle(cleaner.chat.auth_idle);
             if let Some(broker) = cleaner.live.get().as_ref().and_then(|b| b.broker.clone()) {
                 // Only a panic ends the writer; it logged why.

@@ -84,6 +84,8 @@ pub async fn health(request: Request) -> Answer {
         "build": build.map(|b| b.id.clone()),
         "connections": app.connections.count(),
         "rateLimit": {"guardClients": app.guard.json.tracked(), "mcpClients": app.guard.mcp.tracked()},
+        "chatAuth": {"sessions": app.chat.held().0, "bytes": app.chat.held().1,
+            "boundBytes": app.chat.auth_bounds.max_held_bytes},
         "mcpCache": build.and_then(|b| b.guard.as_ref()).map(|g| json!({
             "bytes": g.cached_bytes(), "boundBytes": app.guard.mcp_cache.bytes,
         })),

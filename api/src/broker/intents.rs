@@ -155,7 +155,7 @@ pub async fn native(request: Request) -> Answer {
         created_at: store::now_ms(),
         expires_at: Some(valid_start + treasury.valid_seconds * 1000),
     };
-    request.app.store.write(move |conn| payments::create(conn, &intent)).await?;
+    request.app.store.write(move |conn| payments::create(conn, &intent, None)).await?;
     Ok(reply::json(&answer))
 }
 
@@ -216,10 +216,11 @@ pub async fn card(request: Request) -> Answer {
         ("paymentMethodId", &body.payment_method_id),
         ("customerId", &body.customer_id),
         ("description", &body.description),
-        ("idempotencyKey", &body.idempotency_key),
     ] {
         text_field(name, value)?;
     }
+    let key = crate::idempotency::for_route(&request, "card-intent", &account, body.idempotency_key.as_deref())?;
+    crate::idempotency::check(&request, key.as_ref()).await?;
     let mut form: Vec<(String, String)> = vec![
         ("amount".into(), body.amount.to_string()),
         ("currency".into(), currency.clone()),
@@ -263,14 +264,14 @@ pub async fn card(request: Request) -> Answer {
     }
     // The same key again is the same intent: answered from the store, and
     // at the provider the same key returns the same intent too.
-    if let Some(key) = body.idempotency_key.clone() {
+    if let Some(key) = key.as_ref().map(|k| k.key.clone()) {
         let owner = account.clone();
         if let Some(held) = request.app.store.read(move |conn| payments::by_key(conn, &owner, &key)).await? {
             return reused(&held, body.amount, &currency);
         }
     }
-    let provider_key = match &body.idempotency_key {
-        Some(key) => format!("almanac:{account}:{key}"),
+    let provider_key = match &key {
+        Some(key) => format!("almanac:{account}:{}", key.key),
         None => format!("almanac:{purchase}"),
     };
     let made = card.create(&form, &provider_key).await.map_err(|e| match e {
@@ -304,30 +305,27 @@ pub async fn card(request: Request) -> Answer {
         amount: body.amount,
         currency: currency.clone(),
         reference: made.id,
-        idempotency_key: body.idempotency_key,
+        idempotency_key: key.as_ref().map(|k| k.key.clone()),
         answer: answer.to_string(),
         state: payments::State::Pending,
         outcome: None,
         created_at: store::now_ms(),
         expires_at: None,
     };
-    match request.app.store.write(move |conn| payments::create(conn, &intent)).await? {
+    match request.app.store.write(move |conn| payments::create(conn, &intent, key.as_ref())).await? {
         payments::Created::New(_) => Ok(reply::json(&answer)),
         // A concurrent request with the same key stored it first.
         payments::Created::Existing(held) => reused(&held, body.amount, &currency),
+        payments::Created::KeyReused => Err(crate::idempotency::reused()),
     }
 }
 
-/// The stored answer for a reused idempotency key, or 409 when the key
-/// was used for a different purchase.
+/// The stored answer for a retried idempotency key (its digest matched,
+/// or it was stored before digests were: then the amount and currency
+/// must).
 fn reused(held: &payments::Intent, amount: i64, currency: &str) -> Answer {
     if held.method != payments::Method::Card || held.amount != amount || held.currency != currency {
-        return Err(Error::new(
-            StatusCode::CONFLICT,
-            "idempotency_conflict",
-            "idempotencyKey: already used for a different purchase",
-        )
-        .naming("idempotencyKey"));
+        return Err(crate::idempotency::reused());
     }
     let answer: Value = serde_json::from_str(&held.answer)
         .map_err(|e| Error::from(store::Failure::Corrupt(format!("intent {}: {e}", held.id))))?;

@@ -39,6 +39,13 @@ pub fn lookup<'a>(
     view.current(broker, uaid).map_err(|e| Error::damaged_record(&e))
 }
 
+/// The account that registered `uaid` here, if one did (and has not
+/// deleted it).
+pub async fn registrant(request: &Request, uaid: &str) -> Result<Option<String>, Error> {
+    let key = uaid.to_string();
+    Ok(request.app.store.read(move |conn| stored::registrant(conn, &key)).await?)
+}
+
 /// 403 `destination_not_allowed` when an endpoint the broker would call
 /// (an http or https URL) is one the egress gate refuses by its text: an
 /// inside address, `localhost`. Names are judged again, by their
@@ -46,13 +53,23 @@ pub fn lookup<'a>(
 /// the operator named is called as configured.
 fn callable(request: &Request, agent: &Agent) -> Result<(), Error> {
     let chat = &request.app.chat;
-    let web = agent.endpoints.values().filter(|url| url.starts_with("http://") || url.starts_with("https://"));
+    let web = agent.endpoints.values().filter(|url| web_scheme(url));
     for url in web.filter(|url| !chat.providers.lists(url)) {
         if chat.gate.judge(url).is_err() {
             return Err(crate::egress::refusal().naming("endpoint"));
         }
     }
     Ok(())
+}
+
+/// Whether `url` names http or https, in any case and after the spaces a
+/// URL parser drops (`HTTP://…` is called like `http://…`).
+fn web_scheme(url: &str) -> bool {
+    let trimmed = url.trim_matches(|c: char| c <= ' ');
+    trimmed.split_once(':').is_some_and(|(scheme, _)| {
+        let scheme: String = scheme.chars().filter(|c| !matches!(c, '\t' | '\n' | '\r')).collect();
+        scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
+    })
 }
 
 fn refused(invalid: Invalid) -> Error {
@@ -180,7 +197,9 @@ async fn save(
     plan: Plan,
     now: i64,
 ) -> Result<Outcome, Error> {
-    let write = Write { agent: agent.clone(), account, request_hash: digest(body), plan, now };
+    let key = crate::idempotency::for_route(request, "registration", &account, None)?;
+    crate::idempotency::check(request, key.as_ref()).await?;
+    let write = Write { agent: agent.clone(), account, request_hash: digest(body), plan, key, now };
     Ok(request
         .app
         .store
@@ -407,6 +426,7 @@ fn unexpected(outcome: Outcome) -> Error {
         Outcome::NotOwner => Error::forbidden("the agent was registered by another account"),
         Outcome::Taken => Error::new(StatusCode::CONFLICT, "uaid_taken", "another account registered this UAID"),
         Outcome::Short { balance, shortfall } => short(0, balance, shortfall),
+        Outcome::KeyReused => crate::idempotency::reused(),
         Outcome::Done { .. } | Outcome::Same { .. } => {
             Error::new(StatusCode::INTERNAL_SERVER_ERROR, "store_failed", "unexpected store outcome")
         }
@@ -602,4 +622,28 @@ fn summary(agent: &Agent) -> Value {
 pub fn live_detail(broker: &super::agents::Agents, agent: &Agent) -> Result<Value, Error> {
     let feedback = broker.feedback(agent.uaid.as_str()).map_err(|e| Error::damaged_record(&e))?;
     Ok(render::detail(agent, &feedback.iter().collect::<Vec<_>>()))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each case: an endpoint, and whether the broker would call it over
+    /// the web (and so judges it at registration).
+    #[test]
+    fn endpoints_called_over_the_web_are_known_in_any_spelling() {
+        for (url, web) in [
+            ("http://agent.example/a2a", true),
+            ("https://agent.example/a2a", true),
+            ("HTTP://127.0.0.1:4000/", true),
+            ("HtTpS://127.0.0.1/", true),
+            ("  http://127.0.0.1/", true),
+            ("ht\ttp://127.0.0.1/", true),
+            ("0.0.1234", false),
+            ("hcs-10:0.0.1234", false),
+            ("wss://agent.example/", false),
+            ("mailto:agent@example.com", false),
+            ("", false),
+        ] {
+            assert_eq!(super::web_scheme(url), web, "{url:?}");
+        }
+    }
 }

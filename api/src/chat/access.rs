@@ -1,62 +1,76 @@
-//! Who may do what with a chat session. The spec names the rules for
-//! metadata, visibility and invitations (section 5); the rest is decided
-//! here, once, for every session route:
+//! Who may do what with a chat session, decided here, once, for every
+//! session route (spec section 5 and section 3's rule 5):
 //!
-//! - **Owner.** A session belongs to the account whose key opened it. A
-//!   session opened without a key is anonymous: it stays private, and its
-//!   id, which only its opener was given (never listed, never sent to the
-//!   agent: see [`relay_id`]), is what controls it. The operator acts for
-//!   any owner.
-//! - **Responder.** In an encrypted session, the account that registered
-//!   the session's agent here is the other party: it submits the
-//!   responder's handshake key, writes its encrypted messages and reads
-//!   the history. (An agent not registered here has no responder but its
-//!   session's owner.)
-//! - **Writing** (a message, ending, compaction): the owner; in an
-//!   encrypted session, the responder's messages too. Visibility and
-//!   invitations: a member the caller owns (`members::acting_for`), as
-//!   the spec says; an anonymous session cannot be made public.
-//! - **Reading** a private session's history or encryption: its owner, its
-//!   responder, or the owner of a member named by `senderUaid` (within
-//!   that member's history scope). A public session is readable by
-//!   anyone, and writable only as above.
+//! - **Owner.** A session belongs to the account whose key opened it; the
+//!   operator acts for any owner. A session opened without a key is
+//!   anonymous: it stays private, and its id, which only its opener was
+//!   given (never listed, never sent to the agent: see [`relay_id`]), is
+//!   what controls it.
+//! - **Member.** A UAID in the session: its agent, the `senderUaid` it was
+//!   opened with, and those invited. A member is held by the account that
+//!   held its UAID when it joined (`held_by`: the owner for its
+//!   `senderUaid`, the registrant for an agent registered here), and only
+//!   that account acts for it, by naming it as `senderUaid`. A later
+//!   registration of the same UAID by another account takes over nothing.
+//! - **Responder.** In an encrypted session, the holder of the agent's
+//!   member: the other party of the handshake.
+//!
+//! | what | owner | member's holder (as `senderUaid`) | responder | anyone |
+//! | --- | --- | --- | --- | --- |
+//! | send a message | yes | no | encrypted only | no |
+//! | end, compact | yes | no | no | no |
+//! | make public, invite, re-scope | yes, naming a member it holds | no | no | no |
+//! | make private | yes | no | no | no |
+//! | read history, encryption | yes | within its scope | yes | public: yes |
+//! | read metadata | yes | yes | yes | public: yes |
+//!
+//! An ended session is the owner's alone: it is no longer listed, and
+//! reading it otherwise is 404 `session_ended`.
 
 use sha2::Digest as _;
 use warp::http::StatusCode;
 
 use crate::reply::Error;
 use crate::request::Request;
-use crate::store::{chat as stored, registry};
+use crate::store::chat as stored;
 
 /// The caller's part in a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Party {
     Owner,
-    /// The registrant of an encrypted session's agent.
+    /// The holder of an encrypted session's agent.
     Responder,
 }
 
 /// The caller's part in `session`, or `None`.
 pub async fn party(request: &Request, session: &stored::Session) -> Result<Option<Party>, Error> {
-    let principal = request.principal.as_ref();
     let Some(owner) = &session.account else { return Ok(Some(Party::Owner)) };
-    let Some(principal) = principal else { return Ok(None) };
+    let Some(principal) = request.principal.as_ref() else { return Ok(None) };
     if principal.operator || principal.account.as_ref() == Some(owner) {
         return Ok(Some(Party::Owner));
     }
-    match (&principal.account, session.encryption.is_some() && !session.uaid.is_empty()) {
+    match (&principal.account, session.encryption.is_some()) {
         (Some(account), true) => {
-            Ok(registrant(request, &session.uaid).await?.filter(|r| r == account).map(|_| Party::Responder))
+            let holder = responder(request, session).await?;
+            Ok(holder.filter(|h| h == account).map(|_| Party::Responder))
         }
         _ => Ok(None),
     }
 }
 
-/// The account that registered `uaid` here, if one did (and has not
-/// deleted it).
-pub async fn registrant(request: &Request, uaid: &str) -> Result<Option<String>, Error> {
-    let key = uaid.to_string();
-    Ok(request.app.store.read(move |conn| registry::registrant(conn, &key)).await?)
+/// The account that holds an encrypted session's agent (the responder),
+/// if one does.
+pub async fn responder(request: &Request, session: &stored::Session) -> Result<Option<String>, Error> {
+    if session.uaid.is_empty() {
+        return Ok(None);
+    }
+    let members = members(request, session).await?;
+    Ok(members.into_iter().find(|m| m.uaid == session.uaid).and_then(|m| m.held_by))
+}
+
+async fn members(request: &Request, session: &stored::Session) -> Result<Vec<stored::Member>, Error> {
+    let key = session.id.clone();
+    Ok(request.app.store.read(move |conn| stored::members(conn, &key)).await?)
 }
 
 /// The refusal of a caller with no part: 401 without a key, else 403.
@@ -72,7 +86,8 @@ pub async fn require(request: &Request, session: &stored::Session) -> Result<Par
     party(request, session).await?.ok_or_else(|| refusal(request))
 }
 
-/// The owner only (ending, compaction, a plaintext session's messages).
+/// The owner only (ending, compaction, visibility, invitations, a
+/// plaintext session's messages).
 pub async fn require_owner(request: &Request, session: &stored::Session) -> Result<(), Error> {
     match require(request, session).await? {
         Party::Owner => Ok(()),
@@ -80,10 +95,40 @@ pub async fn require_owner(request: &Request, session: &stored::Session) -> Resu
     }
 }
 
+/// 404 `session_ended` for an ended session, unless the caller owns it.
+pub async fn unless_ended(request: &Request, session: &stored::Session) -> Result<(), Error> {
+    match session.ended_at {
+        Some(_) if party(request, session).await? != Some(Party::Owner) => Err(ended(&session.id)),
+        _ => Ok(()),
+    }
+}
+
+pub fn ended(id: &str) -> Error {
+    Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {id} has ended"))
+}
+
+/// 401 without a key; 403 unless `sender` is a member of the session
+/// held by the caller's account (the operator holds all).
+pub fn acting_for(request: &Request, members: &[stored::Member], sender: &str) -> Result<(), Error> {
+    let principal = request.principal.as_ref().ok_or_else(crate::auth::sign_in_required)?;
+    if principal.operator {
+        return Ok(());
+    }
+    let Some(member) = members.iter().find(|m| m.uaid == sender) else {
+        return Err(Error::forbidden("senderUaid is not a member of the session"));
+    };
+    match (&member.held_by, &principal.account) {
+        (Some(holder), Some(account)) if holder == account => Ok(()),
+        _ => Err(Error::forbidden("senderUaid is not a member held by the signed-in account")),
+    }
+}
+
 /// How much of a session's history the caller may read: from when (ms).
 /// A member named by `senderUaid` reads within its history scope (a
-/// private session's member must be the caller's own).
+/// private session's member must be the caller's own); the owner and the
+/// responder read it all, and so does anyone while it is public.
 pub async fn readable_since(request: &Request, session: &stored::Session) -> Result<i64, Error> {
+    unless_ended(request, session).await?;
     let public = session.visibility == "public";
     let Some(sender) = request.query_value("senderUaid")? else {
         return match public || party(request, session).await?.is_some() {
@@ -91,10 +136,9 @@ pub async fn readable_since(request: &Request, session: &stored::Session) -> Res
             false => Err(refusal(request)),
         };
     };
-    let key = session.id.clone();
-    let members = request.app.store.read(move |conn| stored::members(conn, &key)).await?;
+    let members = members(request, session).await?;
     if !public {
-        super::members::acting_for(request, session, &members, &sender).await?;
+        acting_for(request, &members, &sender)?;
     }
     match members.iter().find(|m| m.uaid == sender) {
         Some(m) if m.history_scope == "since_invite" => Ok(m.invited_at),
@@ -108,10 +152,4 @@ pub async fn readable_since(request: &Request, session: &stored::Session) -> Res
 pub fn relay_id(session: &str) -> String {
     let digest = sha2::Sha256::digest(format!("almanac chat relay id\0{session}").as_bytes());
     format!("conv_{}", shared::http::hex(&digest[..16]))
-}
-
-/// 409 for an idempotency key used before with another body.
-pub fn reused_key() -> Error {
-    let message = "idempotencyKey: used before in this session with another message";
-    Error::new(StatusCode::CONFLICT, "idempotency_key_reused", message).naming("idempotencyKey")
 }

@@ -27,13 +27,6 @@ const INSTRUCTION: &str = "Summarise this conversation between a user and an age
 pub async fn compact(request: Request) -> Answer {
     let chat = &request.app.chat;
     let principal = request.principal.as_ref().ok_or_else(crate::auth::sign_in_required)?;
-    let Some(provider) = chat.summarizer.clone() else {
-        return Err(Error::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "compaction_disabled",
-            "no summarisation provider is configured",
-        ));
-    };
     let account = principal.billing(&request.headers)?;
     let body: CompactRequest = match request.body.trim_ascii().is_empty() {
         true => CompactRequest::default(),
@@ -49,6 +42,13 @@ pub async fn compact(request: Request) -> Answer {
     let id = request.params.get("sessionId").to_string();
     let session = super::held(&request, &id).await?;
     super::access::require_owner(&request, &session).await?;
+    let Some(provider) = chat.summarizer.clone() else {
+        return Err(Error::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "compaction_disabled",
+            "no summarisation provider is configured",
+        ));
+    };
     let since = store::now_ms() - session.history_ttl * 1000;
     let (key, limit) = (id.clone(), chat.max_history_entries);
     let history = request.app.store.read(move |conn| stored::history(conn, &key, since, limit)).await?;

@@ -163,6 +163,9 @@ pub async fn handshake(request: Request) -> Answer {
             .map_err(|rule| Error::invalid_body(format!("longTermPublicKey: {rule}")).naming("longTermPublicKey"))?;
     }
     let (session, state) = load(&request).await?;
+    if session.ended_at.is_some() {
+        return Err(super::access::ended(&session.id));
+    }
     if state.is_none() {
         let message = format!("session {} is not encrypted (open it with encryptionRequested: true)", session.id);
         return Err(Error::new(StatusCode::NOT_FOUND, "encrypted_session_not_found", message));
@@ -221,21 +224,18 @@ pub async fn handshake(request: Request) -> Answer {
 }
 
 /// 401 or 403 unless the caller is the party `role` names: the requester
-/// is the session's owner; the responder the account that registered the
-/// session's agent here, or the owner when no account did.
+/// is the session's owner; the responder the account that held the
+/// session's agent when it was opened (`access::responder`), or the owner
+/// when none did.
 async fn submitter(request: &Request, session: &stored::Session, role: &Role) -> Result<(), Error> {
     use super::access::{self, Party};
     let owner = access::party(request, session).await? == Some(Party::Owner);
     let allowed = match role {
         Role::Requester => owner,
         Role::Responder => {
-            let registrant = match session.uaid.is_empty() {
-                true => None,
-                false => access::registrant(request, &session.uaid).await?,
-            };
             let principal = request.principal.as_ref();
-            match registrant {
-                Some(registrant) => principal.is_some_and(|p| p.operator || p.account.as_ref() == Some(&registrant)),
+            match access::responder(request, session).await? {
+                Some(holder) => principal.is_some_and(|p| p.operator || p.account.as_ref() == Some(&holder)),
                 None => owner,
             }
         }

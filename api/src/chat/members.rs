@@ -1,20 +1,21 @@
 //! Who is in a session and who may see it (spec section 4, Chat; section
-//! 5's access rules): session metadata, visibility, invitations with a
-//! history scope, and the listing of public sessions.
+//! 5's access rules, decided in [`super::access`]): session metadata,
+//! visibility, invitations with a history scope, and the listing of
+//! public sessions.
 //!
-//! A sender acts for a member UAID it owns: one its account registered
-//! here, or the `senderUaid` the account opened the session with (the
-//! operator owns all). A public session's metadata is readable by anyone;
-//! a private one's needs `senderUaid`, a key, and that ownership.
+//! Only the owner (or the operator) changes a session's visibility, its
+//! members or their scope. Making it public or inviting names a member
+//! the owner holds (`senderUaid`), as the spec's rule 5 asks; making it
+//! private needs only the owner, who can always take a session back.
 
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use warp::http::StatusCode;
 
+use super::access;
 use crate::reply::{self, Answer, Error};
 use crate::request::{parse_body, Request};
-use crate::store::{self, chat as stored, registry};
+use crate::store::{self, chat as stored};
 
 /// Why an anonymous session is not shared.
 const ANONYMOUS: &str = "a session opened without a key stays private to its opener: its id is what controls it";
@@ -60,32 +61,6 @@ async fn load(request: &Request) -> Result<(stored::Session, Vec<stored::Member>
     Ok((session, members))
 }
 
-/// 401 without a key; 403 unless `sender` is a member the principal owns.
-pub(crate) async fn acting_for(
-    request: &Request,
-    session: &stored::Session,
-    members: &[stored::Member],
-    sender: &str,
-) -> Result<(), Error> {
-    let principal = request.principal.as_ref().ok_or_else(crate::auth::sign_in_required)?;
-    if principal.operator {
-        return Ok(());
-    }
-    if !members.iter().any(|m| m.uaid == sender) {
-        return Err(Error::forbidden("senderUaid is not a member of the session"));
-    }
-    let account = principal.account.clone().unwrap_or_default();
-    if session.account.as_deref() == Some(account.as_str()) && session.sender_uaid.as_deref() == Some(sender) {
-        return Ok(());
-    }
-    let uaid = sender.to_string();
-    let registered = request.app.store.read(move |conn| registry::find(conn, &uaid)).await?;
-    match registered.filter(|r| r.deleted_at.is_none()) {
-        Some(r) if r.account == account => Ok(()),
-        _ => Err(Error::forbidden("senderUaid is not an agent of the signed-in account")),
-    }
-}
-
 /// The metadata answer.
 fn metadata(session: &stored::Session, members: &[stored::Member]) -> Value {
     let members: Vec<Value> = members
@@ -115,29 +90,38 @@ fn uaid_field(value: &str, field: &'static str) -> Result<String, Error> {
     Ok(value.to_string())
 }
 
-/// `GET /api/v1/chat/session/{sessionId}/meta[?senderUaid]`.
+/// `GET /api/v1/chat/session/{sessionId}/meta[?senderUaid]`: a public
+/// session's for anyone; a private one's for its owner, or the holder of
+/// the member `senderUaid` names.
 pub async fn meta(request: Request) -> Answer {
     let (session, members) = load(&request).await?;
-    if session.visibility != "public" {
+    access::unless_ended(&request, &session).await?;
+    let owner = access::party(&request, &session).await? == Some(access::Party::Owner);
+    if session.visibility != "public" && !owner {
         let Some(sender) = request.query_value("senderUaid")? else {
             let message = "senderUaid: a private session's metadata needs the member asking";
             return Err(Error::parameter("senderUaid", message));
         };
-        acting_for(&request, &session, &members, &sender).await?;
+        access::acting_for(&request, &members, &sender)?;
     }
     Ok(reply::json(&metadata(&session, &members)))
 }
 
-/// `PATCH /api/v1/chat/session/{sessionId}`: public or private.
+/// `PATCH /api/v1/chat/session/{sessionId}`: public or private, by the
+/// owner only.
 pub async fn visibility(request: Request) -> Answer {
     let body: VisibilityRequest = parse_body(&request.body)?;
     let sender = uaid_field(&body.sender_uaid, "senderUaid")?;
     let (session, members) = load(&request).await?;
-    acting_for(&request, &session, &members, &sender).await?;
+    access::require_owner(&request, &session).await?;
     let visibility = match body.visibility {
-        Visibility::Public if session.account.is_none() => return Err(Error::forbidden(ANONYMOUS)),
-        Visibility::Public => "public",
         Visibility::Private => "private",
+        Visibility::Public if session.account.is_none() => return Err(Error::forbidden(ANONYMOUS)),
+        Visibility::Public if session.ended_at.is_some() => return Err(access::ended(&session.id)),
+        Visibility::Public => {
+            access::acting_for(&request, &members, &sender)?;
+            "public"
+        }
     };
     let id = session.id.clone();
     request.app.store.write(move |conn| stored::set_visibility(conn, &id, visibility, store::now_ms())).await?;
@@ -145,19 +129,21 @@ pub async fn visibility(request: Request) -> Answer {
     Ok(reply::json(&metadata(&session, &members)))
 }
 
-/// `POST /api/v1/chat/session/{sessionId}/invite`: adds a member, who
-/// sees all the history or only what follows the invite.
+/// `POST /api/v1/chat/session/{sessionId}/invite`: the owner adds a
+/// member, who sees all the history or only what follows the invite, or
+/// changes a member's scope.
 pub async fn invite(request: Request) -> Answer {
     let body: InviteRequest = parse_body(&request.body)?;
     let sender = uaid_field(&body.sender_uaid, "senderUaid")?;
     let invitee = uaid_field(&body.uaid, "uaid")?;
     let (session, members) = load(&request).await?;
-    acting_for(&request, &session, &members, &sender).await?;
+    access::require_owner(&request, &session).await?;
     if session.account.is_none() {
         return Err(Error::forbidden(ANONYMOUS));
     }
+    access::acting_for(&request, &members, &sender)?;
     if session.ended_at.is_some() {
-        return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
+        return Err(access::ended(&session.id));
     }
     let member = stored::Member {
         uaid: invitee,
@@ -166,6 +152,7 @@ pub async fn invite(request: Request) -> Answer {
             Scope::All => "all".into(),
             Scope::SinceInvite => "since_invite".into(),
         },
+        held_by: None,
     };
     let id = session.id.clone();
     request.app.store.write(move |conn| stored::invite(conn, &id, &member)).await?;

@@ -3,9 +3,23 @@
 //! agent ([`relay`]) and answered as JSON or, when asked for, as an event
 //! stream, history within the session's window, and ending a session.
 //!
+//! A message runs through named steps, as a request runs through the
+//! pipeline, so each bound and each check has one place:
+//!
+//! ```text
+//! Outgoing::read (the body: message, auth and key bounded before anything is looked up)
+//!   -> Outgoing::session (the session named, with the caller's part in it; or one opened)
+//!   -> replay (a key seen before: its answer, or 409; else claimed while in flight)
+//!   -> encrypted_send (an encrypted session: stored for the other party, not relayed)
+//!   -> Relay::prepare (target, authentication, history, payer, a slot for the call)
+//!   -> Relay::answer | Relay::stream (the agent called)
+//!   -> finish (the turn stored, billed, and the send's authentication held)
+//! ```
+//!
 //! A turn is stored once the agent has answered it: a stream the client
 //! leaves is dropped, which closes the agent's connection and stores
-//! nothing.
+//! nothing; a turn that fails stores nothing either, the authentication
+//! it brought included.
 
 pub mod a2a;
 pub mod access;
@@ -57,8 +71,9 @@ struct MessageRequest {
     idempotency_key: Option<String>,
 }
 
-/// A send's idempotency key and the digest of what it sent: a retry with
-/// both gets the first answer, the key with another message 409.
+/// A send's idempotency key and the digest of what it relays (the
+/// message and its envelope): a retry with both gets the first answer, the
+/// key with another message 409 (`crate::idempotency`'s rule, per session).
 #[derive(Clone)]
 struct Idempotency {
     key: String,
@@ -132,9 +147,7 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
     }
     let headers = match &body.auth {
         None => Default::default(),
-        Some(auth) => {
-            relay::auth_headers(auth).map_err(|rule| Error::invalid_body(format!("auth: {rule}")).naming("auth"))?
-        }
+        Some(auth) => session_auth(chat.auth_bounds, auth)?,
     };
     let default_ttl = chat.history_ttl.as_secs() as i64;
     let ttl = match body.history_ttl_seconds {
@@ -220,6 +233,9 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
         ended_at: None,
         encryption: None,
     };
+    // Held before the session is stored, so a full store refuses the
+    // session rather than leave it without its authentication.
+    chat.hold_auth(&session.id, headers).map_err(|_| auth_full())?;
     let (held, bill) = (session.clone(), (price > 0).then(|| account.clone()).flatten());
     let encrypted = (body.encryption_requested == Some(true) && chat.encryption_enabled)
         .then(|| encryption::initial(session.created_at));
@@ -247,11 +263,12 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
             }
             Ok(Ok(()))
         })
-        .await?;
+        .await
+        .inspect_err(|_| chat.forget(&session.id))?;
     if let Err((balance, shortfall)) = outcome {
+        chat.forget(&session.id);
         return Err(crate::broker::register::short(price, balance, shortfall));
     }
-    chat.hold_auth(&session.id, headers);
     let mut answer = json!({
         "sessionId": session.id,
         "uaid": if uaid.is_empty() { Value::Null } else { json!(uaid) },
@@ -278,7 +295,7 @@ async fn session(request: &Request, id: &str) -> Result<stored::Session, Error> 
     let session = held(request, id).await?;
     match session.ended_at {
         None => Ok(session),
-        Some(_) => Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {id} has ended"))),
+        Some(_) => Err(access::ended(id)),
     }
 }
 
@@ -292,8 +309,8 @@ pub(crate) async fn held(request: &Request, id: &str) -> Result<stored::Session,
 /// Whether the request admits an event stream (`Accept` names
 /// `text/event-stream`, `text/*` or `*/*` with a q above 0, and not only as
 /// one of several types that JSON would also satisfy).
-fn wants_events(request: &Request) -> bool {
-    let accept = request.headers.get_all("accept").iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>().join(",");
+fn wants_events(headers: &warp::http::HeaderMap) -> bool {
+    let accept = headers.get_all("accept").iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>().join(",");
     accept.split(',').any(|item| {
         let mut parts = item.split(';');
         let kind = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
@@ -303,207 +320,310 @@ fn wants_events(request: &Request) -> bool {
     })
 }
 
+/// A session's authentication (`auth`) as its headers, within the bounds
+/// (400 naming `auth`).
+fn session_auth(bounds: relay::AuthBounds, auth: &Value) -> Result<warp::http::HeaderMap, Error> {
+    relay::auth_headers(auth, bounds).map_err(|bad| {
+        let code = match bad {
+            relay::BadAuth::TooLarge(_) => "auth_too_large",
+            relay::BadAuth::Invalid(_) => "invalid_body",
+        };
+        Error::new(StatusCode::BAD_REQUEST, code, format!("auth: {bad}")).naming("auth")
+    })
+}
+
+/// 503: the authentication held for all sessions is at its bound.
+fn auth_full() -> Error {
+    let message = "the broker holds as much session authentication as it may; try again later";
+    Error::new(StatusCode::SERVICE_UNAVAILABLE, "auth_store_full", message)
+}
+
+/// The bounds a send's body is read within.
+#[derive(Clone, Copy, Debug)]
+pub struct SendBounds {
+    pub max_message_bytes: usize,
+    pub auth: relay::AuthBounds,
+}
+
+/// A send as read from its body: everything bounded and checked before
+/// a session is looked up or an agent called.
+pub struct Outgoing {
+    body: MessageRequest,
+    /// The send's own authentication, used for its turn and held once the
+    /// turn is stored (a send that opens a session holds it at once).
+    auth: Option<warp::http::HeaderMap>,
+    key: Option<Idempotency>,
+    /// Answered as an event stream.
+    streaming: bool,
+}
+
+impl Outgoing {
+    fn read(request: &Request) -> Result<Outgoing, Error> {
+        let chat = &request.app.chat;
+        let bounds = SendBounds { max_message_bytes: chat.max_message_bytes, auth: chat.auth_bounds };
+        Outgoing::parse(&request.body, &request.headers, bounds)
+    }
+
+    /// Reads a send's body and headers within `bounds`, every collection
+    /// bounded before it is built. Pure (the fuzz target `chat_message`
+    /// drives it).
+    pub fn parse(body: &bytes::Bytes, headers: &warp::http::HeaderMap, bounds: SendBounds) -> Result<Outgoing, Error> {
+        let body: MessageRequest = parse_body(body)?;
+        if body.message.trim().is_empty() && body.cipher_envelope.is_none() {
+            return Err(Error::invalid_body("message: must not be empty").naming("message"));
+        }
+        if body.message.len() > bounds.max_message_bytes {
+            let message = format!("message: larger than {} bytes", bounds.max_message_bytes);
+            return Err(Error::new(StatusCode::PAYLOAD_TOO_LARGE, "message_too_large", message).naming("message"));
+        }
+        if let Some(envelope) = &body.cipher_envelope {
+            encryption::check_envelope(envelope)?;
+        }
+        let auth = body.auth.as_ref().map(|auth| session_auth(bounds.auth, auth)).transpose()?;
+        let key = crate::idempotency::key(headers, body.idempotency_key.as_deref())?.map(|key| {
+            let sent = json!([body.message, body.cipher_envelope]).to_string();
+            Idempotency { key, digest: crate::idempotency::digest(&sent) }
+        });
+        let streaming = body.streaming == Some(true) && wants_events(headers);
+        Ok(Outgoing { body, auth, key, streaming })
+    }
+
+    pub fn message(&self) -> &str {
+        &self.body.message
+    }
+
+    /// The send's own authentication for its agent, if it brings one.
+    pub fn auth(&self) -> Option<&warp::http::HeaderMap> {
+        self.auth.as_ref()
+    }
+
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.key.as_ref().map(|k| k.key.as_str())
+    }
+
+    /// The session the send names, which the caller may write into (404
+    /// for an unknown or ended one, 401 or 403 for another's), or one
+    /// opened for its `uaid` or `agentUrl`.
+    async fn session(&mut self, request: &Request) -> Result<stored::Session, Error> {
+        if let Some(id) = &self.body.session_id {
+            let session = session(request, id).await?;
+            access::require(request, &session).await?;
+            return Ok(session);
+        }
+        let opening = SessionRequest {
+            uaid: self.body.uaid.clone(),
+            agent_url: self.body.agent_url.clone(),
+            auth: self.body.auth.take(),
+            history_ttl_seconds: None,
+            encryption_requested: None,
+            sender_uaid: None,
+        };
+        // The session holds the send's authentication from its opening.
+        self.auth = None;
+        Ok(open(request, opening).await?.0)
+    }
+}
+
+/// What a key already names in a session.
+enum Replay {
+    /// A retry: the first send's answer.
+    Answered(Value),
+    /// Not seen: claimed until the send ends (`None` without a key).
+    Claimed(Option<sessions::Claim>),
+}
+
+/// A key's first answer, 409 for the key with another message or while
+/// its first send is in flight, or the key claimed.
+async fn replay(request: &Request, session: &stored::Session, key: Option<&Idempotency>) -> Result<Replay, Error> {
+    let Some(idempotency) = key else { return Ok(Replay::Claimed(None)) };
+    let (id, k) = (session.id.clone(), idempotency.key.clone());
+    if let Some((answer, digest)) = request.app.store.read(move |conn| stored::sent(conn, &id, &k)).await? {
+        if digest.is_some_and(|d| d != idempotency.digest) {
+            return Err(crate::idempotency::reused());
+        }
+        return Ok(Replay::Answered(serde_json::from_str(&answer).unwrap_or_default()));
+    }
+    let claim = request.app.chat.claim(&session.id, &idempotency.key).ok_or_else(|| {
+        Error::new(StatusCode::CONFLICT, "send_in_progress", "a send with this idempotency key is in progress")
+    })?;
+    Ok(Replay::Claimed(Some(claim)))
+}
+
 /// `POST /api/v1/chat/message`: routed by `sessionId` first, else a
 /// session is opened for `uaid` or `agentUrl`.
 pub async fn message(request: Request) -> Answer {
-    let body: MessageRequest = parse_body(&request.body)?;
-    let chat = &request.app.chat;
-    if body.message.trim().is_empty() && body.cipher_envelope.is_none() {
-        return Err(Error::invalid_body("message: must not be empty").naming("message"));
-    }
-    if body.message.len() > chat.max_message_bytes {
-        let message = format!("message: larger than {} bytes", chat.max_message_bytes);
-        return Err(Error::new(StatusCode::PAYLOAD_TOO_LARGE, "message_too_large", message).naming("message"));
-    }
-    let session = match &body.session_id {
-        Some(id) => {
-            let session = session(&request, id).await?;
-            access::require(&request, &session).await?;
-            session
-        }
-        None => {
-            let opening = SessionRequest {
-                uaid: body.uaid.clone(),
-                agent_url: body.agent_url.clone(),
-                auth: body.auth.clone(),
-                history_ttl_seconds: None,
-                encryption_requested: None,
-                sender_uaid: None,
-            };
-            open(&request, opening).await?.0
-        }
-    };
-    let key = body
-        .idempotency_key
-        .clone()
-        .or_else(|| request.headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(String::from))
-        .map(|k| k.trim().to_string())
-        .filter(|k| !k.is_empty());
-    if key.as_ref().is_some_and(|k| k.len() > 255) {
-        return Err(Error::invalid_body("idempotencyKey: at most 255 bytes").naming("idempotencyKey"));
-    }
-    let key = key.map(|key| {
-        use sha2::Digest as _;
-        let sent = json!([body.message, body.cipher_envelope]).to_string();
-        Idempotency { key, digest: shared::http::hex(&sha2::Sha256::digest(sent.as_bytes())) }
-    });
-    let _claim = match &key {
-        None => None,
-        Some(idempotency) => {
-            let (id, k) = (session.id.clone(), idempotency.key.clone());
-            if let Some((answer, digest)) = request.app.store.read(move |conn| stored::sent(conn, &id, &k)).await? {
-                if digest.is_some_and(|d| d != idempotency.digest) {
-                    return Err(access::reused_key());
-                }
-                let answer: Value = serde_json::from_str(&answer).unwrap_or_default();
-                return Ok(reply::json(&answer));
-            }
-            Some(chat.claim(&session.id, &idempotency.key).ok_or_else(|| {
-                Error::new(StatusCode::CONFLICT, "send_in_progress", "a send with this idempotency key is in progress")
-            })?)
-        }
+    let mut send = Outgoing::read(&request)?;
+    let session = send.session(&request).await?;
+    let claim = match replay(&request, &session, send.key.as_ref()).await? {
+        Replay::Answered(answer) => return Ok(reply::json(&answer)),
+        Replay::Claimed(claim) => claim,
     };
     if session.encryption.is_some() {
-        return encrypted_send(&request, &session, &body, key.as_ref()).await;
+        return encrypted_send(&request, &session, &send.body, send.key.as_ref()).await;
     }
-    if let Some(envelope) = &body.cipher_envelope {
-        encryption::check_envelope(envelope)?;
+    let relay = Relay::prepare(&request, session, send).await?;
+    match relay.send.streaming {
+        false => relay.answer(&request).await,
+        true => relay.stream(&request, claim).await,
     }
-    let target = target_of(&session.target)?;
-    let mut headers = chat.auth(&session.id);
-    if let (Some(auth), Some(_)) = (&body.auth, &body.session_id) {
-        let more =
-            relay::auth_headers(auth).map_err(|rule| Error::invalid_body(format!("auth: {rule}")).naming("auth"))?;
-        headers.extend(more);
-        chat.hold_auth(&session.id, headers.clone());
+}
+
+/// A turn ready to be relayed: the agent, what it is sent, who pays, and a
+/// slot among the calls in flight.
+struct Relay {
+    session: stored::Session,
+    send: Outgoing,
+    target: Target,
+    headers: warp::http::HeaderMap,
+    history: Vec<(String, String)>,
+    user: stored::Message,
+    bill: Option<(String, f64)>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Relay {
+    async fn prepare(request: &Request, session: stored::Session, send: Outgoing) -> Result<Relay, Error> {
+        let chat = &request.app.chat;
+        let target = target_of(&session.target)?;
+        // The send's own authentication stands for the session's this turn.
+        let headers = send.auth.clone().unwrap_or_else(|| chat.auth(&session.id));
+        let now = store::now_ms();
+        let since = now - session.history_ttl * 1000;
+        let (id, limit) = (session.id.clone(), chat.max_history_entries);
+        // A2A agents keep the conversation themselves (its contextId); the
+        // others are sent the history.
+        let earlier = match target {
+            Target::A2a(_) => Vec::new(),
+            _ => request.app.store.read(move |conn| stored::history(conn, &id, since, limit)).await?,
+        };
+        let history = earlier.into_iter().map(|m| (m.role, m.content)).collect();
+        let user = stored::Message {
+            message_id: new_id("msg_"),
+            role: "user".into(),
+            content: send.body.message.clone(),
+            cipher_envelope: send.body.cipher_envelope.as_ref().map(Value::to_string),
+            created_at: now,
+        };
+        let bill = payer(request, &target).await?;
+        let permit = chat.upstream.clone().try_acquire_owned().map_err(|_| {
+            Error::new(StatusCode::SERVICE_UNAVAILABLE, "too_busy", "too many agent calls are in flight; try again")
+        })?;
+        Ok(Relay { session, send, target, headers, history, user, bill, permit })
     }
-    let now = store::now_ms();
-    let since = now - session.history_ttl * 1000;
-    let (id, limit) = (session.id.clone(), chat.max_history_entries);
-    // A2A agents keep the conversation themselves (its contextId); the
-    // others are sent the history.
-    let earlier = match target {
-        Target::A2a(_) => Vec::new(),
-        _ => request.app.store.read(move |conn| stored::history(conn, &id, since, limit)).await?,
-    };
-    let history: Vec<(String, String)> = earlier.into_iter().map(|m| (m.role, m.content)).collect();
-    let user = stored::Message {
-        message_id: new_id("msg_"),
-        role: "user".into(),
-        content: body.message.clone(),
-        cipher_envelope: body.cipher_envelope.as_ref().map(Value::to_string),
-        created_at: now,
-    };
-    // A metered agent: a signed-in payer with credits; billed from usage.
-    let bill = match target.metered() {
-        false => None,
-        true => {
-            let principal = request.principal.as_ref().ok_or_else(|| {
-                Error::unauthorized("auth_required", "a model-routing provider agent needs a signed-in payer")
-            })?;
-            let account = principal.billing(&request.headers)?;
-            let owner = account.clone();
-            let balance = request.app.store.read(move |conn| credits::balance(conn, &owner)).await?;
-            if balance < 1 {
-                return Err(crate::broker::register::short(1, balance, 1 - balance));
-            }
-            Some((account, request.app.pricing.chat.credits_per_thousand_tokens))
+
+    fn turn<'a>(&'a self, relay_id: &'a str) -> Turn<'a> {
+        Turn {
+            text: &self.send.body.message,
+            session: relay_id,
+            context: self.session.context.as_deref(),
+            history: &self.history,
+            headers: &self.headers,
         }
-    };
-    let permit = chat.upstream.clone().try_acquire_owned().map_err(|_| {
-        Error::new(StatusCode::SERVICE_UNAVAILABLE, "too_busy", "too many agent calls are in flight; try again")
-    })?;
-    let streaming = body.streaming == Some(true) && wants_events(&request);
-    let relay_id = access::relay_id(&session.id);
-    let turn = Turn {
-        text: &body.message,
-        session: &relay_id,
-        context: session.context.as_deref(),
-        history: &history,
-        headers: &headers,
-    };
-    if !streaming {
-        let reply = relay::send(&chat.gate, &chat.providers, &target, &turn, chat.max_answer_bytes)
-            .await
-            .map_err(|f| failed(&f))?;
+    }
+
+    /// The agent's whole reply, stored and answered as JSON.
+    async fn answer(self, request: &Request) -> Answer {
+        let chat = &request.app.chat;
+        let relay_id = access::relay_id(&self.session.id);
+        let reply =
+            relay::send(&chat.gate, &chat.providers, &self.target, &self.turn(&relay_id), chat.max_answer_bytes)
+                .await
+                .map_err(|f| failed(&f))?;
+        let Relay { session, send, user, bill, permit, .. } = self;
         drop(permit);
-        let answer = finish(&request.app, &session, user, &reply, new_id("msg_"), key.as_ref(), bill.as_ref()).await?;
-        return Ok(reply::json(&answer));
+        let stored = Stored { session: &session, send: &send, bill: bill.as_ref() };
+        let answer = finish(&request.app, &stored, user, &reply, new_id("msg_")).await?;
+        Ok(reply::json(&answer))
     }
-    let upstream = relay::stream(&chat.gate, &chat.providers, &target, &turn, chat.max_answer_bytes)
-        .await
-        .map_err(|f| failed(&f))?;
-    let app = request.app.clone();
-    let message_id = new_id("msg_");
-    // The turn runs on a task of its own that sends each event as the
-    // agent's chunks arrive; the last one closes the turn. When the client
-    // leaves, the channel closes: the task drops the agent's stream (its
-    // connection closes), returns the permit, and stores nothing.
-    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
-    let claim = _claim;
-    tokio::spawn(async move {
-        let _permit = permit;
-        let _claim = claim;
-        let mut upstream = upstream;
-        let mut user = Some(user);
-        loop {
-            let next = tokio::select! {
-                _ = tx.closed() => return,
-                next = upstream.next() => next,
-            };
-            let (event, last) = match next {
-                Some(Ok(Chunk::Text(text))) => (
-                    json!({"type": "event", "content": {"kind": "message", "sessionId": session.id,
-                        "messageId": message_id, "role": "agent", "text": text, "final": false}}),
-                    false,
-                ),
-                Some(Ok(Chunk::Done(reply))) => {
-                    if tx.is_closed() {
-                        return;
+
+    /// The agent's reply relayed as events while it streams. The turn runs
+    /// on a task of its own that sends each event as the agent's chunks
+    /// arrive; the last one closes the turn. When the client leaves, the
+    /// channel closes: the task drops the agent's stream (its connection
+    /// closes), returns the permit, and stores nothing.
+    async fn stream(self, request: &Request, claim: Option<sessions::Claim>) -> Answer {
+        let chat = &request.app.chat;
+        let relay_id = access::relay_id(&self.session.id);
+        let upstream =
+            relay::stream(&chat.gate, &chat.providers, &self.target, &self.turn(&relay_id), chat.max_answer_bytes)
+                .await
+                .map_err(|f| failed(&f))?;
+        let app = request.app.clone();
+        let message_id = new_id("msg_");
+        let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
+        let Relay { session, send, user, bill, permit, .. } = self;
+        tokio::spawn(async move {
+            let (_permit, _claim) = (permit, claim);
+            let mut upstream = upstream;
+            let mut user = Some(user);
+            loop {
+                let next = tokio::select! {
+                    _ = tx.closed() => return,
+                    next = upstream.next() => next,
+                };
+                let (event, last) = match next {
+                    Some(Ok(Chunk::Text(text))) => (
+                        json!({"type": "event", "content": {"kind": "message", "sessionId": session.id,
+                            "messageId": message_id, "role": "agent", "text": text, "final": false}}),
+                        false,
+                    ),
+                    Some(Ok(Chunk::Done(reply))) => {
+                        if tx.is_closed() {
+                            return;
+                        }
+                        let user = user.take().expect("one reply per turn");
+                        let stored = Stored { session: &session, send: &send, bill: bill.as_ref() };
+                        let event = match finish(&app, &stored, user, &reply, message_id.clone()).await {
+                            Ok(mut answer) => {
+                                answer["kind"] = json!("message");
+                                answer["messageId"] = json!(message_id);
+                                answer["final"] = json!(true);
+                                json!({"type": "event", "content": answer})
+                            }
+                            Err(e) => {
+                                json!({"type": "error", "content": {"kind": "error", "code": e.code, "message": e.message}})
+                            }
+                        };
+                        (event, true)
                     }
-                    let user = user.take().expect("one reply per turn");
-                    let event = match finish(
-                        &app,
-                        &session,
-                        user,
-                        &reply,
-                        message_id.clone(),
-                        key.as_ref(),
-                        bill.as_ref(),
-                    )
-                    .await
-                    {
-                        Ok(mut answer) => {
-                            answer["kind"] = json!("message");
-                            answer["messageId"] = json!(message_id);
-                            answer["final"] = json!(true);
-                            json!({"type": "event", "content": answer})
-                        }
-                        Err(e) => {
-                            json!({"type": "error", "content": {"kind": "error", "code": e.code, "message": e.message}})
-                        }
-                    };
-                    (event, true)
+                    Some(Err(failure)) => (
+                        json!({"type": "error", "content": {"kind": "error", "code": failure.code(), "message": failure.message()}}),
+                        true,
+                    ),
+                    None => (
+                        json!({"type": "error", "content": {"kind": "error", "code": "agent_stream_cut",
+                            "message": "the agent's stream ended before its reply"}}),
+                        true,
+                    ),
+                };
+                if tx.send(sse::event(&event)).await.is_err() || last {
+                    return;
                 }
-                Some(Err(failure)) => (
-                    json!({"type": "error", "content": {"kind": "error", "code": failure.code(), "message": failure.message()}}),
-                    true,
-                ),
-                None => (
-                    json!({"type": "error", "content": {"kind": "error", "code": "agent_stream_cut",
-                        "message": "the agent's stream ended before its reply"}}),
-                    true,
-                ),
-            };
-            if tx.send(sse::event(&event)).await.is_err() || last {
-                return;
             }
-        }
-    });
-    let events = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
-    });
-    Ok(reply::stream("text/event-stream", "no-store", events))
+        });
+        let events = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|event| (Ok::<_, std::convert::Infallible>(event), rx))
+        });
+        Ok(reply::stream("text/event-stream", "no-store", events))
+    }
+}
+
+/// Who pays a metered agent's turn: a signed-in payer with credits, at the
+/// pricing's rate (`None` for an agent that is not metered).
+async fn payer(request: &Request, target: &Target) -> Result<Option<(String, f64)>, Error> {
+    if !target.metered() {
+        return Ok(None);
+    }
+    let principal = request.principal.as_ref().ok_or_else(|| {
+        Error::unauthorized("auth_required", "a model-routing provider agent needs a signed-in payer")
+    })?;
+    let account = principal.billing(&request.headers)?;
+    let owner = account.clone();
+    let balance = request.app.store.read(move |conn| credits::balance(conn, &owner)).await?;
+    if balance < 1 {
+        return Err(crate::broker::register::short(1, balance, 1 - balance));
+    }
+    Ok(Some((account, request.app.pricing.chat.credits_per_thousand_tokens)))
 }
 
 /// A message of an encrypted session: its envelope is required and kept
@@ -540,21 +660,29 @@ async fn encrypted_send(
         .write(move |conn| stored::turn(conn, &id, &[message], None, sent.as_ref().map(|(k, answer)| k.sent(answer))))
         .await?;
     if !stored {
-        return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
+        return Err(access::ended(&session.id));
     }
     Ok(reply::json(&answer))
 }
 
-/// Stores the turn and answers it as a `ChatMessageResponse`.
+/// What a finished turn is stored with: its session, its send (the key
+/// and the authentication to hold), and its payer.
+struct Stored<'a> {
+    session: &'a stored::Session,
+    send: &'a Outgoing,
+    bill: Option<&'a (String, f64)>,
+}
+
+/// Stores the turn and answers it as a `ChatMessageResponse`; once it is
+/// stored, the send's authentication (if it brought one) is the session's.
 async fn finish(
     app: &crate::app::App,
-    session: &stored::Session,
+    turn: &Stored<'_>,
     user: stored::Message,
     reply: &relay::Reply,
     message_id: String,
-    key: Option<&Idempotency>,
-    bill: Option<&(String, f64)>,
 ) -> Result<Value, Error> {
+    let session = turn.session;
     let agent = stored::Message {
         message_id,
         role: "agent".into(),
@@ -576,7 +704,7 @@ async fn finish(
         answer["rawResponse"] = reply.raw.clone();
     }
     // Metered: the provider's token usage, in credits (at least one).
-    let charge = bill.map(|(account, per_thousand)| {
+    let charge = turn.bill.map(|(account, per_thousand)| {
         let tokens = reply.raw["usage"]["total_tokens"].as_u64().unwrap_or(0);
         let credits = ((tokens as f64 / 1000.0 * per_thousand).ceil() as i64).max(1);
         answer["creditsDebited"] = json!(credits);
@@ -590,7 +718,7 @@ async fn finish(
         }
     });
     let (id, context, messages) = (session.id.clone(), reply.context.clone(), vec![user, agent.clone()]);
-    let sent = key.map(|k| (k.clone(), answer.to_string()));
+    let sent = turn.send.key.clone().map(|k| (k, answer.to_string()));
     let outcome = app
         .store
         .write(move |conn| {
@@ -610,7 +738,11 @@ async fn finish(
         }
     };
     if !stored {
-        return Err(Error::new(StatusCode::NOT_FOUND, "session_ended", format!("session {} has ended", session.id)));
+        return Err(access::ended(&session.id));
+    }
+    if let Some(headers) = &turn.send.auth {
+        // Full: the turn stands, and the session keeps what it held.
+        let _ = app.chat.hold_auth(&session.id, headers.clone());
     }
     Ok(answer)
 }

@@ -180,9 +180,56 @@ pub async fn stream(
     })
 }
 
+/// How much authentication a session may bring and the api hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuthBounds {
+    /// Headers one session's `auth` may make.
+    pub max_headers: usize,
+    /// Bytes of names and values one session's `auth` may make.
+    pub max_bytes: usize,
+    /// Bytes held for all sessions together.
+    pub max_held_bytes: usize,
+}
+
+/// The bytes `headers` hold: names and values (what the bounds count).
+pub fn auth_size(headers: &HeaderMap) -> usize {
+    headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum()
+}
+
 /// Session authentication (the request's `auth`) as the headers sent to
-/// the agent.
-pub fn auth_headers(auth: &Value) -> Result<HeaderMap, &'static str> {
+/// the agent, within `bounds`: the number of headers is checked before
+/// any is made (a `HeaderMap` panics past 32,768 entries), their bytes
+/// once made. The error says which rule the `auth` broke.
+pub fn auth_headers(auth: &Value, bounds: AuthBounds) -> Result<HeaderMap, BadAuth> {
+    let too_many = || BadAuth::TooLarge(format!("at most {} headers", bounds.max_headers));
+    // Those listed, then (with the named form's one) those made.
+    if auth["headers"].as_object().map_or(0, |h| h.len()) > bounds.max_headers {
+        return Err(too_many());
+    }
+    let headers = auth_header_map(auth).map_err(BadAuth::Invalid)?;
+    if headers.len() > bounds.max_headers {
+        return Err(too_many());
+    }
+    let size = auth_size(&headers);
+    if size > bounds.max_bytes {
+        let rule = format!("at most {} bytes of header names and values (these are {size})", bounds.max_bytes);
+        return Err(BadAuth::TooLarge(rule));
+    }
+    Ok(headers)
+}
+
+/// Why a session's `auth` is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadAuth {
+    /// Past the bounds.
+    #[error("{0}")]
+    TooLarge(String),
+    /// Not a form the broker reads.
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+fn auth_header_map(auth: &Value) -> Result<HeaderMap, &'static str> {
     /// Headers that frame or route the request: the broker's to set.
     const RESERVED: &[&str] = &[
         "host",
@@ -291,14 +338,17 @@ mod tests {
     /// Each case: a session's `auth`, and the headers sent (or why not).
     #[test]
     fn auth_becomes_the_headers_sent() {
+        let bounds = AuthBounds { max_headers: 3, max_bytes: 64, max_held_bytes: 1 << 20 };
         let check = |auth: Value, expected: Result<Vec<(&str, &str)>, &str>| {
-            let got = auth_headers(&auth).map(|h| {
+            let got = auth_headers(&auth, bounds).map_err(|e| e.to_string()).map(|h| {
                 let mut pairs: Vec<(String, String)> =
                     h.iter().map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string())).collect();
                 pairs.sort();
                 pairs
             });
-            let expected = expected.map(|e| e.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>());
+            let expected = expected
+                .map(|e| e.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>())
+                .map_err(String::from);
             assert_eq!(got, expected, "{auth}");
         };
         check(json!({}), Ok(vec![]));
@@ -323,5 +373,22 @@ mod tests {
             json!({"type": "header", "headerName": "Transfer-Encoding", "headerValue": "chunked"}),
             Err("a header the broker sets itself cannot be sent"),
         );
+        // The bounds: three headers, 64 bytes of names and values.
+        check(json!({"headers": {"a": "1", "b": "2", "c": "3"}}), Ok(vec![("a", "1"), ("b", "2"), ("c", "3")]));
+        check(json!({"headers": {"a": "1", "b": "2", "c": "3", "d": "4"}}), Err("at most 3 headers"));
+        check(json!({"token": "t", "headers": {"a": "1", "b": "2", "c": "3"}}), Err("at most 3 headers"));
+        check(
+            json!({"token": "t", "headers": {"a": "1", "b": "2"}}),
+            Ok(vec![("a", "1"), ("authorization", "Bearer t"), ("b", "2")]),
+        );
+        check(
+            json!({"headers": {"x-long": "v".repeat(59)}}),
+            Err("at most 64 bytes of header names and values (these are 65)"),
+        );
+        check(json!({"headers": {"x-long": "v".repeat(58)}}), Ok(vec![("x-long", &"v".repeat(58))]));
+        // Far past the bound, refused before a header is made: a
+        // `HeaderMap` would panic past 32,768 of them.
+        let many: serde_json::Map<String, Value> = (0..40_000).map(|i| (format!("x-{i}"), json!("v"))).collect();
+        check(json!({ "headers": many }), Err("at most 3 headers"));
     }
 }

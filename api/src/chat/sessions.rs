@@ -1,6 +1,12 @@
 //! Chat's settings and what it holds in memory: each open session's
 //! authentication for its agent (never stored, never logged; dropped when
-//! the session ends or the api stops) and the bound on upstream calls.
+//! the session ends, goes idle, or the api stops) and the bound on
+//! upstream calls.
+//!
+//! Everything a client can make the api hold for a session is bounded:
+//! its authentication by [`AuthBounds`] (headers and bytes per session,
+//! bytes over all sessions), a send's idempotency claim by the sends in
+//! flight. A session's authentication is replaced, never added to.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,7 +18,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use warp::http::HeaderMap;
 
-use super::relay::Target;
+use super::relay::{auth_size, AuthBounds, Target};
 use crate::store;
 
 /// Chat's bounds and the gate agents are called through.
@@ -40,8 +46,10 @@ pub struct Chat {
     pub max_sessions: i64,
     /// Calls to agents in flight at once; past it, 503.
     pub upstream: std::sync::Arc<tokio::sync::Semaphore>,
-    /// Each session's headers for its agent, and when they were last used.
-    auth: Mutex<HashMap<String, (HeaderMap, std::time::Instant)>>,
+    /// The bounds of sessions' authentication.
+    pub auth_bounds: AuthBounds,
+    /// Each session's headers for its agent.
+    auth: Mutex<HeldAuth>,
     /// The model-routing providers the deployment pays.
     pub providers: super::openai::Providers,
     /// The provider that summarises histories (`…/compact`), if any.
@@ -51,6 +59,19 @@ pub struct Chat {
     /// Sends with an idempotency key in flight (session, key).
     in_flight: std::sync::Arc<Mutex<std::collections::HashSet<(String, String)>>>,
 }
+
+/// The authentication held: per session its headers, their size and when
+/// they were last used; and the size of them all.
+#[derive(Default)]
+struct HeldAuth {
+    sessions: HashMap<String, (HeaderMap, usize, std::time::Instant)>,
+    bytes: usize,
+}
+
+/// The held authentication is at its bound: nothing more is taken until
+/// sessions end or go idle.
+#[derive(Debug, PartialEq, Eq)]
+pub struct AuthFull;
 
 /// A send's claim on its idempotency key, released when dropped.
 pub struct Claim {
@@ -72,6 +93,7 @@ pub struct Settings {
     pub history_enabled: bool,
     pub encryption_enabled: bool,
     pub auth_idle: Duration,
+    pub auth_bounds: AuthBounds,
     pub history_ttl: Duration,
     pub max_history_ttl: Duration,
     pub max_history_entries: usize,
@@ -98,7 +120,8 @@ impl Chat {
             max_history_entries: settings.max_history_entries.max(1),
             max_sessions: settings.max_sessions.max(1),
             upstream: std::sync::Arc::new(tokio::sync::Semaphore::new(settings.max_upstream.max(1))),
-            auth: Mutex::new(HashMap::new()),
+            auth_bounds: settings.auth_bounds,
+            auth: Mutex::new(HeldAuth::default()),
             in_flight: Default::default(),
             connections: Connections::new(settings.max_connections, settings.connection_idle),
             summarizer: settings.summarizer,
@@ -106,19 +129,36 @@ impl Chat {
         })
     }
 
-    /// Holds `headers` for the session's calls.
-    pub fn hold_auth(&self, session: &str, headers: HeaderMap) {
-        if !headers.is_empty() {
-            self.auth.lock().unwrap().insert(session.to_string(), (headers, std::time::Instant::now()));
+    /// Holds `headers` for the session's calls, in place of what it held
+    /// (none: it holds nothing). [`AuthFull`] when the held bytes would pass
+    /// their bound: the session keeps what it held. O(1).
+    pub fn hold_auth(&self, session: &str, headers: HeaderMap) -> Result<(), AuthFull> {
+        let mut held = self.auth.lock().unwrap();
+        let released = held.sessions.get(session).map_or(0, |(_, size, _)| *size);
+        let size = auth_size(&headers);
+        if !headers.is_empty() && held.bytes - released + size > self.auth_bounds.max_held_bytes {
+            return Err(AuthFull);
         }
+        held.bytes -= released;
+        match headers.is_empty() {
+            true => {
+                held.sessions.remove(session);
+            }
+            false => {
+                held.bytes += size;
+                held.sessions.insert(session.to_string(), (headers, size, std::time::Instant::now()));
+            }
+        }
+        debug_assert_eq!(held.bytes, held.sessions.values().map(|(_, size, _)| size).sum::<usize>());
+        Ok(())
     }
 
     /// The session's headers (none when it has none, after a restart, or
     /// once they went unused for the idle time).
     pub fn auth(&self, session: &str) -> HeaderMap {
         let mut held = self.auth.lock().unwrap();
-        match held.get_mut(session) {
-            Some((headers, used)) => {
+        match held.sessions.get_mut(session) {
+            Some((headers, _, used)) => {
                 *used = std::time::Instant::now();
                 headers.clone()
             }
@@ -128,12 +168,17 @@ impl Chat {
 
     /// Forgets the headers of sessions idle longer than `idle`.
     pub fn forget_idle(&self, idle: Duration) {
-        self.auth.lock().unwrap().retain(|_, (_, used)| used.elapsed() <= idle);
+        let mut held = self.auth.lock().unwrap();
+        held.sessions.retain(|_, (_, _, used)| used.elapsed() <= idle);
+        held.bytes = held.sessions.values().map(|(_, size, _)| size).sum();
     }
 
     /// Forgets the session's authentication.
     pub fn forget(&self, session: &str) {
-        self.auth.lock().unwrap().remove(session);
+        let mut held = self.auth.lock().unwrap();
+        if let Some((_, size, _)) = held.sessions.remove(session) {
+            held.bytes -= size;
+        }
     }
 
     /// Claims `key` for a send in `session`; `None` while another send
@@ -143,9 +188,10 @@ impl Chat {
         self.in_flight.lock().unwrap().insert(key.clone()).then(|| Claim { key, in_flight: self.in_flight.clone() })
     }
 
-    /// Sessions whose authentication is held.
-    pub fn held(&self) -> usize {
-        self.auth.lock().unwrap().len()
+    /// Sessions whose authentication is held, and its bytes.
+    pub fn held(&self) -> (usize, usize) {
+        let held = self.auth.lock().unwrap();
+        (held.sessions.len(), held.bytes)
     }
 }
 

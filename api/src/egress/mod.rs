@@ -80,7 +80,8 @@ pub enum Trust {
     /// A client, or data a client supplied: judged by the policy.
     Judged,
     /// The operator, in the configuration (a model provider's origin):
-    /// called as configured, with the same bounds.
+    /// that origin called as configured, with the same bounds; a redirect
+    /// to another origin is judged like a client's destination.
     Configured,
 }
 
@@ -204,14 +205,17 @@ impl Call<'_> {
             };
         let first = url::Url::parse(&self.url).map_err(|_| Error::NotAllowed)?;
         let (mut url, mut method, mut body) = (first.clone(), self.method, self.body);
-        let client = match self.trust {
-            Trust::Judged => &gate.client,
-            Trust::Configured => &gate.configured,
-        };
         for hop in 0..=gate.max_redirects {
-            if self.trust == Trust::Judged {
-                gate.policy.judge(&url).map_err(|_| Error::NotAllowed)?;
-            }
+            // The operator configured an origin, not wherever it redirects:
+            // another origin is judged, and reached through the gate's
+            // resolver.
+            let client = match self.trust {
+                Trust::Configured if url.origin() == first.origin() => &gate.configured,
+                _ => {
+                    gate.policy.judge(&url).map_err(|_| Error::NotAllowed)?;
+                    &gate.client
+                }
+            };
             let remaining = deadline.saturating_duration_since(Instant::now());
             let mut request = client.request(method.clone(), url.clone()).headers(self.headers.clone());
             if url.origin() == first.origin() {

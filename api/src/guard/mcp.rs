@@ -238,6 +238,11 @@ fn answer(published: Option<&Published>, headers: &HeaderMap, body: &Bytes) -> A
         Ok(v) => v,
         Err(e) => return error(bad, &Value::Null, PARSE_ERROR, &format!("the body is not JSON: {e}"), None),
     };
+    // Which of two values of one key counts is left to each parser:
+    // refused, as every body of the api is.
+    if let Some(path) = crate::body::duplicate_key(body) {
+        return error(bad, &Value::Null, INVALID_REQUEST, &format!("{path}: appears twice in its object"), None);
+    }
     let Value::Object(request) = request else {
         let message = match request {
             Value::Array(_) => "batches are not supported: send one request per POST",
@@ -435,6 +440,31 @@ mod tests {
         check("=?base64?SGVs!!!bG8=?=", None); // not the alphabet
         check("SGVsbG8=", Some("SGVsbG8=")); // no wrapper: literal
         check("=?base64?SGVsbG8=", Some("=?base64?SGVsbG8=")); // no closing ?=: literal
+    }
+
+    /// A body whose one key is given twice is refused whichever key it is,
+    /// and the same body without the repetition is not refused for it.
+    #[tokio::test]
+    async fn a_key_twice_in_one_object_is_refused() {
+        let access = Access::loopback();
+        let headers = HeaderMap::new();
+        let ask = async |body: &'static str| {
+            let reply = respond(&access, None, &headers, &Bytes::from_static(body.as_bytes()));
+            let status = reply.status();
+            let body = http_body_util::BodyExt::collect(reply.into_body()).await.unwrap().to_bytes();
+            (status, String::from_utf8(body.to_vec()).unwrap())
+        };
+        for (body, path) in [
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}"#, "method"),
+            (r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"ping"}"#, "jsonrpc"),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#, "params.name"),
+        ] {
+            let (status, answer) = ask(body).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+            assert!(answer.contains(&format!("{path}: appears twice")), "{body}: {answer}");
+        }
+        let (_, answer) = ask(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await;
+        assert!(!answer.contains("appears twice"), "{answer}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::Failure;
+use super::{registry, Failure};
 
 /// A session as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +43,9 @@ pub struct Message {
     pub created_at: i64,
 }
 
+/// Stores a new session with its first members: the agent, held by the
+/// account that registered it here (if one did), and the sender, held by
+/// the session's owner; each sees all of the history.
 pub fn open(conn: &Connection, s: &Session) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO chat_sessions (id, uaid, agent_url, target, agent, account_id, context_id, history_ttl,
@@ -63,11 +66,14 @@ pub fn open(conn: &Connection, s: &Session) -> Result<(), Failure> {
             s.created_at
         ],
     )?;
-    // Its first members: the agent and the sender, each seeing everything.
-    for uaid in [Some(&s.uaid), s.sender_uaid.as_ref()].into_iter().flatten().filter(|u| !u.is_empty()) {
+    let agent = (!s.uaid.is_empty()).then(|| Ok::<_, Failure>((s.uaid.clone(), registry::registrant(conn, &s.uaid)?)));
+    let sender = s.sender_uaid.clone().map(|uaid| Ok((uaid, s.account.clone())));
+    for member in [agent, sender].into_iter().flatten() {
+        let (uaid, held_by) = member?;
         conn.execute(
-            "INSERT OR IGNORE INTO chat_members (session_id, uaid, invited_at, history_scope) VALUES (?1, ?2, ?3, 'all')",
-            params![s.id, uaid, s.created_at],
+            "INSERT OR IGNORE INTO chat_members (session_id, uaid, invited_at, history_scope, held_by)
+             VALUES (?1, ?2, ?3, 'all', ?4)",
+            params![s.id, uaid, s.created_at, held_by],
         )?;
     }
     Ok(())
@@ -109,27 +115,37 @@ pub struct Member {
     pub invited_at: i64,
     /// `all` or `since_invite`.
     pub history_scope: String,
+    /// The account that held the UAID when it joined, the only one that
+    /// acts for it (none: an agent no account registered here).
+    pub held_by: Option<String>,
 }
 
 pub fn members(conn: &Connection, session: &str) -> Result<Vec<Member>, Failure> {
     let mut statement = conn.prepare(
-        "SELECT uaid, invited_at, history_scope FROM chat_members WHERE session_id = ?1 ORDER BY invited_at, uaid",
+        "SELECT uaid, invited_at, history_scope, held_by FROM chat_members WHERE session_id = ?1
+         ORDER BY invited_at, uaid",
     )?;
     let members = statement
-        .query_map([session], |r| Ok(Member { uaid: r.get(0)?, invited_at: r.get(1)?, history_scope: r.get(2)? }))?
+        .query_map([session], |r| {
+            Ok(Member { uaid: r.get(0)?, invited_at: r.get(1)?, history_scope: r.get(2)?, held_by: r.get(3)? })
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(members)
 }
 
-/// Adds (or re-scopes) a member. The invite is recorded after the
+/// Adds a member, held by the account that registered its UAID here now,
+/// or re-scopes one (its holder unchanged: a member's rights stay with
+/// whoever held it when it joined). The invite is recorded after the
 /// session's last message even within the same millisecond, so that a
 /// member who sees only what followed it never sees what preceded it.
+/// `member.held_by` is not read.
 pub fn invite(conn: &Connection, session: &str, member: &Member) -> Result<(), Failure> {
+    let held_by = registry::registrant(conn, &member.uaid)?;
     conn.execute(
-        "INSERT INTO chat_members (session_id, uaid, invited_at, history_scope)
-         VALUES (?1, ?2, MAX(?3, COALESCE((SELECT MAX(created_at) + 1 FROM chat_messages WHERE session_id = ?1), 0)), ?4)
+        "INSERT INTO chat_members (session_id, uaid, invited_at, history_scope, held_by)
+         VALUES (?1, ?2, MAX(?3, COALESCE((SELECT MAX(created_at) + 1 FROM chat_messages WHERE session_id = ?1), 0)), ?4, ?5)
          ON CONFLICT (session_id, uaid) DO UPDATE SET history_scope = ?4",
-        params![session, member.uaid, member.invited_at, member.history_scope],
+        params![session, member.uaid, member.invited_at, member.history_scope, held_by],
     )?;
     conn.execute(
         "UPDATE chat_sessions SET last_activity_at = MAX(COALESCE(last_activity_at, 0), ?2) WHERE id = ?1",

@@ -11,7 +11,7 @@
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::credits::{self, Billed, Short};
-use super::{closed, Failure};
+use super::{closed, idempotency, Failure};
 
 shared::vocabulary! {
     /// Where a job stands (the hosted broker's words).
@@ -212,17 +212,29 @@ pub enum Created {
     Busy(usize),
     /// The quote was used by another job.
     QuoteUsed,
+    /// The idempotency key was used with another request: nothing stored.
+    KeyReused,
 }
 
-/// Stores `job` with its `content` and charges it, unless a job of the
-/// same account and idempotency key exists (then that one), the account
-/// already has `max_open` jobs open, or its balance is short.
-pub fn create(conn: &Connection, job: &Job, content: &[u8], max_open: usize) -> Result<Created, Failure> {
-    if let Some(key) = &job.idempotency_key {
+/// Stores `job` with its `content` and charges it, unless its
+/// idempotency `key` names another request, a job of the same account and
+/// key exists (then that one), the account already has `max_open` jobs
+/// open, or its balance is short. A refusal stores nothing.
+pub fn create(
+    conn: &Connection,
+    job: &Job,
+    content: &[u8],
+    key: Option<&idempotency::Key>,
+    max_open: usize,
+) -> Result<Created, Failure> {
+    if let Some(key) = key {
+        if idempotency::judge(conn, key)? == idempotency::Claimed::Reused {
+            return Ok(Created::KeyReused);
+        }
         let found = conn
             .query_row(
                 &format!("{JOB} WHERE account = ?1 AND idempotency_key = ?2"),
-                params![job.account, key],
+                params![job.account, key.key],
                 job_row,
             )
             .optional()?;
@@ -239,6 +251,22 @@ pub fn create(conn: &Connection, job: &Job, content: &[u8], max_open: usize) -> 
     if open as usize >= max_open {
         return Ok(Created::Busy(open as usize));
     }
+    // The quote and the debit are written as they go: a refusal undoes both.
+    conn.execute_batch("SAVEPOINT inscription_create")?;
+    let outcome = create_steps(conn, job, content, key);
+    match &outcome {
+        Ok(Created::Done(_)) => conn.execute_batch("RELEASE inscription_create")?,
+        _ => conn.execute_batch("ROLLBACK TO inscription_create; RELEASE inscription_create")?,
+    }
+    outcome
+}
+
+fn create_steps(
+    conn: &Connection,
+    job: &Job,
+    content: &[u8],
+    key: Option<&idempotency::Key>,
+) -> Result<Created, Failure> {
     if let Some(quote) = &job.quote_id {
         let used = conn.execute(
             "UPDATE inscription_quotes SET used_by = ?2 WHERE id = ?1 AND used_by IS NULL",
@@ -252,6 +280,9 @@ pub fn create(conn: &Connection, job: &Job, content: &[u8], max_open: usize) -> 
         return Ok(Created::Short { balance, shortfall });
     }
     insert(conn, job, content)?;
+    if let Some(key) = key {
+        idempotency::record(conn, key, job.created_at)?;
+    }
     Ok(Created::Done(Box::new(job.clone())))
 }
 
@@ -425,12 +456,21 @@ mod tests {
     #[test]
     fn a_job_is_charged_once_bounded_and_refunded_once_when_it_fails() {
         let (_dir, conn) = store();
-        let created = |j: Job, max_open| create(&conn, &j, b"hello", max_open).unwrap();
-        assert!(matches!(created(job("a", Some("k"), 4), 2), Created::Done(_)));
-        assert!(matches!(created(job("b", Some("k"), 4), 2), Created::Replayed(j) if j.id == "a"), "same key");
-        assert!(matches!(created(job("c", None, 7), 2), Created::Short { balance: 6, shortfall: 1 }));
-        assert!(matches!(created(job("d", None, 1), 2), Created::Done(_)));
-        assert!(matches!(created(job("e", None, 1), 2), Created::Busy(2)), "two open already");
+        let created = |j: Job, digest: &str, max_open| {
+            let key = j.idempotency_key.clone().map(|key| idempotency::Key {
+                account: j.account.clone(),
+                scope: "inscription",
+                key,
+                digest: digest.into(),
+            });
+            create(&conn, &j, b"hello", key.as_ref(), max_open).unwrap()
+        };
+        assert!(matches!(created(job("a", Some("k"), 4), "d1", 2), Created::Done(_)));
+        assert!(matches!(created(job("b", Some("k"), 4), "d1", 2), Created::Replayed(j) if j.id == "a"), "same key");
+        assert_eq!(created(job("b", Some("k"), 4), "d2", 2), Created::KeyReused, "the key with another request");
+        assert!(matches!(created(job("c", None, 7), "", 2), Created::Short { balance: 6, shortfall: 1 }));
+        assert!(matches!(created(job("d", None, 1), "", 2), Created::Done(_)));
+        assert!(matches!(created(job("e", None, 1), "", 2), Created::Busy(2)), "two open already");
         assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 5);
         fail(&conn, "a", "refused", 2).unwrap();
         fail(&conn, "a", "refused", 3).unwrap();
@@ -443,7 +483,7 @@ mod tests {
     #[test]
     fn steps_are_stored_in_order_and_a_completed_job_is_not_failed() {
         let (_dir, conn) = store();
-        create(&conn, &job("a", None, 1), b"x", 4).unwrap();
+        create(&conn, &job("a", None, 1), b"x", None, 4).unwrap();
         for step_taken in [
             Step::CreatingTopic { tx: "0.0.1003@1.000000001".into() },
             Step::TopicCreated { topic: "0.0.5001".into() },

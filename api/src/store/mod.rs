@@ -34,6 +34,7 @@ pub mod availability;
 pub mod chat;
 pub mod credits;
 pub mod feedback;
+pub mod idempotency;
 pub mod inscriptions;
 pub mod keys;
 pub mod outbox;
@@ -64,6 +65,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/010-inscriptions.sql"),
     include_str!("schema/011-skills.sql"),
     include_str!("schema/012-skill-publishing.sql"),
+    include_str!("schema/013-member-holders-and-idempotency.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose

@@ -10,7 +10,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::credits::{self, Change, Kind, Posted};
-use super::{closed, Failure};
+use super::{closed, idempotency, Failure};
 
 shared::vocabulary! {
     /// How an intent is paid.
@@ -55,14 +55,21 @@ pub enum Created {
     New(Intent),
     /// The account's idempotency key already names this intent.
     Existing(Intent),
+    /// The key was used with another request: nothing stored.
+    KeyReused,
 }
 
-/// Stores `intent` unless the account's idempotency key already names one.
-pub fn create(conn: &Connection, intent: &Intent) -> Result<Created, Failure> {
-    if let Some(key) = &intent.idempotency_key {
-        if let Some(held) = by_key(conn, &intent.account, key)? {
+/// Stores `intent` unless its idempotency `key` names another request or
+/// already names an intent (then that one).
+pub fn create(conn: &Connection, intent: &Intent, key: Option<&idempotency::Key>) -> Result<Created, Failure> {
+    if let Some(key) = key {
+        if idempotency::judge(conn, key)? == idempotency::Claimed::Reused {
+            return Ok(Created::KeyReused);
+        }
+        if let Some(held) = by_key(conn, &intent.account, &key.key)? {
             return Ok(Created::Existing(held));
         }
+        idempotency::record(conn, key, intent.created_at)?;
     }
     conn.execute(
         "INSERT INTO payment_intents (id, method, account_id, credits, amount, currency, reference,

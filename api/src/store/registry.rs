@@ -10,7 +10,7 @@ use broker_model::Agent;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::credits::{self, Change as Credit, Kind, Posted};
-use super::{closed, outbox, Failure};
+use super::{closed, idempotency, outbox, Failure};
 
 shared::vocabulary! {
     /// What an attempt did.
@@ -70,6 +70,8 @@ pub struct Write {
     pub account: String,
     pub request_hash: Vec<u8>,
     pub plan: Plan,
+    /// The request's idempotency key, if it named one.
+    pub key: Option<idempotency::Key>,
     pub now: i64,
 }
 
@@ -89,6 +91,8 @@ pub enum Outcome {
     NotOwner,
     /// The account's credits do not cover the change: nothing stored.
     Short { balance: i64, shortfall: i64 },
+    /// The idempotency key was used with another request: nothing stored.
+    KeyReused,
 }
 
 /// The registration of `uaid`, deleted or not.
@@ -122,6 +126,28 @@ fn parse(
 /// an attempt started. A UAID already registered by the same account is
 /// [`Outcome::Same`] (nothing billed); by another, [`Outcome::Taken`].
 pub fn register(conn: &Connection, write: &Write) -> Result<Outcome, Failure> {
+    keyed(conn, write, register_unkeyed)
+}
+
+/// Runs `change` under the write's idempotency key: refused when the key
+/// names another request, recorded once the change is done or found done.
+fn keyed(
+    conn: &Connection,
+    write: &Write,
+    change: fn(&Connection, &Write) -> Result<Outcome, Failure>,
+) -> Result<Outcome, Failure> {
+    let Some(key) = &write.key else { return change(conn, write) };
+    if idempotency::judge(conn, key)? == idempotency::Claimed::Reused {
+        return Ok(Outcome::KeyReused);
+    }
+    let outcome = change(conn, write)?;
+    if matches!(outcome, Outcome::Done { .. } | Outcome::Same { .. }) {
+        idempotency::record(conn, key, write.now)?;
+    }
+    Ok(outcome)
+}
+
+fn register_unkeyed(conn: &Connection, write: &Write) -> Result<Outcome, Failure> {
     let uaid = write.agent.uaid.as_str();
     if let Some(existing) = find(conn, uaid)?.filter(|r| r.deleted_at.is_none()) {
         if existing.account != write.account {
@@ -149,6 +175,10 @@ pub fn register(conn: &Connection, write: &Write) -> Result<Outcome, Failure> {
 /// Replaces the record of an agent `write.account` registered. The same
 /// request again is [`Outcome::Same`] (nothing billed).
 pub fn update(conn: &Connection, write: &Write) -> Result<Outcome, Failure> {
+    keyed(conn, write, update_unkeyed)
+}
+
+fn update_unkeyed(conn: &Connection, write: &Write) -> Result<Outcome, Failure> {
     let uaid = write.agent.uaid.as_str();
     let Some(existing) = find(conn, uaid)?.filter(|r| r.deleted_at.is_none()) else {
         return Ok(Outcome::NotFound);

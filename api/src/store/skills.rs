@@ -15,11 +15,11 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::credits::{self, Billed, Short};
 use super::inscriptions::{self, Job as Part};
-use super::{closed, Failure};
+use super::{closed, idempotency, Failure};
 
 pub use super::inscriptions::Status;
 
-/// What [`claim`] found.
+/// What [`may_publish`] and [`claim`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
     /// The name is the account's now (new, or already its own) and the
@@ -48,9 +48,23 @@ pub fn versions(conn: &Connection, name: &str) -> Result<Vec<semver::Version>, F
     Ok(versions)
 }
 
-/// Claims `name` at `version` for `account` at `now` (ms): taken when the
-/// name is new or the account's and the version is above every one
-/// published.
+/// Whether `account` may publish `name` at `version`: the name is new or
+/// the account's, and the version is above every one published. Versions
+/// compare by SemVer precedence (section 11), where build metadata counts
+/// for nothing: `1.0.0+build2` is not above `1.0.0`.
+pub fn may_publish(conn: &Connection, name: &str, version: &semver::Version, account: &str) -> Result<Claim, Failure> {
+    if let Some(owner) = owner(conn, name)?.filter(|owner| owner != account) {
+        return Ok(Claim::NotOwner { owner });
+    }
+    let latest = versions(conn, name)?.pop();
+    if let Some(latest) = latest.filter(|latest| latest.cmp_precedence(version).is_ge()) {
+        return Ok(Claim::NotNewer { latest: latest.to_string() });
+    }
+    Ok(Claim::Taken)
+}
+
+/// Claims `name` at `version` for `account` at `now` (ms), when
+/// [`may_publish`] allows it.
 pub fn claim(
     conn: &Connection,
     name: &str,
@@ -58,19 +72,14 @@ pub fn claim(
     account: &str,
     now: i64,
 ) -> Result<Claim, Failure> {
-    match owner(conn, name)? {
-        Some(owner) if owner != account => return Ok(Claim::NotOwner { owner }),
-        Some(_) => {}
-        None => {
-            conn.execute(
-                "INSERT INTO skill_names (name, owner, created_at) VALUES (?1, ?2, ?3)",
-                params![name, account, now],
-            )?;
-        }
+    let verdict = may_publish(conn, name, version, account)?;
+    if verdict != Claim::Taken {
+        return Ok(verdict);
     }
-    if let Some(latest) = versions(conn, name)?.pop().filter(|latest| latest >= version) {
-        return Ok(Claim::NotNewer { latest: latest.to_string() });
-    }
+    conn.execute(
+        "INSERT INTO skill_names (name, owner, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
+        params![name, account, now],
+    )?;
     conn.execute(
         "INSERT INTO skill_versions (name, version, account, created_at) VALUES (?1, ?2, ?3, ?4)",
         params![name, version.to_string(), account, now],
@@ -348,17 +357,28 @@ pub enum Published {
     Busy(usize),
     /// The quote was used by another job.
     QuoteUsed,
+    /// The idempotency key was used with another request: nothing stored.
+    KeyReused,
 }
 
 /// Stores publish `job` with its `parts` (each file's inscription job and
 /// content): the version claimed for the account, the quote used, the
 /// credits debited; nothing of it when any of those is refused.
-pub fn publish(conn: &Connection, job: &Job, parts: &[(Part, Vec<u8>)], max_open: usize) -> Result<Published, Failure> {
-    if let Some(key) = &job.idempotency_key {
+pub fn publish(
+    conn: &Connection,
+    job: &Job,
+    parts: &[(Part, Vec<u8>)],
+    key: Option<&idempotency::Key>,
+    max_open: usize,
+) -> Result<Published, Failure> {
+    if let Some(key) = key {
+        if idempotency::judge(conn, key)? == idempotency::Claimed::Reused {
+            return Ok(Published::KeyReused);
+        }
         let found = conn
             .query_row(
                 &format!("{JOB} WHERE account = ?1 AND idempotency_key = ?2"),
-                params![job.account, key],
+                params![job.account, key.key],
                 job_row,
             )
             .optional()?;
@@ -377,6 +397,9 @@ pub fn publish(conn: &Connection, job: &Job, parts: &[(Part, Vec<u8>)], max_open
     // The steps below write as they go: a refusal undoes them all.
     conn.execute_batch("SAVEPOINT skill_publish")?;
     let outcome = publish_steps(conn, job, parts);
+    if let (Ok(Published::Done(_)), Some(key)) = (&outcome, key) {
+        idempotency::record(conn, key, job.created_at)?;
+    }
     match &outcome {
         Ok(Published::Done(_)) => conn.execute_batch("RELEASE skill_publish")?,
         _ => conn.execute_batch("ROLLBACK TO skill_publish; RELEASE skill_publish")?,
@@ -745,11 +768,14 @@ mod tests {
             ("0.0.1001", "1.0.0-beta.1", Claim::NotNewer { latest: "1.0.0".into() }),
             ("0.0.1001", "1.10.0", Claim::Taken),
             ("0.0.1001", "1.9.9", Claim::NotNewer { latest: "1.10.0".into() }),
+            // Build metadata has no precedence (SemVer 2.0 section 10).
+            ("0.0.1001", "1.10.0+build2", Claim::NotNewer { latest: "1.10.0".into() }),
+            ("0.0.1001", "1.10.1+build1", Claim::Taken),
         ];
         for (account, version, found) in cases {
             assert_eq!(claim(&conn, "web-search", &v(version), account, 1).unwrap(), found, "{account} {version}");
         }
-        assert_eq!(versions(&conn, "web-search").unwrap(), [v("1.0.0"), v("1.10.0")]);
+        assert_eq!(versions(&conn, "web-search").unwrap(), [v("1.0.0"), v("1.10.0"), v("1.10.1+build1")]);
         assert_eq!(owner(&conn, "web-search").unwrap().as_deref(), Some("0.0.1001"));
     }
 
@@ -828,7 +854,10 @@ mod tests {
         credits::post(&conn, &grant, 0).unwrap();
         let other = Change { account: "0.0.1002".into(), idempotency_key: "g2".into(), ..grant };
         credits::post(&conn, &other, 0).unwrap();
-        let publish_one = |job: Job| publish(&conn, &job, &[part_of(&job.id, &format!("{}-part", job.id))], 4).unwrap();
+        let publish_keyed = |job: Job, key: Option<&idempotency::Key>| {
+            publish(&conn, &job, &[part_of(&job.id, &format!("{}-part", job.id))], key, 4).unwrap()
+        };
+        let publish_one = |job: Job| publish_keyed(job, None);
         // Short: nothing of it stays, not even the name.
         assert_eq!(
             publish_one(publish_job("a", "0.0.1001", "1.0.0", 11)),
@@ -854,5 +883,16 @@ mod tests {
         assert_eq!(parts(&conn, "b").unwrap()[0].status, Status::Failed);
         assert_eq!(owner(&conn, "web-search").unwrap(), None, "nothing reached the network: the name is free");
         assert!(matches!(publish_one(publish_job("e", "0.0.1002", "1.0.0", 1)), Published::Done(_)));
+        // A key: its request again is the job it made; another request, refused.
+        let key = |digest: &str| idempotency::Key {
+            account: "0.0.1002".into(),
+            scope: "skill-publish",
+            key: "k".into(),
+            digest: digest.into(),
+        };
+        let keyed = |id: &str| Job { idempotency_key: Some("k".into()), ..publish_job(id, "0.0.1002", "1.1.0", 1) };
+        assert!(matches!(publish_keyed(keyed("f"), Some(&key("d1"))), Published::Done(_)));
+        assert!(matches!(publish_keyed(keyed("g"), Some(&key("d1"))), Published::Replayed(j) if j.id == "f"));
+        assert_eq!(publish_keyed(keyed("h"), Some(&key("d2"))), Published::KeyReused);
     }
 }

@@ -312,6 +312,7 @@ async fn a_card_intent_refused_is_made_nowhere() {
         (buyer, json!({"amount": 500, "credits": 1}), 400, "invalid_body"),
         (buyer, json!({"amount": 500, "metadata": {"k": {"nested": 1}}}), 400, "invalid_body"),
         (buyer, json!({"amount": 500, "customerId": "cus_missing"}), 400, "payment_provider_refused"),
+        (buyer, json!({"amount": 500, "idempotencyKey": "k".repeat(256)}), 400, "invalid_idempotency_key"),
     ] {
         let (got, answer) = card.broker.send("POST", CARD_INTENT, key, Some(body.clone())).await;
         assert_eq!((got, answer["code"].as_str().unwrap_or_default()), (status, code), "{body}: {answer}");
@@ -353,7 +354,7 @@ async fn a_card_intent_is_made_once_per_idempotency_key() {
     assert_eq!((card.intent(body).await, card.provider.intents()), (intent, 1));
     let conflict = json!({"amount": 600, "idempotencyKey": "order-1"});
     let (status, conflict) = card.broker.send("POST", CARD_INTENT, Some(&card.buyer), Some(conflict)).await;
-    assert_eq!((status, &conflict["code"]), (409, &json!("idempotency_conflict")));
+    assert_eq!((status, &conflict["code"]), (409, &json!("idempotency_key_reused")));
     let (_, providers) = card.broker.send("GET", "/api/v1/credits/providers", None, None).await;
     assert_eq!(
         providers,

@@ -201,6 +201,42 @@ async fn a_registration_is_billed_once_and_visible_at_once() {
     assert_eq!(broker.balance(&other).await, 1000);
 }
 
+/// `method path` with `headers` and a JSON `body`.
+async fn keyed(broker: &Broker, method: &str, path: String, headers: [(&str, String); 2], body: Value) -> (u16, Value) {
+    let headers = headers.each_ref().map(|(name, value)| (*name, value.as_str()));
+    tests::live::call(&broker.client, method, broker.api.url(&path), &headers, Some(body)).await
+}
+
+/// An idempotency key names one request: its retry is answered as the
+/// first was, billed once; the key with another registration or update is
+/// 409 and a key past 255 bytes 400, nothing stored or billed.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idempotency_key_names_one_registration() {
+    let Setup { registries: _registries, broker, .. } = setup("registration-keys", &[]).await;
+    let owner = broker.sign_in("0.0.1001").await;
+    let with = |key: &str| [("x-api-key", owner.clone()), ("idempotency-key", key.to_string())];
+    let register = || "/api/v1/register".to_string();
+    let (status, created) = keyed(&broker, "POST", register(), with("reg-1"), request("Key Keeper", &[])).await;
+    assert_eq!((status, &created["status"]), (200, &json!("created")), "{created}");
+    let (status, again) = keyed(&broker, "POST", register(), with("reg-1"), request("Key Keeper", &[])).await;
+    assert_eq!((status, &again["uaid"]), (200, &created["uaid"]), "{again}");
+    let (status, reused) = keyed(&broker, "POST", register(), with("reg-1"), request("Other Keeper", &[])).await;
+    assert_eq!((status, &reused["code"]), (409, &json!("idempotency_key_reused")), "{reused}");
+    let (status, long) = keyed(&broker, "POST", register(), with(&"k".repeat(256)), request("Long Keeper", &[])).await;
+    assert_eq!((status, &long["code"]), (400, &json!("invalid_idempotency_key")), "{long}");
+    let path = format!("/api/v1/register/{}", encode(created["uaid"].as_str().unwrap()));
+    let mut change = request("Key Keeper", &[]);
+    change["profile"]["bio"] = json!("Keeps keys and tides");
+    let (status, reused) = keyed(&broker, "PUT", path.clone(), with("reg-1"), change.clone()).await;
+    assert_eq!((status, &reused["code"]), (409, &json!("idempotency_key_reused")), "an update is another request");
+    let (status, updated) = keyed(&broker, "PUT", path.clone(), with("upd-1"), change.clone()).await;
+    assert_eq!((status, &updated["status"]), (200, &json!("updated")), "{updated}");
+    let (status, again) = keyed(&broker, "PUT", path, with("upd-1"), change).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(broker.rows("registrations"), 1, "one agent");
+    assert_eq!(broker.balance(&owner).await, 1000 - 300 - 5, "billed once each");
+}
+
 /// 200 with registries that take it (the flaky one retried); 207 with one
 /// that refuses, its credits refunded; 402 once the balance is short,
 /// storing nothing.

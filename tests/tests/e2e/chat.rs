@@ -501,6 +501,15 @@ async fn a_retried_send_is_answered_once_and_a_reused_key_refused() {
     let body = json!({"sessionId": id, "message": "something else", "idempotencyKey": "retry-1"});
     let (status, answer) = broker.send("POST", "/api/v1/chat/message", Some(&m.owner), Some(body)).await;
     assert_eq!((status, &answer["code"]), (409, &json!("idempotency_key_reused")), "{answer}");
+    // A key past 255 bytes, or two keys that differ: refused, never ignored.
+    let body = json!({"sessionId": id, "message": "a long key", "idempotencyKey": "k".repeat(256)});
+    let (status, answer) = broker.send("POST", "/api/v1/chat/message", Some(&m.owner), Some(body)).await;
+    assert_eq!((status, &answer["code"]), (400, &json!("invalid_idempotency_key")), "{answer}");
+    let body = json!({"sessionId": id, "message": "two keys", "idempotencyKey": "retry-2"});
+    let headers = [("x-api-key", m.owner.as_str()), ("idempotency-key", "retry-3")];
+    let url = broker.api.url("/api/v1/chat/message");
+    let (status, answer) = tests::live::call(&broker.client, "POST", url, &headers, Some(body)).await;
+    assert_eq!((status, &answer["code"]), (400, &json!("invalid_idempotency_key")), "{answer}");
     assert_eq!(messages(broker), before + 2);
 }
 
@@ -766,9 +775,12 @@ async fn a_history_is_compacted_by_the_summariser_billed_and_kept_as_an_agent_en
     let (_, history) = broker.send("GET", &format!("/api/v1/chat/session/{id}/history"), None, None).await;
     assert_eq!(history["history"], done["history"], "the stored history is the compacted one");
 
-    // Without a provider: 503.
-    let plain = Broker::start("chat-compact-off", &[]);
+    // Without a provider: 503, once the session is the caller's.
+    let plain = Broker::start("chat-compact-off", &["--egress-allow", &allowed]);
     let key = plain.sign_in("0.0.1001").await;
+    let (_, session) =
+        plain.send("POST", "/api/v1/chat/session", Some(&key), Some(json!({"agentUrl": echo.url()}))).await;
+    let compact = format!("/api/v1/chat/session/{}/compact", session["sessionId"].as_str().unwrap());
     let (status, answer) = plain.send("POST", &compact, Some(&key), Some(json!({}))).await;
     assert_eq!((status, &answer["code"]), (503, &json!("compaction_disabled")));
 }

@@ -191,6 +191,50 @@ async fn redirects_and_card_urls_are_judged_again() {
     assert_eq!((status, &reply["message"]), (200, &json!("You said \"around\" (1 word).")), "{reply}");
 }
 
+/// A model provider the operator configured is called as configured, but
+/// where it redirects is judged like a destination a client chose.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_configured_providers_redirect_is_judged() {
+    let inside = Inside::start().await;
+    let to_inside = format!("http://127.0.0.1:{}/v1/chat/completions", inside.port);
+    let (provider, _stop) = pointing("post-redirect", to_inside).await;
+    let origin = format!("http://{provider}");
+    let broker = Broker::start("egress-provider", &["--provider-key", "sk-provider", "--provider-origin", &origin]);
+    let key = broker.sign_in("0.0.1001").await;
+    let body = json!({
+        "profile": {"version": "1.0", "type": 1, "display_name": "Pointing Model", "bio": "a provider that points inside",
+            "aiAgent": {"type": 1, "model": "tide-1", "capabilities": [0]}},
+        "endpoint": format!("{origin}/v1"), "communicationProtocol": "openrouter",
+    });
+    let (status, registered) = broker.send("POST", "/api/v1/register", Some(&key), Some(body)).await;
+    assert_eq!(status, 200, "{registered}");
+    let uaid = registered["uaid"].as_str().unwrap();
+    let (status, session) = broker.send("POST", "/api/v1/chat/session", Some(&key), Some(json!({"uaid": uaid}))).await;
+    assert_eq!(status, 200, "{session}");
+    let body = json!({"sessionId": session["sessionId"], "message": "hi"});
+    let (status, answer) = broker.send("POST", "/api/v1/chat/message", Some(&key), Some(body)).await;
+    assert!(refused(status, &answer), "{status} {answer}");
+    assert_eq!((inside.hits(), broker.rows("chat_messages")), (0, 0));
+}
+
+/// An endpoint registered with an http scheme in capitals is judged as
+/// one in lower case: refused by its text.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registered_endpoint_is_judged_whatever_the_case_of_its_scheme() {
+    let broker = Broker::start("egress-scheme-case", &[]);
+    let key = broker.sign_in("0.0.1001").await;
+    for endpoint in ["HTTP://127.0.0.1:4000/", "Https://10.0.0.8/a2a", " http://169.254.169.254/"] {
+        let body = json!({
+            "profile": {"version": "1.0", "type": 1, "display_name": "Shouting Agent", "bio": "an agent in capitals",
+                "aiAgent": {"type": 1, "model": "rule-based", "capabilities": [0]}},
+            "endpoint": endpoint, "communicationProtocol": "http",
+        });
+        let (status, answer) = broker.send("POST", "/api/v1/register", Some(&key), Some(body)).await;
+        assert!(refused(status, &answer), "{endpoint}: {status} {answer}");
+    }
+    assert_eq!(broker.rows("registrations"), 0);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_name_is_judged_by_the_addresses_it_resolves_to() {
     let inside = Inside::start().await;

@@ -144,6 +144,14 @@ async fn an_inscription_is_written_read_back_and_billed_once_at_its_quote() {
     assert_eq!((status, &job["status"]), (202, &json!("pending")), "{job}");
     let (status, again) = s.post("/api/v1/inscribe/content", create, &[("idempotency-key", "k-1")]).await;
     assert_eq!((status, &again["jobId"]), (202, &job["jobId"]), "a retry answers the same job");
+    // The key with other content, or a key past 255 bytes: refused, no job.
+    let other = json!({"inputType": "base64", "base64": b64(b"other content"), "mimeType": "text/plain"});
+    let (status, answer) = s.post("/api/v1/inscribe/content", other.clone(), &[("idempotency-key", "k-1")]).await;
+    assert_eq!((status, &answer["code"]), (409, &json!("idempotency_key_reused")), "{answer}");
+    let long = "k".repeat(256);
+    let (status, answer) = s.post("/api/v1/inscribe/content", other, &[("idempotency-key", &long)]).await;
+    assert_eq!((status, &answer["code"]), (400, &json!("invalid_idempotency_key")), "{answer}");
+    assert_eq!(s.broker.rows("inscription_jobs"), 1, "one job");
     let done = s.ended(job["jobId"].as_str().unwrap()).await;
     assert_eq!(done["status"], "completed", "{done}");
     let topic = done["topicId"].as_str().unwrap();

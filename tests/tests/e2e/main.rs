@@ -12,6 +12,8 @@ mod broker_payments;
 mod broker_registration;
 mod build_pipeline;
 mod chat;
+mod chat_access;
+mod chat_bounds;
 mod codemap;
 mod damaged_builds;
 mod duckdb;

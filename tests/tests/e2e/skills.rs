@@ -163,6 +163,9 @@ async fn a_skill_is_published_listed_voted_and_its_name_refused_to_another_accou
     let url = s.broker.api.url("/api/v1/skills/publish");
     let (status, refused) = tests::live::call(&s.broker.client, "POST", url, &headers, Some(package("2.0.0"))).await;
     assert_eq!((status, &refused["code"]), (403, &json!("not_skill_owner")), "{refused}");
+    let url = s.broker.api.url("/api/v1/skills/quote");
+    let (status, refused) = tests::live::call(&s.broker.client, "POST", url, &headers, Some(package("2.0.0"))).await;
+    assert_eq!((status, &refused["code"]), (403, &json!("not_skill_owner")), "nor quoted: {refused}");
     let url = s.broker.api.url("/api/v1/skills/ownership?name=ledger-lookup");
     let (_, ownership) = tests::live::call(&s.broker.client, "GET", url, &headers, None).await;
     assert_eq!((&ownership["exists"], &ownership["isOwner"]), (&json!(true), &json!(false)));
@@ -171,7 +174,23 @@ async fn a_skill_is_published_listed_voted_and_its_name_refused_to_another_accou
     // registered on the same version topic, the directory unchanged.
     let (status, again) = s.post("/api/v1/skills/publish", package("1.0.0"), &[]).await;
     assert_eq!((status, &again["code"]), (409, &json!("version_not_newer")), "{again}");
-    let next = published(&s, package("1.1.0")).await;
+    // Build metadata has no precedence (SemVer 2.0 section 10): not newer.
+    let (status, again) = s.post("/api/v1/skills/quote", package("1.0.0+build2"), &[]).await;
+    assert_eq!((status, &again["code"]), (409, &json!("version_not_newer")), "{again}");
+    // Under a key: the same package again is the same job; another
+    // package, or a key past 255 bytes, is refused before anything is made.
+    let keyed = [("idempotency-key", "publish-1.1.0")];
+    let (status, first) = s.post("/api/v1/skills/publish", package("1.1.0"), &keyed).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, retry) = s.post("/api/v1/skills/publish", package("1.1.0"), &keyed).await;
+    assert_eq!((status, &retry["jobId"]), (200, &first["jobId"]), "{retry}");
+    let (status, reused) = s.post("/api/v1/skills/publish", package("1.2.0"), &keyed).await;
+    assert_eq!((status, &reused["code"]), (409, &json!("idempotency_key_reused")), "{reused}");
+    let long = "k".repeat(256);
+    let (status, refused) = s.post("/api/v1/skills/publish", package("1.2.0"), &[("idempotency-key", &long)]).await;
+    assert_eq!((status, &refused["code"]), (400, &json!("invalid_idempotency_key")), "{refused}");
+    let next = ended(&s, first["jobId"].as_str().unwrap()).await;
+    assert_eq!(next["status"], "completed", "{next}");
     assert_eq!(next["packageTopicId"], json!(version_topic));
     assert_eq!(entries(&s, &directory).len(), 1);
     assert_eq!(entries(&s, &version_topic).len(), 2);

@@ -314,7 +314,8 @@ pub async fn create(request: Request) -> Answer {
     let settings = enabled(&request)?;
     let input: Input = parse_body(&request.body)?;
     let account = request.principal()?.billing(&request.headers)?;
-    let idempotency_key = request.idempotency_key()?;
+    let key = crate::idempotency::for_route(&request, "inscription", &account, None)?;
+    crate::idempotency::check(&request, key.as_ref()).await?;
     let content = content(&request, &input, settings).await?;
     let hash = hcs1::hash(&content.bytes);
     let now = store::now_ms();
@@ -337,7 +338,7 @@ pub async fn create(request: Request) -> Answer {
     let job = Job {
         id: uuid(),
         account,
-        idempotency_key,
+        idempotency_key: key.as_ref().map(|k| k.key.clone()),
         quote_id,
         status: Status::Pending,
         mode: content.mode,
@@ -359,7 +360,8 @@ pub async fn create(request: Request) -> Answer {
     };
     let max_open = settings.max_open;
     let bytes = content.bytes;
-    let created = request.app.store.write(move |conn| stored::create(conn, &job, &bytes, max_open)).await?;
+    let created =
+        request.app.store.write(move |conn| stored::create(conn, &job, &bytes, key.as_ref(), max_open)).await?;
     let job = match created {
         Created::Done(job) => {
             settings.wake.notify_one();
@@ -376,6 +378,7 @@ pub async fn create(request: Request) -> Answer {
                 Error::new(StatusCode::CONFLICT, "quote_used", "the quote was used by another job").naming("quoteId")
             )
         }
+        Created::KeyReused => return Err(crate::idempotency::reused()),
     };
     Ok(reply::json_with(StatusCode::ACCEPTED, &job_json(&job, &settings.ledger.network)))
 }

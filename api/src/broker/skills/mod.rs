@@ -30,7 +30,9 @@ use crate::broker::inscription::{self, hcs1};
 use crate::reply::{self, Answer, Error};
 use crate::request::{parse_body, Request};
 use crate::store::inscriptions::{Job as Part, Status};
-use crate::store::skills::{self as stored, Filter, Job, Published, Quote, Requested, Review, Tier, Verification};
+use crate::store::skills::{
+    self as stored, Claim, Filter, Job, Published, Quote, Requested, Review, Tier, Verification,
+};
 use crate::store::{self};
 use package::{Package, Sent};
 
@@ -215,12 +217,33 @@ async fn new_skill(request: &Request, name: &str) -> Result<bool, Error> {
     Ok(found.is_none_or(|n| n.version_topic.is_none()))
 }
 
-/// `POST /skills/quote`.
+/// 403: the name is another account's.
+fn not_owner(name: &str) -> Error {
+    let message = format!("the skill {name} belongs to another account");
+    Error::new(StatusCode::FORBIDDEN, "not_skill_owner", message).naming("skill.json.name")
+}
+
+/// 409: the version is not above the latest published.
+fn not_newer(name: &str, version: &str, latest: &str) -> Error {
+    let message = format!("{name} {version} is not above the latest version, {latest}");
+    Error::new(StatusCode::CONFLICT, "version_not_newer", message).naming("skill.json.version")
+}
+
+/// `POST /skills/quote`: refused as the publish would be (another
+/// account's name, a version not above the latest), so a quote is only
+/// given for what may be published.
 pub async fn quote(request: Request) -> Answer {
     let (skills, inscriptions) = enabled(&request)?;
     let input: Input = parse_body(&request.body)?;
     let account = request.principal()?.billing(&request.headers)?;
     let (package, directory) = read(skills, inscriptions, &input)?;
+    let (name, version, owner) = (package.name.clone(), package.version.clone(), account.clone());
+    let verdict = request.app.store.read(move |conn| stored::may_publish(conn, &name, &version, &owner)).await?;
+    match verdict {
+        Claim::Taken => {}
+        Claim::NotOwner { .. } => return Err(not_owner(&package.name)),
+        Claim::NotNewer { latest } => return Err(not_newer(&package.name, &package.version.to_string(), &latest)),
+    }
     let Fees { tinybars, each, .. } = fees(inscriptions, &package, new_skill(&request, &package.name).await?)?;
     let (credits, usd_cents) = inscription::charge(&request.app.pricing, tinybars);
     let now = store::now_ms();
@@ -287,7 +310,8 @@ pub async fn publish(request: Request) -> Answer {
     let (skills, inscriptions) = enabled(&request)?;
     let input: Input = parse_body(&request.body)?;
     let account = request.principal()?.billing(&request.headers)?;
-    let idempotency_key = request.idempotency_key()?;
+    let key = crate::idempotency::for_route(&request, "skill-publish", &account, None)?;
+    crate::idempotency::check(&request, key.as_ref()).await?;
     let (package, _) = read(skills, inscriptions, &input)?;
     let now = store::now_ms();
     let hash = package_hash(&package);
@@ -311,7 +335,7 @@ pub async fn publish(request: Request) -> Answer {
     let mut job = Job {
         id: inscription::uuid(),
         account,
-        idempotency_key,
+        idempotency_key: key.as_ref().map(|k| k.key.clone()),
         quote_id,
         name: package.name.clone(),
         version: package.version.to_string(),
@@ -358,21 +382,17 @@ pub async fn publish(request: Request) -> Answer {
     job.listing = serde_json::to_string(&listing).expect("a listing serialises");
     let max_open = skills.max_open;
     let stored_job = job.clone();
-    let published = request.app.store.write(move |conn| stored::publish(conn, &stored_job, &parts, max_open)).await?;
+    let published =
+        request.app.store.write(move |conn| stored::publish(conn, &stored_job, &parts, key.as_ref(), max_open)).await?;
     let (job, status) = match published {
         Published::Done(job) => {
             skills.wake.notify_one();
             (job, StatusCode::CREATED)
         }
         Published::Replayed(job) => (job, StatusCode::OK),
-        Published::NotOwner { .. } => {
-            let message = format!("the skill {} belongs to another account", job.name);
-            return Err(Error::new(StatusCode::FORBIDDEN, "not_skill_owner", message).naming("skill.json.name"));
-        }
-        Published::NotNewer { latest } => {
-            let message = format!("{} {} is not above the latest version, {latest}", job.name, job.version);
-            return Err(Error::new(StatusCode::CONFLICT, "version_not_newer", message).naming("skill.json.version"));
-        }
+        Published::NotOwner { .. } => return Err(not_owner(&job.name)),
+        Published::NotNewer { latest } => return Err(not_newer(&job.name, &job.version, &latest)),
+        Published::KeyReused => return Err(crate::idempotency::reused()),
         Published::Short { balance, shortfall } => return Err(super::register::short(credits, balance, shortfall)),
         Published::Busy(open) => {
             let message = format!("this account has {open} skills being published; wait for one to end");

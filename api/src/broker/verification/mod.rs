@@ -91,7 +91,7 @@ pub async fn create_challenge(request: Request) -> Answer {
     let (account, chain) = caller(&request)?;
     let view = request.app.overlay.view();
     let agent = agent(&request, &view, &body.uaid)?.into_owned();
-    let registrant = crate::chat::access::registrant(&request, &body.uaid).await?;
+    let registrant = crate::broker::register::registrant(&request, &body.uaid).await?;
     let methods = proof::applicable(&agent, registrant.as_deref(), &request.app.auth.network);
     if methods.is_empty() {
         let message = "no verification method applies to this agent (no domain nativeId, ledger account or endpoint)";
@@ -259,7 +259,7 @@ async fn prove_challenge(request: &Request, body: VerifyBody) -> Answer {
     }
     let view = request.app.overlay.view();
     let agent = agent(request, &view, &challenge.uaid)?.into_owned();
-    let registrant = crate::chat::access::registrant(request, &challenge.uaid).await?;
+    let registrant = crate::broker::register::registrant(request, &challenge.uaid).await?;
     let network = &request.app.auth.network;
     let target = proof::target(&agent, method, registrant.as_deref(), network)?;
     let (found, target) = match method {
@@ -385,7 +385,7 @@ pub async fn verify_sender(request: Request) -> Answer {
     let view = request.app.overlay.view();
     agent(&request, &view, &body.uaid)?;
     let held = held(&request, &body.uaid).await?.filter(|h| h.ownership.state == State::Verified);
-    let (verified, owner) = match (held, crate::chat::access::registrant(&request, &body.uaid).await?) {
+    let (verified, owner) = match (held, crate::broker::register::registrant(&request, &body.uaid).await?) {
         (Some(held), _) if held.ownership.owner_id == account => (true, held.ownership.owner_id),
         (_, Some(registrant)) if registrant == account => (true, registrant),
         (Some(held), _) => (false, held.ownership.owner_id),
