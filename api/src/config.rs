@@ -484,7 +484,8 @@ pub struct Config {
     /// The longest window a session may ask for (billed past the free one).
     #[arg(long, env = "ALMANAC_CHAT_MAX_HISTORY_TTL_SECS", default_value_t = 30 * 86_400)]
     pub chat_max_history_ttl_secs: u64,
-    /// Messages a history answers, and a plain HTTP agent is sent, at most.
+    /// Messages a history answers, a plain HTTP agent is sent, and a
+    /// session keeps, at most (and keyed sends whose answers it keeps).
     #[arg(long, env = "ALMANAC_CHAT_MAX_HISTORY", default_value_t = 200)]
     pub chat_max_history: usize,
     /// Chat sessions one signed-in account may have open.

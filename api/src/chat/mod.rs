@@ -654,10 +654,14 @@ async fn encrypted_send(
         answer["uaid"] = json!(session.uaid);
     }
     let (id, sent) = (session.id.clone(), key.map(|k| (k.clone(), answer.to_string())));
+    let keep = request.app.chat.keep();
     let stored = request
         .app
         .store
-        .write(move |conn| stored::turn(conn, &id, &[message], None, sent.as_ref().map(|(k, answer)| k.sent(answer))))
+        .write(move |conn| {
+            let sent = sent.as_ref().map(|(k, answer)| k.sent(answer));
+            stored::turn(conn, &id, &[message], None, sent, keep)
+        })
         .await?;
     if !stored {
         return Err(access::ended(&session.id));
@@ -719,6 +723,7 @@ async fn finish(
     });
     let (id, context, messages) = (session.id.clone(), reply.context.clone(), vec![user, agent.clone()]);
     let sent = turn.send.key.clone().map(|k| (k, answer.to_string()));
+    let keep = app.chat.keep();
     let outcome = app
         .store
         .write(move |conn| {
@@ -728,7 +733,7 @@ async fn finish(
                 }
             }
             let sent = sent.as_ref().map(|(k, answer)| k.sent(answer));
-            Ok(Ok(stored::turn(conn, &id, &messages, context.as_deref(), sent)?))
+            Ok(Ok(stored::turn(conn, &id, &messages, context.as_deref(), sent, keep)?))
         })
         .await?;
     let stored = match outcome {

@@ -188,6 +188,13 @@ impl Chat {
         self.in_flight.lock().unwrap().insert(key.clone()).then(|| Claim { key, in_flight: self.in_flight.clone() })
     }
 
+    /// What a session keeps in the store: the messages a history answers,
+    /// and as many keyed sends' answers (a retry of an older key is a new
+    /// send).
+    pub fn keep(&self) -> crate::store::chat::Keep {
+        crate::store::chat::Keep { messages: self.max_history_entries, sends: self.max_history_entries }
+    }
+
     /// Sessions whose authentication is held, and its bytes.
     pub fn held(&self) -> (usize, usize) {
         let held = self.auth.lock().unwrap();

@@ -223,15 +223,25 @@ pub fn open_sessions(conn: &Connection, account: &str) -> Result<i64, Failure> {
     )?)
 }
 
+/// What a session keeps: its newest `messages` messages (what a history
+/// answers) and the answers of its newest `sends` keyed sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keep {
+    pub messages: usize,
+    pub sends: usize,
+}
+
 /// Stores a whole turn and the agent's conversation id (and, for a send
-/// with an idempotency key, its answer); false when the session has ended
-/// meanwhile (nothing stored).
+/// with an idempotency key, its answer), then drops what the session keeps
+/// no more; false when the session has ended meanwhile (nothing stored).
+/// O(kept) through the session's index.
 pub fn turn(
     conn: &Connection,
     session: &str,
     messages: &[Message],
     context: Option<&str>,
     sent: Option<Sent<'_>>,
+    keep: Keep,
 ) -> Result<bool, Failure> {
     let now = messages.last().map_or(0, |m| m.created_at);
     let updated = conn.execute(
@@ -258,7 +268,17 @@ pub fn turn(
              VALUES (?1, ?2, ?3, ?4)",
             params![session, sent.key, sent.answer, sent.digest],
         )?;
+        conn.execute(
+            "DELETE FROM chat_sends WHERE session_id = ?1 AND rowid NOT IN
+                 (SELECT rowid FROM chat_sends WHERE session_id = ?1 ORDER BY rowid DESC LIMIT ?2)",
+            params![session, keep.sends as i64],
+        )?;
     }
+    conn.execute(
+        "DELETE FROM chat_messages WHERE session_id = ?1 AND id NOT IN
+             (SELECT id FROM chat_messages WHERE session_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2)",
+        params![session, keep.messages as i64],
+    )?;
     Ok(true)
 }
 

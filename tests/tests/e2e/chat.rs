@@ -301,6 +301,12 @@ async fn bounds_history_and_billing_are_enforced() {
     let contents: Vec<&str> =
         history["history"].as_array().unwrap().iter().map(|e| e["content"].as_str().unwrap()).collect();
     assert_eq!(contents, ["You said \"first\" (1 word).", "second", "You said \"second\" (1 word)."]);
+    // And keeps no more: three messages, and the answers of three keyed sends.
+    for n in 0..5 {
+        let body = json!({"sessionId": id, "message": format!("keyed {n}"), "idempotencyKey": format!("k{n}")});
+        assert_eq!(broker.send("POST", "/api/v1/chat/message", None, Some(body)).await.0, 200);
+    }
+    assert_eq!((messages(&broker), broker.rows("chat_sends")), (3, 3));
     for (body, status, code) in [
         (json!({}), 400, "invalid_body"),
         (json!({"uaid": "not a uaid"}), 400, "invalid_uaid"),
