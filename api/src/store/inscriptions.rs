@@ -252,13 +252,7 @@ pub fn create(
         return Ok(Created::Busy(open as usize));
     }
     // The quote and the debit are written as they go: a refusal undoes both.
-    conn.execute_batch("SAVEPOINT inscription_create")?;
-    let outcome = create_steps(conn, job, content, key);
-    match &outcome {
-        Ok(Created::Done(_)) => conn.execute_batch("RELEASE inscription_create")?,
-        _ => conn.execute_batch("ROLLBACK TO inscription_create; RELEASE inscription_create")?,
-    }
-    outcome
+    super::all_or_nothing(conn, || create_steps(conn, job, content, key), |c| matches!(c, Created::Done(_)))
 }
 
 fn create_steps(

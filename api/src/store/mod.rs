@@ -328,6 +328,23 @@ pub(crate) fn closed<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: usize)
     })
 }
 
+/// Runs `steps`, which write as they go, and keeps what they wrote only
+/// when `kept` says so of their outcome: a refusal (or a failure) undoes
+/// them all, and the rest of the writer's transaction stands.
+pub(crate) fn all_or_nothing<T>(
+    conn: &Connection,
+    steps: impl FnOnce() -> Result<T, Failure>,
+    kept: impl FnOnce(&T) -> bool,
+) -> Result<T, Failure> {
+    conn.execute_batch("SAVEPOINT all_or_nothing")?;
+    let outcome = steps();
+    match &outcome {
+        Ok(done) if kept(done) => conn.execute_batch("RELEASE all_or_nothing")?,
+        _ => conn.execute_batch("ROLLBACK TO all_or_nothing; RELEASE all_or_nothing")?,
+    }
+    outcome
+}
+
 /// A connection to a new store file with every migration applied, in a
 /// folder removed when the test ends: what the domain functions' unit
 /// tests run against.

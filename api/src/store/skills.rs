@@ -395,16 +395,14 @@ pub fn publish(
         return Ok(Published::Busy(open as usize));
     }
     // The steps below write as they go: a refusal undoes them all.
-    conn.execute_batch("SAVEPOINT skill_publish")?;
-    let outcome = publish_steps(conn, job, parts);
-    if let (Ok(Published::Done(_)), Some(key)) = (&outcome, key) {
-        idempotency::record(conn, key, job.created_at)?;
-    }
-    match &outcome {
-        Ok(Published::Done(_)) => conn.execute_batch("RELEASE skill_publish")?,
-        _ => conn.execute_batch("ROLLBACK TO skill_publish; RELEASE skill_publish")?,
-    }
-    outcome
+    let steps = || {
+        let outcome = publish_steps(conn, job, parts)?;
+        if let (Published::Done(_), Some(key)) = (&outcome, key) {
+            idempotency::record(conn, key, job.created_at)?;
+        }
+        Ok(outcome)
+    };
+    super::all_or_nothing(conn, steps, |p| matches!(p, Published::Done(_)))
 }
 
 fn publish_steps(conn: &Connection, job: &Job, parts: &[(Part, Vec<u8>)]) -> Result<Published, Failure> {
