@@ -167,17 +167,20 @@ test:
 	  exit $$status
 
 ## fuzz: each fuzz target (fuzz/fuzz_targets) for FUZZ_SECONDS, with
-## nightly and cargo-fuzz (installed here when missing; `make build` and
-## `make test` need neither); prints each target's executions and findings.
-## A crash stops the run and leaves its input in fuzz/artifacts/<target>/.
+## cargo-fuzz (installed here when missing; `make build` and `make test`
+## need none of it); prints each target's executions and findings. A crash
+## stops the run and leaves its input in fuzz/artifacts/<target>/.
+## cargo-fuzz passes nightly-only flags (-Zsanitizer): a nightly toolchain
+## is used when one is installed, else the machine's own with
+## RUSTC_BOOTSTRAP=1, which lets it take them (no toolchain is fetched).
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := hcs20_message uaid search_query mcp conditional chat_message registration skill_package
+FUZZ_CARGO = $(if $(shell rustup toolchain list 2>/dev/null | grep '^nightly'),$(CARGO) +nightly,RUSTC_BOOTSTRAP=1 $(CARGO))
 fuzz: duckdb
-	rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && for target in $(FUZZ_TARGETS); do \
 	  CARGO_TARGET_DIR=$(HOME)/.cache/almanac/target-fuzz LD_LIBRARY_PATH=$(DUCKDB_CACHE) \
-	    $(CARGO) +nightly fuzz run $$target -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    $(FUZZ_CARGO) fuzz run $$target -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    2> >(grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+== ERROR|SUMMARY)' | sed "s/^/$$target: /" >&2) \
 	    || exit 1; \
 	done
