@@ -78,14 +78,14 @@ pub async fn openapi(request: Request) -> Answer {
 pub async fn health(request: Request) -> Answer {
     let app = &request.app;
     let build = request.build.as_ref();
+    let (held_sessions, held_bytes) = app.chat.held();
     let body = json!({
         "status": if build.is_some() { "ok" } else { "starting" },
         "ready": build.is_some(),
         "build": build.map(|b| b.id.clone()),
         "connections": app.connections.count(),
         "rateLimit": {"guardClients": app.guard.json.tracked(), "mcpClients": app.guard.mcp.tracked()},
-        "chatAuth": {"sessions": app.chat.held().0, "bytes": app.chat.held().1,
-            "boundBytes": app.chat.auth_bounds.max_held_bytes},
+        "chatAuth": {"sessions": held_sessions, "bytes": held_bytes, "boundBytes": app.chat.auth_bounds.max_held_bytes},
         "mcpCache": build.and_then(|b| b.guard.as_ref()).map(|g| json!({
             "bytes": g.cached_bytes(), "boundBytes": app.guard.mcp_cache.bytes,
         })),

@@ -62,14 +62,11 @@ fn callable(request: &Request, agent: &Agent) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether `url` names http or https, in any case and after the spaces a
-/// URL parser drops (`HTTP://…` is called like `http://…`).
+/// Whether `url` names http or https as the gate reads it (the URL
+/// standard's parser: any case, spaces around and tabs within dropped, so
+/// `HTTP://…` is called like `http://…`).
 fn web_scheme(url: &str) -> bool {
-    let trimmed = url.trim_matches(|c: char| c <= ' ');
-    trimmed.split_once(':').is_some_and(|(scheme, _)| {
-        let scheme: String = scheme.chars().filter(|c| !matches!(c, '\t' | '\n' | '\r')).collect();
-        scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
-    })
+    url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
 }
 
 fn refused(invalid: Invalid) -> Error {
@@ -197,8 +194,8 @@ async fn save(
     plan: Plan,
     now: i64,
 ) -> Result<Outcome, Error> {
+    // The write judges the key (nothing is fetched before it).
     let key = crate::idempotency::for_route(request, "registration", &account, None)?;
-    crate::idempotency::check(request, key.as_ref()).await?;
     let write = Write { agent: agent.clone(), account, request_hash: digest(body), plan, key, now };
     Ok(request
         .app

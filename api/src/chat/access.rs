@@ -42,13 +42,19 @@ pub enum Party {
     Responder,
 }
 
+/// Whether the caller owns `session` (its opener's account, the operator,
+/// or anyone holding an anonymous session's id). Reads nothing.
+pub fn owns(request: &Request, session: &stored::Session) -> bool {
+    let Some(owner) = &session.account else { return true };
+    request.principal.as_ref().is_some_and(|p| p.operator || p.account.as_ref() == Some(owner))
+}
+
 /// The caller's part in `session`, or `None`.
 pub async fn party(request: &Request, session: &stored::Session) -> Result<Option<Party>, Error> {
-    let Some(owner) = &session.account else { return Ok(Some(Party::Owner)) };
-    let Some(principal) = request.principal.as_ref() else { return Ok(None) };
-    if principal.operator || principal.account.as_ref() == Some(owner) {
+    if owns(request, session) {
         return Ok(Some(Party::Owner));
     }
+    let Some(principal) = request.principal.as_ref() else { return Ok(None) };
     match (&principal.account, session.encryption.is_some()) {
         (Some(account), true) => {
             let holder = responder(request, session).await?;
@@ -89,16 +95,19 @@ pub async fn require(request: &Request, session: &stored::Session) -> Result<Par
 /// The owner only (ending, compaction, visibility, invitations, a
 /// plaintext session's messages).
 pub async fn require_owner(request: &Request, session: &stored::Session) -> Result<(), Error> {
-    match require(request, session).await? {
-        Party::Owner => Ok(()),
-        Party::Responder => Err(Error::forbidden("only the session's owner may do this")),
+    if owns(request, session) {
+        return Ok(());
+    }
+    match party(request, session).await? {
+        Some(_) => Err(Error::forbidden("only the session's owner may do this")),
+        None => Err(refusal(request)),
     }
 }
 
 /// 404 `session_ended` for an ended session, unless the caller owns it.
-pub async fn unless_ended(request: &Request, session: &stored::Session) -> Result<(), Error> {
+pub fn unless_ended(request: &Request, session: &stored::Session) -> Result<(), Error> {
     match session.ended_at {
-        Some(_) if party(request, session).await? != Some(Party::Owner) => Err(ended(&session.id)),
+        Some(_) if !owns(request, session) => Err(ended(&session.id)),
         _ => Ok(()),
     }
 }
@@ -128,7 +137,7 @@ pub fn acting_for(request: &Request, members: &[stored::Member], sender: &str) -
 /// private session's member must be the caller's own); the owner and the
 /// responder read it all, and so does anyone while it is public.
 pub async fn readable_since(request: &Request, session: &stored::Session) -> Result<i64, Error> {
-    unless_ended(request, session).await?;
+    unless_ended(request, session)?;
     let public = session.visibility == "public";
     let Some(sender) = request.query_value("senderUaid")? else {
         return match public || party(request, session).await?.is_some() {

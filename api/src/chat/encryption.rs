@@ -228,8 +228,8 @@ pub async fn handshake(request: Request) -> Answer {
 /// session's agent when it was opened (`access::responder`), or the owner
 /// when none did.
 async fn submitter(request: &Request, session: &stored::Session, role: &Role) -> Result<(), Error> {
-    use super::access::{self, Party};
-    let owner = access::party(request, session).await? == Some(Party::Owner);
+    use super::access;
+    let owner = access::owns(request, session);
     let allowed = match role {
         Role::Requester => owner,
         Role::Responder => {

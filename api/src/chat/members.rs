@@ -95,9 +95,8 @@ fn uaid_field(value: &str, field: &'static str) -> Result<String, Error> {
 /// the member `senderUaid` names.
 pub async fn meta(request: Request) -> Answer {
     let (session, members) = load(&request).await?;
-    access::unless_ended(&request, &session).await?;
-    let owner = access::party(&request, &session).await? == Some(access::Party::Owner);
-    if session.visibility != "public" && !owner {
+    access::unless_ended(&request, &session)?;
+    if session.visibility != "public" && !access::owns(&request, &session) {
         let Some(sender) = request.query_value("senderUaid")? else {
             let message = "senderUaid: a private session's metadata needs the member asking";
             return Err(Error::parameter("senderUaid", message));
@@ -145,17 +144,12 @@ pub async fn invite(request: Request) -> Answer {
     if session.ended_at.is_some() {
         return Err(access::ended(&session.id));
     }
-    let member = stored::Member {
-        uaid: invitee,
-        invited_at: store::now_ms(),
-        history_scope: match body.history_scope.unwrap_or(Scope::All) {
-            Scope::All => "all".into(),
-            Scope::SinceInvite => "since_invite".into(),
-        },
-        held_by: None,
+    let scope = match body.history_scope.unwrap_or(Scope::All) {
+        Scope::All => "all",
+        Scope::SinceInvite => "since_invite",
     };
-    let id = session.id.clone();
-    request.app.store.write(move |conn| stored::invite(conn, &id, &member)).await?;
+    let (id, now) = (session.id.clone(), store::now_ms());
+    request.app.store.write(move |conn| stored::invite(conn, &id, &invitee, scope, now)).await?;
     let (session, members) = load(&request).await?;
     Ok(reply::json(&metadata(&session, &members)))
 }

@@ -139,16 +139,17 @@ pub(crate) fn entry(m: &stored::Message) -> Value {
 }
 
 /// Opens a session (shared by `POST /chat/session` and a message that
-/// names no session): resolves the agent, bills extended history.
-async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Session, Value), Error> {
+/// names no session) holding `headers` for its agent (its `auth`, already
+/// read within the bounds): resolves the agent, bills extended history.
+async fn open(
+    request: &Request,
+    body: SessionRequest,
+    headers: warp::http::HeaderMap,
+) -> Result<(stored::Session, Value), Error> {
     let chat = &request.app.chat;
     if request.principal.is_none() {
         request.app.anonymous_chat_limit.check(request.client).map_err(crate::limit::rate_limited)?;
     }
-    let headers = match &body.auth {
-        None => Default::default(),
-        Some(auth) => session_auth(chat.auth_bounds, auth)?,
-    };
     let default_ttl = chat.history_ttl.as_secs() as i64;
     let ttl = match body.history_ttl_seconds {
         None => default_ttl,
@@ -286,7 +287,8 @@ async fn open(request: &Request, body: SessionRequest) -> Result<(stored::Sessio
 /// `POST /api/v1/chat/session`.
 pub async fn create(request: Request) -> Answer {
     let body: SessionRequest = parse_body(&request.body)?;
-    let (_, answer) = open(&request, body).await?;
+    let headers = body.auth.as_ref().map(|auth| session_auth(request.app.chat.auth_bounds, auth)).transpose()?;
+    let (_, answer) = open(&request, body, headers.unwrap_or_default()).await?;
     Ok(reply::json(&answer))
 }
 
@@ -413,14 +415,14 @@ impl Outgoing {
         let opening = SessionRequest {
             uaid: self.body.uaid.clone(),
             agent_url: self.body.agent_url.clone(),
-            auth: self.body.auth.take(),
+            auth: None,
             history_ttl_seconds: None,
             encryption_requested: None,
             sender_uaid: None,
         };
         // The session holds the send's authentication from its opening.
-        self.auth = None;
-        Ok(open(request, opening).await?.0)
+        let headers = self.auth.take().unwrap_or_default();
+        Ok(open(request, opening, headers).await?.0)
     }
 }
 

@@ -133,23 +133,23 @@ pub fn members(conn: &Connection, session: &str) -> Result<Vec<Member>, Failure>
     Ok(members)
 }
 
-/// Adds a member, held by the account that registered its UAID here now,
-/// or re-scopes one (its holder unchanged: a member's rights stay with
-/// whoever held it when it joined). The invite is recorded after the
-/// session's last message even within the same millisecond, so that a
-/// member who sees only what followed it never sees what preceded it.
-/// `member.held_by` is not read.
-pub fn invite(conn: &Connection, session: &str, member: &Member) -> Result<(), Failure> {
-    let held_by = registry::registrant(conn, &member.uaid)?;
+/// Adds `uaid` as a member at `now` (ms) with `history_scope`, held by
+/// the account that registered it here now, or re-scopes it (its holder
+/// unchanged: a member's rights stay with whoever held it when it
+/// joined). The invite is recorded after the session's last message even
+/// within the same millisecond, so that a member who sees only what
+/// followed it never sees what preceded it.
+pub fn invite(conn: &Connection, session: &str, uaid: &str, history_scope: &str, now: i64) -> Result<(), Failure> {
+    let held_by = registry::registrant(conn, uaid)?;
     conn.execute(
         "INSERT INTO chat_members (session_id, uaid, invited_at, history_scope, held_by)
          VALUES (?1, ?2, MAX(?3, COALESCE((SELECT MAX(created_at) + 1 FROM chat_messages WHERE session_id = ?1), 0)), ?4, ?5)
          ON CONFLICT (session_id, uaid) DO UPDATE SET history_scope = ?4",
-        params![session, member.uaid, member.invited_at, member.history_scope, held_by],
+        params![session, uaid, now, history_scope, held_by],
     )?;
     conn.execute(
         "UPDATE chat_sessions SET last_activity_at = MAX(COALESCE(last_activity_at, 0), ?2) WHERE id = ?1",
-        params![session, member.invited_at],
+        params![session, now],
     )?;
     Ok(())
 }
