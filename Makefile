@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb build install site run test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis debian screenshots
+.PHONY: all duckdb build install site run run-flags test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis debian screenshots
 
 all: build
 
@@ -77,12 +77,19 @@ site: build
 REDEEM_TOKEN   ?= 0.0.5000001:luna0
 LOCALNET_MIRROR ?= 127.0.0.1:5600
 LOCALNET_NODE   ?= 0.0.3=127.0.0.1:50211
+RUN_API_FLAGS = --redeem-token $(REDEEM_TOKEN) --demo-agents \
+  --hapi-node $(LOCALNET_NODE) --inscription-mirror-url http://$(LOCALNET_MIRROR) \
+  --inscription-account 0.0.1003 --inscription-keys-file $(CURDIR)/datasets/live/dev-keys.json
 run: site
 	$(BIN)/localnet --mirror $(LOCALNET_MIRROR) --node $(LOCALNET_NODE) --state $(DATA)/localnet.jsonl & localnet=$$!; \
 	trap "kill $$localnet 2>/dev/null" EXIT; \
-	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) --redeem-token $(REDEEM_TOKEN) --demo-agents \
-	  --hapi-node $(LOCALNET_NODE) --inscription-mirror-url http://$(LOCALNET_MIRROR) \
-	  --inscription-account 0.0.1003 --inscription-keys-file datasets/live/dev-keys.json
+	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) $(RUN_API_FLAGS)
+
+## run-flags: print the api's flags `make run` gives it besides where it
+## binds and its folders (the test that `make run` sends nothing off the
+## machine starts the api with them)
+run-flags:
+	@echo $(RUN_API_FLAGS)
 
 ## conformance: install the MCP conformance suite (npm, pinned by its lock)
 CONFORMANCE := tests/conformance

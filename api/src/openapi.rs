@@ -546,7 +546,7 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
         // Pages for people.
         "landingPage" | "tokensPage" | "tokenPage" | "tokenHoldersPage" | "accountPage" | "guardPage"
         | "guardCampaignsPage" | "guardCoveragePage" | "guardBenchmarkPage" | "agentsPage" | "agentsNextPage"
-        | "agentPage" | "skillsPage" | "skillPage" => {
+        | "agentPage" | "agentSearchPage" | "skillsPage" | "skillPage" => {
             Doc { tag: "Pages", ok: vec![(200, Value::Null)], media: Some("text/html"), ..Doc::default() }
         }
         // Section C.

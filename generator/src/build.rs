@@ -471,7 +471,7 @@ fn changed_agents(
         .map(|agent| {
             let entries = entries(&agent.uaid);
             let mut files = agent_files(agent, &entries);
-            files.push(renderer.profile(agent, &entries)?);
+            files.push(renderer.profile(agent, &entries, pages::Made::Build)?);
             Ok(files)
         })
         .collect::<Result<_>>()?;
@@ -858,7 +858,7 @@ fn stage_agents(
             .map(|(agent, entries)| {
                 let entries = *entries;
                 let files = broker_site::render::agent_files(agent, entries);
-                Ok((files, renderer.profile(agent, entries)?))
+                Ok((files, renderer.profile(agent, entries, pages::Made::Build)?))
             })
             .collect::<Result<_>>()?;
         let mut files = Vec::with_capacity(rendered.len() * 4);

@@ -4,7 +4,7 @@
 
 use minijinja::{context, Value};
 
-use super::{markup, routes, svg, Page};
+use super::{markup, routes, svg, Made, Page};
 use broker_model::catalog::{FeedbackEntry, FEEDBACK_REGISTRY};
 use broker_model::Agent;
 use broker_site::render::agent_route;
@@ -53,10 +53,12 @@ pub(super) fn directory(directory: &super::Directory) -> (Vec<Page>, Vec<String>
                     // Only the first page counts every agent.
                     total => (i == 0).then_some(rows.len()), registries => (i == 0).then_some(&registries),
                     previous => link(i.checked_sub(1)), next => link(Some(i + 1)),
+                    form => SearchForm::default(),
                 },
                 json: None,
                 last_modified: slice.iter().map(|a| a.updated).max().unwrap_or_default(),
                 cache: Cache::Agent,
+                made: Made::Build,
             }
         })
         .collect::<Vec<Page>>();
@@ -189,12 +191,22 @@ fn row_hash(uaid: &str) -> u64 {
     h ^ (h >> 31)
 }
 
+/// How a row's availability cell begins: the row's last cell, written
+/// by [`directory_row`] and rewritten by [`directory_now`].
+const AVAILABLE_CELL: &str = "<td class=\"available\">";
+const AVAILABLE_YES: &str = "<span class=\"good\">yes</span>";
+const AVAILABLE_NO: &str = "no";
+/// How a row ends.
+const ROW_END: &str = "</td></tr>\n";
+/// How a row begins, up to its agent's route.
+const ROW_START: &str = "<tr><th scope=\"row\"><a href=\"";
+
 /// One row of the directory's table, as markup (a million of them are
 /// written by each build that changes agents: made here, not by the
-/// template engine).
+/// template engine). One line: [`directory_now`] reads them back.
 fn directory_row(out: &mut String, row: &Row) {
     use std::fmt::Write;
-    out.push_str("<tr><th scope=\"row\"><a href=\"");
+    out.push_str(ROW_START);
     svg::escape_into(out, &routes::agent_route(&row.uaid));
     out.push_str("\">");
     svg::escape_into(out, &row.name);
@@ -207,13 +219,95 @@ fn directory_row(out: &mut String, row: &Row) {
         }
         svg::escape_into(out, protocol);
     }
-    let _ = write!(out, "</td><td class=\"n\">{:.0}</td><td>", row.trust_score);
-    out.push_str(if row.available { "<span class=\"good\">yes</span>" } else { "no" });
-    out.push_str("</td></tr>\n");
+    let _ = write!(out, "</td><td class=\"n\">{:.0}</td>{AVAILABLE_CELL}", row.trust_score);
+    out.push_str(if row.available { AVAILABLE_YES } else { AVAILABLE_NO });
+    out.push_str(ROW_END);
+}
+
+/// A directory page of the build as the api knows it now: each row's
+/// availability as `available_now` says for its agent (`None`: as the
+/// build had it), and the footer saying the page is made by the api.
+/// `None` when no row changes (the build's file is served as it is).
+/// O(size of the page).
+pub fn directory_now(page: &[u8], available_now: impl Fn(&str) -> Option<bool>) -> Option<Vec<u8>> {
+    let html = std::str::from_utf8(page).ok()?;
+    let mut out = String::with_capacity(html.len() + 64);
+    let mut changed = false;
+    for line in html.split_inclusive('\n') {
+        let now = line
+            .strip_prefix(ROW_START)
+            .and_then(|rest| rest.split_once('"'))
+            .and_then(|(route, _)| route.strip_prefix(routes::AGENTS)?.strip_prefix('/'))
+            .and_then(|segment| percent_encoding::percent_decode_str(segment).decode_utf8().ok())
+            .and_then(|uaid| available_now(&uaid));
+        let cell = line.rfind(AVAILABLE_CELL).map(|at| at + AVAILABLE_CELL.len());
+        match (now, cell) {
+            (Some(available), Some(at)) if line.ends_with(ROW_END) => {
+                let shown = if available { AVAILABLE_YES } else { AVAILABLE_NO };
+                changed |= &line[at..line.len() - ROW_END.len()] != shown;
+                out.push_str(&line[..at]);
+                out.push_str(shown);
+                out.push_str(ROW_END);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    changed.then(|| out.replacen(Made::Build.says(), Made::Live.says(), 1).into_bytes())
+}
+
+/// The search form's fields as filled (the names of `GET /search`'s
+/// parameters: `q`, `registries`, `protocols`, `online`).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SearchForm {
+    pub q: String,
+    pub registry: String,
+    pub protocol: String,
+    pub online: bool,
+}
+
+/// What a search of the agents found, as its page shows it.
+#[derive(Clone, Debug, Default)]
+pub struct AgentSearch {
+    pub form: SearchForm,
+    /// The page's agents, in the order search ranked them.
+    pub rows: Vec<Row>,
+    pub total: usize,
+    pub page: usize,
+    /// The registries and protocols the form offers (those among the
+    /// agents found, and the ones chosen).
+    pub registries: Vec<String>,
+    pub protocols: Vec<String>,
+    /// Links to the pages before and after, if any.
+    pub previous: Option<String>,
+    pub next: Option<String>,
+    /// The same search as JSON (`/api/v1/search?...`).
+    pub json: String,
+    /// The newest update among the agents found.
+    pub last_modified: shared::timestamp::Timestamp,
+}
+
+/// The page of a search ([`AgentSearch`]): made by the api.
+pub(super) fn search(found: &AgentSearch) -> Page {
+    let mut table = String::with_capacity(found.rows.len() * 400);
+    found.rows.iter().for_each(|row| directory_row(&mut table, row));
+    Page {
+        route: routes::AGENT_SEARCH.into(),
+        file: routes::fixed_file(routes::AGENT_SEARCH),
+        template: "search.html",
+        context: context! {
+            form => found.form, rows => markup(table), found => found.rows.len(), total => found.total,
+            page => found.page, registries => found.registries, protocols => found.protocols,
+            previous => found.previous, next => found.next,
+        },
+        json: Some(found.json.clone()),
+        last_modified: found.last_modified,
+        cache: Cache::NoStore,
+        made: Made::Live,
+    }
 }
 
 /// An agent's profile page, with its feedback entries.
-pub(super) fn profile(a: &Agent, entries: &[&FeedbackEntry]) -> Page {
+pub(super) fn profile(a: &Agent, entries: &[&FeedbackEntry], made: Made) -> Page {
     let mut signals: Vec<(String, f64)> = a.trust_signals.iter().map(|(k, v)| (k.clone(), *v)).collect();
     signals.sort_by(|x, y| x.0.cmp(&y.0));
     let chart = svg::scores(
@@ -248,14 +342,25 @@ pub(super) fn profile(a: &Agent, entries: &[&FeedbackEntry]) -> Page {
         _ => a.description.clone(),
     };
     let (route, file) = routes::agent(a.uaid.as_str());
+    // Why an agent the broker checks is offline, where it can be told
+    // from the agent alone: an endpoint under a special-use name, which
+    // the broker never looks up.
+    let nowhere = broker_model::availability::checked_endpoint(a)
+        .and_then(shared::special_use::url_host)
+        .and_then(shared::special_use::reserved)
+        .and_then(|reserved| match reserved {
+            shared::special_use::Reserved::Nowhere(what) => Some(what),
+            shared::special_use::Reserved::ThisMachine => None,
+        });
     Page {
         route,
         file,
         template: "agent.html",
-        context: context! { a, trust, endpoints, feedback, summary },
+        context: context! { a, trust, endpoints, feedback, summary, nowhere },
         json: Some(agent_route(a.uaid.as_str())),
         last_modified: updated,
         cache: Cache::Agent,
+        made,
     }
 }
 
@@ -397,6 +502,9 @@ mod tests {
         directory_row(&mut out, &r);
         assert!(out.contains(">&lt;b&gt;&quot;Tom&quot; &amp; &#39;Jerry&#39;&lt;/b&gt;</a>"), "{out}");
         assert!(out.contains("href=\"/agents/uaid%3Aaid%3A1\""), "{out}");
-        assert!(out.ends_with("<td class=\"n\">50</td><td><span class=\"good\">yes</span></td></tr>\n"), "{out}");
+        assert!(
+            out.ends_with("<td class=\"n\">50</td><td class=\"available\"><span class=\"good\">yes</span></td></tr>\n"),
+            "{out}"
+        );
     }
 }

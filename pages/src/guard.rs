@@ -5,7 +5,7 @@
 
 use minijinja::{context, Value};
 
-use super::{markup, routes, svg, Page};
+use super::{markup, routes, svg, Made, Page};
 use guard_data::midnight;
 use guard_data::{public::Run, Datasets, Outcome};
 use guard_data::{BENCHMARK, CAMPAIGNS, COVERAGE, FACTS};
@@ -31,6 +31,7 @@ pub(super) fn pages(d: &Datasets) -> Vec<Page> {
         json: Some(json.into()),
         last_modified: reviewed.iter().map(|r| midnight(r)).max().unwrap_or_default(),
         cache,
+        made: Made::Build,
     };
     vec![
         page(

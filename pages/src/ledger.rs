@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use minijinja::{context, Value};
 
-use super::{markup, routes, svg, Page};
+use super::{markup, routes, svg, Made, Page};
 use hcs20::analytics::{Analytics, TokenSummary};
 use hcs20::routes::Route;
 use hcs20::tables::SupplyChange;
@@ -128,6 +128,7 @@ fn list(analytics: &Analytics, histories: &[History]) -> Page {
         json: Some(Route::Ticks.canonical()),
         last_modified,
         cache: Cache::TokenLists,
+        made: Made::Build,
     }
 }
 
@@ -204,6 +205,7 @@ fn token_page(analytics: &Analytics, i: usize, page: usize, pages: usize, histor
         json: Some(Route::Holders { topic: t.topic, tick: t.tick.clone(), page, page_size: size }.canonical()),
         last_modified,
         cache: Cache::Balances,
+        made: Made::Build,
     }
 }
 
@@ -227,5 +229,6 @@ fn account(analytics: &Analytics, id: EntityId) -> Page {
         json: Some(Route::Account(id).canonical()),
         last_modified,
         cache: Cache::Balances,
+        made: Made::Build,
     }
 }

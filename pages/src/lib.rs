@@ -14,7 +14,7 @@
 //! linked from the live build like any other.
 
 mod agents;
-pub use agents::Before;
+pub use agents::{directory_now, AgentSearch, Before, SearchForm};
 mod guard;
 mod ledger;
 pub mod routes;
@@ -87,7 +87,30 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("agent.html", include_str!("../../templates/agent.html")),
     ("skills.html", include_str!("../../templates/skills.html")),
     ("skill.html", include_str!("../../templates/skill.html")),
+    ("search.html", include_str!("../../templates/search.html")),
+    ("agent-search-form.html", include_str!("../../templates/agent-search-form.html")),
 ];
+
+/// Who made a page: said in its footer, so a reader knows whether it is a
+/// file of the build or what the api knows now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Made {
+    /// A file of the build, the same on any host that serves it.
+    Build,
+    /// Made by the api when asked, from the build and what changed since
+    /// (registrations, availability checks, the skills registry).
+    Live,
+}
+
+impl Made {
+    /// The footer's sentence (plain text: escaping leaves it as it is).
+    pub const fn says(self) -> &'static str {
+        match self {
+            Made::Build => "This page is a static file of the build, made from public sources.",
+            Made::Live => "This page is made by the api when asked, from the build and what has changed since.",
+        }
+    }
+}
 
 /// A page before it is rendered: where it goes, its template and context,
 /// and the headers its representation gets.
@@ -100,6 +123,7 @@ struct Page {
     json: Option<String>,
     last_modified: Timestamp,
     cache: Cache,
+    made: Made,
 }
 
 /// What every page's frame needs: which sections the build has.
@@ -150,8 +174,14 @@ impl Renderer {
     }
 
     /// An agent's profile page, with its feedback entries.
-    pub fn profile(&self, agent: &broker_model::Agent, feedback: &[&FeedbackEntry]) -> Result<File> {
-        self.finish(agents::profile(agent, feedback))
+    pub fn profile(&self, agent: &broker_model::Agent, feedback: &[&FeedbackEntry], made: Made) -> Result<File> {
+        self.finish(agents::profile(agent, feedback, made))
+    }
+
+    /// What a directory or search page would answer for `form` (made by
+    /// the api: [`Made::Live`]).
+    pub fn agent_search(&self, found: &AgentSearch) -> Result<File> {
+        self.finish(agents::search(found))
     }
 
     /// The skills registry's list, found by `query` (empty: every skill).
@@ -168,7 +198,8 @@ impl Renderer {
     fn finish(&self, page: Page) -> Result<File> {
         let template = self.env.get_template(page.template).expect("the templates are compiled in");
         let as_of = page.last_modified.iso8601();
-        let context = context! { site => self.site, as_of => as_of, json => page.json, ..page.context };
+        let context =
+            context! { site => self.site, as_of => as_of, json => page.json, made => page.made.says(), ..page.context };
         let html = template.render(context).with_context(|| format!("rendering {} ({})", page.route, page.template))?;
         Ok(File {
             route: page.route,
@@ -306,6 +337,7 @@ fn landing(inputs: &Inputs, newest: Timestamp) -> Page {
         json: None,
         last_modified: newest.max(analytics.newest),
         cache: Cache::EcosystemStats,
+        made: Made::Build,
     }
 }
 

@@ -15,6 +15,8 @@ pub const COVERAGE: &str = "/guard/coverage";
 pub const BENCHMARK: &str = "/guard/benchmark";
 pub const AGENTS: &str = "/agents";
 pub const SKILLS: &str = "/skills";
+/// The agents a search finds, as a page (made by the api).
+pub const AGENT_SEARCH: &str = "/agents/search";
 
 /// A skill's page (a skill's name needs no escaping: lower-case letters,
 /// digits and hyphens).

@@ -8,7 +8,7 @@ use serde::Serialize;
 use shared::http::Cache;
 use shared::timestamp::Timestamp;
 
-use crate::{routes, Page};
+use crate::{routes, Made, Page};
 
 /// A published skill as a list shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -58,6 +58,7 @@ pub(super) fn list(skills: &[Skill], query: &str, last_modified: Timestamp) -> P
         json: Some("/api/v1/skills".into()),
         last_modified,
         cache: Cache::NoStore,
+        made: Made::Live,
     }
 }
 
@@ -71,5 +72,6 @@ pub(super) fn detail(detail: &SkillDetail, last_modified: Timestamp) -> Page {
         context: context! { d => detail },
         last_modified,
         cache: Cache::NoStore,
+        made: Made::Live,
     }
 }

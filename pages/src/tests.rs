@@ -79,6 +79,7 @@ fn text_from_the_data_is_escaped_and_markup_made_here_is_not() {
         json: Some("/hcs20/account/x".into()),
         last_modified: Timestamp(0),
         cache: Cache::Balances,
+        made: Made::Build,
     };
     let file = renderer.finish(page).unwrap();
     let html = String::from_utf8(file.representation.body).unwrap();

@@ -1,9 +1,10 @@
 //! What the generator and the api both read and write: the published
 //! site's layout, manifest and index, the HTTP representations and cache
 //! policies of its files, the ids written in it (ledger entities, UAIDs) and
-//! its times; the two process helpers both binaries run (fault points,
-//! a lowered priority); and where a test finds the checkout's files. Knows nothing of DuckDB, HTTP servers or the
-//! async runtime.
+//! its times; the special-use domain names no DNS server answers for; the
+//! two process helpers both binaries run (fault points, a lowered
+//! priority); and where a test finds the checkout's files. Knows nothing
+//! of DuckDB, HTTP servers or the async runtime.
 
 /// A closed set of values spelled on the wire: an enum read and written by
 /// serde as exactly these texts (anything else is refused, naming the
@@ -55,5 +56,6 @@ pub mod index;
 pub mod manifest;
 pub mod priority;
 pub mod site;
+pub mod special_use;
 pub mod timestamp;
 pub mod uaid;

@@ -10,6 +10,7 @@ pub mod agents;
 pub mod availability;
 pub mod badge;
 pub mod credits;
+pub mod directory;
 pub mod encryption;
 pub mod feedback;
 pub mod hapi;
@@ -60,17 +61,30 @@ async fn searched(request: Request, query: SearchQuery) -> Answer {
     app.searches.run(move || run_search(&request, &query)).await?
 }
 
-/// A search over the build and the live overlay as one. An answer the
-/// overlay changed is not kept by shared caches (the next change would
-/// not reach them).
-fn run_search(request: &Request, query: &SearchQuery) -> Answer {
+/// A search's answer (`GET /search`'s body), and whether the live overlay
+/// changed it.
+struct Searched {
+    body: Vec<u8>,
+    live: bool,
+}
+
+/// A search over the build and the live overlay as one.
+fn search_body(request: &Request, query: &SearchQuery) -> Result<Searched, Error> {
     let (_, broker) = agents(request)?;
     let view = request.app.overlay.view();
     let damaged = |e: anyhow::Error| Error::damaged_record(&e);
     Ok(match view.search(broker, query) {
-        Some(merged) => live(reply::bytes(view.page_body(broker, &merged).map_err(damaged)?)),
-        None => reply::bytes(broker.page_body(&broker.search(query)).map_err(damaged)?),
+        Some(merged) => Searched { body: view.page_body(broker, &merged).map_err(damaged)?, live: true },
+        None => Searched { body: broker.page_body(&broker.search(query)).map_err(damaged)?, live: false },
     })
+}
+
+/// [`search_body`] as an answer. One the overlay changed is not kept by
+/// shared caches (the next change would not reach them).
+fn run_search(request: &Request, query: &SearchQuery) -> Answer {
+    let searched = search_body(request, query)?;
+    let answer = reply::bytes(searched.body);
+    Ok(if searched.live { live(answer) } else { answer })
 }
 
 /// Marks an answer made from the live overlay: revalidated every time.
@@ -124,7 +138,7 @@ pub async fn agent_page(request: Request) -> Answer {
                 let feedback = broker.feedback(uaid).map_err(|e| Error::damaged_record(&e))?;
                 let page = build
                     .pages
-                    .profile(agent, &feedback.iter().collect::<Vec<_>>())
+                    .profile(agent, &feedback.iter().collect::<Vec<_>>(), pages::Made::Live)
                     .map_err(|e| Error::bad_answer(format!("{e:#}")))?;
                 let made = reply::Representation::computed(page.representation)?;
                 return Ok(live(reply::representation(&request.method, &request.headers, &made)));

@@ -49,13 +49,14 @@ pub async fn registrant(request: &Request, uaid: &str) -> Result<Option<String>,
 /// 403 `destination_not_allowed` when an endpoint the broker would call
 /// (an http or https URL) is one the egress gate refuses by its text: an
 /// inside address, `localhost`. Names are judged again, by their
-/// addresses, whenever the broker calls them. A model provider's origin
-/// the operator named is called as configured.
+/// addresses, whenever the broker calls them; a special-use name of no
+/// network (`agent.example`) is kept, and never called. A model
+/// provider's origin the operator named is called as configured.
 fn callable(request: &Request, agent: &Agent) -> Result<(), Error> {
     let chat = &request.app.chat;
     let web = agent.endpoints.values().filter(|url| web_scheme(url));
     for url in web.filter(|url| !chat.providers.lists(url)) {
-        if chat.gate.judge(url).is_err() {
+        if chat.gate.judge_registered(url).is_err() {
             return Err(crate::egress::refusal().naming("endpoint"));
         }
     }

@@ -193,9 +193,19 @@ fn normal_name(name: &str) -> String {
     name.trim_end_matches('.').to_ascii_lowercase()
 }
 
-/// Names that stand for this machine whatever a DNS server says (RFC 6761).
-fn is_local_name(name: &str) -> bool {
-    name == "localhost" || name.ends_with(".localhost")
+/// Whether `name` is special-use ([`shared::special_use`]): `localhost`,
+/// which stands for this machine whatever a DNS server says, and the names
+/// that exist nowhere (`.example`, `.test`, `.invalid`, ...). Refused
+/// without a lookup, so no question about them leaves the machine.
+fn is_reserved_name(name: &str) -> bool {
+    shared::special_use::reserved(name).is_some()
+}
+
+/// Whether `url`'s host is a special-use name of no network
+/// ([`shared::special_use::Reserved::Nowhere`]).
+fn nowhere(url: &url::Url) -> bool {
+    use shared::special_use::{reserved, Reserved};
+    matches!(url.host(), Some(url::Host::Domain(name)) if matches!(reserved(name), Some(Reserved::Nowhere(_))))
 }
 
 /// The destination refused. Its text says nothing about the inside (no
@@ -239,12 +249,23 @@ impl Policy {
                 }
                 // A listed name is reached on its listed ports only: the
                 // resolver, which never learns the port, lets its
-                // addresses through.
-                if self.allow.lists_name(&name) || is_local_name(&name) {
+                // addresses through. A special-use name is never looked up.
+                if self.allow.lists_name(&name) || is_reserved_name(&name) {
                     return Err(NotAllowed);
                 }
                 Ok(Verdict::Name)
             }
+        }
+    }
+
+    /// Judges an endpoint being registered, by its text: as [`Policy::judge`],
+    /// but a name that exists nowhere (`agent.example`, `x.test`) is kept.
+    /// It harms nobody: every call to it is refused unresolved, and its
+    /// agent is shown offline for that reason.
+    pub fn judge_registered(&self, url: &url::Url) -> Result<(), NotAllowed> {
+        match self.judge(url) {
+            Err(NotAllowed) if matches!(url.scheme(), "http" | "https") && nowhere(url) => Ok(()),
+            verdict => verdict.map(drop),
         }
     }
 
@@ -264,7 +285,7 @@ impl Policy {
         if self.allow.lists_name(&name) {
             return true;
         }
-        !is_local_name(&name) && (refused_range(ip).is_none() || self.allow.admits(ip, None))
+        !is_reserved_name(&name) && (refused_range(ip).is_none() || self.allow.admits(ip, None))
     }
 }
 
@@ -356,7 +377,17 @@ mod tests {
             ("http://172.32.0.1/", true),
             ("http://100.128.0.1/", true),
             ("http://192.169.0.1/", true),
-            ("https://agents.example.com/a2a", true),
+            ("https://agents.hol.org/a2a", true),
+            // Special-use names: refused unresolved (no question leaves
+            // the machine).
+            ("https://agents.example.com/a2a", false),
+            ("http://agent.example/a2a", false),
+            ("http://AGENT.EXAMPLE./", false),
+            ("https://x.test/", false),
+            ("https://nothing.invalid/", false),
+            ("http://printer.local/", false),
+            ("http://abc.onion/", false),
+            ("http://example.org/", false),
             ("http://user:pw@93.184.215.14/", true),
             ("http://93.184.215.14@127.0.0.1/", false),
         ];
@@ -388,6 +419,9 @@ mod tests {
             (&["agents.internal:8443"], "http://agents.internal:22/", false),
             (&["localhost:4101"], "http://localhost:4101/", true),
             (&["localhost:4101"], "http://localhost:4102/", false),
+            // The operator may vouch for a special-use name on a port.
+            (&["echo.test:4101"], "http://echo.test:4101/", true),
+            (&["echo.test:4101"], "http://echo.test:4102/", false),
         ];
         for (allow, text, allowed) in cases {
             let verdict = policy(allow).judge(&url::Url::parse(text).unwrap());
@@ -404,20 +438,39 @@ mod tests {
     #[test]
     fn a_name_is_judged_by_every_address_it_resolves_to() {
         let cases: &[(&[&str], &str, &str, bool)] = &[
-            (&[], "agents.example.com", "93.184.215.14", true),
-            (&[], "agents.example.com", "127.0.0.1", false),
-            (&[], "agents.example.com", "::ffff:127.0.0.1", false),
-            (&[], "agents.example.com", "169.254.169.254", false),
-            (&[], "agents.example.com", "fd00::1", false),
-            (&[], "agents.example.com", "2606:4700::1", true),
+            (&[], "agents.hol.org", "93.184.215.14", true),
+            (&[], "agents.hol.org", "127.0.0.1", false),
+            (&[], "agents.hol.org", "::ffff:127.0.0.1", false),
+            (&[], "agents.hol.org", "169.254.169.254", false),
+            (&[], "agents.hol.org", "fd00::1", false),
+            (&[], "agents.hol.org", "2606:4700::1", true),
             (&[], "localhost", "93.184.215.14", false),
-            (&["10.0.0.0/8"], "agents.example.com", "10.9.9.9", true),
+            (&[], "agents.example.com", "93.184.215.14", false),
+            (&["10.0.0.0/8"], "agents.hol.org", "10.9.9.9", true),
             // An address on a port does not admit a name: the resolver never learns the port.
-            (&["127.0.0.1:4101"], "agents.example.com", "127.0.0.1", false),
+            (&["127.0.0.1:4101"], "agents.hol.org", "127.0.0.1", false),
             (&["agents.internal:8443"], "agents.internal", "10.0.0.5", true),
         ];
         for (allow, name, ip, admitted) in cases {
             assert_eq!(policy(allow).admits_resolved(name, ip.parse().unwrap()), *admitted, "{allow:?} {name} {ip}");
+        }
+    }
+
+    /// Each case: an endpoint being registered, and whether it is kept.
+    #[test]
+    fn a_registered_endpoint_may_name_nowhere_but_not_this_machine() {
+        for (text, kept) in [
+            ("https://agent.example/a2a", true),
+            ("https://agents.example.com/a2a", true),
+            ("https://x.test/", true),
+            ("https://agents.hol.org/a2a", true),
+            ("http://localhost/", false),
+            ("http://api.localhost:4000/", false),
+            ("http://127.0.0.1/", false),
+            ("ftp://agent.example/", false),
+        ] {
+            let verdict = policy(&[]).judge_registered(&url::Url::parse(text).unwrap());
+            assert_eq!(verdict.is_ok(), kept, "{text}: {verdict:?}");
         }
     }
 

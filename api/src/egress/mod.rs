@@ -134,6 +134,12 @@ impl Gate {
         self.policy.judge(&url::Url::parse(url).map_err(|_| NotAllowed)?).map(|_| ())
     }
 
+    /// Judges an endpoint being registered, by its text
+    /// ([`Policy::judge_registered`]: a name of no network is kept).
+    pub fn judge_registered(&self, url: &str) -> Result<(), NotAllowed> {
+        self.policy.judge_registered(&url::Url::parse(url).map_err(|_| NotAllowed)?)
+    }
+
     pub fn get(&self, url: &str) -> Call<'_> {
         self.call(Method::GET, url, Trust::Judged)
     }

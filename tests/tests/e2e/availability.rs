@@ -1,11 +1,11 @@
 //! Availability measured against the real api binary on loopback: the
-//! checked-in datasets' agents at hosts a DNS server on loopback does not
-//! know (as unreachable as a dead host, without leaving this machine),
-//! and agents registered at peers on loopback, one of which goes away.
+//! checked-in datasets' agents at special-use names (`.example`), which
+//! the egress gate refuses without asking the DNS server on loopback, a
+//! host on loopback that never answers, and agents registered at peers on
+//! loopback, one of which goes away.
 //! What search, the detail route, the badge, the next build and its pages
 //! say comes from the checks; an agent listed online opens a session.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -58,14 +58,30 @@ fn chattable(hit: &Value) -> bool {
     hit["communicationSupported"] == true
 }
 
+/// A host on loopback that takes each connection and closes it unanswered.
+struct SilentHost {
+    url: String,
+}
+
+impl SilentHost {
+    fn start() -> SilentHost {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || listener.incoming().for_each(drop));
+        SilentHost { url }
+    }
+}
+
 /// Three peers on loopback (A2A, MCP and plain HTTP) registered by
-/// 0.0.1001 beside the datasets' agents, whose hosts the DNS server on
-/// loopback does not know; an api with checks off until [`Peers::round`].
+/// 0.0.1001 beside the datasets' agents; a silent host the gate allows;
+/// the DNS server the gate asks; an api with checks off until
+/// [`Peers::round`].
 struct Peers {
     echo: Agent,
     _mcp: Agent,
     plain: Option<Agent>,
-    _dns: DnsServer,
+    silent: SilentHost,
+    dns: DnsServer,
     gate: Vec<String>,
     broker: Broker,
     key: String,
@@ -81,7 +97,8 @@ impl Peers {
             (Agent::start(Kind::Echo).await, Agent::start(Kind::Mcp).await, Agent::start(Kind::Plain).await);
         let plain_url = format!("{}/chat", plain.url());
         let dns = DnsServer::start(&[]).await;
-        let allowed = tests::allowing(&[&echo.url(), &mcp.url(), &plain_url]);
+        let silent = SilentHost::start();
+        let allowed = tests::allowing(&[&echo.url(), &mcp.url(), &plain_url, &silent.url]);
         let gate = vec!["--egress-allow".to_string(), allowed, "--egress-dns".into(), dns.addr.to_string()];
         let broker =
             Broker::start(label, &tests::strs(&[&gate[..], &["--availability-every-s".into(), "0".into()]].concat()));
@@ -90,7 +107,7 @@ impl Peers {
         let mcp_uaid = register(&broker, &key, "Tool Smith", "mcp", &mcp.url()).await;
         let plain_uaid = register(&broker, &key, "Town Crier", "http", &plain_url).await;
         let mine = [echo_uaid.clone(), mcp_uaid, plain_uaid.clone()];
-        Peers { echo, _mcp: mcp, plain: Some(plain), _dns: dns, gate, broker, key, echo_uaid, plain_uaid, mine }
+        Peers { echo, _mcp: mcp, plain: Some(plain), silent, dns, gate, broker, key, echo_uaid, plain_uaid, mine }
     }
 
     /// The api started again with a round of checks every `every_s`
@@ -200,30 +217,33 @@ async fn the_detail_the_badge_and_the_page_say_what_the_checks_found() {
     }
 }
 
-/// A silent host is called once (its other agents wait for it), and an
-/// agent registered is checked at once, not when the next round comes.
+/// A silent host is called once (its other agents wait for it); the
+/// datasets' agents, at special-use names, are refused unresolved (no
+/// question reaches the DNS server); an agent registered is checked at
+/// once, not when the next round comes.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_silent_host_is_called_once_and_a_new_agent_checked_at_once() {
     let mut peers = Peers::start("availability-hosts").await;
+    let at_silent_host = 6;
+    for i in 0..at_silent_host {
+        let url = format!("{}/agent-{i}", peers.silent.url);
+        register(&peers.broker, &peers.key, &format!("Quiet One {i}"), "a2a", &url).await;
+    }
     let hits = peers.round().await;
-    let hosts: HashSet<String> = hits
-        .iter()
-        .filter(|h| chattable(h) && !peers.is_mine(h))
-        .map(|h| {
-            let agent: broker_model::Agent = serde_json::from_value(h.clone()).unwrap();
-            let url = broker_model::availability::checked_endpoint(&agent).unwrap();
-            reqwest::Url::parse(url).unwrap().host_str().unwrap().to_string()
-        })
-        .collect();
+    let quiet = |h: &Value| h["name"].as_str().unwrap().starts_with("Quiet One");
+    let elsewhere = hits.iter().filter(|h| chattable(h) && !peers.is_mine(h) && !quiet(h)).count();
     let outcomes: Vec<(String, i64)> = {
         let store = peers.broker.store();
         let mut statement = store.prepare("SELECT outcome, COUNT(*) FROM availability GROUP BY outcome").unwrap();
         statement.query_map([], |r| Ok((r.get(0).unwrap(), r.get(1).unwrap()))).unwrap().map(Result::unwrap).collect()
     };
-    let count = |outcome: &str| outcomes.iter().find(|(o, _)| o == outcome).map_or(0, |(_, n)| *n);
-    assert!(count("unreachable") as usize <= hosts.len(), "{outcomes:?} over {} hosts", hosts.len());
-    assert!(count("host_down") > 100, "{outcomes:?}");
+    let count = |outcome: &str| outcomes.iter().find(|(o, _)| o == outcome).map_or(0, |(_, n)| *n as usize);
+    assert_eq!(count("unreachable"), 1, "the silent host is called once: {outcomes:?}");
+    assert_eq!(count("host_down"), at_silent_host - 1, "{outcomes:?}");
     assert_eq!(count("reached"), 3, "{outcomes:?}");
+    assert!(elsewhere > 100);
+    assert_eq!(count("not_allowed"), elsewhere, "the datasets' agents, refused: {outcomes:?}");
+    assert_eq!(peers.dns.queries.load(std::sync::atomic::Ordering::SeqCst), 0, "no name was looked up");
 
     let late_uaid = register(&peers.broker, &peers.key, "Late Comer", "a2a", &peers.echo.url()).await;
     until(&peers.broker, "the agent registered after the round online", |hits| {

@@ -240,18 +240,25 @@ async fn a_name_is_judged_by_the_addresses_it_resolves_to() {
     let inside = Inside::start().await;
     let echo = Agent::start(Kind::Echo).await;
     let loopback = Ipv4Addr::LOCALHOST;
-    let dns = DnsServer::start(&[("inside.test", loopback), ("echo.test", loopback)]).await;
+    let dns = DnsServer::start(&[("inside.almanac", loopback), ("echo.test", loopback)]).await;
     let port = echo.addr.port();
     // The operator vouches for echo.test on the echo agent's port (its
     // card names it by address).
     let allowed = format!("echo.test:{port},127.0.0.1:{port}");
     let broker = Broker::start("egress-dns", &["--egress-dns", &dns.addr.to_string(), "--egress-allow", &allowed]);
 
-    for url in [format!("http://inside.test:{}/", inside.port), format!("http://inside.test:{port}/")] {
+    for url in [format!("http://inside.almanac:{}/", inside.port), format!("http://inside.almanac:{port}/")] {
         let (status, answer) = broker.send("POST", "/api/v1/chat/session", None, Some(json!({"agentUrl": url}))).await;
         assert!(refused(status, &answer), "{url}: {status} {answer}");
     }
-    assert!(dns.queries.load(Ordering::SeqCst) > 0, "the names were looked up by the server the api was given");
+    let asked = dns.queries.load(Ordering::SeqCst);
+    assert!(asked > 0, "the names were looked up by the server the api was given");
+    // Special-use names are refused unresolved: no question leaves.
+    for url in ["http://agent.example/", "https://agents.example.com/a2a", "http://inside.test/", "http://x.invalid/"] {
+        let (status, answer) = broker.send("POST", "/api/v1/chat/session", None, Some(json!({"agentUrl": url}))).await;
+        assert!(refused(status, &answer), "{url}: {status} {answer}");
+    }
+    assert_eq!(dns.queries.load(Ordering::SeqCst), asked, "no special-use name was asked about");
     assert_eq!(inside.hits(), 0);
     // A name listed on a port it is not listed with is refused unresolved.
     let body = json!({"agentUrl": format!("http://echo.test:{}/", inside.port)});

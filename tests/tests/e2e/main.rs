@@ -18,6 +18,7 @@ mod codemap;
 mod damaged_builds;
 mod duckdb;
 mod egress;
+mod first_run;
 mod flags;
 mod guard_api;
 mod hcs20_api;
