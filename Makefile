@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb build install site run run-flags test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis debian screenshots
+.PHONY: all duckdb build tools test-build install site run run-flags test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis debian screenshots
 
 all: build
 
@@ -44,9 +44,20 @@ ifeq ($(DUCKDB),prebuilt)
 	@bash duckdb/fetch.sh $(DUCKDB_CACHE) >/dev/null
 endif
 
-## build: compile the generator and the api
+## build: compile what `make run` runs: the generator, the api and the
+## local network (the benchmark, data generator, screenshot and
+## fault-injection tools are `make tools`)
 build: duckdb
+	$(CARGO) build --release $(CARGO_FEATURES) -p generator -p api --bin generator --bin api -p tests --bin localnet
+
+## tools: compile every binary of the workspace: `build`'s and the tools
+## `make test`, `make bench` and `make datasets` run
+tools: duckdb
 	$(CARGO) build --release --workspace --bins $(CARGO_FEATURES)
+
+## test-build: compile everything `make test` runs, running nothing
+test-build: tools
+	$(CARGO) test --release --workspace $(CARGO_FEATURES) --no-run --tests
 
 ## install: the binaries and libduckdb.so side by side in PREFIX/bin
 ## [/opt/almanac]: one folder to copy to a server. The binaries lose their
@@ -155,7 +166,7 @@ debian:
 ## api on SCREENSHOTS_BIND, read by headless Chromium
 SCREENSHOTS      ?= screenshots
 SCREENSHOTS_BIND ?= 127.0.0.1:4600
-screenshots: site debian
+screenshots: site tools debian
 	$(BIN)/api --bind $(SCREENSHOTS_BIND) --site-dir $(SITE) --data-dir $(DATA) >/dev/null & api=$$!; \
 	  trap "kill $$api" EXIT; $(BIN)/screenshots --base http://$(SCREENSHOTS_BIND) --out $(SCREENSHOTS)
 
@@ -166,7 +177,7 @@ screenshots: site debian
 ## leaves out the binaries, which hold no unit tests (`test = false`).
 TOOLS := conformance client a2a readers schemathesis debian
 test:
-	$(MAKE) --no-print-directory --jobs=4 build $(TOOLS)
+	$(MAKE) --no-print-directory --jobs=4 test-build $(TOOLS)
 	@mkdir -p $(TARGET)
 	set -o pipefail; $(CARGO) test --release --workspace $(CARGO_FEATURES) --no-fail-fast --tests 2>&1 \
 	  | tee $(TARGET)/test.log; status=$$?; \
@@ -193,12 +204,12 @@ fuzz: duckdb
 	done
 
 ## bench: the benchmarks; prints figures (see bench/README.md)
-bench: build
+bench: tools
 	bash bench/run.sh
 
 ## datasets: rewrite datasets/ledger and datasets/broker/{agents,feedback}.json from
 ## their generators (deterministic)
-datasets: build
+datasets: tools
 	rm -rf datasets/ledger
 	$(BIN)/datagen --preset rules --out datasets/ledger
 	$(BIN)/datagen --preset agents --agents 300 --out datasets/broker
