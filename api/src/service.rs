@@ -25,14 +25,7 @@ pub async fn published(request: &Request, route: &str) -> Option<Reply> {
                     }
                 }
             }
-            // A file not kept may wait on the disk: it is read on the
-            // blocking threads, so that the async workers (few: see
-            // `Config::io_threads`) go on answering meanwhile.
-            let (build, owned) = (build.clone(), route.to_string());
-            match tokio::task::spawn_blocking(move || build.routes.load(&owned)).await {
-                Ok(loaded) => loaded?,
-                Err(failed) => Err(Damage { file: route.to_string(), problem: format!("its read failed: {failed}") }),
-            }
+            read(build, route).await?
         }
     };
     Some(match found {
@@ -42,6 +35,24 @@ pub async fn published(request: &Request, route: &str) -> Option<Reply> {
             Error::damaged(&damage).into_reply()
         }
     })
+}
+
+/// `build`'s file for `route`, kept or read; `None` when it has none. A
+/// file not kept may wait on the disk: it is read on the blocking threads,
+/// so that the async workers (few: see `Config::io_threads`) go on
+/// answering meanwhile.
+pub async fn read(
+    build: &std::sync::Arc<crate::published::Build>,
+    route: &str,
+) -> Option<Result<std::sync::Arc<reply::Representation>, Damage>> {
+    if let Some(kept) = build.routes.kept(route) {
+        return Some(Ok(kept));
+    }
+    let (build, owned) = (build.clone(), route.to_string());
+    match tokio::task::spawn_blocking(move || build.routes.load(&owned)).await {
+        Ok(loaded) => loaded,
+        Err(failed) => Some(Err(Damage { file: route.to_string(), problem: format!("its read failed: {failed}") })),
+    }
 }
 
 /// A route whose answer is one published file, found by its path.

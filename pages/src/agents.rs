@@ -345,13 +345,8 @@ pub(super) fn profile(a: &Agent, entries: &[&FeedbackEntry], made: Made) -> Page
     // Why an agent the broker checks is offline, where it can be told
     // from the agent alone: an endpoint under a special-use name, which
     // the broker never looks up.
-    let nowhere = broker_model::availability::checked_endpoint(a)
-        .and_then(shared::special_use::url_host)
-        .and_then(shared::special_use::reserved)
-        .and_then(|reserved| match reserved {
-            shared::special_use::Reserved::Nowhere(what) => Some(what),
-            shared::special_use::Reserved::ThisMachine => None,
-        });
+    let endpoint = broker_model::availability::checked_endpoint(a).and_then(|url| url::Url::parse(url).ok());
+    let nowhere = endpoint.as_ref().and_then(url::Url::domain).and_then(shared::special_use::nowhere);
     Page {
         route,
         file,

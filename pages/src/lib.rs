@@ -178,8 +178,8 @@ impl Renderer {
         self.finish(agents::profile(agent, feedback, made))
     }
 
-    /// What a directory or search page would answer for `form` (made by
-    /// the api: [`Made::Live`]).
+    /// The page of a search of the agents (made by the api:
+    /// [`Made::Live`]).
     pub fn agent_search(&self, found: &AgentSearch) -> Result<File> {
         self.finish(agents::search(found))
     }

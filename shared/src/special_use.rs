@@ -44,18 +44,13 @@ pub fn reserved(host: &str) -> Option<Reserved> {
     })
 }
 
-/// The host of an http(s) URL's text, as written (no URL parser: the
-/// pages read an agent's endpoint with it; the gate reads hosts after the
-/// URL standard's parser).
-pub fn url_host(url: &str) -> Option<&str> {
-    let rest = url.trim().split_once("://")?.1;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = match host_port.strip_prefix('[') {
-        Some(v6) => v6.split(']').next()?,
-        None => host_port.split(':').next()?,
-    };
-    (!host.is_empty()).then_some(host)
+/// What `host` is reserved for when it is a name of no network
+/// ([`Reserved::Nowhere`]), in words; `None` for any other host.
+pub fn nowhere(host: &str) -> Option<&'static str> {
+    match reserved(host)? {
+        Reserved::Nowhere(what) => Some(what),
+        Reserved::ThisMachine => None,
+    }
 }
 
 #[cfg(test)]
@@ -66,7 +61,7 @@ mod tests {
     /// ordinary name).
     #[test]
     fn reserved_names_and_only_they_are_known() {
-        let nowhere = |n: &str| reserved(n).is_some_and(|r| matches!(r, Reserved::Nowhere(_)));
+        let of_no_network = |n: &str| nowhere(n).is_some();
         let cases: &[(&str, Option<bool>)] = &[
             ("localhost", Some(false)),
             ("LocalHost.", Some(false)),
@@ -97,23 +92,8 @@ mod tests {
             ("", None),
         ];
         for (host, expected) in cases {
-            let found = reserved(host).map(|_| nowhere(host));
+            let found = reserved(host).map(|_| of_no_network(host));
             assert_eq!(found, *expected, "{host}");
-        }
-    }
-
-    #[test]
-    fn a_urls_host_is_read_as_written() {
-        for (url, host) in [
-            ("https://agent.example/a2a", Some("agent.example")),
-            ("http://user:pw@Agent.Test:8080/x?y#z", Some("Agent.Test")),
-            ("http://[::1]:4000/", Some("::1")),
-            ("  https://127.0.0.1  ", Some("127.0.0.1")),
-            ("https://host.example.com?q=1", Some("host.example.com")),
-            ("0.0.1234", None),
-            ("https:///path", None),
-        ] {
-            assert_eq!(url_host(url), host, "{url}");
         }
     }
 }

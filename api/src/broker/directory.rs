@@ -9,8 +9,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use pages::{AgentSearch, SearchForm};
 use search::segments::Found;
+use serde::Deserialize;
 use serde_json::Value;
-use shared::timestamp::Timestamp;
 use warp::http::HeaderValue;
 
 use super::{live, search_body, search_parameters, Searched};
@@ -22,29 +22,16 @@ use crate::request::Request;
 /// revalidated every time, as any answer the overlay changed). Without
 /// changes since the build, the build's file as it is. O(size of the page).
 pub async fn directory_page(request: Request) -> Answer {
-    let changed = match request.build()?.broker.as_deref() {
-        Some(broker) => request.app.overlay.view().live(broker).is_some(),
-        None => false,
-    };
-    if !changed {
-        return crate::service::page(request).await;
-    }
-    let build = request.build.clone().ok_or_else(Error::unavailable)?;
-    let broker = build.broker.clone().ok_or_else(Error::unavailable)?;
-    let route = pages::routes::canonical(&request.path);
-    let file = match build.routes.kept(&route) {
-        Some(kept) => kept,
-        None => {
-            let (build, owned) = (build.clone(), route.clone());
-            match tokio::task::spawn_blocking(move || build.routes.load(&owned)).await {
-                Ok(Some(Ok(file))) => file,
-                Ok(Some(Err(damage))) => return Err(Error::damaged(&damage)),
-                Ok(None) => return Err(Error::not_found(&request.path)),
-                Err(failed) => return Err(Error::bad_answer(format!("reading {route}: {failed}"))),
-            }
-        }
-    };
     let view = request.app.overlay.view();
+    let changed = request.build()?.broker.clone().filter(|broker| view.live(broker).is_some());
+    let Some(broker) = changed else { return crate::service::page(request).await };
+    let build = request.build.clone().ok_or_else(Error::unavailable)?;
+    let route = pages::routes::canonical(&request.path);
+    let file = match crate::service::read(&build, &route).await {
+        Some(Ok(file)) => file,
+        Some(Err(damage)) => return Err(Error::damaged(&damage)),
+        None => return Err(Error::not_found(&request.path)),
+    };
     let available_now = |uaid: &str| match view.segments.find(uaid, broker.journal_seq) {
         Found::Live(agent) => Some(agent.available),
         Found::Deleted | Found::Build => None,
@@ -84,7 +71,7 @@ pub async fn search_page(request: Request) -> Answer {
     let Searched { body, live: changed } = searched?;
     let answer: Value =
         serde_json::from_slice(&body).map_err(|e| Error::bad_answer(format!("a search answer: {e}")))?;
-    let found = found(&request.query, form, &answer);
+    let found = found(&request.query, form, &answer)?;
     let build = request.build()?;
     let file = build.pages.agent_search(&found).map_err(|e| Error::bad_answer(format!("{e:#}")))?;
     let made = reply::Representation::computed(file.representation)?;
@@ -94,11 +81,16 @@ pub async fn search_page(request: Request) -> Answer {
 
 /// The page's facts from a search answer (`{hits, total, page, limit,
 /// aggregations}`) to the query string `raw`.
-fn found(raw: &str, form: SearchForm, answer: &Value) -> AgentSearch {
+fn found(raw: &str, form: SearchForm, answer: &Value) -> Result<AgentSearch, Error> {
     let number = |key: &str| answer[key].as_u64().unwrap_or(0) as usize;
     let (total, page, limit) = (number("total"), number("page").max(1), number("limit").max(1));
     let hits = answer["hits"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let rows: Vec<broker_site::rows::Row> = hits.iter().map(row).collect();
+    let mut shared = broker_site::rows::Shared::default();
+    let rows = hits
+        .iter()
+        .map(|hit| Ok(shared.row(&broker_model::Agent::deserialize(hit)?)))
+        .collect::<Result<Vec<_>, serde_json::Error>>()
+        .map_err(|e| Error::bad_answer(format!("a search hit: {e}")))?;
     let last_modified = rows.iter().map(|r| r.updated).max().unwrap_or_default();
     let choices = |key: &str, chosen: &str| {
         let mut names: Vec<String> =
@@ -119,7 +111,7 @@ fn found(raw: &str, form: SearchForm, answer: &Value) -> AgentSearch {
         query.append_pair("page", &to.to_string());
         format!("{}?{}", pages::routes::AGENT_SEARCH, query.finish())
     };
-    AgentSearch {
+    Ok(AgentSearch {
         form,
         total,
         page,
@@ -130,23 +122,5 @@ fn found(raw: &str, form: SearchForm, answer: &Value) -> AgentSearch {
         registries,
         protocols,
         last_modified,
-    }
-}
-
-/// A search hit (an agent's JSON) as a directory row.
-fn row(hit: &Value) -> broker_site::rows::Row {
-    let text = |key: &str| hit[key].as_str().unwrap_or_default();
-    let protocols: Vec<String> =
-        hit["protocols"].as_array().into_iter().flatten().filter_map(|p| p.as_str().map(str::to_string)).collect();
-    let updated = chrono::DateTime::parse_from_rfc3339(text("updatedAt"))
-        .map_or(Timestamp(0), |at| Timestamp(at.timestamp().max(0) as u64 * 1_000_000_000));
-    broker_site::rows::Row {
-        name: text("name").into(),
-        uaid: text("uaid").into(),
-        registry: text("registry").into(),
-        protocols: protocols.into(),
-        trust_score: hit["trustScore"].as_f64().unwrap_or(0.0),
-        available: hit["available"].as_bool().unwrap_or(false),
-        updated,
-    }
+    })
 }

@@ -204,8 +204,7 @@ fn is_reserved_name(name: &str) -> bool {
 /// Whether `url`'s host is a special-use name of no network
 /// ([`shared::special_use::Reserved::Nowhere`]).
 fn nowhere(url: &url::Url) -> bool {
-    use shared::special_use::{reserved, Reserved};
-    matches!(url.host(), Some(url::Host::Domain(name)) if matches!(reserved(name), Some(Reserved::Nowhere(_))))
+    url.domain().and_then(shared::special_use::nowhere).is_some()
 }
 
 /// The destination refused. Its text says nothing about the inside (no
