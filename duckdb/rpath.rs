@@ -2,8 +2,9 @@
 //! generator, api, tests; each names this file as `build` in its
 //! Cargo.toml).
 //!
-//! `libduckdb-sys` links `libduckdb.so` from `DUCKDB_LIB_DIR` but leaves
-//! finding it at run time to the loader, which would need
+//! duckdb-files, which declares DuckDB's C API, links `libduckdb.so` from
+//! `DUCKDB_LIB_DIR` (or, without it, from the system's library folders).
+//! Finding it at run time is the loader's business, which would need
 //! `LD_LIBRARY_PATH`. So the binaries and test executables carry a run path
 //! instead, searched in this order:
 //!
@@ -20,6 +21,13 @@ use std::env;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DUCKDB_LIB_DIR");
+    let bundled = env::var_os("CARGO_FEATURE_BUNDLED").is_some();
+    if env::var("CARGO_PKG_NAME").as_deref() == Ok("duckdb-files") && !bundled {
+        if let Ok(dir) = env::var("DUCKDB_LIB_DIR") {
+            println!("cargo:rustc-link-search=native={dir}");
+        }
+        println!("cargo:rustc-link-lib=dylib=duckdb");
+    }
     let origin = match env::var("CARGO_CFG_TARGET_OS").as_deref() {
         Ok("linux") | Ok("freebsd") | Ok("netbsd") | Ok("openbsd") => "$ORIGIN",
         Ok("macos") => "@loader_path",

@@ -26,7 +26,7 @@ pub fn main() -> Result<()> {
 
 async fn run(mut config: Config) -> Result<()> {
     if let Some(crate::config::Command::Login(args)) = &config.command {
-        let answer = crate::auth::login::login(&reqwest::Client::new(), args, &crate::auth::login::key(args)?).await?;
+        let answer = crate::auth::login::login(&http_client::client(), args, &crate::auth::login::key(args)?).await?;
         println!("{}", serde_json::to_string_pretty(&answer)?);
         return Ok(());
     }

@@ -784,7 +784,7 @@ impl Config {
             valid_seconds: self.purchase_valid_secs,
             watch_every: Duration::from_millis(self.purchase_watch_ms.max(10)),
             grace: Duration::from_secs(self.purchase_grace_secs),
-            mirror: reqwest::Client::builder().timeout(timeout).build().context("the mirror node client")?,
+            mirror: http_client::builder().timeout(timeout).build().context("the mirror node client")?,
             mirror_base: mirror.trim_end_matches('/').to_string(),
         }))
     }
@@ -935,7 +935,7 @@ impl Config {
             webhook_secret: self.card_webhook_secret.clone().filter(|s| !s.is_empty()),
             tolerance: Duration::from_secs(300),
             min_amount: self.card_min_amount.max(1),
-            client: reqwest::Client::builder().timeout(timeout).build().context("the card provider client")?,
+            client: http_client::builder().timeout(timeout).build().context("the card provider client")?,
         }))
     }
 }

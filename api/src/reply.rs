@@ -477,7 +477,7 @@ mod tests {
     #[tokio::test]
     async fn chunks_reach_the_client_as_they_are_produced() {
         let (url, mut senders, _) = streaming_server().await;
-        let response = reqwest::get(&url).await.unwrap();
+        let response = http_client::get(&url).await.unwrap();
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         assert_eq!(response.headers()["cache-control"], "no-store");
         let tx = senders.recv().await.unwrap();
@@ -500,7 +500,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_that_goes_away_mid_stream_releases_the_producer() {
         let (url, mut senders, connections) = streaming_server().await;
-        let response = reqwest::get(&url).await.unwrap();
+        let response = http_client::get(&url).await.unwrap();
         assert_eq!(connections.count(), 1);
         let tx = senders.recv().await.unwrap();
         tx.send(Ok(Bytes::from("data: first\n\n"))).await.unwrap();

@@ -17,12 +17,9 @@
 //! tables' own.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use duckdb::arrow::array::{Float64Array, StringArray};
-use duckdb::arrow::datatypes::DataType;
-use duckdb::Connection;
+use duckdb_files::sql::{self, Connection};
 use sha2::{Digest, Sha256};
 use shared::timestamp::Timestamp;
 
@@ -67,7 +64,7 @@ pub struct Stored {
 /// Replaces the broker tables, in one transaction: begun, then the
 /// agents appended batch by batch as a build streams them, then the rest.
 pub struct Writer<'c> {
-    tx: duckdb::Transaction<'c>,
+    tx: sql::Transaction<'c>,
     fingerprint: Sha256,
     /// Agents appended so far: the next one's position.
     position: usize,
@@ -142,7 +139,7 @@ fn agent_rows<'a>(
     records: &[String],
     positions: &[u32],
     vectors: impl Iterator<Item = Option<&'a [f32]>>,
-) -> Result<duckdb::arrow::record_batch::RecordBatch> {
+) -> Result<columnar::Batch> {
     columnar::batch(vec![
         ("position", columnar::u32s(positions.iter().map(|&p| Some(p)))),
         ("id", columnar::strings(agents.iter().map(|a| Some(&a.id)))),
@@ -152,7 +149,7 @@ fn agent_rows<'a>(
         ("adapter", columnar::strings(agents.iter().map(|a| Some(&a.adapter)))),
         ("type", columnar::strings(agents.iter().map(|a| Some(&a.kind)))),
         ("verification_status", columnar::strings(agents.iter().map(|a| Some(&a.verification_status)))),
-        ("trust_score", Arc::new(agents.iter().map(|a| Some(a.trust_score)).collect::<Float64Array>())),
+        ("trust_score", columnar::f64s(agents.iter().map(|a| Some(a.trust_score)))),
         ("available", columnar::bools(agents.iter().map(|a| Some(a.available)))),
         ("protocols", columnar::string_lists(agents.iter().map(|a| a.protocols.as_slice()))),
         ("chattable", columnar::bools(agents.iter().map(|a| Some(a.communication_supported)))),
@@ -247,23 +244,21 @@ pub fn tally(conn: &Connection) -> Result<Option<crate::render::Tally>> {
 /// The directory's rows of every agent stored, in the directory's order:
 /// read without a record.
 pub fn rows(conn: &Connection) -> Result<Vec<crate::rows::Row>> {
-    use duckdb::arrow::array::BooleanArray;
     use rayon::prelude::*;
     let mut statement =
         conn.prepare("SELECT name, uaid, registry, protocols, trust_score, available, updated_at FROM broker_agents")?;
-    let batches: Vec<_> = statement.query_arrow([])?.collect();
+    let batches: Vec<_> = statement.chunks([])?.collect();
     // Each batch made into rows on a core of its own (its own shared
     // values: a few registries and protocol lists per batch).
     let made: Vec<Vec<crate::rows::Row>> = batches
         .par_iter()
         .map(|batch| {
-            let text = |i| columnar::column::<StringArray>(batch, i, DataType::Utf8);
+            let text = |i| batch.strings(i);
             let (names, uaids, registries, updated) = (text(0)?, text(1)?, text(2)?, text(6)?);
-            let protocols = columnar::string_lists_of(batch, 3)?;
-            let trust: Float64Array = columnar::column(batch, 4, DataType::Float64)?;
-            let available: BooleanArray = columnar::column(batch, 5, DataType::Boolean)?;
+            let protocols = batch.string_lists(3)?;
+            let (trust, available) = (batch.f64s(4)?, batch.bools(5)?);
             let mut shared = crate::rows::Shared::default();
-            let mut rows = Vec::with_capacity(batch.num_rows());
+            let mut rows = Vec::with_capacity(batch.len());
             for (i, protocols) in protocols.into_iter().enumerate() {
                 let parts = crate::rows::RowParts {
                     name: names.value(i),
@@ -291,9 +286,8 @@ pub fn rows(conn: &Connection) -> Result<Vec<crate::rows::Row>> {
 pub fn dates(conn: &Connection) -> Result<(Option<String>, Option<Timestamp>)> {
     let mut statement = conn.prepare("SELECT updated_at FROM broker_agents")?;
     let (mut text, mut newest): (Option<String>, Option<Timestamp>) = (None, None);
-    for batch in statement.query_arrow([])? {
-        let updated = columnar::column::<StringArray>(&batch, 0, DataType::Utf8)?;
-        for value in updated.iter().flatten() {
+    for chunk in statement.chunks([])? {
+        for value in chunk.strings(0)?.iter().flatten() {
             if text.as_deref().is_none_or(|t| t < value) {
                 text = Some(value.to_string());
             }
@@ -311,7 +305,7 @@ pub fn id_clashes(conn: &Connection, uaids: &[&str], ids: &[&str]) -> Result<Vec
         "SELECT id, uaid FROM broker_agents WHERE id IN (SELECT key FROM changed_ids) \
          AND uaid NOT IN (SELECT key FROM changed_uaids) ORDER BY id, uaid",
     )?;
-    let clashes = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<duckdb::Result<_>>()?;
+    let clashes = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<sql::Result<_>>()?;
     conn.execute_batch("DROP TABLE changed_uaids; DROP TABLE changed_ids")?;
     Ok(clashes)
 }
@@ -319,17 +313,15 @@ pub fn id_clashes(conn: &Connection, uaids: &[&str], ids: &[&str]) -> Result<Vec
 /// The records of the stored agents with these UAIDs, with their
 /// positions.
 pub fn records_of(conn: &Connection, uaids: &[&str]) -> Result<Vec<(u32, Agent)>> {
-    use duckdb::arrow::array::UInt32Array;
     use rayon::prelude::*;
     keys_table(conn, "wanted_uaids", uaids.iter().copied())?;
     let mut statement = conn.prepare(
         "SELECT position, record FROM broker_agents WHERE uaid IN (SELECT key FROM wanted_uaids) ORDER BY position",
     )?;
     let mut out = Vec::new();
-    for batch in statement.query_arrow([])? {
-        let positions: UInt32Array = columnar::column(&batch, 0, DataType::UInt32)?;
-        let records: StringArray = columnar::column(&batch, 1, DataType::Utf8)?;
-        let agents: Vec<Agent> = (0..batch.num_rows())
+    for chunk in statement.chunks([])? {
+        let (positions, records) = (chunk.u32s(0)?, chunk.strings(1)?);
+        let agents: Vec<Agent> = (0..chunk.len())
             .into_par_iter()
             .map(|i| serde_json::from_str(records.value(i)).context("broker_agents.record"))
             .collect::<Result<_>>()?;
@@ -351,7 +343,7 @@ fn meta(conn: &Connection, key: &str) -> Result<Option<String>> {
     }
     match conn.query_row("SELECT value FROM broker_meta WHERE key = ?", [key], |r| r.get(0)) {
         Ok(value) => Ok(Some(value)),
-        Err(duckdb::Error::QueryReturnedNoRows) => Ok(None),
+        Err(sql::Error::NoRows) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -375,7 +367,7 @@ pub fn feedback_about(conn: &Connection, uaids: &[&str]) -> Result<Vec<FeedbackE
 /// The feedback entries stored whose rows `filter` (SQL) keeps.
 fn feedback_where(conn: &Connection, filter: &str) -> Result<Vec<FeedbackEntry>> {
     let mut statement = conn.prepare(&format!("SELECT record FROM broker_feedback WHERE {filter}"))?;
-    let records: Vec<String> = statement.query_map([], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    let records: Vec<String> = statement.query_map([], |r| r.get(0))?.collect::<sql::Result<_>>()?;
     records.iter().map(|r| serde_json::from_str(r).context("broker_feedback.record")).collect()
 }
 
@@ -390,7 +382,7 @@ pub fn created_without_feedback(conn: &Connection, registry: &str) -> Result<Vec
     let mut statement = conn.prepare(
         "SELECT created_at FROM broker_agents WHERE registry = ? AND uaid NOT IN (SELECT uaid FROM broker_feedback)",
     )?;
-    let created = statement.query_map([registry], |r| r.get(0))?.collect::<duckdb::Result<_>>()?;
+    let created = statement.query_map([registry], |r| r.get(0))?.collect::<sql::Result<_>>()?;
     Ok(created)
 }
 
@@ -521,9 +513,9 @@ pub fn cached_embeddings(conn: &Connection, model: &str) -> Result<HashMap<Strin
     conn.execute_batch(CACHE_SCHEMA)?;
     let mut out = HashMap::new();
     let mut stmt = conn.prepare("SELECT key, vector FROM broker_embedding_cache WHERE model = ?")?;
-    for batch in stmt.query_arrow([model])? {
-        let keys: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
-        let vectors = columnar::float_lists_of(&batch, 1).context("broker_embedding_cache.vector")?;
+    for chunk in stmt.chunks([model])? {
+        let keys = chunk.strings(0)?;
+        let vectors = chunk.float_lists(1).context("broker_embedding_cache.vector")?;
         for (i, vector) in vectors.into_iter().enumerate() {
             out.insert(keys.value(i).to_string(), vector.context("a cached embedding is NULL")?);
         }

@@ -13,19 +13,16 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use duckdb::{AccessMode, Config, Connection};
+
+use crate::ffi;
+pub use crate::sql::Access;
+use crate::sql::{self, Connection};
 
 /// The version of the DuckDB library this program runs with (`v1.5.6`).
 pub fn library_version() -> &'static str {
     // SAFETY: DuckDB returns a pointer to a static NUL-terminated string.
-    let version = unsafe { CStr::from_ptr(duckdb::ffi::duckdb_library_version()) };
+    let version = unsafe { CStr::from_ptr(ffi::duckdb_library_version()) };
     version.to_str().unwrap_or("an unknown version")
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    ReadWrite,
-    ReadOnly,
 }
 
 /// A DuckDB file that this DuckDB refuses to read: written by another
@@ -37,7 +34,7 @@ pub struct Unreadable {
     /// The DuckDB that wrote the file, as its header names it (`v2.0.0`).
     pub written_by: Option<String>,
     #[source]
-    pub source: duckdb::Error,
+    pub source: sql::Error,
 }
 
 fn written(by: &Option<String>) -> String {
@@ -51,12 +48,7 @@ fn written(by: &Option<String>) -> String {
 /// an [`Unreadable`] when DuckDB refuses the file itself, a plain error
 /// naming the file otherwise (a held lock, permissions, a full disk).
 pub fn open(path: &Path, access: Access) -> Result<Connection> {
-    let mode = match access {
-        Access::ReadWrite => AccessMode::ReadWrite,
-        Access::ReadOnly => AccessMode::ReadOnly,
-    };
-    let opened = Config::default().access_mode(mode).and_then(|config| Connection::open_with_flags(path, config));
-    match opened {
+    match Connection::open(path, access) {
         Ok(conn) => Ok(conn),
         Err(source) if refuses_the_file(&source) => {
             // Only the message needs the header: a file too short or not
@@ -86,7 +78,7 @@ pub fn advise(error: anyhow::Error, fix: &'static str) -> anyhow::Error {
 /// Whether DuckDB's error is about the file's format rather than about
 /// access to it. DuckDB reports both as IO errors, so its wording decides;
 /// the tests pin it against a real file of each kind.
-fn refuses_the_file(error: &duckdb::Error) -> bool {
+fn refuses_the_file(error: &sql::Error) -> bool {
     let message = error.to_string();
     ["database file with version number", "is not a valid DuckDB database file"]
         .iter()

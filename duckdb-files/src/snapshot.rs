@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
 /// A snapshot opened for reading (what the api's loaders take).
-pub use duckdb::Connection;
+pub use crate::sql::Connection;
+use anyhow::{Context, Result};
 
 use crate::database::{self, Access, Unreadable};
 

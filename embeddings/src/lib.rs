@@ -44,7 +44,7 @@ struct Item {
 
 impl Provider {
     pub fn new(config: ProviderConfig) -> Result<Provider> {
-        let client = reqwest::Client::builder().timeout(config.timeout).build().context("embedding client")?;
+        let client = http_client::builder().timeout(config.timeout).build().context("embedding client")?;
         Ok(Provider { config, client })
     }
 

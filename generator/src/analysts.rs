@@ -7,7 +7,7 @@
 //! says the same.
 
 use anyhow::{Context, Result};
-use duckdb::Connection;
+use duckdb_files::sql::Connection;
 
 /// The views over section C's tables.
 const LEDGER_VIEWS: &str = "

@@ -399,7 +399,8 @@ fn layered(
         fault::point("staged");
         debug_span!("snapshot")
             .in_scope(|| {
-                let record = |conn: &duckdb::Connection| tables::write_meta(conn, &manifest.build, &computed.meta);
+                let record =
+                    |conn: &duckdb_files::sql::Connection| tables::write_meta(conn, &manifest.build, &computed.meta);
                 snapshot.finish(&layout.snapshot(&manifest), &manifest.build, record)?;
                 record(warehouse.conn())
             })
@@ -914,7 +915,7 @@ fn exports_scratch(layout: &Layout) -> PathBuf {
 /// [`crate::analysts::OneThread`] held.
 fn write_exports(
     layout: &Layout,
-    conn: &duckdb::Connection,
+    conn: &duckdb_files::sql::Connection,
     ledger_time: Timestamp,
     broker_time: Option<Timestamp>,
 ) -> Result<Vec<crate::analysts::Written>> {

@@ -99,7 +99,11 @@ impl Live {
 
     /// The manifest's entries of the agents' exports, read from the live
     /// build's files of them (a layer keeps them).
-    pub fn exports(&self, layout: &Layout, conn: &duckdb::Connection) -> Result<Vec<shared::manifest::Export>> {
+    pub fn exports(
+        &self,
+        layout: &Layout,
+        conn: &duckdb_files::sql::Connection,
+    ) -> Result<Vec<shared::manifest::Export>> {
         let kept = |(route, what): (String, &str)| {
             let file = self.file(layout, &route).with_context(|| format!("the live build has no {route}"))?;
             crate::analysts::kept(conn, &file, route, what)
@@ -146,7 +150,7 @@ pub struct Run<'a> {
 
 /// The live build, when this run makes a layer over its base; `None`
 /// (and why, logged) when it makes a whole build.
-pub fn candidate(run: &Run, warehouse: &duckdb::Connection) -> Result<Option<Live>> {
+pub fn candidate(run: &Run, warehouse: &duckdb_files::sql::Connection) -> Result<Option<Live>> {
     let whole = |why: String| {
         tracing::info!(why, "a whole build");
         Ok(None)

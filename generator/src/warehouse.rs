@@ -11,12 +11,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use duckdb::arrow::array::{Array, BinaryArray, StringArray, UInt32Array, UInt64Array};
-use duckdb::arrow::datatypes::DataType;
-use duckdb::{params, Connection};
-
 use duckdb_files::columnar;
 use duckdb_files::database::{self, Access};
+use duckdb_files::params;
+use duckdb_files::sql::Connection;
 
 use hcs20::{Chunk, Message};
 use shared::entity::EntityId;
@@ -178,19 +176,15 @@ impl Warehouse {
             "SELECT topic, sequence, consensus_ns, payer, body, chunk_group, chunk_number, chunk_total FROM messages {filter}"
         ))?;
         let mut out = Vec::new();
-        for batch in stmt.query_arrow([])? {
-            let topics: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
-            let sequences: UInt64Array = columnar::column(&batch, 1, DataType::UInt64)?;
-            let consensus: UInt64Array = columnar::column(&batch, 2, DataType::UInt64)?;
-            let payers: StringArray = columnar::column(&batch, 3, DataType::Utf8)?;
-            let bodies: BinaryArray = columnar::column(&batch, 4, DataType::Binary)?;
-            let groups: StringArray = columnar::column(&batch, 5, DataType::Utf8)?;
-            let numbers: UInt32Array = columnar::column(&batch, 6, DataType::UInt32)?;
-            let totals: UInt32Array = columnar::column(&batch, 7, DataType::UInt32)?;
-            out.reserve(batch.num_rows());
+        for chunk in stmt.chunks([])? {
+            let (topics, sequences, consensus, payers) =
+                (chunk.strings(0)?, chunk.u64s(1)?, chunk.u64s(2)?, chunk.strings(3)?);
+            let (bodies, groups, numbers, totals) =
+                (chunk.binaries(4)?, chunk.strings(5)?, chunk.u32s(6)?, chunk.u32s(7)?);
+            out.reserve(chunk.len());
             // A batch is mostly one topic: parse its id once per run of it.
             let mut topic_cache: Option<(String, EntityId)> = None;
-            for i in 0..batch.num_rows() {
+            for i in 0..chunk.len() {
                 let topic = match &topic_cache {
                     Some((text, id)) if text == topics.value(i) => *id,
                     _ => {

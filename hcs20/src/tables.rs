@@ -14,9 +14,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
-use duckdb::arrow::array::{StringArray, UInt64Array};
-use duckdb::arrow::datatypes::DataType;
-use duckdb::{params, Connection};
+use duckdb_files::params;
+use duckdb_files::sql::{self, Connection};
 
 use crate::analytics::{Analytics, EventRow, HoldingRow, TokenSummary};
 use crate::{Changes, EventKind, Holding, Ledger, OperationRow, Token, TokenId, TopicInfo, Topics};
@@ -195,7 +194,7 @@ fn try_read_meta(conn: &Connection) -> Result<Option<Meta>> {
     }
     let mut stmt = conn.prepare("SELECT key, value FROM build")?;
     let pairs: BTreeMap<String, String> =
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<duckdb::Result<_>>()?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<sql::Result<_>>()?;
     if pairs.get("format").map(String::as_str) != Some(FORMAT) {
         return Ok(None);
     }
@@ -216,37 +215,38 @@ fn try_read_meta(conn: &Connection) -> Result<Option<Meta>> {
 }
 
 fn insert_topics<'a>(conn: &Connection, topics: impl Iterator<Item = &'a TopicInfo>) -> Result<()> {
-    let mut a = conn.appender("topics")?;
-    for t in topics {
-        a.append_row(params![t.id.to_string(), t.private, t.name, t.registered_at.map(|t| t.0)])?;
-    }
-    Ok(())
+    let topics: Vec<&TopicInfo> = topics.collect();
+    let batch = columnar::batch(vec![
+        ("topic", columnar::strings(topics.iter().map(|t| Some(t.id.to_string())))),
+        ("private", columnar::bools(topics.iter().map(|t| Some(t.private)))),
+        ("name", columnar::strings(topics.iter().map(|t| t.name.as_deref()))),
+        ("registered_ns", columnar::u64s(topics.iter().map(|t| t.registered_at.map(|t| t.0)))),
+    ])?;
+    columnar::append(conn, "topics", batch)
 }
 
 fn insert_tokens(conn: &Connection, ledger: &Ledger, ids: impl Iterator<Item = TokenId>) -> Result<()> {
-    let mut a = conn.appender("tokens")?;
-    for id in ids {
-        let t = &ledger.tokens[id.0 as usize];
-        a.append_row(params![
-            t.topic.to_string(),
-            t.tick,
-            t.name,
-            t.max,
-            t.lim,
-            t.memo,
-            t.metadata,
-            t.deployed_at.0,
-            t.supply(),
-            t.minted,
-            t.burned,
-            t.mints,
-            t.burns,
-            t.transfers,
-            t.holders,
-            t.last_change.0
-        ])?;
-    }
-    Ok(())
+    let tokens: Vec<&Token> = ids.map(|id| &ledger.tokens[id.0 as usize]).collect();
+    let count = |f: fn(&Token) -> u64| columnar::u64s(tokens.iter().map(|t| Some(f(t))));
+    let batch = columnar::batch(vec![
+        ("topic", columnar::strings(tokens.iter().map(|t| Some(t.topic.to_string())))),
+        ("tick", columnar::strings(tokens.iter().map(|t| Some(t.tick.as_str())))),
+        ("name", columnar::strings(tokens.iter().map(|t| Some(t.name.as_str())))),
+        ("max", count(|t| t.max)),
+        ("lim", columnar::u64s(tokens.iter().map(|t| t.lim))),
+        ("memo", columnar::strings(tokens.iter().map(|t| t.memo.as_deref()))),
+        ("metadata", columnar::strings(tokens.iter().map(|t| t.metadata.as_deref()))),
+        ("deployed_ns", count(|t| t.deployed_at.0)),
+        ("supply", count(Token::supply)),
+        ("minted", count(|t| t.minted)),
+        ("burned", count(|t| t.burned)),
+        ("mints", count(|t| t.mints)),
+        ("burns", count(|t| t.burns)),
+        ("transfers", count(|t| t.transfers)),
+        ("holders", count(|t| t.holders)),
+        ("last_change_ns", count(|t| t.last_change.0)),
+    ])?;
+    columnar::append(conn, "tokens", batch)
 }
 
 fn insert_holdings(conn: &Connection, ledger: &Ledger, keys: impl Iterator<Item = (TokenId, EntityId)>) -> Result<()> {
@@ -317,8 +317,8 @@ fn insert_operations(conn: &Connection, operations: &[OperationRow]) -> Result<(
     Ok(())
 }
 
-fn parse(s: String) -> duckdb::Result<EntityId> {
-    s.parse().map_err(|e| duckdb::Error::FromSqlConversionFailure(0, duckdb::types::Type::Text, Box::new(e)))
+fn parse(s: String) -> sql::Result<EntityId> {
+    s.parse().map_err(|e| sql::Error::conversion(0, e))
 }
 
 fn tokens(conn: &Connection) -> Result<Vec<Token>> {
@@ -345,7 +345,7 @@ fn tokens(conn: &Connection) -> Result<Vec<Token>> {
             last_change: Timestamp(r.get(14)?),
         })
     })?;
-    Ok(rows.collect::<duckdb::Result<Vec<_>>>()?)
+    Ok(rows.collect::<sql::Result<Vec<_>>>()?)
 }
 
 /// Holdings: all of them, or those a query selecting the same columns picks.
@@ -353,14 +353,11 @@ fn holdings(conn: &Connection, query: Option<&str>) -> Result<Vec<HoldingRow>> {
     let mut stmt = conn.prepare(query.unwrap_or("SELECT topic, tick, account, balance, updated_ns FROM holdings"))?;
     let mut out = Vec::new();
     // Columnar: half a million rows load in a fraction of the row API's time.
-    for batch in stmt.query_arrow([])? {
-        let topics: StringArray = columnar::column(&batch, 0, DataType::Utf8)?;
-        let ticks: StringArray = columnar::column(&batch, 1, DataType::Utf8)?;
-        let accounts: StringArray = columnar::column(&batch, 2, DataType::Utf8)?;
-        let balances: UInt64Array = columnar::column(&batch, 3, DataType::UInt64)?;
-        let updated: UInt64Array = columnar::column(&batch, 4, DataType::UInt64)?;
-        out.reserve(batch.num_rows());
-        for i in 0..batch.num_rows() {
+    for chunk in stmt.chunks([])? {
+        let (topics, ticks, accounts) = (chunk.strings(0)?, chunk.strings(1)?, chunk.strings(2)?);
+        let (balances, updated) = (chunk.u64s(3)?, chunk.u64s(4)?);
+        out.reserve(chunk.len());
+        for i in 0..chunk.len() {
             out.push(HoldingRow {
                 topic: topics.value(i).parse()?,
                 tick: ticks.value(i).to_string(),
@@ -400,7 +397,7 @@ fn recent_events(conn: &Connection) -> Result<Vec<EventRow>> {
             memo: r.get(9)?,
         })
     })?;
-    Ok(rows.collect::<duckdb::Result<Vec<_>>>()?)
+    Ok(rows.collect::<sql::Result<Vec<_>>>()?)
 }
 
 /// Per token and minute with a valid mint or burn: the amounts minted and
@@ -418,7 +415,7 @@ pub fn supply_by_minute(conn: &Connection) -> Result<Vec<SupplyChange>> {
         let (topic, tick, minute, minted, burned) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
         Ok(SupplyChange { topic: parse(topic)?, tick, minute, minted, burned })
     })?;
-    rows.collect::<duckdb::Result<Vec<_>>>().context("supply by minute")
+    rows.collect::<sql::Result<Vec<_>>>().context("supply by minute")
 }
 
 /// A token's mints and burns in one minute.
@@ -477,7 +474,7 @@ pub fn load_ledger(conn: &Connection, meta: &Meta, accounts: &BTreeSet<EntityId>
                 registered_at: r.get::<_, Option<u64>>(3)?.map(Timestamp),
             })
         })?
-        .collect::<duckdb::Result<Vec<_>>>()?;
+        .collect::<sql::Result<Vec<_>>>()?;
     conn.execute_batch("CREATE OR REPLACE TEMP TABLE want_accounts (account VARCHAR);")?;
     columnar::append(
         conn,

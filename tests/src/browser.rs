@@ -47,7 +47,7 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .context("starting chromedriver (Debian's chromium-driver; `make debian` installs it)")?;
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
+        let client = http_client::builder().timeout(Duration::from_secs(60)).build()?;
         let base = format!("http://127.0.0.1:{port}");
         let started = Instant::now();
         loop {

@@ -123,7 +123,7 @@ impl CardProvider {
         let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
         mac.update(format!("{time}.{body}").as_bytes());
         let signature: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
-        let response = reqwest::Client::new()
+        let response = http_client::client()
             .post(url)
             .header("stripe-signature", format!("t={time},v1={signature}"))
             .header("content-type", "application/json")

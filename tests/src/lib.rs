@@ -89,7 +89,7 @@ pub async fn reference_client(script: &str, args: &[&str]) -> serde_json::Value 
 /// runtime, and a pooled connection belongs to the runtime that opened it,
 /// so connections are not pooled.
 pub fn unpooled_client() -> reqwest::Client {
-    reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("an HTTP client")
+    http_client::builder().pool_max_idle_per_host(0).build().expect("an HTTP client")
 }
 
 /// A fresh empty folder under the system temp dir, removed on drop.

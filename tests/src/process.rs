@@ -163,7 +163,7 @@ impl Api {
     pub fn served_build(&self, expected: &str) -> String {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
-            let health: serde_json::Value = reqwest::blocking::get(self.url("/health")).unwrap().json().unwrap();
+            let health: serde_json::Value = http_client::blocking::get(self.url("/health")).unwrap().json().unwrap();
             let build = health["build"].as_str().unwrap_or_default().to_string();
             if build == expected || std::time::Instant::now() > deadline {
                 return build;

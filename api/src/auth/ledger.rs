@@ -132,7 +132,7 @@ impl KeySource {
     }
 
     pub fn mirror(base: &str, timeout: Duration) -> Result<KeySource> {
-        let client = reqwest::Client::builder().timeout(timeout).build().context("the mirror node client")?;
+        let client = http_client::builder().timeout(timeout).build().context("the mirror node client")?;
         Ok(KeySource::Mirror { client, base: base.trim_end_matches('/').to_string() })
     }
 

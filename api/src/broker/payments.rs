@@ -275,7 +275,7 @@ mod tests {
             valid_seconds: 180,
             watch_every: Duration::from_secs(1),
             grace: Duration::from_secs(60),
-            mirror: reqwest::Client::new(),
+            mirror: http_client::client(),
             mirror_base: String::new(),
         }
     }
@@ -340,7 +340,7 @@ mod tests {
             webhook_secret: Some("whsec_test".into()),
             tolerance: Duration::from_secs(300),
             min_amount: 50,
-            client: reqwest::Client::new(),
+            client: http_client::client(),
         };
         let body = br#"{"type":"payment_intent.succeeded"}"#;
         let sign = |time: i64, secret: &str| {

@@ -57,7 +57,7 @@ impl Settings {
         backoff: Duration,
         wait: Duration,
     ) -> Result<Settings> {
-        let client = reqwest::Client::builder()
+        let client = http_client::builder()
             .connect_timeout(timeout)
             .timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())

@@ -102,7 +102,7 @@ impl Gate {
     pub fn new(settings: Settings) -> anyhow::Result<Gate> {
         let policy = Arc::new(settings.policy);
         let resolver = resolve::Resolver::new(policy.clone(), settings.dns)?;
-        let client = reqwest::Client::builder()
+        let client = http_client::builder()
             .connect_timeout(settings.connect_timeout)
             .read_timeout(settings.read_timeout)
             // Redirects are followed by `Call::send`, each judged.
@@ -111,7 +111,7 @@ impl Gate {
             .no_proxy()
             .dns_resolver(Arc::new(resolver))
             .build()?;
-        let configured = reqwest::Client::builder()
+        let configured = http_client::builder()
             .connect_timeout(settings.connect_timeout)
             .read_timeout(settings.read_timeout)
             .redirect(reqwest::redirect::Policy::none())

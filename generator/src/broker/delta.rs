@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 
 use anyhow::{bail, Context, Result};
-use duckdb::Connection;
+use duckdb_files::sql::Connection;
 use sha2::{Digest as _, Sha256};
 
 use broker_model::catalog::{self, Catalog, FeedbackEntry, Subject, FEEDBACK_REGISTRY};

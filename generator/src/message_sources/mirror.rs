@@ -77,7 +77,7 @@ struct StatusMessage {
 
 impl Mirror {
     pub fn new(config: MirrorConfig) -> Result<Mirror> {
-        let client = reqwest::Client::builder()
+        let client = http_client::builder()
             .timeout(config.timeout)
             .user_agent(concat!("almanac-generator/", env!("CARGO_PKG_VERSION")))
             .build()

@@ -556,7 +556,7 @@ fn availability(dir: &Path, agents: usize) -> Result<()> {
 /// verify) from 16 concurrent clients against a running api.
 fn signin(base: &str, seconds: u64) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-    let http = reqwest::Client::new();
+    let http = http_client::client();
     let args = api::auth::login::LoginArgs {
         base: base.to_string(),
         account: "0.0.1001".into(),
@@ -667,7 +667,7 @@ fn register(base: &str, store: &Path, agents: usize) -> Result<()> {
         network: "testnet".into(),
         keys: None,
     };
-    let http = reqwest::Client::new();
+    let http = http_client::client();
     let key = runtime.block_on(async {
         let store = Store::open(store, Settings::default())?;
         let grant = Change {
@@ -815,7 +815,7 @@ async fn timed(
 fn chat(base: &str, messages: usize) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     runtime.block_on(async {
-        let http = reqwest::Client::new();
+        let http = http_client::client();
         let agent = demo_agent(Duration::ZERO).await?;
         let session = open_session(&http, base, &agent).await?;
         let direct_body = |i: usize, method: &str| {
@@ -894,7 +894,7 @@ fn rss_kib(pid: u32) -> Result<u64> {
 fn streams(base: &str, api_pid: u32, count: usize) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async {
-        let http = reqwest::Client::builder().pool_max_idle_per_host(0).build()?;
+        let http = http_client::builder().pool_max_idle_per_host(0).build()?;
         let agent = demo_agent(Duration::from_secs(1)).await?;
         let before = rss_kib(api_pid)?;
         let started = Instant::now();

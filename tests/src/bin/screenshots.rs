@@ -26,7 +26,7 @@ struct Args {
 async fn main() -> Result<()> {
     let args = Args::parse();
     let base = args.base.trim_end_matches('/');
-    let client = reqwest::Client::new();
+    let client = http_client::client();
     let get = |route: String| {
         let client = client.clone();
         async move {

@@ -454,7 +454,7 @@ impl Hybrid {
         Hybrid::build(&dir, &server.base());
         let api = Hybrid::api(&dir, &server.base(), "bag-64");
         let sources = broker::load(&workspace_root().join("datasets/broker")).unwrap();
-        Hybrid { server, dir, f: Fixture { api, client: reqwest::Client::new(), sources } }
+        Hybrid { server, dir, f: Fixture { api, client: http_client::client(), sources } }
     }
 
     /// The datasets built into `dir`, embedded by `bag-64` at `base`.
@@ -610,7 +610,7 @@ async fn the_next_build_includes_the_journal() {
     build(&site, &data, &["--ledger-dir", partial.to_str().unwrap(), "--broker-dir", agents.to_str().unwrap()]);
     let api = Api::start(&site, &data);
     let sources = broker::load(&agents).unwrap();
-    let f = Fixture { api, client: reqwest::Client::new(), sources };
+    let f = Fixture { api, client: http_client::client(), sources };
     let (_, before) = f.get("/health").await;
     assert_eq!(before["broker"]["agents"], json!(302), "300 generated and the 2 demo agents");
 

@@ -325,7 +325,7 @@ async fn sign_in_is_rate_limited_and_a_revoked_key_stops_within_the_cache_time()
     let first = live.sign_in("0.0.1001").await["key"].as_str().unwrap().to_string();
     let second = live.sign_in("0.0.1002").await["key"].as_str().unwrap().to_string();
     let url = live.api.url("/api/v1/auth/ledger/challenge");
-    let response = reqwest::Client::new()
+    let response = http_client::client()
         .post(url)
         .json(&json!({"accountId": "0.0.1003", "network": "testnet"}))
         .send()

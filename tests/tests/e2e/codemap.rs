@@ -115,6 +115,7 @@ const LIBRARIES_THEN_BINARIES: &[&str] = &[
     "duckdb-files",
     "hcs20",
     "broker-site",
+    "http-client",
     "embeddings",
     "pages",
     "generator",
@@ -134,7 +135,8 @@ const CRATES_MAY_DEPEND_ON: &[(&str, &[&str])] = &[
     ("duckdb-files", &["shared"]),
     ("hcs20", &["shared", "duckdb-files"]),
     ("broker-site", &["shared", "broker-model", "search", "duckdb-files"]),
-    ("embeddings", &["shared", "broker-model"]),
+    ("http-client", &[]),
+    ("embeddings", &["shared", "broker-model", "http-client"]),
     ("pages", &["shared", "broker-model", "guard-data", "hcs20", "broker-site"]),
     ("generator", LIBRARIES),
     ("api", LIBRARIES),
@@ -183,7 +185,7 @@ fn the_crate_check_reads_path_dependencies() {
 /// servers and clients for all of them, DuckDB too for those that hold no
 /// DuckDB file. (`embeddings` is an HTTP client: it has no rule.)
 const RUNTIME_AND_HTTP: &[&str] = &["tokio", "hyper", "warp", "reqwest"];
-const RUNTIME_HTTP_AND_DUCKDB: &[&str] = &["tokio", "hyper", "warp", "reqwest", "duckdb", "libduckdb-sys"];
+const RUNTIME_HTTP_AND_DUCKDB: &[&str] = &["tokio", "hyper", "warp", "reqwest", "duckdb-files", "libduckdb-sys"];
 const LIBRARIES_OUT_OF_REACH: &[(&str, &[&str])] = &[
     ("shared", RUNTIME_HTTP_AND_DUCKDB),
     ("broker-model", RUNTIME_HTTP_AND_DUCKDB),
@@ -194,6 +196,56 @@ const LIBRARIES_OUT_OF_REACH: &[(&str, &[&str])] = &[
     ("broker-site", RUNTIME_AND_HTTP),
     ("pages", RUNTIME_AND_HTTP),
 ];
+
+/// What builds an HTTP client, or asks with one made on the spot: only
+/// `http-client` may, which installs rustls's provider first.
+const CLIENT_CONSTRUCTORS: &[&str] = &[
+    "reqwest::Client::new(",
+    "reqwest::Client::builder(",
+    "reqwest::ClientBuilder::new(",
+    "reqwest::get(",
+    "reqwest::blocking::Client::new(",
+    "reqwest::blocking::Client::builder(",
+    "reqwest::blocking::get(",
+];
+
+/// Where `text` builds a client other than through `http-client`: a
+/// constructor named in full, or `Client::new(` / `Client::builder(` of
+/// an imported `Client`.
+fn client_constructors(text: &str) -> Vec<&str> {
+    let mut found: Vec<&str> = CLIENT_CONSTRUCTORS.iter().copied().filter(|pattern| text.contains(pattern)).collect();
+    for bare in ["Client::new(", "Client::builder("] {
+        let imported = text
+            .match_indices(bare)
+            .any(|(at, _)| !text[..at].ends_with(|c: char| c == ':' || c == '_' || c.is_ascii_alphanumeric()));
+        if imported {
+            found.push(bare);
+        }
+    }
+    found
+}
+
+#[test]
+fn every_http_client_is_built_by_http_client() {
+    let root = workspace_root();
+    let mut checked = 0;
+    for name in LIBRARIES_THEN_BINARIES.iter().chain(&["tests"]).filter(|name| **name != "http-client") {
+        let sources =
+            tests::files_under(&root.join(name)).into_iter().filter(|p| p.extension().is_some_and(|e| e == "rs"));
+        // This file names the constructors it looks for.
+        for file in sources.filter(|p| !p.ends_with(file!().rsplit('/').next().unwrap())) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let found = client_constructors(&text);
+            assert!(found.is_empty(), "{} builds a client with {found:?}: use http_client", file.display());
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "the sources were read ({checked} files)");
+    assert_eq!(client_constructors("let c = reqwest::Client::builder().build();"), ["reqwest::Client::builder("]);
+    assert_eq!(client_constructors("use reqwest::Client;\nlet c = Client::new();"), ["Client::new("]);
+    assert!(client_constructors("let c = http_client::client(); hyper_util::client::legacy::Client::builder(e);")
+        .is_empty());
+}
 
 /// Each package of a Cargo.lock and the names of its dependencies.
 fn lock_graph(lock: &str) -> BTreeMap<String, Vec<String>> {
@@ -239,5 +291,5 @@ fn the_libraries_below_the_binaries_build_without_runtime_or_http() {
     }
     // The check sees what it looks for: the api reaches all of them.
     let api = reached(&graph, "api");
-    assert!(["tokio", "hyper", "duckdb"].iter().all(|s| api.contains(*s)), "the api's dependencies were read");
+    assert!(["tokio", "hyper", "duckdb-files"].iter().all(|s| api.contains(*s)), "the api's dependencies were read");
 }

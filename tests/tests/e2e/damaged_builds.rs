@@ -101,7 +101,7 @@ impl Builds {
         let _ = std::fs::remove_file(&self.file);
         std::fs::write(&self.file, &self.pristine).unwrap();
         assert_eq!(api.served_build(&self.second.build), self.second.build, "{name}: retried once repaired");
-        let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+        let stats = http_client::blocking::get(api.url("/hcs20/stats")).unwrap();
         assert_eq!(stats.headers()["etag"].to_str().unwrap(), self.entry.etag, "{name}: the repaired bytes");
     }
 }
@@ -141,11 +141,11 @@ fn a_damaged_file_is_refused_alone() {
     for (name, damage, says) in cases {
         let (api, log) = builds.serve_damaged(name, damage);
         assert_eq!(api.served_build(&builds.second.build), builds.second.build, "{name}: the build loads");
-        let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+        let stats = http_client::blocking::get(api.url("/hcs20/stats")).unwrap();
         assert_eq!(stats.status(), 500, "{name}: the damaged file is not served");
         // Whether a copy of the indexed bytes is current needs only the
         // index: the file is read (and found damaged) only to be sent.
-        let asked = reqwest::blocking::Client::new().get(api.url("/hcs20/stats"));
+        let asked = http_client::blocking::client().get(api.url("/hcs20/stats"));
         let current = asked.header("if-none-match", builds.entry.etag.as_str()).send().unwrap();
         assert_eq!(current.status(), 304, "{name}: a client holding the indexed bytes");
         assert_eq!(current.headers()["etag"].to_str().unwrap(), builds.entry.etag, "{name}");
@@ -153,7 +153,7 @@ fn a_damaged_file_is_refused_alone() {
         assert_eq!(body["code"], "damaged_file", "{name}");
         assert!(body["error"].as_str().unwrap().contains(says), "{name}: {body}");
         logged(&log, says);
-        let other = reqwest::blocking::get(api.url("/hcs20")).unwrap();
+        let other = http_client::blocking::get(api.url("/hcs20")).unwrap();
         assert_eq!(other.status(), 200, "{name}: the other routes serve");
         builds.repaired(&api, name);
     }
@@ -172,7 +172,7 @@ fn a_build_with_another_builds_snapshot_is_refused_whole() {
     logged(&log, "could not load the published build");
     logged(&log, "not to build");
     assert_eq!(api.served_build(&builds.first.build), builds.first.build, "the previous build still serves");
-    let stats = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+    let stats = http_client::blocking::get(api.url("/hcs20/stats")).unwrap();
     assert_eq!(stats.headers()["etag"].to_str().unwrap(), victim(&builds.first).etag, "the previous bytes");
     std::fs::write(&second_snapshot, second_snapshot_bytes).unwrap();
     builds.repaired(&api, "snapshot");
@@ -236,7 +236,7 @@ fn a_damaged_search_folder_is_refused_until_repaired() {
             std::fs::copy(entry.path(), folder.join(entry.file_name())).unwrap();
         }
         assert_eq!(api.served_build(&manifest.build), manifest.build, "{name}: served once repaired");
-        let search = reqwest::blocking::get(api.url("/api/v1/search?q=translator")).unwrap();
+        let search = http_client::blocking::get(api.url("/api/v1/search?q=translator")).unwrap();
         assert_eq!(search.status(), 200, "{name}");
         let body: serde_json::Value = search.json().unwrap();
         assert!(body["total"].as_u64().unwrap() > 0, "{name}: {body}");

@@ -122,7 +122,7 @@ fn a_snapshot_written_by_duckdb_2_is_refused_by_the_api_and_written_anew_by_a_fu
     let log = root.path().join("api.log");
     // The reload's retries are logged at debug: the event waited for.
     let api = Api::start_logged_with_env(&site, &data, &[], &log, &[("RUST_LOG", "info,api::reload=debug")]);
-    let client = reqwest::blocking::Client::new();
+    let client = http_client::blocking::client();
     let status = || client.get(api.url("/hcs20/stats")).send().unwrap().status().as_u16();
     assert_eq!(status(), 503, "no build is served from a snapshot that cannot be read");
     tests::wait::until_blocking("the api trying the build again", 200, Duration::from_millis(50), || {

@@ -62,7 +62,7 @@ fn site(api_flags: &[&str]) -> Site {
     let dir = temp.path().to_path_buf();
     build_into(&dir);
     let api = Api::start_with(&dir.join("site"), &dir.join("data"), api_flags);
-    Site { dir, _temp: Some(temp), api, client: Client::new() }
+    Site { dir, _temp: Some(temp), api, client: http_client::client() }
 }
 
 /// The site every test without quotas of its own shares: built once per

@@ -331,7 +331,7 @@ fn clients_that_go_away_are_not_errors_in_the_log() {
     }
     // Every one of them handled and closed: the only connection open is
     // the one asking (what would have been logged is logged by then).
-    let client = reqwest::blocking::Client::new();
+    let client = http_client::blocking::client();
     assert_eq!(client.get(api.url("/health/live")).send().unwrap().status(), 200);
     let open =
         || client.get(api.url("/health")).send().unwrap().json::<serde_json::Value>().unwrap()["connections"].clone();

@@ -78,7 +78,7 @@ fn a_run_ended_at_any_step_leaves_the_previous_build_serving() {
     let live = live_manifest(&site).build;
     assert_eq!(live, live_manifest(&clean.path().join("site")).build);
     assert_eq!(api.served_build(&live), live);
-    let body = reqwest::blocking::get(api.url("/hcs20/stats")).unwrap();
+    let body = http_client::blocking::get(api.url("/hcs20/stats")).unwrap();
     assert_eq!(body.status(), 200);
 }
 
@@ -127,7 +127,7 @@ async fn api_swaps_builds_under_concurrent_requests_without_losing_one() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let served = Arc::new(AtomicUsize::new(0));
-    let client = reqwest::Client::new();
+    let client = http_client::client();
     let mut clients = Vec::new();
     for i in 0..8 {
         let (stop, served, client) = (stop.clone(), served.clone(), client.clone());

@@ -54,7 +54,7 @@ async fn every_published_route_is_in_the_table_and_served_as_the_manifest_says()
     let server = tokio::spawn(serve(listener, config.app().unwrap(), async {
         let _ = stopped.await;
     }));
-    let client = reqwest::Client::new();
+    let client = http_client::client();
     for entry in &manifest.routes {
         let response = client.get(format!("{base}{}", entry.route())).send().await.unwrap();
         assert_eq!(response.status(), 200, "{}", entry.route());

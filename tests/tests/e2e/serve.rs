@@ -35,7 +35,7 @@ async fn serve_answers_until_shutdown_and_lets_requests_in_flight_finish() {
         let _ = stopped.await;
     }));
 
-    let client = reqwest::Client::new();
+    let client = http_client::client();
     let stats = client.get(format!("{base}/hcs20/stats")).send().await.unwrap();
     assert_eq!(stats.status(), 200, "the published build is served at once");
 
@@ -69,7 +69,7 @@ async fn serve_answers_until_shutdown_and_lets_requests_in_flight_finish() {
     assert_eq!(answer.status(), 200);
 
     tokio::time::timeout(Duration::from_secs(10), server).await.expect("serve returns after the stop").unwrap();
-    let refused = reqwest::Client::new().get(format!("{base}/hcs20/stats")).send().await;
+    let refused = http_client::client().get(format!("{base}/hcs20/stats")).send().await;
     assert!(refused.is_err(), "the port is closed after serve returns");
 }
 

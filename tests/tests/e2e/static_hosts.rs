@@ -205,7 +205,7 @@ impl Hosts {
 #[tokio::test(flavor = "multi_thread")]
 async fn nginx_answers_every_kind_of_route_as_the_api_does() {
     let hosts = Hosts::start("static-hosts");
-    let client = Client::new();
+    let client = http_client::client();
     for route in &hosts.sample() {
         let (from_api, from_nginx) =
             (get(&client, &hosts.api.url(route), None).await, get(&client, &hosts.on_nginx(route), None).await);
@@ -239,7 +239,7 @@ async fn nginx_answers_every_kind_of_route_as_the_api_does() {
 #[tokio::test(flavor = "multi_thread")]
 async fn nginx_alone_answers_a_json_404_for_what_the_build_does_not_hold() {
     let hosts = Hosts::start("static-hosts-alone");
-    let client = Client::new();
+    let client = http_client::client();
     for path in ["/hcs20/account/0.0.999999", "/nope", "/HCS20/stats"] {
         let answer = get(&client, &hosts.on_nginx(path), None).await;
         assert_eq!(answer.status, StatusCode::NOT_FOUND, "{path}");
@@ -260,7 +260,7 @@ async fn nginx_before_the_api_passes_it_what_the_build_does_not_hold() {
     let config = std::fs::read_to_string(hosts.dir.path().join("site/current/_nginx.conf")).unwrap();
     assert!(config.contains(&format!("proxy_pass http://{api_address};")), "the configuration was rewritten");
     hosts.nginx.reload();
-    let client = Client::new();
+    let client = http_client::client();
     let stats = get(&client, &hosts.api.url("/hcs20/stats"), None).await;
     for (path, header) in [
         ("/hcs20/account/0.0.999999", None),

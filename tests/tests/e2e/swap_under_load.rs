@@ -66,7 +66,7 @@ impl Load {
         for worker in 0..4usize {
             let (stop, ok, failed, routes, base) =
                 (stop.clone(), ok.clone(), failed.clone(), routes.clone(), api.url(""));
-            let client = reqwest::Client::new();
+            let client = http_client::client();
             tasks.push(tokio::spawn(async move {
                 let mut i = worker * 97;
                 while !stop.load(Ordering::Relaxed) {
@@ -177,7 +177,7 @@ async fn a_new_build_swaps_in_under_load_with_no_failed_request_and_no_second_co
 /// Waits until `/health` names `build`.
 fn served(health: &str, build: &str) {
     tests::wait::until_blocking(&format!("the api serving {build}"), 1200, Duration::from_millis(50), || {
-        let named = reqwest::blocking::get(health)
+        let named = http_client::blocking::get(health)
             .ok()
             .and_then(|r| r.json::<serde_json::Value>().ok())
             .and_then(|h| h["build"].as_str().map(String::from));

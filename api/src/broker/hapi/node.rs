@@ -53,7 +53,7 @@ pub enum Failure {
 /// The client nodes are called with: HTTP/2 without TLS, each call
 /// bounded by `timeout`.
 pub fn client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder().http2_prior_knowledge().timeout(timeout).no_proxy().build()
+    http_client::builder().http2_prior_knowledge().timeout(timeout).no_proxy().build()
 }
 
 /// A gRPC frame of `message`.

@@ -90,7 +90,7 @@ impl Ledger {
             fees,
             valid_seconds: 120,
             nodes_client: node::client(timeout)?,
-            mirror: reqwest::Client::builder().timeout(timeout).build()?,
+            mirror: http_client::builder().timeout(timeout).build()?,
             mirror_base: mirror_base.trim_end_matches('/').to_string(),
             next_node: AtomicUsize::new(0),
             last_start: AtomicI64::new(0),
