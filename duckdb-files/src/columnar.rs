@@ -38,19 +38,26 @@ pub struct Spans<T> {
 }
 
 impl<T: Copy> Spans<T> {
+    fn new() -> Spans<T> {
+        Spans { values: Vec::new(), rows: Vec::new() }
+    }
+
+    /// Adds a row: `value`'s copy, or NULL.
+    fn push(&mut self, value: Option<&[T]>) {
+        let span = value.map(|value| {
+            let start = self.values.len();
+            self.values.extend_from_slice(value);
+            (start, self.values.len())
+        });
+        self.rows.push(span);
+    }
+
     fn collect<'a, I: IntoIterator<Item = Option<&'a [T]>>>(rows: I) -> Spans<T>
     where
         T: 'a,
     {
-        let mut spans = Spans { values: Vec::new(), rows: Vec::new() };
-        for row in rows {
-            let span = row.map(|value| {
-                let start = spans.values.len();
-                spans.values.extend_from_slice(value);
-                (start, spans.values.len())
-            });
-            spans.rows.push(span);
-        }
+        let mut spans = Spans::new();
+        rows.into_iter().for_each(|row| spans.push(row));
         spans
     }
 
@@ -111,11 +118,12 @@ impl Column {
                 let entries = ffi::duckdb_vector_get_data(vector) as *mut ffi::duckdb_list_entry;
                 let mut offset = 0;
                 for (k, row) in rows.enumerate() {
-                    let values = spans.get(row).unwrap_or_default();
+                    let list = spans.get(row);
+                    let values = list.unwrap_or_default();
                     std::ptr::copy_nonoverlapping(values.as_ptr(), floats.add(offset), values.len());
                     *entries.add(k) = ffi::duckdb_list_entry { offset: offset as u64, length: values.len() as u64 };
                     offset += values.len();
-                    if spans.get(row).is_none() {
+                    if list.is_none() {
                         set_null(vector, k);
                     }
                 }
@@ -271,14 +279,9 @@ pub fn append(conn: &Connection, table: &str, batch: Batch) -> Result<()> {
 }
 
 pub fn strings<I: IntoIterator<Item = Option<S>>, S: AsRef<str>>(values: I) -> Column {
-    let mut spans = Spans { values: Vec::new(), rows: Vec::new() };
+    let mut spans = Spans::new();
     for value in values {
-        let span = value.map(|value| {
-            let start = spans.values.len();
-            spans.values.extend_from_slice(value.as_ref().as_bytes());
-            (start, spans.values.len())
-        });
-        spans.rows.push(span);
+        spans.push(value.as_ref().map(|v| v.as_ref().as_bytes()));
     }
     Column::Strings(spans)
 }

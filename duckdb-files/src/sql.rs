@@ -472,33 +472,21 @@ impl ToSql for f64 {
     }
 }
 
-macro_rules! signed {
-    ($($t:ty),*) => {$(
+// Integers bound through the widest C binding of their sign.
+macro_rules! integers {
+    ($bind:ident, $wide:ty: $($t:ty),*) => {$(
         impl ToSql for $t {
             fn bind(&self, binder: &mut Binder) -> Result<()> {
                 let index = binder.next();
                 // SAFETY: a prepared statement.
-                let state = unsafe { ffi::duckdb_bind_int64(binder.statement, index, i64::from(*self)) };
+                let state = unsafe { ffi::$bind(binder.statement, index, <$wide>::from(*self)) };
                 binder.bound(state)
             }
         }
     )*};
 }
-signed!(i32, i64);
-
-macro_rules! unsigned {
-    ($($t:ty),*) => {$(
-        impl ToSql for $t {
-            fn bind(&self, binder: &mut Binder) -> Result<()> {
-                let index = binder.next();
-                // SAFETY: a prepared statement.
-                let state = unsafe { ffi::duckdb_bind_uint64(binder.statement, index, u64::from(*self)) };
-                binder.bound(state)
-            }
-        }
-    )*};
-}
-unsigned!(u32, u64);
+integers!(duckdb_bind_int64, i64: i32, i64);
+integers!(duckdb_bind_uint64, u64: u32, u64);
 
 impl<T: ToSql + ?Sized> ToSql for &T {
     fn bind(&self, binder: &mut Binder) -> Result<()> {
