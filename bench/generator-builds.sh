@@ -21,13 +21,11 @@ N="${BENCH_MESSAGES:-1000000}"
 AGENTS="${BENCH_BROKER_AGENTS:-100000}"
 datagen="$(dirname "$new")/datagen"
 mkdir -p "$OUT"
-command -v /usr/bin/time >/dev/null || { apt-get update -qq >/dev/null && apt-get install -y -qq time >/dev/null; }
+. bench/lib.sh
+need /usr/bin/time time
 
-corpus="$OUT/corpus-$N"
-[ -d "$corpus" ] || "$datagen" --messages "$N" --seed 1 --out "$corpus" >/dev/null 2>&1
-agents="$OUT/agents-$AGENTS"
-[ -s "$agents/agents.json" ] || "$datagen" --preset agents --agents "$AGENTS" --out "$agents" >/dev/null 2>&1
-cp datasets/broker/catalog.json "$agents/"
+corpus="$(corpus_of "$N" "$datagen")"
+agents="$(agents_of "$AGENTS" "$datagen")"
 
 work="$OUT/generator-builds-$$"
 trap 'rm -rf "$work"' EXIT

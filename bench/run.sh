@@ -14,7 +14,7 @@ mkdir -p "$OUT"
 # (`bench availability` measures the checks' recording).
 export ALMANAC_AVAILABILITY_EVERY_S=0
 
-need() { command -v "$1" >/dev/null 2>&1 || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }; }
+. bench/lib.sh
 need nginx nginx
 need wrk wrk
 need /usr/bin/time time
@@ -54,11 +54,8 @@ stale=$(ls -d "$OUT"/run-* "$OUT"/full "$OUT"/mirror 2>/dev/null || true)
 FULL="$run_dir/full"
 MIRROR="$run_dir/mirror"
 
-corpus="$OUT/corpus-$N"
-if [ ! -d "$corpus" ]; then
-  say "writing a $N-message corpus"
-  "$BIN/datagen" --messages "$N" --seed 1 --out "$corpus"
-fi
+[ -d "$OUT/corpus-$N" ] || say "writing a $N-message corpus"
+corpus="$(corpus_of "$N" "$BIN/datagen")"
 
 say "broker search relevance: the baseline BM25F and tantivy over 100k generated agents, in process"
 "$BIN/bench" text 100000
@@ -165,11 +162,7 @@ for round in 1 2 3; do
 done
 
 say "broker (section A): a 100k-agent build, then GET /api/v1/search over its snapshot, wrk -t2 -d10s"
-agents="$OUT/agents-100000"
-if [ ! -s "$agents/agents.json" ]; then
-  "$BIN/datagen" --preset agents --agents 100000 --out "$agents" 2>/dev/null
-fi
-cp datasets/broker/catalog.json "$agents/"
+agents="$(agents_of 100000 "$BIN/datagen")"
 BROKER="$run_dir/broker"
 timed "$BIN/generator" build --ledger-dir datasets/ledger --broker-dir "$agents" \
   --site-dir "$BROKER/site" --data-dir "$BROKER/data"
