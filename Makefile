@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb build tools test-build install site run run-flags test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis debian screenshots
+.PHONY: all duckdb evm build tools test-build install site run run-flags test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis debian screenshots
 
 all: build
 
@@ -43,6 +43,21 @@ duckdb:
 ifeq ($(DUCKDB),prebuilt)
 	@bash duckdb/fetch.sh $(DUCKDB_CACHE) >/dev/null
 endif
+
+## evm: the local EVM node (anvil) and the Solidity compiler (solc-js),
+## from the npm registry at the versions evm/package-lock.json pins with
+## their integrity, fetched once per machine into EVM_CACHE; and the
+## contracts of evm/contracts compiled into EVM_CONTRACTS (again only when
+## a source changed). The tests and `make run` find both through the
+## variables exported here.
+EVM_CACHE ?= $(HOME)/.cache/almanac/evm
+export ALMANAC_ANVIL     := $(EVM_CACHE)/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
+export ALMANAC_CONTRACTS := $(TARGET)/evm/contracts.json
+evm: $(ALMANAC_CONTRACTS)
+	@bash evm/fetch.sh $(EVM_CACHE) >/dev/null
+$(ALMANAC_CONTRACTS): evm/compile.js evm/package-lock.json $(wildcard evm/contracts/*.sol)
+	@bash evm/fetch.sh $(EVM_CACHE) >/dev/null
+	node evm/compile.js $(EVM_CACHE)/node_modules evm/contracts $@
 
 ## build: compile what `make run` runs: the generator, the api and the
 ## local network (the benchmark, data generator, screenshot and
@@ -175,7 +190,7 @@ screenshots: site tools debian
 ## client, the analysts' DuckDB releases, schemathesis against the live
 ## api), then a total. The tools download while cargo compiles; `--tests`
 ## leaves out the binaries, which hold no unit tests (`test = false`).
-TOOLS := conformance client a2a readers schemathesis debian
+TOOLS := conformance client a2a readers schemathesis debian evm
 test:
 	$(MAKE) --no-print-directory --jobs=4 test-build $(TOOLS)
 	@mkdir -p $(TARGET)

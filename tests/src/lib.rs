@@ -9,6 +9,7 @@ pub mod card;
 pub mod datagen;
 pub mod dns;
 pub mod embeddings;
+pub mod evm;
 pub mod live;
 pub mod mirror;
 pub mod models;
