@@ -55,6 +55,11 @@ pub struct App {
     pub inscriptions: Option<Arc<crate::broker::inscription::settings::Settings>>,
     /// The skills registry, when inscription is on.
     pub skills: Option<Arc<crate::broker::skills::settings::Settings>>,
+    /// Programmable Secrets, when the operator names a chain.
+    pub secrets: Option<Arc<crate::broker::secrets::settings::Settings>>,
+    /// Largest body of a Programmable Secrets publication (the ciphertext
+    /// in hex, twice its bound, and the rest).
+    pub secrets_max_body: usize,
     /// Largest body of an inscription request, in bytes (the content in
     /// base64 and the rest).
     pub content_max_body: usize,

@@ -335,6 +335,45 @@ pub struct Config {
     /// registry creates one at its first start (with --inscription-account).
     #[arg(long, env = "ALMANAC_SKILLS_DIRECTORY_TOPIC")]
     pub skills_directory_topic: Option<String>,
+    /// A Programmable Secrets chain: a deployments manifest (`chainId`,
+    /// `network`, `rpcUrl`, `blockNumber`, `entrypoints` with the vault's,
+    /// payment module's, receipt's, built-in evaluators' and identity
+    /// registry's addresses). Repeat for more chains; the first is the
+    /// default. Without one the group answers 503.
+    #[arg(long = "secrets-chain", env = "ALMANAC_SECRETS_CHAINS", value_delimiter = ',')]
+    pub secrets_chains: Vec<PathBuf>,
+    /// A file holding the master key content keys are wrapped under: one
+    /// key (64 hex digits or base64), or `version:key` lines to rotate
+    /// (the highest version wraps). Never logged.
+    #[arg(long, env = "ALMANAC_SECRETS_MASTER_KEY_FILE")]
+    pub secrets_master_key_file: Option<PathBuf>,
+    /// The master key itself, as the file would hold it (prefer the file
+    /// or the environment: a command line is visible to other users).
+    #[arg(long, env = "ALMANAC_SECRETS_MASTER_KEY", hide_env_values = true)]
+    pub secrets_master_key: Option<String>,
+    /// The largest ciphertext a policy may hold, in bytes.
+    #[arg(long, env = "ALMANAC_SECRETS_MAX_CIPHERTEXT_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub secrets_max_ciphertext_bytes: usize,
+    /// How long a key-release nonce lives, in seconds.
+    #[arg(long, env = "ALMANAC_SECRETS_NONCE_TTL_SECS", default_value_t = 300)]
+    pub secrets_nonce_ttl_secs: u64,
+    /// The largest answer read from a chain's node, in bytes.
+    #[arg(long, env = "ALMANAC_SECRETS_RPC_MAX_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub secrets_rpc_max_bytes: usize,
+    /// How often the indexer looks for new blocks, in milliseconds.
+    #[arg(long, env = "ALMANAC_SECRETS_INDEX_EVERY_MS", default_value_t = 2_000)]
+    pub secrets_index_every_ms: u64,
+    /// The most blocks the indexer reads logs of at once.
+    #[arg(long, env = "ALMANAC_SECRETS_INDEX_BLOCK_RANGE", default_value_t = 2_000)]
+    pub secrets_index_block_range: u64,
+    /// Checkpoints the indexer keeps per chain: the deepest reorganisation
+    /// it undoes without reading from the deployment again.
+    #[arg(long, env = "ALMANAC_SECRETS_INDEX_DEPTH", default_value_t = 128)]
+    pub secrets_index_depth: usize,
+    /// The longest the indexer waits between tries while a node cannot be
+    /// reached, in milliseconds.
+    #[arg(long, env = "ALMANAC_SECRETS_INDEX_BACKOFF_MAX_MS", default_value_t = 60_000)]
+    pub secrets_index_backoff_max_ms: u64,
     /// Files a skill package may have.
     #[arg(long, env = "ALMANAC_SKILLS_MAX_FILES", default_value_t = 20)]
     pub skills_max_files: usize,
@@ -614,6 +653,7 @@ impl Config {
         let treasury = self.treasury(&network)?.map(Arc::new);
         let inscriptions = self.inscriptions(&network)?.map(Arc::new);
         let skills = self.skills(inscriptions.is_some())?.map(Arc::new);
+        let secrets = self.secrets()?.map(Arc::new);
         let card = self.card()?.map(Arc::new);
         let redemption = self.redemption()?;
         let overlay = Arc::new(crate::broker::overlay::Overlay::default());
@@ -692,6 +732,8 @@ impl Config {
             },
             verification_limit: limiter(self.verification_rate, self.verification_burst),
             skills,
+            secrets,
+            secrets_max_body: self.secrets_max_ciphertext_bytes.saturating_mul(2).saturating_add(262_144),
             inscriptions,
             content_max_body: self.inscription_max_bytes / 3 * 4 + 65_536,
             package_max_body: self.skills_max_total_bytes / 3 * 4 + 65_536,
@@ -905,6 +947,59 @@ impl Config {
             stream_deadline: ms(self.agent_stream_deadline_ms),
             max_redirects: self.egress_max_redirects,
         })
+    }
+
+    /// Programmable Secrets: its chains, read from their manifests, and the
+    /// master key; `None` when no chain is named.
+    fn secrets(&self) -> Result<Option<crate::broker::secrets::settings::Settings>> {
+        use crate::broker::secrets::{
+            rpc::Rpc,
+            settings::{Chain, Clock, IndexSettings, Settings},
+        };
+        use programmable_secrets::{deployment::Deployment, envelope::MasterKeys};
+        if self.secrets_chains.is_empty() {
+            return Ok(None);
+        }
+        let gate = Arc::new(crate::egress::Gate::new(self.egress()?)?);
+        let mut chains = Vec::new();
+        for path in &self.secrets_chains {
+            let deployment = read(path, |text| Deployment::parse(text).map_err(anyhow::Error::from))?;
+            if chains.iter().any(|c: &Chain| c.deployment.chain_id == deployment.chain_id) {
+                anyhow::bail!("--secrets-chain {}: chain {} is named twice", path.display(), deployment.chain_id);
+            }
+            let rpc = Rpc::new(gate.clone(), &deployment.rpc_url, self.secrets_rpc_max_bytes.max(1024));
+            chains.push(Chain { deployment, rpc });
+        }
+        let text = match (&self.secrets_master_key_file, &self.secrets_master_key) {
+            (Some(path), _) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("--secrets-master-key-file {}", path.display()))?,
+            ),
+            (None, Some(key)) => Some(key.clone()),
+            (None, None) => {
+                tracing::warn!("no master key: programmable secrets publish and release no keys");
+                None
+            }
+        };
+        // The key's text never reaches an error message.
+        let master = match text {
+            Some(text) => Some(MasterKeys::parse(&text).map_err(|e| anyhow::anyhow!("the master key: {e}"))?),
+            None => None,
+        };
+        Ok(Some(Settings {
+            chains,
+            master,
+            ciphertexts: self.data_dir.join("live").join("secrets"),
+            max_ciphertext_bytes: self.secrets_max_ciphertext_bytes.max(1),
+            nonce_ttl: Duration::from_secs(self.secrets_nonce_ttl_secs.max(1)),
+            index: IndexSettings {
+                every: Duration::from_millis(self.secrets_index_every_ms.max(10)),
+                block_range: self.secrets_index_block_range.max(1),
+                depth: self.secrets_index_depth.max(1),
+                backoff_max: Duration::from_millis(self.secrets_index_backoff_max_ms),
+            },
+            clock: Clock::default(),
+        }))
     }
 
     /// The model-routing providers: the key and the origins it goes to.

@@ -218,6 +218,30 @@ fn named_refusals(name: &str) -> Vec<(u16, &'static str)> {
                 (503, "Compaction is off"),
             ]
         }
+        "prepareProgrammableSecretPolicy" | "importProgrammableSecretPolicy" => vec![
+            (409, "chain_mismatch or policy_already_published: the chain's commitments differ, or the policy's key is held"),
+            (503, "not_configured, krs_not_configured or chain_unavailable"),
+        ],
+        "confirmProgrammableSecretPolicy" => vec![
+            (409, "chain_mismatch (the staging is failed), transaction_not_found, policy_not_prepared or policy_already_published"),
+            (503, "not_configured, krs_not_configured or chain_unavailable"),
+        ],
+        "issueProgrammableSecretNonce" => vec![
+            (409, "policy_not_ready: no key is held for the policy"),
+            (503, "not_configured or krs_not_configured"),
+        ],
+        "requestProgrammableSecretKey" => vec![
+            (401, "invalid_signature: the challenge was not signed by the buyer's wallet (nothing changes)"),
+            (403, "access_not_found: the buyer holds no access now (the request is denied)"),
+            (409, "nonce_consumed or policy_not_ready"),
+            (410, "nonce_expired: the nonce outlived its five minutes"),
+            (503, "not_configured, krs_not_configured or chain_unavailable"),
+        ],
+        "listProgrammableSecretPolicies"
+        | "getProgrammableSecretPolicy"
+        | "getProgrammableSecretCiphertext"
+        | "getProgrammableSecretKeyRequest"
+        | "getProgrammableSecretProviderIdentity" => vec![(503, "not_configured: no chain is named")],
         "registerAgent" | "updateAgent" => vec![
             (402, "Payment Required: not enough credits"),
             (403, "destination_not_allowed: the endpoint is an address the broker does not call"),
@@ -439,6 +463,44 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
         6,
     );
     let skills = "Skills";
+    let secrets = "Programmable Secrets";
+    let secret_policy = object(
+        &[
+            ("id", string()),
+            ("network", string()),
+            ("chainId", integer()),
+            ("status", json!({"enum": ["staged", "prepared", "finalized", "indexed", "failed"]})),
+            ("policyId", nullable("integer")),
+            ("priceWei", string()),
+            ("active", boolean()),
+            ("keyReleaseReady", boolean()),
+            ("conditions", array(any_object())),
+            ("ciphertextHash", string()),
+            ("keyCommitment", string()),
+            ("metadataHash", string()),
+            ("providerUaidHash", string()),
+            ("paymentModuleAddress", string()),
+            ("policyVaultAddress", string()),
+            ("accessReceiptAddress", string()),
+        ],
+        8,
+    );
+    let key_request = object(
+        &[
+            ("id", string()),
+            ("policyId", integer()),
+            ("buyerAddress", string()),
+            ("status", json!({"enum": ["nonce-issued", "pending", "issued", "denied", "expired"]})),
+            ("challengeMessage", string()),
+            ("nonceIssuedAt", string()),
+            ("nonceExpiresAt", string()),
+            ("encryptedKey", nullable("string")),
+            ("ciphertextUrl", nullable("string")),
+            ("errorCode", nullable("string")),
+            ("receiptTokenId", nullable("integer")),
+        ],
+        7,
+    );
     let statuses = json!({"enum": ["pending", "in_progress", "completed", "failed"]});
     let skill_file = object(
         &[
@@ -890,6 +952,183 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             )
         },
         "contentInscriptionJob" => json(content, inscription_job),
+        "programmableSecretsHealth" => json(
+            secrets,
+            object(
+                &[
+                    ("enabled", boolean()),
+                    ("krsConfigured", boolean()),
+                    ("chains", array(any_object())),
+                    ("network", string()),
+                    ("chainId", integer()),
+                    ("rpcUrl", nullable("string")),
+                    ("paymentModuleAddress", string()),
+                    ("policyVaultAddress", string()),
+                    ("accessReceiptAddress", string()),
+                ],
+                3,
+            ),
+        ),
+        "listProgrammableSecretPolicies" => Doc {
+            query: vec![
+                query("limit", json!({"type": "integer", "minimum": 1, "maximum": 200}), false),
+                query("page", json!({"type": "integer", "minimum": 1, "maximum": 1_000_000}), false),
+                query("chainId", json!({"type": "integer", "minimum": 1}), false),
+            ],
+            ..json(
+                secrets,
+                object(
+                    &[
+                        ("policies", array(secret_policy.clone())),
+                        ("total", integer()),
+                        ("page", integer()),
+                        ("limit", integer()),
+                    ],
+                    4,
+                ),
+            )
+        },
+        "getProgrammableSecretPolicy" => Doc {
+            query: vec![query("chainId", json!({"type": "integer", "minimum": 1}), false)],
+            ..json(secrets, object(&[("policy", secret_policy.clone())], 1))
+        },
+        "getProgrammableSecretCiphertext" => Doc {
+            query: vec![query("chainId", json!({"type": "integer", "minimum": 1}), false)],
+            media: Some("application/octet-stream"),
+            ..json(secrets, any_object())
+        },
+        "prepareProgrammableSecretPolicy" => with_body(
+            secrets,
+            object(
+                &[
+                    ("providerAddress", string()),
+                    ("providerUaid", string()),
+                    ("priceWei", string()),
+                    ("metadata", any_object()),
+                    ("ciphertextBase64", string()),
+                    ("contentKeyB64", string()),
+                    ("chainId", json!({"type": "integer", "minimum": 1})),
+                    ("payoutAddress", string()),
+                    ("paymentToken", string()),
+                    ("expiresAtUnix", json!({"type": "integer", "minimum": 0})),
+                ],
+                6,
+            ),
+            vec![(
+                200,
+                object(
+                    &[
+                        ("stagedPolicyId", string()),
+                        ("policyId", json!({"type": "null"})),
+                        ("chainId", integer()),
+                        ("network", string()),
+                        ("onchainInputs", any_object()),
+                        ("contractAddress", string()),
+                        ("paymentModuleAddress", string()),
+                        ("policyVaultAddress", string()),
+                        ("accessReceiptAddress", string()),
+                    ],
+                    5,
+                ),
+            )],
+        ),
+        "confirmProgrammableSecretPolicy" => with_body(
+            secrets,
+            object(
+                &[
+                    ("stagedPolicyId", string()),
+                    ("policyId", json!({"type": "integer", "minimum": 1})),
+                    ("createdTxHash", string()),
+                    ("createdBlockNumber", json!({"type": "integer", "minimum": 0})),
+                    ("createdBlockHash", string()),
+                    ("createdLogIndex", json!({"type": "integer", "minimum": 0})),
+                ],
+                3,
+            ),
+            vec![(200, object(&[("policy", secret_policy.clone())], 1))],
+        ),
+        "importProgrammableSecretPolicy" => with_body(
+            secrets,
+            object(
+                &[
+                    ("policyId", json!({"type": "integer", "minimum": 1})),
+                    (
+                        "bundle",
+                        object(
+                            &[("contentKeyHex", string()), ("ciphertextHex", string()), ("providerUaid", string())],
+                            3,
+                        ),
+                    ),
+                    ("chainId", json!({"type": "integer", "minimum": 1})),
+                    ("createdTxHash", string()),
+                    ("createdBlockNumber", json!({"type": "integer", "minimum": 0})),
+                    ("createdLogIndex", json!({"type": "integer", "minimum": 0})),
+                ],
+                2,
+            ),
+            vec![(200, object(&[("policy", secret_policy.clone())], 1))],
+        ),
+        "getProgrammableSecretProviderIdentity" => Doc {
+            query: vec![
+                query("providerAddress", string(), true),
+                query("chainId", json!({"type": "integer", "minimum": 1}), true),
+                query("policyProviderUaid", string(), false),
+            ],
+            ..json(
+                secrets,
+                object(
+                    &[
+                        ("uaid", nullable("string")),
+                        ("source", json!({"enum": ["policy-uaid", "registry-search", "none"]})),
+                        ("reason", string()),
+                        ("agent", any_object()),
+                    ],
+                    2,
+                ),
+            )
+        },
+        "issueProgrammableSecretNonce" => with_body(
+            secrets,
+            object(
+                &[
+                    ("policyId", json!({"type": "integer", "minimum": 1})),
+                    ("buyerAddress", string()),
+                    ("chainId", json!({"type": "integer", "minimum": 1})),
+                ],
+                2,
+            ),
+            vec![(
+                200,
+                object(
+                    &[
+                        ("requestId", string()),
+                        ("policyId", integer()),
+                        ("buyerAddress", string()),
+                        ("nonce", string()),
+                        ("challengeMessage", string()),
+                        ("expiresAt", string()),
+                    ],
+                    6,
+                ),
+            )],
+        ),
+        "requestProgrammableSecretKey" => with_body(
+            secrets,
+            object(
+                &[
+                    ("requestId", string()),
+                    ("policyId", json!({"type": "integer", "minimum": 1})),
+                    ("buyerAddress", string()),
+                    ("nonce", string()),
+                    ("signature", string()),
+                    ("buyerRsaPublicKeyPem", string()),
+                    ("buyerPublicKeyFingerprint", string()),
+                ],
+                7,
+            ),
+            vec![(200, key_request.clone())],
+        ),
+        "getProgrammableSecretKeyRequest" => json(secrets, key_request.clone()),
         "skillsConfig" => json(
             skills,
             object(

@@ -214,6 +214,7 @@ fn body_limit(app: &App, body: BodyLimit) -> Option<usize> {
         BodyLimit::Live => Some(app.live_max_body),
         BodyLimit::Content => Some(app.content_max_body),
         BodyLimit::Package => Some(app.package_max_body),
+        BodyLimit::Secrets => Some(app.secrets_max_body),
     }
 }
 

@@ -20,6 +20,7 @@ use shared::http::Cache;
 use warp::http::{HeaderValue, Method};
 
 pub use crate::auth::Auth;
+use crate::broker::secrets;
 use crate::broker::skills;
 use crate::broker::verification;
 use crate::reply::Answer;
@@ -74,6 +75,9 @@ pub enum BodyLimit {
     /// A skill package's files, in base64 (`--skills-max-total-bytes` and
     /// a third more, with room for the rest of the body).
     Package,
+    /// A Programmable Secrets publication: a ciphertext in base64 or hex
+    /// (`--secrets-max-ciphertext-bytes`, twice, and room for the rest).
+    Secrets,
 }
 
 /// Which request headers a preflight allows.
@@ -554,6 +558,75 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/skills/verification/{requestId}/decision")
             .post("decideSkillVerification", handler!(skills::decide), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Operator),
+        // Programmable Secrets: policies published and indexed, keys released
+        // to whoever holds access. Only `provider/prepare` and `provider/confirm`
+        // are evidenced on the hosted broker; the rest mirror the protocol's
+        // public server under the same prefix.
+        Endpoint::new("/api/v1/programmable-secrets/health").get(
+            "programmableSecretsHealth",
+            handler!(secrets::health),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/programmable-secrets/policies").get(
+            "listProgrammableSecretPolicies",
+            handler!(secrets::list),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/programmable-secrets/policies/{id}").get(
+            "getProgrammableSecretPolicy",
+            handler!(secrets::policy),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/programmable-secrets/policies/{id}/ciphertext").get(
+            "getProgrammableSecretCiphertext",
+            handler!(secrets::ciphertext),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/programmable-secrets/provider/prepare")
+            .post(
+                "prepareProgrammableSecretPolicy",
+                handler!(secrets::publication::prepare),
+                BodyLimit::Secrets,
+                Cache::NoStore,
+            )
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/programmable-secrets/provider/confirm")
+            .post(
+                "confirmProgrammableSecretPolicy",
+                handler!(secrets::publication::confirm),
+                BodyLimit::Live,
+                Cache::NoStore,
+            )
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/programmable-secrets/provider/import")
+            .post(
+                "importProgrammableSecretPolicy",
+                handler!(secrets::publication::import),
+                BodyLimit::Secrets,
+                Cache::NoStore,
+            )
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/programmable-secrets/provider-identity").get(
+            "getProgrammableSecretProviderIdentity",
+            handler!(secrets::provider_identity),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/api/v1/programmable-secrets/nonces")
+            .post("issueProgrammableSecretNonce", handler!(secrets::release::nonce), BodyLimit::Live, Cache::NoStore)
+            .rate(Rate::SignIn),
+        Endpoint::new("/api/v1/programmable-secrets/keys/request")
+            .post(
+                "requestProgrammableSecretKey",
+                handler!(secrets::release::request_key),
+                BodyLimit::Live,
+                Cache::NoStore,
+            )
+            .rate(Rate::SignIn),
+        Endpoint::new("/api/v1/programmable-secrets/keys/{requestId}").get(
+            "getProgrammableSecretKeyRequest",
+            handler!(secrets::release::key_request),
+            Cache::NoStore,
+        ),
         Endpoint::new("/api/v1/credits/payments/intent")
             .post("cardPaymentIntent", handler!(broker::intents::card), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),

@@ -107,6 +107,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let skills = tokio::spawn(crate::broker::skills::jobs::run(app.clone(), async move {
         let _ = skills_stopped.await;
     }));
+    // Programmable Secrets: the chains' events followed.
+    let (stop_secrets, secrets_stopped) = tokio::sync::oneshot::channel::<()>();
+    let secrets = tokio::spawn(crate::broker::secrets::indexer::run(app.clone(), async move {
+        let _ = secrets_stopped.await;
+    }));
     let (stop_registrar, registrar_stopped) = tokio::sync::oneshot::channel::<()>();
     let registrar = tokio::spawn(crate::broker::registrar::run(app.store.clone(), app.registrar.clone(), async move {
         let _ = registrar_stopped.await;
@@ -159,6 +164,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let _ = inscriptions.await;
     let _ = stop_skills.send(());
     let _ = skills.await;
+    let _ = stop_secrets.send(());
+    let _ = secrets.await;
     let _ = stop_registrar.send(());
     let _ = registrar.await;
     let _ = stop_treasury.send(());

@@ -97,7 +97,7 @@ impl MasterKeys {
         if keys.is_empty() {
             return Err(MasterKeyError::Empty);
         }
-        keys.sort_by(|a, b| b.version.cmp(&a.version));
+        keys.sort_by_key(|k| std::cmp::Reverse(k.version));
         Ok(MasterKeys { keys })
     }
 

@@ -151,10 +151,14 @@ impl Chain {
         if let Some(to) = to {
             transaction["to"] = json!(to);
         }
-        let hash = self.rpc("eth_sendTransaction", json!([transaction])).await?;
-        let receipt = self.rpc("eth_getTransactionReceipt", json!([hash])).await?;
+        let hash = self.rpc("eth_sendTransaction", json!([transaction.clone()])).await?;
+        let receipt = self.receipt(&hash).await?;
         if receipt["status"] != json!("0x1") {
-            bail!("transaction {hash} reverted");
+            // The same call again, for the revert's reason.
+            let number = receipt["blockNumber"].as_str().map(|n| n.to_string()).unwrap_or_default();
+            let block = format!("{:#x}", hex_u64(&json!(number)).unwrap_or(1).saturating_sub(1));
+            let reason = self.rpc("eth_call", json!([transaction, block])).await.err().map(|e| e.to_string());
+            bail!("transaction {hash} reverted: {}", reason.unwrap_or_default());
         }
         Ok(Receipt {
             hash: hash.as_str().unwrap_or_default().to_string(),
@@ -162,6 +166,19 @@ impl Chain {
             block_hash: receipt["blockHash"].as_str().unwrap_or_default().to_string(),
             logs: receipt["logs"].as_array().cloned().unwrap_or_default(),
         })
+    }
+
+    /// The receipt of a sent transaction, once the node has mined it (anvil
+    /// mines as it receives, but answers the receipt a moment later).
+    async fn receipt(&self, hash: &Value) -> Result<Value> {
+        for _ in 0..400 {
+            let receipt = self.rpc("eth_getTransactionReceipt", json!([hash])).await?;
+            if !receipt.is_null() {
+                return Ok(receipt);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        bail!("transaction {hash} was not mined")
     }
 
     /// Calls `call` on `to` from `from`.
@@ -186,7 +203,7 @@ impl Chain {
         let mut code = bytecode.to_vec();
         code.extend(arguments);
         let receipt = self.send(from, None, code, U256::ZERO).await?;
-        let answer = self.rpc("eth_getTransactionReceipt", json!([receipt.hash])).await?;
+        let answer = self.receipt(&json!(receipt.hash)).await?;
         let address: Address = serde_json::from_value(answer["contractAddress"].clone())?;
         Ok((address, receipt))
     }

@@ -24,6 +24,7 @@ pub mod provider;
 pub mod register;
 pub mod registrar;
 pub mod search_parameters;
+pub mod secrets;
 pub mod skills;
 pub mod vectors;
 pub mod verification;
@@ -85,6 +86,40 @@ fn run_search(request: &Request, query: &SearchQuery) -> Answer {
     let searched = search_body(request, query)?;
     let answer = reply::bytes(searched.body);
     Ok(if searched.live { live(answer) } else { answer })
+}
+
+/// The agent whose metadata names `address` (lower-case `0x` hex) as its
+/// owner or wallet, an ERC-8004 agent on `chain_id` first: a
+/// Programmable Secrets provider's identity, from this broker's own index
+/// and overlay. `None` when no agent names it.
+pub fn identity_by_wallet(request: &Request, address: &str, chain_id: u64) -> Result<Option<serde_json::Value>, Error> {
+    let mut hits = Vec::new();
+    for key in ["ownerAddress", "walletAddress"] {
+        let mut query = SearchQuery { limit: 80, include_aggregations: false, ..SearchQuery::default() };
+        query.metadata.insert(vec![key.to_string()], vec![address.to_string()]);
+        let body: serde_json::Value = serde_json::from_slice(&search_body(request, &query)?.body)
+            .map_err(|e| Error::bad_answer(format!("a search page is not JSON: {e}")))?;
+        hits.extend(body["hits"].as_array().cloned().unwrap_or_default());
+    }
+    let on_chain = |hit: &serde_json::Value| {
+        hit["registry"] == "erc-8004"
+            && hit["metadata"]["networkKey"].as_str().is_some_and(|k| k.ends_with(&format!(":{chain_id}")))
+    };
+    let best = hits
+        .iter()
+        .find(|h| on_chain(h))
+        .or_else(|| hits.iter().find(|h| h["registry"] == "erc-8004"))
+        .or(hits.first());
+    Ok(best.map(|hit| {
+        serde_json::json!({
+            "uaid": hit["uaid"],
+            "name": hit["name"],
+            "registry": hit["registry"],
+            "trustScore": hit["trustScore"],
+            "availabilityStatus": hit["availabilityStatus"],
+            "networkKey": hit["metadata"]["networkKey"],
+        })
+    }))
 }
 
 /// Marks an answer made from the live overlay: revalidated every time.

@@ -1,6 +1,7 @@
 //! The live store: the api's durable state (accounts, API keys,
 //! challenges, credit transactions, registrations and their attempts,
-//! encryption keys, adapter submissions, feedback, payment intents, and the outbox of the
+//! encryption keys, adapter submissions, feedback, payment intents,
+//! Programmable Secrets' policies and key requests, and the outbox of the
 //! journal the next build reads).
 //!
 //! **The interface.** Handlers see [`Store`] and the domain functions of
@@ -40,6 +41,7 @@ pub mod keys;
 pub mod outbox;
 pub mod payments;
 pub mod registry;
+pub mod secrets;
 pub mod skills;
 pub mod verification;
 
@@ -66,6 +68,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/011-skills.sql"),
     include_str!("schema/012-skill-publishing.sql"),
     include_str!("schema/013-member-holders-and-idempotency.sql"),
+    include_str!("schema/014-programmable-secrets.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose

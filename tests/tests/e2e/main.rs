@@ -29,6 +29,7 @@ mod openapi;
 mod pages;
 mod publish;
 mod route_table;
+mod secrets;
 mod secrets_chain;
 mod serve;
 mod skills;

@@ -120,6 +120,13 @@ async fn schemathesis_finds_nothing_wrong_with_the_live_api() {
     let network = tests::network::Network::start(mirror.clone(), &["0.0.3"], &["0.0.1003"]).await;
     let (mirror_url, hapi_nodes, inscription_key) =
         (mirror.url(), network.hapi_nodes(), tests::network::private_key("0.0.1003"));
+    // A chain with the Programmable Secrets contracts, and a master key.
+    let anvil = tests::evm::Anvil::start().unwrap();
+    let deployment = tests::evm::deploy_protocol(&tests::evm::Chain::new(&anvil.url), "anvil").await.unwrap();
+    let (chain_file, master_file) = (root.path().join("anvil.json"), root.path().join("master-key"));
+    std::fs::write(&chain_file, deployment.manifest().to_string()).unwrap();
+    std::fs::write(&master_file, "11".repeat(32)).unwrap();
+    let (chain_file, master_file) = (chain_file.to_str().unwrap(), master_file.to_str().unwrap());
     let provider = ["--embeddings-url", &embeddings_url, "--embeddings-model", "bag-64"];
     let api = site(
         root.path(),
@@ -151,6 +158,10 @@ async fn schemathesis_finds_nothing_wrong_with_the_live_api() {
             &mirror_url,
             "--hapi-node",
             &hapi_nodes,
+            "--secrets-chain",
+            chain_file,
+            "--secrets-master-key-file",
+            master_file,
             // Quotas far above what the run sends: it tests answers, not
             // the limiter (tested on its own).
             "--guard-rate",

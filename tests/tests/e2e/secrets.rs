@@ -1,0 +1,494 @@
+//! Programmable Secrets end to end: the api binary against a real anvil
+//! with the protocol's contracts deployed. A provider encrypts a file,
+//! prepares, sends the chain transactions from its wallet and confirms; a
+//! buyer purchases on chain, asks for a nonce, has the node sign the
+//! challenge, requests the key with an RSA key made by the openssl
+//! command, and decrypts the key with openssl and the file with it: the
+//! exact bytes. Then each refusal, and the indexer across a
+//! reorganisation and a restart.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine as _;
+use programmable_secrets::contracts::{PaymentModule, PolicyVault};
+use programmable_secrets::{hashes, Address, Bytes, B256, U256};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use serde_json::{json, Value};
+use sha2::Digest as _;
+use tests::evm::{deploy_protocol, Anvil, Chain, Receipt};
+use tests::live::Broker;
+use tests::TempDir;
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+const PROVIDER_UAID: &str = "uaid:did:pkh:eip155:31337:0x70997970c51812dc3a010c7d01b50e0d17dc79c8;uid=0";
+
+/// A chain with the protocol, and a broker serving it.
+struct Secrets {
+    _anvil: Anvil,
+    chain: Chain,
+    deployment: programmable_secrets::deployment::Deployment,
+    broker: Broker,
+    /// The provider account's API key.
+    key: String,
+    provider: Address,
+    buyer: Address,
+    stranger: Address,
+}
+
+impl Secrets {
+    async fn start(label: &str) -> Secrets {
+        let anvil = Anvil::start().unwrap();
+        let chain = Chain::new(&anvil.url);
+        let deployment = deploy_protocol(&chain, "anvil").await.unwrap();
+        let folder = TempDir::new(&format!("{label}-keys"));
+        let manifest = folder.path().join("anvil.json");
+        std::fs::write(&manifest, deployment.manifest().to_string()).unwrap();
+        let master = folder.path().join("master-key");
+        std::fs::write(&master, format!("1:{}\n", B64.encode(programmable_secrets::envelope::random::<32>()))).unwrap();
+        let flags = [
+            "--secrets-chain",
+            manifest.to_str().unwrap(),
+            "--secrets-master-key-file",
+            master.to_str().unwrap(),
+            "--secrets-index-every-ms",
+            "50",
+        ];
+        let broker = Broker::start(label, &flags);
+        // The manifest and key files are read at start; the folder may go.
+        let key = broker.sign_in("0.0.1001").await;
+        let accounts = chain.accounts().await.unwrap();
+        Secrets {
+            _anvil: anvil,
+            chain,
+            deployment,
+            broker,
+            key,
+            provider: accounts[1],
+            buyer: accounts[2],
+            stranger: accounts[3],
+        }
+    }
+
+    async fn post(&self, path: &str, key: Option<&str>, body: Value) -> (u16, Value) {
+        self.broker.send("POST", &format!("/api/v1/programmable-secrets/{path}"), key, Some(body)).await
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.broker.send("GET", &format!("/api/v1/programmable-secrets/{path}"), None, None).await
+    }
+
+    fn rows(&self, table: &str) -> i64 {
+        self.broker.rows(table)
+    }
+}
+
+/// A file encrypted as the protocol's clients do: AES-256-GCM, a random
+/// 12-byte IV, the blob `ciphertext ‖ tag`.
+struct Sealed {
+    plaintext: Vec<u8>,
+    key: [u8; 32],
+    iv: [u8; 12],
+    blob: Vec<u8>,
+}
+
+fn seal(plaintext: &[u8]) -> Sealed {
+    let (key, iv) = (programmable_secrets::envelope::random::<32>(), programmable_secrets::envelope::random::<12>());
+    let sealing = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &key).unwrap());
+    let mut blob = plaintext.to_vec();
+    sealing.seal_in_place_append_tag(Nonce::assume_unique_for_key(iv), Aad::empty(), &mut blob).unwrap();
+    Sealed { plaintext: plaintext.to_vec(), key, iv, blob }
+}
+
+fn open(key: &[u8], iv: &[u8], blob: &[u8]) -> Vec<u8> {
+    let opening = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).unwrap());
+    let mut data = blob.to_vec();
+    let plain = opening.open_in_place(Nonce::try_assume_unique_for_key(iv).unwrap(), Aad::empty(), &mut data).unwrap();
+    plain.to_vec()
+}
+
+/// A buyer's RSA key pair made by the openssl command: the private key's
+/// file, the public key's SPKI PEM, and its fingerprint (SHA-256 of the
+/// DER, which openssl writes too).
+struct RsaKey {
+    private: std::path::PathBuf,
+    pem: String,
+    fingerprint: String,
+}
+
+fn openssl(args: &[&str]) -> Vec<u8> {
+    let out = Command::new("openssl").args(args).output().expect("the openssl command");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+fn rsa_key(dir: &Path, name: &str, bits: u32) -> RsaKey {
+    let private = dir.join(format!("{name}.pem"));
+    let bits = format!("rsa_keygen_bits:{bits}");
+    openssl(&["genpkey", "-algorithm", "RSA", "-pkeyopt", &bits, "-out", private.to_str().unwrap()]);
+    let pem = String::from_utf8(openssl(&["pkey", "-in", private.to_str().unwrap(), "-pubout"])).unwrap();
+    let der = openssl(&["pkey", "-in", private.to_str().unwrap(), "-pubout", "-outform", "DER"]);
+    let fingerprint = sha2::Sha256::digest(&der).iter().map(|b| format!("{b:02x}")).collect();
+    RsaKey { private, pem, fingerprint }
+}
+
+/// RSA-OAEP-SHA-256 (MGF1-SHA-256) decryption by openssl.
+fn rsa_decrypt(key: &RsaKey, dir: &Path, sealed_b64: &str) -> Vec<u8> {
+    let input = dir.join("sealed.bin");
+    std::fs::write(&input, B64.decode(sealed_b64).unwrap()).unwrap();
+    openssl(&[
+        "pkeyutl",
+        "-decrypt",
+        "-inkey",
+        key.private.to_str().unwrap(),
+        "-in",
+        input.to_str().unwrap(),
+        "-pkeyopt",
+        "rsa_padding_mode:oaep",
+        "-pkeyopt",
+        "rsa_oaep_md:sha256",
+        "-pkeyopt",
+        "rsa_mgf1_md:sha256",
+    ])
+}
+
+/// The id announced in `topic[1]` of `receipt`'s first `topic0` log.
+fn announced(receipt: &Receipt, topic0: B256) -> U256 {
+    Chain::first_topic(receipt, topic0).expect("the event")
+}
+
+/// What a provider's wallet sends for a prepared policy: the dataset,
+/// then the policy. `price` overrides the staged price (a mismatch).
+async fn send_policy(s: &Secrets, inputs: &Value, price: Option<U256>) -> (U256, Receipt) {
+    let word = |name: &str| inputs[name].as_str().unwrap().parse::<B256>().unwrap();
+    let dataset = PolicyVault::registerDatasetCall {
+        ciphertextHash: word("ciphertextHash"),
+        keyCommitment: word("keyCommitment"),
+        metadataHash: word("metadataHash"),
+        providerUaidHash: word("providerUaidHash"),
+    };
+    let registered = s.chain.transact(s.provider, s.deployment.policy_vault, dataset, U256::ZERO).await.unwrap();
+    let dataset_id = announced(&registered, alloy_sol_event::DATASET_REGISTERED);
+    let conditions = inputs["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| PolicyVault::PolicyConditionInput {
+            evaluator: c["evaluator"].as_str().unwrap().parse().unwrap(),
+            configData: c["configData"].as_str().unwrap().parse::<Bytes>().unwrap(),
+        })
+        .collect();
+    let staged_price = U256::from_str_radix(inputs["priceWei"].as_str().unwrap(), 10).unwrap();
+    let create = PolicyVault::createPolicyForDatasetCall {
+        datasetId: dataset_id,
+        payout: inputs["payoutAddress"].as_str().unwrap().parse().unwrap(),
+        paymentToken: Address::ZERO,
+        price: price.unwrap_or(staged_price).to(),
+        receiptTransferable: inputs["receiptTransferable"].as_bool().unwrap(),
+        metadataHash: word("metadataHash"),
+        conditions,
+    };
+    let created = s.chain.transact(s.provider, s.deployment.policy_vault, create, U256::ZERO).await.unwrap();
+    (announced(&created, alloy_sol_event::POLICY_CREATED), created)
+}
+
+mod alloy_sol_event {
+    use alloy_sol_types::SolEvent;
+    use programmable_secrets::contracts::PolicyVault;
+    use programmable_secrets::B256;
+    pub const DATASET_REGISTERED: B256 = PolicyVault::DatasetRegistered::SIGNATURE_HASH;
+    pub const POLICY_CREATED: B256 = PolicyVault::PolicyCreated::SIGNATURE_HASH;
+}
+
+/// A prepare body for `sealed`, its metadata saying how to open it and
+/// one condition: the buyer on an allowlist.
+fn prepare_body(s: &Secrets, sealed: &Sealed, allowlist: &[Address]) -> Value {
+    json!({
+        "providerAddress": format!("{:#x}", s.provider),
+        "providerUaid": PROVIDER_UAID,
+        "payoutAddress": format!("{:#x}", s.provider),
+        "priceWei": "1000000000000000",
+        "ciphertextBase64": B64.encode(&sealed.blob),
+        "contentKeyB64": B64.encode(sealed.key),
+        "metadata": {
+            "title": "Field notes",
+            "mimeType": "text/plain",
+            "sizeBytes": sealed.plaintext.len(),
+            "plaintextHash": hashes::hex(&hashes::sha256(&sealed.plaintext)),
+            "cipher": {"algorithm": "AES-GCM", "ivBase64": B64.encode(sealed.iv), "version": 1},
+            "purchaseRequirements": {
+                "receiptTransferable": false,
+                "conditions": [{
+                    "kind": "evm-allowlist",
+                    "allowlistedBuyerAddresses": allowlist.iter().map(|a| format!("{a:#x}")).collect::<Vec<_>>(),
+                }],
+            },
+        },
+    })
+}
+
+/// Publishes `sealed` through the broker: prepare, the wallet's two
+/// transactions, confirm. Returns the on-chain policy id.
+async fn publish(s: &Secrets, sealed: &Sealed, allowlist: &[Address]) -> u64 {
+    let (status, staged) = s.post("provider/prepare", Some(&s.key), prepare_body(s, sealed, allowlist)).await;
+    assert_eq!(status, 200, "{staged}");
+    let (policy_id, created) = send_policy(s, &staged["onchainInputs"], None).await;
+    let body = json!({
+        "stagedPolicyId": staged["stagedPolicyId"],
+        "policyId": policy_id.to::<u64>(),
+        "createdTxHash": created.hash,
+        "createdBlockNumber": created.block_number,
+    });
+    let (status, confirmed) = s.post("provider/confirm", Some(&s.key), body).await;
+    assert_eq!(status, 200, "{confirmed}");
+    assert_eq!(confirmed["policy"]["status"], "finalized");
+    assert_eq!(confirmed["policy"]["keyReleaseReady"], true);
+    policy_id.to()
+}
+
+async fn purchase(s: &Secrets, buyer: Address, policy_id: u64) -> Receipt {
+    let call = PaymentModule::purchaseCall {
+        policyId: U256::from(policy_id),
+        recipient: Address::ZERO,
+        conditionRuntimeInputs: vec![Bytes::new()],
+    };
+    s.chain.transact(buyer, s.deployment.payment_module, call, U256::from(1_000_000_000_000_000u64)).await.unwrap()
+}
+
+/// A nonce for `buyer`, and the node's signature of its challenge by
+/// `signer`.
+async fn challenge(s: &Secrets, policy_id: u64, buyer: Address, signer: Address) -> (Value, String) {
+    let (status, nonce) =
+        s.post("nonces", None, json!({"policyId": policy_id, "buyerAddress": format!("{buyer:#x}")})).await;
+    assert_eq!(status, 200, "{nonce}");
+    let signature = s.chain.personal_sign(signer, nonce["challengeMessage"].as_str().unwrap()).await.unwrap();
+    (nonce, signature)
+}
+
+fn key_body(nonce: &Value, signature: &str, key: &RsaKey) -> Value {
+    json!({
+        "requestId": nonce["requestId"],
+        "policyId": nonce["policyId"],
+        "buyerAddress": nonce["buyerAddress"],
+        "nonce": nonce["nonce"],
+        "signature": signature,
+        "buyerRsaPublicKeyPem": key.pem,
+        "buyerPublicKeyFingerprint": key.fingerprint,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_nothing() {
+    let s = Secrets::start("secrets-flow").await;
+    let dir = TempDir::new("secrets-buyer");
+    let (status, health) = s.get("health").await;
+    assert_eq!((status, &health["enabled"], &health["krsConfigured"]), (200, &json!(true), &json!(true)), "{health}");
+
+    let sealed = seal(b"The tide tables for the whole of next year, to the minute.\n");
+    let policy_id = publish(&s, &sealed, &[s.buyer, s.stranger]).await;
+    let (status, listed) = s.get("policies").await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["policies"][0]["policyId"], policy_id, "{listed}");
+    let (_, one) = s.get(&format!("policies/{policy_id}")).await;
+    assert_eq!(one["policy"]["conditions"][0]["descriptor"]["kind"], "evm-allowlist");
+    assert_eq!(one["policy"]["priceWei"], "1000000000000000");
+
+    // The buyer purchases on chain, then proves the wallet and unlocks.
+    purchase(&s, s.buyer, policy_id).await;
+    let key = rsa_key(dir.path(), "buyer", 3072);
+    let (nonce, signature) = challenge(&s, policy_id, s.buyer, s.buyer).await;
+    assert!(nonce["challengeMessage"]
+        .as_str()
+        .unwrap()
+        .starts_with("Programmable Secrets Access Request\nnetwork: anvil\n"));
+
+    // Refused, each changing nothing: another wallet's signature, a
+    // fingerprint of another key, a body naming another policy.
+    let stranger_signature =
+        s.chain.personal_sign(s.stranger, nonce["challengeMessage"].as_str().unwrap()).await.unwrap();
+    let (status, refused) = s.post("keys/request", None, key_body(&nonce, &stranger_signature, &key)).await;
+    assert_eq!((status, refused["code"].as_str()), (401, Some("invalid_signature")), "{refused}");
+    let other = rsa_key(dir.path(), "other", 3072);
+    let mut mismatched = key_body(&nonce, &signature, &key);
+    mismatched["buyerPublicKeyFingerprint"] = json!(other.fingerprint);
+    let (status, refused) = s.post("keys/request", None, mismatched).await;
+    assert_eq!((status, refused["code"].as_str()), (400, Some("fingerprint_mismatch")), "{refused}");
+    let mut elsewhere = key_body(&nonce, &signature, &key);
+    elsewhere["policyId"] = json!(policy_id + 1);
+    let (status, refused) = s.post("keys/request", None, elsewhere).await;
+    assert_eq!((status, refused["code"].as_str()), (400, Some("request_mismatch")), "{refused}");
+    let small = rsa_key(dir.path(), "small", 2048);
+    let mut short = key_body(&nonce, &signature, &small);
+    short["buyerPublicKeyFingerprint"] = json!(small.fingerprint);
+    let (status, refused) = s.post("keys/request", None, short).await;
+    assert_eq!((status, refused["parameter"].as_str()), (400, Some("buyerRsaPublicKeyPem")), "{refused}");
+    let (_, pending) = s.get(&format!("keys/{}", nonce["requestId"].as_str().unwrap())).await;
+    assert_eq!(pending["status"], "nonce-issued", "{pending}");
+
+    // Released: the key decrypts with openssl, the file with the key.
+    let started = std::time::Instant::now();
+    let (status, issued) = s.post("keys/request", None, key_body(&nonce, &signature, &key)).await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{issued}");
+    assert_eq!((issued["status"].as_str(), issued["algorithm"].as_str()), (Some("issued"), Some("rsa-oaep-sha256")));
+    let content_key = rsa_decrypt(&key, dir.path(), issued["encryptedKey"].as_str().unwrap());
+    assert_eq!(content_key, sealed.key);
+    let url = s.broker.api.url(issued["ciphertextUrl"].as_str().unwrap());
+    let response = s.broker.client.get(url).send().await.unwrap();
+    assert_eq!(response.headers()["content-type"], "application/octet-stream");
+    let blob = response.bytes().await.unwrap();
+    let iv = B64.decode(issued["metadataJson"]["cipher"]["ivBase64"].as_str().unwrap()).unwrap();
+    let plaintext = open(&content_key, &iv, &blob);
+    assert_eq!(plaintext, sealed.plaintext);
+    assert_eq!(hashes::hex(&hashes::sha256(&plaintext)), issued["metadataJson"]["plaintextHash"]);
+    println!("a key release took {took:?} (signature recovery, access on chain, RSA-OAEP to 3072 bits)");
+
+    // The same request again: the same answer; with another key: refused.
+    let (status, again) = s.post("keys/request", None, key_body(&nonce, &signature, &key)).await;
+    assert_eq!((status, &again["encryptedKey"]), (200, &issued["encryptedKey"]));
+    let mut other_body = key_body(&nonce, &signature, &other);
+    other_body["buyerPublicKeyFingerprint"] = json!(other.fingerprint);
+    let (status, refused) = s.post("keys/request", None, other_body).await;
+    assert_eq!((status, refused["code"].as_str()), (409, Some("nonce_consumed")), "{refused}");
+
+    // One nonce, two requests at once with two keys: one release.
+    let (nonce, signature) = challenge(&s, policy_id, s.buyer, s.buyer).await;
+    let (first, second) = tokio::join!(
+        s.post("keys/request", None, key_body(&nonce, &signature, &key)),
+        s.post("keys/request", None, {
+            let mut b = key_body(&nonce, &signature, &other);
+            b["buyerPublicKeyFingerprint"] = json!(other.fingerprint);
+            b
+        }),
+    );
+    let mut statuses = [first.0, second.0];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{} {}", first.1, second.1);
+
+    // Never purchased: denied, recorded.
+    let (nonce, signature) = challenge(&s, policy_id, s.stranger, s.stranger).await;
+    let (status, refused) = s.post("keys/request", None, key_body(&nonce, &signature, &key)).await;
+    assert_eq!(
+        (status, refused["code"].as_str(), refused["status"].as_str()),
+        (403, Some("access_not_found"), Some("denied"))
+    );
+    assert!(refused["encryptedKey"].is_null());
+
+    // The dataset deactivated: the buyer's access ends.
+    let dataset_id = U256::from(one["policy"]["datasetId"].as_u64().unwrap());
+    let off = PolicyVault::setDatasetActiveCall { datasetId: dataset_id, active: false };
+    s.chain.transact(s.provider, s.deployment.policy_vault, off, U256::ZERO).await.unwrap();
+    let (nonce, signature) = challenge(&s, policy_id, s.buyer, s.buyer).await;
+    let (status, refused) = s.post("keys/request", None, key_body(&nonce, &signature, &key)).await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("access_not_found")), "{refused}");
+
+    // Every release and refusal was recorded with who, which policy, why.
+    let store = s.broker.store();
+    let issued_count: i64 =
+        store.query_row("SELECT count(*) FROM secret_key_events WHERE outcome = 'issued'", [], |r| r.get(0)).unwrap();
+    assert_eq!(issued_count, 2);
+    let codes: Vec<String> = {
+        let mut statement =
+            store.prepare("SELECT code FROM secret_key_events WHERE code IS NOT NULL ORDER BY seq").unwrap();
+        statement.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    };
+    for code in ["invalid_signature", "fingerprint_mismatch", "invalid_body", "nonce_consumed", "access_not_found"] {
+        assert!(codes.iter().any(|c| c == code), "{code} not recorded: {codes:?}");
+    }
+    // The master key and the content key are nowhere in the store.
+    let dump: String = store
+        .query_row(
+            "SELECT group_concat(coalesce(record, '') || coalesce(wrapped_key, '')) FROM secret_policies",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!dump.contains(&B64.encode(sealed.key)) && !dump.contains(&shared::http::hex(&sealed.key)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn publication_refuses_bad_input_and_a_chain_that_differs() {
+    let s = Secrets::start("secrets-refusals").await;
+    let sealed = seal(b"refusals");
+    let good = prepare_body(&s, &sealed, &[s.buyer]);
+    let before = s.rows("secret_policies");
+    // Each change to a good body, and the field its 400 names.
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("providerAddress", json!("0x1234"), "providerAddress"),
+        ("priceWei", json!("12.5"), "priceWei"),
+        ("priceWei", json!("0"), "priceWei"),
+        ("priceWei", json!("79228162514264337593543950336"), "priceWei"),
+        ("contentKeyB64", json!(B64.encode([1u8; 16])), "contentKeyB64"),
+        ("ciphertextBase64", json!("not base64!"), "ciphertextBase64"),
+        ("ciphertextBase64", json!(""), "ciphertextBase64"),
+        ("providerUaid", json!("not a uaid"), "providerUaid"),
+        ("paymentToken", json!(format!("{:#x}", s.stranger)), "paymentToken"),
+        ("chainId", json!(1), "chainId"),
+        ("unexpected", json!(true), "unexpected"),
+    ];
+    for (name, value, field) in cases {
+        let mut body = good.clone();
+        body[name] = value;
+        let (status, refused) = s.post("provider/prepare", Some(&s.key), body).await;
+        assert_eq!((status, refused["parameter"].as_str()), (400, Some(field)), "{name}: {refused}");
+        assert!(refused["error"].is_string() && refused["code"].is_string());
+    }
+    let mut body = good.clone();
+    body["metadata"]["purchaseRequirements"]["conditions"][0]["allowlistedBuyerAddresses"] = json!(["0xnope"]);
+    let (status, refused) = s.post("provider/prepare", Some(&s.key), body).await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["parameter"], "metadata.purchaseRequirements.conditions[0].allowlistedBuyerAddresses[0]");
+    let mut body = good.clone();
+    body["metadata"]["purchaseRequirements"]["conditions"][0] =
+        json!({"kind": "custom-static", "evaluatorAddress": format!("{:#x}", s.stranger), "configDataHex": "0x"});
+    let (status, refused) = s.post("provider/prepare", Some(&s.key), body).await;
+    assert_eq!((status, refused["code"].as_str()), (400, Some("evaluator_not_active")), "{refused}");
+    // Without a key: 401.
+    let (status, _) = s.post("provider/prepare", None, good.clone()).await;
+    assert_eq!(status, 401);
+    assert_eq!(s.rows("secret_policies"), before, "refusals stored nothing");
+
+    // Staged, then created on chain at another price: confirm refuses,
+    // names the field, and the staging is failed, nothing published.
+    let (status, staged) = s.post("provider/prepare", Some(&s.key), good.clone()).await;
+    assert_eq!(status, 200, "{staged}");
+    let (policy_id, created) = send_policy(&s, &staged["onchainInputs"], Some(U256::from(7))).await;
+    let confirm = json!({
+        "stagedPolicyId": staged["stagedPolicyId"],
+        "policyId": policy_id.to::<u64>(),
+        "createdTxHash": created.hash,
+    });
+    let other = s.broker.sign_in("0.0.1002").await;
+    let (status, _) = s.post("provider/confirm", Some(&other), confirm.clone()).await;
+    assert_eq!(status, 403, "another account's staging");
+    let (status, refused) = s.post("provider/confirm", Some(&s.key), confirm).await;
+    assert_eq!(
+        (status, refused["code"].as_str(), refused["parameter"].as_str()),
+        (409, Some("chain_mismatch"), Some("priceWei"))
+    );
+    let failed: String = s
+        .broker
+        .store()
+        .query_row(
+            "SELECT status FROM secret_policies WHERE id = ?1",
+            [staged["stagedPolicyId"].as_str().unwrap()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(failed, "failed");
+    // The indexer lists it, from the chain, with no key to release.
+    tests::wait::until("the indexer listing the policy", 200, Duration::from_millis(50), async || {
+        s.get(&format!("policies/{}", policy_id.to::<u64>())).await.0 == 200
+    })
+    .await;
+    let (_, listed) = s.get(&format!("policies/{}", policy_id.to::<u64>())).await;
+    assert_eq!(
+        (listed["policy"]["status"].as_str(), listed["policy"]["keyReleaseReady"].as_bool()),
+        (Some("indexed"), Some(false))
+    );
+    let (status, refused) = s
+        .post("nonces", None, json!({"policyId": policy_id.to::<u64>(), "buyerAddress": format!("{:#x}", s.buyer)}))
+        .await;
+    assert_eq!((status, refused["code"].as_str()), (409, Some("policy_not_ready")));
+}
