@@ -62,6 +62,18 @@ pub async fn register(broker: &Broker, key: &str, name: &str, protocol: &str, en
     answer["uaid"].as_str().unwrap().to_string()
 }
 
+/// Signs `account` in with its dev key at the api at `base`: its API key.
+pub async fn sign_in(client: &reqwest::Client, base: &str, account: &str) -> String {
+    let key = key_for(DEV_KEYS, account).unwrap();
+    let url = |path: &str| format!("{}{path}", base.trim_end_matches('/'));
+    let body = json!({"accountId": account, "network": "testnet"});
+    let (_, challenge) = call(client, "POST", url("/api/v1/auth/ledger/challenge"), &[], Some(body)).await;
+    let proof = hedera_proof(&challenge, account, &key);
+    let (status, verified) = call(client, "POST", url("/api/v1/auth/ledger/verify"), &[], Some(proof)).await;
+    assert_eq!(status, 200, "{verified}");
+    verified["key"].as_str().unwrap().to_string()
+}
+
 /// A running api on a built site, with its own client and folder.
 pub struct Broker {
     pub api: Api,
@@ -131,19 +143,7 @@ impl Broker {
     }
 
     pub async fn sign_in(&self, account: &str) -> String {
-        let key = key_for(DEV_KEYS, account).unwrap();
-        let (_, challenge) = self
-            .send(
-                "POST",
-                "/api/v1/auth/ledger/challenge",
-                None,
-                Some(json!({"accountId": account, "network": "testnet"})),
-            )
-            .await;
-        let proof = hedera_proof(&challenge, account, &key);
-        let (status, verified) = self.send("POST", "/api/v1/auth/ledger/verify", None, Some(proof)).await;
-        assert_eq!(status, 200, "{verified}");
-        verified["key"].as_str().unwrap().to_string()
+        sign_in(&self.client, &self.api.url(""), account).await
     }
 
     pub async fn balance(&self, key: &str) -> i64 {

@@ -7,11 +7,13 @@
 //! exact bytes. Then each refusal, and the indexer across a
 //! reorganisation and a restart.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use api::broker::secrets::Clock;
 use base64::Engine as _;
+use clap::Parser as _;
 use programmable_secrets::contracts::{PaymentModule, PolicyVault};
 use programmable_secrets::{hashes, Address, Bytes, B256, U256};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
@@ -24,28 +26,45 @@ use tests::TempDir;
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 const PROVIDER_UAID: &str = "uaid:did:pkh:eip155:31337:0x70997970c51812dc3a010c7d01b50e0d17dc79c8;uid=0";
 
+/// Where the api runs.
+enum Server {
+    /// The api binary, on a build of the datasets.
+    Binary(Broker),
+    /// `api::serve` in this process, its clock the test's to move.
+    Library { base: String, data: PathBuf, clock: Clock, _stop: tokio::sync::oneshot::Sender<()>, _dir: TempDir },
+}
+
+/// How the fixture runs the api.
+#[derive(Clone, Copy)]
+enum Run {
+    Binary,
+    Library,
+}
+
 /// A chain with the protocol, and a broker serving it.
 struct Secrets {
     _anvil: Anvil,
     chain: Chain,
     deployment: programmable_secrets::deployment::Deployment,
-    broker: Broker,
+    server: Server,
+    client: reqwest::Client,
     /// The provider account's API key.
     key: String,
     provider: Address,
     buyer: Address,
     stranger: Address,
+    _files: TempDir,
 }
 
 impl Secrets {
-    async fn start(label: &str) -> Secrets {
+    async fn start(label: &str, run: Run) -> Secrets {
         let anvil = Anvil::start().unwrap();
         let chain = Chain::new(&anvil.url);
         let deployment = deploy_protocol(&chain, "anvil").await.unwrap();
-        let folder = TempDir::new(&format!("{label}-keys"));
-        let manifest = folder.path().join("anvil.json");
+        let files = TempDir::new(&format!("{label}-keys"));
+        let manifest = files.path().join("anvil.json");
         std::fs::write(&manifest, deployment.manifest().to_string()).unwrap();
-        let master = folder.path().join("master-key");
+        let master = files.path().join("master-key");
         std::fs::write(&master, format!("1:{}\n", B64.encode(programmable_secrets::envelope::random::<32>()))).unwrap();
         let flags = [
             "--secrets-chain",
@@ -55,32 +74,89 @@ impl Secrets {
             "--secrets-index-every-ms",
             "50",
         ];
-        let broker = Broker::start(label, &flags);
-        // The manifest and key files are read at start; the folder may go.
-        let key = broker.sign_in("0.0.1001").await;
+        let server = match run {
+            Run::Binary => Server::Binary(Broker::start(label, &flags)),
+            Run::Library => {
+                let dir = TempDir::new(label);
+                let (site, data) = (dir.path().join("site"), dir.path().join("data"));
+                let dirs = ["--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
+                let args = ["api", "--availability-every-s", "0"].into_iter().chain(dirs).chain(flags);
+                let app = api::Config::parse_from(args).app().unwrap();
+                let clock = app.secrets.as_ref().unwrap().clock.clone();
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let base = format!("http://{}", listener.local_addr().unwrap());
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                tokio::spawn(api::serve(listener, app, async {
+                    let _ = stopped.await;
+                }));
+                Server::Library { base, data, clock, _stop: stop, _dir: dir }
+            }
+        };
+        let client = tests::unpooled_client();
+        let base = match &server {
+            Server::Binary(broker) => broker.api.url(""),
+            Server::Library { base, .. } => base.clone(),
+        };
+        let key = tests::live::sign_in(&client, &base, "0.0.1001").await;
         let accounts = chain.accounts().await.unwrap();
         Secrets {
             _anvil: anvil,
             chain,
             deployment,
-            broker,
+            server,
+            client,
             key,
             provider: accounts[1],
             buyer: accounts[2],
             stranger: accounts[3],
+            _files: files,
         }
     }
 
+    fn url(&self, path: &str) -> String {
+        match &self.server {
+            Server::Binary(broker) => broker.api.url(path),
+            Server::Library { base, .. } => format!("{base}{path}"),
+        }
+    }
+
+    async fn send(&self, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {
+        let headers: Vec<(&str, &str)> = key.map(|k| ("x-api-key", k)).into_iter().collect();
+        tests::live::call(&self.client, method, self.url(path), &headers, body).await
+    }
+
     async fn post(&self, path: &str, key: Option<&str>, body: Value) -> (u16, Value) {
-        self.broker.send("POST", &format!("/api/v1/programmable-secrets/{path}"), key, Some(body)).await
+        self.send("POST", &format!("/api/v1/programmable-secrets/{path}"), key, Some(body)).await
     }
 
     async fn get(&self, path: &str) -> (u16, Value) {
-        self.broker.send("GET", &format!("/api/v1/programmable-secrets/{path}"), None, None).await
+        self.send("GET", &format!("/api/v1/programmable-secrets/{path}"), None, None).await
+    }
+
+    fn store(&self) -> rusqlite::Connection {
+        let data = match &self.server {
+            Server::Binary(broker) => broker.data.clone(),
+            Server::Library { data, .. } => data.clone(),
+        };
+        rusqlite::Connection::open(data.join("live/store.sqlite")).unwrap()
     }
 
     fn rows(&self, table: &str) -> i64 {
-        self.broker.rows(table)
+        self.store().query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+    }
+
+    fn broker(&mut self) -> &mut Broker {
+        match &mut self.server {
+            Server::Binary(broker) => broker,
+            Server::Library { .. } => panic!("the api runs in this process"),
+        }
+    }
+
+    fn clock(&self) -> &Clock {
+        match &self.server {
+            Server::Library { clock, .. } => clock,
+            Server::Binary(_) => panic!("the api binary's clock is its own"),
+        }
     }
 }
 
@@ -247,11 +323,13 @@ async fn publish(s: &Secrets, sealed: &Sealed, allowlist: &[Address]) -> u64 {
     policy_id.to()
 }
 
-async fn purchase(s: &Secrets, buyer: Address, policy_id: u64) -> Receipt {
+/// Buys access to a policy of `conditions` conditions, none of which
+/// needs a runtime input.
+async fn purchase(s: &Secrets, buyer: Address, policy_id: u64, conditions: usize) -> Receipt {
     let call = PaymentModule::purchaseCall {
         policyId: U256::from(policy_id),
         recipient: Address::ZERO,
-        conditionRuntimeInputs: vec![Bytes::new()],
+        conditionRuntimeInputs: vec![Bytes::new(); conditions],
     };
     s.chain.transact(buyer, s.deployment.payment_module, call, U256::from(1_000_000_000_000_000u64)).await.unwrap()
 }
@@ -280,7 +358,7 @@ fn key_body(nonce: &Value, signature: &str, key: &RsaKey) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_nothing() {
-    let s = Secrets::start("secrets-flow").await;
+    let s = Secrets::start("secrets-flow", Run::Binary).await;
     let dir = TempDir::new("secrets-buyer");
     let (status, health) = s.get("health").await;
     assert_eq!((status, &health["enabled"], &health["krsConfigured"]), (200, &json!(true), &json!(true)), "{health}");
@@ -295,7 +373,7 @@ async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_not
     assert_eq!(one["policy"]["priceWei"], "1000000000000000");
 
     // The buyer purchases on chain, then proves the wallet and unlocks.
-    purchase(&s, s.buyer, policy_id).await;
+    purchase(&s, s.buyer, policy_id, 1).await;
     let key = rsa_key(dir.path(), "buyer", 3072);
     let (nonce, signature) = challenge(&s, policy_id, s.buyer, s.buyer).await;
     assert!(nonce["challengeMessage"]
@@ -334,8 +412,8 @@ async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_not
     assert_eq!((issued["status"].as_str(), issued["algorithm"].as_str()), (Some("issued"), Some("rsa-oaep-sha256")));
     let content_key = rsa_decrypt(&key, dir.path(), issued["encryptedKey"].as_str().unwrap());
     assert_eq!(content_key, sealed.key);
-    let url = s.broker.api.url(issued["ciphertextUrl"].as_str().unwrap());
-    let response = s.broker.client.get(url).send().await.unwrap();
+    let url = s.url(issued["ciphertextUrl"].as_str().unwrap());
+    let response = s.client.get(url).send().await.unwrap();
     assert_eq!(response.headers()["content-type"], "application/octet-stream");
     let blob = response.bytes().await.unwrap();
     let iv = B64.decode(issued["metadataJson"]["cipher"]["ivBase64"].as_str().unwrap()).unwrap();
@@ -384,7 +462,7 @@ async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_not
     assert_eq!((status, refused["code"].as_str()), (403, Some("access_not_found")), "{refused}");
 
     // Every release and refusal was recorded with who, which policy, why.
-    let store = s.broker.store();
+    let store = s.store();
     let issued_count: i64 =
         store.query_row("SELECT count(*) FROM secret_key_events WHERE outcome = 'issued'", [], |r| r.get(0)).unwrap();
     assert_eq!(issued_count, 2);
@@ -409,7 +487,7 @@ async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_not
 
 #[tokio::test(flavor = "multi_thread")]
 async fn publication_refuses_bad_input_and_a_chain_that_differs() {
-    let s = Secrets::start("secrets-refusals").await;
+    let s = Secrets::start("secrets-refusals", Run::Binary).await;
     let sealed = seal(b"refusals");
     let good = prepare_body(&s, &sealed, &[s.buyer]);
     let before = s.rows("secret_policies");
@@ -459,7 +537,7 @@ async fn publication_refuses_bad_input_and_a_chain_that_differs() {
         "policyId": policy_id.to::<u64>(),
         "createdTxHash": created.hash,
     });
-    let other = s.broker.sign_in("0.0.1002").await;
+    let other = tests::live::sign_in(&s.client, &s.url(""), "0.0.1002").await;
     let (status, _) = s.post("provider/confirm", Some(&other), confirm.clone()).await;
     assert_eq!(status, 403, "another account's staging");
     let (status, refused) = s.post("provider/confirm", Some(&s.key), confirm).await;
@@ -468,7 +546,6 @@ async fn publication_refuses_bad_input_and_a_chain_that_differs() {
         (409, Some("chain_mismatch"), Some("priceWei"))
     );
     let failed: String = s
-        .broker
         .store()
         .query_row(
             "SELECT status FROM secret_policies WHERE id = ?1",
@@ -491,4 +568,131 @@ async fn publication_refuses_bad_input_and_a_chain_that_differs() {
         .post("nonces", None, json!({"policyId": policy_id.to::<u64>(), "buyerAddress": format!("{:#x}", s.buyer)}))
         .await;
     assert_eq!((status, refused["code"].as_str()), (409, Some("policy_not_ready")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nonce_expires_on_the_clock_and_changes_nothing_else() {
+    let s = Secrets::start("secrets-clock", Run::Library).await;
+    let dir = TempDir::new("secrets-clock-buyer");
+    let sealed = seal(b"expiry");
+    let policy_id = publish(&s, &sealed, &[s.buyer]).await;
+    purchase(&s, s.buyer, policy_id, 1).await;
+    let key = rsa_key(dir.path(), "buyer", 3072);
+    let (nonce, signature) = challenge(&s, policy_id, s.buyer, s.buyer).await;
+    // The nonce's five minutes pass on the api's clock.
+    s.clock().advance(Duration::from_secs(301));
+    let (status, refused) = s.post("keys/request", None, key_body(&nonce, &signature, &key)).await;
+    assert_eq!(
+        (status, refused["code"].as_str(), refused["status"].as_str()),
+        (410, Some("nonce_expired"), Some("expired"))
+    );
+    assert!(refused["encryptedKey"].is_null());
+    let (_, stored) = s.get(&format!("keys/{}", nonce["requestId"].as_str().unwrap())).await;
+    assert_eq!((stored["status"].as_str(), stored["errorCode"].as_str()), (Some("expired"), Some("nonce_expired")));
+    // Expired stays expired; a new nonce is released.
+    let (status, _) = s.post("keys/request", None, key_body(&nonce, &signature, &key)).await;
+    assert_eq!(status, 410);
+    let (nonce, signature) = challenge(&s, policy_id, s.buyer, s.buyer).await;
+    let (status, issued) = s.post("keys/request", None, key_body(&nonce, &signature, &key)).await;
+    assert_eq!(status, 200, "{issued}");
+    assert_eq!(rsa_decrypt(&key, dir.path(), issued["encryptedKey"].as_str().unwrap()), sealed.key);
+}
+
+/// Made on chain without the broker, as the contracts' command-line tools
+/// make a bundle: keccak-256 commitments, no conditions.
+async fn policy_made_elsewhere(s: &Secrets, sealed: &Sealed, metadata: &str) -> u64 {
+    let dataset = PolicyVault::registerDatasetCall {
+        ciphertextHash: hashes::keccak(&sealed.blob),
+        keyCommitment: hashes::keccak(&sealed.key),
+        metadataHash: hashes::keccak(metadata.as_bytes()),
+        providerUaidHash: hashes::keccak(PROVIDER_UAID.as_bytes()),
+    };
+    let registered = s.chain.transact(s.provider, s.deployment.policy_vault, dataset, U256::ZERO).await.unwrap();
+    let create = PolicyVault::createPolicyForDatasetCall {
+        datasetId: announced(&registered, alloy_sol_event::DATASET_REGISTERED),
+        payout: Address::ZERO,
+        paymentToken: Address::ZERO,
+        price: 1_000_000_000_000_000u64.try_into().unwrap(),
+        receiptTransferable: false,
+        metadataHash: hashes::keccak(metadata.as_bytes()),
+        conditions: Vec::new(),
+    };
+    let created = s.chain.transact(s.provider, s.deployment.policy_vault, create, U256::ZERO).await.unwrap();
+    announced(&created, alloy_sol_event::POLICY_CREATED).to()
+}
+
+async fn listed(s: &Secrets, policy_id: u64) -> Value {
+    tests::wait::until(&format!("policy {policy_id} listed"), 400, Duration::from_millis(25), async || {
+        s.get(&format!("policies/{policy_id}")).await.0 == 200
+    })
+    .await;
+    s.get(&format!("policies/{policy_id}")).await.1["policy"].clone()
+}
+
+async fn purchases(s: &Secrets, expected: i64, why: &str) {
+    tests::wait::until(why, 400, Duration::from_millis(25), async || s.rows("secret_purchases") == expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_indexer_lists_what_the_chain_has_through_a_reorganisation_and_a_restart() {
+    let mut s = Secrets::start("secrets-index", Run::Binary).await;
+    let dir = TempDir::new("secrets-index-buyer");
+    let sealed = seal(b"made with the command-line tools");
+    let metadata = r#"{"title": "elsewhere"}"#;
+    let policy_id = policy_made_elsewhere(&s, &sealed, metadata).await;
+    let policy = listed(&s, policy_id).await;
+    assert_eq!((policy["status"].as_str(), policy["keyReleaseReady"].as_bool()), (Some("indexed"), Some(false)));
+    assert_eq!(policy["ciphertextHash"], hashes::hex(&hashes::keccak(&sealed.blob)));
+
+    // Imported: its key and ciphertext checked against the keccak-256
+    // commitments; a wrong key is refused first, changing nothing.
+    let bundle = |key: &[u8]| {
+        json!({"policyId": policy_id, "bundle": {
+            "contentKeyHex": shared::http::hex(key),
+            "ciphertextHex": shared::http::hex(&sealed.blob),
+            "providerUaid": PROVIDER_UAID,
+            "ivHex": shared::http::hex(&sealed.iv),
+            "title": "elsewhere",
+        }})
+    };
+    let (status, refused) = s.post("provider/import", Some(&s.key), bundle(&[7u8; 32])).await;
+    assert_eq!((status, refused["parameter"].as_str()), (409, Some("bundle.contentKeyHex")), "{refused}");
+    let (status, imported) = s.post("provider/import", Some(&s.key), bundle(&sealed.key)).await;
+    assert_eq!(status, 200, "{imported}");
+    assert_eq!(imported["policy"]["keyReleaseReady"], true);
+    let (status, again) = s.post("provider/import", Some(&s.key), bundle(&sealed.key)).await;
+    assert_eq!((status, again["code"].as_str()), (409, Some("policy_already_published")));
+
+    // A purchase the chain then drops: indexed, then forgotten.
+    let snapshot = s.chain.snapshot().await.unwrap();
+    purchase(&s, s.buyer, policy_id, 0).await;
+    purchases(&s, 1, "the purchase indexed").await;
+    s.chain.revert(&snapshot).await.unwrap();
+    s.chain.mine(3).await.unwrap();
+    purchases(&s, 0, "the dropped purchase forgotten").await;
+    assert_eq!(listed(&s, policy_id).await["keyReleaseReady"], true, "the policy from before the fork stays");
+
+    // Bought again on the chain as it is: indexed, and the key released
+    // with the receipt the index holds.
+    purchase(&s, s.buyer, policy_id, 0).await;
+    purchases(&s, 1, "the purchase indexed again").await;
+    let key = rsa_key(dir.path(), "buyer", 3072);
+    let (nonce, signature) = challenge(&s, policy_id, s.buyer, s.buyer).await;
+    let (status, issued) = s.post("keys/request", None, key_body(&nonce, &signature, &key)).await;
+    assert_eq!(status, 200, "{issued}");
+    assert_eq!(issued["receiptTokenId"], 1);
+    let content_key = rsa_decrypt(&key, dir.path(), issued["encryptedKey"].as_str().unwrap());
+    let blob =
+        s.client.get(s.url(issued["ciphertextUrl"].as_str().unwrap())).send().await.unwrap().bytes().await.unwrap();
+    assert_eq!(open(&content_key, &sealed.iv, &blob), sealed.plaintext);
+
+    // Killed and started again: it resumes after its checkpoint, and
+    // what it read is not read twice.
+    let checkpoints = s.rows("secret_index_blocks");
+    assert!(checkpoints > 0);
+    s.broker().restart(&[]);
+    let later = policy_made_elsewhere(&s, &seal(b"after the restart"), r#"{"title": "later"}"#).await;
+    listed(&s, later).await;
+    assert_eq!(s.rows("secret_policies"), 2);
+    assert_eq!(s.rows("secret_purchases"), 1);
 }
