@@ -60,10 +60,10 @@ $(ALMANAC_CONTRACTS): evm/compile.js evm/package-lock.json $(wildcard evm/contra
 	node evm/compile.js $(EVM_CACHE)/node_modules evm/contracts $@
 
 ## build: compile what `make run` runs: the generator, the api and the
-## local network (the benchmark, data generator, screenshot and
+## local networks (the benchmark, data generator, screenshot and
 ## fault-injection tools are `make tools`)
 build: duckdb
-	$(CARGO) build --release $(CARGO_FEATURES) -p generator -p api --bin generator --bin api -p tests --bin localnet
+	$(CARGO) build --release $(CARGO_FEATURES) -p generator -p api --bin generator --bin api -p tests --bin localnet --bin evmnet
 
 ## tools: compile every binary of the workspace: `build`'s and the tools
 ## `make test`, `make bench` and `make datasets` run
@@ -99,17 +99,26 @@ site: build
 ## luna0 token are redeemable for credits; the demo agents answer chat on
 ## 127.0.0.1:4101 and :4102; content is inscribed on a small Hedera
 ## network on loopback, `localnet`: its mirror node on 127.0.0.1:5600, a
-## consensus node on :50211, the dev account 0.0.1003 paying)
+## consensus node on :50211, the dev account 0.0.1003 paying; Programmable
+## Secrets are published and sold on a local EVM chain, `evmnet`: anvil on
+## 127.0.0.1:8545 with the contracts deployed, kept in DATA/evm, and a
+## master key made once into DATA/secrets-master-key)
 REDEEM_TOKEN   ?= 0.0.5000001:luna0
 LOCALNET_MIRROR ?= 127.0.0.1:5600
 LOCALNET_NODE   ?= 0.0.3=127.0.0.1:50211
+EVMNET_BIND     ?= 127.0.0.1:8545
 RUN_API_FLAGS = --redeem-token $(REDEEM_TOKEN) --demo-agents \
   --hapi-node $(LOCALNET_NODE) --inscription-mirror-url http://$(LOCALNET_MIRROR) \
   --inscription-account 0.0.1003 --inscription-keys-file $(CURDIR)/datasets/live/dev-keys.json
-run: site
+RUN_SECRETS_FLAGS = --secrets-chain $(DATA)/evm/manifest.json --secrets-master-key-file $(DATA)/secrets-master-key
+run: site evm
 	$(BIN)/localnet --mirror $(LOCALNET_MIRROR) --node $(LOCALNET_NODE) --state $(DATA)/localnet.jsonl & localnet=$$!; \
-	trap "kill $$localnet 2>/dev/null" EXIT; \
-	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) $(RUN_API_FLAGS)
+	rm -f $(DATA)/evm/manifest.json; \
+	$(BIN)/evmnet --bind $(EVMNET_BIND) --state $(DATA)/evm --manifest $(DATA)/evm/manifest.json & evmnet=$$!; \
+	trap "kill $$localnet $$evmnet 2>/dev/null; wait $$evmnet" EXIT; \
+	test -s $(DATA)/secrets-master-key || (umask 077; head -c 32 /dev/urandom | base64 > $(DATA)/secrets-master-key); \
+	until test -s $(DATA)/evm/manifest.json; do kill -0 $$evmnet 2>/dev/null || exit 1; sleep 0.2; done; \
+	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) $(RUN_API_FLAGS) $(RUN_SECRETS_FLAGS)
 
 ## run-flags: print the api's flags `make run` gives it besides where it
 ## binds and its folders (the test that `make run` sends nothing off the

@@ -68,7 +68,7 @@ impl Anvil {
         let mut command = Command::new(binary);
         command.args(["--host", host, "--port", port, "--chain-id", &CHAIN_ID.to_string()]);
         if let Some(state) = options.state {
-            command.arg("--state").arg(state);
+            command.arg("--state").arg(state).args(["--state-interval", "5"]);
         }
         let mut child = command
             .stdout(Stdio::piped())
@@ -93,6 +93,16 @@ impl Anvil {
         // Drain what it prints after, so it never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines.by_ref() {});
         Ok(Anvil { child, url: format!("http://{address}") })
+    }
+}
+
+impl Anvil {
+    /// Stops anvil as an interrupt does, so that it writes its state, and
+    /// waits for it to end.
+    pub fn stop(mut self) {
+        // SAFETY: kill(2) on the pid of a child this value still owns.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
     }
 }
 

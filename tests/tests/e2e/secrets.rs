@@ -24,6 +24,8 @@ use tests::live::Broker;
 use tests::TempDir;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+/// Where `make run` serves.
+const MAKE_RUN: &str = "http://127.0.0.1:4000";
 const PROVIDER_UAID: &str = "uaid:did:pkh:eip155:31337:0x70997970c51812dc3a010c7d01b50e0d17dc79c8;uid=0";
 
 /// Where the api runs.
@@ -32,6 +34,9 @@ enum Server {
     Binary(Broker),
     /// `api::serve` in this process, its clock the test's to move.
     Library { base: String, data: PathBuf, clock: Clock, _stop: tokio::sync::oneshot::Sender<()>, _dir: TempDir },
+    /// What `make run` serves from this checkout: its api on
+    /// 127.0.0.1:4000 and its chain, `data/evm/manifest.json`.
+    MakeRun { data: PathBuf },
 }
 
 /// How the fixture runs the api.
@@ -39,11 +44,13 @@ enum Server {
 enum Run {
     Binary,
     Library,
+    MakeRun,
 }
 
 /// A chain with the protocol, and a broker serving it.
 struct Secrets {
-    _anvil: Anvil,
+    /// None when the chain is `make run`'s.
+    _anvil: Option<Anvil>,
     chain: Chain,
     deployment: programmable_secrets::deployment::Deployment,
     server: Server,
@@ -58,6 +65,9 @@ struct Secrets {
 
 impl Secrets {
     async fn start(label: &str, run: Run) -> Secrets {
+        if let Run::MakeRun = run {
+            return Secrets::of_make_run().await;
+        }
         let anvil = Anvil::start().unwrap();
         let chain = Chain::new(&anvil.url);
         let deployment = deploy_protocol(&chain, "anvil").await.unwrap();
@@ -91,16 +101,18 @@ impl Secrets {
                 }));
                 Server::Library { base, data, clock, _stop: stop, _dir: dir }
             }
+            Run::MakeRun => unreachable!("answered above"),
         };
         let client = tests::unpooled_client();
         let base = match &server {
             Server::Binary(broker) => broker.api.url(""),
             Server::Library { base, .. } => base.clone(),
+            Server::MakeRun { .. } => unreachable!("answered above"),
         };
         let key = tests::live::sign_in(&client, &base, "0.0.1001").await;
         let accounts = chain.accounts().await.unwrap();
         Secrets {
-            _anvil: anvil,
+            _anvil: Some(anvil),
             chain,
             deployment,
             server,
@@ -113,10 +125,35 @@ impl Secrets {
         }
     }
 
+    /// The fixture over what `make run` serves (its chain's accounts are
+    /// anvil's own, as in the other runs).
+    async fn of_make_run() -> Secrets {
+        let data = tests::workspace_root().join("data");
+        let text = std::fs::read_to_string(data.join("evm/manifest.json")).expect("make run is serving");
+        let deployment = programmable_secrets::deployment::Deployment::parse(&text).unwrap();
+        let chain = Chain::new(&deployment.rpc_url);
+        let client = tests::unpooled_client();
+        let key = tests::live::sign_in(&client, MAKE_RUN, "0.0.1001").await;
+        let accounts = chain.accounts().await.unwrap();
+        Secrets {
+            _anvil: None,
+            chain,
+            deployment,
+            server: Server::MakeRun { data },
+            client,
+            key,
+            provider: accounts[1],
+            buyer: accounts[2],
+            stranger: accounts[3],
+            _files: TempDir::new("secrets-make-run"),
+        }
+    }
+
     fn url(&self, path: &str) -> String {
         match &self.server {
             Server::Binary(broker) => broker.api.url(path),
             Server::Library { base, .. } => format!("{base}{path}"),
+            Server::MakeRun { .. } => format!("{MAKE_RUN}{path}"),
         }
     }
 
@@ -136,7 +173,7 @@ impl Secrets {
     fn store(&self) -> rusqlite::Connection {
         let data = match &self.server {
             Server::Binary(broker) => broker.data.clone(),
-            Server::Library { data, .. } => data.clone(),
+            Server::Library { data, .. } | Server::MakeRun { data } => data.clone(),
         };
         rusqlite::Connection::open(data.join("live/store.sqlite")).unwrap()
     }
@@ -148,14 +185,14 @@ impl Secrets {
     fn broker(&mut self) -> &mut Broker {
         match &mut self.server {
             Server::Binary(broker) => broker,
-            Server::Library { .. } => panic!("the api runs in this process"),
+            Server::Library { .. } | Server::MakeRun { .. } => panic!("the api is not this fixture's to restart"),
         }
     }
 
     fn clock(&self) -> &Clock {
         match &self.server {
             Server::Library { clock, .. } => clock,
-            Server::Binary(_) => panic!("the api binary's clock is its own"),
+            Server::Binary(_) | Server::MakeRun { .. } => panic!("the api binary's clock is its own"),
         }
     }
 }
@@ -695,4 +732,31 @@ async fn the_indexer_lists_what_the_chain_has_through_a_reorganisation_and_a_res
     listed(&s, later).await;
     assert_eq!(s.rows("secret_policies"), 2);
     assert_eq!(s.rows("secret_purchases"), 1);
+}
+
+/// The whole flow against what `make run` serves from this checkout:
+/// published through its api on its chain, listed, indexed, purchased and
+/// unlocked. Not part of `make test` (it needs `make run` serving); run it
+/// with `cargo test --release --test e2e -- --ignored secrets::make_run`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs `make run` serving on 127.0.0.1:4000"]
+async fn make_run_publishes_sells_and_unlocks() {
+    let s = Secrets::start("secrets-make-run", Run::MakeRun).await;
+    let dir = TempDir::new("secrets-make-run-buyer");
+    let sealed = seal(b"Published, listed, indexed, bought and unlocked on make run.\n");
+    let policy_id = publish(&s, &sealed, &[s.buyer]).await;
+    let policy = listed(&s, policy_id).await;
+    assert_eq!((policy["status"].as_str(), policy["keyReleaseReady"].as_bool()), (Some("finalized"), Some(true)));
+    let before = s.rows("secret_purchases");
+    purchase(&s, s.buyer, policy_id, 1).await;
+    purchases(&s, before + 1, "the purchase indexed").await;
+    let key = rsa_key(dir.path(), "buyer", 3072);
+    let (nonce, signature) = challenge(&s, policy_id, s.buyer, s.buyer).await;
+    let (status, issued) = s.post("keys/request", None, key_body(&nonce, &signature, &key)).await;
+    assert_eq!(status, 200, "{issued}");
+    let content_key = rsa_decrypt(&key, dir.path(), issued["encryptedKey"].as_str().unwrap());
+    let blob =
+        s.client.get(s.url(issued["ciphertextUrl"].as_str().unwrap())).send().await.unwrap().bytes().await.unwrap();
+    assert_eq!(open(&content_key, &sealed.iv, &blob), sealed.plaintext);
+    println!("make run: policy {policy_id} published, bought by {:#x} and unlocked", s.buyer);
 }
