@@ -84,7 +84,10 @@ async fn every_live_body_route_refuses_malformed_bodies_and_stores_nothing() {
     let mut checked = 0;
     for endpoint in api::routes::table() {
         for operation in &endpoint.operations {
-            let reads_body = matches!(operation.body, api::routes::BodyLimit::Live | api::routes::BodyLimit::Content);
+            let reads_body = matches!(
+                operation.body,
+                api::routes::BodyLimit::Live | api::routes::BodyLimit::Content | api::routes::BodyLimit::Secrets
+            );
             if !reads_body || !endpoint.pattern.starts_with("/api/v1/") {
                 continue;
             }

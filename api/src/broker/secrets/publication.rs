@@ -153,9 +153,9 @@ async fn keep_ciphertext(settings: &Settings, bytes: Vec<u8>) -> Result<String, 
 
 /// `POST /programmable-secrets/provider/prepare`.
 pub async fn prepare(request: Request) -> Answer {
+    let input: PrepareInput = parse_body(&request.body)?;
     let settings = enabled(&request)?;
     let account = request.principal()?.billing(&request.headers)?;
-    let input: PrepareInput = parse_body(&request.body)?;
     let keys = master(settings)?;
     let chain = settings.chain(input.chain_id)?;
     let deployment = &chain.deployment;
@@ -361,9 +361,9 @@ fn compare(policy: &Policy, on_chain: &OnChain, deployment_vault: Address, log_v
 
 /// `POST /programmable-secrets/provider/confirm`.
 pub async fn confirm(request: Request) -> Answer {
+    let input: ConfirmInput = parse_body(&request.body)?;
     let settings = enabled(&request)?;
     let account = request.principal()?.billing(&request.headers)?;
-    let input: ConfirmInput = parse_body(&request.body)?;
     let keys = master(settings)?;
     let id = input.staged_policy_id.clone();
     let staged = request.app.store.read(move |conn| stored::policy(conn, &id)).await?;
@@ -513,9 +513,9 @@ fn hex_field(name: &'static str, text: &str) -> Result<Vec<u8>, Error> {
 
 /// `POST /programmable-secrets/provider/import`.
 pub async fn import(request: Request) -> Answer {
+    let input: ImportInput = parse_body(&request.body)?;
     let settings = enabled(&request)?;
     let account = request.principal()?.billing(&request.headers)?;
-    let input: ImportInput = parse_body(&request.body)?;
     let keys = master(settings)?;
     let chain = settings.chain(input.chain_id)?;
     let bundle = &input.bundle;

@@ -69,9 +69,9 @@ fn not_ready(policy_id: u64) -> Error {
 
 /// `POST /programmable-secrets/nonces`.
 pub async fn nonce(request: Request) -> Answer {
+    let input: NonceInput = parse_body(&request.body)?;
     let settings = enabled(&request)?;
     master(settings)?;
-    let input: NonceInput = parse_body(&request.body)?;
     let buyer = buyer(&input.buyer_address)?;
     let chain = settings.chain(input.chain_id)?;
     let policy = ready_policy(&request, chain, input.policy_id).await?;
@@ -224,9 +224,9 @@ async fn access(request: &Request, chain: &Chain, policy: &Policy, buyer: &str) 
 
 /// `POST /programmable-secrets/keys/request`.
 pub async fn request_key(request: Request) -> Answer {
+    let input: KeyInput = parse_body(&request.body)?;
     let settings = enabled(&request)?;
     let keys = master(settings)?;
-    let input: KeyInput = parse_body(&request.body)?;
     let buyer = buyer(&input.buyer_address)?;
     let id = input.request_id.clone();
     let found = request.app.store.read(move |conn| stored::request(conn, &id)).await?;
