@@ -357,6 +357,11 @@ pub struct Config {
     /// How long a key-release nonce lives, in seconds.
     #[arg(long, env = "ALMANAC_SECRETS_NONCE_TTL_SECS", default_value_t = 300)]
     pub secrets_nonce_ttl_secs: u64,
+    /// How long a key request whose nonce expired unused is kept, in
+    /// seconds (released and refused requests are kept; every refusal is
+    /// recorded apart).
+    #[arg(long, env = "ALMANAC_SECRETS_REQUEST_RETENTION_SECS", default_value_t = 86_400)]
+    pub secrets_request_retention_secs: u64,
     /// The largest answer read from a chain's node, in bytes.
     #[arg(long, env = "ALMANAC_SECRETS_RPC_MAX_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub secrets_rpc_max_bytes: usize,
@@ -992,6 +997,7 @@ impl Config {
             ciphertexts: self.data_dir.join("live").join("secrets"),
             max_ciphertext_bytes: self.secrets_max_ciphertext_bytes.max(1),
             nonce_ttl: Duration::from_secs(self.secrets_nonce_ttl_secs.max(1)),
+            request_retention: Duration::from_secs(self.secrets_request_retention_secs),
             index: IndexSettings {
                 every: Duration::from_millis(self.secrets_index_every_ms.max(10)),
                 block_range: self.secrets_index_block_range.max(1),

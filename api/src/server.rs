@@ -80,6 +80,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
             cleaner.anonymous_chat_limit.clean();
             cleaner.relay_limit.clean();
             cleaner.chat.forget_idle(cleaner.chat.auth_idle);
+            crate::broker::secrets::release::prune(&cleaner).await;
             if let Some(broker) = cleaner.live.get().as_ref().and_then(|b| b.broker.clone()) {
                 // Only a panic ends the writer; it logged why.
                 let _ = cleaner.overlay_writer.prune(broker.journal_seq);

@@ -448,6 +448,17 @@ pub fn complete(conn: &Connection, id: &str, outcome: Outcome<'_>, now: i64) -> 
     Ok(())
 }
 
+/// Forgets the requests whose nonce expired before `cutoff` unused
+/// (`nonce-issued` or `expired`): a nonce nobody spent holds nothing worth
+/// keeping, and the record of what was refused stays in
+/// `secret_key_events`. Returns how many were forgotten.
+pub fn prune_requests(conn: &Connection, cutoff: i64) -> Result<usize, Failure> {
+    Ok(conn.execute(
+        "DELETE FROM secret_key_requests WHERE status IN ('nonce-issued', 'expired') AND nonce_expires_at < ?1",
+        params![cutoff],
+    )?)
+}
+
 /// One release or refusal, as recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyEvent {
@@ -619,4 +630,70 @@ pub fn rewind(conn: &Connection, chain_id: u64, block: u64) -> Result<(), Failur
         params![chain, after],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(id: &str, status: RequestStatus, expires: i64) -> KeyRequest {
+        KeyRequest {
+            id: id.into(),
+            chain_id: 31337,
+            policy_row: "p".into(),
+            policy_id: 1,
+            buyer: "0xb".into(),
+            nonce: "00".into(),
+            challenge: "c".into(),
+            status,
+            nonce_issued_at: expires - 300_000,
+            nonce_expires_at: expires,
+            nonce_consumed_at: None,
+            fingerprint: None,
+            encrypted_key: None,
+            receipt_token_id: None,
+            error_code: None,
+            error_message: None,
+            completed_at: None,
+        }
+    }
+
+    /// Each request (status, nonce expiry) and whether a prune at 1,000
+    /// forgets it: only unused nonces expired before the cutoff.
+    #[test]
+    fn only_unused_nonces_past_the_cutoff_are_forgotten() {
+        let (_dir, conn) = crate::store::migrated();
+        let cases = [
+            ("unused-old", RequestStatus::NonceIssued, 999, true),
+            ("unused-at-cutoff", RequestStatus::NonceIssued, 1_000, false),
+            ("unused-live", RequestStatus::NonceIssued, 5_000, false),
+            ("expired-old", RequestStatus::Expired, 10, true),
+            ("issued-old", RequestStatus::Issued, 10, false),
+            ("denied-old", RequestStatus::Denied, 10, false),
+            ("pending-old", RequestStatus::Pending, 10, false),
+        ];
+        for (id, status, expires, _) in cases {
+            insert_request(&conn, &request(id, RequestStatus::NonceIssued, expires)).unwrap();
+            conn.execute("UPDATE secret_key_requests SET status = ?2 WHERE id = ?1", params![id, status.as_str()])
+                .unwrap();
+        }
+        let forgotten = prune_requests(&conn, 1_000).unwrap();
+        assert_eq!(forgotten, cases.iter().filter(|c| c.3).count());
+        for (id, _, _, gone) in cases {
+            assert_eq!(super::request(&conn, id).unwrap().is_none(), gone, "{id}");
+        }
+    }
+
+    /// A claim takes a live, unused nonce once; an expired one never.
+    #[test]
+    fn a_nonce_is_claimed_once_and_only_while_it_lives() {
+        let (_dir, conn) = crate::store::migrated();
+        insert_request(&conn, &request("r", RequestStatus::NonceIssued, 2_000)).unwrap();
+        assert!(!claim(&conn, "r", "f", 2_000).unwrap(), "not at its expiry");
+        assert!(claim(&conn, "r", "f", 1_999).unwrap());
+        assert!(!claim(&conn, "r", "f", 1_999).unwrap(), "not twice");
+        unclaim(&conn, "r").unwrap();
+        assert!(claim(&conn, "r", "g", 1_999).unwrap(), "given back, taken again");
+        assert_eq!(super::request(&conn, "r").unwrap().unwrap().fingerprint.as_deref(), Some("g"));
+    }
 }

@@ -1,6 +1,7 @@
 //! A newcomer's first run: the api as `make run` starts it (its flags
-//! from `make run-flags`, the demo agents on their loopback ports) over
-//! the datasets' build.
+//! from `make run-flags`, the demo agents on their loopback ports, and a
+//! chain for Programmable Secrets as `evmnet` starts one) over the
+//! datasets' build.
 //!
 //! It sends nothing off the machine: the only resolver it is given, a DNS
 //! server on loopback that records every question, is asked none while
@@ -57,6 +58,15 @@ async fn make_runs_api_sends_nothing_off_the_machine_and_its_pages_agree_with_it
     let mut flags = make_run_flags();
     flags.extend(["--egress-dns", &resolver, "--verification-dns", &resolver].map(str::to_string));
     flags.extend(["--availability-every-s", "3600"].map(str::to_string));
+    // The chain `make run` starts beside it (`evmnet`), and its master key.
+    let anvil = tests::evm::Anvil::start().unwrap();
+    let deployment = tests::evm::deploy_protocol(&tests::evm::Chain::new(&anvil.url), "anvil").await.unwrap();
+    let files = tests::TempDir::new("first-run-chain");
+    let (chain, master) = (files.path().join("manifest.json"), files.path().join("secrets-master-key"));
+    std::fs::write(&chain, deployment.manifest().to_string()).unwrap();
+    std::fs::write(&master, "11".repeat(32)).unwrap();
+    flags.extend(["--secrets-chain".into(), chain.display().to_string()]);
+    flags.extend(["--secrets-master-key-file".into(), master.display().to_string()]);
     let broker = Broker::start("first-run", &tests::strs(&flags));
 
     let chattable = |h: &Value| h["communicationSupported"] == true;
@@ -72,6 +82,11 @@ async fn make_runs_api_sends_nothing_off_the_machine_and_its_pages_agree_with_it
     let elsewhere: Vec<&Value> = hits.iter().filter(|h| chattable(h) && h["registry"] != "almanac").collect();
     assert!(elsewhere.len() > 100 && elsewhere.iter().all(|h| h["availabilityStatus"] == "offline"));
 
+    // The indexer read the chain on loopback.
+    tests::wait::until("the indexer's first checkpoint", 400, Duration::from_millis(50), async || {
+        broker.rows("secret_index_blocks") > 0
+    })
+    .await;
     // Nothing asked, nothing sent: every check reached loopback or was
     // refused before a connection.
     assert_eq!(dns.queries.load(Ordering::SeqCst), 0, "no name was looked up");

@@ -351,6 +351,18 @@ async fn policy_of(request: &Request, key_request: &KeyRequest) -> Result<Option
     Ok(request.app.store.read(move |conn| stored::published(conn, chain_id, policy_id)).await?)
 }
 
+/// Forgets the key requests whose nonce expired unused longer ago than
+/// `--secrets-request-retention-secs` (the server's cleaner calls it).
+pub async fn prune(app: &crate::app::App) {
+    let Some(settings) = app.secrets.as_deref() else { return };
+    let cutoff = settings.clock.now_ms() - settings.request_retention.as_millis() as i64;
+    match app.store.write(move |conn| stored::prune_requests(conn, cutoff)).await {
+        Ok(0) => {}
+        Ok(forgotten) => tracing::info!(forgotten, "programmable secrets: unused nonces forgotten"),
+        Err(e) => tracing::error!(error = %e, "programmable secrets: forgetting unused nonces"),
+    }
+}
+
 /// `GET /programmable-secrets/keys/{requestId}`.
 pub async fn key_request(request: Request) -> Answer {
     let settings = enabled(&request)?;

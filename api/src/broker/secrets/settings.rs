@@ -62,6 +62,9 @@ pub struct Settings {
     pub ciphertexts: PathBuf,
     pub max_ciphertext_bytes: usize,
     pub nonce_ttl: Duration,
+    /// How long a request whose nonce expired unused is kept (a later
+    /// request for it is then 404, not 410).
+    pub request_retention: Duration,
     pub index: IndexSettings,
     pub clock: Clock,
 }
