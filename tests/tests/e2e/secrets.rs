@@ -39,9 +39,9 @@ enum Server {
     MakeRun { data: PathBuf },
 }
 
-/// How the fixture runs the api.
+/// Where the fixture finds the api.
 #[derive(Clone, Copy)]
-enum Run {
+enum Where {
     Binary,
     Library,
     MakeRun,
@@ -64,8 +64,8 @@ struct Secrets {
 }
 
 impl Secrets {
-    async fn start(label: &str, run: Run) -> Secrets {
-        if let Run::MakeRun = run {
+    async fn start(label: &str, run: Where) -> Secrets {
+        if let Where::MakeRun = run {
             return Secrets::of_make_run().await;
         }
         let anvil = Anvil::start().unwrap();
@@ -85,8 +85,8 @@ impl Secrets {
             "50",
         ];
         let server = match run {
-            Run::Binary => Server::Binary(Broker::start(label, &flags)),
-            Run::Library => {
+            Where::Binary => Server::Binary(Broker::start(label, &flags)),
+            Where::Library => {
                 let dir = TempDir::new(label);
                 let (site, data) = (dir.path().join("site"), dir.path().join("data"));
                 let dirs = ["--site-dir", site.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
@@ -101,7 +101,7 @@ impl Secrets {
                 }));
                 Server::Library { base, data, clock, _stop: stop, _dir: dir }
             }
-            Run::MakeRun => unreachable!("answered above"),
+            Where::MakeRun => unreachable!("answered above"),
         };
         let client = tests::unpooled_client();
         let base = match &server {
@@ -395,7 +395,7 @@ fn key_body(nonce: &Value, signature: &str, key: &RsaKey) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_nothing() {
-    let s = Secrets::start("secrets-flow", Run::Binary).await;
+    let s = Secrets::start("secrets-flow", Where::Binary).await;
     let dir = TempDir::new("secrets-buyer");
     let (status, health) = s.get("health").await;
     assert_eq!((status, &health["enabled"], &health["krsConfigured"]), (200, &json!(true), &json!(true)), "{health}");
@@ -524,7 +524,7 @@ async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_not
 
 #[tokio::test(flavor = "multi_thread")]
 async fn publication_refuses_bad_input_and_a_chain_that_differs() {
-    let s = Secrets::start("secrets-refusals", Run::Binary).await;
+    let s = Secrets::start("secrets-refusals", Where::Binary).await;
     let sealed = seal(b"refusals");
     let good = prepare_body(&s, &sealed, &[s.buyer]);
     let before = s.rows("secret_policies");
@@ -609,7 +609,7 @@ async fn publication_refuses_bad_input_and_a_chain_that_differs() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_nonce_expires_on_the_clock_and_changes_nothing_else() {
-    let s = Secrets::start("secrets-clock", Run::Library).await;
+    let s = Secrets::start("secrets-clock", Where::Library).await;
     let dir = TempDir::new("secrets-clock-buyer");
     let sealed = seal(b"expiry");
     let policy_id = publish(&s, &sealed, &[s.buyer]).await;
@@ -672,7 +672,7 @@ async fn purchases(s: &Secrets, expected: i64, why: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_indexer_lists_what_the_chain_has_through_a_reorganisation_and_a_restart() {
-    let mut s = Secrets::start("secrets-index", Run::Binary).await;
+    let mut s = Secrets::start("secrets-index", Where::Binary).await;
     let dir = TempDir::new("secrets-index-buyer");
     let sealed = seal(b"made with the command-line tools");
     let metadata = r#"{"title": "elsewhere"}"#;
@@ -741,7 +741,7 @@ async fn the_indexer_lists_what_the_chain_has_through_a_reorganisation_and_a_res
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs `make run` serving on 127.0.0.1:4000"]
 async fn make_run_publishes_sells_and_unlocks() {
-    let s = Secrets::start("secrets-make-run", Run::MakeRun).await;
+    let s = Secrets::start("secrets-make-run", Where::MakeRun).await;
     let dir = TempDir::new("secrets-make-run-buyer");
     let sealed = seal(b"Published, listed, indexed, bought and unlocked on make run.\n");
     let policy_id = publish(&s, &sealed, &[s.buyer]).await;
