@@ -40,6 +40,8 @@ pub struct App {
     pub feedback_changes: crate::store::Newest,
     /// The newest adapter registry write (categories, adapters).
     pub catalog_changes: crate::store::Newest,
+    /// The newest change of the Programmable Secrets catalog stored.
+    pub secrets_changes: crate::store::Newest,
     /// Delivery to additional registries.
     pub registrar: Arc<registrar::Settings>,
     pub auth: auth::Settings,

@@ -714,6 +714,7 @@ impl Config {
             feedback_min_messages: self.feedback_min_messages,
             feedback_changes: crate::store::Newest::default(),
             catalog_changes: crate::store::Newest::default(),
+            secrets_changes: crate::store::Newest::default(),
             registrar: Arc::new(registrar),
             auth: auth::Settings {
                 network,

@@ -969,6 +969,9 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
                 3,
             ),
         ),
+        "getProgrammableSecretsCatalog" => {
+            json(secrets, object(&[("policies", array(secret_policy.clone())), ("total", integer())], 2))
+        }
         "listProgrammableSecretPolicies" => Doc {
             query: vec![
                 query("limit", json!({"type": "integer", "minimum": 1, "maximum": 200}), false),

@@ -567,6 +567,11 @@ pub fn table() -> Vec<Endpoint> {
             handler!(secrets::health),
             Cache::NoStore,
         ),
+        Endpoint::new("/api/v1/programmable-secrets/catalog").get(
+            "getProgrammableSecretsCatalog",
+            handler!(secrets::catalog),
+            Cache::Catalog,
+        ),
         Endpoint::new("/api/v1/programmable-secrets/policies").get(
             "listProgrammableSecretPolicies",
             handler!(secrets::list),

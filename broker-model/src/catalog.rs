@@ -30,6 +30,36 @@ pub struct Catalog {
     pub popular_searches: Vec<String>,
     /// Search facets, without their options (computed from the agents).
     pub facets: Vec<Facet>,
+    /// Programmable Secrets policies published or indexed by the api, as
+    /// its journal last described them; never in the source file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_policies: Vec<SecretPolicy>,
+}
+
+/// A Programmable Secrets policy as the catalog publishes it: its chain and
+/// on-chain id, and the public view the api answers for it (no key, no
+/// ciphertext). The catalog keeps one per chain and policy, newest on
+/// chain first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretPolicy {
+    pub chain_id: u64,
+    pub policy_id: u64,
+    /// When it was made on chain (Unix seconds): the catalog's order.
+    pub listed_at: i64,
+    pub view: Value,
+}
+
+impl SecretPolicy {
+    /// Puts `policy` in `policies`, replacing the one of its chain and id,
+    /// and keeps them newest on chain first.
+    pub fn upsert(policies: &mut Vec<SecretPolicy>, policy: SecretPolicy) {
+        policies.retain(|p| (p.chain_id, p.policy_id) != (policy.chain_id, policy.policy_id));
+        policies.push(policy);
+        policies.sort_by(|a, b| {
+            b.listed_at.cmp(&a.listed_at).then(a.chain_id.cmp(&b.chain_id)).then(b.policy_id.cmp(&a.policy_id))
+        });
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -425,4 +455,35 @@ pub fn metadata_at<'a>(metadata: &'a serde_json::Map<String, Value>, path: &str)
         value = value.as_object()?.get(part)?;
     }
     Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Policies put one after another, and the catalog's order after each:
+    /// newest on chain first, then by chain, then the higher id first; a
+    /// policy put again replaces its chain's and id's.
+    #[test]
+    fn secret_policies_are_one_per_chain_and_id_newest_first() {
+        let policy = |chain_id, policy_id, listed_at| SecretPolicy {
+            chain_id,
+            policy_id,
+            listed_at,
+            view: serde_json::json!({"policyId": policy_id, "listedAt": listed_at}),
+        };
+        let steps = [
+            (policy(1, 1, 100), vec![(1, 1)]),
+            (policy(1, 2, 100), vec![(1, 2), (1, 1)]),
+            (policy(2, 1, 100), vec![(1, 2), (1, 1), (2, 1)]),
+            (policy(1, 3, 200), vec![(1, 3), (1, 2), (1, 1), (2, 1)]),
+            (policy(1, 1, 300), vec![(1, 1), (1, 3), (1, 2), (2, 1)]),
+        ];
+        let mut policies = Vec::new();
+        for (put, order) in steps {
+            SecretPolicy::upsert(&mut policies, put);
+            let got: Vec<(u64, u64)> = policies.iter().map(|p| (p.chain_id, p.policy_id)).collect();
+            assert_eq!(got, order);
+        }
+    }
 }

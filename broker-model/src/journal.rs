@@ -16,6 +16,8 @@
 //! | `search` | `query`, `hits` | counts the query for `/popular` |
 //! | `availability` | `availability` (a [`Measurement`]) | the agent's last check ([`super::availability`]); of an agent not indexed (deleted since), ignored |
 //! | `ownership` | `ownership` (an [`Ownership`]) | the agent's ownership as last proven, revoked or expired ([`super::ownership`]); of an agent not indexed, ignored |
+//! | `secretPolicy` | `policy` (a [`SecretPolicy`]) | a Programmable Secrets policy published, indexed or changed: replaces the catalog's of its chain and id |
+//! | `secretPolicyGone` | `chainId`, `policyId` | the policy is no longer on chain (a reorganisation dropped it): removed from the catalog |
 //!
 //! An event that does not apply (a malformed line, a register of a known
 //! UAID, an update of an unknown one, `seq` out of order) fails the build
@@ -30,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::availability::{self, Measurement};
-use crate::catalog::{Catalog, Category, FeedbackEntry, RegistryEntry};
+use crate::catalog::{Catalog, Category, FeedbackEntry, RegistryEntry, SecretPolicy};
 use crate::ownership::{self, Ownership};
 use crate::{Agent, Sources};
 
@@ -79,6 +81,17 @@ pub enum Event {
     /// An agent's ownership, as a verification or a re-check changed it.
     Ownership {
         ownership: Box<Ownership>,
+    },
+    /// A Programmable Secrets policy published, indexed or changed.
+    #[serde(rename = "secretPolicy")]
+    SecretPolicy {
+        policy: Box<SecretPolicy>,
+    },
+    /// A Programmable Secrets policy a reorganisation dropped.
+    #[serde(rename = "secretPolicyGone", rename_all = "camelCase")]
+    SecretPolicyGone {
+        chain_id: u64,
+        policy_id: u64,
     },
 }
 
@@ -320,6 +333,12 @@ impl Overlay {
                         Some(i) => registry.categories[i] = (**category).clone(),
                         None => registry.categories.push((**category).clone()),
                     }
+                }
+                Event::SecretPolicy { policy } => {
+                    SecretPolicy::upsert(&mut catalog.secret_policies, (**policy).clone())
+                }
+                Event::SecretPolicyGone { chain_id, policy_id } => {
+                    catalog.secret_policies.retain(|p| (p.chain_id, p.policy_id) != (*chain_id, *policy_id))
                 }
                 Event::Adapter { entry } => {
                     let registry = &mut catalog.adapter_registry;

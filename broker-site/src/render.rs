@@ -40,6 +40,9 @@ pub const API: &str = "/api/v1/";
 pub const STATS: &str = "/api/v1/stats";
 pub const REGISTRIES: &str = "/api/v1/registries";
 pub const ADAPTERS: &str = "/api/v1/adapters";
+/// The Programmable Secrets policies the journal described, newest on
+/// chain first.
+pub const SECRET_POLICIES: &str = "/api/v1/programmable-secrets/catalog";
 pub const ADAPTER_DETAILS: &str = "/api/v1/adapters/details";
 pub const CATEGORIES: &str = "/api/v1/adapters/registry/categories";
 pub const REGISTRY_ADAPTERS: &str = "/api/v1/adapters/registry/adapters";
@@ -100,6 +103,19 @@ fn file(route: String, path: String, value: &impl Serialize, last_modified: Time
     File { route, path, representation: Representation::json(value, last_modified, cache) }
 }
 
+/// `GET /programmable-secrets/catalog`'s body: every policy's view, in the
+/// catalog's order.
+pub fn secret_policies(catalog: &Catalog) -> Value {
+    let views: Vec<&Value> = catalog.secret_policies.iter().map(|p| &p.view).collect();
+    json!({"policies": views, "total": views.len()})
+}
+
+/// The catalog's time, or the newest policy's on chain when later.
+fn secret_policies_time(catalog: &Catalog) -> Timestamp {
+    let newest = catalog.secret_policies.iter().map(|p| p.listed_at.max(0) as u64).max().unwrap_or(0);
+    time(&catalog.updated_at).max(Timestamp(newest * 1_000_000_000))
+}
+
 /// Section A's files that are not one agent's (catalogs, statistics,
 /// facets), from the tally of every agent.
 #[tracing::instrument(level = "debug", skip_all)]
@@ -128,6 +144,7 @@ pub fn catalog_files(tally: &Tally, catalog: &Catalog) -> Vec<File> {
         ),
         fixed(ADDITIONAL_REGISTRIES, json!({"registries": catalog.additional_registries}), catalog_time),
         fixed(FEDERATION, serde_json::to_value(&catalog.federation).expect("serialises"), catalog_time),
+        fixed(SECRET_POLICIES, secret_policies(catalog), secret_policies_time(catalog)),
     ];
     for (adapter, body) in tally.facets(catalog, &adapters) {
         let path = match &adapter {

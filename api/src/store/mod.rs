@@ -69,6 +69,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/012-skill-publishing.sql"),
     include_str!("schema/013-member-holders-and-idempotency.sql"),
     include_str!("schema/014-programmable-secrets.sql"),
+    include_str!("schema/015-secret-catalog.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose

@@ -11,7 +11,9 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
-use super::{closed, Failure};
+use super::{closed, outbox, Failure};
+use broker_model::catalog::SecretPolicy;
+use broker_model::journal::Event;
 use programmable_secrets::conditions::{Descriptor, Prepared};
 use programmable_secrets::envelope::WrappedKey;
 
@@ -215,17 +217,16 @@ pub fn fail(conn: &Connection, id: &str, why: &str, now: i64) -> Result<(), Fail
 /// Why a policy cannot be published in a row.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Publish {
-    Published(Box<Policy>),
+    /// Published, its catalog change journaled as `seq`.
+    Published(Box<Policy>, i64),
     /// Another row holds this on-chain policy with its key.
-    AlreadyPublished {
-        by: String,
-    },
+    AlreadyPublished { by: String },
 }
 
 /// Publishes `policy` (finalized from staging, or imported): a key-less row
 /// the indexer made for the same on-chain policy gives way to it (or takes
 /// it, under the same id); a published row that holds a key refuses it.
-pub fn publish(conn: &Connection, policy: &Policy) -> Result<Publish, Failure> {
+pub fn publish(conn: &Connection, policy: &Policy, entry: SecretPolicy) -> Result<Publish, Failure> {
     let (chain_id, policy_id) = (policy.chain_id, policy.policy_id.expect("a published policy is on chain"));
     if let Some(held) = published(conn, chain_id, policy_id)? {
         if held.wrapped_key.is_some() {
@@ -255,7 +256,25 @@ pub fn publish(conn: &Connection, policy: &Policy) -> Result<Publish, Failure> {
             listed_at(policy),
         ],
     )?;
-    Ok(Publish::Published(Box::new(policy.clone())))
+    let seq = journal(conn, policy.updated_at, Event::SecretPolicy { policy: Box::new(entry) })?;
+    Ok(Publish::Published(Box::new(policy.clone()), seq))
+}
+
+/// Journals a change of the catalog (`secretPolicy`, `secretPolicyGone`)
+/// for the next build, and notes its `seq` as the catalog's newest.
+pub fn journal(conn: &Connection, at: i64, event: Event) -> Result<i64, Failure> {
+    debug_assert!(matches!(event, Event::SecretPolicy { .. } | Event::SecretPolicyGone { .. }));
+    let seq = outbox::push(conn, at, &event)?;
+    conn.execute(
+        "INSERT INTO secret_catalog_changes (id, seq) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET seq = max(seq, ?1)",
+        params![seq],
+    )?;
+    Ok(seq)
+}
+
+/// The `seq` of the catalog's newest journaled change (0: none).
+pub fn catalog_newest(conn: &Connection) -> Result<i64, Failure> {
+    Ok(conn.query_row("SELECT coalesce(max(seq), 0) FROM secret_catalog_changes", [], |r| r.get(0))?)
 }
 
 /// What the indexer read of an on-chain policy: a new row (`indexed`,
@@ -316,13 +335,22 @@ pub fn set_dataset_active(
     dataset_id: u64,
     active: bool,
     now: i64,
-) -> Result<(), Failure> {
+) -> Result<Vec<u64>, Failure> {
+    let of_dataset = "FROM secret_policies
+         WHERE chain_id = ?1 AND json_extract(record, '$.datasetId') = ?2 AND status IN ('finalized', 'indexed')";
+    let mut statement = conn.prepare(&format!("SELECT policy_id {of_dataset}"))?;
+    let policies = statement
+        .query_map(params![chain_id as i64, dataset_id as i64], |r| r.get::<_, i64>(0))?
+        .map(|p| p.map(|p| p as u64))
+        .collect::<Result<Vec<_>, _>>()?;
     conn.execute(
-        "UPDATE secret_policies SET record = json_set(record, '$.datasetActive', json(?3)), updated_at = ?4
-         WHERE chain_id = ?1 AND json_extract(record, '$.datasetId') = ?2 AND status IN ('finalized', 'indexed')",
+        &format!(
+            "UPDATE secret_policies SET record = json_set(record, '$.datasetActive', json(?3)), updated_at = ?4
+             WHERE policy_id IN (SELECT policy_id {of_dataset}) AND chain_id = ?1"
+        ),
         params![chain_id as i64, dataset_id as i64, if active { "true" } else { "false" }, now],
     )?;
-    Ok(())
+    Ok(policies)
 }
 
 // Key requests.
@@ -617,19 +645,22 @@ pub fn checkpoint(conn: &Connection, chain_id: u64, block: u64, hash: &str, keep
 
 /// Forgets what was read after `block` (a reorganisation dropped it):
 /// checkpoints, receipt moves, purchases, and policies only the indexer
-/// listed. A policy published through the broker stays; the replay reads
-/// its chain state again.
-pub fn rewind(conn: &Connection, chain_id: u64, block: u64) -> Result<(), Failure> {
+/// listed (their ids returned). A policy published through the broker
+/// stays; the replay reads its chain state again.
+pub fn rewind(conn: &Connection, chain_id: u64, block: u64) -> Result<Vec<u64>, Failure> {
     let (chain, after) = (chain_id as i64, block as i64);
+    let dropped = "FROM secret_policies WHERE chain_id = ?1 AND status = 'indexed' AND wrapped_key IS NULL
+             AND json_extract(record, '$.createdBlockNumber') > ?2";
+    let mut statement = conn.prepare(&format!("SELECT policy_id {dropped}"))?;
+    let policies = statement
+        .query_map(params![chain, after], |r| r.get::<_, i64>(0))?
+        .map(|p| p.map(|p| p as u64))
+        .collect::<Result<Vec<_>, _>>()?;
     conn.execute("DELETE FROM secret_index_blocks WHERE chain_id = ?1 AND block_number > ?2", params![chain, after])?;
     conn.execute("DELETE FROM secret_receipt_moves WHERE chain_id = ?1 AND block_number > ?2", params![chain, after])?;
     conn.execute("DELETE FROM secret_purchases WHERE chain_id = ?1 AND block_number > ?2", params![chain, after])?;
-    conn.execute(
-        "DELETE FROM secret_policies WHERE chain_id = ?1 AND status = 'indexed' AND wrapped_key IS NULL
-             AND json_extract(record, '$.createdBlockNumber') > ?2",
-        params![chain, after],
-    )?;
-    Ok(())
+    conn.execute(&format!("DELETE {dropped}"), params![chain, after])?;
+    Ok(policies)
 }
 
 #[cfg(test)]

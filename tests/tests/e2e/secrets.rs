@@ -732,6 +732,34 @@ async fn the_indexer_lists_what_the_chain_has_through_a_reorganisation_and_a_res
     listed(&s, later).await;
     assert_eq!(s.rows("secret_policies"), 2);
     assert_eq!(s.rows("secret_purchases"), 1);
+
+    // Static-first: the next build publishes the catalog, which the api
+    // serves as the build's file until a newer change, then from the store.
+    let catalog = async |s: &Secrets| {
+        let response = s.client.get(s.url("/api/v1/programmable-secrets/catalog")).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let cache = response.headers()["cache-control"].to_str().unwrap().to_string();
+        let body: Value = response.json().await.unwrap();
+        let ids: Vec<u64> =
+            body["policies"].as_array().unwrap().iter().map(|p| p["policyId"].as_u64().unwrap()).collect();
+        (cache, ids, body)
+    };
+    let (cache, ids, _) = catalog(&s).await;
+    assert_eq!((cache.as_str(), ids.as_slice()), ("no-cache", [later, policy_id].as_slice()), "live before a build");
+    s.broker().journaled().await;
+    let sources = Broker::sources();
+    s.broker().rebuild(&tests::strs(&sources)).await;
+    let (cache, ids, built) = catalog(&s).await;
+    assert_ne!(cache, "no-cache", "the build's file");
+    assert_eq!(ids, [later, policy_id]);
+    assert_eq!(built["policies"][1]["keyReleaseReady"], true);
+    let published = std::fs::read(s.broker().site.join("current/api/v1/programmable-secrets/catalog.json")).unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&published).unwrap(), built);
+    // Indexed since the build: answered from the store.
+    let third = policy_made_elsewhere(&s, &seal(b"after the build"), r#"{"title": "third"}"#).await;
+    listed(&s, third).await;
+    let (cache, ids, _) = catalog(&s).await;
+    assert_eq!((cache.as_str(), ids.as_slice()), ("no-cache", [third, later, policy_id].as_slice()));
 }
 
 /// The whole flow against what `make run` serves from this checkout:

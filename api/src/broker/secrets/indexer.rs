@@ -34,7 +34,9 @@ use super::rpc::{Log, RpcError};
 use super::{address, Chain, Settings};
 use crate::app::App;
 use crate::store::secrets::{self as stored, PolicyRecord, Purchase};
-use crate::store::{Failure, Store};
+use crate::store::Failure;
+use broker_model::journal::Event;
+use programmable_secrets::deployment::Deployment;
 
 /// Runs until `stop` resolves: every chain indexed in turn each round.
 pub async fn run(app: Arc<App>, stop: impl Future<Output = ()>) {
@@ -44,7 +46,7 @@ pub async fn run(app: Arc<App>, stop: impl Future<Output = ()>) {
     loop {
         let mut wait = settings.index.every;
         for (i, chain) in settings.chains.iter().enumerate() {
-            match round(&app.store, &settings, chain).await {
+            match round(&app, &settings, chain).await {
                 Ok(()) => backoff[i] = settings.index.every,
                 Err(e) => {
                     tracing::warn!(chain = chain.deployment.chain_id, error = %e, "programmable secrets: indexing");
@@ -81,7 +83,8 @@ enum Change {
 
 /// Reads the chain up to its head, a range at a time; one range per call
 /// at most `block_range` blocks, so that a long catch-up stores as it goes.
-async fn round(store: &Store, settings: &Settings, chain: &Chain) -> Result<(), RoundError> {
+async fn round(app: &App, settings: &Settings, chain: &Chain) -> Result<(), RoundError> {
+    let store = &app.store;
     let chain_id = chain.deployment.chain_id;
     let depth = settings.index.depth;
     let head = chain.rpc.block_number().await?;
@@ -92,7 +95,7 @@ async fn round(store: &Store, settings: &Settings, chain: &Chain) -> Result<(), 
             if now.as_deref() == Some(hash.as_str()) {
                 number + 1
             } else {
-                fork(store, chain, &kept).await? + 1
+                fork(app, chain, &kept).await? + 1
             }
         }
         None => chain.deployment.deployed_at_block,
@@ -115,14 +118,18 @@ async fn round(store: &Store, settings: &Settings, chain: &Chain) -> Result<(), 
         }
         let hash = hashes::hex(&after.hash);
         let now = settings.clock.now_ms();
-        store
+        let deployment = chain.deployment.clone();
+        let journaled = store
             .write(move |conn| {
+                let mut newest = None;
                 for change in &changes {
-                    apply(conn, chain_id, change, now)?;
+                    newest = apply(conn, &deployment, change, now)?.or(newest);
                 }
-                stored::checkpoint(conn, chain_id, to, &hash, depth)
+                stored::checkpoint(conn, chain_id, to, &hash, depth)?;
+                Ok(newest)
             })
             .await?;
+        catalog_changed(app, journaled);
         next = to + 1;
     }
     Ok(())
@@ -130,7 +137,7 @@ async fn round(store: &Store, settings: &Settings, chain: &Chain) -> Result<(), 
 
 /// Finds where the chain forked from what was read, forgets what was read
 /// after, and returns the last block still held.
-async fn fork(store: &Store, chain: &Chain, kept: &[(u64, String)]) -> Result<u64, RoundError> {
+async fn fork(app: &App, chain: &Chain, kept: &[(u64, String)]) -> Result<u64, RoundError> {
     let mut held = chain.deployment.deployed_at_block.saturating_sub(1);
     for (number, hash) in kept {
         let now = chain.rpc.header(*number).await?.map(|h| hashes::hex(&h.hash));
@@ -141,8 +148,41 @@ async fn fork(store: &Store, chain: &Chain, kept: &[(u64, String)]) -> Result<u6
     }
     let chain_id = chain.deployment.chain_id;
     tracing::info!(chain = chain_id, from = held + 1, "programmable secrets: a reorganisation; reading again");
-    store.write(move |conn| stored::rewind(conn, chain_id, held)).await?;
+    let now = app.secrets.as_ref().map_or(0, |s| s.clock.now_ms());
+    let journaled = app
+        .store
+        .write(move |conn| {
+            let mut newest = None;
+            for policy_id in stored::rewind(conn, chain_id, held)? {
+                let gone = Event::SecretPolicyGone { chain_id, policy_id };
+                newest = Some(stored::journal(conn, now, gone)?);
+            }
+            Ok(newest)
+        })
+        .await?;
+    catalog_changed(app, journaled);
     Ok(held)
+}
+
+/// The catalog changed in the journal as `seq`: answers made from the
+/// store until a build holds it, and the journal writer woken.
+fn catalog_changed(app: &App, seq: Option<i64>) {
+    if let Some(seq) = seq {
+        app.secrets_changes.saw(seq);
+        app.journal.wake.notify_one();
+    }
+}
+
+/// Journals the published row of `policy_id` as the catalog now shows it.
+fn journal_policy(
+    conn: &rusqlite::Connection,
+    deployment: &Deployment,
+    policy_id: u64,
+    now: i64,
+) -> Result<Option<i64>, Failure> {
+    let Some(policy) = stored::published(conn, deployment.chain_id, policy_id)? else { return Ok(None) };
+    let entry = super::catalog_entry(deployment, &policy);
+    stored::journal(conn, now, Event::SecretPolicy { policy: Box::new(entry) }).map(Some)
 }
 
 fn topic_u64(log: &Log, index: usize) -> u64 {
@@ -206,17 +246,30 @@ fn decode<E: SolEvent>(log: &Log) -> Result<E, RpcError> {
         .map_err(|e| RpcError::Garbage { method: "eth_getLogs", problem: format!("{}: {e}", E::SIGNATURE) })
 }
 
-fn apply(conn: &rusqlite::Connection, chain_id: u64, change: &Change, now: i64) -> Result<(), Failure> {
+/// Stores one change; a change of the catalog is journaled, its `seq`
+/// returned.
+fn apply(
+    conn: &rusqlite::Connection,
+    deployment: &Deployment,
+    change: &Change,
+    now: i64,
+) -> Result<Option<i64>, Failure> {
+    let chain_id = deployment.chain_id;
     match change {
         Change::Policy { policy_id, record } => {
-            stored::index_policy(conn, chain_id, *policy_id, record, now).map(|_| ())
+            stored::index_policy(conn, chain_id, *policy_id, record, now)?;
+            journal_policy(conn, deployment, *policy_id, now)
         }
         Change::DatasetStatus { dataset_id, active } => {
-            stored::set_dataset_active(conn, chain_id, *dataset_id, *active, now)
+            let mut newest = None;
+            for policy_id in stored::set_dataset_active(conn, chain_id, *dataset_id, *active, now)? {
+                newest = journal_policy(conn, deployment, policy_id, now)?.or(newest);
+            }
+            Ok(newest)
         }
-        Change::Purchase(purchase) => stored::upsert_purchase(conn, purchase),
+        Change::Purchase(purchase) => stored::upsert_purchase(conn, purchase).map(|_| None),
         Change::Move { token, block, log_index, receiver } => {
-            stored::add_move(conn, chain_id, *token, *block, *log_index, receiver)
+            stored::add_move(conn, chain_id, *token, *block, *log_index, receiver).map(|_| None)
         }
     }
 }

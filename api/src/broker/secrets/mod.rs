@@ -97,7 +97,8 @@ pub async fn list(request: Request) -> Answer {
     }
     let offset = (page - 1).saturating_mul(limit);
     let (policies, total) = request.app.store.read(move |conn| stored::list(conn, chain_id, limit, offset)).await?;
-    let views: Vec<Value> = policies.iter().filter_map(|p| Some(policy_view(settings.chain_of(p)?, p))).collect();
+    let views: Vec<Value> =
+        policies.iter().filter_map(|p| Some(policy_view(&settings.chain_of(p)?.deployment, p))).collect();
     Ok(reply::json(&json!({"policies": views, "total": total, "page": page, "limit": limit})))
 }
 
@@ -127,7 +128,7 @@ pub async fn policy(request: Request) -> Answer {
     let settings = enabled(&request)?;
     let policy = published(&request, settings).await?;
     let chain = settings.chain_of(&policy).ok_or_else(|| policy_not_found(policy.policy_id.unwrap_or(0)))?;
-    Ok(reply::json(&json!({"policy": policy_view(chain, &policy)})))
+    Ok(reply::json(&json!({"policy": policy_view(&chain.deployment, &policy)})))
 }
 
 /// `GET /programmable-secrets/policies/{id}/ciphertext`: the bytes as
@@ -154,8 +155,7 @@ pub async fn ciphertext(request: Request) -> Answer {
 }
 
 /// A policy as the protocol's clients read it (`PolicyView`).
-pub fn policy_view(chain: &Chain, policy: &Policy) -> Value {
-    let d = &chain.deployment;
+pub fn policy_view(d: &Deployment, policy: &Policy) -> Value {
     let r = &policy.record;
     let declared: Vec<Descriptor> = r.declared_conditions.clone();
     let expires = conditions::expires_at(&declared);
@@ -215,6 +215,45 @@ pub fn policy_view(chain: &Chain, policy: &Policy) -> Value {
         "updatedAt": rfc3339(policy.updated_at),
         "lastError": policy.last_error,
     })
+}
+
+/// A published policy as the catalog holds it (and the journal carries it).
+pub fn catalog_entry(deployment: &Deployment, policy: &Policy) -> broker_model::catalog::SecretPolicy {
+    broker_model::catalog::SecretPolicy {
+        chain_id: policy.chain_id,
+        policy_id: policy.policy_id.unwrap_or(0),
+        listed_at: policy.record.policy_created_at.unwrap_or(0) as i64,
+        view: policy_view(deployment, policy),
+    }
+}
+
+/// `GET /programmable-secrets/catalog`: every published policy, newest on
+/// chain first. The build's file while it holds every change of the
+/// catalog; made from the store when a change is newer (revalidated each
+/// time, as the overlay's answers are).
+pub async fn catalog(request: Request) -> Answer {
+    let build = request.build()?;
+    let broker = build.broker.as_deref().ok_or_else(|| Error::not_found(&request.path))?;
+    let Some(settings) =
+        request.app.secrets.as_deref().filter(|_| request.app.secrets_changes.get() > broker.journal_seq)
+    else {
+        return crate::service::published(&request, broker_site::render::SECRET_POLICIES)
+            .await
+            .ok_or_else(|| Error::not_found(&request.path));
+    };
+    let policies = request.app.store.read(stored::all_published).await?;
+    let mut entries: Vec<broker_model::catalog::SecretPolicy> = Vec::new();
+    for policy in &policies {
+        if let Some(chain) = settings.chain_of(policy) {
+            broker_model::catalog::SecretPolicy::upsert(&mut entries, catalog_entry(&chain.deployment, policy));
+        }
+    }
+    let mut catalog = broker.catalog.clone();
+    catalog.secret_policies = entries;
+    let mut answer = reply::json(&broker_site::render::secret_policies(&catalog));
+    let value = warp::http::HeaderValue::from_static("no-cache");
+    answer.headers_mut().insert(warp::http::header::CACHE_CONTROL, value);
+    Ok(answer)
 }
 
 /// `GET /programmable-secrets/provider-identity?providerAddress&chainId`:

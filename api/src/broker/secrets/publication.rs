@@ -375,7 +375,7 @@ pub async fn confirm(request: Request) -> Answer {
     let chain = settings.chain(Some(policy.chain_id))?;
     match policy.status {
         PolicyStatus::Finalized if policy.policy_id == Some(input.policy_id) => {
-            return Ok(reply::json(&json!({"policy": policy_view(chain, &policy)})));
+            return Ok(reply::json(&json!({"policy": policy_view(&chain.deployment, &policy)})));
         }
         PolicyStatus::Prepared | PolicyStatus::Staged => {}
         status => {
@@ -460,9 +460,14 @@ pub async fn confirm(request: Request) -> Answer {
 /// Publishes `policy` and answers its view, or 409 when another row holds
 /// the on-chain policy with a key.
 async fn publish(request: &Request, chain: &Chain, policy: Policy) -> Answer {
-    let published = request.app.store.write(move |conn| stored::publish(conn, &policy)).await?;
+    let entry = super::catalog_entry(&chain.deployment, &policy);
+    let published = request.app.store.write(move |conn| stored::publish(conn, &policy, entry)).await?;
     match published {
-        Publish::Published(policy) => Ok(reply::json(&json!({"policy": policy_view(chain, &policy)}))),
+        Publish::Published(policy, seq) => {
+            request.app.secrets_changes.saw(seq);
+            request.app.journal.wake.notify_one();
+            Ok(reply::json(&json!({"policy": policy_view(&chain.deployment, &policy)})))
+        }
         Publish::AlreadyPublished { by } => Err(Error::new(
             StatusCode::CONFLICT,
             "policy_already_published",
