@@ -56,6 +56,12 @@ impl SecretPolicy {
     pub fn upsert(policies: &mut Vec<SecretPolicy>, policy: SecretPolicy) {
         policies.retain(|p| (p.chain_id, p.policy_id) != (policy.chain_id, policy.policy_id));
         policies.push(policy);
+        SecretPolicy::order(policies);
+    }
+
+    /// Puts `policies` (one per chain and id) in the catalog's order.
+    /// O(n log n).
+    pub fn order(policies: &mut [SecretPolicy]) {
         policies.sort_by(|a, b| {
             b.listed_at.cmp(&a.listed_at).then(a.chain_id.cmp(&b.chain_id)).then(b.policy_id.cmp(&a.policy_id))
         });

@@ -105,8 +105,8 @@ fn file(route: String, path: String, value: &impl Serialize, last_modified: Time
 
 /// `GET /programmable-secrets/catalog`'s body: every policy's view, in the
 /// catalog's order.
-pub fn secret_policies(catalog: &Catalog) -> Value {
-    let views: Vec<&Value> = catalog.secret_policies.iter().map(|p| &p.view).collect();
+pub fn secret_policies(policies: &[broker_model::catalog::SecretPolicy]) -> Value {
+    let views: Vec<&Value> = policies.iter().map(|p| &p.view).collect();
     json!({"policies": views, "total": views.len()})
 }
 
@@ -144,7 +144,7 @@ pub fn catalog_files(tally: &Tally, catalog: &Catalog) -> Vec<File> {
         ),
         fixed(ADDITIONAL_REGISTRIES, json!({"registries": catalog.additional_registries}), catalog_time),
         fixed(FEDERATION, serde_json::to_value(&catalog.federation).expect("serialises"), catalog_time),
-        fixed(SECRET_POLICIES, secret_policies(catalog), secret_policies_time(catalog)),
+        fixed(SECRET_POLICIES, secret_policies(&catalog.secret_policies), secret_policies_time(catalog)),
     ];
     for (adapter, body) in tally.facets(catalog, &adapters) {
         let path = match &adapter {

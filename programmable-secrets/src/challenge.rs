@@ -70,11 +70,7 @@ pub enum SignatureError {
 /// signature `r ‖ s ‖ v` in `0x` hex.
 pub fn recover_personal_signer(message: &[u8], signature_hex: &str) -> Result<Address, SignatureError> {
     let digits = signature_hex.strip_prefix("0x").ok_or(SignatureError::Malformed)?;
-    if digits.len() != 130 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(SignatureError::Malformed);
-    }
-    let bytes: Vec<u8> =
-        (0..130).step_by(2).map(|i| u8::from_str_radix(&digits[i..i + 2], 16).expect("checked hex")).collect();
+    let bytes: [u8; 65] = alloy_primitives::hex::decode_to_array(digits).map_err(|_| SignatureError::Malformed)?;
     let signature = Signature::from_slice(&bytes[..64]).map_err(|_| SignatureError::Malformed)?;
     if signature.normalize_s().is_some() {
         return Err(SignatureError::HighS);
@@ -112,7 +108,7 @@ mod tests {
         let (signature, id) = key.sign_prehash_recoverable(personal_message_hash(message).as_slice()).unwrap();
         let mut bytes = signature.to_bytes().to_vec();
         bytes.push(27 + id.to_byte());
-        format!("0x{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+        format!("0x{}", shared::http::hex(&bytes))
     }
 
     #[test]
@@ -140,7 +136,7 @@ mod tests {
         let bytes: Vec<u8> = (0..64).map(|i| u8::from_str_radix(&good[2 + 2 * i..4 + 2 * i], 16).unwrap()).collect();
         let low = Signature::from_slice(&bytes).unwrap();
         let high = Signature::from_scalars(low.r().to_bytes(), (-*low.s()).to_bytes()).unwrap();
-        let flipped = format!("0x{}1b", high.to_bytes().iter().map(|b| format!("{b:02x}")).collect::<String>());
+        let flipped = format!("0x{}1b", shared::http::hex(&high.to_bytes()));
         let cases = [
             ("0x1234".to_string(), SignatureError::Malformed),
             (good[2..].to_string(), SignatureError::Malformed),

@@ -142,10 +142,9 @@ pub fn address(field: &str, text: &str) -> Result<Address, ConditionError> {
 /// `0x`-prefixed hex of an even length, as bytes.
 pub fn hex_bytes(field: &str, text: &str) -> Result<Bytes, ConditionError> {
     let digits = text.trim().strip_prefix("0x").ok_or_else(|| refuse(field, "must start with 0x"))?;
-    if digits.len() % 2 != 0 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(refuse(field, "must be hex digits of an even length"));
-    }
-    Ok((0..digits.len()).step_by(2).map(|i| u8::from_str_radix(&digits[i..i + 2], 16).expect("checked")).collect())
+    alloy_primitives::hex::decode(digits)
+        .map(Bytes::from)
+        .map_err(|_| refuse(field, "must be hex digits of an even length"))
 }
 
 fn lower(address: &Address) -> String {

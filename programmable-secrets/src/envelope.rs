@@ -151,8 +151,10 @@ impl MasterKeys {
 }
 
 fn decode_key(text: &str) -> Option<Vec<u8>> {
-    if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Some((0..64).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex")).collect());
+    if text.len() == 64 {
+        if let Ok(key) = alloy_primitives::hex::decode(text) {
+            return Some(key);
+        }
     }
     B64.decode(text).ok()
 }
@@ -230,7 +232,7 @@ impl BuyerKey {
         if !(MIN_BUYER_KEY_BITS..=MAX_BUYER_KEY_BITS).contains(&bits) {
             return Err(BuyerKeyError::Size(bits));
         }
-        let fingerprint = Sha256::digest(der.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        let fingerprint = shared::http::hex(&Sha256::digest(der.as_bytes()));
         Ok(BuyerKey { key, fingerprint })
     }
 
@@ -301,7 +303,7 @@ mod tests {
         let pem = public.to_public_key_pem(LineEnding::LF).unwrap();
         let buyer = BuyerKey::from_pem(&pem).unwrap();
         let der = public.to_public_key_der().unwrap();
-        let expected: String = Sha256::digest(der.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        let expected = shared::http::hex(&Sha256::digest(der.as_bytes()));
         assert_eq!(buyer.fingerprint, expected);
         let colons = expected
             .as_bytes()

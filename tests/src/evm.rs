@@ -34,13 +34,17 @@ pub fn anvil_binary() -> PathBuf {
     path
 }
 
-/// The contracts `make evm` compiled: name to `{abi, bytecode}`.
-pub fn compiled() -> Value {
-    let path = std::env::var_os("ALMANAC_CONTRACTS")
-        .map(PathBuf::from)
-        .expect("ALMANAC_CONTRACTS is not set: run through `make test` (its `evm` step compiles the contracts)");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}: run `make evm`", path.display()));
-    serde_json::from_str::<Value>(&text).expect("the compiled contracts")["contracts"].clone()
+/// The contracts `make evm` compiled: name to `{abi, bytecode}`, read
+/// once per process.
+pub fn compiled() -> &'static Value {
+    static COMPILED: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    COMPILED.get_or_init(|| {
+        let path = std::env::var_os("ALMANAC_CONTRACTS")
+            .map(PathBuf::from)
+            .expect("ALMANAC_CONTRACTS is not set: run through `make test` (its `evm` step compiles the contracts)");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}: run `make evm`", path.display()));
+        serde_json::from_str::<Value>(&text).expect("the compiled contracts")["contracts"].clone()
+    })
 }
 
 /// A running anvil, stopped on drop.

@@ -24,7 +24,7 @@ pub mod release;
 pub mod rpc;
 pub mod settings;
 
-use programmable_secrets::conditions::{self, Descriptor};
+use programmable_secrets::conditions;
 use programmable_secrets::deployment::Deployment;
 use serde_json::{json, Value};
 use warp::http::StatusCode;
@@ -157,8 +157,7 @@ pub async fn ciphertext(request: Request) -> Answer {
 /// A policy as the protocol's clients read it (`PolicyView`).
 pub fn policy_view(d: &Deployment, policy: &Policy) -> Value {
     let r = &policy.record;
-    let declared: Vec<Descriptor> = r.declared_conditions.clone();
-    let expires = conditions::expires_at(&declared);
+    let expires = conditions::expires_at(&r.declared_conditions);
     let conditions: Vec<Value> = r
         .conditions
         .iter()
@@ -175,46 +174,56 @@ pub fn policy_view(d: &Deployment, policy: &Policy) -> Value {
         })
         .collect();
     let seconds = |s: u64| rfc3339(s as i64 * 1000);
-    json!({
-        "id": policy.id,
-        "network": d.network,
-        "chainId": d.chain_id,
-        "contractAddress": address(&d.payment_module),
-        "paymentModuleAddress": address(&d.payment_module),
-        "policyVaultAddress": address(&d.policy_vault),
-        "accessReceiptAddress": address(&d.access_receipt),
-        "policyId": policy.policy_id,
-        "datasetId": r.dataset_id,
-        "conditionsHash": r.conditions_hash,
-        "conditionCount": r.condition_count,
-        "conditions": conditions,
-        "declaredConditions": declared,
-        "status": policy.status,
-        "providerAddress": r.provider_address,
-        "payoutAddress": r.payout_address,
-        "paymentToken": r.payment_token,
-        "priceWei": r.price_wei,
-        "expiresAt": expires.map(seconds),
-        "expiresAtUnix": expires,
-        "active": r.active && r.dataset_active.unwrap_or(true),
-        "allowlistEnabled": false,
-        "receiptTransferable": r.receipt_transferable,
-        "ciphertextHash": r.ciphertext_hash,
-        "keyCommitment": r.key_commitment,
-        "metadataHash": r.metadata_hash,
-        "providerUaid": r.provider_uaid,
-        "providerUaidHash": r.provider_uaid_hash,
-        "metadataJson": r.metadata,
-        "keyReleaseReady": policy.key_release_ready(),
-        "createdTxHash": r.created_tx_hash,
-        "createdBlockNumber": r.created_block_number,
-        "policyCreatedAt": r.policy_created_at.map(seconds),
-        "confirmedAt": r.confirmed_at.map(rfc3339),
-        "indexedAt": r.indexed_at.map(rfc3339),
-        "createdAt": rfc3339(policy.created_at),
-        "updatedAt": rfc3339(policy.updated_at),
-        "lastError": policy.last_error,
-    })
+    with_contracts(
+        d,
+        json!({
+            "id": policy.id,
+            "network": d.network,
+            "chainId": d.chain_id,
+            "policyId": policy.policy_id,
+            "datasetId": r.dataset_id,
+            "conditionsHash": r.conditions_hash,
+            "conditionCount": r.condition_count,
+            "conditions": conditions,
+            "declaredConditions": r.declared_conditions,
+            "status": policy.status,
+            "providerAddress": r.provider_address,
+            "payoutAddress": r.payout_address,
+            "paymentToken": r.payment_token,
+            "priceWei": r.price_wei,
+            "expiresAt": expires.map(seconds),
+            "expiresAtUnix": expires,
+            "active": r.active && r.dataset_active.unwrap_or(true),
+            "allowlistEnabled": false,
+            "receiptTransferable": r.receipt_transferable,
+            "ciphertextHash": r.ciphertext_hash,
+            "keyCommitment": r.key_commitment,
+            "metadataHash": r.metadata_hash,
+            "providerUaid": r.provider_uaid,
+            "providerUaidHash": r.provider_uaid_hash,
+            "metadataJson": r.metadata,
+            "keyReleaseReady": policy.key_release_ready(),
+            "createdTxHash": r.created_tx_hash,
+            "createdBlockNumber": r.created_block_number,
+            "policyCreatedAt": r.policy_created_at.map(seconds),
+            "confirmedAt": r.confirmed_at.map(rfc3339),
+            "indexedAt": r.indexed_at.map(rfc3339),
+            "createdAt": rfc3339(policy.created_at),
+            "updatedAt": rfc3339(policy.updated_at),
+            "lastError": policy.last_error,
+        }),
+    )
+}
+
+/// `view` with the addresses every answer of the group names: the payment
+/// module (also as `contractAddress`, the contract a buyer calls), the
+/// vault and the receipt.
+pub fn with_contracts(d: &Deployment, mut view: Value) -> Value {
+    view["contractAddress"] = json!(address(&d.payment_module));
+    view["paymentModuleAddress"] = json!(address(&d.payment_module));
+    view["policyVaultAddress"] = json!(address(&d.policy_vault));
+    view["accessReceiptAddress"] = json!(address(&d.access_receipt));
+    view
 }
 
 /// A published policy as the catalog holds it (and the journal carries it).
@@ -242,15 +251,13 @@ pub async fn catalog(request: Request) -> Answer {
             .ok_or_else(|| Error::not_found(&request.path));
     };
     let policies = request.app.store.read(stored::all_published).await?;
-    let mut entries: Vec<broker_model::catalog::SecretPolicy> = Vec::new();
-    for policy in &policies {
-        if let Some(chain) = settings.chain_of(policy) {
-            broker_model::catalog::SecretPolicy::upsert(&mut entries, catalog_entry(&chain.deployment, policy));
-        }
-    }
-    let mut catalog = broker.catalog.clone();
-    catalog.secret_policies = entries;
-    let mut answer = reply::json(&broker_site::render::secret_policies(&catalog));
+    // One row per chain and policy (the store's unique index): ordered once.
+    let mut entries: Vec<broker_model::catalog::SecretPolicy> = policies
+        .iter()
+        .filter_map(|policy| Some(catalog_entry(&settings.chain_of(policy)?.deployment, policy)))
+        .collect();
+    broker_model::catalog::SecretPolicy::order(&mut entries);
+    let mut answer = reply::json(&broker_site::render::secret_policies(&entries));
     let value = warp::http::HeaderValue::from_static("no-cache");
     answer.headers_mut().insert(warp::http::header::CACHE_CONTROL, value);
     Ok(answer)

@@ -265,39 +265,38 @@ pub async fn prepare(request: Request) -> Answer {
     let row = policy.clone();
     request.app.store.write(move |conn| stored::insert(conn, &row)).await?;
     let r = &policy.record;
-    Ok(reply::json(&json!({
-        "stagedPolicyId": policy.id,
-        "policyId": null,
-        "contractAddress": address(&deployment.payment_module),
-        "paymentModuleAddress": address(&deployment.payment_module),
-        "policyVaultAddress": address(&deployment.policy_vault),
-        "accessReceiptAddress": address(&deployment.access_receipt),
-        "chainId": deployment.chain_id,
-        "network": deployment.network,
-        "onchainInputs": {
-            "payoutAddress": r.payout_address,
-            "paymentToken": r.payment_token,
-            "priceWei": r.price_wei,
-            "receiptTransferable": r.receipt_transferable,
-            "conditions": prepared.iter().map(|p| json!({
-                "evaluator": p.evaluator_address,
-                "configData": p.config_data_hex,
-                "configHash": p.config_hash,
-            })).collect::<Vec<_>>(),
-            "ciphertextHash": ciphertext_hash,
-            "keyCommitment": key_commitment,
-            "metadataHash": r.metadata_hash,
-            "providerUaidHash": uaid_hash,
-            "conditionsHash": r.conditions_hash,
-            "declaredConditions": prepared.iter().map(|p| json!({
-                "evaluatorAddress": p.evaluator_address,
-                "configDataHex": p.config_data_hex,
-                "configHash": p.config_hash,
-                "runtimeWitness": p.runtime_witness,
-                "descriptor": p.descriptor,
-            })).collect::<Vec<_>>(),
-        },
-    })))
+    Ok(reply::json(&super::with_contracts(
+        deployment,
+        json!({
+            "stagedPolicyId": policy.id,
+            "policyId": null,
+            "chainId": deployment.chain_id,
+            "network": deployment.network,
+            "onchainInputs": {
+                "payoutAddress": r.payout_address,
+                "paymentToken": r.payment_token,
+                "priceWei": r.price_wei,
+                "receiptTransferable": r.receipt_transferable,
+                "conditions": prepared.iter().map(|p| json!({
+                    "evaluator": p.evaluator_address,
+                    "configData": p.config_data_hex,
+                    "configHash": p.config_hash,
+                })).collect::<Vec<_>>(),
+                "ciphertextHash": ciphertext_hash,
+                "keyCommitment": key_commitment,
+                "metadataHash": r.metadata_hash,
+                "providerUaidHash": uaid_hash,
+                "conditionsHash": r.conditions_hash,
+                "declaredConditions": prepared.iter().map(|p| json!({
+                    "evaluatorAddress": p.evaluator_address,
+                    "configDataHex": p.config_data_hex,
+                    "configHash": p.config_hash,
+                    "runtimeWitness": p.runtime_witness,
+                    "descriptor": p.descriptor,
+                })).collect::<Vec<_>>(),
+            },
+        }),
+    )))
 }
 
 /// A random (version 4) UUID.

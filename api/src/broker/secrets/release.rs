@@ -383,31 +383,30 @@ pub fn view(chain: &Chain, request: &KeyRequest, policy: Option<&Policy>) -> Val
     let d = &chain.deployment;
     let issued = request.status == RequestStatus::Issued;
     let released = policy.filter(|_| issued);
-    json!({
-        "id": request.id,
-        "contractAddress": address(&d.payment_module),
-        "paymentModuleAddress": address(&d.payment_module),
-        "policyVaultAddress": address(&d.policy_vault),
-        "accessReceiptAddress": address(&d.access_receipt),
-        "policyId": request.policy_id,
-        "receiptTokenId": request.receipt_token_id,
-        "buyerAddress": request.buyer,
-        "status": request.status,
-        "challengeMessage": request.challenge,
-        "nonceIssuedAt": rfc3339(request.nonce_issued_at),
-        "nonceExpiresAt": rfc3339(request.nonce_expires_at),
-        "nonceConsumedAt": request.nonce_consumed_at.map(rfc3339),
-        "buyerPublicKeyFingerprint": request.fingerprint,
-        "encryptedKey": request.encrypted_key,
-        "algorithm": issued.then_some("rsa-oaep-sha256"),
-        "ciphertextUrl": issued.then(|| format!(
-            "/api/v1/programmable-secrets/policies/{}/ciphertext?chainId={}", request.policy_id, request.chain_id
-        )),
-        "ciphertextHash": released.map(|p| p.record.ciphertext_hash.clone()),
-        "keyCommitment": released.map(|p| p.record.key_commitment.clone()),
-        "metadataJson": released.and_then(|p| p.record.metadata.clone()),
-        "completedAt": request.completed_at.map(rfc3339),
-        "errorCode": request.error_code,
-        "errorMessage": request.error_message,
-    })
+    super::with_contracts(
+        d,
+        json!({
+            "id": request.id,
+            "policyId": request.policy_id,
+            "receiptTokenId": request.receipt_token_id,
+            "buyerAddress": request.buyer,
+            "status": request.status,
+            "challengeMessage": request.challenge,
+            "nonceIssuedAt": rfc3339(request.nonce_issued_at),
+            "nonceExpiresAt": rfc3339(request.nonce_expires_at),
+            "nonceConsumedAt": request.nonce_consumed_at.map(rfc3339),
+            "buyerPublicKeyFingerprint": request.fingerprint,
+            "encryptedKey": request.encrypted_key,
+            "algorithm": issued.then_some("rsa-oaep-sha256"),
+            "ciphertextUrl": issued.then(|| format!(
+                "/api/v1/programmable-secrets/policies/{}/ciphertext?chainId={}", request.policy_id, request.chain_id
+            )),
+            "ciphertextHash": released.map(|p| p.record.ciphertext_hash.clone()),
+            "keyCommitment": released.map(|p| p.record.key_commitment.clone()),
+            "metadataJson": released.and_then(|p| p.record.metadata.clone()),
+            "completedAt": request.completed_at.map(rfc3339),
+            "errorCode": request.error_code,
+            "errorMessage": request.error_message,
+        }),
+    )
 }
