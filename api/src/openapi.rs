@@ -69,7 +69,8 @@ pub fn document(endpoints: &[Endpoint]) -> Value {
             {"name": "Service", "description": "Health and this document."},
             {"name": "Exports", "description": "Parquet exports of the build for analysts."},
             {"name": "Pages", "description": "HTML pages of the build for people: tokens, accounts, guard \
-                                              data, the agent directory and profiles."}
+                                              data, the agent directory and profiles, skills, and \
+                                              Programmable Secrets' policies."}
         ],
         "paths": paths,
         "components": {
@@ -606,9 +607,24 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             Doc { tag: "Exports", ok: vec![(200, Value::Null)], media: Some(shared::http::PARQUET), ..Doc::default() }
         }
         // Pages for people.
-        "landingPage" | "tokensPage" | "tokenPage" | "tokenHoldersPage" | "accountPage" | "guardPage"
-        | "guardCampaignsPage" | "guardCoveragePage" | "guardBenchmarkPage" | "agentsPage" | "agentsNextPage"
-        | "agentPage" | "agentSearchPage" | "skillsPage" | "skillPage" => {
+        "landingPage"
+        | "tokensPage"
+        | "tokenPage"
+        | "tokenHoldersPage"
+        | "accountPage"
+        | "guardPage"
+        | "guardCampaignsPage"
+        | "guardCoveragePage"
+        | "guardBenchmarkPage"
+        | "agentsPage"
+        | "agentsNextPage"
+        | "agentPage"
+        | "agentSearchPage"
+        | "skillsPage"
+        | "skillPage"
+        | "secretPoliciesPage"
+        | "secretPoliciesNextPage"
+        | "secretPolicyPage" => {
             Doc { tag: "Pages", ok: vec![(200, Value::Null)], media: Some("text/html"), ..Doc::default() }
         }
         // Section C.

@@ -271,6 +271,17 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/agents/{uaid}").get("agentPage", handler!(broker::agent_page), Cache::Agent),
         Endpoint::new(pages::SKILLS).get("skillsPage", handler!(skills::pages::list), Cache::NoStore),
         Endpoint::new("/skills/{name}").get("skillPage", handler!(skills::pages::page), Cache::NoStore),
+        Endpoint::new(pages::SECRETS).get("secretPoliciesPage", handler!(secrets::pages::list), Cache::Catalog),
+        Endpoint::new("/secrets/page/{page}").get(
+            "secretPoliciesNextPage",
+            handler!(secrets::pages::list),
+            Cache::Catalog,
+        ),
+        Endpoint::new("/secrets/{chainId}/{policyId}").get(
+            "secretPolicyPage",
+            handler!(secrets::pages::policy),
+            Cache::Catalog,
+        ),
         Endpoint::new(crate::guard::mcp::PATH)
             .post("guardMcp", handler!(crate::guard::mcp_endpoint), BodyLimit::Mcp, Cache::NoStore)
             .rate(Rate::Mcp)

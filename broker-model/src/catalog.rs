@@ -59,6 +59,18 @@ impl SecretPolicy {
         SecretPolicy::order(policies);
     }
 
+    /// When the policy last changed: its `updatedAt` (a deactivation or a
+    /// new price changes it), and never before it was made on chain.
+    pub fn last_modified(&self) -> shared::timestamp::Timestamp {
+        let listed = self.listed_at.max(0) as u64 * 1_000_000_000;
+        let updated = self.view["updatedAt"]
+            .as_str()
+            .and_then(|text| chrono::DateTime::parse_from_rfc3339(text).ok())
+            .and_then(|at| at.timestamp_nanos_opt())
+            .map_or(0, |nanos| nanos.max(0) as u64);
+        shared::timestamp::Timestamp(listed.max(updated))
+    }
+
     /// Puts `policies` (one per chain and id) in the catalog's order.
     /// O(n log n).
     pub fn order(policies: &mut [SecretPolicy]) {
@@ -490,6 +502,24 @@ mod tests {
             SecretPolicy::upsert(&mut policies, put);
             let got: Vec<(u64, u64)> = policies.iter().map(|p| (p.chain_id, p.policy_id)).collect();
             assert_eq!(got, order);
+        }
+    }
+
+    /// A policy's time is the later of when it was made on chain and when
+    /// the broker last changed it; a view without a readable `updatedAt`
+    /// has the first.
+    #[test]
+    fn a_policy_changed_after_listing_is_modified_then() {
+        let cases = [
+            (100, serde_json::json!({"updatedAt": "1970-01-01T00:03:20.500Z"}), 200_500_000_000),
+            (100, serde_json::json!({"updatedAt": "1970-01-01T00:00:50Z"}), 100_000_000_000),
+            (100, serde_json::json!({"updatedAt": "yesterday"}), 100_000_000_000),
+            (100, serde_json::json!({}), 100_000_000_000),
+            (-5, serde_json::json!({}), 0),
+        ];
+        for (listed_at, view, nanos) in cases {
+            let policy = SecretPolicy { chain_id: 1, policy_id: 1, listed_at, view: view.clone() };
+            assert_eq!(policy.last_modified().0, nanos, "{view}");
         }
     }
 }

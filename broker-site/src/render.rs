@@ -110,10 +110,11 @@ pub fn secret_policies(policies: &[broker_model::catalog::SecretPolicy]) -> Valu
     json!({"policies": views, "total": views.len()})
 }
 
-/// The catalog's time, or the newest policy's on chain when later.
-fn secret_policies_time(catalog: &Catalog) -> Timestamp {
-    let newest = catalog.secret_policies.iter().map(|p| p.listed_at.max(0) as u64).max().unwrap_or(0);
-    time(&catalog.updated_at).max(Timestamp(newest * 1_000_000_000))
+/// The catalog's time, or the newest change of a policy when later: the
+/// Last-Modified of the policies' catalog and of their list's pages.
+pub fn secret_policies_time(catalog: &Catalog) -> Timestamp {
+    let newest = catalog.secret_policies.iter().map(|p| p.last_modified()).max().unwrap_or_default();
+    time(&catalog.updated_at).max(newest)
 }
 
 /// Section A's files that are not one agent's (catalogs, statistics,

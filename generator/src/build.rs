@@ -483,7 +483,8 @@ fn changed_agents(
         gone.extend(agent_files(agent, &feedback).into_iter().map(|f| f.route));
         gone.insert(pages::routes::agent_route(&agent.uaid));
     }
-    let catalog = broker_site::render::catalog_files(&applied.tally, &applied.catalog);
+    let mut catalog = broker_site::render::catalog_files(&applied.tally, &applied.catalog);
+    catalog.extend(secret_policy_pages(renderer, &applied.catalog)?);
     let recorded = broker_site::store::newest(conn)?.and_then(|before| applied.newest_after(before));
     let (json_newest, profiles_newest) = match recorded {
         Some(newest) => newest,
@@ -744,7 +745,8 @@ fn stage_and_snapshot(
             .context("snapshot")?;
         entries = streamed.entries;
         broker_time = streamed.newest;
-        let catalog = broker_site::render::catalog_files(&summary.tally, &summary.catalog);
+        let mut catalog = broker_site::render::catalog_files(&summary.tally, &summary.catalog);
+        catalog.extend(secret_policy_pages(&renderer, &summary.catalog)?);
         broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(broker_time, Timestamp::max);
         computed.files.extend(catalog);
         facts = Some(summary.facts(streamed.profiles_newest));
@@ -993,6 +995,16 @@ struct Pages<'a> {
 /// The pages for people but the agents' profiles, from the whole model: a
 /// full replay's, or the warehouse's (an incremental run renders only some
 /// routes of its own).
+/// Programmable Secrets' pages, made of the catalog like its files (a
+/// layer makes them again whenever agents changed: `layer::is_shared`).
+fn secret_policy_pages(
+    renderer: &pages::Renderer,
+    catalog: &broker_model::catalog::Catalog,
+) -> Result<Vec<site::File>> {
+    let time = broker_site::render::secret_policies_time(catalog);
+    renderer.secret_policies(&catalog.secret_policies, time).context("Programmable Secrets' pages")
+}
+
 fn render_pages(
     config: &BuildConfig,
     computed: &mut Computed,

@@ -123,15 +123,16 @@ impl Live {
 }
 
 /// Whether a route is the broker's: kept from the live build by a layer
-/// (its JSON, its pages and its exports).
+/// (its JSON, its pages, Programmable Secrets' pages and its exports).
 pub fn is_broker(route: &str) -> bool {
     route.starts_with(pages::routes::AGENTS)
         || (route.starts_with(broker_site::render::API) && route != OPENAPI_ROUTE)
+        || route.starts_with(pages::routes::SECRETS)
         || crate::analysts::broker_exports().any(|(r, _)| r == route)
 }
 
 /// The broker's route prefixes, in route order (see [`is_broker`]).
-const BROKER_PREFIXES: [&str; 2] = [pages::routes::AGENTS, broker_site::render::API];
+const BROKER_PREFIXES: [&str; 3] = [pages::routes::AGENTS, broker_site::render::API, pages::routes::SECRETS];
 
 /// What a run asks for, as far as layering goes.
 pub struct Run<'a> {
@@ -296,8 +297,9 @@ pub fn plan(live: &Live, files: Vec<File>, broker: Broker) -> Plan {
     Plan { carried, changed, removed }
 }
 
-/// Whether a broker route is made of every agent (a catalog file, a page
-/// of the directory), not of one agent.
+/// Whether a broker route is made of every agent or of the catalog (a
+/// catalog file, a page of the directory, Programmable Secrets' pages),
+/// not of one agent.
 pub fn is_shared(route: &str) -> bool {
     let one_agents = route.starts_with(AGENT_ROUTES[0])
         || route.starts_with(AGENT_ROUTES[1])
@@ -328,6 +330,7 @@ fn shared(index: &Index) -> impl Iterator<Item = Record<'_>> {
         agents.end..resolve.start,
         resolve.end..index.lower_bound(&successor(api)),
         range(DIRECTORY_PAGES),
+        range(pages::routes::SECRETS),
     ];
     let directory = index.get(pages::routes::AGENTS);
     ranges

@@ -18,6 +18,7 @@ pub use agents::{directory_now, AgentSearch, Before, SearchForm};
 mod guard;
 mod ledger;
 pub mod routes;
+pub mod secrets;
 pub mod skills;
 pub mod svg;
 
@@ -87,6 +88,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("agent.html", include_str!("../../templates/agent.html")),
     ("skills.html", include_str!("../../templates/skills.html")),
     ("skill.html", include_str!("../../templates/skill.html")),
+    ("secrets.html", include_str!("../../templates/secrets.html")),
+    ("secret.html", include_str!("../../templates/secret.html")),
     ("search.html", include_str!("../../templates/search.html")),
     ("agent-search-form.html", include_str!("../../templates/agent-search-form.html")),
 ];
@@ -192,6 +195,29 @@ impl Renderer {
     /// A skill's page.
     pub fn skill(&self, detail: &skills::SkillDetail, last_modified: Timestamp) -> Result<File> {
         self.finish(skills::detail(detail, last_modified))
+    }
+
+    /// Programmable Secrets' pages of a build: every page of the list and
+    /// every policy's, from the catalog's policies (in its order) and its
+    /// time. O(policies).
+    pub fn secret_policies(
+        &self,
+        policies: &[broker_model::catalog::SecretPolicy],
+        last_modified: Timestamp,
+    ) -> Result<Vec<File>> {
+        let mut pages = secrets::list_pages(policies, last_modified);
+        pages.extend(policies.iter().map(|policy| secrets::policy_page(policy, Made::Build)));
+        pages.into_iter().map(|page| self.finish(page)).collect()
+    }
+
+    /// A page of the policies' list, as the api knows them now.
+    pub fn secret_policy_list(&self, list: &secrets::PolicyList, made: Made) -> Result<File> {
+        self.finish(secrets::list_page(list, made))
+    }
+
+    /// A policy's page.
+    pub fn secret_policy(&self, policy: &broker_model::catalog::SecretPolicy, made: Made) -> Result<File> {
+        self.finish(secrets::policy_page(policy, made))
     }
 
     /// Renders a page into a file of the build.

@@ -17,6 +17,24 @@ pub const AGENTS: &str = "/agents";
 pub const SKILLS: &str = "/skills";
 /// The agents a search finds, as a page (made by the api).
 pub const AGENT_SEARCH: &str = "/agents/search";
+/// Programmable Secrets: the policies listed, newest on chain first.
+pub const SECRETS: &str = "/secrets";
+
+/// A page of the policies' list: the first at `/secrets`, page `n` at
+/// `/secrets/page/{n}`.
+pub fn secret_policies_page(page: usize) -> (String, String) {
+    debug_assert!(page >= 1, "pages count from 1");
+    match page {
+        1 => (SECRETS.into(), fixed_file(SECRETS)),
+        n => (format!("{SECRETS}/page/{n}"), format!("secrets/page/{n}.html")),
+    }
+}
+
+/// A policy's page, named by its chain and on-chain id (numbers: nothing
+/// to escape).
+pub fn secret_policy(chain_id: u64, policy_id: u64) -> (String, String) {
+    (format!("{SECRETS}/{chain_id}/{policy_id}"), format!("secrets/{chain_id}/{policy_id}.html"))
+}
 
 /// A skill's page (a skill's name needs no escaping: lower-case letters,
 /// digits and hyphens).
@@ -109,6 +127,9 @@ mod tests {
         check(directory_page(None), ("/agents", "agents.html"));
         check(directory_page(Some("00ff".into())), ("/agents/page/00ff", "agents/page/00ff.html"));
         check(agent("uaid:aid:x;uid=1"), ("/agents/uaid%3Aaid%3Ax%3Buid%3D1", "agents/uaid%3Aaid%3Ax%3Buid%3D1.html"));
+        check(secret_policies_page(1), ("/secrets", "secrets.html"));
+        check(secret_policies_page(2), ("/secrets/page/2", "secrets/page/2.html"));
+        check(secret_policy(31337, 4), ("/secrets/31337/4", "secrets/31337/4.html"));
         assert_eq!(fixed_file(LANDING), "index.html");
         assert_eq!(fixed_file(CAMPAIGNS), "guard/campaigns.html");
     }

@@ -744,8 +744,26 @@ async fn the_indexer_lists_what_the_chain_has_through_a_reorganisation_and_a_res
             body["policies"].as_array().unwrap().iter().map(|p| p["policyId"].as_u64().unwrap()).collect();
         (cache, ids, body)
     };
+    // The pages for people follow the same rule: `/secrets` lists the
+    // policies, `/secrets/{chainId}/{policyId}` is one.
+    let chain_id = s.deployment.chain_id;
+    let page = async |s: &Secrets, path: &str| {
+        let response = s.client.get(s.url(path)).send().await.unwrap();
+        let status = response.status().as_u16();
+        let cache = response.headers().get("cache-control").map(|v| v.to_str().unwrap().to_string());
+        (status, cache.unwrap_or_default(), response.text().await.unwrap())
+    };
+    let policy_page = |id: u64| format!("/secrets/{chain_id}/{id}");
     let (cache, ids, _) = catalog(&s).await;
     assert_eq!((cache.as_str(), ids.as_slice()), ("no-cache", [later, policy_id].as_slice()), "live before a build");
+    let (status, cache, list) = page(&s, "/secrets").await;
+    assert_eq!((status, cache.as_str()), (200, "no-cache"), "{list}");
+    assert!(list.contains("made by the api when asked") && list.contains("Policies 1 to 2 of 2"), "{list}");
+    let (status, _, imported_page) = page(&s, &policy_page(policy_id)).await;
+    assert_eq!(status, 200, "{imported_page}");
+    assert!(imported_page.contains("<h1>elsewhere</h1>") && imported_page.contains("held by this broker"));
+    assert_eq!(page(&s, &policy_page(9999)).await.0, 404, "no such policy");
+    assert_eq!(page(&s, &format!("/secrets/{chain_id}/one")).await.0, 400, "not a policy id");
     s.broker().journaled().await;
     let sources = Broker::sources();
     s.broker().rebuild(&tests::strs(&sources)).await;
@@ -755,11 +773,28 @@ async fn the_indexer_lists_what_the_chain_has_through_a_reorganisation_and_a_res
     assert_eq!(built["policies"][1]["keyReleaseReady"], true);
     let published = std::fs::read(s.broker().site.join("current/api/v1/programmable-secrets/catalog.json")).unwrap();
     assert_eq!(serde_json::from_slice::<Value>(&published).unwrap(), built);
+    for (route, file) in [
+        ("/secrets".to_string(), "current/secrets.html".to_string()),
+        (policy_page(policy_id), format!("current/secrets/{chain_id}/{policy_id}.html")),
+        (policy_page(later), format!("current/secrets/{chain_id}/{later}.html")),
+    ] {
+        let (status, cache, body) = page(&s, &route).await;
+        assert_eq!(status, 200, "{route}");
+        assert_ne!(cache, "no-cache", "{route}: the build's file");
+        assert_eq!(body, std::fs::read_to_string(s.broker().site.join(&file)).unwrap(), "{route}");
+        assert!(body.contains("a static file of the build"), "{route}");
+    }
     // Indexed since the build: answered from the store.
     let third = policy_made_elsewhere(&s, &seal(b"after the build"), r#"{"title": "third"}"#).await;
     listed(&s, third).await;
     let (cache, ids, _) = catalog(&s).await;
     assert_eq!((cache.as_str(), ids.as_slice()), ("no-cache", [third, later, policy_id].as_slice()));
+    let (status, cache, list) = page(&s, "/secrets").await;
+    assert_eq!((status, cache.as_str()), (200, "no-cache"));
+    assert!(list.contains(&format!(r#"href="{}""#, policy_page(third))), "{list}");
+    let (status, cache, _) = page(&s, &policy_page(third)).await;
+    assert_eq!((status, cache.as_str()), (200, "no-cache"));
+    assert_eq!(page(&s, "/secrets/page/2").await.0, 404, "three policies fill one page");
 }
 
 /// The whole flow against what `make run` serves from this checkout:

@@ -19,6 +19,7 @@
 
 pub mod chain;
 pub mod indexer;
+pub mod pages;
 pub mod publication;
 pub mod release;
 pub mod rpc;
@@ -241,26 +242,31 @@ pub fn catalog_entry(deployment: &Deployment, policy: &Policy) -> broker_model::
 /// catalog; made from the store when a change is newer (revalidated each
 /// time, as the overlay's answers are).
 pub async fn catalog(request: Request) -> Answer {
-    let build = request.build()?;
-    let broker = build.broker.as_deref().ok_or_else(|| Error::not_found(&request.path))?;
-    let Some(settings) =
-        request.app.secrets.as_deref().filter(|_| request.app.secrets_changes.get() > broker.journal_seq)
-    else {
+    let Some(settings) = changed_since_build(&request)? else {
         return crate::service::published(&request, broker_site::render::SECRET_POLICIES)
             .await
             .ok_or_else(|| Error::not_found(&request.path));
     };
     let policies = request.app.store.read(stored::all_published).await?;
     // One row per chain and policy (the store's unique index): ordered once.
-    let mut entries: Vec<broker_model::catalog::SecretPolicy> = policies
-        .iter()
-        .filter_map(|policy| Some(catalog_entry(&settings.chain_of(policy)?.deployment, policy)))
-        .collect();
+    let mut entries = catalog_entries(settings, &policies);
     broker_model::catalog::SecretPolicy::order(&mut entries);
-    let mut answer = reply::json(&broker_site::render::secret_policies(&entries));
-    let value = warp::http::HeaderValue::from_static("no-cache");
-    answer.headers_mut().insert(warp::http::header::CACHE_CONTROL, value);
-    Ok(answer)
+    Ok(super::live(reply::json(&broker_site::render::secret_policies(&entries))))
+}
+
+/// The group's settings when the catalog changed since the build (its
+/// answers are then made from the store); `None` while the build holds
+/// every change. 404 for a build without the broker.
+pub fn changed_since_build(request: &Request) -> Result<Option<&Settings>, Error> {
+    let build = request.build()?;
+    let broker = build.broker.as_deref().ok_or_else(|| Error::not_found(&request.path))?;
+    Ok(request.app.secrets.as_deref().filter(|_| request.app.secrets_changes.get() > broker.journal_seq))
+}
+
+/// `policies` as the catalog holds them, those of chains no longer
+/// configured left out.
+pub fn catalog_entries(settings: &Settings, policies: &[Policy]) -> Vec<broker_model::catalog::SecretPolicy> {
+    policies.iter().filter_map(|policy| Some(catalog_entry(&settings.chain_of(policy)?.deployment, policy))).collect()
 }
 
 /// `GET /programmable-secrets/provider-identity?providerAddress&chainId`:
