@@ -810,6 +810,10 @@ async fn make_run_publishes_sells_and_unlocks() {
     let policy_id = publish(&s, &sealed, &[s.buyer]).await;
     let policy = listed(&s, policy_id).await;
     assert_eq!((policy["status"].as_str(), policy["keyReleaseReady"].as_bool()), (Some("finalized"), Some(true)));
+    let page = format!("/secrets/{}/{policy_id}", s.deployment.chain_id);
+    let response = s.client.get(s.url(&page)).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{page}");
+    assert!(response.text().await.unwrap().contains("held by this broker"), "{page}");
     let before = s.rows("secret_purchases");
     purchase(&s, s.buyer, policy_id, 1).await;
     purchases(&s, before + 1, "the purchase indexed").await;
