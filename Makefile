@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb evm build tools test-build install site run run-flags test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis debian screenshots
+.PHONY: all duckdb evm build tools test-build install site run run-flags test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis plugin-scanner debian screenshots
 
 all: build
 
@@ -175,6 +175,18 @@ $(SCHEMATHESIS_DIR)/.installed:
 	$(@D)/bin/pip install --quiet --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION)
 	touch $@
 
+## plugin-scanner: the reference scanner of agent plugins (PyPI, pinned,
+## one virtualenv cached once per machine); the tests check that almanac's
+## scanner agrees with it over plugins/corpus
+PLUGIN_SCANNER_VERSION := 3.57.0
+PLUGIN_SCANNER_DIR     := $(READERS_DIR)/plugin-scanner-$(PLUGIN_SCANNER_VERSION)
+export ALMANAC_PLUGIN_SCANNER := $(PLUGIN_SCANNER_DIR)/bin/plugin-scanner
+plugin-scanner: $(PLUGIN_SCANNER_DIR)/.installed
+$(PLUGIN_SCANNER_DIR)/.installed:
+	rm -rf $(@D) && python3 -m venv $(@D)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check plugin-scanner==$(PLUGIN_SCANNER_VERSION)
+	touch $@
+
 ## debian: the Debian packages the tests use, installed once per machine
 ## (as root or through sudo): Chromium and ChromeDriver (the pages' test,
 ## screenshots), nginx (serving a build with its generated configuration)
@@ -196,10 +208,11 @@ screenshots: site tools debian
 
 ## test: every test (unit, data-driven, end-to-end on loopback, the pages
 ## in headless Chromium, the build served by nginx, the MCP conformance suite, the reference broker
-## client, the analysts' DuckDB releases, schemathesis against the live
+## client, the analysts' DuckDB releases, the reference plugin scanner
+## over the plugin corpus, schemathesis against the live
 ## api), then a total. The tools download while cargo compiles; `--tests`
 ## leaves out the binaries, which hold no unit tests (`test = false`).
-TOOLS := conformance client a2a readers schemathesis debian evm
+TOOLS := conformance client a2a readers schemathesis plugin-scanner debian evm
 test:
 	$(MAKE) --no-print-directory --jobs=4 test-build $(TOOLS)
 	@mkdir -p $(TARGET)

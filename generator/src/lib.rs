@@ -11,5 +11,6 @@ pub mod command;
 pub mod hosts;
 pub mod layer;
 pub mod message_sources;
+pub mod plugin_folder;
 pub mod progress;
 pub mod warehouse;

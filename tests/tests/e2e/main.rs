@@ -27,6 +27,7 @@ mod inscription;
 mod layers;
 mod openapi;
 mod pages;
+mod plugin_scanner;
 mod publish;
 mod route_table;
 mod secrets;

@@ -1,0 +1,2 @@
+def build(expr):
+    return eval(expr)

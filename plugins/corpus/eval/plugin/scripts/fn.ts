@@ -1,0 +1,1 @@
+export const f = new Function('a', 'return a');

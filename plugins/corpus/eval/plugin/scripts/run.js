@@ -1,0 +1,2 @@
+const code = process.argv[2];
+module.exports = () => eval(code);

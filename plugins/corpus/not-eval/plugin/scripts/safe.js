@@ -1,0 +1,3 @@
+client.eval(script);
+await page.$eval('#a', el => el.textContent);
+class A { eval(x) { return x; } }

@@ -1,0 +1,2 @@
+const { spawn } = require('child_process');
+spawn('ls', [dir]);

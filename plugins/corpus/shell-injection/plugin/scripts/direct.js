@@ -1,0 +1,2 @@
+const { execSync } = require('child_process');
+execSync(`git log ${process.argv[2]}`);

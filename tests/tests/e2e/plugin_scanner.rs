@@ -1,0 +1,107 @@
+//! almanac's plugin scanner against the reference (`plugin-scanner` from
+//! PyPI, pinned by the Makefile, which sets `ALMANAC_PLUGIN_SCANNER`) over
+//! `plugins/corpus`: for every fixture, the reference's report still says
+//! what the fixture's `expected.json` says (the corpus's expectations do
+//! not drift from the pinned reference), and each of almanac's categories
+//! agrees with the reference's check by check: name, points, maximum and
+//! rule ids. The reference makes no network call scanning a folder (its
+//! optional third-party analysers are not installed).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn corpus() -> PathBuf {
+    tests::workspace_root().join("plugins/corpus")
+}
+
+fn reference(plugin: &Path) -> Value {
+    let scanner = std::env::var("ALMANAC_PLUGIN_SCANNER")
+        .expect("ALMANAC_PLUGIN_SCANNER names the reference's `plugin-scanner` (`make test` installs it and sets it)");
+    let output = Command::new(&scanner)
+        .args(["scan", plugin.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap_or_else(|e| panic!("{scanner}: {e}"));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("{} is not a JSON report ({e}): {}", plugin.display(), String::from_utf8_lossy(&output.stderr))
+    })
+}
+
+fn rules(findings: &Value) -> Vec<String> {
+    let mut rules: Vec<String> =
+        findings.as_array().unwrap().iter().map(|f| f["ruleId"].as_str().unwrap().to_string()).collect();
+    rules.sort();
+    rules
+}
+
+#[test]
+fn almanacs_scanner_agrees_with_the_reference_over_the_corpus() {
+    let mut fixtures: Vec<PathBuf> =
+        std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    fixtures.sort();
+    let mut differences = Vec::new();
+    let mut checks = 0;
+    for fixture in &fixtures {
+        let name = fixture.file_name().unwrap().to_str().unwrap();
+        let plugin = fixture.join("plugin");
+        let answer = reference(&plugin);
+        assert_eq!(answer["schema_version"], "scan-result.v1");
+        let expected: Value = serde_json::from_slice(&std::fs::read(fixture.join("expected.json")).unwrap()).unwrap();
+        assert_eq!((&answer["score"], &answer["grade"]), (&expected["score"], &expected["grade"]), "{name}");
+        for category in answer["categories"].as_array().unwrap() {
+            let title = category["name"].as_str().unwrap();
+            let summary = serde_json::json!({
+                "points": category["score"],
+                "max": category["max"],
+                "rules": category["checks"].as_array().unwrap().iter().flat_map(|c| rules(&c["findings"])).collect::<std::collections::BTreeSet<_>>(),
+            });
+            let want = &expected["categories"][title];
+            let want_rules: std::collections::BTreeSet<&str> =
+                want["rules"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+            assert_eq!(
+                (&summary["points"], &summary["max"]),
+                (&want["points"], &want["max"]),
+                "{name} / {title}: the reference's points"
+            );
+            let got_rules: std::collections::BTreeSet<&str> =
+                summary["rules"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+            assert_eq!(got_rules, want_rules, "{name} / {title}: the reference's rules");
+        }
+        for ours in plugins::scan::categories(&generator::plugin_folder::read(&plugin).unwrap()) {
+            let theirs = answer["categories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == ours.name)
+                .unwrap_or_else(|| panic!("{name}: the reference has no category {}", ours.name));
+            let their_checks = theirs["checks"].as_array().unwrap();
+            if their_checks.len() != ours.checks.len() {
+                differences.push(format!(
+                    "{name} / {}: {} checks, the reference {}",
+                    ours.name,
+                    ours.checks.len(),
+                    their_checks.len()
+                ));
+                continue;
+            }
+            for (check, their) in ours.checks.iter().zip(their_checks) {
+                checks += 1;
+                let mut our_rules: Vec<String> = check.findings.iter().map(|f| f.rule_id.clone()).collect();
+                our_rules.sort();
+                let got = (check.name, check.points, check.max_points, our_rules);
+                let want = (
+                    their["name"].as_str().unwrap(),
+                    their["points"].as_u64().unwrap() as u32,
+                    their["maxPoints"].as_u64().unwrap() as u32,
+                    rules(&their["findings"]),
+                );
+                if got != want {
+                    differences.push(format!("{name} / {}: ours {got:?}, the reference's {want:?}", ours.name));
+                }
+            }
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    println!("{} fixtures, {checks} checks agree with the reference", fixtures.len());
+}
