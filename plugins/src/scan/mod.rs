@@ -12,6 +12,9 @@
 mod best_practices;
 mod code_quality;
 mod manifest;
+mod marketplace;
+mod operational;
+mod skill_security;
 
 use serde_json::{Map, Value};
 
@@ -48,13 +51,16 @@ impl<'a> Plugin<'a> {
 }
 
 /// The categories this scanner has, in the reference's order: Manifest
-/// Validation, Best Practices and Code Quality. (The reference also has
-/// Security, Operational Security, Marketplace and Skill Security.)
+/// Validation, Operational Security, Best Practices, Marketplace, Skill
+/// Security and Code Quality. (The reference also has Security.)
 pub fn categories(tree: &Tree) -> Vec<Category> {
     let plugin = Plugin::new(tree);
     vec![
         Category::new("Manifest Validation", manifest::checks(&plugin)),
+        Category::new("Operational Security", operational::checks(&plugin)),
         Category::new("Best Practices", best_practices::checks(&plugin)),
+        Category::new("Marketplace", marketplace::checks(&plugin)),
+        Category::new("Skill Security", skill_security::checks(&plugin)),
         Category::new("Code Quality", code_quality::checks(&plugin)),
     ]
 }
