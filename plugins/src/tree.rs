@@ -4,24 +4,32 @@
 //! (an archive unpacked in memory) and `generator scan-plugin DIR` (a
 //! folder read into one) are scanned alike. A tree holds regular files
 //! only: whoever builds it refuses links, devices and paths that climb
-//! out ([`Tree::insert`] checks the last).
+//! out or clash with a folder ([`Tree::insert`] checks the last two).
 //!
 //! Folders are implied by the files under them, as in a git tree: an
 //! empty folder does not exist.
 
 use std::collections::BTreeMap;
 
-/// A relative path the tree refuses.
+/// A path the tree refuses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnsafePath(pub String);
+pub enum PathError {
+    /// Absolute, empty, or climbing out of the plugin.
+    Unsafe(String),
+    /// A file where the tree has a folder, or under one of its files.
+    Clash(String),
+}
 
-impl std::fmt::Display for UnsafePath {
+impl std::fmt::Display for PathError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?} is not a relative path inside the plugin", self.0)
+        match self {
+            PathError::Unsafe(path) => write!(f, "{path:?} is not a relative path inside the plugin"),
+            PathError::Clash(path) => write!(f, "{path:?} is both a file and a folder"),
+        }
     }
 }
 
-impl std::error::Error for UnsafePath {}
+impl std::error::Error for PathError {}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tree {
@@ -34,12 +42,19 @@ impl Tree {
     }
 
     /// Adds a file at `path` (normalised: `./` and empty segments dropped,
-    /// `..` resolved), refusing an absolute path or one that climbs out.
-    pub fn insert(&mut self, path: &str, bytes: Vec<u8>) -> Result<(), UnsafePath> {
+    /// `..` resolved), refusing an absolute path, one that climbs out, and
+    /// one that clashes with a folder or file already there. The same path
+    /// again replaces the file. O(depth × log files).
+    pub fn insert(&mut self, path: &str, bytes: Vec<u8>) -> Result<(), PathError> {
+        let unsafe_path = || PathError::Unsafe(path.to_string());
         if path.starts_with('/') {
-            return Err(UnsafePath(path.to_string()));
+            return Err(unsafe_path());
         }
-        let normal = normalize(path).filter(|p| !p.is_empty()).ok_or_else(|| UnsafePath(path.to_string()))?;
+        let normal = normalize(path).filter(|p| !p.is_empty()).ok_or_else(unsafe_path)?;
+        let under_a_file = normal.match_indices('/').any(|(at, _)| self.files.contains_key(&normal[..at]));
+        if under_a_file || self.is_dir(&normal) {
+            return Err(PathError::Clash(normal));
+        }
         self.files.insert(normal, bytes);
         Ok(())
     }
@@ -165,6 +180,8 @@ mod tests {
         assert!(tree.insert("./", vec![]).is_err());
         tree.insert("./skills/a/SKILL.md", b"x".to_vec()).unwrap();
         tree.insert("skills-old/b", b"y".to_vec()).unwrap();
+        assert_eq!(tree.insert("skills", vec![]), Err(PathError::Clash("skills".into())));
+        assert_eq!(tree.insert("skills/a/SKILL.md/x", vec![]), Err(PathError::Clash("skills/a/SKILL.md/x".into())));
         assert!(tree.is_dir("skills") && tree.is_dir("skills/a") && !tree.is_dir("skills/a/SKILL.md"));
         assert!(tree.exists("skills/a/SKILL.md") && !tree.exists("skill"));
         assert_eq!(tree.under("skills").count(), 1, "a sibling with the same prefix is not under it");

@@ -4,8 +4,10 @@
 //! what the fixture's `expected.json` says (the corpus's expectations do
 //! not drift from the pinned reference), and each of almanac's categories
 //! agrees with the reference's check by check: name, points, maximum and
-//! rule ids. The reference makes no network call scanning a folder (its
-//! optional third-party analysers are not installed).
+//! rule ids; and almanac's content digest of each fixture is the one the
+//! reference's quality artifact records. The reference makes no network
+//! call scanning a folder (its optional third-party analysers are not
+//! installed).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,9 +18,21 @@ fn corpus() -> PathBuf {
     tests::workspace_root().join("plugins/corpus")
 }
 
+fn scanner() -> PathBuf {
+    std::env::var("ALMANAC_PLUGIN_SCANNER")
+        .expect("ALMANAC_PLUGIN_SCANNER names the reference's `plugin-scanner` (`make test` installs it and sets it)")
+        .into()
+}
+
+fn fixtures() -> Vec<PathBuf> {
+    let mut fixtures: Vec<PathBuf> =
+        std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    fixtures.sort();
+    fixtures
+}
+
 fn reference(plugin: &Path) -> Value {
-    let scanner = std::env::var("ALMANAC_PLUGIN_SCANNER")
-        .expect("ALMANAC_PLUGIN_SCANNER names the reference's `plugin-scanner` (`make test` installs it and sets it)");
+    let scanner = scanner().display().to_string();
     let output = Command::new(&scanner)
         .args(["scan", plugin.to_str().unwrap(), "--format", "json"])
         .output()
@@ -37,9 +51,7 @@ fn rules(findings: &Value) -> Vec<String> {
 
 #[test]
 fn almanacs_scanner_agrees_with_the_reference_over_the_corpus() {
-    let mut fixtures: Vec<PathBuf> =
-        std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
-    fixtures.sort();
+    let fixtures = fixtures();
     let mut differences = Vec::new();
     let mut checks = 0;
     for fixture in &fixtures {
@@ -104,4 +116,29 @@ fn almanacs_scanner_agrees_with_the_reference_over_the_corpus() {
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
     println!("{} fixtures, {checks} checks agree with the reference", fixtures.len());
+}
+
+/// The digest the reference's `plugin-quality.v1` artifact records,
+/// computed by its own function in its own interpreter.
+#[test]
+fn the_content_digest_is_the_references() {
+    let python = scanner().with_file_name("python");
+    let program = "import json, sys\n\
+                   from pathlib import Path\n\
+                   from codex_plugin_scanner.quality_artifact import _digest_plugin\n\
+                   print(json.dumps([_digest_plugin(Path(p)) for p in sys.argv[1:]]))";
+    let plugins: Vec<PathBuf> = fixtures().iter().map(|f| f.join("plugin")).collect();
+    let output = Command::new(&python).arg("-c").arg(program).args(&plugins).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let theirs: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    for (plugin, their) in plugins.iter().zip(&theirs) {
+        let ours = plugins::digest::digest(&generator::plugin_folder::read(plugin).unwrap());
+        assert_eq!(
+            (ours.value.as_str(), ours.included_files as u64),
+            (their["value"].as_str().unwrap(), their["included_files"].as_u64().unwrap()),
+            "{}",
+            plugin.display()
+        );
+    }
+    assert_eq!(theirs.len(), plugins.len());
 }

@@ -1,0 +1,2 @@
+def run(x):
+    return x
