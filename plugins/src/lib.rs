@@ -4,8 +4,9 @@
 //! content digest it keys a plugin by ([`digest`]).
 //!
 //! Nothing here reads a disk or a network: an import unpacks an archive
-//! into a tree, and `generator scan-plugin` reads a folder into one.
+//! into a tree ([`archive`]), and `generator scan-plugin` reads a folder into one.
 
+pub mod archive;
 pub mod digest;
 pub mod report;
 pub mod scan;
