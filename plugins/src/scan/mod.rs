@@ -14,6 +14,7 @@ mod code_quality;
 mod manifest;
 mod marketplace;
 mod operational;
+mod security;
 mod skill_security;
 
 use serde_json::{Map, Value};
@@ -50,13 +51,14 @@ impl<'a> Plugin<'a> {
     }
 }
 
-/// The categories this scanner has, in the reference's order: Manifest
-/// Validation, Operational Security, Best Practices, Marketplace, Skill
-/// Security and Code Quality. (The reference also has Security.)
+/// The reference's seven categories, in its order: Manifest Validation,
+/// Security, Operational Security, Best Practices, Marketplace, Skill
+/// Security and Code Quality.
 pub fn categories(tree: &Tree) -> Vec<Category> {
     let plugin = Plugin::new(tree);
     vec![
         Category::new("Manifest Validation", manifest::checks(&plugin)),
+        Category::new("Security", security::checks(&plugin)),
         Category::new("Operational Security", operational::checks(&plugin)),
         Category::new("Best Practices", best_practices::checks(&plugin)),
         Category::new("Marketplace", marketplace::checks(&plugin)),

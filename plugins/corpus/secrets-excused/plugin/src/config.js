@@ -1,0 +1,2 @@
+const password = "${DB_PASSWORD}";
+const secret = "{{ secrets.SIGNING }}";

@@ -1,0 +1,3 @@
+def test_login():
+    password = 'password123'
+    assert login(password)

@@ -1,0 +1,5 @@
+import os
+
+DB = {
+    'password': 'Tr0ub4dor&3xQ',
+}
