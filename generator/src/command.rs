@@ -27,6 +27,26 @@ struct Cli {
 enum Command {
     /// Ingest new messages, recompute, and publish a build if anything changed.
     Build(Box<BuildArgs>),
+    /// Scan an agent plugin's folder as the reference scanner
+    /// (`plugin-scanner`) does, and print the report: its score, grade,
+    /// categories and findings (docs/plugins.md).
+    ScanPlugin(ScanPluginArgs),
+}
+
+#[derive(Args)]
+struct ScanPluginArgs {
+    /// The plugin's folder: the one holding `.codex-plugin/plugin.json`.
+    dir: PathBuf,
+    /// `text` for people, or `json`: the report in the reference's
+    /// `scan-result.v1` names.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    format: ReportFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReportFormat {
+    Text,
+    Json,
 }
 
 #[derive(Args, Clone)]
@@ -157,10 +177,26 @@ pub fn definition() -> clap::Command {
 /// Parses the command line and runs it.
 pub fn main() -> Result<()> {
     let cli = Cli::parse();
-    let Command::Build(args) = &cli.command;
+    let args = match &cli.command {
+        Command::Build(args) => args,
+        Command::ScanPlugin(args) => return scan_plugin(args),
+    };
     // Before any thread is started: each thread inherits its starter's.
     let lowered = shared::priority::lower(args.nice);
     tokio::runtime::Runtime::new()?.block_on(run(cli, lowered))
+}
+
+/// `generator scan-plugin DIR`: the folder read as an import would read
+/// it, scanned, the report printed on stdout.
+fn scan_plugin(args: &ScanPluginArgs) -> Result<()> {
+    use anyhow::Context;
+    let tree = crate::plugin_folder::read(&args.dir).with_context(|| format!("reading {}", args.dir.display()))?;
+    let report = plugins::scan::report(&tree, &args.dir.display().to_string());
+    match args.format {
+        ReportFormat::Text => print!("{}", report.text()),
+        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    Ok(())
 }
 
 async fn run(cli: Cli, lowered: std::io::Result<()>) -> Result<()> {
@@ -179,6 +215,7 @@ async fn run(cli: Cli, lowered: std::io::Result<()>) -> Result<()> {
             None => once(&args).await?,
             Some(every) => watch(&args, every).await,
         },
+        Command::ScanPlugin(args) => scan_plugin(&args)?,
     }
     Ok(())
 }

@@ -240,3 +240,131 @@ mod tests {
         assert_eq!(grade_label("D"), "Needs Improvement");
     }
 }
+
+/// A whole scan, in `scan-result.v1`'s names. What the reference adds
+/// that this scanner does not compute is left out rather than invented:
+/// its policy profiles and verification (`policy_pass`, `verify_pass`),
+/// its trust domains, and the wall-clock `timestamp` (a report is the same
+/// bytes for the same files).
+#[derive(Clone, Debug, Serialize)]
+pub struct ScanReport {
+    pub schema_version: &'static str,
+    pub tool_version: String,
+    pub scope: &'static str,
+    pub score: u32,
+    pub raw_score: u32,
+    pub effective_score: u32,
+    pub grade: &'static str,
+    pub ecosystems: Vec<&'static str>,
+    pub packages: Vec<Package>,
+    pub summary: Summary,
+    pub categories: Vec<Category>,
+    /// Every finding, most severe first (in category order within a
+    /// severity).
+    pub findings: Vec<Finding>,
+    #[serde(rename = "pluginDir")]
+    pub plugin_dir: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Package {
+    pub ecosystem: &'static str,
+    pub package_kind: &'static str,
+    pub root_path: String,
+    pub manifest_path: String,
+    pub name: Option<String>,
+    pub version: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub grade_label: &'static str,
+    pub findings: serde_json::Map<String, serde_json::Value>,
+    pub integrations: Vec<Integration>,
+}
+
+/// An optional outside analyser, and what became of it here.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Integration {
+    pub name: &'static str,
+    pub status: &'static str,
+    pub message: &'static str,
+    pub findings_count: u32,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+impl ScanReport {
+    /// The report of `categories` for the plugin at `root` (as the caller
+    /// names it), whose manifest says `name` and `version`.
+    pub fn new(categories: Vec<Category>, root: &str, name: Option<String>, version: Option<String>) -> ScanReport {
+        let score = score(&categories);
+        let grade = grade(score);
+        let mut findings: Vec<Finding> =
+            categories.iter().flat_map(|c| &c.checks).flat_map(|c| c.findings.iter().cloned()).collect();
+        findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        let counted: Vec<&Finding> = findings.iter().collect();
+        let not_run = |name| Integration {
+            name,
+            status: "skipped",
+            message: "Not run: almanac's scanner runs no outside analyser.",
+            findings_count: 0,
+            metadata: serde_json::Map::new(),
+        };
+        ScanReport {
+            schema_version: SCHEMA_VERSION,
+            tool_version: format!("almanac {}", env!("CARGO_PKG_VERSION")),
+            scope: "plugin",
+            score,
+            raw_score: score,
+            effective_score: score,
+            grade,
+            ecosystems: vec!["codex"],
+            packages: vec![Package {
+                ecosystem: "codex",
+                package_kind: "single-plugin",
+                root_path: root.to_string(),
+                manifest_path: format!("{}/{}", root.trim_end_matches('/'), crate::scan::MANIFEST),
+                name,
+                version,
+            }],
+            summary: Summary {
+                grade_label: grade_label(grade),
+                findings: severity_counts(&counted),
+                integrations: vec![not_run("cisco-skill-scanner"), not_run("cisco-mcp-scanner")],
+            },
+            categories,
+            findings,
+            plugin_dir: root.to_string(),
+        }
+    }
+
+    /// The report as people read it: the score, each category, each
+    /// finding with where it is.
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{}: {} / 100, grade {} ({})",
+            self.plugin_dir, self.score, self.grade, self.summary.grade_label
+        );
+        for category in &self.categories {
+            let _ = writeln!(out, "  {:<22} {:>3} / {:<3}", category.name, category.score, category.max);
+        }
+        if self.findings.is_empty() {
+            let _ = writeln!(out, "No findings.");
+        }
+        for finding in &self.findings {
+            let place = match (&finding.file_path, finding.line_number) {
+                (Some(path), Some(line)) => format!(" ({path}:{line})"),
+                (Some(path), None) => format!(" ({path})"),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "  {:<8} {} {}{place}", finding.severity.as_str(), finding.rule_id, finding.title);
+        }
+        out
+    }
+}

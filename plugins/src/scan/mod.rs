@@ -92,3 +92,12 @@ fn python_str(value: Option<&Value>) -> String {
         Some(other) => other.to_string(),
     }
 }
+
+/// The whole report of the plugin at the root of `tree`, named `root`.
+pub fn report(tree: &Tree, root: &str) -> crate::report::ScanReport {
+    let plugin = Plugin::new(tree);
+    let text =
+        |key: &str| plugin.manifest.as_ref().and_then(|m| m.get(key)).and_then(Value::as_str).map(str::to_string);
+    let (name, version) = (text("name"), text("version"));
+    crate::report::ScanReport::new(categories(tree), root, name, version)
+}

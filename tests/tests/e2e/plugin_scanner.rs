@@ -142,3 +142,42 @@ fn the_content_digest_is_the_references() {
     }
     assert_eq!(theirs.len(), plugins.len());
 }
+
+/// `generator scan-plugin DIR --format json`, the real binary, prints the
+/// reference's score, grade and findings for every fixture; the text
+/// report says the score and each finding's rule.
+#[test]
+fn the_scan_plugin_command_reports_what_the_reference_reports() {
+    for fixture in fixtures() {
+        let plugin = fixture.join("plugin");
+        let run = |format: &str| {
+            let output = Command::new(tests::process::binary("generator"))
+                .args(["scan-plugin", plugin.to_str().unwrap(), "--format", format])
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            String::from_utf8(output.stdout).unwrap()
+        };
+        let ours: Value = serde_json::from_str(&run("json")).unwrap();
+        let theirs = reference(&plugin);
+        for field in ["schema_version", "scope", "score", "raw_score", "effective_score", "grade", "ecosystems"] {
+            assert_eq!(ours[field], theirs[field], "{}: {field}", fixture.display());
+        }
+        assert_eq!(ours["summary"]["gradeLabel"], theirs["summary"]["gradeLabel"]);
+        assert_eq!(ours["summary"]["findings"], theirs["summary"]["findings"], "{}", fixture.display());
+        assert_eq!(rules(&ours["findings"]), rules(&theirs["findings"]), "{}", fixture.display());
+        let severities = |report: &Value| -> Vec<String> {
+            report["findings"].as_array().unwrap().iter().map(|f| f["severity"].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(severities(&ours), severities(&theirs), "{}: most severe first", fixture.display());
+        assert_eq!(ours["packages"][0]["name"], theirs["packages"][0]["name"]);
+        let text = run("text");
+        assert!(
+            text.contains(&format!("{} / 100, grade {}", ours["score"], ours["grade"].as_str().unwrap())),
+            "{text}"
+        );
+        for rule in rules(&ours["findings"]) {
+            assert!(text.contains(&rule), "{text}");
+        }
+    }
+}
