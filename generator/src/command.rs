@@ -176,14 +176,13 @@ pub fn definition() -> clap::Command {
 
 /// Parses the command line and runs it.
 pub fn main() -> Result<()> {
-    let cli = Cli::parse();
-    let args = match &cli.command {
+    let args = match Cli::parse().command {
         Command::Build(args) => args,
-        Command::ScanPlugin(args) => return scan_plugin(args),
+        Command::ScanPlugin(args) => return scan_plugin(&args),
     };
     // Before any thread is started: each thread inherits its starter's.
     let lowered = shared::priority::lower(args.nice);
-    tokio::runtime::Runtime::new()?.block_on(run(cli, lowered))
+    tokio::runtime::Runtime::new()?.block_on(run(*args, lowered))
 }
 
 /// `generator scan-plugin DIR`: the folder read as an import would read
@@ -199,7 +198,7 @@ fn scan_plugin(args: &ScanPluginArgs) -> Result<()> {
     Ok(())
 }
 
-async fn run(cli: Cli, lowered: std::io::Result<()>) -> Result<()> {
+async fn run(args: BuildArgs, lowered: std::io::Result<()>) -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
@@ -210,12 +209,9 @@ async fn run(cli: Cli, lowered: std::io::Result<()>) -> Result<()> {
     if let Err(error) = lowered {
         tracing::warn!(%error, "the build runs at the priority it was started with");
     }
-    match cli.command {
-        Command::Build(args) => match args.watch {
-            None => once(&args).await?,
-            Some(every) => watch(&args, every).await,
-        },
-        Command::ScanPlugin(args) => scan_plugin(&args)?,
+    match args.watch {
+        None => once(&args).await?,
+        Some(every) => watch(&args, every).await,
     }
     Ok(())
 }

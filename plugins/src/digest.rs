@@ -28,7 +28,7 @@ pub fn digest(tree: &Tree) -> ContentDigest {
     let mut hasher = Sha256::new();
     let mut included = 0;
     walk(tree, "", &mut hasher, &mut included);
-    ContentDigest { algorithm: "sha256", value: hex(&hasher.finalize()), included_files: included }
+    ContentDigest { algorithm: "sha256", value: format!("{:x}", hasher.finalize()), included_files: included }
 }
 
 /// Feeds the files of the folder `dir`, then its folders, by sorted name.
@@ -51,10 +51,6 @@ fn walk(tree: &Tree, dir: &str, hasher: &mut Sha256, included: &mut usize) {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,7 +66,7 @@ mod tests {
         }
         let expected = Sha256::new().chain_update("README.md2").chain_update("a/b1").finalize();
         let got = digest(&tree);
-        assert_eq!((got.value, got.included_files), (hex(&expected), 2));
+        assert_eq!((got.value, got.included_files), (format!("{expected:x}"), 2));
         let mut alone = Tree::new();
         alone.insert("dist", b"a file named dist".to_vec()).unwrap();
         assert_eq!(digest(&alone).included_files, 1, "only folders are excluded by name");

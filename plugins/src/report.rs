@@ -101,56 +101,23 @@ pub struct Check {
     pub max_points: u32,
     pub message: String,
     pub findings: Vec<Finding>,
-    /// Whether the surface it checks is there (a check that does not
-    /// apply is worth 0 of 0).
-    #[serde(skip)]
-    pub applicable: bool,
 }
 
 impl Check {
     /// Passed: all of `max` points.
     pub fn pass(name: &'static str, max: u32, message: impl Into<String>) -> Check {
-        Check {
-            name,
-            passed: true,
-            points: max,
-            max_points: max,
-            message: message.into(),
-            findings: vec![],
-            applicable: true,
-        }
+        Check { name, passed: true, points: max, max_points: max, message: message.into(), findings: vec![] }
     }
 
     /// Failed: none of `max` points, with its findings (possibly none).
     pub fn fail(name: &'static str, max: u32, message: impl Into<String>, findings: Vec<Finding>) -> Check {
-        Check { name, passed: false, points: 0, max_points: max, message: message.into(), findings, applicable: true }
+        Check { name, passed: false, points: 0, max_points: max, message: message.into(), findings }
     }
 
-    /// Not applicable: passed, 0 of 0.
-    pub fn not_applicable(name: &'static str, message: impl Into<String>) -> Check {
-        Check {
-            name,
-            passed: true,
-            points: 0,
-            max_points: 0,
-            message: message.into(),
-            findings: vec![],
-            applicable: false,
-        }
-    }
-
-    /// Applicable, passed, but worth 0 of 0 (the reference's way of
-    /// saying a check ran and found nothing to weigh).
-    pub fn neutral(name: &'static str, message: impl Into<String>) -> Check {
-        Check {
-            name,
-            passed: true,
-            points: 0,
-            max_points: 0,
-            message: message.into(),
-            findings: vec![],
-            applicable: true,
-        }
+    /// Passed, and worth 0 of 0: a check about a surface the plugin does
+    /// not have, or one the reference reports without weighing it.
+    pub fn weightless(name: &'static str, message: impl Into<String>) -> Check {
+        Check { name, passed: true, points: 0, max_points: 0, message: message.into(), findings: vec![] }
     }
 }
 
@@ -216,31 +183,6 @@ pub fn severity_counts(findings: &[&Finding]) -> serde_json::Map<String, serde_j
     counts
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scores_and_grades() {
-        let check = |points, max| Check { points, max_points: max, ..Check::pass("c", max, "") };
-        for (checks, expected) in [
-            (vec![], 100),
-            (vec![check(0, 0)], 100),
-            (vec![check(68, 71)], 96),
-            (vec![check(1, 8)], 12), // 12.5 rounds to even
-            (vec![check(3, 8)], 38), // 37.5 rounds to even
-            (vec![check(0, 5)], 0),
-        ] {
-            assert_eq!(score(&[Category::new("x", checks)]), expected);
-        }
-        for (score, grade_) in [(100, "A"), (90, "A"), (89, "B"), (80, "B"), (79, "C"), (60, "D"), (59, "F"), (0, "F")]
-        {
-            assert_eq!(grade(score), grade_, "{score}");
-        }
-        assert_eq!(grade_label("D"), "Needs Improvement");
-    }
-}
-
 /// A whole scan, in `scan-result.v1`'s names. What the reference adds
 /// that this scanner does not compute is left out rather than invented:
 /// its policy profiles and verification (`policy_pass`, `verify_pass`),
@@ -297,9 +239,9 @@ pub struct Integration {
 }
 
 impl ScanReport {
-    /// The report of `categories` for the plugin at `root` (as the caller
-    /// names it), whose manifest says `name` and `version`.
-    pub fn new(categories: Vec<Category>, root: &str, name: Option<String>, version: Option<String>) -> ScanReport {
+    /// The report of `categories` for `package` (the plugin at its root,
+    /// as the caller names it).
+    pub fn new(categories: Vec<Category>, package: Package) -> ScanReport {
         let score = score(&categories);
         let grade = grade(score);
         let mut findings: Vec<Finding> =
@@ -322,14 +264,8 @@ impl ScanReport {
             effective_score: score,
             grade,
             ecosystems: vec!["codex"],
-            packages: vec![Package {
-                ecosystem: "codex",
-                package_kind: "single-plugin",
-                root_path: root.to_string(),
-                manifest_path: format!("{}/{}", root.trim_end_matches('/'), crate::scan::MANIFEST),
-                name,
-                version,
-            }],
+            plugin_dir: package.root_path.clone(),
+            packages: vec![package],
             summary: Summary {
                 grade_label: grade_label(grade),
                 findings: severity_counts(&counted),
@@ -337,7 +273,6 @@ impl ScanReport {
             },
             categories,
             findings,
-            plugin_dir: root.to_string(),
         }
     }
 
@@ -366,5 +301,30 @@ impl ScanReport {
             let _ = writeln!(out, "  {:<8} {} {}{place}", finding.severity.as_str(), finding.rule_id, finding.title);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_and_grades() {
+        let check = |points, max| Check { points, max_points: max, ..Check::pass("c", max, "") };
+        for (checks, expected) in [
+            (vec![], 100),
+            (vec![check(0, 0)], 100),
+            (vec![check(68, 71)], 96),
+            (vec![check(1, 8)], 12), // 12.5 rounds to even
+            (vec![check(3, 8)], 38), // 37.5 rounds to even
+            (vec![check(0, 5)], 0),
+        ] {
+            assert_eq!(score(&[Category::new("x", checks)]), expected);
+        }
+        for (score, grade_) in [(100, "A"), (90, "A"), (89, "B"), (80, "B"), (79, "C"), (60, "D"), (59, "F"), (0, "F")]
+        {
+            assert_eq!(grade(score), grade_, "{score}");
+        }
+        assert_eq!(grade_label("D"), "Needs Improvement");
     }
 }

@@ -64,14 +64,6 @@ impl Tree {
         self.files.iter().map(|(p, b)| (p.as_str(), b.as_slice()))
     }
 
-    pub fn len(&self) -> usize {
-        self.files.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
-    }
-
     /// The bytes of the file at `path` (a normal path).
     pub fn file(&self, path: &str) -> Option<&[u8]> {
         self.files.get(path).map(Vec::as_slice)

@@ -73,9 +73,7 @@ pub async fn search_page(request: Request) -> Answer {
         serde_json::from_slice(&body).map_err(|e| Error::bad_answer(format!("a search answer: {e}")))?;
     let found = found(&request.query, form, &answer)?;
     let build = request.build()?;
-    let file = build.pages.agent_search(&found).map_err(|e| Error::bad_answer(format!("{e:#}")))?;
-    let made = reply::Representation::computed(file.representation)?;
-    let answer = reply::representation(&request.method, &request.headers, &made);
+    let answer = super::made_page(&request, build.pages.agent_search(&found))?;
     Ok(if changed { live(answer) } else { answer })
 }
 

@@ -122,6 +122,14 @@ pub fn identity_by_wallet(request: &Request, address: &str, chain_id: u64) -> Re
     }))
 }
 
+/// A page the api made when asked (`pages::Renderer`), as the answer to
+/// `request`; a page that cannot be rendered is the api's fault (500).
+pub(crate) fn made_page(request: &Request, file: anyhow::Result<shared::site::File>) -> Answer {
+    let file = file.map_err(|e| Error::bad_answer(format!("{e:#}")))?;
+    let made = reply::Representation::computed(file.representation)?;
+    Ok(reply::representation(&request.method, &request.headers, &made))
+}
+
 /// Marks an answer made from the live overlay: revalidated every time.
 fn live(mut reply: reply::Reply) -> reply::Reply {
     let value = warp::http::HeaderValue::from_static("no-cache");
@@ -171,12 +179,8 @@ pub async fn agent_page(request: Request) -> Answer {
         match view.segments.find(uaid, broker.journal_seq) {
             Found::Live(agent) => {
                 let feedback = broker.feedback(uaid).map_err(|e| Error::damaged_record(&e))?;
-                let page = build
-                    .pages
-                    .profile(agent, &feedback.iter().collect::<Vec<_>>(), pages::Made::Live)
-                    .map_err(|e| Error::bad_answer(format!("{e:#}")))?;
-                let made = reply::Representation::computed(page.representation)?;
-                return Ok(live(reply::representation(&request.method, &request.headers, &made)));
+                let page = build.pages.profile(agent, &feedback.iter().collect::<Vec<_>>(), pages::Made::Live);
+                return made_page(&request, page).map(live);
             }
             Found::Deleted => return Err(Error::not_found(&request.path)),
             Found::Build => {}

@@ -11,7 +11,14 @@ const CATEGORY: &str = "best-practices";
 const ENV_FILES: [&str; 3] = [".env", ".env.local", ".env.production"];
 
 pub(super) fn checks(plugin: &Plugin) -> Vec<Check> {
-    vec![readme(plugin), skills_directory(plugin), skill_frontmatter(plugin), no_env_files(plugin), codexignore(plugin)]
+    let skills = skills(plugin);
+    vec![
+        readme(plugin),
+        skills_directory(&skills),
+        skill_frontmatter(plugin, &skills),
+        no_env_files(plugin),
+        codexignore(plugin),
+    ]
 }
 
 fn readme(plugin: &Plugin) -> Check {
@@ -56,10 +63,10 @@ fn skills(plugin: &Plugin) -> Skills {
     }
 }
 
-fn skills_directory(plugin: &Plugin) -> Check {
+fn skills_directory(skills: &Skills) -> Check {
     const NAME: &str = "Skills directory exists if declared";
-    match skills(plugin) {
-        Skills::NotApplicable(why) => Check::not_applicable(NAME, why),
+    match skills {
+        Skills::NotApplicable(why) => Check::weightless(NAME, *why),
         Skills::NotAString => Check::fail(NAME, 3, "Manifest \"skills\" field must be a string path", vec![]),
         Skills::Folder(declared, Some(_)) => Check::pass(NAME, 3, format!("Skills directory \"{declared}\" exists")),
         Skills::Folder(declared, None) => {
@@ -80,24 +87,24 @@ fn skills_directory(plugin: &Plugin) -> Check {
 /// Each `<skills>/*/SKILL.md` must open with `---`-fenced frontmatter
 /// naming `name:` and `description:` (read as the reference reads it: the
 /// text between the first two fences holds both strings).
-fn skill_frontmatter(plugin: &Plugin) -> Check {
+fn skill_frontmatter(plugin: &Plugin, skills: &Skills) -> Check {
     const NAME: &str = "SKILL.md frontmatter";
-    let folder = match skills(plugin) {
-        Skills::NotApplicable(why) => return Check::not_applicable(NAME, why),
+    let folder = match skills {
+        Skills::NotApplicable(why) => return Check::weightless(NAME, *why),
         // 4 points here against 3 in the folder's check: the reference's.
         Skills::NotAString => return Check::fail(NAME, 4, "Manifest \"skills\" field must be a string path", vec![]),
-        Skills::Folder(_, None) => return Check::not_applicable(NAME, "Skills directory not found, skipping check"),
+        Skills::Folder(_, None) => return Check::weightless(NAME, "Skills directory not found, skipping check"),
         Skills::Folder(_, Some(folder)) => folder,
     };
     let skill_files: Vec<String> = plugin
         .tree
-        .children(&folder)
+        .children(folder)
         .into_iter()
-        .map(|child| tree::join(&folder, &format!("{child}/SKILL.md")).unwrap_or_default())
+        .map(|child| tree::join(folder, &format!("{child}/SKILL.md")).unwrap_or_default())
         .filter(|path| plugin.tree.file(path).is_some())
         .collect();
     if skill_files.is_empty() {
-        return Check::not_applicable(NAME, "No SKILL.md files found, nothing to check");
+        return Check::weightless(NAME, "No SKILL.md files found, nothing to check");
     }
     let invalid: Vec<String> = skill_files
         .into_iter()

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 
 use fancy_regex::Regex;
 
+use super::text::{self, found};
 use super::Plugin;
 use crate::report::{Check, Finding, Severity};
 use crate::tree;
@@ -79,22 +80,8 @@ fn code_files<'a>(plugin: &Plugin<'a>) -> Vec<(&'a str, String)> {
         .files()
         .filter(|(path, _)| CODE_EXTENSIONS.contains(&tree::suffix(path)))
         .filter(|(path, _)| !path.split('/').any(|part| EXCLUDED_DIRS.contains(&part)))
-        .map(|(path, bytes)| (path, utf8_ignoring_errors(bytes)))
+        .map(|(path, bytes)| (path, text::ignoring_errors(bytes)))
         .collect()
-}
-
-/// The valid UTF-8 of `bytes`, the rest dropped (Python's
-/// `errors="ignore"`).
-pub(super) fn utf8_ignoring_errors(bytes: &[u8]) -> String {
-    let mut text = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        text.push_str(chunk.valid());
-    }
-    text
-}
-
-fn found(pattern: &Regex, text: &str) -> bool {
-    pattern.is_match(text).unwrap_or(false)
 }
 
 fn no_eval(files: &[(&str, String)]) -> Check {

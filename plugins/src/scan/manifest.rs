@@ -58,12 +58,7 @@ fn exists(plugin: &Plugin) -> Check {
 /// well, as in the reference.
 fn valid_json(plugin: &Plugin) -> Check {
     const NAME: &str = "Valid JSON";
-    let parses = plugin
-        .tree
-        .file(MANIFEST)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .is_some_and(|text| serde_json::from_str::<Value>(text).is_ok());
-    if parses {
+    if plugin.manifest_is_json {
         return Check::pass(NAME, 4, "plugin.json is valid JSON");
     }
     let invalid = finding(
@@ -224,7 +219,7 @@ fn non_blank(value: Option<&Value>) -> bool {
 fn interface_metadata(plugin: &Plugin) -> Check {
     const NAME: &str = "Interface metadata complete if declared";
     let interface = match interface(plugin) {
-        None => return Check::not_applicable(NAME, "No interface metadata declared, check not applicable."),
+        None => return Check::weightless(NAME, "No interface metadata declared, check not applicable."),
         Some(None) => {
             return interface_invalid(
                 NAME,
@@ -286,7 +281,7 @@ fn safe_path(plugin: &Plugin, value: &str, must_exist: bool) -> bool {
 fn interface_assets(plugin: &Plugin) -> Check {
     const NAME: &str = "Interface links and assets valid if declared";
     let interface = match interface(plugin) {
-        None => return Check::not_applicable(NAME, "No interface metadata declared, check not applicable."),
+        None => return Check::weightless(NAME, "No interface metadata declared, check not applicable."),
         Some(None) => {
             return interface_invalid(
                 NAME,

@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Value};
 
+use super::text::url_scheme;
 use super::{truthy, Plugin};
 use crate::report::{Check, Finding, Severity};
 use crate::tree;
@@ -69,7 +70,7 @@ fn invalid(
 fn valid(marketplace: &Marketplace) -> Check {
     const NAME: &str = "marketplace.json valid";
     let (label, payload) = match marketplace {
-        Marketplace::Absent => return Check::not_applicable(NAME, NOT_APPLICABLE),
+        Marketplace::Absent => return Check::weightless(NAME, NOT_APPLICABLE),
         Marketplace::NotJson => {
             return invalid(
                 "marketplace.json is not valid JSON",
@@ -172,7 +173,7 @@ fn valid(marketplace: &Marketplace) -> Check {
 fn policy_fields(marketplace: &Marketplace) -> Check {
     const NAME: &str = "Policy fields present";
     let (label, payload) = match marketplace {
-        Marketplace::Absent | Marketplace::Invalid(_) => return Check::not_applicable(NAME, NOT_APPLICABLE),
+        Marketplace::Absent | Marketplace::Invalid(_) => return Check::weightless(NAME, NOT_APPLICABLE),
         Marketplace::NotJson => return Check::pass(NAME, 5, "Cannot parse marketplace.json, skipping check"),
         Marketplace::Object { label, payload } => (*label, payload),
     };
@@ -221,15 +222,6 @@ fn remote(reference: &str) -> bool {
     REMOTE_PREFIXES.iter().any(|prefix| reference.starts_with(prefix))
 }
 
-/// Whether Python's `urlparse` finds a scheme: letters, digits, `+`, `-`
-/// and `.` before a `:`, starting with a letter.
-fn has_scheme(reference: &str) -> bool {
-    reference.split_once(':').is_some_and(|(scheme, _)| {
-        scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-    })
-}
-
 /// Inside the repository, relative (and `./`-prefixed when asked).
 fn inside(reference: &str, dot_prefixed: bool) -> bool {
     (!dot_prefixed || reference.starts_with("./")) && tree::join("", reference).is_some()
@@ -244,7 +236,8 @@ fn source_issue(entry: &Map<String, Value>) -> Option<String> {
         _ => (None, None),
     };
     let Some(reference) = reference else { return Some("missing \"source.source\"".into()) };
-    let safe = reference == "local" || remote(&reference) || (!has_scheme(&reference) && inside(&reference, false));
+    let safe =
+        reference == "local" || remote(&reference) || (url_scheme(&reference).is_none() && inside(&reference, false));
     if !safe {
         return Some(format!("\"source.source\" is unsafe: {reference}"));
     }
@@ -265,7 +258,7 @@ fn source_issue(entry: &Map<String, Value>) -> Option<String> {
 fn sources_safe(plugin: &Plugin, marketplace: &Marketplace) -> Check {
     const NAME: &str = "Marketplace sources are safe";
     let Marketplace::Object { label, payload } = marketplace else {
-        return Check::not_applicable(NAME, NOT_APPLICABLE);
+        return Check::weightless(NAME, NOT_APPLICABLE);
     };
     debug_assert!(plugin.tree.exists(label));
     let entries = payload.get("plugins").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -295,18 +288,4 @@ fn sources_safe(plugin: &Plugin, marketplace: &Marketplace) -> Check {
         })
         .collect();
     Check::fail(NAME, 5, format!("Unsafe marketplace sources detected: {}", unsafe_sources.join(", ")), findings)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schemes_as_urlparse_finds_them() {
-        for (reference, scheme) in
-            [("http://x", true), ("file:/x", true), ("./p", false), ("p", false), ("1a:b", false), ("a b:c", false)]
-        {
-            assert_eq!(has_scheme(reference), scheme, "{reference}");
-        }
-    }
 }

@@ -16,6 +16,7 @@ mod marketplace;
 mod operational;
 mod security;
 mod skill_security;
+mod text;
 
 use serde_json::{Map, Value};
 
@@ -28,24 +29,27 @@ pub const MANIFEST: &str = ".codex-plugin/plugin.json";
 /// A plugin as the checks read it.
 pub struct Plugin<'a> {
     pub tree: &'a Tree,
+    /// Whether the manifest is JSON at all (an array is, and is no manifest).
+    pub manifest_is_json: bool,
     /// The manifest when it is a JSON object.
     pub manifest: Option<Map<String, Value>>,
 }
 
 impl<'a> Plugin<'a> {
     pub fn new(tree: &'a Tree) -> Plugin<'a> {
-        let manifest = tree
+        let json = tree
             .file(MANIFEST)
             .and_then(|bytes| std::str::from_utf8(bytes).ok())
-            .and_then(|text| serde_json::from_str::<Value>(text).ok())
-            .and_then(|value| match value {
-                Value::Object(map) => Some(map),
-                _ => None,
-            });
-        Plugin { tree, manifest }
+            .and_then(|text| serde_json::from_str::<Value>(text).ok());
+        let manifest_is_json = json.is_some();
+        let manifest = match json {
+            Some(Value::Object(map)) => Some(map),
+            _ => None,
+        };
+        Plugin { tree, manifest_is_json, manifest }
     }
 
-    /// The manifest's string `skills`, when it has one.
+    /// The manifest's `skills`, whatever its type.
     fn skills(&self) -> Option<&Value> {
         self.manifest.as_ref()?.get("skills")
     }
@@ -55,15 +59,18 @@ impl<'a> Plugin<'a> {
 /// Security, Operational Security, Best Practices, Marketplace, Skill
 /// Security and Code Quality.
 pub fn categories(tree: &Tree) -> Vec<Category> {
-    let plugin = Plugin::new(tree);
+    categories_of(&Plugin::new(tree))
+}
+
+fn categories_of(plugin: &Plugin) -> Vec<Category> {
     vec![
-        Category::new("Manifest Validation", manifest::checks(&plugin)),
-        Category::new("Security", security::checks(&plugin)),
-        Category::new("Operational Security", operational::checks(&plugin)),
-        Category::new("Best Practices", best_practices::checks(&plugin)),
-        Category::new("Marketplace", marketplace::checks(&plugin)),
-        Category::new("Skill Security", skill_security::checks(&plugin)),
-        Category::new("Code Quality", code_quality::checks(&plugin)),
+        Category::new("Manifest Validation", manifest::checks(plugin)),
+        Category::new("Security", security::checks(plugin)),
+        Category::new("Operational Security", operational::checks(plugin)),
+        Category::new("Best Practices", best_practices::checks(plugin)),
+        Category::new("Marketplace", marketplace::checks(plugin)),
+        Category::new("Skill Security", skill_security::checks(plugin)),
+        Category::new("Code Quality", code_quality::checks(plugin)),
     ]
 }
 
@@ -98,6 +105,13 @@ pub fn report(tree: &Tree, root: &str) -> crate::report::ScanReport {
     let plugin = Plugin::new(tree);
     let text =
         |key: &str| plugin.manifest.as_ref().and_then(|m| m.get(key)).and_then(Value::as_str).map(str::to_string);
-    let (name, version) = (text("name"), text("version"));
-    crate::report::ScanReport::new(categories(tree), root, name, version)
+    let package = crate::report::Package {
+        ecosystem: "codex",
+        package_kind: "single-plugin",
+        root_path: root.to_string(),
+        manifest_path: format!("{}/{MANIFEST}", root.trim_end_matches('/')),
+        name: text("name"),
+        version: text("version"),
+    };
+    crate::report::ScanReport::new(categories_of(&plugin), package)
 }

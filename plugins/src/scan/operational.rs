@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use fancy_regex::Regex;
 
-use super::code_quality::utf8_ignoring_errors;
+use super::text::{found, ignoring_errors};
 use super::Plugin;
 use crate::report::{Check, Finding, Severity};
 use crate::tree;
@@ -47,10 +47,6 @@ fn patterns() -> &'static Patterns {
     })
 }
 
-fn found(pattern: &Regex, text: &str) -> bool {
-    pattern.is_match(text).unwrap_or(false)
-}
-
 /// The workflow files (`.yml`, `.yaml` under `.github/workflows`, at
 /// any depth) with their text, in path order.
 fn workflows<'a>(plugin: &Plugin<'a>) -> Vec<(&'a str, String)> {
@@ -58,7 +54,7 @@ fn workflows<'a>(plugin: &Plugin<'a>) -> Vec<(&'a str, String)> {
         .tree
         .under(WORKFLOWS)
         .filter(|(path, _)| matches!(tree::suffix(path), ".yml" | ".yaml"))
-        .map(|(path, bytes)| (path, utf8_ignoring_errors(bytes)))
+        .map(|(path, bytes)| (path, ignoring_errors(bytes)))
         .collect()
 }
 
@@ -105,7 +101,7 @@ fn finding(rule: &str, severity: Severity, title: &str, description: String, fix
 fn actions_pinned(workflows: &[(&str, String)]) -> Check {
     const NAME: &str = "Third-party GitHub Actions pinned to SHAs";
     if workflows.is_empty() {
-        return Check::not_applicable(NAME, NO_WORKFLOWS);
+        return Check::weightless(NAME, NO_WORKFLOWS);
     }
     let pinned = |reference: &str| {
         reference
@@ -150,7 +146,7 @@ fn actions_pinned(workflows: &[(&str, String)]) -> Check {
 fn no_write_all(workflows: &[(&str, String)]) -> Check {
     const NAME: &str = "No write-all GitHub Actions permissions";
     if workflows.is_empty() {
-        return Check::not_applicable(NAME, NO_WORKFLOWS);
+        return Check::weightless(NAME, NO_WORKFLOWS);
     }
     let broad: Vec<&str> =
         workflows.iter().filter(|(_, text)| found(&patterns().write_all, text)).map(|(p, _)| *p).collect();
@@ -178,7 +174,7 @@ fn no_write_all(workflows: &[(&str, String)]) -> Check {
 fn no_untrusted_checkout(workflows: &[(&str, String)]) -> Check {
     const NAME: &str = "No privileged untrusted checkout patterns";
     if workflows.is_empty() {
-        return Check::not_applicable(NAME, NO_WORKFLOWS);
+        return Check::weightless(NAME, NO_WORKFLOWS);
     }
     let p = patterns();
     let risky: Vec<&str> = workflows
@@ -212,7 +208,7 @@ fn no_untrusted_checkout(workflows: &[(&str, String)]) -> Check {
 fn dependabot(plugin: &Plugin, workflows: &[(&str, String)], manifests: &Manifests) -> Check {
     const NAME: &str = "Dependabot configured for automation surfaces";
     if workflows.is_empty() && !manifests.any() {
-        return Check::not_applicable(NAME, "No workflows or dependency manifests found.");
+        return Check::weightless(NAME, "No workflows or dependency manifests found.");
     }
     let Some(config) =
         [".github/dependabot.yml", ".github/dependabot.yaml"].into_iter().find(|p| plugin.tree.exists(p))
@@ -232,7 +228,7 @@ fn dependabot(plugin: &Plugin, workflows: &[(&str, String)], manifests: &Manifes
             vec![missing],
         );
     };
-    let text = plugin.tree.file(config).map(utf8_ignoring_errors).unwrap_or_default();
+    let text = plugin.tree.file(config).map(ignoring_errors).unwrap_or_default();
     if !workflows.is_empty() && !found(&patterns().dependabot_actions, &text) {
         let missing = finding(
             "DEPENDABOT_GITHUB_ACTIONS_MISSING",
@@ -257,7 +253,7 @@ fn dependabot(plugin: &Plugin, workflows: &[(&str, String)], manifests: &Manifes
 /// requirement is not a pin.
 fn requirements_pinned(plugin: &Plugin) -> bool {
     let Some(bytes) = plugin.tree.file("requirements.txt") else { return false };
-    let text = utf8_ignoring_errors(bytes);
+    let text = ignoring_errors(bytes);
     let mut pins = Vec::new();
     for line in text.lines() {
         let line = line.trim();
@@ -275,7 +271,7 @@ fn requirements_pinned(plugin: &Plugin) -> bool {
 fn lockfiles(plugin: &Plugin, manifests: &Manifests) -> Check {
     const NAME: &str = "Dependency manifests have lockfiles";
     if !manifests.any() {
-        return Check::not_applicable(NAME, "No dependency manifests found.");
+        return Check::weightless(NAME, "No dependency manifests found.");
     }
     let any_of = |names: &[&str]| names.iter().any(|name| plugin.tree.exists(name));
     let (node_lock, python_lock) = (any_of(&NODE_LOCKFILES), any_of(&PYTHON_LOCKFILES));

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use fancy_regex::Regex;
 use serde_json::Value;
 
-use super::code_quality::utf8_ignoring_errors;
+use super::text::{found, ignoring_errors, url_scheme};
 use super::Plugin;
 use crate::report::{Check, Finding, Severity};
 use crate::tree;
@@ -30,10 +30,6 @@ const CISCO_CHECKS: [&str; 3] =
 /// The licence files looked for, in order.
 const LICENSE_STEMS: [&str; 6] = ["LICENSE", "LICENCE", "COPYING", "license", "licence", "copying"];
 const LICENSE_SUFFIXES: [&str; 4] = ["", ".md", ".txt", ".rst"];
-
-fn found(pattern: &Regex, text: &str) -> bool {
-    pattern.is_match(text).unwrap_or(false)
-}
 
 fn security_md(plugin: &Plugin) -> Check {
     const NAME: &str = "SECURITY.md found";
@@ -76,27 +72,22 @@ fn license(plugin: &Plugin) -> Check {
     Check::pass(NAME, 3, "LICENSE found")
 }
 
-struct McpPatterns {
-    dangerous: Vec<(Regex, &'static str)>,
-}
-
-fn mcp_patterns() -> &'static McpPatterns {
-    static PATTERNS: OnceLock<McpPatterns> = OnceLock::new();
+/// The dangerous commands looked for in `.mcp.json`, with their text.
+fn dangerous_commands() -> &'static [(Regex, &'static str)] {
+    static PATTERNS: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
     PATTERNS.get_or_init(|| {
         let pattern = |p: &'static str| (Regex::new(p).expect("the MCP patterns compile"), p);
-        McpPatterns {
-            dangerous: vec![
-                pattern(r"rm\s+-rf"),
-                pattern(r"\bsudo\b"),
-                pattern(r"curl\b.*\|\s*(ba)?sh"),
-                pattern(r"wget\b.*\|\s*(ba)?sh"),
-                pattern(r"bash\s+-c"),
-                pattern(r"\beval\b"),
-                pattern(r"\bexec\b"),
-                pattern(r"(?i)powershell\s+-c"),
-                pattern(r"(?i)cmd\s*/c"),
-            ],
-        }
+        vec![
+            pattern(r"rm\s+-rf"),
+            pattern(r"\bsudo\b"),
+            pattern(r"curl\b.*\|\s*(ba)?sh"),
+            pattern(r"wget\b.*\|\s*(ba)?sh"),
+            pattern(r"bash\s+-c"),
+            pattern(r"\beval\b"),
+            pattern(r"\bexec\b"),
+            pattern(r"(?i)powershell\s+-c"),
+            pattern(r"(?i)cmd\s*/c"),
+        ]
     })
 }
 
@@ -109,7 +100,7 @@ fn shown(pattern: &str) -> &str {
 fn dangerous_mcp(plugin: &Plugin) -> Check {
     const NAME: &str = "No dangerous MCP commands";
     if !plugin.tree.exists(MCP_CONFIG) {
-        return Check::not_applicable(NAME, "No .mcp.json found, skipping check");
+        return Check::weightless(NAME, "No .mcp.json found, skipping check");
     }
     let Some(text) = plugin.tree.file(MCP_CONFIG).and_then(|b| std::str::from_utf8(b).ok()) else {
         let unreadable = Finding::new(
@@ -124,7 +115,7 @@ fn dangerous_mcp(plugin: &Plugin) -> Check {
         return Check::fail(NAME, 4, "Could not safely read .mcp.json", vec![unreadable]);
     };
     let hits: Vec<&str> =
-        mcp_patterns().dangerous.iter().filter(|(regex, _)| found(regex, text)).map(|(_, p)| shown(p)).collect();
+        dangerous_commands().iter().filter(|(regex, _)| found(regex, text)).map(|(_, p)| shown(p)).collect();
     if hits.is_empty() {
         return Check::pass(NAME, 4, "No dangerous commands found in .mcp.json");
     }
@@ -190,12 +181,8 @@ fn mcp_urls(payload: &Value) -> Vec<String> {
 /// The scheme (lower-cased) and host of a URL as Python's `urlparse` reads
 /// them, enough to tell `https`, and `http` to a loopback host.
 fn scheme_and_host(url: &str) -> (String, Option<String>) {
-    let Some((scheme, rest)) = url.split_once(':') else { return (String::new(), None) };
-    let valid = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    if !valid {
-        return (String::new(), None);
-    }
+    let Some(scheme) = url_scheme(url) else { return (String::new(), None) };
+    let rest = &url[scheme.len() + 1..];
     let Some(after) = rest.strip_prefix("//") else { return (scheme.to_lowercase(), None) };
     let authority = &after[..after.find(['/', '?', '#']).unwrap_or(after.len())];
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
@@ -214,7 +201,7 @@ fn loopback(host: &str) -> bool {
 fn mcp_transport(plugin: &Plugin) -> Check {
     const NAME: &str = "MCP remote transports are hardened";
     if !plugin.tree.exists(MCP_CONFIG) {
-        return Check::not_applicable(NAME, "No .mcp.json found, skipping transport hardening checks.");
+        return Check::weightless(NAME, "No .mcp.json found, skipping transport hardening checks.");
     }
     let payload = plugin
         .tree
@@ -235,7 +222,7 @@ fn mcp_transport(plugin: &Plugin) -> Check {
     };
     let urls = mcp_urls(&payload);
     if urls.is_empty() {
-        return Check::not_applicable(
+        return Check::weightless(
             NAME,
             "No remote MCP URLs declared; stdio-only configuration is not applicable here.",
         );
@@ -276,7 +263,7 @@ fn mcp_transport(plugin: &Plugin) -> Check {
 fn cisco_not_run() -> Vec<Check> {
     CISCO_CHECKS
         .into_iter()
-        .map(|name| Check::not_applicable(name, "The Cisco MCP analyser is not run by this scanner."))
+        .map(|name| Check::weightless(name, "The Cisco MCP analyser is not run by this scanner."))
         .collect()
 }
 
@@ -565,7 +552,7 @@ fn approval_bypass(scanned: &Result<Vec<(&str, &[u8])>, String>) -> Check {
     let risky: Vec<&str> = files
         .iter()
         .filter(|(path, _)| [".json", ".md", ".yaml", ".yml", ".toml"].iter().any(|ext| path.ends_with(ext)))
-        .filter(|(path, bytes)| risky_approval_default(path, &utf8_ignoring_errors(bytes)))
+        .filter(|(path, bytes)| risky_approval_default(path, &ignoring_errors(bytes)))
         .map(|(path, _)| *path)
         .collect();
     if risky.is_empty() {
@@ -601,7 +588,7 @@ fn credentials(scanned: &Result<Vec<(&str, &[u8])>, String>) -> [Check; 2] {
         Err(reason) => failure = Some(reason.clone()),
         Ok(files) => {
             for (path, bytes) in files {
-                let text = utf8_ignoring_errors(bytes);
+                let text = ignoring_errors(bytes);
                 let reads = shell_reads::reads(path, &text, &secrets::generic_match);
                 if reads.len() > secrets::MAX_MATCHES_PER_FILE {
                     failure = Some(format!("runtime reads exceeded {} in {path}", secrets::MAX_MATCHES_PER_FILE));
@@ -653,7 +640,7 @@ fn credentials(scanned: &Result<Vec<(&str, &[u8])>, String>) -> [Check; 2] {
             "No supported runtime credential-access pattern detected; other access is not ruled out".to_string()
         }
     };
-    let advisory = Check { passed: complete, findings: runtime, ..Check::neutral(RUNTIME, message) };
+    let advisory = Check { passed: complete, findings: runtime, ..Check::weightless(RUNTIME, message) };
     [literal, advisory]
 }
 

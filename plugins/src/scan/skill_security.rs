@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use fancy_regex::Regex;
 use serde_json::Value;
 
-use super::code_quality::utf8_ignoring_errors;
+use super::text::{self, ignoring_errors};
 use super::Plugin;
 use crate::report::{Check, Finding, Severity};
 use crate::tree;
@@ -63,12 +63,12 @@ fn patterns() -> &'static Patterns {
 
 pub(super) fn checks(plugin: &Plugin) -> Vec<Check> {
     let skills = match skill_files(plugin) {
-        Err(why) => return CISCO_CHECKS.into_iter().map(|name| Check::not_applicable(name, why.clone())).collect(),
+        Err(why) => return CISCO_CHECKS.into_iter().map(|name| Check::weightless(name, why.clone())).collect(),
         Ok(files) => files,
     };
     let mut checks: Vec<Check> = CISCO_CHECKS
         .into_iter()
-        .map(|name| Check::not_applicable(name, "The Cisco skill analyser is not run by this scanner."))
+        .map(|name| Check::weightless(name, "The Cisco skill analyser is not run by this scanner."))
         .collect();
     checks.push(local_instructions(plugin, &skills));
     checks
@@ -106,7 +106,7 @@ fn local_instructions(plugin: &Plugin, skills: &[String]) -> Check {
     const NAME: &str = "No risky local skill instructions";
     let mut findings = Vec::new();
     for path in skills {
-        let text = join_continuations(&utf8_ignoring_errors(plugin.tree.file(path).unwrap_or_default()));
+        let text = join_continuations(&ignoring_errors(plugin.tree.file(path).unwrap_or_default()));
         let safe_curl = curl::read_only_spans(&text);
         for (index, (pattern, behaviour)) in patterns().risky.iter().enumerate() {
             let exempt = |start: usize, end: usize| {
@@ -175,7 +175,7 @@ fn command_urls<'t>(prefix: &'t Regex, text: &'t str) -> impl Iterator<Item = (u
 /// line break become a space), but for shell comment lines.
 fn join_continuations(text: &str) -> String {
     let mut joined = String::with_capacity(text.len());
-    for line in curl::split_lines_keeping_ends(text) {
+    for line in text::lines_keeping_ends(text) {
         if line.trim_start_matches([' ', '\t']).starts_with('#') {
             joined.push_str(line);
         } else if let Some(body) = line.strip_suffix("\\\r\n").or_else(|| line.strip_suffix("\\\n")) {

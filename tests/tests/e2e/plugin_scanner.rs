@@ -31,6 +31,22 @@ fn fixtures() -> Vec<PathBuf> {
     fixtures
 }
 
+/// The reference's report of every fixture's plugin, by fixture, in
+/// order: run once per test process, whichever test asks first (each run
+/// starts a Python interpreter).
+fn references() -> &'static [(PathBuf, Value)] {
+    static REPORTS: std::sync::OnceLock<Vec<(PathBuf, Value)>> = std::sync::OnceLock::new();
+    REPORTS.get_or_init(|| {
+        fixtures()
+            .into_iter()
+            .map(|f| {
+                let report = reference(&f.join("plugin"));
+                (f, report)
+            })
+            .collect()
+    })
+}
+
 fn reference(plugin: &Path) -> Value {
     let scanner = scanner().display().to_string();
     let output = Command::new(&scanner)
@@ -51,13 +67,12 @@ fn rules(findings: &Value) -> Vec<String> {
 
 #[test]
 fn almanacs_scanner_agrees_with_the_reference_over_the_corpus() {
-    let fixtures = fixtures();
+    let fixtures = references();
     let mut differences = Vec::new();
     let mut checks = 0;
-    for fixture in &fixtures {
+    for (fixture, answer) in fixtures {
         let name = fixture.file_name().unwrap().to_str().unwrap();
         let plugin = fixture.join("plugin");
-        let answer = reference(&plugin);
         assert_eq!(answer["schema_version"], "scan-result.v1");
         let expected: Value = serde_json::from_slice(&std::fs::read(fixture.join("expected.json")).unwrap()).unwrap();
         assert_eq!((&answer["score"], &answer["grade"]), (&expected["score"], &expected["grade"]), "{name}");
@@ -148,7 +163,7 @@ fn the_content_digest_is_the_references() {
 /// report says the score and each finding's rule.
 #[test]
 fn the_scan_plugin_command_reports_what_the_reference_reports() {
-    for fixture in fixtures() {
+    for (fixture, theirs) in references() {
         let plugin = fixture.join("plugin");
         let run = |format: &str| {
             let output = Command::new(tests::process::binary("generator"))
@@ -159,7 +174,6 @@ fn the_scan_plugin_command_reports_what_the_reference_reports() {
             String::from_utf8(output.stdout).unwrap()
         };
         let ours: Value = serde_json::from_str(&run("json")).unwrap();
-        let theirs = reference(&plugin);
         for field in ["schema_version", "scope", "score", "raw_score", "effective_score", "grade", "ecosystems"] {
             assert_eq!(ours[field], theirs[field], "{}: {field}", fixture.display());
         }
@@ -169,7 +183,7 @@ fn the_scan_plugin_command_reports_what_the_reference_reports() {
         let severities = |report: &Value| -> Vec<String> {
             report["findings"].as_array().unwrap().iter().map(|f| f["severity"].as_str().unwrap().to_string()).collect()
         };
-        assert_eq!(severities(&ours), severities(&theirs), "{}: most severe first", fixture.display());
+        assert_eq!(severities(&ours), severities(theirs), "{}: most severe first", fixture.display());
         assert_eq!(ours["packages"][0]["name"], theirs["packages"][0]["name"]);
         let text = run("text");
         assert!(

@@ -4,7 +4,7 @@
 //! while the build holds every change of the catalog; made from the store
 //! once a change is newer (as the catalog's JSON is: [`super::catalog`]),
 //! so a policy published, deactivated or dropped by a reorganisation since
-//! the build shows at once.
+//! the build shows at once (revalidated on every use).
 
 use pages::secrets::{PolicyList, PER_PAGE};
 use pages::Made;
@@ -33,7 +33,7 @@ pub async fn list(request: Request) -> Answer {
     let last_modified = entries.iter().map(|p| p.last_modified()).max().unwrap_or_default();
     let list = PolicyList { policies: &entries, page, total, last_modified };
     let file = request.build()?.pages.secret_policy_list(&list, Made::Live);
-    rendered(&request, file)
+    crate::broker::made_page(&request, file).map(crate::broker::live)
 }
 
 /// `GET /secrets/{chainId}/{policyId}`: a policy's page.
@@ -52,12 +52,5 @@ pub async fn policy(request: Request) -> Answer {
     let entry =
         catalog_entries(settings, std::slice::from_ref(&policy)).pop().ok_or_else(|| policy_not_found(policy_id))?;
     let file = request.build()?.pages.secret_policy(&entry, Made::Live);
-    rendered(&request, file)
-}
-
-/// A page made now, revalidated on every use (as the overlay's answers).
-fn rendered(request: &Request, file: anyhow::Result<shared::site::File>) -> Answer {
-    let file = file.map_err(|e| Error::bad_answer(format!("{e:#}")))?;
-    let made = reply::Representation::computed(file.representation)?;
-    Ok(crate::broker::live(reply::representation(&request.method, &request.headers, &made)))
+    crate::broker::made_page(&request, file).map(crate::broker::live)
 }

@@ -8,7 +8,7 @@ use shared::timestamp::Timestamp;
 
 use super::{enabled, hcs26, shown, versions_of, words, Listing, ALL_VERSIONS};
 use crate::broker::inscription::hcs1;
-use crate::reply::{self, Answer, Error};
+use crate::reply::Answer;
 use crate::request::Request;
 use crate::store::skills::{self as stored, Filter, Job};
 use crate::store::{self};
@@ -37,12 +37,6 @@ fn at(ms: i64) -> Timestamp {
     Timestamp(ms.max(0) as u64 * 1_000_000)
 }
 
-fn rendered(request: &Request, file: anyhow::Result<shared::site::File>) -> Answer {
-    let file = file.map_err(|e| Error::bad_answer(format!("{e:#}")))?;
-    let made = reply::Representation::computed(file.representation)?;
-    Ok(reply::representation(&request.method, &request.headers, &made))
-}
-
 /// `GET /skills`: the list, or what `q` finds.
 pub async fn list(request: Request) -> Answer {
     enabled(&request)?;
@@ -65,7 +59,7 @@ pub async fn list(request: Request) -> Answer {
     let newest = skills.iter().map(|(t, _)| *t).max().unwrap_or(0);
     let list: Vec<Skill> = skills.into_iter().map(|(_, s)| s).collect();
     let build = request.build()?;
-    rendered(&request, build.pages.skills(&list, query.trim(), at(newest)))
+    crate::broker::made_page(&request, build.pages.skills(&list, query.trim(), at(newest)))
 }
 
 /// `GET /skills/{name}`: its latest version, files and versions.
@@ -95,5 +89,5 @@ pub async fn page(request: Request) -> Answer {
         versions: versions.iter().map(|j| (j.version.clone(), store::rfc3339(j.created_at))).collect(),
     };
     let build = request.build()?;
-    rendered(&request, build.pages.skill(&detail, at(latest.job.updated_at)))
+    crate::broker::made_page(&request, build.pages.skill(&detail, at(latest.job.updated_at)))
 }

@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 
 use fancy_regex::{Captures, Regex};
 
+use super::super::text::{self, found};
 use super::DOCUMENTATION_EXTENSIONS;
 use crate::tree;
 
@@ -133,10 +134,6 @@ fn patterns() -> &'static Patterns {
 /// assignments) matches `text`.
 pub(super) fn generic_match(text: &str) -> bool {
     patterns().detectors.iter().filter(|d| d.kind == Kind::Generic).any(|d| found(&d.pattern, text))
-}
-
-fn found(pattern: &Regex, text: &str) -> bool {
-    pattern.is_match(text).unwrap_or(false)
 }
 
 fn suffix_lower(path: &str) -> String {
@@ -314,31 +311,6 @@ impl Lines {
     pub(super) fn number(&self, offset: usize) -> usize {
         self.newlines.partition_point(|at| *at < offset) + 1
     }
-}
-
-/// The lines as Python's `str.splitlines` cuts them (no ends kept).
-fn python_lines(text: &str) -> Vec<&str> {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        let width = match c {
-            '\r' if chars.peek().is_some_and(|(_, n)| *n == '\n') => {
-                chars.next();
-                2
-            }
-            '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
-                c.len_utf8()
-            }
-            _ => continue,
-        };
-        lines.push(&text[start..at]);
-        start = at + width;
-    }
-    if start < text.len() {
-        lines.push(&text[start..]);
-    }
-    lines
 }
 
 const ILLUSTRATIVE_PATH_HINTS: [&str; 5] = ["commands", "examples", "prompts", "rules", "skills"];
@@ -624,7 +596,7 @@ pub(super) fn first_secret_line(
     shell_reads: &[(usize, usize)],
 ) -> Result<Option<usize>, String> {
     let numbers = Lines::of(content);
-    let lines = python_lines(content);
+    let lines = text::lines(content);
     let spans = field_and_route_spans(path, content);
     let mut first_line = first_private_key_line(path, content, &lines, &numbers);
     let mut first_offset: Option<usize> = None;

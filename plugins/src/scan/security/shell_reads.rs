@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 
 use fancy_regex::Regex;
 
+use super::super::text::found;
 use crate::tree;
 
 const VARIABLE: &str = r"(?:\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})";
@@ -71,10 +72,6 @@ fn patterns() -> &'static Patterns {
             printenv_argument: compile(&format!(r"^\$\(printenv[ \t]+({env_arg})")),
         }
     })
-}
-
-fn found(pattern: &Regex, text: &str) -> bool {
-    pattern.is_match(text).unwrap_or(false)
 }
 
 fn credential_name(name: &str, indirect: bool) -> bool {

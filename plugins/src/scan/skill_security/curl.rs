@@ -16,33 +16,6 @@ const READ_ONLY_FLAGS: [&str; 7] =
 /// The longest block exempted.
 const MAX_BLOCK: usize = 65_536;
 
-/// `text`'s lines with their endings, split where Python's
-/// `str.splitlines` splits: `\n`, `\r\n`, `\r`, `\v`, `\f`, `\x1c`-`\x1e`,
-/// `\u{85}`, `\u{2028}`, `\u{2029}`.
-pub(super) fn split_lines_keeping_ends(text: &str) -> Vec<&str> {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        let end = match c {
-            '\r' if chars.peek().is_some_and(|(_, next)| *next == '\n') => {
-                chars.next();
-                at + 2
-            }
-            '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}' => {
-                at + c.len_utf8()
-            }
-            _ => continue,
-        };
-        lines.push(&text[start..end]);
-        start = end;
-    }
-    if start < text.len() {
-        lines.push(&text[start..]);
-    }
-    lines
-}
-
 /// A fence line's marker (three or more backticks or tildes) and what
 /// follows it.
 fn fence_boundary(line: &str) -> Option<(&str, &str)> {
@@ -62,7 +35,7 @@ pub(super) fn read_only_spans(text: &str) -> Vec<(usize, usize)> {
     }
     let mut spans = Vec::new();
     let (mut fence, mut body_start, mut offset, mut safe, mut saw_command) = (None::<String>, 0, 0, false, false);
-    for line in split_lines_keeping_ends(text) {
+    for line in super::super::text::lines_keeping_ends(text) {
         let boundary = fence_boundary(line);
         match &fence {
             None => {
