@@ -57,6 +57,8 @@ pub struct App {
     pub inscriptions: Option<Arc<crate::broker::inscription::settings::Settings>>,
     /// The skills registry, when inscription is on.
     pub skills: Option<Arc<crate::broker::skills::settings::Settings>>,
+    /// The plugin catalog's imports.
+    pub plugins: crate::broker::plugins::Settings,
     /// Programmable Secrets, when the operator names a chain.
     pub secrets: Option<Arc<crate::broker::secrets::settings::Settings>>,
     /// Largest body of a Programmable Secrets publication (the ciphertext

@@ -379,6 +379,22 @@ pub struct Config {
     /// reached, in milliseconds.
     #[arg(long, env = "ALMANAC_SECRETS_INDEX_BACKOFF_MAX_MS", default_value_t = 60_000)]
     pub secrets_index_backoff_max_ms: u64,
+    /// Where a GitHub repository's archive at a commit is fetched for a
+    /// plugin import: `{host}/{owner}/{repo}/tar.gz/{commit}`.
+    #[arg(long, env = "ALMANAC_PLUGINS_ARCHIVE_HOST", default_value = "https://codeload.github.com")]
+    pub plugins_archive_host: String,
+    /// The largest repository archive a plugin import fetches, compressed, in bytes.
+    #[arg(long, env = "ALMANAC_PLUGINS_MAX_ARCHIVE_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub plugins_max_archive_bytes: usize,
+    /// Entries (files, folders) a repository archive may hold.
+    #[arg(long, env = "ALMANAC_PLUGINS_MAX_ENTRIES", default_value_t = 20_000)]
+    pub plugins_max_entries: usize,
+    /// Bytes a repository archive may expand to, against archive bombs.
+    #[arg(long, env = "ALMANAC_PLUGINS_MAX_EXPANDED_BYTES", default_value_t = 128 * 1024 * 1024)]
+    pub plugins_max_expanded_bytes: u64,
+    /// Sources one plugin import may fetch, a marketplace's entries included.
+    #[arg(long, env = "ALMANAC_PLUGINS_MAX_SOURCES", default_value_t = 50)]
+    pub plugins_max_sources: usize,
     /// Files a skill package may have.
     #[arg(long, env = "ALMANAC_SKILLS_MAX_FILES", default_value_t = 20)]
     pub skills_max_files: usize,
@@ -738,6 +754,16 @@ impl Config {
             },
             verification_limit: limiter(self.verification_rate, self.verification_burst),
             skills,
+            plugins: crate::broker::plugins::Settings {
+                archive_host: self.plugins_archive_host.clone(),
+                max_archive_bytes: self.plugins_max_archive_bytes.max(1),
+                limits: plugins::archive::Limits {
+                    max_entries: self.plugins_max_entries.max(1),
+                    max_expanded_bytes: self.plugins_max_expanded_bytes.max(1),
+                },
+                max_sources: self.plugins_max_sources.max(1),
+                wake: Default::default(),
+            },
             secrets,
             secrets_max_body: self.secrets_max_ciphertext_bytes.saturating_mul(2).saturating_add(262_144),
             inscriptions,

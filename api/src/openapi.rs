@@ -66,6 +66,9 @@ pub fn document(endpoints: &[Endpoint]) -> Value {
                                                 file, paid in credits."},
             {"name": "Verification", "description": "Ownership of agents, proven by a DNS TXT record, a ledger \
                                                      signature or a code served at the agent's endpoint."},
+            {"name": "Plugins", "description": "Agent plugins imported from repositories at pinned commits, \
+                                                scanned as the reference plugin scanner scans them, and their \
+                                                trust, also through the Guard trust routes."},
             {"name": "Service", "description": "Health and this document."},
             {"name": "Exports", "description": "Parquet exports of the build for analysts."},
             {"name": "Pages", "description": "HTML pages of the build for people: tokens, accounts, guard \
@@ -464,6 +467,65 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
         6,
     );
     let skills = "Skills";
+    let plugins = "Plugins";
+    let plugin_import = object(
+        &[
+            ("jobId", string()),
+            ("status", json!({"enum": ["pending", "running", "completed", "failed"]})),
+            ("progress", any_object()),
+            ("results", array(any_object())),
+            ("error", json!({"type": ["string", "null"]})),
+            ("createdAt", string()),
+            ("updatedAt", string()),
+        ],
+        7,
+    );
+    let recommendation = json!({"enum": ["monitor", "review", "block"]});
+    let plugin_item = object(
+        &[
+            ("slug", string()),
+            ("name", string()),
+            ("ecosystem", string()),
+            ("repository", string()),
+            ("sourceRepo", string()),
+            ("commit", string()),
+            ("digest", string()),
+            ("ownerVerified", boolean()),
+            ("trustScore", integer()),
+            ("recommendation", recommendation.clone()),
+            ("safetyScore", json!({"type": ["integer", "null"]})),
+            ("description", json!({"type": ["string", "null"]})),
+            ("category", json!({"type": ["string", "null"]})),
+            ("version", json!({"type": ["string", "null"]})),
+        ],
+        10,
+    );
+    let trust_match = object(
+        &[
+            ("artifactId", string()),
+            ("artifactName", string()),
+            ("artifactType", json!({"enum": ["skill", "plugin"]})),
+            ("artifactSlug", string()),
+            ("recommendation", recommendation.clone()),
+            ("verified", boolean()),
+            ("safetyScore", json!({"type": ["number", "null"]})),
+            ("trustScore", json!({"type": ["number", "null"]})),
+            ("href", string()),
+            ("ecosystem", string()),
+        ],
+        6,
+    );
+    let advisory = object(
+        &[
+            ("id", string()),
+            ("artifactId", string()),
+            ("artifactName", string()),
+            ("reason", string()),
+            ("severity", json!({"enum": ["low", "medium", "high"]})),
+            ("publishedAt", string()),
+        ],
+        6,
+    );
     let secrets = "Programmable Secrets";
     let secret_policy = object(
         &[
@@ -1404,6 +1466,142 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
         ),
         "uaidConnectionStatus" => json(live, object(&[("connected", boolean())], 1)),
         "closeUaidConnection" => json(live, object(&[("success", boolean()), ("message", string())], 2)),
+        "importPlugins" => {
+            let source = object(
+                &[("source", string()), ("url", string()), ("repo", string()), ("path", string()), ("sha", string())],
+                1,
+            );
+            let input = object(
+                &[
+                    ("repository", string()),
+                    ("commit", json!({"type": "string", "pattern": "^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$"})),
+                    ("path", string()),
+                    ("archiveUrl", string()),
+                    ("source", source),
+                    ("marketplace", object(&[("name", string()), ("plugins", array(any_object()))], 1)),
+                ],
+                0,
+            );
+            with_body(plugins, input, vec![(202, plugin_import.clone())])
+        }
+        "getPluginImport" => json(plugins, plugin_import),
+        "getPluginCatalog" => Doc {
+            query: vec![
+                query("limit", json!({"type": "integer", "minimum": 1, "maximum": 100}), false),
+                query("cursor", string(), false),
+                query("category", string(), false),
+                query("ecosystem", json!({"enum": ["codex", "claude-code", "agent-plugins"]}), false),
+                query("ownerVerified", json!({"enum": ["true", "false"]}), false),
+                query("q", string(), false),
+            ],
+            ..json(plugins, object(&[("items", array(plugin_item.clone())), ("nextCursor", nullable("string"))], 2))
+        },
+        "getPlugin" => json(plugins, plugin_item),
+        "pluginBadge" => Doc {
+            query: vec![
+                query("slug", string(), true),
+                query("metric", json!({"enum": ["trust", "security"]}), false),
+                query("style", json!({"enum": ["flat", "flat-square", "plastic", "for-the-badge", "social"]}), false),
+                query("label", string(), false),
+            ],
+            ..json(
+                plugins,
+                object(
+                    &[("schemaVersion", integer()), ("label", string()), ("message", string()), ("color", string())],
+                    4,
+                ),
+            )
+        },
+        "guardTrustByHash" | "guardTrustByHashPortal" => json(
+            plugins,
+            object(
+                &[
+                    ("generatedAt", string()),
+                    ("query", object(&[("sha256", string())], 1)),
+                    ("match", json!({"oneOf": [trust_match.clone(), {"type": "null"}]})),
+                    ("evidence", array(string())),
+                ],
+                4,
+            ),
+        ),
+        "guardTrustResolve" | "guardTrustResolvePortal" => Doc {
+            query: vec![
+                query("ecosystem", string(), false),
+                query("name", string(), false),
+                query("version", string(), false),
+            ],
+            ..json(
+                plugins,
+                object(&[("generatedAt", string()), ("query", any_object()), ("items", array(trust_match.clone()))], 3),
+            )
+        },
+        "guardFeed" | "guardFeedPortal" => Doc {
+            query: vec![query("limit", json!({"type": "integer", "minimum": 1, "maximum": 100}), false)],
+            ..json(
+                plugins,
+                object(
+                    &[
+                        ("generatedAt", string()),
+                        ("items", array(any_object())),
+                        (
+                            "summary",
+                            object(
+                                &[
+                                    ("total", integer()),
+                                    ("monitorCount", integer()),
+                                    ("reviewCount", integer()),
+                                    ("blockCount", integer()),
+                                ],
+                                4,
+                            ),
+                        ),
+                    ],
+                    3,
+                ),
+            )
+        },
+        "guardAdvisories" | "guardAdvisoriesPortal" | "guardRevocations" | "guardRevocationsPortal" => {
+            json(plugins, object(&[("generatedAt", string()), ("items", array(advisory))], 2))
+        }
+        "guardPreInstallVerdict"
+        | "guardPreInstallVerdictPortal"
+        | "guardPreExecutionVerdict"
+        | "guardPreExecutionVerdictPortal" => {
+            let request = object(
+                &[
+                    ("harness", string()),
+                    ("artifactName", string()),
+                    ("artifactType", json!({"enum": ["skill", "plugin"]})),
+                    ("artifactId", string()),
+                    ("artifactSlug", string()),
+                    ("artifactHash", string()),
+                    ("publisher", string()),
+                    ("domain", string()),
+                    ("launchSummary", string()),
+                    ("capabilities", array(string())),
+                    ("workspacePath", string()),
+                ],
+                3,
+            );
+            let verdict = object(
+                &[
+                    ("generatedAt", string()),
+                    ("principal", any_object()),
+                    ("decision", json!({"enum": ["allow", "review", "block"]})),
+                    ("recommendation", recommendation.clone()),
+                    ("rationale", string()),
+                    ("scope", json!({"enum": ["artifact", "publisher", "domain", "policy"]})),
+                    (
+                        "matchedEvidence",
+                        array(object(&[("category", string()), ("source", string()), ("detail", string())], 3)),
+                    ),
+                    ("matchedException", json!({"type": "null"})),
+                    ("trustMatch", json!({"oneOf": [trust_match, {"type": "null"}]})),
+                ],
+                9,
+            );
+            with_body(plugins, request, vec![(200, verdict)])
+        }
         // Not described: the unit test below names it.
         _ => Doc::default(),
     }

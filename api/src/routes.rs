@@ -20,6 +20,7 @@ use shared::http::Cache;
 use warp::http::{HeaderValue, Method};
 
 pub use crate::auth::Auth;
+use crate::broker::plugins;
 use crate::broker::secrets;
 use crate::broker::skills;
 use crate::broker::verification;
@@ -646,7 +647,32 @@ pub fn table() -> Vec<Endpoint> {
         Endpoint::new("/api/v1/credits/payments/intent")
             .post("cardPaymentIntent", handler!(broker::intents::card), BodyLimit::Live, Cache::NoStore)
             .auth(Auth::Key),
+        // Plugins: imported from repositories, scanned, answered with their trust.
+        Endpoint::new("/api/v1/plugins/import")
+            .post("importPlugins", handler!(plugins::import::import), BodyLimit::Live, Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/plugins/import/{jobId}")
+            .get("getPluginImport", handler!(plugins::import::job), Cache::NoStore)
+            .auth(Auth::Key),
+        Endpoint::new("/api/v1/plugins/catalog").get("getPluginCatalog", handler!(plugins::catalog), Cache::NoStore),
+        Endpoint::new("/api/v1/plugins/{slug}").get("getPlugin", handler!(plugins::plugin), Cache::NoStore),
+        Endpoint::new("/api/registry/badges/plugin").get("pluginBadge", handler!(plugins::badge), Cache::Badge),
     ];
+    // The Guard trust routes, under the broker's prefix and the portal's
+    // (the reference client tries the second on a 404 or 501).
+    for (broker_path, portal_path, name, portal_name) in GUARD_TRUST_GETS {
+        let handler = guard_trust_get(name);
+        endpoints.push(Endpoint::new(broker_path).get(name, handler, Cache::NoStore).auth(Auth::Optional));
+        endpoints.push(Endpoint::new(portal_path).get(portal_name, handler, Cache::NoStore).auth(Auth::Optional));
+    }
+    for (broker_path, portal_path, name, portal_name) in GUARD_VERDICTS {
+        let handler = handler!(crate::guard::trust::verdict);
+        endpoints
+            .push(Endpoint::new(broker_path).post(name, handler, BodyLimit::Live, Cache::NoStore).auth(Auth::Optional));
+        endpoints.push(
+            Endpoint::new(portal_path).post(portal_name, handler, BodyLimit::Live, Cache::NoStore).auth(Auth::Optional),
+        );
+    }
     for (pattern, name) in [
         (render::STATS, "stats"),
         (render::REGISTRIES, "registries"),
@@ -661,6 +687,49 @@ pub fn table() -> Vec<Endpoint> {
         endpoints.push(file(pattern, name, Cache::Catalog));
     }
     endpoints
+}
+
+/// The Guard trust reads: the broker's path, the portal's, and their
+/// operation ids.
+const GUARD_TRUST_GETS: [(&str, &str, &str, &str); 5] = [
+    (
+        "/api/v1/guard/trust/by-hash/{sha256}",
+        "/api/guard/trust/by-hash/{sha256}",
+        "guardTrustByHash",
+        "guardTrustByHashPortal",
+    ),
+    ("/api/v1/guard/trust/resolve", "/api/guard/trust/resolve", "guardTrustResolve", "guardTrustResolvePortal"),
+    ("/api/v1/guard/feed", "/api/guard/feed", "guardFeed", "guardFeedPortal"),
+    ("/api/v1/guard/advisories", "/api/guard/advisories", "guardAdvisories", "guardAdvisoriesPortal"),
+    ("/api/v1/guard/revocations", "/api/guard/revocations", "guardRevocations", "guardRevocationsPortal"),
+];
+
+const GUARD_VERDICTS: [(&str, &str, &str, &str); 2] = [
+    (
+        "/api/v1/guard/verdict/pre-install",
+        "/api/guard/verdict/pre-install",
+        "guardPreInstallVerdict",
+        "guardPreInstallVerdictPortal",
+    ),
+    (
+        "/api/v1/guard/verdict/pre-execution",
+        "/api/guard/verdict/pre-execution",
+        "guardPreExecutionVerdict",
+        "guardPreExecutionVerdictPortal",
+    ),
+];
+
+/// The handler of a Guard trust read, by its operation id.
+fn guard_trust_get(name: &str) -> Handler {
+    use crate::guard::trust;
+    match name {
+        "guardTrustByHash" => handler!(trust::by_hash),
+        "guardTrustResolve" => handler!(trust::resolve),
+        "guardFeed" => handler!(trust::feed),
+        "guardAdvisories" => handler!(trust::advisories),
+        "guardRevocations" => handler!(trust::revocations),
+        other => unreachable!("{other} is not a Guard trust read"),
+    }
 }
 
 /// The table, indexed for matching.

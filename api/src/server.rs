@@ -112,6 +112,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let skills = tokio::spawn(crate::broker::skills::jobs::run(app.clone(), async move {
         let _ = skills_stopped.await;
     }));
+    // Plugins: import jobs run, resumed after a restart.
+    let (stop_plugins, plugins_stopped) = tokio::sync::oneshot::channel::<()>();
+    let plugins = tokio::spawn(crate::broker::plugins::import::run(app.clone(), async move {
+        let _ = plugins_stopped.await;
+    }));
     // Programmable Secrets: the chains' events followed.
     let (stop_secrets, secrets_stopped) = tokio::sync::oneshot::channel::<()>();
     let secrets = tokio::spawn(crate::broker::secrets::indexer::run(app.clone(), async move {
@@ -169,6 +174,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let _ = inscriptions.await;
     let _ = stop_skills.send(());
     let _ = skills.await;
+    let _ = stop_plugins.send(());
+    let _ = plugins.await;
     let _ = stop_secrets.send(());
     let _ = secrets.await;
     let _ = stop_registrar.send(());

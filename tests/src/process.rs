@@ -100,6 +100,9 @@ impl Api {
             // hosts, off this machine: a test that wants them says where
             // names resolve (`--egress-dns`) and how often to check.
             .env("ALMANAC_AVAILABILITY_EVERY_S", "0")
+            // Plugin imports fetch GitHub's archives by default: here they
+            // reach a closed port on loopback unless a test names its host.
+            .env("ALMANAC_PLUGINS_ARCHIVE_HOST", "http://127.0.0.1:9")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr);

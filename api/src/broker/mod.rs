@@ -19,6 +19,7 @@ pub mod intents;
 pub mod mirror;
 pub mod overlay;
 pub mod payments;
+pub mod plugins;
 pub mod pricing;
 pub mod provider;
 pub mod register;

@@ -1,9 +1,11 @@
 //! Section B's live route: the stateless MCP endpoint ([`mcp`]) and its
-//! seven tools ([`tools`]). The guard's JSON files are published files
-//! (see the route table).
+//! seven tools ([`tools`]), and the trust routes of the plugin catalog
+//! ([`trust`]). The guard's JSON files are published files (see the route
+//! table).
 
 pub mod mcp;
 pub mod tools;
+pub mod trust;
 
 use crate::reply::Answer;
 use crate::request::Request;

@@ -1,7 +1,8 @@
 //! The live store: the api's durable state (accounts, API keys,
 //! challenges, credit transactions, registrations and their attempts,
 //! encryption keys, adapter submissions, feedback, payment intents,
-//! Programmable Secrets' policies and key requests, and the outbox of the
+//! Programmable Secrets' policies and key requests, the plugin catalog and
+//! its imports, and the outbox of the
 //! journal the next build reads).
 //!
 //! **The interface.** Handlers see [`Store`] and the domain functions of
@@ -40,6 +41,7 @@ pub mod inscriptions;
 pub mod keys;
 pub mod outbox;
 pub mod payments;
+pub mod plugins;
 pub mod registry;
 pub mod secrets;
 pub mod skills;
@@ -70,6 +72,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/013-member-holders-and-idempotency.sql"),
     include_str!("schema/014-programmable-secrets.sql"),
     include_str!("schema/015-secret-catalog.sql"),
+    include_str!("schema/016-plugins.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose
