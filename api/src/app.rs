@@ -58,7 +58,7 @@ pub struct App {
     /// The skills registry, when inscription is on.
     pub skills: Option<Arc<crate::broker::skills::settings::Settings>>,
     /// The plugin catalog's imports.
-    pub plugins: crate::broker::plugins::Settings,
+    pub plugins: crate::broker::plugins::settings::Settings,
     /// Programmable Secrets, when the operator names a chain.
     pub secrets: Option<Arc<crate::broker::secrets::settings::Settings>>,
     /// Largest body of a Programmable Secrets publication (the ciphertext

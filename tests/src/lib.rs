@@ -3,6 +3,7 @@
 //! processes ([`process`]).
 
 pub mod agents;
+pub mod archive_host;
 pub mod bm25f;
 pub mod browser;
 pub mod card;

@@ -28,6 +28,7 @@ mod layers;
 mod openapi;
 mod pages;
 mod plugin_scanner;
+mod plugins;
 mod publish;
 mod route_table;
 mod secrets;

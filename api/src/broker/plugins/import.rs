@@ -366,48 +366,12 @@ async fn import_target(
     let settings = &app.plugins;
     let bytes = fetch(app, settings, target).await?;
     let limits = settings.limits;
-    let repository = target.repository();
-    let target_owned = target.clone();
-    let account = job.account.clone();
-    let job_id = job.id.clone();
+    let (target_owned, account, job_id) = (target.clone(), job.account.clone(), job.id.clone());
     // Unpacking and scanning are CPU work, off the async threads.
-    let made =
-        tokio::task::spawn_blocking(move || -> Result<(Vec<NewVersion>, Vec<source::Entry>, Vec<Value>), Refusal> {
-            let tree =
-                plugins::archive::unpack_tar_gz(&bytes, &limits).map_err(|e| ("archive_refused", e.to_string()))?;
-            let tree = locate::strip_top_folder(tree);
-            if !target_owned.path.is_empty() && !tree.is_dir(&target_owned.path) {
-                return Err(("path_not_found", format!("the repository has no folder {:?}", target_owned.path)));
-            }
-            let found = locate::plugins(&tree, &target_owned.path);
-            let mut refused: Vec<Value> = found
-                .refused
-                .iter()
-                .map(|(name, why)| {
-                    json!({"repository": repository.key(), "commit": target_owned.commit, "path": name,
-                    "status": "failed", "code": "source_refused", "error": why.to_string()})
-                })
-                .collect();
-            let workflow = scanner_workflow(&tree);
-            let mut versions = Vec::new();
-            for mut located in found.plugins {
-                if located.listed_name.is_none() {
-                    located.listed_name.clone_from(&target_owned.listed_name);
-                }
-                if located.listed_category.is_none() {
-                    located.listed_category.clone_from(&target_owned.category);
-                }
-                match version(&tree, &located, &target_owned, &account, &job_id, workflow.as_deref()) {
-                    Ok(version) => versions.push(version),
-                    Err(why) => refused.push(json!({"repository": repository.key(), "commit": target_owned.commit,
-                    "path": located.root, "status": "failed", "code": "plugin_unnamed", "error": why})),
-                }
-            }
-            Ok((versions, found.remote, refused))
-        })
+    let unpacked = tokio::task::spawn_blocking(move || unpack(&bytes, limits, &target_owned, &account, &job_id))
         .await
         .map_err(|e| ("import_failed", format!("the import stopped: {e}")))??;
-    let (versions, remote, mut results) = made;
+    let Unpacked { versions, remote, refused: mut results } = unpacked;
     if versions.is_empty() && results.is_empty() {
         return Err(("no_plugin", "no plugin manifest or marketplace entry was found".into()));
     }
@@ -436,6 +400,53 @@ async fn import_target(
         results.push(result);
     }
     Ok((results, remote))
+}
+
+/// What one archive holds: the versions to store, the remote sources its
+/// marketplace files list, and the results of what was refused in it.
+struct Unpacked {
+    versions: Vec<NewVersion>,
+    remote: Vec<source::Entry>,
+    refused: Vec<Value>,
+}
+
+/// The archive `bytes` unpacked within `limits`, and its plugins at or
+/// under the target's path made into versions. O(expanded bytes).
+fn unpack(
+    bytes: &[u8],
+    limits: plugins::archive::Limits,
+    target: &Target,
+    account: &str,
+    job: &str,
+) -> Result<Unpacked, Refusal> {
+    let tree = plugins::archive::unpack_tar_gz(bytes, &limits).map_err(|e| ("archive_refused", e.to_string()))?;
+    let tree = locate::strip_top_folder(tree);
+    if !target.path.is_empty() && !tree.is_dir(&target.path) {
+        return Err(("path_not_found", format!("the repository has no folder {:?}", target.path)));
+    }
+    let repository = target.repository().key();
+    let found = locate::plugins(&tree, &target.path);
+    let refusal = |path: &str, code: &str, why: String| {
+        json!({"repository": repository, "commit": target.commit, "path": path,
+            "status": "failed", "code": code, "error": why})
+    };
+    let mut refused: Vec<Value> =
+        found.refused.iter().map(|(name, why)| refusal(name, "source_refused", why.to_string())).collect();
+    let workflow = scanner_workflow(&tree);
+    let mut versions = Vec::new();
+    for mut located in found.plugins {
+        if located.listed_name.is_none() {
+            located.listed_name.clone_from(&target.listed_name);
+        }
+        if located.listed_category.is_none() {
+            located.listed_category.clone_from(&target.category);
+        }
+        match version(&tree, &located, target, account, job, workflow.as_deref()) {
+            Ok(version) => versions.push(version),
+            Err(why) => refused.push(refusal(&located.root, "plugin_unnamed", why)),
+        }
+    }
+    Ok(Unpacked { versions, remote: found.remote, refused })
 }
 
 /// The archive's bytes, through the egress gate, within the size bound.

@@ -14,9 +14,10 @@
 //! (`crate::guard::trust`) answer from it too.
 
 pub mod import;
+pub mod settings;
 pub mod view;
 
-use std::sync::Arc;
+pub use settings::Settings;
 
 use serde_json::{json, Value};
 use warp::http::StatusCode;
@@ -24,22 +25,6 @@ use warp::http::StatusCode;
 use crate::reply::{self, Answer, Error};
 use crate::request::Request;
 use crate::store::plugins as stored;
-
-/// The catalog's settings, from the flags.
-#[derive(Debug)]
-pub struct Settings {
-    /// Where a GitHub repository's archive at a commit is fetched:
-    /// `{archive_host}/{owner}/{repo}/tar.gz/{commit}`, as
-    /// `codeload.github.com` serves them.
-    pub archive_host: String,
-    /// The largest archive fetched, compressed.
-    pub max_archive_bytes: usize,
-    pub limits: plugins::archive::Limits,
-    /// The most sources one import may name, a marketplace's included.
-    pub max_sources: usize,
-    /// Tells the import worker a job is waiting.
-    pub wake: Arc<tokio::sync::Notify>,
-}
 
 /// A catalog's filters, read from the query string.
 struct Filter {
