@@ -42,6 +42,8 @@ pub struct App {
     pub catalog_changes: crate::store::Newest,
     /// The newest change of the Programmable Secrets catalog stored.
     pub secrets_changes: crate::store::Newest,
+    /// The newest journaled change of the plugin catalog.
+    pub plugin_changes: crate::store::Newest,
     /// Delivery to additional registries.
     pub registrar: Arc<registrar::Settings>,
     pub auth: auth::Settings,

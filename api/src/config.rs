@@ -731,6 +731,7 @@ impl Config {
             feedback_changes: crate::store::Newest::default(),
             catalog_changes: crate::store::Newest::default(),
             secrets_changes: crate::store::Newest::default(),
+            plugin_changes: crate::store::Newest::default(),
             registrar: Arc::new(registrar),
             auth: auth::Settings {
                 network,

@@ -72,8 +72,8 @@ pub fn document(endpoints: &[Endpoint]) -> Value {
             {"name": "Service", "description": "Health and this document."},
             {"name": "Exports", "description": "Parquet exports of the build for analysts."},
             {"name": "Pages", "description": "HTML pages of the build for people: tokens, accounts, guard \
-                                              data, the agent directory and profiles, skills, and \
-                                              Programmable Secrets' policies."}
+                                              data, the agent directory and profiles, skills, \
+                                              Programmable Secrets' policies and plugins."}
         ],
         "paths": paths,
         "components": {
@@ -266,6 +266,7 @@ fn reason(status: u16) -> &'static str {
         201 => "Created",
         202 => "Accepted: work goes on in the background",
         207 => "Multi-Status: the primary registration succeeded, some additional registries did not",
+        308 => "Permanent Redirect: the page's own path is in Location",
         _ => "Success",
     }
 }
@@ -686,8 +687,13 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
         | "skillPage"
         | "secretPoliciesPage"
         | "secretPoliciesNextPage"
-        | "secretPolicyPage" => {
+        | "secretPolicyPage"
+        | "pluginsPage"
+        | "pluginPage" => {
             Doc { tag: "Pages", ok: vec![(200, Value::Null)], media: Some("text/html"), ..Doc::default() }
+        }
+        "pluginPageBySlug" => {
+            Doc { tag: "Pages", ok: vec![(308, object(&[("location", string())], 1))], ..Doc::default() }
         }
         // Section C.
         "hcs20Ticks" => json("HCS-20", array(s.of::<analytics::Tick>())),
@@ -1485,6 +1491,23 @@ fn describe(name: &str, s: &mut Schemas) -> Doc {
             with_body(plugins, input, vec![(202, plugin_import.clone())])
         }
         "getPluginImport" => json(plugins, plugin_import),
+        "getPluginsJson" => json(
+            plugins,
+            object(
+                &[
+                    ("name", string()),
+                    ("version", string()),
+                    ("total", integer()),
+                    ("categories", array(string())),
+                    ("plugins", array(any_object())),
+                ],
+                5,
+            ),
+        ),
+        "getPluginMarketplace" => json(
+            plugins,
+            object(&[("name", string()), ("interface", any_object()), ("plugins", array(any_object()))], 3),
+        ),
         "getPluginCatalog" => Doc {
             query: vec![
                 query("limit", json!({"type": "integer", "minimum": 1, "maximum": 100}), false),

@@ -655,6 +655,23 @@ pub fn table() -> Vec<Endpoint> {
             .get("getPluginImport", handler!(plugins::import::job), Cache::NoStore)
             .auth(Auth::Key),
         Endpoint::new("/api/v1/plugins/catalog").get("getPluginCatalog", handler!(plugins::catalog), Cache::NoStore),
+        Endpoint::new(::plugins::catalog::PLUGINS_JSON).get(
+            "getPluginsJson",
+            handler!(plugins::export),
+            Cache::Catalog,
+        ),
+        Endpoint::new(::plugins::catalog::MARKETPLACE).get(
+            "getPluginMarketplace",
+            handler!(plugins::export),
+            Cache::Catalog,
+        ),
+        Endpoint::new(pages::PLUGINS).get("pluginsPage", handler!(plugins::list_page), Cache::NoStore),
+        Endpoint::new("/registry/plugins/{owner}/{name}").get(
+            "pluginPage",
+            handler!(plugins::plugin_page),
+            Cache::NoStore,
+        ),
+        Endpoint::new("/registry/plugins/{slug}").get("pluginPageBySlug", handler!(plugins::slug_page), Cache::NoStore),
         Endpoint::new("/api/v1/plugins/{slug}").get("getPlugin", handler!(plugins::plugin), Cache::NoStore),
         Endpoint::new("/api/registry/badges/plugin").get("pluginBadge", handler!(plugins::badge), Cache::Badge),
     ];

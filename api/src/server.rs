@@ -65,6 +65,10 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         Ok(seq) => app.secrets_changes.saw(seq),
         Err(e) => tracing::error!(error = %e, "the secrets catalog's changes cannot be read; they stay hidden"),
     }
+    match app.store.read(crate::store::plugins::catalog_newest).await {
+        Ok(seq) => app.plugin_changes.saw(seq),
+        Err(e) => tracing::error!(error = %e, "the plugin catalog's changes cannot be read; they stay hidden"),
+    }
     // Adapter submissions cut short by the last stop.
     match app.store.read(crate::store::adapters::unsettled).await {
         Ok(ids) => {

@@ -34,6 +34,32 @@ pub struct Catalog {
     /// its journal last described them; never in the source file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_policies: Vec<SecretPolicy>,
+    /// Plugins imported by the api, as its journal last described them
+    /// (newest first import first); never in the source file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugins: Vec<PluginEntry>,
+}
+
+/// A plugin as the catalog publishes it: its slug, its place in the order
+/// of first imports, and its listing (`plugins::catalog::Listing`, which
+/// this crate does not know: the catalog's answers are made from it by
+/// that crate). One per slug, highest `seq` first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginEntry {
+    pub slug: String,
+    pub seq: i64,
+    pub listing: Value,
+}
+
+impl PluginEntry {
+    /// Puts `entry` in `entries`, replacing the one of its slug, and keeps
+    /// them in the catalog's order. O(n log n).
+    pub fn upsert(entries: &mut Vec<PluginEntry>, entry: PluginEntry) {
+        entries.retain(|e| e.slug != entry.slug);
+        entries.push(entry);
+        entries.sort_by(|a, b| b.seq.cmp(&a.seq).then(a.slug.cmp(&b.slug)));
+    }
 }
 
 /// A Programmable Secrets policy as the catalog publishes it: its chain and

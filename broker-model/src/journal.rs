@@ -18,6 +18,7 @@
 //! | `ownership` | `ownership` (an [`Ownership`]) | the agent's ownership as last proven, revoked or expired ([`super::ownership`]); of an agent not indexed, ignored |
 //! | `secretPolicy` | `policy` (a [`SecretPolicy`]) | a Programmable Secrets policy published, indexed or changed: replaces the catalog's of its chain and id |
 //! | `secretPolicyGone` | `chainId`, `policyId` | the policy is no longer on chain (a reorganisation dropped it): removed from the catalog |
+//! | `plugin` | `plugin` (a [`PluginEntry`]) | a plugin imported, or a new version of it: replaces the catalog's of its slug |
 //!
 //! An event that does not apply (a malformed line, a register of a known
 //! UAID, an update of an unknown one, `seq` out of order) fails the build
@@ -32,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::availability::{self, Measurement};
-use crate::catalog::{Catalog, Category, FeedbackEntry, RegistryEntry, SecretPolicy};
+use crate::catalog::{Catalog, Category, FeedbackEntry, PluginEntry, RegistryEntry, SecretPolicy};
 use crate::ownership::{self, Ownership};
 use crate::{Agent, Sources};
 
@@ -92,6 +93,10 @@ pub enum Event {
     SecretPolicyGone {
         chain_id: u64,
         policy_id: u64,
+    },
+    /// A plugin imported, or a new version of it.
+    Plugin {
+        plugin: Box<PluginEntry>,
     },
 }
 
@@ -340,6 +345,7 @@ impl Overlay {
                 Event::SecretPolicyGone { chain_id, policy_id } => {
                     catalog.secret_policies.retain(|p| (p.chain_id, p.policy_id) != (*chain_id, *policy_id))
                 }
+                Event::Plugin { plugin } => PluginEntry::upsert(&mut catalog.plugins, (**plugin).clone()),
                 Event::Adapter { entry } => {
                     let registry = &mut catalog.adapter_registry;
                     if !registry.categories.iter().any(|c| c.id == entry.category_id) {

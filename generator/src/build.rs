@@ -310,7 +310,7 @@ fn layered(
     let mut changed = match &delta {
         Some(delta) => Some(
             info_span!("agents")
-                .in_scope(|| changed_agents(warehouse, delta, digest, &live.search, &renderer))
+                .in_scope(|| changed_agents(warehouse, delta, digest, &live.search, &renderer, sources.guard.as_ref()))
                 .context("the agents changed")?,
         ),
         None => None,
@@ -458,6 +458,7 @@ fn changed_agents(
     digest: &broker_site::rows::Digest,
     search: &broker_site::store::SearchIndex,
     renderer: &pages::Renderer,
+    guard: Option<&guard_data::Datasets>,
 ) -> Result<ChangedAgents> {
     use broker_site::render::agent_files;
     use rayon::prelude::*;
@@ -485,6 +486,7 @@ fn changed_agents(
     }
     let mut catalog = broker_site::render::catalog_files(&applied.tally, &applied.catalog);
     catalog.extend(secret_policy_pages(renderer, &applied.catalog)?);
+    catalog.extend(plugin_files(renderer, &applied.catalog, guard)?);
     let recorded = broker_site::store::newest(conn)?.and_then(|before| applied.newest_after(before));
     let (json_newest, profiles_newest) = match recorded {
         Some(newest) => newest,
@@ -747,6 +749,7 @@ fn stage_and_snapshot(
         broker_time = streamed.newest;
         let mut catalog = broker_site::render::catalog_files(&summary.tally, &summary.catalog);
         catalog.extend(secret_policy_pages(&renderer, &summary.catalog)?);
+        catalog.extend(plugin_files(&renderer, &summary.catalog, data.guard)?);
         broker_time = catalog.iter().map(|f| f.representation.last_modified).fold(broker_time, Timestamp::max);
         computed.files.extend(catalog);
         facts = Some(summary.facts(streamed.profiles_newest));
@@ -1003,6 +1006,54 @@ fn secret_policy_pages(
 ) -> Result<Vec<site::File>> {
     let time = broker_site::render::secret_policies_time(catalog);
     renderer.secret_policies(&catalog.secret_policies, time).context("Programmable Secrets' pages")
+}
+
+/// The plugin catalog's files, made of the journal's catalog with the
+/// build's reviewed campaigns as the api makes them (`plugins::catalog`):
+/// the `plugins.json` export, a Codex marketplace file and the pages. A
+/// layer makes them again whenever agents changed, as the other catalog
+/// files (`layer::is_shared`).
+fn plugin_files(
+    renderer: &pages::Renderer,
+    catalog: &broker_model::catalog::Catalog,
+    guard: Option<&guard_data::Datasets>,
+) -> Result<Vec<site::File>> {
+    use plugins::catalog as plugin_catalog;
+    let listings: Vec<plugin_catalog::Listing> = catalog
+        .plugins
+        .iter()
+        .map(|entry| serde_json::from_value(entry.listing.clone()).with_context(|| format!("plugin {}", entry.slug)))
+        .collect::<Result<_>>()?;
+    let campaigns: Vec<plugins::trust::Campaign> = guard
+        .map(|g| {
+            g.campaigns
+                .campaigns
+                .iter()
+                .map(|c| plugins::trust::Campaign::new(&c.id, &c.name, c.severity.as_str(), &c.surfaces))
+                .collect()
+        })
+        .unwrap_or_default();
+    let time = broker_site::render::time(&catalog.updated_at);
+    let items: Vec<serde_json::Value> = listings.iter().map(|l| plugin_catalog::item(l, &campaigns)).collect();
+    let details: Vec<serde_json::Value> = listings.iter().map(|l| plugin_catalog::detail(l, &campaigns)).collect();
+    let newest = items.iter().map(pages::plugins::last_modified).fold(time, Timestamp::max);
+    let json = |route: &str, value: serde_json::Value| site::File {
+        route: route.to_string(),
+        path: route.trim_start_matches('/').to_string(),
+        representation: shared::http::Representation::json(&value, newest, shared::http::Cache::Catalog),
+    };
+    let mut files = vec![
+        json(
+            plugin_catalog::PLUGINS_JSON,
+            plugin_catalog::plugins_json(&listings, plugin_catalog::SOURCE, &newest.iso8601()[..10]),
+        ),
+        json(
+            plugin_catalog::MARKETPLACE,
+            plugin_catalog::marketplace(&listings, plugin_catalog::SOURCE, plugin_catalog::DISPLAY_NAME),
+        ),
+    ];
+    files.extend(renderer.plugins(&items, &details, newest).context("the plugins' pages")?);
+    Ok(files)
 }
 
 fn render_pages(

@@ -128,11 +128,13 @@ pub fn is_broker(route: &str) -> bool {
     route.starts_with(pages::routes::AGENTS)
         || (route.starts_with(broker_site::render::API) && route != OPENAPI_ROUTE)
         || route.starts_with(pages::routes::SECRETS)
+        || route.starts_with(pages::routes::PLUGINS)
         || crate::analysts::broker_exports().any(|(r, _)| r == route)
 }
 
 /// The broker's route prefixes, in route order (see [`is_broker`]).
-const BROKER_PREFIXES: [&str; 3] = [pages::routes::AGENTS, broker_site::render::API, pages::routes::SECRETS];
+const BROKER_PREFIXES: [&str; 4] =
+    [pages::routes::AGENTS, broker_site::render::API, pages::routes::PLUGINS, pages::routes::SECRETS];
 
 /// What a run asks for, as far as layering goes.
 pub struct Run<'a> {
@@ -331,6 +333,7 @@ fn shared(index: &Index) -> impl Iterator<Item = Record<'_>> {
         resolve.end..index.lower_bound(&successor(api)),
         range(DIRECTORY_PAGES),
         range(pages::routes::SECRETS),
+        range(pages::routes::PLUGINS),
     ];
     let directory = index.get(pages::routes::AGENTS);
     ranges

@@ -17,6 +17,7 @@ mod agents;
 pub use agents::{directory_now, AgentSearch, Before, SearchForm};
 mod guard;
 mod ledger;
+pub mod plugins;
 pub mod routes;
 pub mod secrets;
 pub mod skills;
@@ -90,6 +91,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("skill.html", include_str!("../../templates/skill.html")),
     ("secrets.html", include_str!("../../templates/secrets.html")),
     ("secret.html", include_str!("../../templates/secret.html")),
+    ("plugins.html", include_str!("../../templates/plugins.html")),
+    ("plugin.html", include_str!("../../templates/plugin.html")),
     ("search.html", include_str!("../../templates/search.html")),
     ("agent-search-form.html", include_str!("../../templates/agent-search-form.html")),
 ];
@@ -195,6 +198,30 @@ impl Renderer {
     /// A skill's page.
     pub fn skill(&self, detail: &skills::SkillDetail, last_modified: Timestamp) -> Result<File> {
         self.finish(skills::detail(detail, last_modified))
+    }
+
+    /// The plugin catalog's pages of a build: the list of `items` (the
+    /// catalog's, in its order) and each plugin's page from its detail.
+    /// O(plugins).
+    pub fn plugins(
+        &self,
+        items: &[serde_json::Value],
+        details: &[serde_json::Value],
+        last_modified: Timestamp,
+    ) -> Result<Vec<File>> {
+        let mut pages = vec![plugins::list_page(items, last_modified, Made::Build)];
+        pages.extend(details.iter().map(|detail| plugins::plugin_page(detail, Made::Build)));
+        pages.into_iter().map(|page| self.finish(page)).collect()
+    }
+
+    /// The plugin catalog's list, as the api knows it now.
+    pub fn plugin_list(&self, items: &[serde_json::Value], last_modified: Timestamp, made: Made) -> Result<File> {
+        self.finish(plugins::list_page(items, last_modified, made))
+    }
+
+    /// A plugin's page, from its detail (`plugins::catalog::detail`).
+    pub fn plugin(&self, detail: &serde_json::Value, made: Made) -> Result<File> {
+        self.finish(plugins::plugin_page(detail, made))
     }
 
     /// Programmable Secrets' pages of a build: every page of the list and

@@ -20,6 +20,16 @@ pub const AGENT_SEARCH: &str = "/agents/search";
 /// Programmable Secrets: the policies listed, newest on chain first.
 pub const SECRETS: &str = "/secrets";
 
+/// The plugin catalog's page (as the hosted registry's web route).
+pub const PLUGINS: &str = "/registry/plugins";
+
+/// A plugin's page, `/registry/plugins/{owner}/{name}`: a slug is lower
+/// case letters, digits, `-`, `_` and `.`, two parts (nothing to escape).
+pub fn plugin(slug: &str) -> (String, String) {
+    let (owner, name) = slug.split_once('/').unwrap_or(("", slug));
+    (format!("{PLUGINS}/{slug}"), format!("registry/plugins/{}/{}.html", file_name(owner), file_name(name)))
+}
+
 /// A page of the policies' list: the first at `/secrets`, page `n` at
 /// `/secrets/page/{n}`.
 pub fn secret_policies_page(page: usize) -> (String, String) {

@@ -27,6 +27,11 @@ impl Severity {
     pub const ALL: [Severity; 5] =
         [Severity::Critical, Severity::High, Severity::Medium, Severity::Low, Severity::Info];
 
+    /// A severity's name; anything else is `info`.
+    pub fn parse(text: &str) -> Severity {
+        Severity::ALL.into_iter().find(|s| s.as_str() == text).unwrap_or(Severity::Info)
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Severity::Critical => "critical",

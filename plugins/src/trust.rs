@@ -47,6 +47,13 @@ pub struct Campaign {
     pub surfaces: Vec<String>,
 }
 
+impl Campaign {
+    /// A campaign from a Guard dataset's fields.
+    pub fn new(id: &str, name: &str, severity: &str, surfaces: &[String]) -> Campaign {
+        Campaign { id: id.into(), name: name.into(), severity: Severity::parse(severity), surfaces: surfaces.to_vec() }
+    }
+}
+
 /// Everything a trust answer is made of.
 #[derive(Clone, Debug)]
 pub struct Inputs<'a> {

@@ -20,7 +20,9 @@ use serde_json::{json, Value};
 use crate::broker::plugins::view::Context;
 use crate::reply::{self, Answer, Error};
 use crate::request::{parse_body, Request};
-use crate::store::plugins::{self as stored, Plugin};
+use plugins::catalog::Listing;
+
+use crate::store::plugins as stored;
 use crate::store::{now_ms, rfc3339};
 
 fn generated_at() -> String {
@@ -33,7 +35,7 @@ fn artifact_id(slug: &str) -> String {
 }
 
 /// The SDK's `TrustMatch` of `plugin` (as of the version its record is).
-fn trust_match(context: &Context, plugin: &Plugin) -> Value {
+fn trust_match(context: &Context, plugin: &Listing) -> Value {
     let trust = context.trust(plugin);
     let record = &plugin.record;
     json!({
@@ -42,7 +44,7 @@ fn trust_match(context: &Context, plugin: &Plugin) -> Value {
         "artifactType": "plugin",
         "artifactSlug": plugin.slug,
         "recommendation": trust.recommendation.as_str(),
-        "verified": context.owner_verified(plugin),
+        "verified": plugin.publisher_proof.is_some(),
         "safetyScore": trust.safety_score,
         "trustScore": trust.trust_score,
         "href": record["href"],
@@ -50,29 +52,21 @@ fn trust_match(context: &Context, plugin: &Plugin) -> Value {
     })
 }
 
-async fn context_for(request: &Request, plugins: &[Plugin]) -> Result<Context, Error> {
-    let mut accounts: Vec<String> = plugins.iter().map(|p| p.account.clone()).collect();
-    accounts.sort_unstable();
-    accounts.dedup();
-    Context::load(request, accounts).await
-}
-
 /// The plugins whose versions have the content digest `sha256`, each as
 /// of the newest such version.
-async fn by_digest(request: &Request, sha256: &str) -> Result<Vec<Plugin>, Error> {
+async fn by_digest(request: &Request, sha256: &str) -> Result<Vec<Listing>, Error> {
     let digest = sha256.to_string();
     Ok(request
         .app
         .store
         .read(move |conn| {
-            let mut found: Vec<Plugin> = Vec::new();
+            let mut found: Vec<Listing> = Vec::new();
             for (slug, record) in stored::by_digest(conn, &digest)? {
                 if found.iter().any(|p| p.slug == slug) {
                     continue;
                 }
-                if let Some(mut plugin) = stored::plugin(conn, &slug)? {
-                    plugin.record = record;
-                    found.push(plugin);
+                if let Some(plugin) = stored::plugin(conn, &slug)? {
+                    found.push(Listing { record, ..stored::listing(conn, plugin)? });
                 }
             }
             Ok(found)
@@ -93,7 +87,7 @@ fn sha256_param(text: &str, name: &'static str) -> Result<String, Error> {
 pub async fn by_hash(request: Request) -> Answer {
     let sha256 = sha256_param(request.params.get("sha256"), "sha256")?;
     let found = by_digest(&request, &sha256).await?;
-    let context = context_for(&request, &found).await?;
+    let context = Context::of(&request);
     let (matched, evidence) = match found.first() {
         None => (Value::Null, vec![format!("no imported plugin version has the content digest {sha256}")]),
         Some(plugin) => {
@@ -119,7 +113,7 @@ pub async fn by_hash(request: Request) -> Answer {
 
 /// Whether `plugin` answers to `name`: its slug, its name part, or its
 /// manifest name, without regard to case.
-fn named(plugin: &Plugin, name: &str) -> bool {
+fn named(plugin: &Listing, name: &str) -> bool {
     let name = name.trim().to_ascii_lowercase();
     let tail = plugin.slug.rsplit('/').next().unwrap_or_default();
     let manifest = plugin.record["name"].as_str().unwrap_or_default().to_ascii_lowercase();
@@ -135,7 +129,7 @@ pub async fn resolve(request: Request) -> Answer {
     let ecosystem = request.query_value("ecosystem")?;
     let name = request.query_value("name")?;
     let version = request.query_value("version")?;
-    let all = request.app.store.read(stored::all).await?;
+    let all = request.app.store.read(stored::listings).await?;
     let mut items = Vec::new();
     let mut chosen = Vec::new();
     for plugin in all {
@@ -150,7 +144,7 @@ pub async fn resolve(request: Request) -> Answer {
                 let slug = plugin.slug.clone();
                 let versions = request.app.store.read(move |conn| stored::versions(conn, &slug)).await?;
                 match versions.into_iter().rev().find(|v| v["version"] == version) {
-                    Some(record) => Plugin { record, ..plugin },
+                    Some(record) => Listing { record, ..plugin },
                     None => continue,
                 }
             }
@@ -160,7 +154,7 @@ pub async fn resolve(request: Request) -> Answer {
             break;
         }
     }
-    let context = context_for(&request, &chosen).await?;
+    let context = Context::of(&request);
     items.extend(chosen.iter().map(|p| trust_match(&context, p)));
     let mut query = json!({});
     for (key, value) in [("ecosystem", ecosystem), ("name", name), ("version", version)] {
@@ -175,9 +169,9 @@ pub async fn resolve(request: Request) -> Answer {
 /// count of each recommendation over the whole catalog.
 pub async fn feed(request: Request) -> Answer {
     let limit = request.query_number("limit", 1, MAX_ITEMS)?.unwrap_or(20);
-    let mut all = request.app.store.read(stored::all).await?;
+    let mut all = request.app.store.read(stored::listings).await?;
     all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.seq.cmp(&a.seq)));
-    let context = context_for(&request, &all).await?;
+    let context = Context::of(&request);
     let mut counts = [0usize; 3];
     let mut items = Vec::new();
     for plugin in &all {
@@ -193,9 +187,9 @@ pub async fn feed(request: Request) -> Answer {
                 "ecosystem": plugin.record["ecosystem"],
                 "safetyScore": trust.safety_score,
                 "trustScore": trust.trust_score,
-                "verified": context.owner_verified(plugin),
+                "verified": plugin.publisher_proof.is_some(),
                 "recommendation": trust.recommendation.as_str(),
-                "updatedAt": rfc3339(plugin.updated_at),
+                "updatedAt": plugin.updated_at,
             }));
         }
     }
@@ -244,7 +238,7 @@ pub async fn verdict(request: Request) -> Answer {
         .clone()
         .or_else(|| preflight.artifact_id.as_deref().and_then(|id| id.strip_prefix("plugin:")).map(str::to_string))
         .map(|s| s.to_ascii_lowercase());
-    let mut found: Option<Plugin> = None;
+    let mut found: Option<Listing> = None;
     let mut hash_unknown = false;
     if preflight.artifact_type == "plugin" {
         if let Some(hash) = &hash {
@@ -253,13 +247,10 @@ pub async fn verdict(request: Request) -> Answer {
         }
         if found.is_none() {
             found = match &slug {
-                Some(slug) => {
-                    let key = slug.clone();
-                    request.app.store.read(move |conn| stored::plugin(conn, &key)).await?
-                }
+                Some(slug) => crate::broker::plugins::listing(&request, slug).await?,
                 None => {
-                    let all = request.app.store.read(stored::all).await?;
-                    let mut named_so: Vec<Plugin> =
+                    let all = request.app.store.read(stored::listings).await?;
+                    let mut named_so: Vec<Listing> =
                         all.into_iter().filter(|p| named(p, &preflight.artifact_name)).collect();
                     // A name two plugins answer to names neither.
                     (named_so.len() == 1).then(|| named_so.remove(0))
@@ -267,7 +258,7 @@ pub async fn verdict(request: Request) -> Answer {
             };
         }
     }
-    let context = context_for(&request, found.as_slice()).await?;
+    let context = Context::of(&request);
     let principal = match &request.principal {
         Some(p) => json!({"signedIn": true, "principalType": "user", "accountId": p.account, "roles": []}),
         None => json!({"signedIn": false, "principalType": "user", "roles": []}),
@@ -326,8 +317,8 @@ fn wire_severity(text: &str) -> Option<&'static str> {
 /// `GET /guard/advisories`: each plugin's findings of high or critical
 /// severity, and its matched campaigns.
 pub async fn advisories(request: Request) -> Answer {
-    let all = request.app.store.read(stored::all).await?;
-    let context = context_for(&request, &all).await?;
+    let all = request.app.store.read(stored::listings).await?;
+    let context = Context::of(&request);
     let mut items = Vec::new();
     for plugin in &all {
         let record = &plugin.record;
@@ -367,8 +358,8 @@ pub async fn advisories(request: Request) -> Answer {
 
 /// `GET /guard/revocations`: the plugins whose recommendation is `block`.
 pub async fn revocations(request: Request) -> Answer {
-    let all = request.app.store.read(stored::all).await?;
-    let context = context_for(&request, &all).await?;
+    let all = request.app.store.read(stored::listings).await?;
+    let context = Context::of(&request);
     let items: Vec<Value> = all
         .iter()
         .filter_map(|plugin| {

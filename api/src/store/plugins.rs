@@ -5,11 +5,16 @@
 //! is its first importer's ([`claim_repository`]), and so is a slug
 //! ([`store_version`]), so two accounts importing at once cannot both
 //! own one. A version is one commit of one plugin: the same commit again
-//! stores nothing and answers the version already there.
+//! stores nothing and answers the version already there. A new version
+//! is journaled in the same transaction (a `plugin` event with the
+//! plugin's listing), so the next build publishes it.
 
+use broker_model::catalog::PluginEntry;
+use broker_model::journal::Event;
+use plugins::catalog::Listing;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::Failure;
+use super::{outbox, rfc3339, Failure};
 
 /// Whether an account may import a repository.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,8 +136,9 @@ pub struct NewVersion {
 /// What storing a version did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stored {
-    /// A new version, numbered `revision` (1 for a new plugin).
-    Created { revision: i64 },
+    /// A new version, numbered `revision` (1 for a new plugin), journaled
+    /// as the outbox's `seq`.
+    Created { revision: i64, seq: i64 },
     /// That commit of the plugin is stored already.
     Unchanged { revision: i64 },
     /// The slug is another account's.
@@ -189,7 +195,52 @@ pub fn store_version(conn: &Connection, version: &NewVersion) -> Result<Stored, 
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![version.slug, revision, version.commit, version.digest, record.to_string(), version.at],
     )?;
-    Ok(Stored::Created { revision })
+    let plugin = plugin(conn, &version.slug)?.ok_or_else(|| Failure::Corrupt(format!("{} vanished", version.slug)))?;
+    let (slug, order) = (plugin.slug.clone(), plugin.seq);
+    let listing = serde_json::to_value(listing(conn, plugin)?).map_err(|e| Failure::Corrupt(e.to_string()))?;
+    let event = Event::Plugin { plugin: Box::new(PluginEntry { slug, seq: order, listing }) };
+    let seq = outbox::push(conn, version.at, &event)?;
+    conn.execute(
+        "INSERT INTO plugin_catalog_changes (id, seq) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET seq = max(seq, ?1)",
+        params![seq],
+    )?;
+    Ok(Stored::Created { revision, seq })
+}
+
+/// The `seq` of the catalog's newest journaled change (0: none).
+pub fn catalog_newest(conn: &Connection) -> Result<i64, Failure> {
+    Ok(conn.query_row("SELECT coalesce(max(seq), 0) FROM plugin_catalog_changes", [], |r| r.get(0))?)
+}
+
+/// `plugin` as the catalog knows it: with its publisher's proof and each
+/// version's summary.
+pub fn listing(conn: &Connection, plugin: Plugin) -> Result<Listing, Failure> {
+    let proof = publisher_proof(conn, &plugin.account)?
+        .map(|(uaid, method)| format!("the publisher proved ownership of {uaid} ({method})"));
+    let mut statement =
+        conn.prepare_cached("SELECT record FROM plugin_versions WHERE slug = ?1 ORDER BY revision DESC")?;
+    let rows = statement.query_map([&plugin.slug], |r| r.get::<_, String>(0))?;
+    let mut history = Vec::new();
+    for text in rows {
+        let record: serde_json::Value =
+            serde_json::from_str(&text?).map_err(|e| Failure::Corrupt(format!("plugin {}: {e}", plugin.slug)))?;
+        history.push(plugins::catalog::history_entry(&record));
+    }
+    Ok(Listing {
+        slug: plugin.slug,
+        seq: plugin.seq,
+        created_at: rfc3339(plugin.created_at),
+        updated_at: rfc3339(plugin.updated_at),
+        versions: plugin.versions as u32,
+        publisher_proof: proof,
+        record: plugin.record,
+        history,
+    })
+}
+
+/// Every plugin's listing, newest first import first. O(plugins + versions).
+pub fn listings(conn: &Connection) -> Result<Vec<Listing>, Failure> {
+    all(conn)?.into_iter().map(|plugin| listing(conn, plugin)).collect()
 }
 
 /// A plugin with its latest version's record.

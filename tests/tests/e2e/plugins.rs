@@ -487,3 +487,84 @@ fn copy_folder(from: &std::path::Path, to: &std::path::Path) {
         std::fs::copy(&file, &target).unwrap();
     }
 }
+
+/// A route's status, `Cache-Control` and body bytes.
+async fn fetch(catalog: &Catalog, path: &str) -> (u16, String, Vec<u8>) {
+    let response = catalog.broker.client.get(catalog.broker.api.url(path)).send().await.unwrap();
+    let cache = response.headers().get("cache-control").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (response.status().as_u16(), cache, response.bytes().await.unwrap().to_vec())
+}
+
+/// The routes a build publishes of the catalog, for the plugins named.
+fn published_routes(slugs: &[&str]) -> Vec<String> {
+    let mut routes = vec![
+        plugins::catalog::PLUGINS_JSON.to_string(),
+        plugins::catalog::MARKETPLACE.to_string(),
+        pages::routes::PLUGINS.to_string(),
+    ];
+    routes.extend(slugs.iter().map(|slug| pages::routes::plugin(slug).0));
+    routes
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_build_publishes_the_catalog_and_the_api_makes_what_is_newer() {
+    let catalog = Catalog::start("plugins-build", &[]).await;
+    let key = catalog.broker.sign_in("0.0.1001").await;
+    catalog.host.archives.put_folder("acme", "weather", COMMIT_1, &fixture("clean"));
+    catalog.import(&key, repository("acme", "weather", COMMIT_1)).await;
+
+    // Before a build holds it: made by the api, revalidated each time.
+    let routes = published_routes(&["acme/weather-notes"]);
+    let mut live = Vec::new();
+    for route in &routes {
+        let (status, cache, body) = fetch(&catalog, route).await;
+        assert_eq!((status, cache.as_str()), (200, "no-cache"), "{route}: {}", String::from_utf8_lossy(&body));
+        live.push(body);
+    }
+    let exported: Value = serde_json::from_slice(&live[0]).unwrap();
+    assert_eq!(exported["plugins"][0]["owner"], "acme");
+    assert_eq!(
+        exported["plugins"][0]["install_url"].as_str().unwrap(),
+        format!("https://raw.githubusercontent.com/acme/weather/{COMMIT_1}/.codex-plugin/plugin.json")
+    );
+    let market: Value = serde_json::from_slice(&live[1]).unwrap();
+    let source = plugins::source::Source::parse(&market["plugins"][0]["source"]).unwrap();
+    assert!(matches!(source, plugins::source::Source::Remote { ref commit, .. } if commit == COMMIT_1), "{market}");
+    let page = String::from_utf8(live[3].clone()).unwrap();
+    assert!(page.contains("weather-notes") && page.contains(COMMIT_1) && page.contains("made by the api"), "{page}");
+    // The hosted registry's spelling of a page redirects to it.
+    let unfollowing = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let response =
+        unfollowing.get(catalog.broker.api.url("/registry/plugins/acme%2Fweather-notes")).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 308);
+    assert_eq!(response.headers()["location"], "/registry/plugins/acme/weather-notes");
+
+    // A build holds the import: its files are served, the same bytes.
+    catalog.broker.journaled().await;
+    catalog.broker.rebuild(&tests::strs(&Broker::sources())).await;
+    let build = catalog.broker.site.join("current");
+    for (route, made) in routes.iter().zip(&live) {
+        let (status, cache, body) = fetch(&catalog, route).await;
+        assert_eq!(status, 200, "{route}");
+        assert_ne!(cache, "no-cache", "{route}: the build's file");
+        if route.starts_with("/api/") {
+            assert_eq!(&body, made, "{route}: the build's bytes are what the api made");
+        }
+        let file = match route.starts_with("/api/") {
+            true => build.join(route.trim_start_matches('/')),
+            false => build.join(format!("{}.html", route.trim_start_matches('/'))),
+        };
+        assert_eq!(std::fs::read(&file).unwrap(), body, "{route}: served from {}", file.display());
+    }
+
+    // An import newer than the build: made by the api again, with it.
+    catalog.host.archives.put_folder("acme", "tools", COMMIT_1, &fixture("mcp-clean"));
+    catalog.import(&key, repository("acme", "tools", COMMIT_1)).await;
+    let (status, cache, body) = fetch(&catalog, plugins::catalog::PLUGINS_JSON).await;
+    assert_eq!((status, cache.as_str()), (200, "no-cache"));
+    let exported: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(exported["total"], 2);
+    let (status, cache, _) = fetch(&catalog, "/registry/plugins/acme/mcp-clean").await;
+    assert_eq!((status, cache.as_str()), (200, "no-cache"));
+    assert_eq!(fetch(&catalog, "/registry/plugins/acme/nothing").await.0, 404);
+}

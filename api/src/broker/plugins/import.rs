@@ -381,7 +381,9 @@ async fn import_target(
         let stored = app.store.write(move |conn| stored::store_version(conn, &version)).await;
         let mut result = shown;
         match stored {
-            Ok(Stored::Created { revision }) => {
+            Ok(Stored::Created { revision, seq }) => {
+                app.plugin_changes.saw(seq);
+                app.journal.wake.notify_one();
                 (result["status"], result["revision"]) = ("created".into(), revision.into())
             }
             Ok(Stored::Unchanged { revision }) => {

@@ -20,6 +20,7 @@ pub mod view;
 pub use settings::Settings;
 
 use serde_json::{json, Value};
+use shared::timestamp::Timestamp;
 use warp::http::StatusCode;
 
 use crate::reply::{self, Answer, Error};
@@ -88,27 +89,22 @@ pub async fn catalog(request: Request) -> Answer {
     let limit = request.query_number("limit", 1, 100)?.unwrap_or(20);
     let after = cursor(&request)?;
     let filter = Filter::read(&request)?;
-    let plugins = request.app.store.read(stored::all).await?;
-    let mut accounts: Vec<String> = plugins.iter().map(|p| p.account.clone()).collect();
-    accounts.sort_unstable();
-    accounts.dedup();
-    let context = view::Context::load(&request, accounts).await?;
+    let context = view::Context::of(&request);
+    let listings = request.app.store.read(stored::listings).await?;
     let mut items = Vec::new();
     let mut next = None;
-    for plugin in plugins.iter().filter(|p| after.is_none_or(|a| p.seq < a)) {
-        let item = context.item(plugin);
+    for listing in listings.iter().filter(|l| after.is_none_or(|a| l.seq < a)) {
+        let item = context.item(listing);
         if !filter.admits(&item) {
             continue;
         }
         if items.len() == limit {
-            next = items.last().and_then(|i: &Value| i["seq"].as_i64()).map(|s| format!("p{s}"));
+            next = items.last().map(|(seq, _)| format!("p{seq}"));
             break;
         }
-        items.push(item);
+        items.push((listing.seq, item));
     }
-    for item in &mut items {
-        item.as_object_mut().map(|o| o.remove("seq"));
-    }
+    let items: Vec<Value> = items.into_iter().map(|(_, item)| item).collect();
     Ok(reply::json(&json!({"items": items, "nextCursor": next})))
 }
 
@@ -116,17 +112,23 @@ fn not_found(slug: &str) -> Error {
     Error::new(StatusCode::NOT_FOUND, "plugin_not_found", format!("no plugin {slug}"))
 }
 
+/// The listing of the plugin `slug`, if there is one.
+pub async fn listing(request: &Request, slug: &str) -> Result<Option<plugins::catalog::Listing>, Error> {
+    let key = slug.to_string();
+    Ok(request
+        .app
+        .store
+        .read(move |conn| stored::plugin(conn, &key)?.map(|plugin| stored::listing(conn, plugin)).transpose())
+        .await?)
+}
+
 /// `GET /plugins/{slug}` (`owner%2Fname`): the plugin with its latest
 /// version's manifest, components, files, scan and trust, and every
 /// version.
 pub async fn plugin(request: Request) -> Answer {
     let slug = request.params.get("slug").to_ascii_lowercase();
-    let key = slug.clone();
-    let (plugin, versions) =
-        request.app.store.read(move |conn| Ok((stored::plugin(conn, &key)?, stored::versions(conn, &key)?))).await?;
-    let plugin = plugin.ok_or_else(|| not_found(&slug))?;
-    let context = view::Context::load(&request, vec![plugin.account.clone()]).await?;
-    Ok(reply::json(&context.detail(&plugin, &versions)))
+    let listing = listing(&request, &slug).await?.ok_or_else(|| not_found(&slug))?;
+    Ok(reply::json(&view::Context::of(&request).detail(&listing)))
 }
 
 /// The badge styles shields.io draws.
@@ -148,11 +150,9 @@ pub async fn badge(request: Request) -> Answer {
     if style.as_deref().is_some_and(|s| !BADGE_STYLES.contains(&s)) {
         return Err(Error::parameter("style", format!("style must be one of {}", BADGE_STYLES.join(", "))));
     }
-    let key = slug.clone();
-    let plugin = request.app.store.read(move |conn| stored::plugin(conn, &key)).await?;
-    let accounts = plugin.iter().map(|p| p.account.clone()).collect();
-    let context = view::Context::load(&request, accounts).await?;
-    let (message, color, is_error) = match plugin.map(|p| context.trust(&p)) {
+    let found = listing(&request, &slug).await?;
+    let context = view::Context::of(&request);
+    let (message, color, is_error) = match found.map(|l| context.trust(&l)) {
         None => ("not found".to_string(), "lightgrey", true),
         Some(trust) => {
             let score = match metric.as_str() {
@@ -186,4 +186,75 @@ fn badge_color(score: u32) -> &'static str {
         60..=69 => "orange",
         _ => "red",
     }
+}
+
+/// Whether the build holds every import, so that its files are served:
+/// otherwise the catalog's files and pages are made from the store (as
+/// Programmable Secrets' are). 404 for a build without the broker.
+fn build_holds_every_import(request: &Request) -> Result<bool, Error> {
+    let build = request.build()?;
+    let broker = build.broker.as_deref().ok_or_else(|| Error::not_found(&request.path))?;
+    Ok(request.app.plugin_changes.get() <= broker.journal_seq)
+}
+
+/// Every listing, and the newest change among them (the files' and the
+/// list page's Last-Modified).
+async fn listings(request: &Request) -> Result<(Vec<plugins::catalog::Listing>, Value, Timestamp), Error> {
+    let listings = request.app.store.read(stored::listings).await?;
+    let context = view::Context::of(request);
+    let items: Vec<Value> = listings.iter().map(|l| context.item(l)).collect();
+    let newest = items.iter().map(pages::plugins::last_modified).max().unwrap_or_default();
+    Ok((listings, Value::Array(items), newest))
+}
+
+/// `GET /plugins/plugins.json` and `/plugins/marketplace.json`: the
+/// build's files, or made from the store when an import is newer.
+pub async fn export(request: Request) -> Answer {
+    let route = request.path.clone();
+    if build_holds_every_import(&request)? {
+        return crate::service::published(&request, &route).await.ok_or_else(|| Error::not_found(&request.path));
+    }
+    let (listings, _, newest) = listings(&request).await?;
+    use plugins::catalog::{self as made, DISPLAY_NAME, SOURCE};
+    let body = match route.as_str() {
+        made::PLUGINS_JSON => made::plugins_json(&listings, SOURCE, &newest.iso8601()[..10]),
+        _ => made::marketplace(&listings, SOURCE, DISPLAY_NAME),
+    };
+    let representation = shared::http::Representation::json(&body, newest, shared::http::Cache::Catalog);
+    let made = reply::Representation::computed(representation)?;
+    Ok(super::live(reply::representation(&request.method, &request.headers, &made)))
+}
+
+/// `GET /registry/plugins`: the catalog's page.
+pub async fn list_page(request: Request) -> Answer {
+    if build_holds_every_import(&request)? {
+        return crate::service::page(request).await;
+    }
+    let (_, items, newest) = listings(&request).await?;
+    let items = items.as_array().map(Vec::as_slice).unwrap_or_default();
+    let file = request.build()?.pages.plugin_list(items, newest, pages::Made::Live);
+    super::made_page(&request, file).map(super::live)
+}
+
+/// `GET /registry/plugins/{owner}/{name}`: a plugin's page.
+pub async fn plugin_page(request: Request) -> Answer {
+    if build_holds_every_import(&request)? {
+        return crate::service::page(request).await;
+    }
+    let slug = format!("{}/{}", request.params.get("owner"), request.params.get("name")).to_ascii_lowercase();
+    let listing = listing(&request, &slug).await?.ok_or_else(|| not_found(&slug))?;
+    let file = request.build()?.pages.plugin(&view::Context::of(&request).detail(&listing), pages::Made::Live);
+    super::made_page(&request, file).map(super::live)
+}
+
+/// `GET /registry/plugins/{owner}%2F{name}`, the hosted registry's
+/// spelling: a permanent redirect to the page's path.
+pub async fn slug_page(request: Request) -> Answer {
+    let slug = request.params.get("slug").to_ascii_lowercase();
+    let Some((owner, name)) = slug.split_once('/') else { return Err(not_found(&slug)) };
+    let (route, _) = pages::routes::plugin(&format!("{owner}/{name}"));
+    let location = warp::http::HeaderValue::from_str(&route).map_err(|_| not_found(&slug))?;
+    let mut reply = reply::json_with(StatusCode::PERMANENT_REDIRECT, &json!({"location": route}));
+    reply.headers_mut().insert(warp::http::header::LOCATION, location);
+    Ok(reply)
 }

@@ -45,3 +45,10 @@ CREATE TABLE plugin_imports (
 ) STRICT;
 
 CREATE INDEX plugin_imports_open ON plugin_imports (status) WHERE status IN ('pending', 'running');
+
+-- The newest journal record of the plugin catalog, so that a start knows
+-- whether the build holds every import.
+CREATE TABLE plugin_catalog_changes (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL
+) STRICT;
