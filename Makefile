@@ -63,7 +63,7 @@ $(ALMANAC_CONTRACTS): evm/compile.js evm/package-lock.json $(wildcard evm/contra
 ## local networks (the benchmark, data generator, screenshot and
 ## fault-injection tools are `make tools`)
 build: duckdb
-	$(CARGO) build --release $(CARGO_FEATURES) -p generator -p api --bin generator --bin api -p tests --bin localnet --bin evmnet
+	$(CARGO) build --release $(CARGO_FEATURES) -p generator -p api --bin generator --bin api -p tests --bin localnet --bin evmnet --bin archivehost
 
 ## tools: compile every binary of the workspace: `build`'s and the tools
 ## `make test`, `make bench` and `make datasets` run
@@ -102,12 +102,17 @@ site: build
 ## consensus node on :50211, the dev account 0.0.1003 paying; Programmable
 ## Secrets are published and sold on a local EVM chain, `evmnet`: anvil on
 ## 127.0.0.1:8545 with the contracts deployed, kept in DATA/evm, and a
-## master key made once into DATA/secrets-master-key)
+## master key made once into DATA/secrets-master-key; plugins are imported
+## from `archivehost` on 127.0.0.1:5700, which serves the scanner's corpus
+## as the repositories corpus/<name>, their commits listed in
+## DATA/plugin-archives.json)
 REDEEM_TOKEN   ?= 0.0.5000001:luna0
 LOCALNET_MIRROR ?= 127.0.0.1:5600
 LOCALNET_NODE   ?= 0.0.3=127.0.0.1:50211
 EVMNET_BIND     ?= 127.0.0.1:8545
+ARCHIVEHOST_BIND ?= 127.0.0.1:5700
 RUN_API_FLAGS = --redeem-token $(REDEEM_TOKEN) --demo-agents \
+  --plugins-archive-host http://$(ARCHIVEHOST_BIND) \
   --hapi-node $(LOCALNET_NODE) --inscription-mirror-url http://$(LOCALNET_MIRROR) \
   --inscription-account 0.0.1003 --inscription-keys-file $(CURDIR)/datasets/live/dev-keys.json
 RUN_SECRETS_FLAGS = --secrets-chain $(DATA)/evm/manifest.json --secrets-master-key-file $(DATA)/secrets-master-key
@@ -115,7 +120,8 @@ run: site evm
 	$(BIN)/localnet --mirror $(LOCALNET_MIRROR) --node $(LOCALNET_NODE) --state $(DATA)/localnet.jsonl & localnet=$$!; \
 	rm -f $(DATA)/evm/manifest.json; \
 	$(BIN)/evmnet --bind $(EVMNET_BIND) --state $(DATA)/evm --manifest $(DATA)/evm/manifest.json & evmnet=$$!; \
-	trap "kill $$localnet $$evmnet 2>/dev/null; wait $$evmnet" EXIT; \
+	$(BIN)/archivehost --bind $(ARCHIVEHOST_BIND) --corpus plugins/corpus --index $(DATA)/plugin-archives.json & archivehost=$$!; \
+	trap "kill $$localnet $$evmnet $$archivehost 2>/dev/null; wait $$evmnet" EXIT; \
 	test -s $(DATA)/secrets-master-key || (umask 077; head -c 32 /dev/urandom | base64 > $(DATA)/secrets-master-key); \
 	until test -s $(DATA)/evm/manifest.json; do kill -0 $$evmnet 2>/dev/null || exit 1; sleep 0.2; done; \
 	$(BIN)/api --bind $(BIND) --site-dir $(SITE) --data-dir $(DATA) $(RUN_API_FLAGS) $(RUN_SECRETS_FLAGS)
@@ -229,7 +235,7 @@ test:
 ## is used when one is installed, else the machine's own with
 ## RUSTC_BOOTSTRAP=1, which lets it take them (no toolchain is fetched).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := hcs20_message uaid search_query mcp conditional chat_message registration skill_package
+FUZZ_TARGETS := hcs20_message uaid search_query mcp conditional chat_message registration skill_package plugin_archive
 FUZZ_CARGO = $(if $(shell rustup toolchain list 2>/dev/null | grep '^nightly'),$(CARGO) +nightly,RUSTC_BOOTSTRAP=1 $(CARGO))
 fuzz: duckdb
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
@@ -241,7 +247,7 @@ fuzz: duckdb
 	done
 
 ## bench: the benchmarks; prints figures (see bench/README.md)
-bench: tools
+bench: tools plugin-scanner
 	bash bench/run.sh
 
 ## datasets: rewrite datasets/ledger and datasets/broker/{agents,feedback}.json from

@@ -228,3 +228,17 @@ kill $chat_pid 2>/dev/null || true
 
 # shellcheck disable=SC2086
 [ -z "$stale" ] || rm -rf $stale
+
+# The plugin scanner: in process over the corpus, then as commands, each
+# fixture scanned by `generator scan-plugin` and by the reference scanner
+# (`make plugin-scanner`; its interpreter's start included, as almanac's).
+say "plugin scanner"
+"$BIN/bench" plugins plugins/corpus 20
+if [ -x "${ALMANAC_PLUGIN_SCANNER:-}" ]; then
+  scan_all() { for d in plugins/corpus/*/plugin; do "$@" "$d" --format json >/dev/null 2>&1 || true; done; }
+  start=$(date +%s.%N); scan_all "$BIN/generator" scan-plugin; ours=$(echo "$(date +%s.%N) - $start" | bc)
+  start=$(date +%s.%N); scan_all "$ALMANAC_PLUGIN_SCANNER" scan; theirs=$(echo "$(date +%s.%N) - $start" | bc)
+  count=$(ls -d plugins/corpus/*/plugin | wc -l)
+  printf 'commands over %s fixtures: generator scan-plugin %.2f s, plugin-scanner %.2f s (%.1fx)\n' \
+    "$count" "$ours" "$theirs" "$(echo "$theirs / $ours" | bc -l)"
+fi

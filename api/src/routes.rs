@@ -665,11 +665,11 @@ pub fn table() -> Vec<Endpoint> {
             handler!(plugins::export),
             Cache::Catalog,
         ),
-        Endpoint::new(pages::PLUGINS).get("pluginsPage", handler!(plugins::list_page), Cache::NoStore),
+        Endpoint::new(pages::PLUGINS).get("pluginsPage", handler!(plugins::list_page), Cache::Catalog),
         Endpoint::new("/registry/plugins/{owner}/{name}").get(
             "pluginPage",
             handler!(plugins::plugin_page),
-            Cache::NoStore,
+            Cache::Catalog,
         ),
         Endpoint::new("/registry/plugins/{slug}").get("pluginPageBySlug", handler!(plugins::slug_page), Cache::NoStore),
         Endpoint::new("/api/v1/plugins/{slug}").get("getPlugin", handler!(plugins::plugin), Cache::NoStore),

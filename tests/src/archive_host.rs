@@ -89,7 +89,14 @@ pub struct ArchiveHost {
 }
 
 impl ArchiveHost {
+    /// On a free loopback port.
     pub async fn start() -> ArchiveHost {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        ArchiveHost::start_on(listener).await
+    }
+
+    /// On `listener`.
+    pub async fn start_on(listener: tokio::net::TcpListener) -> ArchiveHost {
         let archives = Archives::default();
         let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (held, count) = (archives.clone(), served.clone());
@@ -111,7 +118,7 @@ impl ArchiveHost {
                 None => warp::http::Response::builder().status(404).body(b"Not Found".to_vec()).expect("a response"),
             },
         );
-        let (addr, stop) = crate::serve_on_loopback(route).await;
+        let (addr, stop) = crate::serve_listener(listener, route);
         ArchiveHost { url: format!("http://{addr}"), archives, served, _stop: stop }
     }
 }

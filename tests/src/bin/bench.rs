@@ -70,6 +70,7 @@ fn main() -> Result<()> {
         Some("availability") => availability(Path::new(&args[1]), args.get(2).map_or(Ok(1_000_000), |n| n.parse())?),
         Some("queries") => queries(args.get(1).map_or(Ok(5_000), |n| n.parse())?),
         Some("text") => text(args.get(1).map_or(Ok(100_000), |n| n.parse())?),
+        Some("plugins") => plugin_scans(Path::new(&args[1]), args.get(2).map_or(Ok(20), |n| n.parse())?),
         Some("search") => search_folder(
             Path::new(&args[1]),
             args.get(2).map_or("5000", String::as_str),
@@ -159,6 +160,46 @@ fn dns(port_file: &Path) -> Result<()> {
         std::future::pending::<()>().await;
         Ok(())
     })
+}
+
+/// The scanner over the corpus (`plugins/corpus`), in process: each
+/// fixture's scan and content digest `rounds` times, its files already in
+/// memory; the median per plugin and the slowest fixture's. An import adds
+/// the fetch and the unpacking; `bench/run.sh` times the reference scanner's
+/// command beside `generator scan-plugin`.
+fn plugin_scans(corpus: &Path, rounds: usize) -> Result<()> {
+    let mut fixtures: Vec<(String, plugins::tree::Tree)> = Vec::new();
+    for entry in std::fs::read_dir(corpus)? {
+        let dir = entry?.path();
+        if dir.join("plugin").is_dir() {
+            let name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            fixtures.push((name, generator::plugin_folder::read(&dir.join("plugin"))?));
+        }
+    }
+    fixtures.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut each: Vec<(Duration, &str)> = Vec::new();
+    for (name, tree) in &fixtures {
+        let mut times: Vec<Duration> = (0..rounds.max(1))
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(plugins::scan::report(tree, name));
+                std::hint::black_box(plugins::digest::digest(tree));
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        each.push((times[times.len() / 2], name));
+    }
+    each.sort();
+    let median = each[each.len() / 2].0;
+    let (slowest, which) = each[each.len() - 1];
+    println!(
+        "plugin scan and digest, in process: {} fixtures, median {:.2} ms per plugin, slowest {:.2} ms ({which})",
+        each.len(),
+        median.as_secs_f64() * 1e3,
+        slowest.as_secs_f64() * 1e3
+    );
+    Ok(())
 }
 
 /// The relevance engines side by side over `n` generated agents: the

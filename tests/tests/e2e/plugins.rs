@@ -533,7 +533,7 @@ async fn the_build_publishes_the_catalog_and_the_api_makes_what_is_newer() {
     let page = String::from_utf8(live[3].clone()).unwrap();
     assert!(page.contains("weather-notes") && page.contains(COMMIT_1) && page.contains("made by the api"), "{page}");
     // The hosted registry's spelling of a page redirects to it.
-    let unfollowing = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let unfollowing = http_client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let response =
         unfollowing.get(catalog.broker.api.url("/registry/plugins/acme%2Fweather-notes")).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 308);
@@ -567,4 +567,55 @@ async fn the_build_publishes_the_catalog_and_the_api_makes_what_is_newer() {
     let (status, cache, _) = fetch(&catalog, "/registry/plugins/acme/mcp-clean").await;
     assert_eq!((status, cache.as_str()), (200, "no-cache"));
     assert_eq!(fetch(&catalog, "/registry/plugins/acme/nothing").await.0, 404);
+}
+
+/// The whole flow against what `make run` serves from this checkout: a
+/// fixture imported from its archive host (`archivehost`, the corpus as
+/// `corpus/<name>`), scanned, listed, shown on its page and answered by
+/// the Guard trust routes by hash and by name. Not part of `make test`
+/// (it needs `make run` serving); run it with `cargo test --release
+/// --test e2e -- --ignored plugins::make_run`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs `make run` serving on 127.0.0.1:4000"]
+async fn make_run_imports_scans_lists_and_trusts() {
+    let base = "http://127.0.0.1:4000";
+    let client = tests::unpooled_client();
+    let index = tests::workspace_root().join("data/plugin-archives.json");
+    let served: Vec<Value> = serde_json::from_slice(&std::fs::read(&index).expect("make run's archive index")).unwrap();
+    let repository = served.iter().find(|r| r["repository"] == "corpus/mcp-dangerous").expect("the fixture is served");
+    let key = tests::live::sign_in(&client, base, "0.0.1001").await;
+    let headers = [("x-api-key", key.as_str())];
+    let url = |path: &str| format!("{base}{path}");
+    let (status, job) =
+        tests::live::call(&client, "POST", url("/api/v1/plugins/import"), &headers, Some(repository.clone())).await;
+    assert_eq!(status, 202, "{job}");
+    let path = format!("/api/v1/plugins/import/{}", job["jobId"].as_str().unwrap());
+    let mut ended = Value::Null;
+    tests::wait::until("the import job ending", 400, Duration::from_millis(25), async || {
+        ended = tests::live::call(&client, "GET", url(&path), &headers, None).await.1;
+        ended["status"] == "completed" || ended["status"] == "failed"
+    })
+    .await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    let slug = ended["results"][0]["slug"].as_str().unwrap().to_string();
+    assert_eq!(slug, "corpus/mcp-dangerous");
+    let get = |path: String| {
+        let client = client.clone();
+        async move { tests::live::call(&client, "GET", path, &[], None).await }
+    };
+    let (_, catalog) = get(url("/api/v1/plugins/catalog?q=mcp-dangerous")).await;
+    assert!(catalog["items"].as_array().unwrap().iter().any(|i| i["slug"] == slug), "{catalog}");
+    let (_, detail) = get(url("/api/v1/plugins/corpus%2Fmcp-dangerous")).await;
+    assert_eq!(detail["score"], reference_score("mcp-dangerous"));
+    let page = client.get(url("/registry/plugins/corpus/mcp-dangerous")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("DANGEROUS_MCP_COMMAND"));
+    let (_, by_hash) = get(url(&format!("/api/v1/guard/trust/by-hash/{}", digest("mcp-dangerous")))).await;
+    assert_eq!(by_hash["match"]["artifactSlug"], slug, "{by_hash}");
+    let (_, resolved) = get(url("/api/guard/trust/resolve?name=mcp-dangerous")).await;
+    assert!(resolved["items"].as_array().unwrap().iter().any(|i| i["artifactSlug"] == slug), "{resolved}");
+    println!(
+        "make run: {slug} imported, scanned ({}), listed and trusted ({})",
+        detail["score"], detail["recommendation"]
+    );
 }
