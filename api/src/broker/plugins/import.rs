@@ -545,7 +545,6 @@ fn version(
     };
     let key = repository.key();
     let subpath = located.root.clone();
-    let encoded = slug.replace('/', "%2F");
     let raw_manifest = manifest_path.as_str().map(|path| {
         format!("https://raw.githubusercontent.com/{}/{}/{}/{path}", repository.owner, repository.repo, target.commit)
     });
@@ -564,7 +563,7 @@ fn version(
         "subpath": subpath,
         "commit": target.commit,
         "digest": digest.value,
-        "href": format!("/registry/plugins/{encoded}"),
+        "href": pages::routes::plugin(&slug).0,
         "installUrl": raw_manifest,
         "manifestPath": manifest_path,
         "manifest": manifest,
