@@ -32,7 +32,9 @@ pub mod request;
 pub mod routes;
 pub mod server;
 pub mod service;
-pub mod store;
+/// The live store, its own crate (`live-store`), under the name the api's
+/// modules use.
+pub use live_store as store;
 pub mod wording;
 
 pub use app::App;

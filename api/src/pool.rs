@@ -34,7 +34,6 @@
 //! waits grow without bound; a job that panics loses its answer (500), not
 //! its thread.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
@@ -93,21 +92,7 @@ fn work(jobs: &Mutex<Receiver<Job>>) {
     // The job's end, answered or panicked, woke the async worker that
     // writes its answer; let it run now (see the module's comment on
     // handing back).
-    run_each(|| jobs.lock().ok()?.recv().ok(), "a pooled job", std::thread::yield_now);
-}
-
-/// Runs each job `next` hands out, one at a time, then `after`, until it
-/// hands out none: a worker thread's loop over a shared queue (the search
-/// threads', the live store's readers). A job that panics loses its
-/// answer (its asker sees the answer's channel closed and answers 500),
-/// not the thread; it is logged as `what`.
-pub fn run_each<J: FnOnce()>(mut next: impl FnMut() -> Option<J>, what: &str, mut after: impl FnMut()) {
-    while let Some(job) = next() {
-        if catch_unwind(AssertUnwindSafe(job)).is_err() {
-            tracing::error!("{what} panicked; its request was answered 500");
-        }
-        after();
-    }
+    crate::store::run_each(|| jobs.lock().ok()?.recv().ok(), "a pooled job", std::thread::yield_now);
 }
 
 fn busy() -> Error {

@@ -355,6 +355,15 @@ where
     response
 }
 
+/// A live store failure answered as the 500 it is (logged; the answer
+/// says no more).
+impl From<crate::store::Failure> for Error {
+    fn from(failure: crate::store::Failure) -> Error {
+        tracing::error!(error = %failure, "live store");
+        Error::new(StatusCode::INTERNAL_SERVER_ERROR, "store_failed", "the live store failed; try again")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -751,8 +751,8 @@ pub fn decide(conn: &Connection, id: &str, status: Review, by: &str, at: i64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::credits::{Change, Kind};
-    use crate::store::migrated;
+    use crate::credits::{Change, Kind};
+    use crate::migrated;
 
     #[test]
     fn a_name_is_its_first_publishers_and_its_versions_only_increase() {

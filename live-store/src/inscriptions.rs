@@ -120,7 +120,7 @@ pub struct Job {
     /// The transaction id message `written` was last sent under.
     pub pending_tx: Option<String>,
     pub failure: Option<String>,
-    /// The skill publish job this file is a part of (`crate::store::skills`):
+    /// The skill publish job this file is a part of (`crate::skills`):
     /// charged, listed and run with it, not on its own.
     pub parent: Option<String>,
     pub created_at: i64,
@@ -405,10 +405,10 @@ fn billed(job: &Job) -> Billed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::credits::{Change, Kind};
+    use crate::credits::{Change, Kind};
 
     fn store() -> (tempfile::TempDir, Connection) {
-        let (dir, conn) = crate::store::migrated();
+        let (dir, conn) = crate::migrated();
         let grant = Change {
             account: "0.0.1001".into(),
             kind: Kind::Grant,

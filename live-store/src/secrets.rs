@@ -693,7 +693,7 @@ mod tests {
     /// forgets it: only unused nonces expired before the cutoff.
     #[test]
     fn only_unused_nonces_past_the_cutoff_are_forgotten() {
-        let (_dir, conn) = crate::store::migrated();
+        let (_dir, conn) = crate::migrated();
         let cases = [
             ("unused-old", RequestStatus::NonceIssued, 999, true),
             ("unused-at-cutoff", RequestStatus::NonceIssued, 1_000, false),
@@ -718,7 +718,7 @@ mod tests {
     /// A claim takes a live, unused nonce once; an expired one never.
     #[test]
     fn a_nonce_is_claimed_once_and_only_while_it_lives() {
-        let (_dir, conn) = crate::store::migrated();
+        let (_dir, conn) = crate::migrated();
         insert_request(&conn, &request("r", RequestStatus::NonceIssued, 2_000)).unwrap();
         assert!(!claim(&conn, "r", "f", 2_000).unwrap(), "not at its expiry");
         assert!(claim(&conn, "r", "f", 1_999).unwrap());

@@ -110,15 +110,6 @@ impl From<rusqlite::Error> for Failure {
     }
 }
 
-/// A failure answered as the 500 it is (logged; the answer says no more).
-impl From<Failure> for crate::reply::Error {
-    fn from(failure: Failure) -> crate::reply::Error {
-        tracing::error!(error = %failure, "live store");
-        let status = warp::http::StatusCode::INTERNAL_SERVER_ERROR;
-        crate::reply::Error::new(status, "store_failed", "the live store failed; try again")
-    }
-}
-
 /// Opening the store failed: the message says why and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -237,7 +228,7 @@ impl Store {
 /// read. A read that panics loses its answer, not the thread.
 fn read_loop(conn: &Connection, reads: &Mutex<mpsc::Receiver<Read>>) {
     let next = || reads.lock().ok()?.blocking_recv().map(|read| move || read(conn));
-    crate::pool::run_each(next, "a read of the live store", || {});
+    run_each(next, "a read of the live store", || {});
 }
 
 fn open_reader(path: &Path, settings: &Settings) -> rusqlite::Result<Connection> {
@@ -384,3 +375,18 @@ pub fn random<const N: usize>() -> [u8; N] {
 
 #[cfg(test)]
 mod tests;
+
+/// Runs each job `next` hands out, one at a time, then `after`, until it
+/// hands out none: a worker thread's loop over a shared queue (the live
+/// store's readers, the api's search threads). A job that panics loses its
+/// answer (its asker sees the answer's channel closed and answers 500),
+/// not the thread; it is logged as `what`.
+pub fn run_each<J: FnOnce()>(mut next: impl FnMut() -> Option<J>, what: &str, mut after: impl FnMut()) {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    while let Some(job) = next() {
+        if catch_unwind(AssertUnwindSafe(job)).is_err() {
+            tracing::error!("{what} panicked; its request was answered 500");
+        }
+        after();
+    }
+}

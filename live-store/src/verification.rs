@@ -329,7 +329,7 @@ pub fn rechecked(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::migrated;
+    use crate::migrated;
     use broker_model::Verification;
 
     fn challenge(id: &str, expires_at: i64) -> Challenge {
