@@ -1042,16 +1042,11 @@ fn plugin_files(
         path: route.trim_start_matches('/').to_string(),
         representation: shared::http::Representation::json(&value, newest, shared::http::Cache::Catalog),
     };
-    let mut files = vec![
-        json(
-            plugin_catalog::PLUGINS_JSON,
-            plugin_catalog::plugins_json(&listings, plugin_catalog::SOURCE, &newest.iso8601()[..10]),
-        ),
-        json(
-            plugin_catalog::MARKETPLACE,
-            plugin_catalog::marketplace(&listings, plugin_catalog::SOURCE, plugin_catalog::DISPLAY_NAME),
-        ),
-    ];
+    let date = &newest.iso8601()[..10];
+    let mut files: Vec<site::File> = plugin_catalog::EXPORTS
+        .iter()
+        .filter_map(|route| Some(json(route, plugin_catalog::export(route, &listings, date)?)))
+        .collect();
     files.extend(renderer.plugins(&items, &details, newest).context("the plugins' pages")?);
     Ok(files)
 }

@@ -217,15 +217,18 @@ pub fn catalog_newest(conn: &Connection) -> Result<i64, Failure> {
 pub fn listing(conn: &Connection, plugin: Plugin) -> Result<Listing, Failure> {
     let proof = publisher_proof(conn, &plugin.account)?
         .map(|(uaid, method)| format!("the publisher proved ownership of {uaid} ({method})"));
-    let mut statement =
-        conn.prepare_cached("SELECT record FROM plugin_versions WHERE slug = ?1 ORDER BY revision DESC")?;
+    // The summaries are read by SQLite from each record, not parsed whole:
+    // a record holds every file's entry and the scan.
+    let mut statement = conn.prepare_cached(
+        "SELECT json_object('revision', revision, 'version', record ->> '$.version', 'commit', commit_sha,
+                            'digest', digest, 'importedAt', record ->> '$.importedAt',
+                            'score', record ->> '$.scan.score', 'grade', record ->> '$.scan.grade')
+         FROM plugin_versions WHERE slug = ?1 ORDER BY revision DESC",
+    )?;
     let rows = statement.query_map([&plugin.slug], |r| r.get::<_, String>(0))?;
-    let mut history = Vec::new();
-    for text in rows {
-        let record: serde_json::Value =
-            serde_json::from_str(&text?).map_err(|e| Failure::Corrupt(format!("plugin {}: {e}", plugin.slug)))?;
-        history.push(plugins::catalog::history_entry(&record));
-    }
+    let history = rows
+        .map(|text| serde_json::from_str(&text?).map_err(|e| Failure::Corrupt(format!("plugin {}: {e}", plugin.slug))))
+        .collect::<Result<Vec<serde_json::Value>, Failure>>()?;
     Ok(Listing {
         slug: plugin.slug,
         seq: plugin.seq,

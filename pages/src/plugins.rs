@@ -54,12 +54,6 @@ pub(super) fn plugin_page(detail: &Json, made: Made) -> Page {
     let slug = detail["slug"].as_str().unwrap_or_default();
     let (route, file) = routes::plugin(slug);
     let findings: Vec<&Json> = detail["scan"]["findings"].as_array().map(|f| f.iter().collect()).unwrap_or_default();
-    let subpath = detail["subpath"].as_str().unwrap_or_default();
-    let url = format!("{}.git", detail["repositoryUrl"].as_str().unwrap_or_default());
-    let source = match subpath.is_empty() {
-        true => serde_json::json!({"source": "url", "url": url, "sha": detail["commit"]}),
-        false => serde_json::json!({"source": "git-subdir", "url": url, "path": subpath, "sha": detail["commit"]}),
-    };
     Page {
         route,
         file,
@@ -68,7 +62,7 @@ pub(super) fn plugin_page(detail: &Json, made: Made) -> Page {
             d => Value::from_serialize(detail),
             findings => Value::from_serialize(&findings),
             manifest => detail["manifest"].is_object().then(|| serde_json::to_string_pretty(&detail["manifest"]).unwrap_or_default()),
-            source => serde_json::to_string(&source).unwrap_or_default(),
+            source => serde_json::to_string(&detail["source"]).unwrap_or_default(),
             json_route => format!("/api/v1/plugins/{}", slug.replace('/', "%2F")),
         },
         json: Some(format!("/api/v1/plugins/{}", slug.replace('/', "%2F"))),
@@ -93,6 +87,7 @@ mod tests {
             "ownerVerified": false, "versions": 1, "revision": 1, "manifest": {"name": "p"}, "scanNote": null,
             "components": {"skills": 1, "commands": 0, "agents": 0, "mcpServers": ["x"], "hooks": false, "apps": false},
             "files": [{"path": "a", "size": 1, "sha256": "00"}],
+            "source": {"source": "url", "url": "https://github.com/acme/r.git", "sha": "c0ffee"},
             "scan": {"score": 88, "grade": "B", "categories": [{"name": "Security", "score": 9, "max": 16}],
                 "findings": [{"ruleId": "HARDCODED_SECRET", "severity": "high", "title": "t", "filePath": "x.js", "lineNumber": 3}]},
             "trust": {"trustScore": 60, "recommendation": "review", "rationale": "r",

@@ -36,17 +36,9 @@ pub struct Listing {
     pub publisher_proof: Option<String>,
     /// The latest version's record.
     pub record: Value,
-    /// Each version's summary, newest first.
+    /// Each version's summary, newest first: `revision`, `version`,
+    /// `commit`, `digest`, `importedAt`, and the scan's `score` and `grade`.
     pub history: Vec<Value>,
-}
-
-/// A version's summary, as a listing's `history` keeps it.
-pub fn history_entry(record: &Value) -> Value {
-    json!({
-        "revision": record["revision"], "version": record["version"], "commit": record["commit"],
-        "digest": record["digest"], "importedAt": record["importedAt"],
-        "score": record["scan"]["score"], "grade": record["scan"]["grade"],
-    })
 }
 
 /// The trust answer of `listing`'s latest version.
@@ -117,6 +109,7 @@ pub fn detail(listing: &Listing, campaigns: &[trust::Campaign]) -> Value {
     for key in ["manifestPath", "manifest", "components", "files", "scan", "scannerWorkflow", "scanNote"] {
         detail[key] = record[key].clone();
     }
+    detail["source"] = pinned_source(record);
     detail["trust"] = serde_json::to_value(trust(listing, campaigns)).expect("trust serialises");
     detail["history"] = listing.history.clone().into();
     detail
@@ -125,6 +118,29 @@ pub fn detail(listing: &Listing, campaigns: &[trust::Campaign]) -> Value {
 /// Where a plugin's page is: `/plugins/{owner}/{name}`.
 pub fn page_route(slug: &str) -> String {
     format!("/plugins/{slug}")
+}
+
+/// The exports' routes, in the order a build writes them.
+pub const EXPORTS: [&str; 2] = [PLUGINS_JSON, MARKETPLACE];
+
+/// The export at `route` (one of [`EXPORTS`]) of `listings`, whose newest
+/// change was on `date` (`YYYY-MM-DD`).
+pub fn export(route: &str, listings: &[Listing], date: &str) -> Option<Value> {
+    match route {
+        PLUGINS_JSON => Some(plugins_json(listings, SOURCE, date)),
+        MARKETPLACE => Some(marketplace(listings, SOURCE, DISPLAY_NAME)),
+        _ => None,
+    }
+}
+
+/// The source a marketplace file installs a version from: its repository
+/// at its commit, a `git-subdir` source when it is in a folder.
+pub fn pinned_source(record: &Value) -> Value {
+    let url = format!("{}.git", record["repositoryUrl"].as_str().unwrap_or_default());
+    match record["subpath"].as_str().unwrap_or_default() {
+        "" => json!({"source": "url", "url": url, "sha": record["commit"]}),
+        subpath => json!({"source": "git-subdir", "url": url, "path": subpath, "sha": record["commit"]}),
+    }
 }
 
 /// The `plugins.json` export of awesome-codex-plugins: each plugin's
@@ -163,23 +179,16 @@ pub fn plugins_json(listings: &[Listing], source: &str, last_updated: &str) -> V
     })
 }
 
-/// A Codex marketplace file listing every plugin, each by its repository
-/// at its commit (a `git-subdir` source when it is in a folder).
+/// A Codex marketplace file listing every plugin by its [`pinned_source`].
 pub fn marketplace(listings: &[Listing], name: &str, display_name: &str) -> Value {
     let plugins: Vec<Value> = listings
         .iter()
         .map(|listing| {
             let record = &listing.record;
-            let url = format!("{}.git", record["repositoryUrl"].as_str().unwrap_or_default());
-            let subpath = record["subpath"].as_str().unwrap_or_default();
-            let source = match subpath.is_empty() {
-                true => json!({"source": "url", "url": url, "sha": record["commit"]}),
-                false => json!({"source": "git-subdir", "url": url, "path": subpath, "sha": record["commit"]}),
-            };
             let mut entry = json!({
                 "name": record["name"],
                 "displayName": record["displayName"],
-                "source": source,
+                "source": pinned_source(record),
                 "policy": {"installation": "AVAILABLE", "authentication": "ON_INSTALL"},
                 "description": record["description"],
             });

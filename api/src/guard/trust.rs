@@ -14,14 +14,13 @@
 //! high or critical severity (`critical` read as the wire's `high`);
 //! revocations are the plugins whose recommendation is `block`.
 
+use plugins::catalog::Listing;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::broker::plugins::view::Context;
 use crate::reply::{self, Answer, Error};
 use crate::request::{parse_body, Request};
-use plugins::catalog::Listing;
-
 use crate::store::plugins as stored;
 use crate::store::{now_ms, rfc3339};
 
@@ -305,15 +304,6 @@ pub async fn verdict(request: Request) -> Answer {
     Ok(reply::json(&answer))
 }
 
-/// `critical` is the wire's `high`: the SDK's severities stop there.
-fn wire_severity(text: &str) -> Option<&'static str> {
-    match text {
-        "critical" | "high" => Some("high"),
-        "medium" => Some("medium"),
-        _ => None,
-    }
-}
-
 /// `GET /guard/advisories`: each plugin's findings of high or critical
 /// severity, and its matched campaigns.
 pub async fn advisories(request: Request) -> Answer {
@@ -324,16 +314,17 @@ pub async fn advisories(request: Request) -> Answer {
         let record = &plugin.record;
         let (name, published) = (record["name"].clone(), record["importedAt"].clone());
         for finding in record["scan"]["findings"].as_array().into_iter().flatten() {
-            let Some(severity) = finding["severity"].as_str().and_then(wire_severity).filter(|s| *s == "high") else {
+            // The SDK's severities stop at `high`: a critical finding is sent as one.
+            if !matches!(finding["severity"].as_str(), Some("critical" | "high")) {
                 continue;
-            };
+            }
             items.push(json!({
                 "id": format!("adv:{}:{}:{}", plugin.slug, record["revision"], finding["ruleId"].as_str().unwrap_or_default()),
                 "artifactId": artifact_id(&plugin.slug),
                 "artifactName": name,
                 "reason": format!("{}{}", finding["title"].as_str().unwrap_or_default(),
                     finding["filePath"].as_str().map(|p| format!(" ({p})")).unwrap_or_default()),
-                "severity": severity,
+                "severity": "high",
                 "publishedAt": published,
                 "remediation": finding["remediation"],
                 "scope": "artifact",

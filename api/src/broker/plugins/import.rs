@@ -272,10 +272,10 @@ pub async fn run(app: Arc<App>, shutdown: impl Future<Output = ()>) {
     }
 }
 
-/// One source's outcome, as the job's results list it.
-fn failed(target: &Target, code: &str, why: impl std::fmt::Display) -> Value {
-    json!({"repository": format!("{}/{}", target.owner, target.repo), "commit": target.commit,
-        "path": target.path, "status": "failed", "code": code, "error": why.to_string()})
+/// A failure in `target` (at `path` in it), as the job's results list it.
+fn failed(target: &Target, path: &str, code: &str, why: impl std::fmt::Display) -> Value {
+    json!({"repository": target.repository().key(), "commit": target.commit,
+        "path": path, "status": "failed", "code": code, "error": why.to_string()})
 }
 
 async fn run_job(app: &Arc<App>, job: Import) {
@@ -302,27 +302,32 @@ async fn run_job(app: &Arc<App>, job: Import) {
                     let source = entry.source.clone().expect("only remote sources are handed back");
                     let Ok(next) = Target::of_source(source, Some(&entry)) else { continue };
                     if targets.len() >= app.plugins.max_sources {
-                        results.push(failed(&next, "too_many_sources", "past the sources one import takes"));
+                        results.push(failed(
+                            &next,
+                            &next.path,
+                            "too_many_sources",
+                            "past the sources one import takes",
+                        ));
                     } else if claim(app, &job.account, &next).await {
                         targets.push(next);
                     } else {
                         results.push(failed(
                             &next,
+                            &next.path,
                             "not_plugin_owner",
                             "the repository's plugins are another account's",
                         ));
                     }
                 }
             }
-            Err((code, why)) => results.push(failed(&target, code, why)),
+            Err((code, why)) => results.push(failed(&target, &target.path, code, why)),
         }
         index += 1;
     }
     let stored_any = results.iter().any(|r| r["status"] == "created" || r["status"] == "unchanged");
+    // A job that stored nothing says why: its first failure's reason.
     let error = (!stored_any)
-        .then(|| results.iter().find_map(|r| r["error"].as_str().map(str::to_string)))
-        .flatten()
-        .or_else(|| (!stored_any).then(|| "no plugin was found".to_string()));
+        .then(|| results.iter().find_map(|r| r["error"].as_str()).unwrap_or("no plugin was found").to_string());
     let status = if stored_any { "completed" } else { "failed" };
     let progress = json!({"step": status, "done": targets.len(), "total": targets.len()});
     save(app, &id, status, progress, &results, error.as_deref()).await;
@@ -426,14 +431,9 @@ fn unpack(
     if !target.path.is_empty() && !tree.is_dir(&target.path) {
         return Err(("path_not_found", format!("the repository has no folder {:?}", target.path)));
     }
-    let repository = target.repository().key();
     let found = locate::plugins(&tree, &target.path);
-    let refusal = |path: &str, code: &str, why: String| {
-        json!({"repository": repository, "commit": target.commit, "path": path,
-            "status": "failed", "code": code, "error": why})
-    };
     let mut refused: Vec<Value> =
-        found.refused.iter().map(|(name, why)| refusal(name, "source_refused", why.to_string())).collect();
+        found.refused.iter().map(|(name, why)| failed(target, name, "source_refused", why)).collect();
     let workflow = scanner_workflow(&tree);
     let mut versions = Vec::new();
     for mut located in found.plugins {
@@ -445,7 +445,7 @@ fn unpack(
         }
         match version(&tree, &located, target, account, job, workflow.as_deref()) {
             Ok(version) => versions.push(version),
-            Err(why) => refused.push(refusal(&located.root, "plugin_unnamed", why)),
+            Err(why) => refused.push(failed(target, &located.root, "plugin_unnamed", why)),
         }
     }
     Ok(Unpacked { versions, remote: found.remote, refused })
@@ -475,20 +475,15 @@ async fn fetch(app: &App, settings: &Settings, target: &Target) -> Result<Vec<u8
         return Err(("archive_unavailable", format!("the archive host answered {}", response.status())));
     }
     let max = settings.max_archive_bytes;
-    let too_large = || ("archive_too_large", format!("the archive is larger than {max} bytes"));
-    if response.content_length().is_some_and(|n| n > max as u64) {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    let mut response = response;
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) if body.len() + chunk.len() > max => return Err(too_large()),
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) => return Ok(body),
-            Err(e) => return Err(("archive_unreachable", format!("the archive broke off: {e}"))),
+    // The bounded read every answer through the gate gets: `Garbage` is its
+    // body past `max`; anything else, a body cut off or too slow.
+    let body = crate::chat::turn::read_bounded(response, max).await.map_err(|failure| match failure {
+        crate::chat::turn::Failure::Garbage(_) => {
+            ("archive_too_large", format!("the archive is larger than {max} bytes"))
         }
-    }
+        _ => ("archive_unreachable", "the archive was cut off or came too slowly".to_string()),
+    })?;
+    Ok(body.to_vec())
 }
 
 /// The workflow of the repository that runs the plugin scanner, if one does.
@@ -497,7 +492,8 @@ fn scanner_workflow(tree: &Tree) -> Option<String> {
         .filter(|(path, _)| path.ends_with(".yml") || path.ends_with(".yaml"))
         .find(|(_, bytes)| {
             let text = String::from_utf8_lossy(bytes);
-            text.contains("ai-plugin-scanner-action") || text.contains("plugin-scanner")
+            // `ai-plugin-scanner-action` too.
+            text.contains("plugin-scanner")
         })
         .map(|(path, _)| path.to_string())
 }

@@ -199,12 +199,12 @@ fn build_holds_every_import(request: &Request) -> Result<bool, Error> {
 
 /// Every listing, and the newest change among them (the files' and the
 /// list page's Last-Modified).
-async fn listings(request: &Request) -> Result<(Vec<plugins::catalog::Listing>, Value, Timestamp), Error> {
+async fn listings(request: &Request) -> Result<(Vec<plugins::catalog::Listing>, Vec<Value>, Timestamp), Error> {
     let listings = request.app.store.read(stored::listings).await?;
     let context = view::Context::of(request);
     let items: Vec<Value> = listings.iter().map(|l| context.item(l)).collect();
     let newest = items.iter().map(pages::plugins::last_modified).max().unwrap_or_default();
-    Ok((listings, Value::Array(items), newest))
+    Ok((listings, items, newest))
 }
 
 /// `GET /plugins/plugins.json` and `/plugins/marketplace.json`: the
@@ -215,11 +215,8 @@ pub async fn export(request: Request) -> Answer {
         return crate::service::published(&request, &route).await.ok_or_else(|| Error::not_found(&request.path));
     }
     let (listings, _, newest) = listings(&request).await?;
-    use plugins::catalog::{self as made, DISPLAY_NAME, SOURCE};
-    let body = match route.as_str() {
-        made::PLUGINS_JSON => made::plugins_json(&listings, SOURCE, &newest.iso8601()[..10]),
-        _ => made::marketplace(&listings, SOURCE, DISPLAY_NAME),
-    };
+    let body = plugins::catalog::export(&route, &listings, &newest.iso8601()[..10])
+        .ok_or_else(|| Error::not_found(&request.path))?;
     let representation = shared::http::Representation::json(&body, newest, shared::http::Cache::Catalog);
     let made = reply::Representation::computed(representation)?;
     Ok(super::live(reply::representation(&request.method, &request.headers, &made)))
@@ -231,8 +228,7 @@ pub async fn list_page(request: Request) -> Answer {
         return crate::service::page(request).await;
     }
     let (_, items, newest) = listings(&request).await?;
-    let items = items.as_array().map(Vec::as_slice).unwrap_or_default();
-    let file = request.build()?.pages.plugin_list(items, newest, pages::Made::Live);
+    let file = request.build()?.pages.plugin_list(&items, newest, pages::Made::Live);
     super::made_page(&request, file).map(super::live)
 }
 
