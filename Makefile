@@ -195,11 +195,14 @@ $(PLUGIN_SCANNER_DIR)/.installed:
 
 ## debian: the Debian packages the tests use, installed once per machine
 ## (as root or through sudo): Chromium and ChromeDriver (the pages' test,
-## screenshots), nginx (serving a build with its generated configuration)
+## screenshots), nginx (serving a build with its generated configuration),
+## PostgreSQL (the live store's tests start throwaway clusters of their own
+## on loopback, whatever else the package sets up)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-DEBIAN_PACKAGES := chromium chromium-driver nginx
+DEBIAN_PACKAGES := chromium chromium-driver nginx postgresql
 debian:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && test -x /usr/sbin/nginx || { \
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && test -x /usr/sbin/nginx \
+	  && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES); }; }
 
@@ -216,14 +219,19 @@ screenshots: site tools debian
 ## in headless Chromium, the build served by nginx, the MCP conformance suite, the reference broker
 ## client, the analysts' DuckDB releases, the reference plugin scanner
 ## over the plugin corpus, schemathesis against the live
-## api), then a total. The tools download while cargo compiles; `--tests`
-## leaves out the binaries, which hold no unit tests (`test = false`).
+## api), then the end-to-end tests of the live store's users again with
+## the apis on PostgreSQL (STORE_E2E), then a total. The tools download
+## while cargo compiles; `--tests` leaves out the binaries, which hold no
+## unit tests (`test = false`).
 TOOLS := conformance client a2a readers schemathesis plugin-scanner debian evm
+STORE_E2E := availability broker_adapter_registry broker_bodies broker_keys_feedback broker_live \
+  broker_payments broker_registration chat chat_access chat_bounds inscription plugins:: secrets:: skills verification
 test:
 	$(MAKE) --no-print-directory --jobs=4 test-build $(TOOLS)
 	@mkdir -p $(TARGET)
-	set -o pipefail; $(CARGO) test --release --workspace $(CARGO_FEATURES) --no-fail-fast --tests 2>&1 \
-	  | tee $(TARGET)/test.log; status=$$?; \
+	set -o pipefail; { $(CARGO) test --release --workspace $(CARGO_FEATURES) --no-fail-fast --tests; first=$$?; \
+	  ALMANAC_TEST_STORE=postgres $(CARGO) test --release -p tests $(CARGO_FEATURES) --test e2e -- $(STORE_E2E); \
+	  second=$$?; test $$first = 0 && test $$second = 0; } 2>&1 | tee $(TARGET)/test.log; status=$$?; \
 	  awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' $(TARGET)/test.log; \
 	  exit $$status
 

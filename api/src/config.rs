@@ -147,12 +147,32 @@ pub struct Config {
     /// 431 above (8192 at least).
     #[arg(long, env = "ALMANAC_MAX_HEAD_BYTES", default_value_t = 16_384)]
     pub max_head_bytes: usize,
-    /// The live store's SQLite file (default: `<data-dir>/live/store.sqlite`).
+    /// The live store: a SQLite file (default:
+    /// `<data-dir>/live/store.sqlite`), or a PostgreSQL database
+    /// (`postgres://user:password@host:port/database`) that api replicas
+    /// share.
     #[arg(long, env = "ALMANAC_STORE")]
-    pub store: Option<PathBuf>,
-    /// Writes the live store gathers into one transaction (one disk sync).
+    pub store: Option<String>,
+    /// SQLite: writes the live store gathers into one transaction (one
+    /// disk sync).
     #[arg(long, env = "ALMANAC_STORE_MAX_BATCH", default_value_t = 512)]
     pub store_max_batch: usize,
+    /// Connections (each a thread) that read the live store.
+    #[arg(long, env = "ALMANAC_STORE_READERS", default_value_t = 4)]
+    pub store_readers: usize,
+    /// PostgreSQL: connections (each a thread) that write at once.
+    #[arg(long, env = "ALMANAC_STORE_WRITERS", default_value_t = 8)]
+    pub store_writers: usize,
+    /// PostgreSQL: how long opening a connection may take, in
+    /// milliseconds; while the database cannot be reached, requests that
+    /// need it are answered 503 after this long.
+    #[arg(long, env = "ALMANAC_STORE_CONNECT_TIMEOUT_MS", default_value_t = 2_000)]
+    pub store_connect_timeout_ms: u64,
+    /// PostgreSQL: how many times a write that collided with concurrent
+    /// ones (on this replica or another) is run again before it is
+    /// answered 503.
+    #[arg(long, env = "ALMANAC_STORE_RETRIES", default_value_t = 50)]
+    pub store_retries: u32,
     /// Where the journal of live changes for the next build is written
     /// (default: `<data-dir>/journal`, where the generator reads it).
     #[arg(long, env = "ALMANAC_JOURNAL_DIR")]
@@ -634,12 +654,24 @@ impl Config {
             Some(provider) => Some(Vectors::new(embeddings::Provider::new(provider)?)),
             None => None,
         };
-        let store_path = self.store.clone().unwrap_or_else(|| self.data_dir.join("live").join("store.sqlite"));
-        if let Some(parent) = store_path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        let location = match self.store.as_deref() {
+            Some(text) => store::Location::parse(text),
+            None => store::Location::File(self.data_dir.join("live").join("store.sqlite")),
+        };
+        if let store::Location::File(path) = &location {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+            }
         }
-        let settings = store::Settings { max_batch: self.store_max_batch, ..store::Settings::default() };
-        let store = Store::open(&store_path, settings)?;
+        let settings = store::Settings {
+            max_batch: self.store_max_batch,
+            readers: self.store_readers,
+            writers: self.store_writers,
+            connect_timeout: Duration::from_millis(self.store_connect_timeout_ms.max(1)),
+            retries: self.store_retries,
+            ..store::Settings::default()
+        };
+        let store = Store::open(location, settings)?;
         let network =
             Network::parse(&self.ledger_network).filter(|n| matches!(n, Network::Hedera(_))).with_context(|| {
                 format!("--ledger-network {:?}: expected mainnet, testnet or previewnet", self.ledger_network)

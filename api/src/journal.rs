@@ -205,7 +205,7 @@ mod tests {
         // both places. Put them back in the outbox as that crash leaves it.
         store
             .write(|conn| {
-                conn.execute_batch(
+                conn.batch(
                     "INSERT INTO outbox (seq, at, event) VALUES
                      (1, 0, '{\"event\":\"search\",\"query\":\"query 1\",\"hits\":1}'),
                      (2, 0, '{\"event\":\"search\",\"query\":\"query 2\",\"hits\":2}')",

@@ -357,8 +357,14 @@ where
 
 /// A live store failure answered as the 500 it is (logged; the answer
 /// says no more).
+/// A failure of the live store: 503 when asking again soon may succeed
+/// (the store unreachable or busy), else 500.
 impl From<crate::store::Failure> for Error {
     fn from(failure: crate::store::Failure) -> Error {
+        if failure.is_transient() {
+            tracing::warn!(error = %failure, "live store");
+            return Error::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "the live store cannot answer now; try again");
+        }
         tracing::error!(error = %failure, "live store");
         Error::new(StatusCode::INTERNAL_SERVER_ERROR, "store_failed", "the live store failed; try again")
     }

@@ -2,9 +2,10 @@
 //! adapters they publish. Categories and adapters are outbox events, so
 //! the next build's catalog holds them.
 
+use crate::params;
+use crate::sql::{Conn, Optional};
 use broker_model::catalog::{Category, RegistryEntry};
 use broker_model::journal::Event;
-use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{closed, outbox, Failure};
 
@@ -28,7 +29,7 @@ pub enum Created {
 }
 
 /// The stored category with `slug`.
-pub fn category_by_slug(conn: &Connection, slug: &str) -> Result<Option<Category>, Failure> {
+pub fn category_by_slug(conn: &Conn, slug: &str) -> Result<Option<Category>, Failure> {
     let text: Option<String> =
         conn.query_row("SELECT category FROM adapter_categories WHERE slug = ?1", [slug], |r| r.get(0)).optional()?;
     text.map(|t| parse("a stored category", &t)).transpose()
@@ -36,12 +37,7 @@ pub fn category_by_slug(conn: &Connection, slug: &str) -> Result<Option<Category
 
 /// Creates `category` (its id is set here: one past both the catalog's
 /// `catalog_max` and the stored ones), unless its slug is taken.
-pub fn create_category(
-    conn: &Connection,
-    mut category: Category,
-    catalog_max: u64,
-    now: i64,
-) -> Result<Created, Failure> {
+pub fn create_category(conn: &Conn, mut category: Category, catalog_max: u64, now: i64) -> Result<Created, Failure> {
     if let Some(held) = category_outcome(category_by_slug(conn, &category.slug)?, &category) {
         return Ok(held);
     }
@@ -65,28 +61,30 @@ pub fn category_outcome(held: Option<Category>, wanted: &Category) -> Option<Cre
 }
 
 /// Categories and adapters stored after `seq` (a build's journal point).
-pub fn after(conn: &Connection, seq: i64) -> Result<(Vec<Category>, Vec<RegistryEntry>), Failure> {
+pub fn after(conn: &Conn, seq: i64) -> Result<(Vec<Category>, Vec<RegistryEntry>), Failure> {
     let mut categories = Vec::new();
-    let mut statement = conn.prepare("SELECT category FROM adapter_categories WHERE seq > ?1 ORDER BY seq")?;
-    for text in statement.query_map([seq], |r| r.get::<_, String>(0))? {
-        categories.push(parse("a stored category", &text?)?);
+    for text in conn.query_map("SELECT category FROM adapter_categories WHERE seq > ?1 ORDER BY seq", [seq], |r| {
+        r.get::<_, String>(0)
+    })? {
+        categories.push(parse("a stored category", &text)?);
     }
     let mut adapters = Vec::new();
-    let mut statement = conn.prepare("SELECT entry FROM adapter_entries WHERE seq > ?1 ORDER BY seq")?;
-    for text in statement.query_map([seq], |r| r.get::<_, String>(0))? {
-        adapters.push(parse("a stored adapter", &text?)?);
+    for text in conn
+        .query_map("SELECT entry FROM adapter_entries WHERE seq > ?1 ORDER BY seq", [seq], |r| r.get::<_, String>(0))?
+    {
+        adapters.push(parse("a stored adapter", &text)?);
     }
     Ok((categories, adapters))
 }
 
 /// The largest `seq` of a stored category or adapter (0: none).
-pub fn newest(conn: &Connection) -> Result<i64, Failure> {
-    Ok(conn.query_row(
-        "SELECT MAX(COALESCE((SELECT MAX(seq) FROM adapter_categories), 0),
-                    COALESCE((SELECT MAX(seq) FROM adapter_entries), 0))",
-        [],
-        |r| r.get(0),
-    )?)
+pub fn newest(conn: &Conn) -> Result<i64, Failure> {
+    let sql = format!(
+        "SELECT {}(COALESCE((SELECT MAX(seq) FROM adapter_categories), 0),
+                   COALESCE((SELECT MAX(seq) FROM adapter_entries), 0))",
+        conn.dialect().greatest()
+    );
+    conn.query_row(&sql, [], |r| r.get(0))
 }
 
 /// A submission as its status route shows it.
@@ -134,14 +132,7 @@ impl std::str::FromStr for Status {
     }
 }
 
-pub fn submit(
-    conn: &Connection,
-    id: &str,
-    account: &str,
-    adapter_id: &str,
-    request: &str,
-    now: i64,
-) -> Result<(), Failure> {
+pub fn submit(conn: &Conn, id: &str, account: &str, adapter_id: &str, request: &str, now: i64) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO adapter_submissions (id, account_id, adapter_id, request, status, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)",
@@ -150,7 +141,7 @@ pub fn submit(
     Ok(())
 }
 
-pub fn submission(conn: &Connection, id: &str) -> Result<Option<Submission>, Failure> {
+pub fn submission(conn: &Conn, id: &str) -> Result<Option<Submission>, Failure> {
     let sql = "SELECT id, account_id, adapter_id, request, status, error, result, created_at, started_at,
                       completed_at, updated_at FROM adapter_submissions WHERE id = ?1";
     Ok(conn
@@ -174,7 +165,7 @@ pub fn submission(conn: &Connection, id: &str) -> Result<Option<Submission>, Fai
 
 /// Marks a pending (or, after a restart, processing) submission as being
 /// processed; `false` when it is neither.
-pub fn claim(conn: &Connection, id: &str, now: i64) -> Result<bool, Failure> {
+pub fn claim(conn: &Conn, id: &str, now: i64) -> Result<bool, Failure> {
     let changed = conn.execute(
         "UPDATE adapter_submissions SET status = 'processing', started_at = COALESCE(started_at, ?2), updated_at = ?2
          WHERE id = ?1 AND status IN ('pending', 'processing')",
@@ -184,15 +175,17 @@ pub fn claim(conn: &Connection, id: &str, now: i64) -> Result<bool, Failure> {
 }
 
 /// Submissions not yet settled: what a start processes again.
-pub fn unsettled(conn: &Connection) -> Result<Vec<String>, Failure> {
-    let mut statement = conn
-        .prepare("SELECT id FROM adapter_submissions WHERE status IN ('pending', 'processing') ORDER BY created_at")?;
-    let ids = statement.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+pub fn unsettled(conn: &Conn) -> Result<Vec<String>, Failure> {
+    let ids = conn.query_map(
+        "SELECT id FROM adapter_submissions WHERE status IN ('pending', 'processing') ORDER BY created_at",
+        [],
+        |r| r.get(0),
+    )?;
     Ok(ids)
 }
 
 /// Fails a submission with `error`.
-pub fn fail(conn: &Connection, id: &str, error: &str, now: i64) -> Result<(), Failure> {
+pub fn fail(conn: &Conn, id: &str, error: &str, now: i64) -> Result<(), Failure> {
     conn.execute(
         "UPDATE adapter_submissions SET status = 'failed', error = ?2, completed_at = ?3, updated_at = ?3 WHERE id = ?1",
         params![id, error, now],
@@ -201,7 +194,7 @@ pub fn fail(conn: &Connection, id: &str, error: &str, now: i64) -> Result<(), Fa
 }
 
 /// The account that published `adapter_id` here, if any.
-pub fn owner(conn: &Connection, adapter_id: &str) -> Result<Option<String>, Failure> {
+pub fn owner(conn: &Conn, adapter_id: &str) -> Result<Option<String>, Failure> {
     Ok(conn
         .query_row("SELECT account_id FROM adapter_entries WHERE adapter_id = ?1", [adapter_id], |r| r.get(0))
         .optional()?)
@@ -210,7 +203,7 @@ pub fn owner(conn: &Connection, adapter_id: &str) -> Result<Option<String>, Fail
 /// Publishes a submission's adapter: the entry stored and journaled, the
 /// submission completed with `result`. Returns the event's `seq`.
 pub fn publish(
-    conn: &Connection,
+    conn: &Conn,
     id: &str,
     account: &str,
     entry: &RegistryEntry,

@@ -1,6 +1,7 @@
 //! Sign-in challenges and API keys.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::params;
+use crate::sql::{Conn, Optional};
 
 use super::Failure;
 
@@ -15,7 +16,7 @@ pub struct Challenge {
     pub expires_at: i64,
 }
 
-pub fn insert_challenge(conn: &Connection, c: &Challenge) -> Result<(), Failure> {
+pub fn insert_challenge(conn: &Conn, c: &Challenge) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO challenges (id, account_id, network, message, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![c.id, c.account, c.network, c.message, c.created_at, c.expires_at],
@@ -25,7 +26,7 @@ pub fn insert_challenge(conn: &Connection, c: &Challenge) -> Result<(), Failure>
 
 /// Takes the challenge `id` for one verification: it is marked used, so
 /// it can never be taken again. `None` when it is unknown or was taken.
-pub fn take_challenge(conn: &Connection, id: &str, now: i64) -> Result<Option<Challenge>, Failure> {
+pub fn take_challenge(conn: &Conn, id: &str, now: i64) -> Result<Option<Challenge>, Failure> {
     let found = conn
         .query_row(
             "UPDATE challenges SET used_at = ?2 WHERE id = ?1 AND used_at IS NULL
@@ -47,7 +48,7 @@ pub fn take_challenge(conn: &Connection, id: &str, now: i64) -> Result<Option<Ch
 }
 
 /// Drops challenges that expired before `before`; returns how many.
-pub fn prune_challenges(conn: &Connection, before: i64) -> Result<usize, Failure> {
+pub fn prune_challenges(conn: &Conn, before: i64) -> Result<usize, Failure> {
     Ok(conn.execute("DELETE FROM challenges WHERE expires_at < ?1", [before])?)
 }
 
@@ -68,7 +69,7 @@ pub struct ApiKey {
     pub last_used_at: Option<i64>,
 }
 
-pub fn insert_key(conn: &Connection, k: &ApiKey) -> Result<(), Failure> {
+pub fn insert_key(conn: &Conn, k: &ApiKey) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO api_keys (id, hash, prefix, last_four, label, account_id, network, network_canonical,
                                created_at, expires_at)
@@ -90,7 +91,7 @@ pub fn insert_key(conn: &Connection, k: &ApiKey) -> Result<(), Failure> {
 }
 
 /// The live (unrevoked, unexpired at `now`) key with this hash.
-pub fn find_key(conn: &Connection, hash: &[u8; 32], now: i64) -> Result<Option<ApiKey>, Failure> {
+pub fn find_key(conn: &Conn, hash: &[u8; 32], now: i64) -> Result<Option<ApiKey>, Failure> {
     let found = conn
         .query_row(
             "SELECT id, prefix, last_four, label, account_id, network, network_canonical, created_at, expires_at,
@@ -118,7 +119,7 @@ pub fn find_key(conn: &Connection, hash: &[u8; 32], now: i64) -> Result<Option<A
 }
 
 /// Records that the key was used at `now`.
-pub fn touch_key(conn: &Connection, id: &str, now: i64) -> Result<(), Failure> {
+pub fn touch_key(conn: &Conn, id: &str, now: i64) -> Result<(), Failure> {
     conn.execute("UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1", params![id, now])?;
     Ok(())
 }

@@ -10,9 +10,10 @@
 //! it was costs a row update, not an event, so a steady round of a
 //! million agents adds nothing to the journal.
 
+use crate::params;
+use crate::sql::{Conn, Optional, Row};
 use broker_model::availability::{uptime_after, Measurement, Status};
 use broker_model::journal::Event;
-use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{outbox, rfc3339, Failure};
 
@@ -58,7 +59,7 @@ const UPTIME_STEP: f64 = 1.0;
 
 /// Records `checks` in order; the changes they publish, each journaled,
 /// as `(seq, measurement)`.
-pub fn record(conn: &Connection, checks: &[Check]) -> Result<Vec<(i64, Measurement)>, Failure> {
+pub fn record(conn: &Conn, checks: &[Check]) -> Result<Vec<(i64, Measurement)>, Failure> {
     let mut published = Vec::new();
     for check in checks {
         if let Some(change) = record_one(conn, check)? {
@@ -78,7 +79,7 @@ struct Held {
     shown_uptime: f64,
 }
 
-fn record_one(conn: &Connection, check: &Check) -> Result<Option<(i64, Measurement)>, Failure> {
+fn record_one(conn: &Conn, check: &Check) -> Result<Option<(i64, Measurement)>, Failure> {
     let held = conn
         .query_row(
             "SELECT endpoint, checks, uptime, last_seen_at, published_status, published_uptime
@@ -153,7 +154,7 @@ fn record_one(conn: &Connection, check: &Check) -> Result<Option<(i64, Measureme
 const SHOWN: &str = "SELECT uaid, endpoint, published_status, published_checked_at, published_last_seen_at,
     published_latency_ms, published_uptime, seq FROM availability";
 
-fn shown(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Measurement)> {
+fn shown(r: &Row<'_>) -> Result<(i64, Measurement), Failure> {
     let measurement = Measurement {
         uaid: r.get(0)?,
         endpoint: r.get(1)?,
@@ -167,22 +168,20 @@ fn shown(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Measurement)> {
 }
 
 /// What `uaid` shows, if it was ever checked.
-pub fn shown_of(conn: &Connection, uaid: &str) -> Result<Option<Measurement>, Failure> {
-    let mut statement = conn.prepare_cached(&format!("{SHOWN} WHERE uaid = ?1"))?;
-    Ok(statement.query_row([uaid], shown).optional()?.map(|(_, m)| m))
+pub fn shown_of(conn: &Conn, uaid: &str) -> Result<Option<Measurement>, Failure> {
+    Ok(conn.query_row(&format!("{SHOWN} WHERE uaid = ?1"), [uaid], shown).optional()?.map(|(_, m)| m))
 }
 
 /// The first `limit` changes after `seq` (a build's journal point), in order.
-pub fn shown_after(conn: &Connection, seq: i64, limit: usize) -> Result<Vec<(i64, Measurement)>, Failure> {
-    let mut statement = conn.prepare(&format!("{SHOWN} WHERE seq > ?1 ORDER BY seq LIMIT ?2"))?;
-    let rows = statement.query_map(params![seq, i64::try_from(limit).unwrap_or(i64::MAX)], shown)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn shown_after(conn: &Conn, seq: i64, limit: usize) -> Result<Vec<(i64, Measurement)>, Failure> {
+    let sql = format!("{SHOWN} WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+    conn.query_map(&sql, params![seq, i64::try_from(limit).unwrap_or(i64::MAX)], shown)
 }
 
 /// When each of `uaids` was last checked (ms), for those ever checked.
-pub fn checked_at(conn: &Connection, uaids: &[String]) -> Result<Vec<Option<i64>>, Failure> {
-    let mut statement = conn.prepare_cached("SELECT checked_at FROM availability WHERE uaid = ?1")?;
-    uaids.iter().map(|uaid| Ok(statement.query_row([uaid], |r| r.get(0)).optional()?)).collect()
+pub fn checked_at(conn: &Conn, uaids: &[String]) -> Result<Vec<Option<i64>>, Failure> {
+    let sql = "SELECT checked_at FROM availability WHERE uaid = ?1";
+    uaids.iter().map(|uaid| conn.query_row(sql, [uaid], |r| r.get(0)).optional()).collect()
 }
 
 /// What the store holds of an agent a measurement is about.
@@ -197,7 +196,7 @@ pub enum Registered {
 }
 
 /// What the store holds of each of `uaids`, in order.
-pub fn registered(conn: &Connection, uaids: &[String]) -> Result<Vec<Registered>, Failure> {
+pub fn registered(conn: &Conn, uaids: &[String]) -> Result<Vec<Registered>, Failure> {
     uaids
         .iter()
         .map(|uaid| {

@@ -2,7 +2,8 @@
 //! agent's reply) is stored in one step once the agent has answered, so a
 //! turn cut short stores nothing.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::params;
+use crate::sql::{Conn, Optional, Row};
 
 use super::{registry, Failure};
 
@@ -46,7 +47,7 @@ pub struct Message {
 /// Stores a new session with its first members: the agent, held by the
 /// account that registered it here (if one did), and the sender, held by
 /// the session's owner; each sees all of the history.
-pub fn open(conn: &Connection, s: &Session) -> Result<(), Failure> {
+pub fn open(conn: &Conn, s: &Session) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO chat_sessions (id, uaid, agent_url, target, agent, account_id, context_id, history_ttl,
              visibility, sender_uaid, title, created_at, last_activity_at)
@@ -71,15 +72,15 @@ pub fn open(conn: &Connection, s: &Session) -> Result<(), Failure> {
     for member in [agent, sender].into_iter().flatten() {
         let (uaid, held_by) = member?;
         conn.execute(
-            "INSERT OR IGNORE INTO chat_members (session_id, uaid, invited_at, history_scope, held_by)
-             VALUES (?1, ?2, ?3, 'all', ?4)",
+            "INSERT INTO chat_members (session_id, uaid, invited_at, history_scope, held_by)
+             VALUES (?1, ?2, ?3, 'all', ?4) ON CONFLICT DO NOTHING",
             params![s.id, uaid, s.created_at, held_by],
         )?;
     }
     Ok(())
 }
 
-pub fn session(conn: &Connection, id: &str) -> Result<Option<Session>, Failure> {
+pub fn session(conn: &Conn, id: &str) -> Result<Option<Session>, Failure> {
     let found = conn.query_row(&format!("{SESSION} WHERE id = ?1"), [id], session_row).optional()?;
     Ok(found)
 }
@@ -88,7 +89,7 @@ const SESSION: &str = "SELECT id, uaid, agent_url, COALESCE(target, ''), COALESC
     context_id, history_ttl, visibility, sender_uaid, title, created_at, COALESCE(last_activity_at, created_at),
     ended_at, encryption FROM chat_sessions";
 
-fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Session> {
+fn session_row(r: &Row<'_>) -> Result<Session, Failure> {
     Ok(Session {
         id: r.get(0)?,
         uaid: r.get(1)?,
@@ -120,16 +121,13 @@ pub struct Member {
     pub held_by: Option<String>,
 }
 
-pub fn members(conn: &Connection, session: &str) -> Result<Vec<Member>, Failure> {
-    let mut statement = conn.prepare(
+pub fn members(conn: &Conn, session: &str) -> Result<Vec<Member>, Failure> {
+    let members = conn.query_map(
         "SELECT uaid, invited_at, history_scope, held_by FROM chat_members WHERE session_id = ?1
          ORDER BY invited_at, uaid",
+        [session],
+        |r| Ok(Member { uaid: r.get(0)?, invited_at: r.get(1)?, history_scope: r.get(2)?, held_by: r.get(3)? }),
     )?;
-    let members = statement
-        .query_map([session], |r| {
-            Ok(Member { uaid: r.get(0)?, invited_at: r.get(1)?, history_scope: r.get(2)?, held_by: r.get(3)? })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(members)
 }
 
@@ -139,26 +137,28 @@ pub fn members(conn: &Connection, session: &str) -> Result<Vec<Member>, Failure>
 /// joined). The invite is recorded after the session's last message even
 /// within the same millisecond, so that a member who sees only what
 /// followed it never sees what preceded it.
-pub fn invite(conn: &Connection, session: &str, uaid: &str, history_scope: &str, now: i64) -> Result<(), Failure> {
+pub fn invite(conn: &Conn, session: &str, uaid: &str, history_scope: &str, now: i64) -> Result<(), Failure> {
     let held_by = registry::registrant(conn, uaid)?;
-    conn.execute(
+    let greatest = conn.dialect().greatest();
+    let invite = format!(
         "INSERT INTO chat_members (session_id, uaid, invited_at, history_scope, held_by)
-         VALUES (?1, ?2, MAX(?3, COALESCE((SELECT MAX(created_at) + 1 FROM chat_messages WHERE session_id = ?1), 0)), ?4, ?5)
-         ON CONFLICT (session_id, uaid) DO UPDATE SET history_scope = ?4",
-        params![session, uaid, now, history_scope, held_by],
-    )?;
-    conn.execute(
-        "UPDATE chat_sessions SET last_activity_at = MAX(COALESCE(last_activity_at, 0), ?2) WHERE id = ?1",
-        params![session, now],
-    )?;
+         VALUES (?1, ?2, {greatest}(?3, COALESCE((SELECT MAX(created_at) + 1 FROM chat_messages WHERE session_id = ?1), 0)), ?4, ?5)
+         ON CONFLICT (session_id, uaid) DO UPDATE SET history_scope = ?4"
+    );
+    conn.execute(&invite, params![session, uaid, now, history_scope, held_by])?;
+    let touch = format!(
+        "UPDATE chat_sessions SET last_activity_at = {greatest}(COALESCE(last_activity_at, 0), ?2) WHERE id = ?1"
+    );
+    conn.execute(&touch, params![session, now])?;
     Ok(())
 }
 
-pub fn set_visibility(conn: &Connection, session: &str, visibility: &str, now: i64) -> Result<(), Failure> {
-    conn.execute(
-        "UPDATE chat_sessions SET visibility = ?2, last_activity_at = MAX(COALESCE(last_activity_at, 0), ?3) WHERE id = ?1",
-        params![session, visibility, now],
-    )?;
+pub fn set_visibility(conn: &Conn, session: &str, visibility: &str, now: i64) -> Result<(), Failure> {
+    let sql = format!(
+        "UPDATE chat_sessions SET visibility = ?2, last_activity_at = {}(COALESCE(last_activity_at, 0), ?3) WHERE id = ?1",
+        conn.dialect().greatest()
+    );
+    conn.execute(&sql, params![session, visibility, now])?;
     Ok(())
 }
 
@@ -166,24 +166,22 @@ pub fn set_visibility(conn: &Connection, session: &str, visibility: &str, now: i
 /// (the last one's activity time and id), matching `q` (in the session
 /// id, a member's UAID or the title) when given.
 pub fn public(
-    conn: &Connection,
+    conn: &Conn,
     q: Option<&str>,
     cursor: Option<(i64, String)>,
     limit: usize,
 ) -> Result<Vec<(Session, Vec<String>)>, Failure> {
     let pattern = q.map(|q| format!("%{}%", q.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
     let (at, id) = cursor.unwrap_or((i64::MAX, String::new()));
+    let like = conn.dialect().like();
     let sql = format!(
         "{SESSION} s WHERE visibility = 'public' AND ended_at IS NULL
            AND (COALESCE(last_activity_at, created_at) < ?1 OR (COALESCE(last_activity_at, created_at) = ?1 AND id < ?2 AND ?2 <> ''))
-           AND (?3 IS NULL OR id LIKE ?3 ESCAPE '\\' OR COALESCE(title, '') LIKE ?3 ESCAPE '\\'
-                OR EXISTS (SELECT 1 FROM chat_members m WHERE m.session_id = s.id AND m.uaid LIKE ?3 ESCAPE '\\'))
+           AND (?3 IS NULL OR id {like} ?3 ESCAPE '\\' OR COALESCE(title, '') {like} ?3 ESCAPE '\\'
+                OR EXISTS (SELECT 1 FROM chat_members m WHERE m.session_id = s.id AND m.uaid {like} ?3 ESCAPE '\\'))
          ORDER BY COALESCE(last_activity_at, created_at) DESC, id DESC LIMIT ?4"
     );
-    let mut statement = conn.prepare(&sql)?;
-    let sessions = statement
-        .query_map(params![at, id, pattern, limit as i64], session_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let sessions = conn.query_map(&sql, params![at, id, pattern, limit as i64], session_row)?;
     sessions
         .into_iter()
         .map(|s| {
@@ -204,7 +202,7 @@ pub struct Sent<'a> {
 
 /// The answer given to a send with this idempotency key, and the digest
 /// of the request it answered, if any.
-pub fn sent(conn: &Connection, session: &str, key: &str) -> Result<Option<(String, Option<String>)>, Failure> {
+pub fn sent(conn: &Conn, session: &str, key: &str) -> Result<Option<(String, Option<String>)>, Failure> {
     Ok(conn
         .query_row(
             "SELECT answer, request_digest FROM chat_sends WHERE session_id = ?1 AND idempotency_key = ?2",
@@ -215,7 +213,7 @@ pub fn sent(conn: &Connection, session: &str, key: &str) -> Result<Option<(Strin
 }
 
 /// Sessions `account` has open.
-pub fn open_sessions(conn: &Connection, account: &str) -> Result<i64, Failure> {
+pub fn open_sessions(conn: &Conn, account: &str) -> Result<i64, Failure> {
     Ok(conn.query_row(
         "SELECT COUNT(*) FROM chat_sessions WHERE account_id = ?1 AND ended_at IS NULL",
         [account],
@@ -236,7 +234,7 @@ pub struct Keep {
 /// no more; false when the session has ended meanwhile (nothing stored).
 /// O(kept) through the session's index.
 pub fn turn(
-    conn: &Connection,
+    conn: &Conn,
     session: &str,
     messages: &[Message],
     context: Option<&str>,
@@ -255,17 +253,18 @@ pub fn turn(
     // A message is never recorded before an invite it follows (the
     // invite may stand a millisecond ahead: see `invite`).
     for m in messages {
-        conn.execute(
+        let sql = format!(
             "INSERT INTO chat_messages (session_id, message_id, role, content, cipher_envelope, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5,
-                     MAX(?6, COALESCE((SELECT MAX(invited_at) FROM chat_members WHERE session_id = ?1), 0)))",
-            params![session, m.message_id, m.role, m.content, m.cipher_envelope, m.created_at],
-        )?;
+                     {}(?6, COALESCE((SELECT MAX(invited_at) FROM chat_members WHERE session_id = ?1), 0)))",
+            conn.dialect().greatest()
+        );
+        conn.execute(&sql, params![session, m.message_id, m.role, m.content, m.cipher_envelope, m.created_at])?;
     }
     if let Some(sent) = sent {
         conn.execute(
-            "INSERT OR IGNORE INTO chat_sends (session_id, idempotency_key, answer, request_digest)
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO chat_sends (session_id, idempotency_key, answer, request_digest)
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
             params![session, sent.key, sent.answer, sent.digest],
         )?;
         conn.execute(
@@ -284,13 +283,12 @@ pub fn turn(
 
 /// The session's messages at or after `since` (ms), oldest first, the
 /// newest `limit` of them.
-pub fn history(conn: &Connection, session: &str, since: i64, limit: usize) -> Result<Vec<Message>, Failure> {
-    let mut statement = conn.prepare(
+pub fn history(conn: &Conn, session: &str, since: i64, limit: usize) -> Result<Vec<Message>, Failure> {
+    let mut messages = conn.query_map(
         "SELECT message_id, role, content, cipher_envelope, created_at FROM chat_messages
          WHERE session_id = ?1 AND created_at >= ?2 ORDER BY created_at DESC, id DESC LIMIT ?3",
-    )?;
-    let mut messages = statement
-        .query_map(params![session, since, limit as i64], |r| {
+        params![session, since, limit as i64],
+        |r| {
             Ok(Message {
                 message_id: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
                 role: r.get(1)?,
@@ -298,27 +296,27 @@ pub fn history(conn: &Connection, session: &str, since: i64, limit: usize) -> Re
                 cipher_envelope: r.get(3)?,
                 created_at: r.get(4)?,
             })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        },
+    )?;
     messages.reverse();
     Ok(messages)
 }
 
 /// Ends a session; false when it was unknown or already ended.
-pub fn end(conn: &Connection, session: &str, now: i64) -> Result<bool, Failure> {
+pub fn end(conn: &Conn, session: &str, now: i64) -> Result<bool, Failure> {
     Ok(conn
         .execute("UPDATE chat_sessions SET ended_at = ?2 WHERE id = ?1 AND ended_at IS NULL", params![session, now])?
         > 0)
 }
 
-pub fn set_encryption(conn: &Connection, session: &str, state: &str) -> Result<(), Failure> {
+pub fn set_encryption(conn: &Conn, session: &str, state: &str) -> Result<(), Failure> {
     conn.execute("UPDATE chat_sessions SET encryption = ?2 WHERE id = ?1", params![session, state])?;
     Ok(())
 }
 
 /// Replaces the messages `summarized` (by message id) with `summary`,
 /// which takes the place of the earliest of them.
-pub fn compact(conn: &Connection, session: &str, summarized: &[String], summary: &Message) -> Result<(), Failure> {
+pub fn compact(conn: &Conn, session: &str, summarized: &[String], summary: &Message) -> Result<(), Failure> {
     for id in summarized {
         conn.execute("DELETE FROM chat_messages WHERE session_id = ?1 AND message_id = ?2", params![session, id])?;
     }

@@ -2,7 +2,9 @@
 //! idempotency key; a balance is the sum of an account's completed
 //! transactions and is never negative.
 
-use rusqlite::{params, Connection, OptionalExtension, ToSql};
+use crate::params;
+use crate::sql::ToValue;
+use crate::sql::{Conn, Optional, Row};
 
 use super::{closed, Failure};
 
@@ -96,7 +98,7 @@ pub struct Short {
 
 /// Charges `job` at `at`, once (keyed `<kind>:<id>`): `Err(Short)` when
 /// the balance does not cover it, nothing stored.
-pub fn charge(conn: &Connection, job: Billed<'_>, at: i64) -> Result<Result<(), Short>, Failure> {
+pub fn charge(conn: &Conn, job: Billed<'_>, at: i64) -> Result<Result<(), Short>, Failure> {
     let debit = Change {
         account: job.account.to_string(),
         kind: Kind::Debit,
@@ -113,7 +115,7 @@ pub fn charge(conn: &Connection, job: Billed<'_>, at: i64) -> Result<Result<(), 
 }
 
 /// Refunds `job`'s charge at `at`, once (keyed `<kind>-refund:<id>`).
-pub fn refund(conn: &Connection, job: Billed<'_>, at: i64) -> Result<(), Failure> {
+pub fn refund(conn: &Conn, job: Billed<'_>, at: i64) -> Result<(), Failure> {
     let refund = Change {
         account: job.account.to_string(),
         kind: Kind::Refund,
@@ -131,7 +133,7 @@ pub fn refund(conn: &Connection, job: Billed<'_>, at: i64) -> Result<(), Failure
 /// Posts `change` (completed at once): a debit only when the balance
 /// covers it. Run it inside [`super::Store::write`], whose single writer
 /// makes the check and the spending one step.
-pub fn post(conn: &Connection, change: &Change, now: i64) -> Result<Posted, Failure> {
+pub fn post(conn: &Conn, change: &Change, now: i64) -> Result<Posted, Failure> {
     if change.credits <= 0 {
         return Err(Failure::Corrupt(format!("a transaction of {} credits", change.credits)));
     }
@@ -154,10 +156,10 @@ pub fn post(conn: &Connection, change: &Change, now: i64) -> Result<Posted, Fail
          ON CONFLICT (account_id) DO UPDATE SET balance = ?2",
         params![change.account, after, now],
     )?;
-    conn.execute(
+    let id = conn.query_row(
         "INSERT INTO credit_transactions
              (account_id, kind, amount, balance_after, status, idempotency_key, reason, reference, created_at)
-         VALUES (?1, ?2, ?3, ?4, 'completed', ?5, ?6, ?7, ?8)",
+         VALUES (?1, ?2, ?3, ?4, 'completed', ?5, ?6, ?7, ?8) RETURNING id",
         params![
             change.account,
             change.kind.as_str(),
@@ -168,9 +170,10 @@ pub fn post(conn: &Connection, change: &Change, now: i64) -> Result<Posted, Fail
             change.reference,
             now
         ],
+        |r| r.get(0),
     )?;
     let entry = Entry {
-        id: conn.last_insert_rowid(),
+        id,
         account: change.account.clone(),
         kind: change.kind,
         amount,
@@ -185,7 +188,7 @@ pub fn post(conn: &Connection, change: &Change, now: i64) -> Result<Posted, Fail
 }
 
 /// The account's balance (0 for an account never seen).
-pub fn balance(conn: &Connection, account: &str) -> Result<i64, Failure> {
+pub fn balance(conn: &Conn, account: &str) -> Result<i64, Failure> {
     let found =
         conn.query_row("SELECT balance FROM accounts WHERE account_id = ?1", [account], |r| r.get(0)).optional()?;
     Ok(found.unwrap_or(0))
@@ -193,7 +196,7 @@ pub fn balance(conn: &Connection, account: &str) -> Result<i64, Failure> {
 
 /// The balance as the ledger's sum, for checks: always equal to
 /// [`balance`].
-pub fn ledger_sum(conn: &Connection, account: &str) -> Result<i64, Failure> {
+pub fn ledger_sum(conn: &Conn, account: &str) -> Result<i64, Failure> {
     Ok(conn.query_row(
         "SELECT COALESCE(SUM(amount), 0) FROM credit_transactions WHERE account_id = ?1 AND status = 'completed'",
         [account],
@@ -201,7 +204,7 @@ pub fn ledger_sum(conn: &Connection, account: &str) -> Result<i64, Failure> {
     )?)
 }
 
-fn find(conn: &Connection, account: &str, key: &str) -> Result<Option<Entry>, Failure> {
+fn find(conn: &Conn, account: &str, key: &str) -> Result<Option<Entry>, Failure> {
     let sql = format!("{SELECT} WHERE account_id = ?1 AND idempotency_key = ?2");
     Ok(conn.query_row(&sql, [account, key], entry).optional()?)
 }
@@ -222,7 +225,7 @@ pub struct Filter {
 }
 
 /// A page of an account's transactions, newest first, and how many match.
-pub fn transactions(conn: &Connection, filter: &Filter) -> Result<(Vec<Entry>, u64), Failure> {
+pub fn transactions(conn: &Conn, filter: &Filter) -> Result<(Vec<Entry>, u64), Failure> {
     let conditions = "account_id = ?1 AND (?2 IS NULL OR kind = ?2) AND (?3 IS NULL OR status = ?3)
          AND (?4 IS NULL OR created_at >= ?4) AND (?5 IS NULL OR created_at <= ?5)
          AND (?6 IS NULL OR (amount < 0) = ?6)";
@@ -232,10 +235,9 @@ pub fn transactions(conn: &Connection, filter: &Filter) -> Result<(Vec<Entry>, u
     let count = format!("SELECT COUNT(*) FROM credit_transactions WHERE {conditions}");
     let total: i64 = conn.query_row(&count, matching, |r| r.get(0))?;
     let (limit, offset) = (filter.limit as i64, filter.offset as i64);
-    let page: Vec<&dyn ToSql> = matching.iter().copied().chain([&limit as &dyn ToSql, &offset]).collect();
+    let page: Vec<&dyn ToValue> = matching.iter().copied().chain([&limit as &dyn ToValue, &offset]).collect();
     let sql = format!("{SELECT} WHERE {conditions} ORDER BY created_at DESC, id DESC LIMIT ?7 OFFSET ?8");
-    let mut statement = conn.prepare(&sql)?;
-    let entries = statement.query_map(page.as_slice(), entry)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let entries = conn.query_map(&sql, page.as_slice(), entry)?;
     Ok((entries, total as u64))
 }
 
@@ -245,7 +247,7 @@ const SELECT: &str =
 
 /// A row of [`SELECT`]; a kind or status outside its vocabulary is a
 /// conversion error naming the column.
-fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
+fn entry(r: &Row<'_>) -> Result<Entry, Failure> {
     Ok(Entry {
         id: r.get(0)?,
         account: r.get(1)?,

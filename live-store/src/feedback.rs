@@ -2,9 +2,10 @@
 //! judged by. One entry per session; each is an outbox event, so the next
 //! build publishes it with the rest of the agent's feedback.
 
+use crate::params;
+use crate::sql::{Conn, Optional};
 use broker_model::catalog::FeedbackEntry;
 use broker_model::journal::Event;
-use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{outbox, Failure};
 
@@ -19,7 +20,7 @@ pub struct Session {
     pub given: bool,
 }
 
-pub fn session(conn: &Connection, id: &str) -> Result<Option<Session>, Failure> {
+pub fn session(conn: &Conn, id: &str) -> Result<Option<Session>, Failure> {
     let sql = "SELECT s.id, s.uaid, s.account_id,
                       (SELECT COUNT(*) FROM chat_messages m WHERE m.session_id = s.id),
                       EXISTS (SELECT 1 FROM agent_feedback f WHERE f.session_id = s.id)
@@ -45,7 +46,7 @@ pub enum Given {
 /// of the build and those stored since the build's journal point
 /// `journal_seq`.
 pub fn give(
-    conn: &Connection,
+    conn: &Conn,
     session: &str,
     mut entry: FeedbackEntry,
     published: u64,
@@ -73,17 +74,20 @@ pub fn give(
 }
 
 /// The feedback on `uaid` stored after `seq` (a build's journal point).
-pub fn after(conn: &Connection, uaid: &str, seq: i64) -> Result<Vec<FeedbackEntry>, Failure> {
-    let mut statement = conn.prepare("SELECT entry FROM agent_feedback WHERE uaid = ?1 AND seq > ?2 ORDER BY seq")?;
-    let rows = statement.query_map(params![uaid, seq], |r| r.get::<_, String>(0))?;
+pub fn after(conn: &Conn, uaid: &str, seq: i64) -> Result<Vec<FeedbackEntry>, Failure> {
+    let rows = conn.query_map(
+        "SELECT entry FROM agent_feedback WHERE uaid = ?1 AND seq > ?2 ORDER BY seq",
+        params![uaid, seq],
+        |r| r.get::<_, String>(0),
+    )?;
     let mut out = Vec::new();
     for text in rows {
-        out.push(serde_json::from_str(&text?).map_err(|e| Failure::Corrupt(format!("feedback of {uaid}: {e}")))?);
+        out.push(serde_json::from_str(&text).map_err(|e| Failure::Corrupt(format!("feedback of {uaid}: {e}")))?);
     }
     Ok(out)
 }
 
 /// The largest `seq` of stored feedback (0: none).
-pub fn newest(conn: &Connection) -> Result<i64, Failure> {
+pub fn newest(conn: &Conn) -> Result<i64, Failure> {
     Ok(conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM agent_feedback", [], |r| r.get(0))?)
 }

@@ -7,7 +7,8 @@
 //! Chat keeps its keys per session (`store::chat::sent`): an anonymous
 //! session has no account.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::params;
+use crate::sql::{Conn, Optional};
 
 use super::Failure;
 
@@ -34,7 +35,7 @@ pub enum Claimed {
 }
 
 /// The digest the key was first used with, if it was.
-pub fn digest(conn: &Connection, key: &Key) -> Result<Option<String>, Failure> {
+pub fn digest(conn: &Conn, key: &Key) -> Result<Option<String>, Failure> {
     Ok(conn
         .query_row(
             "SELECT request_digest FROM idempotency_keys WHERE account_id = ?1 AND scope = ?2 AND key = ?3",
@@ -45,7 +46,7 @@ pub fn digest(conn: &Connection, key: &Key) -> Result<Option<String>, Failure> {
 }
 
 /// What `key` names now. O(1): one indexed read.
-pub fn judge(conn: &Connection, key: &Key) -> Result<Claimed, Failure> {
+pub fn judge(conn: &Conn, key: &Key) -> Result<Claimed, Failure> {
     Ok(match digest(conn, key)? {
         None => Claimed::New,
         Some(held) if held == key.digest => Claimed::Retry,
@@ -56,10 +57,10 @@ pub fn judge(conn: &Connection, key: &Key) -> Result<Claimed, Failure> {
 /// Records `key` with its request, in the write that did what the request
 /// asked (so a refused request leaves the key unused). A key recorded
 /// before is left as it was.
-pub fn record(conn: &Connection, key: &Key, now: i64) -> Result<(), Failure> {
+pub fn record(conn: &Conn, key: &Key, now: i64) -> Result<(), Failure> {
     conn.execute(
-        "INSERT OR IGNORE INTO idempotency_keys (account_id, scope, key, request_digest, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO idempotency_keys (account_id, scope, key, request_digest, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
         params![key.account, key.scope, key.key, key.digest, now],
     )?;
     Ok(())
@@ -71,24 +72,26 @@ mod tests {
 
     #[test]
     fn a_key_names_one_request_per_account_and_scope() {
-        let (_dir, conn) = super::super::migrated();
-        let key = |account: &str, scope: &'static str, digest: &str| Key {
-            account: account.into(),
-            scope,
-            key: "k-1".into(),
-            digest: digest.into(),
-        };
-        let cases = [
-            (key("0.0.1", "inscription", "aa"), Claimed::New),
-            (key("0.0.1", "inscription", "aa"), Claimed::Retry),
-            (key("0.0.1", "inscription", "bb"), Claimed::Reused),
-            (key("0.0.2", "inscription", "bb"), Claimed::New),
-            (key("0.0.1", "skill-publish", "bb"), Claimed::New),
-            (key("0.0.1", "inscription", "aa"), Claimed::Retry),
-        ];
-        for (i, (key, expected)) in cases.into_iter().enumerate() {
-            assert_eq!(judge(&conn, &key).unwrap(), expected, "case {i}: {key:?}");
-            record(&conn, &key, 1).unwrap();
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = crate::testing::migrated(engine);
+            let key = |account: &str, scope: &'static str, digest: &str| Key {
+                account: account.into(),
+                scope,
+                key: "k-1".into(),
+                digest: digest.into(),
+            };
+            let cases = [
+                (key("0.0.1", "inscription", "aa"), Claimed::New),
+                (key("0.0.1", "inscription", "aa"), Claimed::Retry),
+                (key("0.0.1", "inscription", "bb"), Claimed::Reused),
+                (key("0.0.2", "inscription", "bb"), Claimed::New),
+                (key("0.0.1", "skill-publish", "bb"), Claimed::New),
+                (key("0.0.1", "inscription", "aa"), Claimed::Retry),
+            ];
+            for (i, (key, expected)) in cases.into_iter().enumerate() {
+                assert_eq!(judge(&conn, &key).unwrap(), expected, "case {i}: {key:?}");
+                record(&conn, &key, 1).unwrap();
+            }
         }
     }
 }

@@ -8,7 +8,8 @@
 //! restart resumes where it stopped and never writes a message twice. A
 //! failed job is refunded in the transaction that fails it.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::params;
+use crate::sql::{Conn, Optional, Row};
 
 use super::credits::{self, Billed, Short};
 use super::{closed, idempotency, Failure};
@@ -40,7 +41,7 @@ pub struct Quote {
     pub expires_at: i64,
 }
 
-pub fn insert_quote(conn: &Connection, q: &Quote) -> Result<(), Failure> {
+pub fn insert_quote(conn: &Conn, q: &Quote) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO inscription_quotes
          (id, account, content_hash, size_bytes, mime, mode, messages, tinybars, credits, usd_cents, created_at, expires_at)
@@ -64,11 +65,11 @@ pub fn insert_quote(conn: &Connection, q: &Quote) -> Result<(), Failure> {
 }
 
 /// Deletes quotes that expired before `before` (ms).
-pub fn prune_quotes(conn: &Connection, before: i64) -> Result<usize, Failure> {
+pub fn prune_quotes(conn: &Conn, before: i64) -> Result<usize, Failure> {
     Ok(conn.execute("DELETE FROM inscription_quotes WHERE expires_at < ?1", [before])?)
 }
 
-pub fn quote(conn: &Connection, id: &str) -> Result<Option<Quote>, Failure> {
+pub fn quote(conn: &Conn, id: &str) -> Result<Option<Quote>, Failure> {
     Ok(conn
         .query_row(
             "SELECT id, account, content_hash, size_bytes, mime, mode, messages, tinybars, credits, usd_cents,
@@ -131,7 +132,7 @@ const JOB: &str = "SELECT id, account, idempotency_key, quote_id, status, mode, 
                           content_hash, messages, credits, usd_cents, topic_tx, topic_id, written, pending_tx,
                           failure, created_at, updated_at, parent FROM inscription_jobs";
 
-fn job_row(r: &Row<'_>) -> rusqlite::Result<Job> {
+fn job_row(r: &Row<'_>) -> Result<Job, Failure> {
     Ok(Job {
         id: r.get(0)?,
         account: r.get(1)?,
@@ -157,19 +158,19 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<Job> {
     })
 }
 
-pub fn job(conn: &Connection, id: &str) -> Result<Option<Job>, Failure> {
+pub fn job(conn: &Conn, id: &str) -> Result<Option<Job>, Failure> {
     Ok(conn.query_row(&format!("{JOB} WHERE id = ?1"), [id], job_row).optional()?)
 }
 
 /// The content job `id` writes.
-pub fn content(conn: &Connection, id: &str) -> Result<Option<Vec<u8>>, Failure> {
+pub fn content(conn: &Conn, id: &str) -> Result<Option<Vec<u8>>, Failure> {
     Ok(conn.query_row("SELECT content FROM inscription_jobs WHERE id = ?1", [id], |r| r.get(0)).optional()?)
 }
 
 /// `account`'s jobs, newest first: a page and the total (parts of skill
 /// publish jobs are not among them).
 pub fn jobs(
-    conn: &Connection,
+    conn: &Conn,
     account: &str,
     status: Option<Status>,
     limit: usize,
@@ -181,22 +182,26 @@ pub fn jobs(
         params![account, status],
         |r| r.get(0),
     )?;
-    let mut statement = conn.prepare(&format!(
-        "{JOB} WHERE account = ?1 AND (?2 IS NULL OR status = ?2) AND parent IS NULL
+    let rows = conn.query_map(
+        &format!(
+            "{JOB} WHERE account = ?1 AND (?2 IS NULL OR status = ?2) AND parent IS NULL
          ORDER BY created_at DESC, id LIMIT ?3 OFFSET ?4"
-    ))?;
-    let rows = statement.query_map(params![account, status, limit as i64, offset as i64], job_row)?;
-    Ok((rows.collect::<Result<_, _>>()?, total as u64))
+        ),
+        params![account, status, limit as i64, offset as i64],
+        job_row,
+    )?;
+    Ok((rows, total as u64))
 }
 
 /// The jobs not yet completed or failed, oldest first (parts apart: their
 /// publish job runs them).
-pub fn open_jobs(conn: &Connection) -> Result<Vec<Job>, Failure> {
-    let mut statement = conn.prepare(&format!(
-        "{JOB} WHERE status IN ('pending', 'in_progress') AND parent IS NULL ORDER BY created_at, id"
-    ))?;
-    let rows = statement.query_map([], job_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn open_jobs(conn: &Conn) -> Result<Vec<Job>, Failure> {
+    let rows = conn.query_map(
+        &format!("{JOB} WHERE status IN ('pending', 'in_progress') AND parent IS NULL ORDER BY created_at, id"),
+        [],
+        job_row,
+    )?;
+    Ok(rows)
 }
 
 /// What [`create`] did.
@@ -221,7 +226,7 @@ pub enum Created {
 /// key exists (then that one), the account already has `max_open` jobs
 /// open, or its balance is short. A refusal stores nothing.
 pub fn create(
-    conn: &Connection,
+    conn: &Conn,
     job: &Job,
     content: &[u8],
     key: Option<&idempotency::Key>,
@@ -255,12 +260,7 @@ pub fn create(
     super::all_or_nothing(conn, || create_steps(conn, job, content, key), |c| matches!(c, Created::Done(_)))
 }
 
-fn create_steps(
-    conn: &Connection,
-    job: &Job,
-    content: &[u8],
-    key: Option<&idempotency::Key>,
-) -> Result<Created, Failure> {
+fn create_steps(conn: &Conn, job: &Job, content: &[u8], key: Option<&idempotency::Key>) -> Result<Created, Failure> {
     if let Some(quote) = &job.quote_id {
         let used = conn.execute(
             "UPDATE inscription_quotes SET used_by = ?2 WHERE id = ?1 AND used_by IS NULL",
@@ -280,7 +280,7 @@ fn create_steps(
     Ok(Created::Done(Box::new(job.clone())))
 }
 
-fn insert(conn: &Connection, job: &Job, content: &[u8]) -> Result<(), Failure> {
+fn insert(conn: &Conn, job: &Job, content: &[u8]) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO inscription_jobs
          (id, account, idempotency_key, quote_id, status, mode, file_name, mime, size_bytes, content, content_hash,
@@ -310,17 +310,16 @@ fn insert(conn: &Connection, job: &Job, content: &[u8]) -> Result<(), Failure> {
 
 /// Stores `part` (a file of the publish job `part.parent`, charged with
 /// it: `credits` 0) with its `content`.
-pub fn create_part(conn: &Connection, part: &Job, content: &[u8]) -> Result<(), Failure> {
+pub fn create_part(conn: &Conn, part: &Job, content: &[u8]) -> Result<(), Failure> {
     debug_assert!(part.parent.is_some() && part.credits == 0, "a part is charged with its publish job");
     insert(conn, part, content)
 }
 
 /// The parts of publish job `parent`, by id (the publish job knows their
 /// order).
-pub fn parts(conn: &Connection, parent: &str) -> Result<Vec<Job>, Failure> {
-    let mut statement = conn.prepare_cached(&format!("{JOB} WHERE parent = ?1 ORDER BY id"))?;
-    let rows = statement.query_map([parent], job_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn parts(conn: &Conn, parent: &str) -> Result<Vec<Job>, Failure> {
+    let rows = conn.query_map(&format!("{JOB} WHERE parent = ?1 ORDER BY id"), [parent], job_row)?;
+    Ok(rows)
 }
 
 /// A step of a job, stored before (`Sending`) or after (`Reached`) it is
@@ -345,7 +344,7 @@ pub enum Step {
 }
 
 /// Records `step` of job `id` at `at` (ms).
-pub fn step(conn: &Connection, id: &str, step: &Step, at: i64) -> Result<(), Failure> {
+pub fn step(conn: &Conn, id: &str, step: &Step, at: i64) -> Result<(), Failure> {
     let changed = match step {
         Step::CreatingTopic { tx } => conn.execute(
             "UPDATE inscription_jobs SET status = 'in_progress', topic_tx = ?2, updated_at = ?3 WHERE id = ?1",
@@ -375,7 +374,7 @@ pub fn step(conn: &Connection, id: &str, step: &Step, at: i64) -> Result<(), Fai
 }
 
 /// Fails job `id` for `why` and refunds its credits, once.
-pub fn fail(conn: &Connection, id: &str, why: &str, at: i64) -> Result<(), Failure> {
+pub fn fail(conn: &Conn, id: &str, why: &str, at: i64) -> Result<(), Failure> {
     let Some(job) = job(conn, id)? else { return Err(Failure::Corrupt(format!("inscription job {id} is not stored"))) };
     if matches!(job.status, Status::Completed | Status::Failed) {
         return Ok(());
@@ -407,8 +406,8 @@ mod tests {
     use super::*;
     use crate::credits::{Change, Kind};
 
-    fn store() -> (tempfile::TempDir, Connection) {
-        let (dir, conn) = crate::migrated();
+    fn store(engine: crate::Dialect) -> (crate::testing::Scratch, Conn) {
+        let (dir, conn) = crate::testing::migrated(engine);
         let grant = Change {
             account: "0.0.1001".into(),
             kind: Kind::Grant,
@@ -449,53 +448,60 @@ mod tests {
 
     #[test]
     fn a_job_is_charged_once_bounded_and_refunded_once_when_it_fails() {
-        let (_dir, conn) = store();
-        let created = |j: Job, digest: &str, max_open| {
-            let key = j.idempotency_key.clone().map(|key| idempotency::Key {
-                account: j.account.clone(),
-                scope: "inscription",
-                key,
-                digest: digest.into(),
-            });
-            create(&conn, &j, b"hello", key.as_ref(), max_open).unwrap()
-        };
-        assert!(matches!(created(job("a", Some("k"), 4), "d1", 2), Created::Done(_)));
-        assert!(matches!(created(job("b", Some("k"), 4), "d1", 2), Created::Replayed(j) if j.id == "a"), "same key");
-        assert_eq!(created(job("b", Some("k"), 4), "d2", 2), Created::KeyReused, "the key with another request");
-        assert!(matches!(created(job("c", None, 7), "", 2), Created::Short { balance: 6, shortfall: 1 }));
-        assert!(matches!(created(job("d", None, 1), "", 2), Created::Done(_)));
-        assert!(matches!(created(job("e", None, 1), "", 2), Created::Busy(2)), "two open already");
-        assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 5);
-        fail(&conn, "a", "refused", 2).unwrap();
-        fail(&conn, "a", "refused", 3).unwrap();
-        assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 9, "refunded once");
-        let failed = super::job(&conn, "a").unwrap().unwrap();
-        assert_eq!((failed.status, failed.failure.as_deref()), (Status::Failed, Some("refused")));
-        assert_eq!(content(&conn, "a").unwrap().unwrap(), b"hello");
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = store(engine);
+            let created = |j: Job, digest: &str, max_open| {
+                let key = j.idempotency_key.clone().map(|key| idempotency::Key {
+                    account: j.account.clone(),
+                    scope: "inscription",
+                    key,
+                    digest: digest.into(),
+                });
+                create(&conn, &j, b"hello", key.as_ref(), max_open).unwrap()
+            };
+            assert!(matches!(created(job("a", Some("k"), 4), "d1", 2), Created::Done(_)));
+            assert!(
+                matches!(created(job("b", Some("k"), 4), "d1", 2), Created::Replayed(j) if j.id == "a"),
+                "same key"
+            );
+            assert_eq!(created(job("b", Some("k"), 4), "d2", 2), Created::KeyReused, "the key with another request");
+            assert!(matches!(created(job("c", None, 7), "", 2), Created::Short { balance: 6, shortfall: 1 }));
+            assert!(matches!(created(job("d", None, 1), "", 2), Created::Done(_)));
+            assert!(matches!(created(job("e", None, 1), "", 2), Created::Busy(2)), "two open already");
+            assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 5);
+            fail(&conn, "a", "refused", 2).unwrap();
+            fail(&conn, "a", "refused", 3).unwrap();
+            assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 9, "refunded once");
+            let failed = super::job(&conn, "a").unwrap().unwrap();
+            assert_eq!((failed.status, failed.failure.as_deref()), (Status::Failed, Some("refused")));
+            assert_eq!(content(&conn, "a").unwrap().unwrap(), b"hello");
+        }
     }
 
     #[test]
     fn steps_are_stored_in_order_and_a_completed_job_is_not_failed() {
-        let (_dir, conn) = store();
-        create(&conn, &job("a", None, 1), b"x", None, 4).unwrap();
-        for step_taken in [
-            Step::CreatingTopic { tx: "0.0.1003@1.000000001".into() },
-            Step::TopicCreated { topic: "0.0.5001".into() },
-            Step::SendingMessage { tx: "0.0.1003@1.000000002".into() },
-            Step::MessageWritten,
-            Step::Completed,
-        ] {
-            step(&conn, "a", &step_taken, 5).unwrap();
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = store(engine);
+            create(&conn, &job("a", None, 1), b"x", None, 4).unwrap();
+            for step_taken in [
+                Step::CreatingTopic { tx: "0.0.1003@1.000000001".into() },
+                Step::TopicCreated { topic: "0.0.5001".into() },
+                Step::SendingMessage { tx: "0.0.1003@1.000000002".into() },
+                Step::MessageWritten,
+                Step::Completed,
+            ] {
+                step(&conn, "a", &step_taken, 5).unwrap();
+            }
+            let done = super::job(&conn, "a").unwrap().unwrap();
+            assert_eq!(
+                (done.status, done.written, done.pending_tx, done.topic_id.as_deref()),
+                (Status::Completed, 1, None, Some("0.0.5001"))
+            );
+            fail(&conn, "a", "late", 6).unwrap();
+            assert_eq!(super::job(&conn, "a").unwrap().unwrap().status, Status::Completed);
+            assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 9, "no refund for a completed job");
+            assert!(open_jobs(&conn).unwrap().is_empty());
+            assert!(step(&conn, "missing", &Step::Completed, 7).is_err());
         }
-        let done = super::job(&conn, "a").unwrap().unwrap();
-        assert_eq!(
-            (done.status, done.written, done.pending_tx, done.topic_id.as_deref()),
-            (Status::Completed, 1, None, Some("0.0.5001"))
-        );
-        fail(&conn, "a", "late", 6).unwrap();
-        assert_eq!(super::job(&conn, "a").unwrap().unwrap().status, Status::Completed);
-        assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 9, "no refund for a completed job");
-        assert!(open_jobs(&conn).unwrap().is_empty());
-        assert!(step(&conn, "missing", &Step::Completed, 7).is_err());
     }
 }

@@ -3,7 +3,8 @@
 //! nothing, so a client that registers on every start is harmless; a
 //! different key replaces it under the same id (rotation).
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::params;
+use crate::sql::{Conn, Optional, Row};
 
 use super::Failure;
 
@@ -32,7 +33,7 @@ pub struct Registration {
 const COLUMNS: &str =
     "id, key_type, public_key, uaid, ledger_account_id, ledger_network, email, created_at, updated_at";
 
-fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Key> {
+fn read(r: &Row<'_>) -> Result<Key, Failure> {
     Ok(Key {
         id: r.get(0)?,
         key_type: r.get(1)?,
@@ -48,7 +49,7 @@ fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Key> {
 
 /// Stores the key (its `id`, `created_at` and `updated_at` are set here)
 /// and returns it as held now.
-pub fn register(conn: &Connection, registration: &Registration, now: i64) -> Result<Key, Failure> {
+pub fn register(conn: &Conn, registration: &Registration, now: i64) -> Result<Key, Failure> {
     let Registration { subject, account, key } = registration;
     let held = conn
         .query_row(
@@ -93,7 +94,7 @@ pub fn register(conn: &Connection, registration: &Registration, now: i64) -> Res
 
 /// The subject's secp256k1 key, if one is registered (`uaid:<uaid>` or
 /// `account:<id>`).
-pub fn of_subject(conn: &Connection, subject: &str) -> Result<Option<Key>, Failure> {
+pub fn of_subject(conn: &Conn, subject: &str) -> Result<Option<Key>, Failure> {
     let sql = format!("SELECT {COLUMNS} FROM encryption_keys WHERE subject = ?1 AND key_type = 'secp256k1'");
     Ok(conn.query_row(&sql, [subject], read).optional()?)
 }

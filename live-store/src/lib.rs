@@ -6,11 +6,17 @@
 //! journal the next build reads).
 //!
 //! **The interface.** Handlers see [`Store`] and the domain functions of
-//! its submodules (`auth`, `credits`, …), which take and return plain
-//! values; no SQL type crosses it. A PostgreSQL implementation for several
-//! api replicas replaces what is behind those functions, not their callers.
+//! its submodules (`auth`, `credits`, …), which take a [`Conn`] and plain
+//! values and return plain values; no SQL crosses it. Each domain function
+//! is written once, in the SQL both engines speak ([`sql`]).
 //!
-//! **SQLite.** One file under the data dir, in WAL mode with
+//! **Two engines.** [`Location`] chooses: a file is SQLite, the embedded
+//! default of one api; a `postgres://` URL is PostgreSQL, shared by api
+//! replicas. A write is a function of a connection that the store runs in
+//! a transaction and that must leave the store as if writes ran one at a
+//! time, on either engine.
+//!
+//! **SQLite** ([`sqlite`]). One file under the data dir, in WAL mode with
 //! `synchronous=FULL`: a commit is on disk before it returns, so a change
 //! is stored before its 2xx is sent. All writes go through one writer
 //! thread that gathers the jobs waiting for it into one transaction (group
@@ -25,10 +31,21 @@
 //! after 10 s idle and gave back 20 to 80 MiB at once; on four threads
 //! registrations ran a tenth faster.
 //!
-//! **Versions.** [`MIGRATIONS`] are applied in order at open, each in one
-//! transaction that also sets `PRAGMA user_version`; a file whose version
-//! is above what this build knows was written by a newer almanac and is
-//! refused with an error that says so.
+//! **PostgreSQL** ([`pg`]). Writes run on a few connections at once,
+//! each in a `SERIALIZABLE` transaction: PostgreSQL aborts one that
+//! could not have run one at a time with the others, and the store runs it
+//! again, which is why a write is a function (`Fn`) it may call more than
+//! once. Reads run on connections of their own, each statement seeing
+//! every committed write. A connection that breaks is opened again for the
+//! next job; while PostgreSQL cannot be reached, jobs fail at once with
+//! [`Failure::Unavailable`].
+//!
+//! **Versions.** [`MIGRATIONS`] (SQLite) and [`MIGRATIONS_POSTGRES`] are
+//! the same steps in each dialect, applied in order at open, each in one
+//! transaction that also records the version (`PRAGMA user_version`; the
+//! table `almanac_schema`); a store whose version is above what this
+//! build knows was written by a newer almanac and is refused with an error
+//! that says so.
 
 pub mod adapters;
 pub mod auth;
@@ -47,15 +64,22 @@ pub mod secrets;
 pub mod skills;
 pub mod verification;
 
+mod pg;
+pub mod sql;
+mod sqlite;
+
+use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
+pub use sql::{Conn, Dialect, Optional, Row};
+
 /// The schema, one step per version: version `n` is the first `n` steps.
-/// A step is never edited once released; a change is a new step.
+/// A step is never edited once released; a change is a new step, here
+/// and in [`MIGRATIONS_POSTGRES`].
 pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/001-live-store.sql"),
     include_str!("schema/002-registrations.sql"),
@@ -73,6 +97,26 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/014-programmable-secrets.sql"),
     include_str!("schema/015-secret-catalog.sql"),
     include_str!("schema/016-plugins.sql"),
+];
+
+/// [`MIGRATIONS`] in PostgreSQL's dialect, step for step.
+pub const MIGRATIONS_POSTGRES: &[&str] = &[
+    include_str!("schema/postgres/001-live-store.sql"),
+    include_str!("schema/postgres/002-registrations.sql"),
+    include_str!("schema/postgres/003-keys-and-feedback.sql"),
+    include_str!("schema/postgres/004-adapter-registry.sql"),
+    include_str!("schema/postgres/005-purchases-and-redemptions.sql"),
+    include_str!("schema/postgres/006-chat.sql"),
+    include_str!("schema/postgres/007-chat-send-digests.sql"),
+    include_str!("schema/postgres/008-availability.sql"),
+    include_str!("schema/postgres/009-verification.sql"),
+    include_str!("schema/postgres/010-inscriptions.sql"),
+    include_str!("schema/postgres/011-skills.sql"),
+    include_str!("schema/postgres/012-skill-publishing.sql"),
+    include_str!("schema/postgres/013-member-holders-and-idempotency.sql"),
+    include_str!("schema/postgres/014-programmable-secrets.sql"),
+    include_str!("schema/postgres/015-secret-catalog.sql"),
+    include_str!("schema/postgres/016-plugins.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose
@@ -93,20 +137,49 @@ impl Newest {
 }
 
 /// A database failure (not a refusal: those are values of the domain
-/// functions). Answered 500.
+/// functions).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Failure {
     #[error("the live store failed: {0}")]
-    Database(Arc<rusqlite::Error>),
+    Sqlite(Arc<rusqlite::Error>),
+    #[error("the live store failed: {0}")]
+    Postgres(Arc<postgres::Error>),
+    /// PostgreSQL could not be reached; the next job tries again.
+    #[error("the live store cannot be reached: {0}")]
+    Unavailable(String),
+    /// A write kept colliding with concurrent ones past its retries.
+    #[error("the live store is too busy: a write was retried {0} times")]
+    Busy(u32),
+    /// `query_row` found no row (see [`Optional`]).
+    #[error("the live store found no row where one was expected")]
+    NoRows,
     #[error("the live store is closed")]
     Closed,
     #[error("stored data is malformed: {0}")]
     Corrupt(String),
 }
 
+impl Failure {
+    /// Whether a caller may ask again soon with a fair chance (the store
+    /// unreachable or busy) rather than a fault to report.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Failure::Unavailable(_) | Failure::Busy(_))
+    }
+}
+
 impl From<rusqlite::Error> for Failure {
     fn from(e: rusqlite::Error) -> Failure {
-        Failure::Database(Arc::new(e))
+        Failure::Sqlite(Arc::new(e))
+    }
+}
+
+impl From<postgres::Error> for Failure {
+    fn from(e: postgres::Error) -> Failure {
+        if pg::is_connection_error(&e) {
+            Failure::Unavailable(e.to_string())
+        } else {
+            Failure::Postgres(Arc::new(e))
+        }
     }
 }
 
@@ -114,108 +187,216 @@ impl From<rusqlite::Error> for Failure {
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error(
-        "{path}: schema version {found} was written by a newer almanac (this one knows up to {known}); \
-         run that version, or point --store at another file"
+        "{location}: schema version {found} was written by a newer almanac (this one knows up to {known}); \
+         run that version, or point --store at another store"
     )]
-    Newer { path: PathBuf, found: i64, known: i64 },
+    Newer { location: Location, found: i64, known: i64 },
     #[error("{path}: {source}")]
     Sqlite { path: PathBuf, source: rusqlite::Error },
-    #[error("starting the live store's writer: {0}")]
+    #[error("{location}: {source}")]
+    Postgres { location: Location, source: postgres::Error },
+    #[error("starting the live store's threads: {0}")]
     Thread(std::io::Error),
+}
+
+/// Where the store is: a SQLite file, or a PostgreSQL database by URL.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Location {
+    File(PathBuf),
+    Postgres(String),
+}
+
+impl Location {
+    /// `postgres://…` or `postgresql://…` is PostgreSQL; anything else a
+    /// file path.
+    pub fn parse(text: &str) -> Location {
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            Location::Postgres(text.to_string())
+        } else {
+            Location::File(PathBuf::from(text))
+        }
+    }
+}
+
+impl From<&Path> for Location {
+    fn from(path: &Path) -> Location {
+        Location::File(path.to_path_buf())
+    }
+}
+
+impl From<&PathBuf> for Location {
+    fn from(path: &PathBuf) -> Location {
+        Location::File(path.clone())
+    }
+}
+
+/// Shown without a URL's password.
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::File(path) => write!(f, "{}", path.display()),
+            Location::Postgres(url) => f.write_str(&pg::without_password(url)),
+        }
+    }
+}
+
+impl fmt::Debug for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 /// Settings of the store.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Jobs the writer may gather into one transaction.
+    /// Jobs SQLite's writer may gather into one transaction.
     pub max_batch: usize,
-    /// Jobs that may wait for the writer (callers wait beyond it).
+    /// Jobs that may wait for a writer (callers wait beyond it).
     pub queue: usize,
-    /// Reader threads, each with a read-only connection.
+    /// Reader threads, each with a connection of its own.
     pub readers: usize,
-    /// How long a connection waits for a lock held by another process.
+    /// PostgreSQL: connections that write at once (SQLite has one writer).
+    pub writers: usize,
+    /// SQLite: how long a connection waits for a lock held by another
+    /// process.
     pub busy_timeout: Duration,
+    /// PostgreSQL: how long opening a connection may take.
+    pub connect_timeout: Duration,
+    /// PostgreSQL: how many times a write that collided with concurrent
+    /// ones is run again before it fails [`Failure::Busy`].
+    pub retries: u32,
 }
 
 impl Default for Settings {
     fn default() -> Settings {
-        Settings { max_batch: 512, queue: 4096, readers: 4, busy_timeout: Duration::from_secs(5) }
+        Settings {
+            max_batch: 512,
+            queue: 4096,
+            readers: 4,
+            writers: 8,
+            busy_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+            retries: 50,
+        }
     }
 }
 
-/// A job for the writer: runs in its savepoint, returns what to do once
-/// the transaction's fate is known.
-type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
-type Finish = Box<dyn FnOnce(Result<(), Failure>) + Send>;
+impl Conn {
+    /// A connection of its own to the store at `location`, outside any
+    /// [`Store`]'s threads and transactions (each statement commits on
+    /// its own): for tools and tests that look at, or arrange, a store an
+    /// api uses. It neither creates nor migrates a store. Blocking (the
+    /// PostgreSQL client runs a runtime of its own): not on an async
+    /// thread.
+    pub fn open(location: &Location) -> Result<Conn, Failure> {
+        match location {
+            Location::File(path) => {
+                let conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+                conn.busy_timeout(Settings::default().busy_timeout)?;
+                Ok(Conn::sqlite(conn))
+            }
+            Location::Postgres(url) => Ok(Conn::postgres(postgres::Client::connect(url, postgres::NoTls)?)),
+        }
+    }
+}
 
-/// A read for the reader threads: runs on one's connection.
-type Read = Box<dyn FnOnce(&Connection) + Send>;
+/// A write waiting for a writer: run (perhaps more than once, each time in
+/// a new transaction), then told how its transaction ended.
+trait Job: Send {
+    /// Runs the write; an `Err` undoes what it wrote.
+    fn run(&mut self, conn: &Conn) -> Result<(), Failure>;
+    /// Answers the caller: the write's last result once its transaction
+    /// is committed, or why the transaction failed.
+    fn finish(self: Box<Self>, committed: Result<(), Failure>);
+}
+
+struct Write<F, T> {
+    write: F,
+    result: Option<Result<T, Failure>>,
+    tell: oneshot::Sender<Result<T, Failure>>,
+}
+
+impl<F, T> Job for Write<F, T>
+where
+    F: Fn(&Conn) -> Result<T, Failure> + Send,
+    T: Send,
+{
+    fn run(&mut self, conn: &Conn) -> Result<(), Failure> {
+        let result = (self.write)(conn);
+        let status = result.as_ref().map(|_| ()).map_err(Failure::clone);
+        self.result = Some(result);
+        status
+    }
+
+    fn finish(self: Box<Self>, committed: Result<(), Failure>) {
+        let result = self.result.unwrap_or(Err(Failure::Closed));
+        let _ = self.tell.send(committed.and(result));
+    }
+}
+
+/// A read for the reader threads: given a connection, or why there is
+/// none.
+type Read = Box<dyn FnOnce(Result<&Conn, Failure>) + Send>;
 
 /// The live store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    writer: mpsc::Sender<Job>,
+    writer: mpsc::Sender<Box<dyn Job>>,
     readers: mpsc::Sender<Read>,
+    dialect: Dialect,
 }
 
 impl Store {
-    /// Opens (creating if needed) the store at `path`, brings its schema
-    /// up to date, and starts the writer thread (which ends when the last
-    /// clone of the store is dropped).
-    pub fn open(path: &Path, settings: Settings) -> Result<Store, OpenError> {
-        let fail = |source| OpenError::Sqlite { path: path.to_path_buf(), source };
-        let mut conn = Connection::open(path).map_err(fail)?;
-        configure(&conn, &settings).map_err(fail)?;
-        migrate(&mut conn, path)?;
+    /// Opens the store at `location` (creating a SQLite file if needed),
+    /// brings its schema up to date, and starts its threads (which end
+    /// when the last clone of the store is dropped).
+    pub fn open(location: impl Into<Location>, settings: Settings) -> Result<Store, OpenError> {
+        let (writer, jobs) = mpsc::channel::<Box<dyn Job>>(settings.queue.max(1));
         let (readers, reads) = mpsc::channel::<Read>(settings.queue.max(1));
-        let reads = Arc::new(Mutex::new(reads));
-        for _ in 0..settings.readers.max(1) {
-            let conn = open_reader(path, &settings).map_err(fail)?;
-            let reads = reads.clone();
-            std::thread::Builder::new()
-                .name("store-reader".into())
-                .spawn(move || read_loop(&conn, &reads))
-                .map_err(OpenError::Thread)?;
-        }
-        let (writer, jobs) = mpsc::channel(settings.queue.max(1));
-        let max_batch = settings.max_batch.max(1);
-        std::thread::Builder::new()
-            .name("store-writer".into())
-            .spawn(move || write_loop(conn, jobs, max_batch))
-            .map_err(OpenError::Thread)?;
-        Ok(Store { writer, readers })
+        let dialect = match location.into() {
+            Location::File(path) => {
+                sqlite::start(&path, &settings, jobs, reads)?;
+                Dialect::Sqlite
+            }
+            Location::Postgres(url) => {
+                pg::start(&url, &settings, jobs, reads)?;
+                Dialect::Postgres
+            }
+        };
+        Ok(Store { writer, readers, dialect })
     }
 
-    /// Runs `f` in the writer's next transaction and answers once that
-    /// transaction is committed (on disk). When `f` fails, what it wrote
-    /// is undone and the rest of the transaction stands.
-    pub async fn write<T, F>(&self, f: F) -> Result<T, Failure>
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Runs `write` in a transaction and answers once that transaction is
+    /// committed (on disk). When `write` fails, what it wrote is undone.
+    /// It may run more than once (PostgreSQL runs it again when it
+    /// collided with concurrent writes), so it must not act outside the
+    /// store.
+    pub async fn write<T, F>(&self, write: F) -> Result<T, Failure>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+        F: Fn(&Conn) -> Result<T, Failure> + Send + 'static,
     {
         let (tell, told) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
-            let result = savepoint(conn, f);
-            Box::new(move |committed: Result<(), Failure>| {
-                let _ = tell.send(committed.and(result));
-            })
-        });
+        let job: Box<dyn Job> = Box::new(Write { write, result: None, tell });
         self.writer.send(job).await.map_err(|_| Failure::Closed)?;
         told.await.map_err(|_| Failure::Closed)?
     }
 
-    /// Runs `f` on a read-only connection, off the async threads, after
+    /// Runs `f` on a reader's connection, off the async threads, after
     /// the reads asked before it. It sees every write whose `write` has
     /// returned.
     pub async fn read<T, F>(&self, f: F) -> Result<T, Failure>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+        F: FnOnce(&Conn) -> Result<T, Failure> + Send + 'static,
     {
         let (tell, told) = oneshot::channel();
         let read: Read = Box::new(move |conn| {
-            let _ = tell.send(f(conn));
+            let _ = tell.send(conn.and_then(f));
         });
         self.readers.send(read).await.map_err(|_| Failure::Closed)?;
         // Dropped unanswered only when `f` panicked.
@@ -223,137 +404,28 @@ impl Store {
     }
 }
 
-/// One reader thread: the next read in arrival order on its connection,
-/// until the store is dropped. The lock is held only while waiting for a
-/// read. A read that panics loses its answer, not the thread.
-fn read_loop(conn: &Connection, reads: &Mutex<mpsc::Receiver<Read>>) {
-    let next = || reads.lock().ok()?.blocking_recv().map(|read| move || read(conn));
-    run_each(next, "a read of the live store", || {});
-}
-
-fn open_reader(path: &Path, settings: &Settings) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-    conn.busy_timeout(settings.busy_timeout)?;
-    Ok(conn)
-}
-
-fn configure(conn: &Connection, settings: &Settings) -> rusqlite::Result<()> {
-    conn.busy_timeout(settings.busy_timeout)?;
-    // WAL: readers do not block the writer nor it them. FULL: the WAL is
-    // synced at every commit, so a committed change survives power loss.
-    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(rusqlite::Error::InvalidParameterName(format!("journal_mode is {mode}, not wal")));
-    }
-    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
-}
-
-/// The schema version of the file.
-pub fn version(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
-}
-
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), OpenError> {
-    let fail = |source| OpenError::Sqlite { path: path.to_path_buf(), source };
-    let found = version(conn).map_err(fail)?;
-    let known = MIGRATIONS.len() as i64;
-    if found > known {
-        return Err(OpenError::Newer { path: path.to_path_buf(), found, known });
-    }
-    for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
-        let tx = conn.transaction().map_err(fail)?;
-        tx.execute_batch(step).map_err(fail)?;
-        tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1)).map_err(fail)?;
-        tx.commit().map_err(fail)?;
-        tracing::info!(path = %path.display(), version = i + 1, "live store migrated");
-    }
-    Ok(())
-}
-
-/// `f` inside a savepoint: released when it succeeds, rolled back when it
-/// fails.
-fn savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T, Failure>) -> Result<T, Failure> {
-    conn.execute_batch("SAVEPOINT job")?;
-    let result = f(conn);
-    match &result {
-        Ok(_) => conn.execute_batch("RELEASE job")?,
-        Err(_) => conn.execute_batch("ROLLBACK TO job; RELEASE job")?,
-    }
-    result
-}
-
-/// The writer thread: takes the jobs waiting (at most `max_batch`), runs
-/// them in one transaction, commits, then tells each job's caller.
-fn write_loop(conn: Connection, mut jobs: mpsc::Receiver<Job>, max_batch: usize) {
-    let mut batch = Vec::with_capacity(max_batch);
-    while let Some(first) = jobs.blocking_recv() {
-        batch.push(first);
-        while batch.len() < max_batch {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        let mut finishes = Vec::with_capacity(batch.len());
-        let begun = conn.execute_batch("BEGIN IMMEDIATE");
-        let outcome = match begun {
-            Ok(()) => {
-                finishes.extend(batch.drain(..).map(|job| job(&conn)));
-                conn.execute_batch("COMMIT").map_err(Failure::from)
-            }
-            Err(e) => Err(Failure::from(e)),
-        };
-        if let Err(failure) = &outcome {
-            let _ = conn.execute_batch("ROLLBACK");
-            tracing::error!(error = %failure, "a live store transaction failed");
-        }
-        // Jobs never run (BEGIN failed) are dropped with their senders:
-        // their callers see the store fail instead of waiting.
-        batch.clear();
-        for finish in finishes {
-            finish(outcome.clone());
-        }
-    }
-}
-
 /// A text column holding a value of a closed set (a `vocabulary!`): a
 /// value outside it is a conversion error naming the column.
-pub(crate) fn closed<T: std::str::FromStr>(r: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<T> {
+pub(crate) fn closed<T: std::str::FromStr>(r: &Row<'_>, column: usize) -> Result<T, Failure> {
     let text: String = r.get(column)?;
-    text.parse().map_err(|_| {
-        let problem = format!("{text:?} is not a known value");
-        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, problem.into())
-    })
+    text.parse().map_err(|_| Failure::Corrupt(format!("column {column}: {text:?} is not a known value")))
 }
 
 /// Runs `steps`, which write as they go, and keeps what they wrote only
 /// when `kept` says so of their outcome: a refusal (or a failure) undoes
 /// them all, and the rest of the writer's transaction stands.
 pub(crate) fn all_or_nothing<T>(
-    conn: &Connection,
+    conn: &Conn,
     steps: impl FnOnce() -> Result<T, Failure>,
     kept: impl FnOnce(&T) -> bool,
 ) -> Result<T, Failure> {
-    conn.execute_batch("SAVEPOINT all_or_nothing")?;
+    conn.batch("SAVEPOINT all_or_nothing")?;
     let outcome = steps();
     match &outcome {
-        Ok(done) if kept(done) => conn.execute_batch("RELEASE all_or_nothing")?,
-        _ => conn.execute_batch("ROLLBACK TO all_or_nothing; RELEASE all_or_nothing")?,
+        Ok(done) if kept(done) => conn.batch("RELEASE SAVEPOINT all_or_nothing")?,
+        _ => conn.batch("ROLLBACK TO SAVEPOINT all_or_nothing; RELEASE SAVEPOINT all_or_nothing")?,
     }
     outcome
-}
-
-/// A connection to a new store file with every migration applied, in a
-/// folder removed when the test ends: what the domain functions' unit
-/// tests run against.
-#[cfg(test)]
-pub(crate) fn migrated() -> (tempfile::TempDir, Connection) {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let conn = Connection::open(dir.path().join("store.sqlite")).expect("a new store file");
-    for migration in MIGRATIONS {
-        conn.execute_batch(migration).expect("the migrations apply");
-    }
-    (dir, conn)
 }
 
 /// Now, in milliseconds since the Unix epoch (the store's times).
@@ -373,6 +445,8 @@ pub fn random<const N: usize>() -> [u8; N] {
     bytes
 }
 
+#[cfg(test)]
+pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 

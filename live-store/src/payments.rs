@@ -7,7 +7,8 @@
 //! reference, so a payment seen twice (a webhook retried, a watcher round
 //! repeated after a restart) issues its credits once.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::params;
+use crate::sql::{Conn, Optional, Row};
 
 use super::credits::{self, Change, Kind, Posted};
 use super::{closed, idempotency, Failure};
@@ -61,7 +62,7 @@ pub enum Created {
 
 /// Stores `intent` unless its idempotency `key` names another request or
 /// already names an intent (then that one).
-pub fn create(conn: &Connection, intent: &Intent, key: Option<&idempotency::Key>) -> Result<Created, Failure> {
+pub fn create(conn: &Conn, intent: &Intent, key: Option<&idempotency::Key>) -> Result<Created, Failure> {
     if let Some(key) = key {
         if idempotency::judge(conn, key)? == idempotency::Claimed::Reused {
             return Ok(Created::KeyReused);
@@ -94,21 +95,20 @@ pub fn create(conn: &Connection, intent: &Intent, key: Option<&idempotency::Key>
     Ok(Created::New(intent.clone()))
 }
 
-pub fn by_key(conn: &Connection, account: &str, key: &str) -> Result<Option<Intent>, Failure> {
+pub fn by_key(conn: &Conn, account: &str, key: &str) -> Result<Option<Intent>, Failure> {
     let sql = format!("{SELECT} WHERE account_id = ?1 AND idempotency_key = ?2");
     Ok(conn.query_row(&sql, [account, key], intent).optional()?)
 }
 
-pub fn by_reference(conn: &Connection, method: Method, reference: &str) -> Result<Option<Intent>, Failure> {
+pub fn by_reference(conn: &Conn, method: Method, reference: &str) -> Result<Option<Intent>, Failure> {
     let sql = format!("{SELECT} WHERE method = ?1 AND reference = ?2");
     Ok(conn.query_row(&sql, [method.as_str(), reference], intent).optional()?)
 }
 
 /// The pending intents paid by `method`, oldest first.
-pub fn pending(conn: &Connection, method: Method) -> Result<Vec<Intent>, Failure> {
+pub fn pending(conn: &Conn, method: Method) -> Result<Vec<Intent>, Failure> {
     let sql = format!("{SELECT} WHERE method = ?1 AND status = 'pending' ORDER BY created_at, id");
-    let mut statement = conn.prepare(&sql)?;
-    let rows = statement.query_map([method.as_str()], intent)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let rows = conn.query_map(&sql, [method.as_str()], intent)?;
     Ok(rows)
 }
 
@@ -124,7 +124,7 @@ pub enum Settlement {
 /// Settles a pending intent: completes it and posts its purchase, or
 /// marks it expired or failed. An intent already settled is left as it
 /// is; the answer is its state.
-pub fn settle(conn: &Connection, id: &str, settlement: &Settlement, now: i64) -> Result<State, Failure> {
+pub fn settle(conn: &Conn, id: &str, settlement: &Settlement, now: i64) -> Result<State, Failure> {
     let sql = format!("{SELECT} WHERE id = ?1");
     let Some(held) = conn.query_row(&sql, [id], intent).optional()? else {
         return Err(Failure::Corrupt(format!("no payment intent {id}")));
@@ -161,7 +161,7 @@ pub fn settle(conn: &Connection, id: &str, settlement: &Settlement, now: i64) ->
 }
 
 /// Points of `token` the account has redeemed so far.
-pub fn redeemed(conn: &Connection, account: &str, token: &str) -> Result<i64, Failure> {
+pub fn redeemed(conn: &Conn, account: &str, token: &str) -> Result<i64, Failure> {
     Ok(conn.query_row(
         "SELECT COALESCE(SUM(points), 0) FROM point_redemptions WHERE account_id = ?1 AND token = ?2",
         [account, token],
@@ -199,7 +199,7 @@ pub enum Redeemed {
 /// Redeems in one step: what remains is computed and spent inside the
 /// store's single writer, so concurrent redemptions never spend a point
 /// twice.
-pub fn redeem(conn: &Connection, redeem: &Redeem, now: i64) -> Result<Redeemed, Failure> {
+pub fn redeem(conn: &Conn, redeem: &Redeem, now: i64) -> Result<Redeemed, Failure> {
     let available = (redeem.held - redeemed(conn, &redeem.account, &redeem.token)?).max(0);
     let points = redeem.points.unwrap_or(available);
     if points <= 0 || points > available {
@@ -228,7 +228,7 @@ pub fn redeem(conn: &Connection, redeem: &Redeem, now: i64) -> Result<Redeemed, 
 const SELECT: &str = "SELECT id, method, account_id, credits, amount, currency, reference, idempotency_key,
      answer, status, outcome, created_at, expires_at FROM payment_intents";
 
-fn intent(r: &rusqlite::Row<'_>) -> rusqlite::Result<Intent> {
+fn intent(r: &Row<'_>) -> Result<Intent, Failure> {
     Ok(Intent {
         id: r.get(0)?,
         method: closed(r, 1)?,

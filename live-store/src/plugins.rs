@@ -9,10 +9,11 @@
 //! is journaled in the same transaction (a `plugin` event with the
 //! plugin's listing), so the next build publishes it.
 
+use crate::params;
+use crate::sql::{Conn, Dialect, Optional, Row};
 use broker_model::catalog::PluginEntry;
 use broker_model::journal::Event;
 use plugins::catalog::Listing;
-use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{outbox, rfc3339, Failure};
 
@@ -27,7 +28,7 @@ pub enum Claim {
 
 /// `repository` (`owner/repo`, lowercase) for `account`, unless another
 /// account has it.
-pub fn claim_repository(conn: &Connection, repository: &str, account: &str, now: i64) -> Result<Claim, Failure> {
+pub fn claim_repository(conn: &Conn, repository: &str, account: &str, now: i64) -> Result<Claim, Failure> {
     conn.execute(
         "INSERT INTO plugin_repositories (repository, account, claimed_at) VALUES (?1, ?2, ?3)
          ON CONFLICT (repository) DO NOTHING",
@@ -56,7 +57,7 @@ pub struct Import {
 const IMPORT: &str = "SELECT id, account, request, status, progress, results, error, created_at, updated_at
                       FROM plugin_imports";
 
-fn import_row(r: &Row<'_>) -> rusqlite::Result<Import> {
+fn import_row(r: &Row<'_>) -> Result<Import, Failure> {
     Ok(Import {
         id: r.get(0)?,
         account: r.get(1)?,
@@ -70,7 +71,7 @@ fn import_row(r: &Row<'_>) -> rusqlite::Result<Import> {
     })
 }
 
-pub fn insert_import(conn: &Connection, job: &Import) -> Result<(), Failure> {
+pub fn insert_import(conn: &Conn, job: &Import) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO plugin_imports (id, account, request, status, progress, results, error, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -89,21 +90,23 @@ pub fn insert_import(conn: &Connection, job: &Import) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn import(conn: &Connection, id: &str) -> Result<Option<Import>, Failure> {
+pub fn import(conn: &Conn, id: &str) -> Result<Option<Import>, Failure> {
     Ok(conn.query_row(&format!("{IMPORT} WHERE id = ?1"), [id], import_row).optional()?)
 }
 
 /// Jobs not yet ended, oldest first: what a start resumes.
-pub fn open_imports(conn: &Connection) -> Result<Vec<Import>, Failure> {
-    let mut statement =
-        conn.prepare(&format!("{IMPORT} WHERE status IN ('pending', 'running') ORDER BY created_at, id"))?;
-    let rows = statement.query_map([], import_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn open_imports(conn: &Conn) -> Result<Vec<Import>, Failure> {
+    let rows = conn.query_map(
+        &format!("{IMPORT} WHERE status IN ('pending', 'running') ORDER BY created_at, id"),
+        [],
+        import_row,
+    )?;
+    Ok(rows)
 }
 
 /// A job's new state.
 pub fn update_import(
-    conn: &Connection,
+    conn: &Conn,
     id: &str,
     status: &str,
     progress: &str,
@@ -147,7 +150,7 @@ pub enum Stored {
 
 /// Stores `version` under its slug: a new plugin is the account's, a new
 /// commit a new revision.
-pub fn store_version(conn: &Connection, version: &NewVersion) -> Result<Stored, Failure> {
+pub fn store_version(conn: &Conn, version: &NewVersion) -> Result<Stored, Failure> {
     let owner: Option<String> =
         conn.query_row("SELECT account FROM plugins WHERE slug = ?1", [&version.slug], |r| r.get(0)).optional()?;
     match owner {
@@ -201,33 +204,41 @@ pub fn store_version(conn: &Connection, version: &NewVersion) -> Result<Stored, 
     let event = Event::Plugin { plugin: Box::new(PluginEntry { slug, seq: order, listing }) };
     let seq = outbox::push(conn, version.at, &event)?;
     conn.execute(
-        "INSERT INTO plugin_catalog_changes (id, seq) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET seq = max(seq, ?1)",
+        "INSERT INTO plugin_catalog_changes (id, seq) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET seq = excluded.seq",
         params![seq],
     )?;
     Ok(Stored::Created { revision, seq })
 }
 
 /// The `seq` of the catalog's newest journaled change (0: none).
-pub fn catalog_newest(conn: &Connection) -> Result<i64, Failure> {
+pub fn catalog_newest(conn: &Conn) -> Result<i64, Failure> {
     Ok(conn.query_row("SELECT coalesce(max(seq), 0) FROM plugin_catalog_changes", [], |r| r.get(0))?)
 }
 
 /// `plugin` as the catalog knows it: with its publisher's proof and each
 /// version's summary.
-pub fn listing(conn: &Connection, plugin: Plugin) -> Result<Listing, Failure> {
+pub fn listing(conn: &Conn, plugin: Plugin) -> Result<Listing, Failure> {
     let proof = publisher_proof(conn, &plugin.account)?
         .map(|(uaid, method)| format!("the publisher proved ownership of {uaid} ({method})"));
-    // The summaries are read by SQLite from each record, not parsed whole:
-    // a record holds every file's entry and the scan.
-    let mut statement = conn.prepare_cached(
-        "SELECT json_object('revision', revision, 'version', record ->> '$.version', 'commit', commit_sha,
-                            'digest', digest, 'importedAt', record ->> '$.importedAt',
-                            'score', record ->> '$.scan.score', 'grade', record ->> '$.scan.grade')
-         FROM plugin_versions WHERE slug = ?1 ORDER BY revision DESC",
-    )?;
-    let rows = statement.query_map([&plugin.slug], |r| r.get::<_, String>(0))?;
-    let history = rows
-        .map(|text| serde_json::from_str(&text?).map_err(|e| Failure::Corrupt(format!("plugin {}: {e}", plugin.slug))))
+    // The summaries are read by the database from each record, not parsed
+    // whole: a record holds every file's entry and the scan.
+    let summary = match conn.dialect() {
+        Dialect::Sqlite => {
+            "json_object('revision', revision, 'version', record ->> '$.version', 'commit', commit_sha,
+                         'digest', digest, 'importedAt', record ->> '$.importedAt',
+                         'score', record ->> '$.scan.score', 'grade', record ->> '$.scan.grade')"
+        }
+        Dialect::Postgres => {
+            "json_build_object('revision', revision, 'version', record::json -> 'version', 'commit', commit_sha,
+                               'digest', digest, 'importedAt', record::json -> 'importedAt',
+                               'score', record::json #> '{scan,score}', 'grade', record::json #> '{scan,grade}')::text"
+        }
+    };
+    let sql = format!("SELECT {summary} FROM plugin_versions WHERE slug = ?1 ORDER BY revision DESC");
+    let history = conn
+        .query_map(&sql, [&plugin.slug], |r| r.get::<_, String>(0))?
+        .into_iter()
+        .map(|text| serde_json::from_str(&text).map_err(|e| Failure::Corrupt(format!("plugin {}: {e}", plugin.slug))))
         .collect::<Result<Vec<serde_json::Value>, Failure>>()?;
     Ok(Listing {
         slug: plugin.slug,
@@ -242,7 +253,7 @@ pub fn listing(conn: &Connection, plugin: Plugin) -> Result<Listing, Failure> {
 }
 
 /// Every plugin's listing, newest first import first. O(plugins + versions).
-pub fn listings(conn: &Connection) -> Result<Vec<Listing>, Failure> {
+pub fn listings(conn: &Conn) -> Result<Vec<Listing>, Failure> {
     all(conn)?.into_iter().map(|plugin| listing(conn, plugin)).collect()
 }
 
@@ -265,7 +276,7 @@ const PLUGIN: &str = "SELECT p.seq, p.slug, p.account, p.created_at, p.updated_a
                               ORDER BY v.revision DESC LIMIT 1)
                       FROM plugins p";
 
-fn plugin_row(r: &Row<'_>) -> rusqlite::Result<(i64, String, String, i64, i64, i64, String)> {
+fn plugin_row(r: &Row<'_>) -> Result<(i64, String, String, i64, i64, i64, String), Failure> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
 }
 
@@ -275,43 +286,48 @@ fn plugin_of(row: (i64, String, String, i64, i64, i64, String)) -> Result<Plugin
     Ok(Plugin { seq, slug, account, created_at, updated_at, versions, record })
 }
 
-pub fn plugin(conn: &Connection, slug: &str) -> Result<Option<Plugin>, Failure> {
+pub fn plugin(conn: &Conn, slug: &str) -> Result<Option<Plugin>, Failure> {
     let row = conn.query_row(&format!("{PLUGIN} WHERE p.slug = ?1"), [slug], plugin_row).optional()?;
     row.map(plugin_of).transpose()
 }
 
 /// Every plugin, newest first (by `seq`, which never changes, so a cursor
 /// made of it never repeats an item). O(plugins).
-pub fn all(conn: &Connection) -> Result<Vec<Plugin>, Failure> {
-    let mut statement = conn.prepare_cached(&format!("{PLUGIN} ORDER BY p.seq DESC"))?;
-    let rows = statement.query_map([], plugin_row)?;
-    rows.map(|row| plugin_of(row?)).collect()
+pub fn all(conn: &Conn) -> Result<Vec<Plugin>, Failure> {
+    let rows = conn.query_map(&format!("{PLUGIN} ORDER BY p.seq DESC"), [], plugin_row)?;
+    rows.into_iter().map(|row| plugin_of(row)).collect()
 }
 
 /// Every version's record of `slug`, oldest first.
-pub fn versions(conn: &Connection, slug: &str) -> Result<Vec<serde_json::Value>, Failure> {
-    let mut statement = conn.prepare_cached("SELECT record FROM plugin_versions WHERE slug = ?1 ORDER BY revision")?;
-    let rows = statement.query_map([slug], |r| r.get::<_, String>(0))?;
-    rows.map(|text| serde_json::from_str(&text?).map_err(|e| Failure::Corrupt(format!("plugin {slug}: {e}")))).collect()
+pub fn versions(conn: &Conn, slug: &str) -> Result<Vec<serde_json::Value>, Failure> {
+    let rows = conn.query_map("SELECT record FROM plugin_versions WHERE slug = ?1 ORDER BY revision", [slug], |r| {
+        r.get::<_, String>(0)
+    })?;
+    rows.into_iter()
+        .map(|text| serde_json::from_str(&text).map_err(|e| Failure::Corrupt(format!("plugin {slug}: {e}"))))
+        .collect()
 }
 
 /// The versions whose files have the content digest `digest`, as
 /// `(slug, record)`, newest first.
-pub fn by_digest(conn: &Connection, digest: &str) -> Result<Vec<(String, serde_json::Value)>, Failure> {
-    let mut statement = conn
-        .prepare_cached("SELECT slug, record FROM plugin_versions WHERE digest = ?1 ORDER BY imported_at DESC, slug")?;
-    let rows = statement.query_map([digest], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-    rows.map(|row| {
-        let (slug, text) = row?;
-        let record = serde_json::from_str(&text).map_err(|e| Failure::Corrupt(format!("plugin {slug}: {e}")))?;
-        Ok((slug, record))
-    })
-    .collect()
+pub fn by_digest(conn: &Conn, digest: &str) -> Result<Vec<(String, serde_json::Value)>, Failure> {
+    let rows = conn.query_map(
+        "SELECT slug, record FROM plugin_versions WHERE digest = ?1 ORDER BY imported_at DESC, slug",
+        [digest],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+    )?;
+    rows.into_iter()
+        .map(|row| {
+            let (slug, text) = row;
+            let record = serde_json::from_str(&text).map_err(|e| Failure::Corrupt(format!("plugin {slug}: {e}")))?;
+            Ok((slug, record))
+        })
+        .collect()
 }
 
 /// How `account` proved itself, if it did: an agent whose ownership it
 /// proved and still holds (`uaid`, method).
-pub fn publisher_proof(conn: &Connection, account: &str) -> Result<Option<(String, String)>, Failure> {
+pub fn publisher_proof(conn: &Conn, account: &str) -> Result<Option<(String, String)>, Failure> {
     Ok(conn
         .query_row(
             "SELECT uaid, method FROM ownerships WHERE owner_id = ?1 AND state = 'verified' ORDER BY verified_at LIMIT 1",
@@ -322,7 +338,7 @@ pub fn publisher_proof(conn: &Connection, account: &str) -> Result<Option<(Strin
 }
 
 /// The account that holds `repository`'s plugins, if one does.
-pub fn repository_owner(conn: &Connection, repository: &str) -> Result<Option<String>, Failure> {
+pub fn repository_owner(conn: &Conn, repository: &str) -> Result<Option<String>, Failure> {
     Ok(conn
         .query_row("SELECT account FROM plugin_repositories WHERE repository = ?1", [repository], |r| r.get(0))
         .optional()?)

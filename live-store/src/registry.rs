@@ -5,9 +5,10 @@
 //! agent's row, the journal's outbox event and the attempt are stored
 //! together or not at all.
 
+use crate::params;
+use crate::sql::{Conn, Optional, Row};
 use broker_model::journal::Event;
 use broker_model::Agent;
-use rusqlite::{params, Connection, OptionalExtension};
 
 use super::credits::{self, Change as Credit, Kind, Posted};
 use super::{closed, idempotency, outbox, Failure};
@@ -98,25 +99,26 @@ pub enum Outcome {
 /// The registration of `uaid`, deleted or not.
 /// The account that registered `uaid` here, if one did (and has not
 /// deleted it).
-pub fn registrant(conn: &Connection, uaid: &str) -> Result<Option<String>, Failure> {
+pub fn registrant(conn: &Conn, uaid: &str) -> Result<Option<String>, Failure> {
     Ok(find(conn, uaid)?.filter(|r| r.deleted_at.is_none()).map(|r| r.account))
 }
 
-pub fn find(conn: &Connection, uaid: &str) -> Result<Option<Registration>, Failure> {
+pub fn find(conn: &Conn, uaid: &str) -> Result<Option<Registration>, Failure> {
     let sql = "SELECT agent, account_id, request_hash, seq, created_at, updated_at, deleted_at
                FROM registrations WHERE uaid = ?1";
     let row = conn.query_row(sql, [uaid], row).optional()?;
     row.map(parse).transpose()
 }
 
-type Row = (String, String, Vec<u8>, i64, i64, i64, Option<i64>);
+/// A `registrations` row as read, before its agent is parsed.
+type Columns = (String, String, Vec<u8>, i64, i64, i64, Option<i64>);
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+fn row(r: &Row<'_>) -> Result<Columns, Failure> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
 }
 
 fn parse(
-    (agent, account, request_hash, seq, created_at, updated_at, deleted_at): Row,
+    (agent, account, request_hash, seq, created_at, updated_at, deleted_at): Columns,
 ) -> Result<Registration, Failure> {
     let agent = serde_json::from_str(&agent).map_err(|e| Failure::Corrupt(format!("registrations.agent: {e}")))?;
     Ok(Registration { agent, account, request_hash, seq, created_at, updated_at, deleted_at })
@@ -125,16 +127,16 @@ fn parse(
 /// Registers `write.agent` for `write.account`: billed, journaled, and
 /// an attempt started. A UAID already registered by the same account is
 /// [`Outcome::Same`] (nothing billed); by another, [`Outcome::Taken`].
-pub fn register(conn: &Connection, write: &Write) -> Result<Outcome, Failure> {
+pub fn register(conn: &Conn, write: &Write) -> Result<Outcome, Failure> {
     keyed(conn, write, register_unkeyed)
 }
 
 /// Runs `change` under the write's idempotency key: refused when the key
 /// names another request, recorded once the change is done or found done.
 fn keyed(
-    conn: &Connection,
+    conn: &Conn,
     write: &Write,
-    change: fn(&Connection, &Write) -> Result<Outcome, Failure>,
+    change: fn(&Conn, &Write) -> Result<Outcome, Failure>,
 ) -> Result<Outcome, Failure> {
     let Some(key) = &write.key else { return change(conn, write) };
     if idempotency::judge(conn, key)? == idempotency::Claimed::Reused {
@@ -147,7 +149,7 @@ fn keyed(
     Ok(outcome)
 }
 
-fn register_unkeyed(conn: &Connection, write: &Write) -> Result<Outcome, Failure> {
+fn register_unkeyed(conn: &Conn, write: &Write) -> Result<Outcome, Failure> {
     let uaid = write.agent.uaid.as_str();
     if let Some(existing) = find(conn, uaid)?.filter(|r| r.deleted_at.is_none()) {
         if existing.account != write.account {
@@ -174,11 +176,11 @@ fn register_unkeyed(conn: &Connection, write: &Write) -> Result<Outcome, Failure
 
 /// Replaces the record of an agent `write.account` registered. The same
 /// request again is [`Outcome::Same`] (nothing billed).
-pub fn update(conn: &Connection, write: &Write) -> Result<Outcome, Failure> {
+pub fn update(conn: &Conn, write: &Write) -> Result<Outcome, Failure> {
     keyed(conn, write, update_unkeyed)
 }
 
-fn update_unkeyed(conn: &Connection, write: &Write) -> Result<Outcome, Failure> {
+fn update_unkeyed(conn: &Conn, write: &Write) -> Result<Outcome, Failure> {
     let uaid = write.agent.uaid.as_str();
     let Some(existing) = find(conn, uaid)?.filter(|r| r.deleted_at.is_none()) else {
         return Ok(Outcome::NotFound);
@@ -203,7 +205,7 @@ fn update_unkeyed(conn: &Connection, write: &Write) -> Result<Outcome, Failure> 
 }
 
 /// Deletes an agent `account` registered; `Done` carries no attempt.
-pub fn delete(conn: &Connection, uaid: &str, account: &str, now: i64) -> Result<Outcome, Failure> {
+pub fn delete(conn: &Conn, uaid: &str, account: &str, now: i64) -> Result<Outcome, Failure> {
     let Some(existing) = find(conn, uaid)?.filter(|r| r.deleted_at.is_none()) else {
         return Ok(Outcome::NotFound);
     };
@@ -216,7 +218,7 @@ pub fn delete(conn: &Connection, uaid: &str, account: &str, now: i64) -> Result<
 }
 
 /// Debits the plan's total; `Some(Short)` when the balance is too low.
-fn charge(conn: &Connection, write: &Write) -> Result<Option<Outcome>, Failure> {
+fn charge(conn: &Conn, write: &Write) -> Result<Option<Outcome>, Failure> {
     let total = write.plan.total();
     if total == 0 {
         return Ok(None);
@@ -240,7 +242,7 @@ fn json(agent: &Agent) -> Result<String, Failure> {
     serde_json::to_string(agent).map_err(|e| Failure::Corrupt(e.to_string()))
 }
 
-fn start_attempt(conn: &Connection, write: &Write) -> Result<(), Failure> {
+fn start_attempt(conn: &Conn, write: &Write) -> Result<(), Failure> {
     let plan = &write.plan;
     let additional: i64 = plan.additional.iter().map(|(_, _, c)| c).sum();
     let done = plan.additional.is_empty().then_some(write.now);
@@ -272,7 +274,7 @@ fn start_attempt(conn: &Connection, write: &Write) -> Result<(), Failure> {
 }
 
 /// The newest attempt for `uaid`.
-pub fn latest_attempt(conn: &Connection, uaid: &str) -> Result<Option<String>, Failure> {
+pub fn latest_attempt(conn: &Conn, uaid: &str) -> Result<Option<String>, Failure> {
     let sql = "SELECT id FROM registration_attempts WHERE uaid = ?1 ORDER BY started_at DESC, rowid DESC LIMIT 1";
     Ok(conn.query_row(sql, [uaid], |r| r.get(0)).optional()?)
 }
@@ -321,7 +323,7 @@ impl Attempt {
     }
 }
 
-pub fn attempt(conn: &Connection, id: &str) -> Result<Option<Attempt>, Failure> {
+pub fn attempt(conn: &Conn, id: &str) -> Result<Option<Attempt>, Failure> {
     let sql = "SELECT id, uaid, agent_id, account_id, mode, registry, credits_base, credits_additional,
                       started_at, completed_at
                FROM registration_attempts WHERE id = ?1";
@@ -343,24 +345,25 @@ pub fn attempt(conn: &Connection, id: &str) -> Result<Option<Attempt>, Failure> 
         })
         .optional()?;
     let Some(mut attempt) = found else { return Ok(None) };
-    let mut statement = conn.prepare(
+    let rows = conn.query_map(
         "SELECT key, registry_id, credits, status, tries, error, agent_id, agent_uri, updated_at
          FROM attempt_registries WHERE attempt_id = ?1 ORDER BY rowid",
+        [id],
+        |r| {
+            Ok(Delivered {
+                key: r.get(0)?,
+                registry: r.get(1)?,
+                credits: r.get(2)?,
+                status: closed(r, 3)?,
+                tries: r.get(4)?,
+                error: r.get(5)?,
+                agent_id: r.get(6)?,
+                agent_uri: r.get(7)?,
+                updated_at: r.get(8)?,
+            })
+        },
     )?;
-    let rows = statement.query_map([id], |r| {
-        Ok(Delivered {
-            key: r.get(0)?,
-            registry: r.get(1)?,
-            credits: r.get(2)?,
-            status: closed(r, 3)?,
-            tries: r.get(4)?,
-            error: r.get(5)?,
-            agent_id: r.get(6)?,
-            agent_uri: r.get(7)?,
-            updated_at: r.get(8)?,
-        })
-    })?;
-    attempt.deliveries = rows.collect::<rusqlite::Result<_>>()?;
+    attempt.deliveries = rows;
     Ok(Some(attempt))
 }
 
@@ -377,16 +380,15 @@ pub struct Due {
 
 /// Claims up to `limit` deliveries due by `now`: each is marked in
 /// progress with one more try, so that no other worker takes it.
-pub fn claim_due(conn: &Connection, now: i64, limit: usize) -> Result<Vec<Due>, Failure> {
-    let mut statement = conn.prepare(
+pub fn claim_due(conn: &Conn, now: i64, limit: usize) -> Result<Vec<Due>, Failure> {
+    let claimed = conn.query_map(
         "UPDATE attempt_registries SET status = 'in_progress', tries = tries + 1, updated_at = ?1
          WHERE rowid IN (SELECT rowid FROM attempt_registries WHERE status = 'pending' AND next_try_at <= ?1
                          ORDER BY next_try_at LIMIT ?2)
          RETURNING attempt_id, key, tries",
+        params![now, limit as i64],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?)),
     )?;
-    let claimed = statement
-        .query_map(params![now, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?)))?
-        .collect::<rusqlite::Result<Vec<(String, String, i64)>>>()?;
     let mut out = Vec::with_capacity(claimed.len());
     for (attempt, key, tries) in claimed {
         let (uaid, mode): (String, Mode) =
@@ -418,7 +420,7 @@ pub enum Settle {
 }
 
 /// Records a delivery's outcome; the attempt completes with its last.
-pub fn settle(conn: &Connection, attempt: &str, key: &str, outcome: &Settle, now: i64) -> Result<(), Failure> {
+pub fn settle(conn: &Conn, attempt: &str, key: &str, outcome: &Settle, now: i64) -> Result<(), Failure> {
     let (status, next, error, agent_id, agent_uri) = match outcome {
         Settle::Completed { agent_id, agent_uri } => ("completed", now, None, agent_id.clone(), agent_uri.clone()),
         Settle::Retry { at, error } => ("pending", *at, Some(error.clone()), None, None),
@@ -461,7 +463,7 @@ pub fn settle(conn: &Connection, attempt: &str, key: &str, outcome: &Settle, now
 /// At start: deliveries a previous run left in progress are due again
 /// (the api died mid-call; the registry may have it, so the next call is
 /// the same request again). Returns how many.
-pub fn resume(conn: &Connection, now: i64) -> Result<usize, Failure> {
+pub fn resume(conn: &Conn, now: i64) -> Result<usize, Failure> {
     Ok(conn.execute(
         "UPDATE attempt_registries SET status = 'pending', next_try_at = ?1, updated_at = ?1 WHERE status = 'in_progress'",
         [now],
@@ -469,21 +471,21 @@ pub fn resume(conn: &Connection, now: i64) -> Result<usize, Failure> {
 }
 
 /// The earliest time a pending delivery is due, if any.
-pub fn next_due(conn: &Connection) -> Result<Option<i64>, Failure> {
+pub fn next_due(conn: &Conn) -> Result<Option<i64>, Failure> {
     Ok(conn.query_row("SELECT MIN(next_try_at) FROM attempt_registries WHERE status = 'pending'", [], |r| r.get(0))?)
 }
 
 /// Live changes after `seq` (a build's journal point), in order: each
 /// UAID's last change, its agent or `None` when deleted.
-pub fn changes_after(conn: &Connection, seq: i64) -> Result<Vec<(i64, String, Option<Agent>)>, Failure> {
-    let mut statement =
-        conn.prepare("SELECT uaid, seq, agent, deleted_at FROM registrations WHERE seq > ?1 ORDER BY seq")?;
-    let rows = statement.query_map([seq], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<i64>>(3)?))
-    })?;
+pub fn changes_after(conn: &Conn, seq: i64) -> Result<Vec<(i64, String, Option<Agent>)>, Failure> {
+    let rows = conn.query_map(
+        "SELECT uaid, seq, agent, deleted_at FROM registrations WHERE seq > ?1 ORDER BY seq",
+        [seq],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<i64>>(3)?)),
+    )?;
     let mut out = Vec::new();
     for row in rows {
-        let (uaid, seq, agent, deleted) = row?;
+        let (uaid, seq, agent, deleted) = row;
         let agent = match deleted {
             Some(_) => None,
             None => Some(serde_json::from_str(&agent).map_err(|e| Failure::Corrupt(format!("{uaid}: {e}")))?),

@@ -8,7 +8,8 @@
 //! `indexed`), by a unique index; confirming or importing a policy the
 //! indexer listed first takes that row's place.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::params;
+use crate::sql::{Conn, Dialect, Optional, Row};
 use serde::{Deserialize, Serialize};
 
 use super::{closed, outbox, Failure};
@@ -102,13 +103,12 @@ impl Policy {
 const POLICY_COLUMNS: &str = "id, account_id, chain_id, policy_id, status, record, wrapped_key, ciphertext_path, \
                               last_error, created_at, updated_at";
 
-fn json_column<T: for<'de> Deserialize<'de>>(r: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<T> {
+fn json_column<T: for<'de> Deserialize<'de>>(r: &Row<'_>, column: usize) -> Result<T, Failure> {
     let text: String = r.get(column)?;
-    serde_json::from_str(&text)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, e.into()))
+    serde_json::from_str(&text).map_err(|e| Failure::Corrupt(format!("column {column}: {e}")))
 }
 
-fn read_policy(r: &rusqlite::Row<'_>) -> rusqlite::Result<Policy> {
+fn read_policy(r: &Row<'_>) -> Result<Policy, Failure> {
     let wrapped: Option<String> = r.get(6)?;
     Ok(Policy {
         id: r.get(0)?,
@@ -133,7 +133,7 @@ fn to_json<T: Serialize>(value: &T) -> String {
 }
 
 /// Stores a new staged policy.
-pub fn insert(conn: &Connection, policy: &Policy) -> Result<(), Failure> {
+pub fn insert(conn: &Conn, policy: &Policy) -> Result<(), Failure> {
     conn.execute(
         &format!("INSERT INTO secret_policies ({POLICY_COLUMNS}, listed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
         params![
@@ -159,13 +159,13 @@ fn listed_at(policy: &Policy) -> Option<i64> {
         .then(|| policy.record.policy_created_at.unwrap_or(0) as i64)
 }
 
-pub fn policy(conn: &Connection, id: &str) -> Result<Option<Policy>, Failure> {
+pub fn policy(conn: &Conn, id: &str) -> Result<Option<Policy>, Failure> {
     let sql = format!("SELECT {POLICY_COLUMNS} FROM secret_policies WHERE id = ?1");
     Ok(conn.query_row(&sql, params![id], read_policy).optional()?)
 }
 
 /// The published row of an on-chain policy.
-pub fn published(conn: &Connection, chain_id: u64, policy_id: u64) -> Result<Option<Policy>, Failure> {
+pub fn published(conn: &Conn, chain_id: u64, policy_id: u64) -> Result<Option<Policy>, Failure> {
     let sql = format!(
         "SELECT {POLICY_COLUMNS} FROM secret_policies
          WHERE chain_id = ?1 AND policy_id = ?2 AND status IN ('finalized', 'indexed')"
@@ -175,12 +175,7 @@ pub fn published(conn: &Connection, chain_id: u64, policy_id: u64) -> Result<Opt
 
 /// A page of the published policies, newest on chain first, and how many
 /// there are. O(offset + limit) rows read, by the listing's index.
-pub fn list(
-    conn: &Connection,
-    chain_id: Option<u64>,
-    limit: usize,
-    offset: usize,
-) -> Result<(Vec<Policy>, u64), Failure> {
+pub fn list(conn: &Conn, chain_id: Option<u64>, limit: usize, offset: usize) -> Result<(Vec<Policy>, u64), Failure> {
     let chain = chain_id.map(|c| c as i64);
     let filter = "status IN ('finalized', 'indexed') AND (?1 IS NULL OR chain_id = ?1)";
     let total: i64 =
@@ -189,24 +184,22 @@ pub fn list(
         "SELECT {POLICY_COLUMNS} FROM secret_policies WHERE {filter}
          ORDER BY listed_at DESC, chain_id, policy_id DESC LIMIT ?2 OFFSET ?3"
     );
-    let mut statement = conn.prepare(&sql)?;
-    let rows = statement.query_map(params![chain, limit as i64, offset as i64], read_policy)?;
-    Ok((rows.collect::<Result<_, _>>()?, total as u64))
+    let rows = conn.query_map(&sql, params![chain, limit as i64, offset as i64], read_policy)?;
+    Ok((rows, total as u64))
 }
 
 /// Every published policy of a chain (the build's catalog). O(n).
-pub fn all_published(conn: &Connection) -> Result<Vec<Policy>, Failure> {
+pub fn all_published(conn: &Conn) -> Result<Vec<Policy>, Failure> {
     let sql = format!(
         "SELECT {POLICY_COLUMNS} FROM secret_policies WHERE status IN ('finalized', 'indexed')
          ORDER BY chain_id, policy_id"
     );
-    let mut statement = conn.prepare(&sql)?;
-    let rows = statement.query_map([], read_policy)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    let rows = conn.query_map(&sql, [], read_policy)?;
+    Ok(rows)
 }
 
 /// The staged policy marked failed, with why.
-pub fn fail(conn: &Connection, id: &str, why: &str, now: i64) -> Result<(), Failure> {
+pub fn fail(conn: &Conn, id: &str, why: &str, now: i64) -> Result<(), Failure> {
     conn.execute(
         "UPDATE secret_policies SET status = 'failed', last_error = ?2, updated_at = ?3 WHERE id = ?1",
         params![id, why, now],
@@ -226,7 +219,7 @@ pub enum Publish {
 /// Publishes `policy` (finalized from staging, or imported): a key-less row
 /// the indexer made for the same on-chain policy gives way to it (or takes
 /// it, under the same id); a published row that holds a key refuses it.
-pub fn publish(conn: &Connection, policy: &Policy, entry: SecretPolicy) -> Result<Publish, Failure> {
+pub fn publish(conn: &Conn, policy: &Policy, entry: SecretPolicy) -> Result<Publish, Failure> {
     let (chain_id, policy_id) = (policy.chain_id, policy.policy_id.expect("a published policy is on chain"));
     if let Some(held) = published(conn, chain_id, policy_id)? {
         if held.wrapped_key.is_some() {
@@ -262,18 +255,18 @@ pub fn publish(conn: &Connection, policy: &Policy, entry: SecretPolicy) -> Resul
 
 /// Journals a change of the catalog (`secretPolicy`, `secretPolicyGone`)
 /// for the next build, and notes its `seq` as the catalog's newest.
-pub fn journal(conn: &Connection, at: i64, event: Event) -> Result<i64, Failure> {
+pub fn journal(conn: &Conn, at: i64, event: Event) -> Result<i64, Failure> {
     debug_assert!(matches!(event, Event::SecretPolicy { .. } | Event::SecretPolicyGone { .. }));
     let seq = outbox::push(conn, at, &event)?;
     conn.execute(
-        "INSERT INTO secret_catalog_changes (id, seq) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET seq = max(seq, ?1)",
+        "INSERT INTO secret_catalog_changes (id, seq) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET seq = excluded.seq",
         params![seq],
     )?;
     Ok(seq)
 }
 
 /// The `seq` of the catalog's newest journaled change (0: none).
-pub fn catalog_newest(conn: &Connection) -> Result<i64, Failure> {
+pub fn catalog_newest(conn: &Conn) -> Result<i64, Failure> {
     Ok(conn.query_row("SELECT coalesce(max(seq), 0) FROM secret_catalog_changes", [], |r| r.get(0))?)
 }
 
@@ -281,7 +274,7 @@ pub fn catalog_newest(conn: &Connection) -> Result<i64, Failure> {
 /// without key) or the chain's current state on the published row.
 /// Returns whether a row was added.
 pub fn index_policy(
-    conn: &Connection,
+    conn: &Conn,
     chain_id: u64,
     policy_id: u64,
     chain: &PolicyRecord,
@@ -330,22 +323,28 @@ pub fn index_policy(
 /// A dataset's status changed on chain: every published policy of it shows
 /// the dataset's `active` through its own (access needs both).
 pub fn set_dataset_active(
-    conn: &Connection,
+    conn: &Conn,
     chain_id: u64,
     dataset_id: u64,
     active: bool,
     now: i64,
 ) -> Result<Vec<u64>, Failure> {
-    let of_dataset = "FROM secret_policies
-         WHERE chain_id = ?1 AND json_extract(record, '$.datasetId') = ?2 AND status IN ('finalized', 'indexed')";
-    let mut statement = conn.prepare(&format!("SELECT policy_id {of_dataset}"))?;
-    let policies = statement
-        .query_map(params![chain_id as i64, dataset_id as i64], |r| r.get::<_, i64>(0))?
-        .map(|p| p.map(|p| p as u64))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (dataset, set_active) = match conn.dialect() {
+        Dialect::Sqlite => ("json_extract(record, '$.datasetId')", "json_set(record, '$.datasetActive', json(?3))"),
+        Dialect::Postgres => (
+            "CAST(record::jsonb ->> 'datasetId' AS BIGINT)",
+            "jsonb_set(record::jsonb, '{datasetActive}', CAST(?3 AS jsonb))::text",
+        ),
+    };
+    let of_dataset =
+        format!("FROM secret_policies WHERE chain_id = ?1 AND {dataset} = ?2 AND status IN ('finalized', 'indexed')");
+    let policies =
+        conn.query_map(&format!("SELECT policy_id {of_dataset}"), params![chain_id as i64, dataset_id as i64], |r| {
+            r.get::<_, u64>(0)
+        })?;
     conn.execute(
         &format!(
-            "UPDATE secret_policies SET record = json_set(record, '$.datasetActive', json(?3)), updated_at = ?4
+            "UPDATE secret_policies SET record = {set_active}, updated_at = ?4
              WHERE policy_id IN (SELECT policy_id {of_dataset}) AND chain_id = ?1"
         ),
         params![chain_id as i64, dataset_id as i64, if active { "true" } else { "false" }, now],
@@ -381,7 +380,7 @@ pub struct KeyRequest {
 const REQUEST_COLUMNS: &str = "id, chain_id, policy_row, policy_id, buyer, nonce, challenge, status, nonce_issued_at, \
      nonce_expires_at, nonce_consumed_at, fingerprint, encrypted_key, receipt_token_id, error_code, error_message, completed_at";
 
-fn read_request(r: &rusqlite::Row<'_>) -> rusqlite::Result<KeyRequest> {
+fn read_request(r: &Row<'_>) -> Result<KeyRequest, Failure> {
     Ok(KeyRequest {
         id: r.get(0)?,
         chain_id: r.get::<_, i64>(1)? as u64,
@@ -403,7 +402,7 @@ fn read_request(r: &rusqlite::Row<'_>) -> rusqlite::Result<KeyRequest> {
     })
 }
 
-pub fn insert_request(conn: &Connection, request: &KeyRequest) -> Result<(), Failure> {
+pub fn insert_request(conn: &Conn, request: &KeyRequest) -> Result<(), Failure> {
     conn.execute(
         &format!(
             "INSERT INTO secret_key_requests ({REQUEST_COLUMNS})
@@ -425,7 +424,7 @@ pub fn insert_request(conn: &Connection, request: &KeyRequest) -> Result<(), Fai
     Ok(())
 }
 
-pub fn request(conn: &Connection, id: &str) -> Result<Option<KeyRequest>, Failure> {
+pub fn request(conn: &Conn, id: &str) -> Result<Option<KeyRequest>, Failure> {
     let sql = format!("SELECT {REQUEST_COLUMNS} FROM secret_key_requests WHERE id = ?1");
     Ok(conn.query_row(&sql, params![id], read_request).optional()?)
 }
@@ -434,7 +433,7 @@ pub fn request(conn: &Connection, id: &str) -> Result<Option<KeyRequest>, Failur
 /// when the request is no longer `nonce-issued` (another request took it
 /// first): the writer runs one claim at a time, so of two concurrent
 /// requests exactly one wins.
-pub fn claim(conn: &Connection, id: &str, fingerprint: &str, now: i64) -> Result<bool, Failure> {
+pub fn claim(conn: &Conn, id: &str, fingerprint: &str, now: i64) -> Result<bool, Failure> {
     let changed = conn.execute(
         "UPDATE secret_key_requests SET status = 'pending', nonce_consumed_at = ?2, fingerprint = ?3
          WHERE id = ?1 AND status = 'nonce-issued' AND nonce_expires_at > ?2",
@@ -444,7 +443,7 @@ pub fn claim(conn: &Connection, id: &str, fingerprint: &str, now: i64) -> Result
 }
 
 /// A claimed request given back unconsumed (the chain could not be asked).
-pub fn unclaim(conn: &Connection, id: &str) -> Result<(), Failure> {
+pub fn unclaim(conn: &Conn, id: &str) -> Result<(), Failure> {
     conn.execute(
         "UPDATE secret_key_requests SET status = 'nonce-issued', nonce_consumed_at = NULL, fingerprint = NULL
          WHERE id = ?1 AND status = 'pending'",
@@ -460,7 +459,7 @@ pub enum Outcome<'a> {
 }
 
 /// Ends the request as `outcome` says.
-pub fn complete(conn: &Connection, id: &str, outcome: Outcome<'_>, now: i64) -> Result<(), Failure> {
+pub fn complete(conn: &Conn, id: &str, outcome: Outcome<'_>, now: i64) -> Result<(), Failure> {
     match outcome {
         Outcome::Issued { encrypted_key, receipt_token_id } => conn.execute(
             "UPDATE secret_key_requests SET status = 'issued', encrypted_key = ?2, receipt_token_id = ?3,
@@ -480,7 +479,7 @@ pub fn complete(conn: &Connection, id: &str, outcome: Outcome<'_>, now: i64) -> 
 /// (`nonce-issued` or `expired`): a nonce nobody spent holds nothing worth
 /// keeping, and the record of what was refused stays in
 /// `secret_key_events`. Returns how many were forgotten.
-pub fn prune_requests(conn: &Connection, cutoff: i64) -> Result<usize, Failure> {
+pub fn prune_requests(conn: &Conn, cutoff: i64) -> Result<usize, Failure> {
     Ok(conn.execute(
         "DELETE FROM secret_key_requests WHERE status IN ('nonce-issued', 'expired') AND nonce_expires_at < ?1",
         params![cutoff],
@@ -501,7 +500,7 @@ pub struct KeyEvent {
     pub at: i64,
 }
 
-pub fn record_event(conn: &Connection, event: &KeyEvent) -> Result<(), Failure> {
+pub fn record_event(conn: &Conn, event: &KeyEvent) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO secret_key_events (request_id, chain_id, policy_id, buyer, outcome, code, reason, at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -520,24 +519,25 @@ pub fn record_event(conn: &Connection, event: &KeyEvent) -> Result<(), Failure> 
 }
 
 /// The recorded events of a request, oldest first.
-pub fn events(conn: &Connection, request_id: &str) -> Result<Vec<KeyEvent>, Failure> {
-    let mut statement = conn.prepare(
+pub fn events(conn: &Conn, request_id: &str) -> Result<Vec<KeyEvent>, Failure> {
+    let rows = conn.query_map(
         "SELECT request_id, chain_id, policy_id, buyer, outcome, code, reason, at FROM secret_key_events
          WHERE request_id = ?1 ORDER BY seq",
+        params![request_id],
+        |r| {
+            Ok(KeyEvent {
+                request_id: r.get(0)?,
+                chain_id: r.get::<_, i64>(1)? as u64,
+                policy_id: r.get::<_, i64>(2)? as u64,
+                buyer: r.get(3)?,
+                outcome: r.get(4)?,
+                code: r.get(5)?,
+                reason: r.get(6)?,
+                at: r.get(7)?,
+            })
+        },
     )?;
-    let rows = statement.query_map(params![request_id], |r| {
-        Ok(KeyEvent {
-            request_id: r.get(0)?,
-            chain_id: r.get::<_, i64>(1)? as u64,
-            policy_id: r.get::<_, i64>(2)? as u64,
-            buyer: r.get(3)?,
-            outcome: r.get(4)?,
-            code: r.get(5)?,
-            reason: r.get(6)?,
-            at: r.get(7)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    Ok(rows)
 }
 
 // What the indexer read.
@@ -558,7 +558,7 @@ pub struct Purchase {
     pub block_number: u64,
 }
 
-pub fn upsert_purchase(conn: &Connection, purchase: &Purchase) -> Result<(), Failure> {
+pub fn upsert_purchase(conn: &Conn, purchase: &Purchase) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO secret_purchases (chain_id, payment_module, receipt_token_id, policy_id, dataset_id, buyer,
              recipient, price_wei, purchased_at, tx_hash, block_number, status)
@@ -584,7 +584,7 @@ pub fn upsert_purchase(conn: &Connection, purchase: &Purchase) -> Result<(), Fai
 
 /// A receipt moved (minted, or transferred) to `receiver`.
 pub fn add_move(
-    conn: &Connection,
+    conn: &Conn,
     chain_id: u64,
     token: u64,
     block: u64,
@@ -592,15 +592,16 @@ pub fn add_move(
     receiver: &str,
 ) -> Result<(), Failure> {
     conn.execute(
-        "INSERT OR REPLACE INTO secret_receipt_moves (chain_id, receipt_token_id, block_number, log_index, receiver)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO secret_receipt_moves (chain_id, receipt_token_id, block_number, log_index, receiver)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (chain_id, receipt_token_id, block_number, log_index) DO UPDATE SET receiver = excluded.receiver",
         params![chain_id as i64, token as i64, block as i64, log_index as i64, receiver],
     )?;
     Ok(())
 }
 
 /// The receipt for `policy_id` that `holder` holds now, by the index.
-pub fn held_receipt(conn: &Connection, chain_id: u64, policy_id: u64, holder: &str) -> Result<Option<u64>, Failure> {
+pub fn held_receipt(conn: &Conn, chain_id: u64, policy_id: u64, holder: &str) -> Result<Option<u64>, Failure> {
     let held = conn
         .query_row(
             "SELECT p.receipt_token_id FROM secret_purchases p
@@ -617,22 +618,22 @@ pub fn held_receipt(conn: &Connection, chain_id: u64, policy_id: u64, holder: &s
 }
 
 /// The blocks read last, newest first (at most `count`).
-pub fn read_blocks(conn: &Connection, chain_id: u64, count: usize) -> Result<Vec<(u64, String)>, Failure> {
-    let mut statement = conn.prepare(
+pub fn read_blocks(conn: &Conn, chain_id: u64, count: usize) -> Result<Vec<(u64, String)>, Failure> {
+    let rows = conn.query_map(
         "SELECT block_number, block_hash FROM secret_index_blocks WHERE chain_id = ?1
          ORDER BY block_number DESC LIMIT ?2",
+        params![chain_id as i64, count as i64],
+        |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
     )?;
-    let rows = statement.query_map(params![chain_id as i64, count as i64], |r| {
-        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?))
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    Ok(rows)
 }
 
 /// Records that the blocks up to `block` (with its hash) were read,
 /// keeping the last `keep` checkpoints.
-pub fn checkpoint(conn: &Connection, chain_id: u64, block: u64, hash: &str, keep: usize) -> Result<(), Failure> {
+pub fn checkpoint(conn: &Conn, chain_id: u64, block: u64, hash: &str, keep: usize) -> Result<(), Failure> {
     conn.execute(
-        "INSERT OR REPLACE INTO secret_index_blocks (chain_id, block_number, block_hash) VALUES (?1, ?2, ?3)",
+        "INSERT INTO secret_index_blocks (chain_id, block_number, block_hash) VALUES (?1, ?2, ?3)
+         ON CONFLICT (chain_id, block_number) DO UPDATE SET block_hash = excluded.block_hash",
         params![chain_id as i64, block as i64, hash],
     )?;
     conn.execute(
@@ -647,15 +648,17 @@ pub fn checkpoint(conn: &Connection, chain_id: u64, block: u64, hash: &str, keep
 /// checkpoints, receipt moves, purchases, and policies only the indexer
 /// listed (their ids returned). A policy published through the broker
 /// stays; the replay reads its chain state again.
-pub fn rewind(conn: &Connection, chain_id: u64, block: u64) -> Result<Vec<u64>, Failure> {
+pub fn rewind(conn: &Conn, chain_id: u64, block: u64) -> Result<Vec<u64>, Failure> {
     let (chain, after) = (chain_id as i64, block as i64);
-    let dropped = "FROM secret_policies WHERE chain_id = ?1 AND status = 'indexed' AND wrapped_key IS NULL
-             AND json_extract(record, '$.createdBlockNumber') > ?2";
-    let mut statement = conn.prepare(&format!("SELECT policy_id {dropped}"))?;
-    let policies = statement
-        .query_map(params![chain, after], |r| r.get::<_, i64>(0))?
-        .map(|p| p.map(|p| p as u64))
-        .collect::<Result<Vec<_>, _>>()?;
+    let created = match conn.dialect() {
+        Dialect::Sqlite => "json_extract(record, '$.createdBlockNumber')",
+        Dialect::Postgres => "CAST(record::jsonb ->> 'createdBlockNumber' AS BIGINT)",
+    };
+    let dropped = format!(
+        "FROM secret_policies WHERE chain_id = ?1 AND status = 'indexed' AND wrapped_key IS NULL AND {created} > ?2"
+    );
+    let policies =
+        conn.query_map(&format!("SELECT policy_id {dropped}"), params![chain, after], |r| r.get::<_, u64>(0))?;
     conn.execute("DELETE FROM secret_index_blocks WHERE chain_id = ?1 AND block_number > ?2", params![chain, after])?;
     conn.execute("DELETE FROM secret_receipt_moves WHERE chain_id = ?1 AND block_number > ?2", params![chain, after])?;
     conn.execute("DELETE FROM secret_purchases WHERE chain_id = ?1 AND block_number > ?2", params![chain, after])?;
@@ -693,38 +696,42 @@ mod tests {
     /// forgets it: only unused nonces expired before the cutoff.
     #[test]
     fn only_unused_nonces_past_the_cutoff_are_forgotten() {
-        let (_dir, conn) = crate::migrated();
-        let cases = [
-            ("unused-old", RequestStatus::NonceIssued, 999, true),
-            ("unused-at-cutoff", RequestStatus::NonceIssued, 1_000, false),
-            ("unused-live", RequestStatus::NonceIssued, 5_000, false),
-            ("expired-old", RequestStatus::Expired, 10, true),
-            ("issued-old", RequestStatus::Issued, 10, false),
-            ("denied-old", RequestStatus::Denied, 10, false),
-            ("pending-old", RequestStatus::Pending, 10, false),
-        ];
-        for (id, status, expires, _) in cases {
-            insert_request(&conn, &request(id, RequestStatus::NonceIssued, expires)).unwrap();
-            conn.execute("UPDATE secret_key_requests SET status = ?2 WHERE id = ?1", params![id, status.as_str()])
-                .unwrap();
-        }
-        let forgotten = prune_requests(&conn, 1_000).unwrap();
-        assert_eq!(forgotten, cases.iter().filter(|c| c.3).count());
-        for (id, _, _, gone) in cases {
-            assert_eq!(super::request(&conn, id).unwrap().is_none(), gone, "{id}");
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = crate::testing::migrated(engine);
+            let cases = [
+                ("unused-old", RequestStatus::NonceIssued, 999, true),
+                ("unused-at-cutoff", RequestStatus::NonceIssued, 1_000, false),
+                ("unused-live", RequestStatus::NonceIssued, 5_000, false),
+                ("expired-old", RequestStatus::Expired, 10, true),
+                ("issued-old", RequestStatus::Issued, 10, false),
+                ("denied-old", RequestStatus::Denied, 10, false),
+                ("pending-old", RequestStatus::Pending, 10, false),
+            ];
+            for (id, status, expires, _) in cases {
+                insert_request(&conn, &request(id, RequestStatus::NonceIssued, expires)).unwrap();
+                conn.execute("UPDATE secret_key_requests SET status = ?2 WHERE id = ?1", params![id, status.as_str()])
+                    .unwrap();
+            }
+            let forgotten = prune_requests(&conn, 1_000).unwrap();
+            assert_eq!(forgotten, cases.iter().filter(|c| c.3).count());
+            for (id, _, _, gone) in cases {
+                assert_eq!(super::request(&conn, id).unwrap().is_none(), gone, "{id}");
+            }
         }
     }
 
     /// A claim takes a live, unused nonce once; an expired one never.
     #[test]
     fn a_nonce_is_claimed_once_and_only_while_it_lives() {
-        let (_dir, conn) = crate::migrated();
-        insert_request(&conn, &request("r", RequestStatus::NonceIssued, 2_000)).unwrap();
-        assert!(!claim(&conn, "r", "f", 2_000).unwrap(), "not at its expiry");
-        assert!(claim(&conn, "r", "f", 1_999).unwrap());
-        assert!(!claim(&conn, "r", "f", 1_999).unwrap(), "not twice");
-        unclaim(&conn, "r").unwrap();
-        assert!(claim(&conn, "r", "g", 1_999).unwrap(), "given back, taken again");
-        assert_eq!(super::request(&conn, "r").unwrap().unwrap().fingerprint.as_deref(), Some("g"));
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = crate::testing::migrated(engine);
+            insert_request(&conn, &request("r", RequestStatus::NonceIssued, 2_000)).unwrap();
+            assert!(!claim(&conn, "r", "f", 2_000).unwrap(), "not at its expiry");
+            assert!(claim(&conn, "r", "f", 1_999).unwrap());
+            assert!(!claim(&conn, "r", "f", 1_999).unwrap(), "not twice");
+            unclaim(&conn, "r").unwrap();
+            assert!(claim(&conn, "r", "g", 1_999).unwrap(), "given back, taken again");
+            assert_eq!(super::request(&conn, "r").unwrap().unwrap().fingerprint.as_deref(), Some("g"));
+        }
     }
 }

@@ -11,7 +11,8 @@
 //! a name's version topic and directory entry, a version's entry), before
 //! the step is taken, so a restart resumes it and nothing is written twice.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::params;
+use crate::sql::{Conn, Optional, Row, Value};
 
 use super::credits::{self, Billed, Short};
 use super::inscriptions::{self, Job as Part};
@@ -32,14 +33,14 @@ pub enum Claim {
 }
 
 /// Who owns `name`, if anyone.
-pub fn owner(conn: &Connection, name: &str) -> Result<Option<String>, Failure> {
+pub fn owner(conn: &Conn, name: &str) -> Result<Option<String>, Failure> {
     Ok(conn.query_row("SELECT owner FROM skill_names WHERE name = ?1", [name], |r| r.get(0)).optional()?)
 }
 
 /// `name`'s versions, in semantic-version order.
-pub fn versions(conn: &Connection, name: &str) -> Result<Vec<semver::Version>, Failure> {
-    let mut statement = conn.prepare_cached("SELECT version FROM skill_versions WHERE name = ?1")?;
-    let texts = statement.query_map([name], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+pub fn versions(conn: &Conn, name: &str) -> Result<Vec<semver::Version>, Failure> {
+    let texts =
+        conn.query_map("SELECT version FROM skill_versions WHERE name = ?1", [name], |r| r.get::<_, String>(0))?;
     let mut versions = texts
         .iter()
         .map(|t| semver::Version::parse(t).map_err(|e| Failure::Corrupt(format!("skill {name} version {t}: {e}"))))
@@ -52,7 +53,7 @@ pub fn versions(conn: &Connection, name: &str) -> Result<Vec<semver::Version>, F
 /// the account's, and the version is above every one published. Versions
 /// compare by SemVer precedence (section 11), where build metadata counts
 /// for nothing: `1.0.0+build2` is not above `1.0.0`.
-pub fn may_publish(conn: &Connection, name: &str, version: &semver::Version, account: &str) -> Result<Claim, Failure> {
+pub fn may_publish(conn: &Conn, name: &str, version: &semver::Version, account: &str) -> Result<Claim, Failure> {
     if let Some(owner) = owner(conn, name)?.filter(|owner| owner != account) {
         return Ok(Claim::NotOwner { owner });
     }
@@ -65,13 +66,7 @@ pub fn may_publish(conn: &Connection, name: &str, version: &semver::Version, acc
 
 /// Claims `name` at `version` for `account` at `now` (ms), when
 /// [`may_publish`] allows it.
-pub fn claim(
-    conn: &Connection,
-    name: &str,
-    version: &semver::Version,
-    account: &str,
-    now: i64,
-) -> Result<Claim, Failure> {
+pub fn claim(conn: &Conn, name: &str, version: &semver::Version, account: &str, now: i64) -> Result<Claim, Failure> {
     let verdict = may_publish(conn, name, version, account)?;
     if verdict != Claim::Taken {
         return Ok(verdict);
@@ -88,7 +83,7 @@ pub fn claim(
 }
 
 /// Sets whether `account` upvotes `name` at `now` (ms).
-pub fn vote(conn: &Connection, name: &str, account: &str, upvoted: bool, now: i64) -> Result<(), Failure> {
+pub fn vote(conn: &Conn, name: &str, account: &str, upvoted: bool, now: i64) -> Result<(), Failure> {
     match upvoted {
         true => conn.execute(
             "INSERT INTO skill_votes (name, account, at) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
@@ -100,7 +95,7 @@ pub fn vote(conn: &Connection, name: &str, account: &str, upvoted: bool, now: i6
 }
 
 /// `name`'s upvotes, and whether `account` is among them.
-pub fn votes(conn: &Connection, name: &str, account: Option<&str>) -> Result<(u64, bool), Failure> {
+pub fn votes(conn: &Conn, name: &str, account: Option<&str>) -> Result<(u64, bool), Failure> {
     let count: i64 = conn.query_row("SELECT COUNT(*) FROM skill_votes WHERE name = ?1", [name], |r| r.get(0))?;
     let mine = match account {
         Some(account) => conn
@@ -115,7 +110,7 @@ pub fn votes(conn: &Connection, name: &str, account: Option<&str>) -> Result<(u6
 /// Takes `name` back from a version that was not published: the version
 /// is free again, and so is the name if nothing of it reached the
 /// network.
-fn release(conn: &Connection, name: &str, version: &str) -> Result<(), Failure> {
+fn release(conn: &Conn, name: &str, version: &str) -> Result<(), Failure> {
     conn.execute("DELETE FROM skill_versions WHERE name = ?1 AND version = ?2", params![name, version])?;
     conn.execute(
         "DELETE FROM skill_names WHERE name = ?1 AND topic_tx IS NULL
@@ -145,7 +140,7 @@ pub struct Name {
 const NAME: &str =
     "SELECT name, owner, topic_tx, version_topic, register_tx, skill_uid, verified, created_at FROM skill_names";
 
-fn name_row(r: &Row<'_>) -> rusqlite::Result<Name> {
+fn name_row(r: &Row<'_>) -> Result<Name, Failure> {
     Ok(Name {
         name: r.get(0)?,
         owner: r.get(1)?,
@@ -158,7 +153,7 @@ fn name_row(r: &Row<'_>) -> rusqlite::Result<Name> {
     })
 }
 
-pub fn name(conn: &Connection, name: &str) -> Result<Option<Name>, Failure> {
+pub fn name(conn: &Conn, name: &str) -> Result<Option<Name>, Failure> {
     Ok(conn.query_row(&format!("{NAME} WHERE name = ?1"), [name], name_row).optional()?)
 }
 
@@ -172,7 +167,7 @@ pub enum NameStep {
     Registered { uid: i64 },
 }
 
-pub fn name_step(conn: &Connection, name: &str, step: &NameStep) -> Result<(), Failure> {
+pub fn name_step(conn: &Conn, name: &str, step: &NameStep) -> Result<(), Failure> {
     let changed = match step {
         NameStep::CreatingTopic { tx } => {
             conn.execute("UPDATE skill_names SET topic_tx = ?2 WHERE name = ?1", params![name, tx])?
@@ -200,7 +195,7 @@ pub struct Directory {
     pub topic_id: Option<String>,
 }
 
-pub fn directory(conn: &Connection) -> Result<Directory, Failure> {
+pub fn directory(conn: &Conn) -> Result<Directory, Failure> {
     Ok(conn
         .query_row("SELECT topic_tx, topic_id FROM skill_directory WHERE id = 1", [], |r| {
             Ok(Directory { topic_tx: r.get(0)?, topic_id: r.get(1)? })
@@ -210,7 +205,7 @@ pub fn directory(conn: &Connection) -> Result<Directory, Failure> {
 }
 
 /// Stores `directory` as the registry's.
-pub fn set_directory(conn: &Connection, directory: &Directory) -> Result<(), Failure> {
+pub fn set_directory(conn: &Conn, directory: &Directory) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO skill_directory (id, topic_tx, topic_id) VALUES (1, ?1, ?2)
          ON CONFLICT (id) DO UPDATE SET topic_tx = excluded.topic_tx, topic_id = excluded.topic_id",
@@ -234,7 +229,7 @@ pub struct Quote {
     pub expires_at: i64,
 }
 
-pub fn insert_quote(conn: &Connection, q: &Quote) -> Result<(), Failure> {
+pub fn insert_quote(conn: &Conn, q: &Quote) -> Result<(), Failure> {
     conn.execute("DELETE FROM skill_quotes WHERE expires_at < ?1", [q.created_at - 86_400_000])?;
     conn.execute(
         "INSERT INTO skill_quotes (id, account, package_hash, name, version, credits, usd_cents, created_at, expires_at)
@@ -244,7 +239,7 @@ pub fn insert_quote(conn: &Connection, q: &Quote) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn quote(conn: &Connection, id: &str) -> Result<Option<Quote>, Failure> {
+pub fn quote(conn: &Conn, id: &str) -> Result<Option<Quote>, Failure> {
     Ok(conn
         .query_row(
             "SELECT id, account, package_hash, name, version, credits, usd_cents, created_at, expires_at
@@ -300,7 +295,7 @@ const JOB: &str = "SELECT id, account, idempotency_key, quote_id, name, version,
                           usd_cents, tinybars, manifest_job, version_tx, version_seq, failure, created_at, updated_at
                    FROM skill_jobs";
 
-fn job_row(r: &Row<'_>) -> rusqlite::Result<Job> {
+fn job_row(r: &Row<'_>) -> Result<Job, Failure> {
     Ok(Job {
         id: r.get(0)?,
         account: r.get(1)?,
@@ -323,16 +318,18 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<Job> {
     })
 }
 
-pub fn job(conn: &Connection, id: &str) -> Result<Option<Job>, Failure> {
+pub fn job(conn: &Conn, id: &str) -> Result<Option<Job>, Failure> {
     Ok(conn.query_row(&format!("{JOB} WHERE id = ?1"), [id], job_row).optional()?)
 }
 
 /// The publish jobs not yet completed or failed, oldest first.
-pub fn open_jobs(conn: &Connection) -> Result<Vec<Job>, Failure> {
-    let mut statement =
-        conn.prepare(&format!("{JOB} WHERE status IN ('pending', 'in_progress') ORDER BY created_at, id"))?;
-    let rows = statement.query_map([], job_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn open_jobs(conn: &Conn) -> Result<Vec<Job>, Failure> {
+    let rows = conn.query_map(
+        &format!("{JOB} WHERE status IN ('pending', 'in_progress') ORDER BY created_at, id"),
+        [],
+        job_row,
+    )?;
+    Ok(rows)
 }
 
 /// What [`publish`] did.
@@ -365,7 +362,7 @@ pub enum Published {
 /// content): the version claimed for the account, the quote used, the
 /// credits debited; nothing of it when any of those is refused.
 pub fn publish(
-    conn: &Connection,
+    conn: &Conn,
     job: &Job,
     parts: &[(Part, Vec<u8>)],
     key: Option<&idempotency::Key>,
@@ -405,7 +402,7 @@ pub fn publish(
     super::all_or_nothing(conn, steps, |p| matches!(p, Published::Done(_)))
 }
 
-fn publish_steps(conn: &Connection, job: &Job, parts: &[(Part, Vec<u8>)]) -> Result<Published, Failure> {
+fn publish_steps(conn: &Conn, job: &Job, parts: &[(Part, Vec<u8>)]) -> Result<Published, Failure> {
     let version = semver::Version::parse(&job.version)
         .map_err(|e| Failure::Corrupt(format!("skill {} version {}: {e}", job.name, job.version)))?;
     match claim(conn, &job.name, &version, &job.account, job.created_at)? {
@@ -463,7 +460,7 @@ pub enum Step {
     Completed { seq: i64 },
 }
 
-pub fn step(conn: &Connection, id: &str, step: &Step, at: i64) -> Result<(), Failure> {
+pub fn step(conn: &Conn, id: &str, step: &Step, at: i64) -> Result<(), Failure> {
     let changed = match step {
         Step::Manifest { part } => conn.execute(
             "UPDATE skill_jobs SET manifest_job = ?2, status = 'in_progress', updated_at = ?3 WHERE id = ?1",
@@ -485,7 +482,7 @@ pub fn step(conn: &Connection, id: &str, step: &Step, at: i64) -> Result<(), Fai
 }
 
 /// Marks job `id` started (its files being written) at `at`.
-pub fn start(conn: &Connection, id: &str, at: i64) -> Result<(), Failure> {
+pub fn start(conn: &Conn, id: &str, at: i64) -> Result<(), Failure> {
     conn.execute(
         "UPDATE skill_jobs SET status = 'in_progress', updated_at = ?2 WHERE id = ?1 AND status = 'pending'",
         params![id, at],
@@ -495,14 +492,14 @@ pub fn start(conn: &Connection, id: &str, at: i64) -> Result<(), Failure> {
 
 /// Stores the manifest's `part` and its content, and records it as job
 /// `parent`'s manifest, in one step.
-pub fn add_manifest(conn: &Connection, parent: &str, part: &Part, content: &[u8], at: i64) -> Result<(), Failure> {
+pub fn add_manifest(conn: &Conn, parent: &str, part: &Part, content: &[u8], at: i64) -> Result<(), Failure> {
     inscriptions::create_part(conn, part, content)?;
     step(conn, parent, &Step::Manifest { part: part.id.clone() }, at)
 }
 
 /// Fails job `id` for `why`, once: refunded, its open parts failed, its
 /// version given back.
-pub fn fail(conn: &Connection, id: &str, why: &str, at: i64) -> Result<(), Failure> {
+pub fn fail(conn: &Conn, id: &str, why: &str, at: i64) -> Result<(), Failure> {
     let Some(job) = job(conn, id)? else { return Err(Failure::Corrupt(format!("skill job {id} is not stored"))) };
     if matches!(job.status, Status::Completed | Status::Failed) {
         return Ok(());
@@ -544,15 +541,10 @@ pub type Cursor = (i64, String);
 /// Published versions matching `filter`, newest first, after `cursor`, at
 /// most `limit`; O(log n + limit) on the name index with a name, a scan of
 /// the completed jobs without.
-pub fn published(
-    conn: &Connection,
-    filter: &Filter,
-    after: Option<&Cursor>,
-    limit: usize,
-) -> Result<Vec<Job>, Failure> {
+pub fn published(conn: &Conn, filter: &Filter, after: Option<&Cursor>, limit: usize) -> Result<Vec<Job>, Failure> {
     let mut sql = format!("{JOB} j WHERE status = 'completed'");
-    let mut values: Vec<rusqlite::types::Value> = Vec::new();
-    let mut bind = |sql: &mut String, clause: &str, value: rusqlite::types::Value| {
+    let mut values: Vec<Value> = Vec::new();
+    let mut bind = |sql: &mut String, clause: &str, value: Value| {
         values.push(value);
         sql.push_str(&clause.replace('?', &format!("?{}", values.len())));
     };
@@ -571,7 +563,8 @@ pub fn published(
     }
     for word in &filter.words {
         let escaped = word.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-        bind(&mut sql, " AND terms LIKE ? ESCAPE '\\'", format!("%{escaped}%").into());
+        let clause = format!(" AND terms {} ? ESCAPE '\\'", conn.dialect().like());
+        bind(&mut sql, &clause, format!("%{escaped}%").into());
     }
     if let Some((at, id)) = after {
         values.push((*at).into());
@@ -581,43 +574,45 @@ pub fn published(
     }
     values.push((limit as i64).into());
     sql.push_str(&format!(" ORDER BY created_at DESC, id DESC LIMIT ?{}", values.len()));
-    let mut statement = conn.prepare(&sql)?;
-    let rows = statement.query_map(rusqlite::params_from_iter(values), job_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    conn.query_map(&sql, values.as_slice(), job_row)
 }
 
 /// The names `account` owns with a published version, oldest first, at
 /// most `limit`.
-pub fn owned(conn: &Connection, account: &str, limit: usize) -> Result<Vec<Name>, Failure> {
-    let mut statement = conn.prepare(&format!(
-        "{NAME} WHERE owner = ?1 AND EXISTS
+pub fn owned(conn: &Conn, account: &str, limit: usize) -> Result<Vec<Name>, Failure> {
+    let rows = conn.query_map(
+        &format!(
+            "{NAME} WHERE owner = ?1 AND EXISTS
            (SELECT 1 FROM skill_jobs j WHERE j.name = skill_names.name AND j.status = 'completed')
          ORDER BY created_at, name LIMIT ?2"
-    ))?;
-    let rows = statement.query_map(params![account, limit as i64], name_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+        ),
+        params![account, limit as i64],
+        name_row,
+    )?;
+    Ok(rows)
 }
 
 /// The names `account` upvoted, newest vote first, after the vote at
 /// `after` (its time and name), at most `limit`.
 pub fn upvoted(
-    conn: &Connection,
+    conn: &Conn,
     account: &str,
     after: Option<&Cursor>,
     limit: usize,
 ) -> Result<Vec<(i64, String)>, Failure> {
     let (at, after_name) = after.cloned().unwrap_or((i64::MAX, String::new()));
-    let mut statement = conn.prepare(
+    let rows = conn.query_map(
         "SELECT at, name FROM skill_votes WHERE account = ?1 AND (at < ?2 OR (at = ?2 AND name < ?3))
            AND EXISTS (SELECT 1 FROM skill_jobs j WHERE j.name = skill_votes.name AND j.status = 'completed')
          ORDER BY at DESC, name DESC LIMIT ?4",
+        params![account, at, after_name, limit as i64],
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let rows = statement.query_map(params![account, at, after_name, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    Ok(rows)
 }
 
 /// `part`'s jobs, by id: the publish job's files and manifest.
-pub fn parts(conn: &Connection, job: &str) -> Result<Vec<Part>, Failure> {
+pub fn parts(conn: &Conn, job: &str) -> Result<Vec<Part>, Failure> {
     inscriptions::parts(conn, job)
 }
 
@@ -658,7 +653,7 @@ pub struct Verification {
 const VERIFICATION: &str = "SELECT id, name, account, tier, status, version, credits, usd_cents, decided_by,
                                    decided_at, created_at, updated_at FROM skill_verifications";
 
-fn verification_row(r: &Row<'_>) -> rusqlite::Result<Verification> {
+fn verification_row(r: &Row<'_>) -> Result<Verification, Failure> {
     Ok(Verification {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -676,10 +671,13 @@ fn verification_row(r: &Row<'_>) -> rusqlite::Result<Verification> {
 }
 
 /// `name`'s verification requests, newest first.
-pub fn verifications(conn: &Connection, name: &str) -> Result<Vec<Verification>, Failure> {
-    let mut statement = conn.prepare(&format!("{VERIFICATION} WHERE name = ?1 ORDER BY created_at DESC, id DESC"))?;
-    let rows = statement.query_map([name], verification_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn verifications(conn: &Conn, name: &str) -> Result<Vec<Verification>, Failure> {
+    let rows = conn.query_map(
+        &format!("{VERIFICATION} WHERE name = ?1 ORDER BY created_at DESC, id DESC"),
+        [name],
+        verification_row,
+    )?;
+    Ok(rows)
 }
 
 /// What [`request_verification`] did.
@@ -695,7 +693,7 @@ pub enum Requested {
 }
 
 /// Stores request `v` and charges it, unless one is pending already.
-pub fn request_verification(conn: &Connection, v: &Verification) -> Result<Requested, Failure> {
+pub fn request_verification(conn: &Conn, v: &Verification) -> Result<Requested, Failure> {
     if let Some(pending) = verifications(conn, &v.name)?.into_iter().find(|p| p.status == Review::Pending) {
         return Ok(Requested::Pending(Box::new(pending)));
     }
@@ -731,7 +729,7 @@ pub fn request_verification(conn: &Connection, v: &Verification) -> Result<Reque
 /// Decides pending request `id` as `status` (by the operator `by`): an
 /// approval verifies the skill. `None` when there is no such pending
 /// request.
-pub fn decide(conn: &Connection, id: &str, status: Review, by: &str, at: i64) -> Result<Option<Verification>, Failure> {
+pub fn decide(conn: &Conn, id: &str, status: Review, by: &str, at: i64) -> Result<Option<Verification>, Failure> {
     debug_assert!(status != Review::Pending, "a decision approves or rejects");
     let changed = conn.execute(
         "UPDATE skill_verifications SET status = ?2, decided_by = ?3, decided_at = ?4, updated_at = ?4
@@ -752,40 +750,43 @@ pub fn decide(conn: &Connection, id: &str, status: Review, by: &str, at: i64) ->
 mod tests {
     use super::*;
     use crate::credits::{Change, Kind};
-    use crate::migrated;
 
     #[test]
     fn a_name_is_its_first_publishers_and_its_versions_only_increase() {
-        let (_dir, conn) = migrated();
-        let v = |t: &str| semver::Version::parse(t).unwrap();
-        // (account, version) -> what the claim finds
-        let cases = [
-            ("0.0.1001", "1.0.0", Claim::Taken),
-            ("0.0.1002", "2.0.0", Claim::NotOwner { owner: "0.0.1001".into() }),
-            ("0.0.1001", "1.0.0", Claim::NotNewer { latest: "1.0.0".into() }),
-            ("0.0.1001", "1.0.0-beta.1", Claim::NotNewer { latest: "1.0.0".into() }),
-            ("0.0.1001", "1.10.0", Claim::Taken),
-            ("0.0.1001", "1.9.9", Claim::NotNewer { latest: "1.10.0".into() }),
-            // Build metadata has no precedence (SemVer 2.0 section 10).
-            ("0.0.1001", "1.10.0+build2", Claim::NotNewer { latest: "1.10.0".into() }),
-            ("0.0.1001", "1.10.1+build1", Claim::Taken),
-        ];
-        for (account, version, found) in cases {
-            assert_eq!(claim(&conn, "web-search", &v(version), account, 1).unwrap(), found, "{account} {version}");
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = crate::testing::migrated(engine);
+            let v = |t: &str| semver::Version::parse(t).unwrap();
+            // (account, version) -> what the claim finds
+            let cases = [
+                ("0.0.1001", "1.0.0", Claim::Taken),
+                ("0.0.1002", "2.0.0", Claim::NotOwner { owner: "0.0.1001".into() }),
+                ("0.0.1001", "1.0.0", Claim::NotNewer { latest: "1.0.0".into() }),
+                ("0.0.1001", "1.0.0-beta.1", Claim::NotNewer { latest: "1.0.0".into() }),
+                ("0.0.1001", "1.10.0", Claim::Taken),
+                ("0.0.1001", "1.9.9", Claim::NotNewer { latest: "1.10.0".into() }),
+                // Build metadata has no precedence (SemVer 2.0 section 10).
+                ("0.0.1001", "1.10.0+build2", Claim::NotNewer { latest: "1.10.0".into() }),
+                ("0.0.1001", "1.10.1+build1", Claim::Taken),
+            ];
+            for (account, version, found) in cases {
+                assert_eq!(claim(&conn, "web-search", &v(version), account, 1).unwrap(), found, "{account} {version}");
+            }
+            assert_eq!(versions(&conn, "web-search").unwrap(), [v("1.0.0"), v("1.10.0"), v("1.10.1+build1")]);
+            assert_eq!(owner(&conn, "web-search").unwrap().as_deref(), Some("0.0.1001"));
         }
-        assert_eq!(versions(&conn, "web-search").unwrap(), [v("1.0.0"), v("1.10.0"), v("1.10.1+build1")]);
-        assert_eq!(owner(&conn, "web-search").unwrap().as_deref(), Some("0.0.1001"));
     }
 
     #[test]
     fn an_account_upvotes_a_name_once() {
-        let (_dir, conn) = migrated();
-        for (account, upvoted) in [("a", true), ("a", true), ("b", true), ("b", false), ("c", true)] {
-            vote(&conn, "web-search", account, upvoted, 1).unwrap();
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = crate::testing::migrated(engine);
+            for (account, upvoted) in [("a", true), ("a", true), ("b", true), ("b", false), ("c", true)] {
+                vote(&conn, "web-search", account, upvoted, 1).unwrap();
+            }
+            assert_eq!(votes(&conn, "web-search", Some("a")).unwrap(), (2, true));
+            assert_eq!(votes(&conn, "web-search", Some("b")).unwrap(), (2, false));
+            assert_eq!(votes(&conn, "web-search", None).unwrap(), (2, false));
         }
-        assert_eq!(votes(&conn, "web-search", Some("a")).unwrap(), (2, true));
-        assert_eq!(votes(&conn, "web-search", Some("b")).unwrap(), (2, false));
-        assert_eq!(votes(&conn, "web-search", None).unwrap(), (2, false));
     }
 
     fn publish_job(id: &str, account: &str, version: &str, credits: i64) -> Job {
@@ -840,57 +841,59 @@ mod tests {
 
     #[test]
     fn a_publish_is_claimed_charged_and_stored_together_and_a_failure_gives_it_all_back() {
-        let (_dir, conn) = migrated();
-        let grant = Change {
-            account: "0.0.1001".into(),
-            kind: Kind::Grant,
-            credits: 10,
-            idempotency_key: "g".into(),
-            reason: "grant".into(),
-            reference: None,
-        };
-        credits::post(&conn, &grant, 0).unwrap();
-        let other = Change { account: "0.0.1002".into(), idempotency_key: "g2".into(), ..grant };
-        credits::post(&conn, &other, 0).unwrap();
-        let publish_keyed = |job: Job, key: Option<&idempotency::Key>| {
-            publish(&conn, &job, &[part_of(&job.id, &format!("{}-part", job.id))], key, 4).unwrap()
-        };
-        let publish_one = |job: Job| publish_keyed(job, None);
-        // Short: nothing of it stays, not even the name.
-        assert_eq!(
-            publish_one(publish_job("a", "0.0.1001", "1.0.0", 11)),
-            Published::Short { balance: 10, shortfall: 1 }
-        );
-        assert_eq!(owner(&conn, "web-search").unwrap(), None);
-        assert!(parts(&conn, "a").unwrap().is_empty());
-        assert!(matches!(publish_one(publish_job("b", "0.0.1001", "1.0.0", 4)), Published::Done(_)));
-        assert_eq!(
-            publish_one(publish_job("c", "0.0.1002", "2.0.0", 1)),
-            Published::NotOwner { owner: "0.0.1001".into() }
-        );
-        assert_eq!(
-            publish_one(publish_job("d", "0.0.1001", "1.0.0", 1)),
-            Published::NotNewer { latest: "1.0.0".into() }
-        );
-        assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 6);
-        assert_eq!(open_jobs(&conn).unwrap().len(), 1);
-        assert_eq!(inscriptions::open_jobs(&conn).unwrap(), [], "parts run with their publish job");
-        fail(&conn, "b", "refused", 2).unwrap();
-        fail(&conn, "b", "refused", 3).unwrap();
-        assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 10, "refunded once");
-        assert_eq!(parts(&conn, "b").unwrap()[0].status, Status::Failed);
-        assert_eq!(owner(&conn, "web-search").unwrap(), None, "nothing reached the network: the name is free");
-        assert!(matches!(publish_one(publish_job("e", "0.0.1002", "1.0.0", 1)), Published::Done(_)));
-        // A key: its request again is the job it made; another request, refused.
-        let key = |digest: &str| idempotency::Key {
-            account: "0.0.1002".into(),
-            scope: "skill-publish",
-            key: "k".into(),
-            digest: digest.into(),
-        };
-        let keyed = |id: &str| Job { idempotency_key: Some("k".into()), ..publish_job(id, "0.0.1002", "1.1.0", 1) };
-        assert!(matches!(publish_keyed(keyed("f"), Some(&key("d1"))), Published::Done(_)));
-        assert!(matches!(publish_keyed(keyed("g"), Some(&key("d1"))), Published::Replayed(j) if j.id == "f"));
-        assert_eq!(publish_keyed(keyed("h"), Some(&key("d2"))), Published::KeyReused);
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = crate::testing::migrated(engine);
+            let grant = Change {
+                account: "0.0.1001".into(),
+                kind: Kind::Grant,
+                credits: 10,
+                idempotency_key: "g".into(),
+                reason: "grant".into(),
+                reference: None,
+            };
+            credits::post(&conn, &grant, 0).unwrap();
+            let other = Change { account: "0.0.1002".into(), idempotency_key: "g2".into(), ..grant };
+            credits::post(&conn, &other, 0).unwrap();
+            let publish_keyed = |job: Job, key: Option<&idempotency::Key>| {
+                publish(&conn, &job, &[part_of(&job.id, &format!("{}-part", job.id))], key, 4).unwrap()
+            };
+            let publish_one = |job: Job| publish_keyed(job, None);
+            // Short: nothing of it stays, not even the name.
+            assert_eq!(
+                publish_one(publish_job("a", "0.0.1001", "1.0.0", 11)),
+                Published::Short { balance: 10, shortfall: 1 }
+            );
+            assert_eq!(owner(&conn, "web-search").unwrap(), None);
+            assert!(parts(&conn, "a").unwrap().is_empty());
+            assert!(matches!(publish_one(publish_job("b", "0.0.1001", "1.0.0", 4)), Published::Done(_)));
+            assert_eq!(
+                publish_one(publish_job("c", "0.0.1002", "2.0.0", 1)),
+                Published::NotOwner { owner: "0.0.1001".into() }
+            );
+            assert_eq!(
+                publish_one(publish_job("d", "0.0.1001", "1.0.0", 1)),
+                Published::NotNewer { latest: "1.0.0".into() }
+            );
+            assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 6);
+            assert_eq!(open_jobs(&conn).unwrap().len(), 1);
+            assert_eq!(inscriptions::open_jobs(&conn).unwrap(), [], "parts run with their publish job");
+            fail(&conn, "b", "refused", 2).unwrap();
+            fail(&conn, "b", "refused", 3).unwrap();
+            assert_eq!(credits::balance(&conn, "0.0.1001").unwrap(), 10, "refunded once");
+            assert_eq!(parts(&conn, "b").unwrap()[0].status, Status::Failed);
+            assert_eq!(owner(&conn, "web-search").unwrap(), None, "nothing reached the network: the name is free");
+            assert!(matches!(publish_one(publish_job("e", "0.0.1002", "1.0.0", 1)), Published::Done(_)));
+            // A key: its request again is the job it made; another request, refused.
+            let key = |digest: &str| idempotency::Key {
+                account: "0.0.1002".into(),
+                scope: "skill-publish",
+                key: "k".into(),
+                digest: digest.into(),
+            };
+            let keyed = |id: &str| Job { idempotency_key: Some("k".into()), ..publish_job(id, "0.0.1002", "1.1.0", 1) };
+            assert!(matches!(publish_keyed(keyed("f"), Some(&key("d1"))), Published::Done(_)));
+            assert!(matches!(publish_keyed(keyed("g"), Some(&key("d1"))), Published::Replayed(j) if j.id == "f"));
+            assert_eq!(publish_keyed(keyed("h"), Some(&key("d2"))), Published::KeyReused);
+        }
     }
 }

@@ -9,9 +9,10 @@
 //! re-check that finds the proof still there costs a row update, not an
 //! event.
 
+use crate::params;
+use crate::sql::{Conn, Optional, Row};
 use broker_model::journal::Event;
 use broker_model::ownership::{Method, Ownership, Prior, State};
-use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{closed, outbox, rfc3339, Failure};
 
@@ -65,7 +66,7 @@ pub struct Held {
     pub seq: i64,
 }
 
-pub fn insert_challenge(conn: &Connection, c: &Challenge) -> Result<(), Failure> {
+pub fn insert_challenge(conn: &Conn, c: &Challenge) -> Result<(), Failure> {
     conn.execute(
         "INSERT INTO verification_challenges (id, uaid, account, chain, code, created_at, expires_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -75,12 +76,12 @@ pub fn insert_challenge(conn: &Connection, c: &Challenge) -> Result<(), Failure>
 }
 
 /// Deletes challenges that expired before `before` (ms).
-pub fn prune_challenges(conn: &Connection, before: i64) -> Result<usize, Failure> {
+pub fn prune_challenges(conn: &Conn, before: i64) -> Result<usize, Failure> {
     Ok(conn.execute("DELETE FROM verification_challenges WHERE expires_at < ?1", [before])?)
 }
 
 /// How many unexpired, unused challenges `account` holds at `now`.
-pub fn pending(conn: &Connection, account: &str, now: i64) -> Result<usize, Failure> {
+pub fn pending(conn: &Conn, account: &str, now: i64) -> Result<usize, Failure> {
     let n: i64 = conn.query_row(
         "SELECT COUNT(*) FROM verification_challenges WHERE account = ?1 AND used_at IS NULL AND expires_at > ?2",
         params![account, now],
@@ -89,7 +90,7 @@ pub fn pending(conn: &Connection, account: &str, now: i64) -> Result<usize, Fail
     Ok(n as usize)
 }
 
-fn challenge_row(r: &Row<'_>) -> rusqlite::Result<Challenge> {
+fn challenge_row(r: &Row<'_>) -> Result<Challenge, Failure> {
     Ok(Challenge {
         id: r.get(0)?,
         uaid: r.get(1)?,
@@ -107,7 +108,7 @@ fn challenge_row(r: &Row<'_>) -> rusqlite::Result<Challenge> {
     })
 }
 
-pub fn challenge(conn: &Connection, id: &str) -> Result<Option<Challenge>, Failure> {
+pub fn challenge(conn: &Conn, id: &str) -> Result<Option<Challenge>, Failure> {
     Ok(conn
         .query_row(
             "SELECT id, uaid, account, chain, code, created_at, expires_at, used_at, method, message
@@ -119,7 +120,7 @@ pub fn challenge(conn: &Connection, id: &str) -> Result<Option<Challenge>, Failu
 }
 
 /// Records why an attempt with challenge `id` did not prove ownership.
-pub fn attempted(conn: &Connection, id: &str, method: Method, message: &str) -> Result<(), Failure> {
+pub fn attempted(conn: &Conn, id: &str, method: Method, message: &str) -> Result<(), Failure> {
     conn.execute(
         "UPDATE verification_challenges SET method = ?2, message = ?3 WHERE id = ?1 AND used_at IS NULL",
         params![id, method.as_str(), message],
@@ -152,7 +153,7 @@ pub enum Proven {
 
 /// Uses the challenge, stores the agent's ownership and journals it, in
 /// one transaction.
-pub fn prove(conn: &Connection, proof: &Proof) -> Result<Proven, Failure> {
+pub fn prove(conn: &Conn, proof: &Proof) -> Result<Proven, Failure> {
     let Some(challenge) = challenge(conn, &proof.challenge)? else { return Ok(Proven::Expired) };
     if challenge.used_at.is_some() {
         return Ok(Proven::Used);
@@ -189,9 +190,14 @@ pub fn prove(conn: &Connection, proof: &Proof) -> Result<Proven, Failure> {
     };
     let prior = serde_json::to_string(&held.ownership.prior).map_err(|e| Failure::Corrupt(e.to_string()))?;
     conn.execute(
-        "INSERT OR REPLACE INTO ownerships
+        "INSERT INTO ownerships
          (uaid, state, method, owner_id, chain, proof, code, verified_at, confirmed_at, checked_at, last_error, prior, seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8, NULL, ?9, ?10)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8, NULL, ?9, ?10)
+         ON CONFLICT (uaid) DO UPDATE SET state = excluded.state, method = excluded.method,
+             owner_id = excluded.owner_id, chain = excluded.chain, proof = excluded.proof, code = excluded.code,
+             verified_at = excluded.verified_at, confirmed_at = excluded.confirmed_at,
+             checked_at = excluded.checked_at, last_error = excluded.last_error, prior = excluded.prior,
+             seq = excluded.seq",
         params![
             held.ownership.uaid,
             held.ownership.state.as_str(),
@@ -208,14 +214,14 @@ pub fn prove(conn: &Connection, proof: &Proof) -> Result<Proven, Failure> {
     Ok(Proven::Done { seq, held: Box::new(held) })
 }
 
-fn journal(conn: &Connection, at: i64, ownership: &Ownership) -> Result<i64, Failure> {
+fn journal(conn: &Conn, at: i64, ownership: &Ownership) -> Result<i64, Failure> {
     outbox::push(conn, at, &Event::Ownership { ownership: Box::new(ownership.clone()) })
 }
 
 const HELD: &str = "SELECT uaid, state, method, owner_id, verified_at, prior, chain, proof, code, confirmed_at,
                            checked_at, last_error, seq FROM ownerships";
 
-fn held(r: &Row<'_>) -> rusqlite::Result<Held> {
+fn held(r: &Row<'_>) -> Result<Held, Failure> {
     let prior: String = r.get(5)?;
     let prior = serde_json::from_str(&prior)
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, Box::new(e)))?;
@@ -239,26 +245,21 @@ fn held(r: &Row<'_>) -> rusqlite::Result<Held> {
 }
 
 /// `uaid`'s ownership, if one was ever proven.
-pub fn of(conn: &Connection, uaid: &str) -> Result<Option<Held>, Failure> {
-    let mut statement = conn.prepare_cached(&format!("{HELD} WHERE uaid = ?1"))?;
-    Ok(statement.query_row([uaid], held).optional()?)
+pub fn of(conn: &Conn, uaid: &str) -> Result<Option<Held>, Failure> {
+    conn.query_row(&format!("{HELD} WHERE uaid = ?1"), [uaid], held).optional()
 }
 
 /// The ownerships whose state changed after `seq` (a build's journal
 /// point), in order.
-pub fn changed_after(conn: &Connection, seq: i64) -> Result<Vec<Held>, Failure> {
-    let mut statement = conn.prepare(&format!("{HELD} WHERE seq > ?1 ORDER BY seq"))?;
-    let rows = statement.query_map([seq], held)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn changed_after(conn: &Conn, seq: i64) -> Result<Vec<Held>, Failure> {
+    conn.query_map(&format!("{HELD} WHERE seq > ?1 ORDER BY seq"), [seq], held)
 }
 
 /// Up to `limit` verified ownerships last checked before `before` (ms),
 /// the longest unchecked first.
-pub fn due(conn: &Connection, before: i64, limit: usize) -> Result<Vec<Held>, Failure> {
-    let mut statement =
-        conn.prepare(&format!("{HELD} WHERE state = 'verified' AND checked_at < ?1 ORDER BY checked_at LIMIT ?2"))?;
-    let rows = statement.query_map(params![before, limit as i64], held)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn due(conn: &Conn, before: i64, limit: usize) -> Result<Vec<Held>, Failure> {
+    let sql = format!("{HELD} WHERE state = 'verified' AND checked_at < ?1 ORDER BY checked_at LIMIT ?2");
+    conn.query_map(&sql, params![before, limit as i64], held)
 }
 
 /// What a re-check of an ownership found.
@@ -277,7 +278,7 @@ pub enum Found {
 /// it expires. Returns the ownership as it now stands, and the `seq` at
 /// which a change of state was journaled.
 pub fn rechecked(
-    conn: &Connection,
+    conn: &Conn,
     uaid: &str,
     found: &Found,
     at: i64,
@@ -329,7 +330,6 @@ pub fn rechecked(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::migrated;
     use broker_model::Verification;
 
     fn challenge(id: &str, expires_at: i64) -> Challenge {
@@ -359,17 +359,19 @@ mod tests {
 
     #[test]
     fn a_challenge_proves_once_and_not_after_it_expires() {
-        let (_dir, conn) = migrated();
-        insert_challenge(&conn, &challenge("c1", 1_000)).unwrap();
-        insert_challenge(&conn, &challenge("c2", 1_000)).unwrap();
-        let Proven::Done { seq, held } = prove(&conn, &proof("c1", 10)).unwrap() else { panic!("proven") };
-        assert_eq!(held.ownership.state, State::Verified);
-        assert_eq!(of(&conn, &held.ownership.uaid).unwrap().unwrap().seq, seq);
-        assert_eq!(prove(&conn, &proof("c1", 11)).unwrap(), Proven::Used);
-        assert_eq!(prove(&conn, &proof("c2", 1_000)).unwrap(), Proven::Expired);
-        assert_eq!(prove(&conn, &proof("missing", 1)).unwrap(), Proven::Expired);
-        let journaled = outbox::waiting(&conn, 0, 10).unwrap();
-        assert_eq!(journaled.len(), 1, "one event for one proof");
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = crate::testing::migrated(engine);
+            insert_challenge(&conn, &challenge("c1", 1_000)).unwrap();
+            insert_challenge(&conn, &challenge("c2", 1_000)).unwrap();
+            let Proven::Done { seq, held } = prove(&conn, &proof("c1", 10)).unwrap() else { panic!("proven") };
+            assert_eq!(held.ownership.state, State::Verified);
+            assert_eq!(of(&conn, &held.ownership.uaid).unwrap().unwrap().seq, seq);
+            assert_eq!(prove(&conn, &proof("c1", 11)).unwrap(), Proven::Used);
+            assert_eq!(prove(&conn, &proof("c2", 1_000)).unwrap(), Proven::Expired);
+            assert_eq!(prove(&conn, &proof("missing", 1)).unwrap(), Proven::Expired);
+            let journaled = outbox::waiting(&conn, 0, 10).unwrap();
+            assert_eq!(journaled.len(), 1, "one event for one proof");
+        }
     }
 
     #[test]
@@ -381,8 +383,10 @@ mod tests {
             (Found::Unknown("timed out".into()), 50, 100, State::Verified, false),
             (Found::Unknown("timed out".into()), 200, 100, State::Expired, true),
         ];
-        for (found, at, lifetime, state, journaled) in cases {
-            let (_dir, conn) = migrated();
+        for ((found, at, lifetime, state, journaled), engine) in
+            cases.iter().cloned().flat_map(|case| crate::testing::ENGINES.map(|engine| (case.clone(), engine)))
+        {
+            let (_scratch, conn) = crate::testing::migrated(engine);
             insert_challenge(&conn, &challenge("c", 1_000)).unwrap();
             let Proven::Done { held, .. } = prove(&conn, &proof("c", 10)).unwrap() else { panic!("proven") };
             let (after, seq) = rechecked(&conn, &held.ownership.uaid, &found, at, lifetime).unwrap().unwrap();
@@ -397,14 +401,16 @@ mod tests {
 
     #[test]
     fn a_second_proof_keeps_the_first_prior() {
-        let (_dir, conn) = migrated();
-        insert_challenge(&conn, &challenge("c1", 1_000)).unwrap();
-        insert_challenge(&conn, &challenge("c2", 1_000)).unwrap();
-        prove(&conn, &proof("c1", 10)).unwrap();
-        let mut second = proof("c2", 20);
-        second.shown = Prior { verification_status: Verification::Registered, verified_owner: Some(100.0) };
-        let Proven::Done { held, .. } = prove(&conn, &second).unwrap() else { panic!("proven") };
-        assert_eq!(held.ownership.prior.verification_status, Verification::Indexed);
-        assert_eq!(changed_after(&conn, 0).unwrap().len(), 1, "one row per agent");
+        for engine in crate::testing::ENGINES {
+            let (_scratch, conn) = crate::testing::migrated(engine);
+            insert_challenge(&conn, &challenge("c1", 1_000)).unwrap();
+            insert_challenge(&conn, &challenge("c2", 1_000)).unwrap();
+            prove(&conn, &proof("c1", 10)).unwrap();
+            let mut second = proof("c2", 20);
+            second.shown = Prior { verification_status: Verification::Registered, verified_owner: Some(100.0) };
+            let Proven::Done { held, .. } = prove(&conn, &second).unwrap() else { panic!("proven") };
+            assert_eq!(held.ownership.prior.verification_status, Verification::Indexed);
+            assert_eq!(changed_after(&conn, 0).unwrap().len(), 1, "one row per agent");
+        }
     }
 }

@@ -104,9 +104,10 @@ impl Broker {
         vec!["--ledger-dir".into(), dataset("ledger"), "--broker-dir".into(), dataset("broker")]
     }
 
-    /// The live store, opened beside the api (SQLite takes both).
-    pub fn store(&self) -> rusqlite::Connection {
-        rusqlite::Connection::open(self.data.join("live/store.sqlite")).unwrap()
+    /// `f` with a connection to the api's live store, opened beside the
+    /// api (both engines take both; see `process::with_store`).
+    pub fn with_store<T: Send>(&self, f: impl FnOnce(&live_store::Conn) -> T + Send) -> T {
+        crate::process::with_store(&self.data, f)
     }
     /// Ends the api as `kill -9` would and starts another on the same
     /// site, data and flags, with `env` (its log in `api.log`).
@@ -161,6 +162,7 @@ impl Broker {
     }
 
     pub fn rows(&self, table: &str) -> i64 {
-        self.store().query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        self.with_store(|s| s.query_row(&sql, [], |r| r.get(0))).unwrap()
     }
 }

@@ -103,6 +103,7 @@ impl Api {
             // Plugin imports fetch GitHub's archives by default: here they
             // reach a closed port on loopback unless a test names its host.
             .env("ALMANAC_PLUGINS_ARCHIVE_HOST", "http://127.0.0.1:9")
+            .envs(store_for(data))
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr);
@@ -179,6 +180,65 @@ impl Api {
 impl Drop for Api {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// The variable that runs the apis the tests start on a live store in
+/// PostgreSQL (`postgres`) instead of a SQLite file in their data folder
+/// (unset, the default). `make test` runs the tests of the store's users
+/// both ways.
+pub const TEST_STORE: &str = "ALMANAC_TEST_STORE";
+
+/// The throwaway PostgreSQL cluster of this test process, started at first
+/// use and gone when the process ends.
+pub fn postgres() -> &'static pg_scratch::Cluster {
+    static CLUSTER: std::sync::OnceLock<pg_scratch::Cluster> = std::sync::OnceLock::new();
+    CLUSTER.get_or_init(|| pg_scratch::Cluster::start(pg_scratch::Durability::Unsynced).expect("a PostgreSQL cluster"))
+}
+
+/// Whether [`TEST_STORE`] asks for PostgreSQL.
+pub fn on_postgres() -> bool {
+    std::env::var(TEST_STORE).is_ok_and(|engine| engine == "postgres")
+}
+
+/// The live store of an api started on `data`: its SQLite file, or (when
+/// [`TEST_STORE`] asks for PostgreSQL) a database of its own, one per data
+/// folder, so an api started again on the same folder finds what the last
+/// one stored.
+pub fn store_location(data: &Path) -> live_store::Location {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    if !on_postgres() {
+        return live_store::Location::File(data.join("live/store.sqlite"));
+    }
+    static DATABASES: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
+    let mut databases = DATABASES.get_or_init(Default::default).lock().unwrap();
+    let next = databases.len();
+    let url = databases.entry(data.to_path_buf()).or_insert_with(|| {
+        // Off any async thread: the client runs a runtime of its own.
+        let name = format!("api_{next}");
+        std::thread::scope(|s| s.spawn(|| postgres().create_database(&name)).join().unwrap())
+            .expect("a database for the api")
+    });
+    live_store::Location::Postgres(url.clone())
+}
+
+/// `f` with a connection of its own to the live store of an api started
+/// on `data` (see [`store_location`]), to look at or arrange what it
+/// holds. On a thread of its own, so that async tests may call it: the
+/// PostgreSQL client runs a runtime of its own.
+pub fn with_store<T: Send>(data: &Path, f: impl FnOnce(&live_store::Conn) -> T + Send) -> T {
+    let location = store_location(data);
+    std::thread::scope(|s| {
+        s.spawn(|| f(&live_store::Conn::open(&location).expect("the api's live store"))).join().unwrap()
+    })
+}
+
+/// The api's `--store` as an environment variable, on PostgreSQL.
+fn store_for(data: &Path) -> Option<(&'static str, String)> {
+    match store_location(data) {
+        live_store::Location::Postgres(url) => Some(("ALMANAC_STORE", url)),
+        live_store::Location::File(_) => None,
     }
 }
 

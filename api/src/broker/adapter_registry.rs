@@ -146,7 +146,7 @@ fn largest_id(catalog: &Catalog) -> u64 {
 
 /// Creates a category in the store unless the catalog or the store has
 /// its slug.
-fn create(conn: &rusqlite::Connection, catalog: &Catalog, wanted: Category, now: i64) -> Result<Created, Failure> {
+fn create(conn: &store::Conn, catalog: &Catalog, wanted: Category, now: i64) -> Result<Created, Failure> {
     let held = catalog.adapter_registry.categories.iter().find(|c| c.slug == wanted.slug).cloned();
     match stored::category_outcome(held, &wanted) {
         Some(outcome) => Ok(outcome),
@@ -162,7 +162,7 @@ pub async fn create_category(request: Request) -> Answer {
     let catalog = catalog(&request)?.clone();
     let now = store::now_ms();
     let wanted = category(&body, "", &catalog.adapter_registry.network, now)?;
-    let created = request.app.store.write(move |conn| create(conn, &catalog, wanted, now)).await?;
+    let created = request.app.store.write(move |conn| create(conn, &catalog, wanted.clone(), now)).await?;
     let category = match created {
         Created::Done { seq, category } => {
             request.app.catalog_changes.saw(seq);
@@ -313,7 +313,7 @@ async fn settle(app: &App, id: &str) -> Result<(), Failure> {
 
 /// The entry a submission publishes and its result, or why it cannot be.
 fn publication(
-    conn: &rusqlite::Connection,
+    conn: &store::Conn,
     submission: &Submission,
     catalog: &Catalog,
     now: i64,

@@ -172,7 +172,7 @@ pub async fn submit(request: Request) -> Answer {
     let journal_seq = broker.map_or(0, |b| b.journal_seq);
     let id = session.id.clone();
     let given =
-        request.app.store.write(move |conn| stored::give(conn, &id, entry, published, journal_seq, now)).await?;
+        request.app.store.write(move |conn| stored::give(conn, &id, entry.clone(), published, journal_seq, now)).await?;
     let entry = match given {
         Given::Done { seq, entry } => {
             request.app.feedback_changes.saw(seq);

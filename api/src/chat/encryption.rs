@@ -211,7 +211,7 @@ pub async fn handshake(request: Request) -> Answer {
             if state[role].is_object() {
                 return Ok(Err(()));
             }
-            state[role] = participant;
+            state[role] = participant.clone();
             stored::set_encryption(conn, &id, &state.to_string())?;
             Ok(Ok(state))
         })

@@ -245,7 +245,7 @@ async fn open(
         .app
         .store
         .write(move |conn| {
-            if let Some(account) = bill {
+            if let Some(account) = bill.clone() {
                 let change = credits::Change {
                     account,
                     kind: credits::Kind::Debit,
@@ -662,7 +662,7 @@ async fn encrypted_send(
         .store
         .write(move |conn| {
             let sent = sent.as_ref().map(|(k, answer)| k.sent(answer));
-            stored::turn(conn, &id, &[message], None, sent, keep)
+            stored::turn(conn, &id, std::slice::from_ref(&message), None, sent, keep)
         })
         .await?;
     if !stored {

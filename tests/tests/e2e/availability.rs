@@ -233,9 +233,8 @@ async fn a_silent_host_is_called_once_and_a_new_agent_checked_at_once() {
     let quiet = |h: &Value| h["name"].as_str().unwrap().starts_with("Quiet One");
     let elsewhere = hits.iter().filter(|h| chattable(h) && !peers.is_mine(h) && !quiet(h)).count();
     let outcomes: Vec<(String, i64)> = {
-        let store = peers.broker.store();
-        let mut statement = store.prepare("SELECT outcome, COUNT(*) FROM availability GROUP BY outcome").unwrap();
-        statement.query_map([], |r| Ok((r.get(0).unwrap(), r.get(1).unwrap()))).unwrap().map(Result::unwrap).collect()
+        let sql = "SELECT outcome, COUNT(*) FROM availability GROUP BY outcome";
+        peers.broker.with_store(|s| s.query_map(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))).unwrap()
     };
     let count = |outcome: &str| outcomes.iter().find(|(o, _)| o == outcome).map_or(0, |(_, n)| *n as usize);
     assert_eq!(count("unreachable"), 1, "the silent host is called once: {outcomes:?}");
@@ -301,7 +300,8 @@ async fn the_overlay_shows_at_most_the_live_bound_of_changes_across_a_restart() 
     let chattable_agents = everyone(&broker, "").await.iter().filter(|h| chattable(h)).count();
     assert!(chattable_agents > 100);
     let recorded = |broker: &Broker| -> usize {
-        broker.store().query_row("SELECT COUNT(*) FROM availability", [], |r| r.get::<_, i64>(0)).unwrap() as usize
+        let sql = "SELECT COUNT(*) FROM availability";
+        broker.with_store(|s| s.query_row(sql, [], |r| r.get::<_, i64>(0))).unwrap() as usize
     };
     tests::wait::until("every chattable agent checked", 600, Duration::from_millis(50), async || {
         recorded(&broker) == chattable_agents

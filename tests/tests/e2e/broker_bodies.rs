@@ -22,18 +22,24 @@ fn fill(pattern: &str) -> String {
 
 /// Rows of every table of the live store.
 fn rows(broker: &Broker) -> Vec<(String, i64)> {
-    let store = broker.store();
-    let mut statement = store
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
-        .unwrap();
-    let tables: Vec<String> = statement.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
-    tables
-        .into_iter()
-        .map(|t| {
-            let count = store.query_row(&format!("SELECT COUNT(*) FROM \"{t}\""), [], |r| r.get(0)).unwrap();
-            (t, count)
-        })
-        .collect()
+    broker.with_store(|store| {
+        let tables = match store.dialect() {
+            live_store::Dialect::Sqlite => {
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            }
+            live_store::Dialect::Postgres => {
+                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1"
+            }
+        };
+        let tables: Vec<String> = store.query_map(tables, [], |r| r.get(0)).unwrap();
+        tables
+            .into_iter()
+            .map(|t| {
+                let count = store.query_row(&format!("SELECT COUNT(*) FROM \"{t}\""), [], |r| r.get(0)).unwrap();
+                (t, count)
+            })
+            .collect()
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]

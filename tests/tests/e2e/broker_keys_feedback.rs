@@ -135,12 +135,9 @@ async fn the_reference_client_registers_keys_and_gives_feedback() {
     let results = tests::reference_client("keys.mjs", &[&broker.api.base, &key, agent, &erc, "s-client"]).await;
     assert_eq!(results["registerKey"]["value"]["ledgerAccountId"], json!("0.0.1003"));
     assert_eq!(results["submit"]["value"]["feedbackIndex"], json!(1));
-    let (uaid, public): (String, String) = broker
-        .store()
-        .query_row("SELECT uaid, public_key FROM encryption_keys WHERE uaid IS NOT NULL", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .unwrap();
+    let sql = "SELECT uaid, public_key FROM encryption_keys WHERE uaid IS NOT NULL";
+    let (uaid, public): (String, String) =
+        broker.with_store(|s| s.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))).unwrap();
     assert_eq!(
         (uaid.as_str(), public.as_str()),
         (agent, results["ensureAgentKey"]["value"]["publicKey"].as_str().unwrap())
@@ -149,20 +146,21 @@ async fn the_reference_client_registers_keys_and_gives_feedback() {
 
 /// A chat session in the store with `messages` messages.
 fn session(broker: &Broker, id: &str, uaid: &str, account: Option<&str>, messages: usize) {
-    let conn = broker.store();
-    conn.execute(
-        "INSERT INTO chat_sessions (id, uaid, account_id, created_at) VALUES (?1, ?2, ?3, 0)",
-        rusqlite::params![id, uaid, account],
-    )
-    .unwrap();
-    for n in 0..messages {
-        let role = if n % 2 == 0 { "user" } else { "agent" };
+    broker.with_store(|conn| {
         conn.execute(
-            "INSERT INTO chat_messages (session_id, role, content, created_at) VALUES (?1, ?2, 'hello', ?3)",
-            rusqlite::params![id, role, n as i64],
+            "INSERT INTO chat_sessions (id, uaid, account_id, created_at) VALUES (?1, ?2, ?3, 0)",
+            live_store::params![id, uaid, account],
         )
         .unwrap();
-    }
+        for n in 0..messages {
+            let role = if n % 2 == 0 { "user" } else { "agent" };
+            conn.execute(
+                "INSERT INTO chat_messages (session_id, role, content, created_at) VALUES (?1, ?2, 'hello', ?3)",
+                live_store::params![id, role, n as i64],
+            )
+            .unwrap();
+        }
+    });
 }
 
 /// An api with two signed-in accounts and chat sessions with an

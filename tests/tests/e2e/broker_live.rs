@@ -2,7 +2,6 @@
 //! sign-in with real signatures (ed25519, secp256k1, EVM), the API keys it
 //! issues, the auth rules of spec section 5, and credits.
 
-use std::path::PathBuf;
 
 use api::auth::login::{key_for, DEV_KEYS};
 use api::auth::signature::{evm_address, evm_sign};
@@ -27,14 +26,38 @@ impl Live {
         Live { api, client: tests::unpooled_client(), dir }
     }
 
-    fn store(&self) -> PathBuf {
-        self.dir.path().join("data/live/store.sqlite")
+    fn with_store<T: Send>(&self, f: impl FnOnce(&live_store::Conn) -> T + Send) -> T {
+        tests::process::with_store(&self.dir.path().join("data"), f)
     }
 
     /// Rows in a table of the live store.
     fn count(&self, table: &str) -> i64 {
-        let conn = rusqlite::Connection::open(self.store()).unwrap();
-        conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        self.with_store(|s| s.query_row(&sql, [], |r| r.get(0))).unwrap()
+    }
+
+    /// Everything the live store holds, as bytes to search: the SQLite
+    /// file and its log, or every row of every table as PostgreSQL spells
+    /// it.
+    fn stored_bytes(&self) -> Vec<u8> {
+        match tests::process::store_location(&self.dir.path().join("data")) {
+            live_store::Location::File(path) => {
+                let mut bytes = std::fs::read(&path).unwrap_or_default();
+                bytes.extend(std::fs::read(path.with_extension("sqlite-wal")).unwrap_or_default());
+                bytes
+            }
+            live_store::Location::Postgres(_) => self.with_store(|s| {
+                let tables = "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'";
+                let mut bytes = Vec::new();
+                for table in s.query_map(tables, [], |r| r.get::<_, String>(0)).unwrap() {
+                    let rows = format!("SELECT CAST(t AS text) FROM \"{table}\" t");
+                    for row in s.query_map(&rows, [], |r| r.get::<_, String>(0)).unwrap() {
+                        bytes.extend(row.into_bytes());
+                    }
+                }
+                bytes
+            }),
+        }
     }
 
     async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<Value>) -> (u16, Value) {
@@ -122,12 +145,9 @@ async fn each_kind_of_ledger_key_signs_in_and_its_api_key_works() {
     assert_eq!(status, 200, "{body}");
     check_verify_shape(&body, &address, "eip155:84532");
     // Only hashes are stored: no issued key appears in the store file.
-    let stored = std::fs::read(live.store()).unwrap_or_default();
-    let wal = std::fs::read(live.store().with_extension("sqlite-wal")).unwrap_or_default();
+    let stored = live.stored_bytes();
     let issued = body["key"].as_str().unwrap().as_bytes();
-    for bytes in [&stored, &wal] {
-        assert!(!bytes.windows(issued.len()).any(|w| w == issued), "an API key was stored in plain text");
-    }
+    assert!(!stored.windows(issued.len()).any(|w| w == issued), "an API key was stored in plain text");
 }
 
 /// One refused verification: the status and code, and nothing issued.
@@ -205,9 +225,9 @@ async fn bad_proofs_are_refused_and_each_challenge_is_used_once() {
     // Expired: its lifetime ended an hour ago (the stored time is what
     // the api compares with its clock).
     let challenge = live.challenge("0.0.1001", "testnet").await;
-    let store = rusqlite::Connection::open(live.store()).unwrap();
     let id = challenge["challengeId"].as_str().unwrap();
-    store.execute("UPDATE challenges SET expires_at = expires_at - 3600000 WHERE id = ?1", [id]).unwrap();
+    let expire = "UPDATE challenges SET expires_at = expires_at - 3600000 WHERE id = ?1";
+    live.with_store(|s| s.execute(expire, [id])).unwrap();
     check_refused(&live, "expired", proof(&challenge, &|_| {}), 401, "challenge_expired").await;
     // Challenges for what cannot sign in.
     for (body, field) in [
@@ -338,8 +358,7 @@ async fn sign_in_is_rate_limited_and_a_revoked_key_stops_within_the_cache_time()
     assert_eq!(status, 200, "{balance}");
 
     // Revoked in the store: still believed from the cache, then refused.
-    let store = rusqlite::Connection::open(live.store()).unwrap();
-    store.execute("UPDATE api_keys SET revoked_at = 1", []).unwrap();
+    live.with_store(|s| s.execute("UPDATE api_keys SET revoked_at = 1", [])).unwrap();
     assert_eq!(live.send("GET", "/api/v1/credits/balance", &[("x-api-key", &first)], None).await.0, 200);
     // A key never looked up is not in the cache: refused at once.
     let (status, _) = live.send("GET", "/api/v1/credits/balance", &[("x-api-key", &second)], None).await;

@@ -45,14 +45,8 @@ async fn watcher_looked(mirror: &MirrorServer) {
 }
 
 fn intent_state(broker: &Broker, purchase: &str) -> String {
-    broker
-        .store()
-        .query_row(
-            "SELECT status || COALESCE(':' || outcome, '') FROM payment_intents WHERE id = ?1",
-            [purchase],
-            |r| r.get(0),
-        )
-        .unwrap()
+    let sql = "SELECT status || COALESCE(':' || outcome, '') FROM payment_intents WHERE id = ?1";
+    broker.with_store(|s| s.query_row(sql, [purchase], |r| r.get(0))).unwrap()
 }
 
 async fn state_becomes(broker: &Broker, purchase: &str, expected: &str) {
@@ -217,9 +211,10 @@ async fn an_hbar_purchase_signed_by_the_wallet_is_credited_once() {
     assert_eq!(intent_state(broker, &unpaid), "pending", "within its window it waits");
     assert_eq!(broker.balance(&buyer).await, 250);
     let purchases = "SELECT COUNT(*) FROM credit_transactions WHERE kind = 'purchase'";
-    assert_eq!(broker.store().query_row(purchases, [], |r| r.get::<_, i64>(0)).unwrap(), 1);
+    assert_eq!(broker.with_store(|s| s.query_row(purchases, [], |r| r.get::<_, i64>(0))).unwrap(), 1);
     // Once its window and grace have passed.
-    broker.store().execute("UPDATE payment_intents SET expires_at = 0 WHERE id = ?1", [&unpaid]).unwrap();
+    let expire = "UPDATE payment_intents SET expires_at = 0 WHERE id = ?1";
+    broker.with_store(|s| s.execute(expire, [&unpaid])).unwrap();
     state_becomes(broker, &unpaid, "expired").await;
     assert_eq!(broker.balance(&buyer).await, 250);
 }

@@ -671,14 +671,9 @@ async fn the_reference_clients_encrypted_conversation_completes_and_the_api_sees
     let summary = &results["handshake"]["value"];
     assert_eq!((&summary["enabled"], &summary["algorithm"]), (&json!(true), &json!("aes-256-gcm")));
     // Stored: two envelopes, no plaintext anywhere in the store.
-    let store = broker.store();
-    let rows: Vec<(String, String)> = store
-        .prepare("SELECT content, cipher_envelope FROM chat_messages")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let sql = "SELECT content, cipher_envelope FROM chat_messages";
+    let rows: Vec<(String, String)> =
+        broker.with_store(|s| s.query_map(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))).unwrap();
     assert_eq!(rows.len(), 2);
     for (content, envelope) in &rows {
         assert_eq!(content, "[ciphertext omitted]");

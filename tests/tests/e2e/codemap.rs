@@ -125,6 +125,25 @@ const LIBRARIES_THEN_BINARIES: &[&str] = &[
     "api",
 ];
 const LIBRARIES: &[&str] = LIBRARIES_THEN_BINARIES.split_at(LIBRARIES_THEN_BINARIES.len() - 2).0;
+/// Everything, and the throwaway PostgreSQL nothing shipped uses.
+const TESTS_MAY_DEPEND_ON: &[&str] = &[
+    "shared",
+    "broker-model",
+    "search",
+    "guard-data",
+    "programmable-secrets",
+    "plugins",
+    "live-store",
+    "duckdb-files",
+    "hcs20",
+    "broker-site",
+    "http-client",
+    "embeddings",
+    "pages",
+    "generator",
+    "api",
+    "pg-scratch",
+];
 
 /// The workspace's crates and the crates of the workspace each may depend
 /// on (normal, dev and build dependencies alike), as ARCHITECTURE.md draws
@@ -137,7 +156,8 @@ const CRATES_MAY_DEPEND_ON: &[(&str, &[&str])] = &[
     ("guard-data", &["shared"]),
     ("programmable-secrets", &["shared"]),
     ("plugins", &[]),
-    ("live-store", &["shared", "broker-model", "plugins", "programmable-secrets"]),
+    ("live-store", &["shared", "broker-model", "plugins", "programmable-secrets", "pg-scratch"]),
+    ("pg-scratch", &[]),
     ("duckdb-files", &["shared"]),
     ("hcs20", &["shared", "duckdb-files"]),
     ("broker-site", &["shared", "broker-model", "search", "duckdb-files"]),
@@ -146,7 +166,7 @@ const CRATES_MAY_DEPEND_ON: &[(&str, &[&str])] = &[
     ("pages", &["shared", "broker-model", "guard-data", "hcs20", "broker-site"]),
     ("generator", LIBRARIES),
     ("api", LIBRARIES),
-    ("tests", LIBRARIES_THEN_BINARIES),
+    ("tests", TESTS_MAY_DEPEND_ON),
 ];
 
 /// The workspace crates `manifest` (a Cargo.toml's text) depends on: each

@@ -91,9 +91,8 @@ async fn make_runs_api_sends_nothing_off_the_machine_and_its_pages_agree_with_it
     // refused before a connection.
     assert_eq!(dns.queries.load(Ordering::SeqCst), 0, "no name was looked up");
     let outcomes: Vec<(String, i64)> = {
-        let store = broker.store();
-        let mut statement = store.prepare("SELECT outcome, COUNT(*) FROM availability GROUP BY outcome").unwrap();
-        statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+        let sql = "SELECT outcome, COUNT(*) FROM availability GROUP BY outcome";
+        broker.with_store(|s| s.query_map(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))).unwrap()
     };
     let outcome = |name: &str| outcomes.iter().find(|(o, _)| o == name).map_or(0, |(_, n)| *n as usize);
     assert_eq!(outcome("reached"), 2, "{outcomes:?}");

@@ -187,10 +187,8 @@ async fn a_job_the_network_refuses_fails_and_is_refunded() {
     assert!(failed["failureReason"].as_str().unwrap().contains("INSUFFICIENT_PAYER_BALANCE"), "{failed}");
     assert_eq!(s.broker.balance(&s.key).await, before, "refunded");
     let postings: Vec<(String, i64)> = {
-        let store = s.broker.store();
-        let mut rows =
-            store.prepare("SELECT kind, amount FROM credit_transactions WHERE reference = ?1 ORDER BY id").unwrap();
-        rows.query_map([id], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+        let sql = "SELECT kind, amount FROM credit_transactions WHERE reference = ?1 ORDER BY id";
+        s.broker.with_store(|store| store.query_map(sql, [id], |r| Ok((r.get(0)?, r.get(1)?)))).unwrap()
     };
     let credits = failed["quoteCredits"].as_i64().unwrap();
     assert_eq!(postings, [("debit".to_string(), -credits), ("refund".to_string(), credits)], "charged, then refunded");

@@ -170,16 +170,17 @@ impl Secrets {
         self.send("GET", &format!("/api/v1/programmable-secrets/{path}"), None, None).await
     }
 
-    fn store(&self) -> rusqlite::Connection {
+    fn with_store<T: Send>(&self, f: impl FnOnce(&live_store::Conn) -> T + Send) -> T {
         let data = match &self.server {
             Server::Binary(broker) => broker.data.clone(),
             Server::Library { data, .. } | Server::MakeRun { data } => data.clone(),
         };
-        rusqlite::Connection::open(data.join("live/store.sqlite")).unwrap()
+        tests::process::with_store(&data, f)
     }
 
     fn rows(&self, table: &str) -> i64 {
-        self.store().query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        self.with_store(|s| s.query_row(&sql, [], |r| r.get(0))).unwrap()
     }
 
     fn broker(&mut self) -> &mut Broker {
@@ -499,26 +500,17 @@ async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_not
     assert_eq!((status, refused["code"].as_str()), (403, Some("access_not_found")), "{refused}");
 
     // Every release and refusal was recorded with who, which policy, why.
-    let store = s.store();
-    let issued_count: i64 =
-        store.query_row("SELECT count(*) FROM secret_key_events WHERE outcome = 'issued'", [], |r| r.get(0)).unwrap();
+    let issued = "SELECT count(*) FROM secret_key_events WHERE outcome = 'issued'";
+    let issued_count: i64 = s.with_store(|store| store.query_row(issued, [], |r| r.get(0))).unwrap();
     assert_eq!(issued_count, 2);
-    let codes: Vec<String> = {
-        let mut statement =
-            store.prepare("SELECT code FROM secret_key_events WHERE code IS NOT NULL ORDER BY seq").unwrap();
-        statement.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
-    };
+    let refused = "SELECT code FROM secret_key_events WHERE code IS NOT NULL ORDER BY seq";
+    let codes: Vec<String> = s.with_store(|store| store.query_map(refused, [], |r| r.get(0))).unwrap();
     for code in ["invalid_signature", "fingerprint_mismatch", "invalid_body", "nonce_consumed", "access_not_found"] {
         assert!(codes.iter().any(|c| c == code), "{code} not recorded: {codes:?}");
     }
     // The master key and the content key are nowhere in the store.
-    let dump: String = store
-        .query_row(
-            "SELECT group_concat(coalesce(record, '') || coalesce(wrapped_key, '')) FROM secret_policies",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let sql = "SELECT coalesce(record, '') || coalesce(wrapped_key, '') FROM secret_policies";
+    let dump: String = s.with_store(|store| store.query_map(sql, [], |r| r.get::<_, String>(0))).unwrap().concat();
     assert!(!dump.contains(&B64.encode(sealed.key)) && !dump.contains(&shared::http::hex(&sealed.key)));
 }
 
@@ -582,14 +574,9 @@ async fn publication_refuses_bad_input_and_a_chain_that_differs() {
         (status, refused["code"].as_str(), refused["parameter"].as_str()),
         (409, Some("chain_mismatch"), Some("priceWei"))
     );
-    let failed: String = s
-        .store()
-        .query_row(
-            "SELECT status FROM secret_policies WHERE id = ?1",
-            [staged["stagedPolicyId"].as_str().unwrap()],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let staged_id = staged["stagedPolicyId"].as_str().unwrap();
+    let sql = "SELECT status FROM secret_policies WHERE id = ?1";
+    let failed: String = s.with_store(|store| store.query_row(sql, [staged_id], |r| r.get(0))).unwrap();
     assert_eq!(failed, "failed");
     // The indexer lists it, from the chain, with no key to release.
     tests::wait::until("the indexer listing the policy", 200, Duration::from_millis(50), async || {

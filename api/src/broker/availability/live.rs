@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use broker_model::availability::{settle, Measurement};
 use broker_model::ownership::{self, Ownership};
 use broker_model::Agent;
-use rusqlite::Connection;
+use crate::store::Conn as Connection;
 
 use super::super::agents::Agents;
 use crate::store::availability as stored;

@@ -34,7 +34,7 @@ use super::rpc::{Log, RpcError};
 use super::{address, Chain, Settings};
 use crate::app::App;
 use crate::store::secrets::{self as stored, PolicyRecord, Purchase};
-use crate::store::Failure;
+use crate::store::{Conn, Failure};
 use broker_model::journal::Event;
 use programmable_secrets::deployment::Deployment;
 
@@ -175,7 +175,7 @@ fn catalog_changed(app: &App, seq: Option<i64>) {
 
 /// Journals the published row of `policy_id` as the catalog now shows it.
 fn journal_policy(
-    conn: &rusqlite::Connection,
+    conn: &Conn,
     deployment: &Deployment,
     policy_id: u64,
     now: i64,
@@ -249,7 +249,7 @@ fn decode<E: SolEvent>(log: &Log) -> Result<E, RpcError> {
 /// Stores one change; a change of the catalog is journaled, its `seq`
 /// returned.
 fn apply(
-    conn: &rusqlite::Connection,
+    conn: &Conn,
     deployment: &Deployment,
     change: &Change,
     now: i64,

@@ -460,7 +460,7 @@ pub async fn confirm(request: Request) -> Answer {
 /// the on-chain policy with a key.
 async fn publish(request: &Request, chain: &Chain, policy: Policy) -> Answer {
     let entry = super::catalog_entry(&chain.deployment, &policy);
-    let published = request.app.store.write(move |conn| stored::publish(conn, &policy, entry)).await?;
+    let published = request.app.store.write(move |conn| stored::publish(conn, &policy, entry.clone())).await?;
     match published {
         Publish::Published(policy, seq) => {
             request.app.secrets_changes.saw(seq);
