@@ -363,7 +363,11 @@ impl From<crate::store::Failure> for Error {
     fn from(failure: crate::store::Failure) -> Error {
         if failure.is_transient() {
             tracing::warn!(error = %failure, "live store");
-            return Error::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "the live store cannot answer now; try again");
+            return Error::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "the live store cannot answer now; try again",
+            );
         }
         tracing::error!(error = %failure, "live store");
         Error::new(StatusCode::INTERNAL_SERVER_ERROR, "store_failed", "the live store failed; try again")

@@ -144,7 +144,7 @@ pub fn submit(conn: &Conn, id: &str, account: &str, adapter_id: &str, request: &
 pub fn submission(conn: &Conn, id: &str) -> Result<Option<Submission>, Failure> {
     let sql = "SELECT id, account_id, adapter_id, request, status, error, result, created_at, started_at,
                       completed_at, updated_at FROM adapter_submissions WHERE id = ?1";
-    Ok(conn
+    conn
         .query_row(sql, [id], |r| {
             Ok(Submission {
                 id: r.get(0)?,
@@ -160,7 +160,7 @@ pub fn submission(conn: &Conn, id: &str) -> Result<Option<Submission>, Failure> 
                 updated_at: r.get(10)?,
             })
         })
-        .optional()?)
+        .optional()
 }
 
 /// Marks a pending (or, after a restart, processing) submission as being
@@ -195,9 +195,9 @@ pub fn fail(conn: &Conn, id: &str, error: &str, now: i64) -> Result<(), Failure>
 
 /// The account that published `adapter_id` here, if any.
 pub fn owner(conn: &Conn, adapter_id: &str) -> Result<Option<String>, Failure> {
-    Ok(conn
+    conn
         .query_row("SELECT account_id FROM adapter_entries WHERE adapter_id = ?1", [adapter_id], |r| r.get(0))
-        .optional()?)
+        .optional()
 }
 
 /// Publishes a submission's adapter: the entry stored and journaled, the

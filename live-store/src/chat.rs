@@ -177,7 +177,7 @@ pub fn public(
     let sql = format!(
         "{SESSION} s WHERE visibility = 'public' AND ended_at IS NULL
            AND (COALESCE(last_activity_at, created_at) < ?1 OR (COALESCE(last_activity_at, created_at) = ?1 AND id < ?2 AND ?2 <> ''))
-           AND (?3 IS NULL OR id {like} ?3 ESCAPE '\\' OR COALESCE(title, '') {like} ?3 ESCAPE '\\'
+           AND (CAST(?3 AS TEXT) IS NULL OR id {like} ?3 ESCAPE '\\' OR COALESCE(title, '') {like} ?3 ESCAPE '\\'
                 OR EXISTS (SELECT 1 FROM chat_members m WHERE m.session_id = s.id AND m.uaid {like} ?3 ESCAPE '\\'))
          ORDER BY COALESCE(last_activity_at, created_at) DESC, id DESC LIMIT ?4"
     );
@@ -203,22 +203,22 @@ pub struct Sent<'a> {
 /// The answer given to a send with this idempotency key, and the digest
 /// of the request it answered, if any.
 pub fn sent(conn: &Conn, session: &str, key: &str) -> Result<Option<(String, Option<String>)>, Failure> {
-    Ok(conn
+    conn
         .query_row(
             "SELECT answer, request_digest FROM chat_sends WHERE session_id = ?1 AND idempotency_key = ?2",
             [session, key],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .optional()?)
+        .optional()
 }
 
 /// Sessions `account` has open.
 pub fn open_sessions(conn: &Conn, account: &str) -> Result<i64, Failure> {
-    Ok(conn.query_row(
+    conn.query_row(
         "SELECT COUNT(*) FROM chat_sessions WHERE account_id = ?1 AND ended_at IS NULL",
         [account],
         |r| r.get(0),
-    )?)
+    )
 }
 
 /// What a session keeps: its newest `messages` messages (what a history

@@ -197,16 +197,16 @@ pub fn balance(conn: &Conn, account: &str) -> Result<i64, Failure> {
 /// The balance as the ledger's sum, for checks: always equal to
 /// [`balance`].
 pub fn ledger_sum(conn: &Conn, account: &str) -> Result<i64, Failure> {
-    Ok(conn.query_row(
+    conn.query_row(
         "SELECT COALESCE(SUM(amount), 0) FROM credit_transactions WHERE account_id = ?1 AND status = 'completed'",
         [account],
         |r| r.get(0),
-    )?)
+    )
 }
 
 fn find(conn: &Conn, account: &str, key: &str) -> Result<Option<Entry>, Failure> {
     let sql = format!("{SELECT} WHERE account_id = ?1 AND idempotency_key = ?2");
-    Ok(conn.query_row(&sql, [account, key], entry).optional()?)
+    conn.query_row(&sql, [account, key], entry).optional()
 }
 
 /// Which transactions to list.
@@ -226,9 +226,12 @@ pub struct Filter {
 
 /// A page of an account's transactions, newest first, and how many match.
 pub fn transactions(conn: &Conn, filter: &Filter) -> Result<(Vec<Entry>, u64), Failure> {
-    let conditions = "account_id = ?1 AND (?2 IS NULL OR kind = ?2) AND (?3 IS NULL OR status = ?3)
-         AND (?4 IS NULL OR created_at >= ?4) AND (?5 IS NULL OR created_at <= ?5)
-         AND (?6 IS NULL OR (amount < 0) = ?6)";
+    // A filter left out is NULL; the casts give PostgreSQL the type of a
+    // parameter that is only tested for NULL.
+    let conditions = "account_id = ?1
+         AND (CAST(?2 AS TEXT) IS NULL OR kind = ?2) AND (CAST(?3 AS TEXT) IS NULL OR status = ?3)
+         AND (CAST(?4 AS BIGINT) IS NULL OR created_at >= ?4) AND (CAST(?5 AS BIGINT) IS NULL OR created_at <= ?5)
+         AND (CAST(?6 AS BIGINT) IS NULL OR (CASE WHEN amount < 0 THEN 1 ELSE 0 END) = ?6)";
     let kind = filter.kind.map(Kind::as_str);
     let status = filter.status.map(Status::as_str);
     let matching = params![filter.account, kind, status, filter.start, filter.end, filter.spends];

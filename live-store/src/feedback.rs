@@ -25,11 +25,11 @@ pub fn session(conn: &Conn, id: &str) -> Result<Option<Session>, Failure> {
                       (SELECT COUNT(*) FROM chat_messages m WHERE m.session_id = s.id),
                       EXISTS (SELECT 1 FROM agent_feedback f WHERE f.session_id = s.id)
                FROM chat_sessions s WHERE s.id = ?1";
-    Ok(conn
+    conn
         .query_row(sql, [id], |r| {
             Ok(Session { id: r.get(0)?, uaid: r.get(1)?, account: r.get(2)?, messages: r.get(3)?, given: r.get(4)? })
         })
-        .optional()?)
+        .optional()
 }
 
 /// How giving feedback went.
@@ -89,5 +89,5 @@ pub fn after(conn: &Conn, uaid: &str, seq: i64) -> Result<Vec<FeedbackEntry>, Fa
 
 /// The largest `seq` of stored feedback (0: none).
 pub fn newest(conn: &Conn) -> Result<i64, Failure> {
-    Ok(conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM agent_feedback", [], |r| r.get(0))?)
+    conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM agent_feedback", [], |r| r.get(0))
 }

@@ -66,11 +66,11 @@ pub fn insert_quote(conn: &Conn, q: &Quote) -> Result<(), Failure> {
 
 /// Deletes quotes that expired before `before` (ms).
 pub fn prune_quotes(conn: &Conn, before: i64) -> Result<usize, Failure> {
-    Ok(conn.execute("DELETE FROM inscription_quotes WHERE expires_at < ?1", [before])?)
+    conn.execute("DELETE FROM inscription_quotes WHERE expires_at < ?1", [before])
 }
 
 pub fn quote(conn: &Conn, id: &str) -> Result<Option<Quote>, Failure> {
-    Ok(conn
+    conn
         .query_row(
             "SELECT id, account, content_hash, size_bytes, mime, mode, messages, tinybars, credits, usd_cents,
                     created_at, expires_at FROM inscription_quotes WHERE id = ?1",
@@ -92,7 +92,7 @@ pub fn quote(conn: &Conn, id: &str) -> Result<Option<Quote>, Failure> {
                 })
             },
         )
-        .optional()?)
+        .optional()
 }
 
 /// A job as stored (its content apart: [`content`]).
@@ -159,12 +159,12 @@ fn job_row(r: &Row<'_>) -> Result<Job, Failure> {
 }
 
 pub fn job(conn: &Conn, id: &str) -> Result<Option<Job>, Failure> {
-    Ok(conn.query_row(&format!("{JOB} WHERE id = ?1"), [id], job_row).optional()?)
+    conn.query_row(&format!("{JOB} WHERE id = ?1"), [id], job_row).optional()
 }
 
 /// The content job `id` writes.
 pub fn content(conn: &Conn, id: &str) -> Result<Option<Vec<u8>>, Failure> {
-    Ok(conn.query_row("SELECT content FROM inscription_jobs WHERE id = ?1", [id], |r| r.get(0)).optional()?)
+    conn.query_row("SELECT content FROM inscription_jobs WHERE id = ?1", [id], |r| r.get(0)).optional()
 }
 
 /// `account`'s jobs, newest first: a page and the total (parts of skill
@@ -178,13 +178,13 @@ pub fn jobs(
 ) -> Result<(Vec<Job>, u64), Failure> {
     let status = status.map(Status::as_str);
     let total: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM inscription_jobs WHERE account = ?1 AND (?2 IS NULL OR status = ?2) AND parent IS NULL",
+        "SELECT COUNT(*) FROM inscription_jobs WHERE account = ?1 AND (CAST(?2 AS TEXT) IS NULL OR status = ?2) AND parent IS NULL",
         params![account, status],
         |r| r.get(0),
     )?;
     let rows = conn.query_map(
         &format!(
-            "{JOB} WHERE account = ?1 AND (?2 IS NULL OR status = ?2) AND parent IS NULL
+            "{JOB} WHERE account = ?1 AND (CAST(?2 AS TEXT) IS NULL OR status = ?2) AND parent IS NULL
          ORDER BY created_at DESC, id LIMIT ?3 OFFSET ?4"
         ),
         params![account, status, limit as i64, offset as i64],

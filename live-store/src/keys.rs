@@ -96,5 +96,5 @@ pub fn register(conn: &Conn, registration: &Registration, now: i64) -> Result<Ke
 /// `account:<id>`).
 pub fn of_subject(conn: &Conn, subject: &str) -> Result<Option<Key>, Failure> {
     let sql = format!("SELECT {COLUMNS} FROM encryption_keys WHERE subject = ?1 AND key_type = 'secp256k1'");
-    Ok(conn.query_row(&sql, [subject], read).optional()?)
+    conn.query_row(&sql, [subject], read).optional()
 }

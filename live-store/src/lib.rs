@@ -142,7 +142,7 @@ impl Newest {
 pub enum Failure {
     #[error("the live store failed: {0}")]
     Sqlite(Arc<rusqlite::Error>),
-    #[error("the live store failed: {0}")]
+    #[error("the live store failed: {}", pg::describe(.0))]
     Postgres(Arc<postgres::Error>),
     /// PostgreSQL could not be reached; the next job tries again.
     #[error("the live store cannot be reached: {0}")]

@@ -45,7 +45,7 @@ pub fn waiting(conn: &Conn, after: i64, limit: usize) -> Result<Vec<(i64, i64, E
 
 /// Deletes the events up to `seq` (they are in the journal).
 pub fn delete_through(conn: &Conn, seq: i64) -> Result<usize, Failure> {
-    Ok(conn.execute("DELETE FROM outbox WHERE seq <= ?1", [seq])?)
+    conn.execute("DELETE FROM outbox WHERE seq <= ?1", [seq])
 }
 
 /// Makes the next `seq` larger than `journaled` (a journal that already

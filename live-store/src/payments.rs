@@ -97,12 +97,12 @@ pub fn create(conn: &Conn, intent: &Intent, key: Option<&idempotency::Key>) -> R
 
 pub fn by_key(conn: &Conn, account: &str, key: &str) -> Result<Option<Intent>, Failure> {
     let sql = format!("{SELECT} WHERE account_id = ?1 AND idempotency_key = ?2");
-    Ok(conn.query_row(&sql, [account, key], intent).optional()?)
+    conn.query_row(&sql, [account, key], intent).optional()
 }
 
 pub fn by_reference(conn: &Conn, method: Method, reference: &str) -> Result<Option<Intent>, Failure> {
     let sql = format!("{SELECT} WHERE method = ?1 AND reference = ?2");
-    Ok(conn.query_row(&sql, [method.as_str(), reference], intent).optional()?)
+    conn.query_row(&sql, [method.as_str(), reference], intent).optional()
 }
 
 /// The pending intents paid by `method`, oldest first.
@@ -162,11 +162,11 @@ pub fn settle(conn: &Conn, id: &str, settlement: &Settlement, now: i64) -> Resul
 
 /// Points of `token` the account has redeemed so far.
 pub fn redeemed(conn: &Conn, account: &str, token: &str) -> Result<i64, Failure> {
-    Ok(conn.query_row(
+    conn.query_row(
         "SELECT COALESCE(SUM(points), 0) FROM point_redemptions WHERE account_id = ?1 AND token = ?2",
         [account, token],
         |r| r.get(0),
-    )?)
+    )
 }
 
 /// A redemption to make: `points` of `token` (at most what remains of

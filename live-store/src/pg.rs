@@ -219,6 +219,18 @@ pub(crate) fn is_connection_error(e: &postgres::Error) -> bool {
     e.is_closed()
 }
 
+/// A client error as a line to log: the server's message, detail and
+/// SQLSTATE when it answered (the error's own text is only "db error").
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let detail = db.detail().map(|d| format!(" ({d})")).unwrap_or_default();
+            format!("{}{detail} [{}]", db.message(), db.code().code())
+        }
+        None => e.to_string(),
+    }
+}
+
 /// `url` without its password, to be shown.
 pub(crate) fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };

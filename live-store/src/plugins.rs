@@ -91,7 +91,7 @@ pub fn insert_import(conn: &Conn, job: &Import) -> Result<(), Failure> {
 }
 
 pub fn import(conn: &Conn, id: &str) -> Result<Option<Import>, Failure> {
-    Ok(conn.query_row(&format!("{IMPORT} WHERE id = ?1"), [id], import_row).optional()?)
+    conn.query_row(&format!("{IMPORT} WHERE id = ?1"), [id], import_row).optional()
 }
 
 /// Jobs not yet ended, oldest first: what a start resumes.
@@ -212,7 +212,7 @@ pub fn store_version(conn: &Conn, version: &NewVersion) -> Result<Stored, Failur
 
 /// The `seq` of the catalog's newest journaled change (0: none).
 pub fn catalog_newest(conn: &Conn) -> Result<i64, Failure> {
-    Ok(conn.query_row("SELECT coalesce(max(seq), 0) FROM plugin_catalog_changes", [], |r| r.get(0))?)
+    conn.query_row("SELECT coalesce(max(seq), 0) FROM plugin_catalog_changes", [], |r| r.get(0))
 }
 
 /// `plugin` as the catalog knows it: with its publisher's proof and each
@@ -276,26 +276,29 @@ const PLUGIN: &str = "SELECT p.seq, p.slug, p.account, p.created_at, p.updated_a
                               ORDER BY v.revision DESC LIMIT 1)
                       FROM plugins p";
 
-fn plugin_row(r: &Row<'_>) -> Result<(i64, String, String, i64, i64, i64, String), Failure> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
-}
-
-fn plugin_of(row: (i64, String, String, i64, i64, i64, String)) -> Result<Plugin, Failure> {
-    let (seq, slug, account, created_at, updated_at, versions, record) = row;
+fn plugin_row(r: &Row<'_>) -> Result<Plugin, Failure> {
+    let slug: String = r.get(1)?;
+    let record: String = r.get(6)?;
     let record = serde_json::from_str(&record).map_err(|e| Failure::Corrupt(format!("plugin {slug}: {e}")))?;
-    Ok(Plugin { seq, slug, account, created_at, updated_at, versions, record })
+    Ok(Plugin {
+        seq: r.get(0)?,
+        slug,
+        account: r.get(2)?,
+        created_at: r.get(3)?,
+        updated_at: r.get(4)?,
+        versions: r.get(5)?,
+        record,
+    })
 }
 
 pub fn plugin(conn: &Conn, slug: &str) -> Result<Option<Plugin>, Failure> {
-    let row = conn.query_row(&format!("{PLUGIN} WHERE p.slug = ?1"), [slug], plugin_row).optional()?;
-    row.map(plugin_of).transpose()
+    conn.query_row(&format!("{PLUGIN} WHERE p.slug = ?1"), [slug], plugin_row).optional()
 }
 
 /// Every plugin, newest first (by `seq`, which never changes, so a cursor
 /// made of it never repeats an item). O(plugins).
 pub fn all(conn: &Conn) -> Result<Vec<Plugin>, Failure> {
-    let rows = conn.query_map(&format!("{PLUGIN} ORDER BY p.seq DESC"), [], plugin_row)?;
-    rows.into_iter().map(|row| plugin_of(row)).collect()
+    conn.query_map(&format!("{PLUGIN} ORDER BY p.seq DESC"), [], plugin_row)
 }
 
 /// Every version's record of `slug`, oldest first.
@@ -328,18 +331,18 @@ pub fn by_digest(conn: &Conn, digest: &str) -> Result<Vec<(String, serde_json::V
 /// How `account` proved itself, if it did: an agent whose ownership it
 /// proved and still holds (`uaid`, method).
 pub fn publisher_proof(conn: &Conn, account: &str) -> Result<Option<(String, String)>, Failure> {
-    Ok(conn
+    conn
         .query_row(
             "SELECT uaid, method FROM ownerships WHERE owner_id = ?1 AND state = 'verified' ORDER BY verified_at LIMIT 1",
             [account],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .optional()?)
+        .optional()
 }
 
 /// The account that holds `repository`'s plugins, if one does.
 pub fn repository_owner(conn: &Conn, repository: &str) -> Result<Option<String>, Failure> {
-    Ok(conn
+    conn
         .query_row("SELECT account FROM plugin_repositories WHERE repository = ?1", [repository], |r| r.get(0))
-        .optional()?)
+        .optional()
 }

@@ -276,7 +276,7 @@ fn start_attempt(conn: &Conn, write: &Write) -> Result<(), Failure> {
 /// The newest attempt for `uaid`.
 pub fn latest_attempt(conn: &Conn, uaid: &str) -> Result<Option<String>, Failure> {
     let sql = "SELECT id FROM registration_attempts WHERE uaid = ?1 ORDER BY started_at DESC, rowid DESC LIMIT 1";
-    Ok(conn.query_row(sql, [uaid], |r| r.get(0)).optional()?)
+    conn.query_row(sql, [uaid], |r| r.get(0)).optional()
 }
 
 /// An attempt and its deliveries.
@@ -464,15 +464,15 @@ pub fn settle(conn: &Conn, attempt: &str, key: &str, outcome: &Settle, now: i64)
 /// (the api died mid-call; the registry may have it, so the next call is
 /// the same request again). Returns how many.
 pub fn resume(conn: &Conn, now: i64) -> Result<usize, Failure> {
-    Ok(conn.execute(
+    conn.execute(
         "UPDATE attempt_registries SET status = 'pending', next_try_at = ?1, updated_at = ?1 WHERE status = 'in_progress'",
         [now],
-    )?)
+    )
 }
 
 /// The earliest time a pending delivery is due, if any.
 pub fn next_due(conn: &Conn) -> Result<Option<i64>, Failure> {
-    Ok(conn.query_row("SELECT MIN(next_try_at) FROM attempt_registries WHERE status = 'pending'", [], |r| r.get(0))?)
+    conn.query_row("SELECT MIN(next_try_at) FROM attempt_registries WHERE status = 'pending'", [], |r| r.get(0))
 }
 
 /// Live changes after `seq` (a build's journal point), in order: each

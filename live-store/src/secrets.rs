@@ -161,7 +161,7 @@ fn listed_at(policy: &Policy) -> Option<i64> {
 
 pub fn policy(conn: &Conn, id: &str) -> Result<Option<Policy>, Failure> {
     let sql = format!("SELECT {POLICY_COLUMNS} FROM secret_policies WHERE id = ?1");
-    Ok(conn.query_row(&sql, params![id], read_policy).optional()?)
+    conn.query_row(&sql, params![id], read_policy).optional()
 }
 
 /// The published row of an on-chain policy.
@@ -170,14 +170,14 @@ pub fn published(conn: &Conn, chain_id: u64, policy_id: u64) -> Result<Option<Po
         "SELECT {POLICY_COLUMNS} FROM secret_policies
          WHERE chain_id = ?1 AND policy_id = ?2 AND status IN ('finalized', 'indexed')"
     );
-    Ok(conn.query_row(&sql, params![chain_id as i64, policy_id as i64], read_policy).optional()?)
+    conn.query_row(&sql, params![chain_id as i64, policy_id as i64], read_policy).optional()
 }
 
 /// A page of the published policies, newest on chain first, and how many
 /// there are. O(offset + limit) rows read, by the listing's index.
 pub fn list(conn: &Conn, chain_id: Option<u64>, limit: usize, offset: usize) -> Result<(Vec<Policy>, u64), Failure> {
     let chain = chain_id.map(|c| c as i64);
-    let filter = "status IN ('finalized', 'indexed') AND (?1 IS NULL OR chain_id = ?1)";
+    let filter = "status IN ('finalized', 'indexed') AND (CAST(?1 AS BIGINT) IS NULL OR chain_id = ?1)";
     let total: i64 =
         conn.query_row(&format!("SELECT count(*) FROM secret_policies WHERE {filter}"), params![chain], |r| r.get(0))?;
     let sql = format!(
@@ -267,7 +267,7 @@ pub fn journal(conn: &Conn, at: i64, event: Event) -> Result<i64, Failure> {
 
 /// The `seq` of the catalog's newest journaled change (0: none).
 pub fn catalog_newest(conn: &Conn) -> Result<i64, Failure> {
-    Ok(conn.query_row("SELECT coalesce(max(seq), 0) FROM secret_catalog_changes", [], |r| r.get(0))?)
+    conn.query_row("SELECT coalesce(max(seq), 0) FROM secret_catalog_changes", [], |r| r.get(0))
 }
 
 /// What the indexer read of an on-chain policy: a new row (`indexed`,
@@ -426,7 +426,7 @@ pub fn insert_request(conn: &Conn, request: &KeyRequest) -> Result<(), Failure> 
 
 pub fn request(conn: &Conn, id: &str) -> Result<Option<KeyRequest>, Failure> {
     let sql = format!("SELECT {REQUEST_COLUMNS} FROM secret_key_requests WHERE id = ?1");
-    Ok(conn.query_row(&sql, params![id], read_request).optional()?)
+    conn.query_row(&sql, params![id], read_request).optional()
 }
 
 /// Consumes the nonce: `nonce-issued` becomes `pending`, once. `false`
@@ -480,10 +480,10 @@ pub fn complete(conn: &Conn, id: &str, outcome: Outcome<'_>, now: i64) -> Result
 /// keeping, and the record of what was refused stays in
 /// `secret_key_events`. Returns how many were forgotten.
 pub fn prune_requests(conn: &Conn, cutoff: i64) -> Result<usize, Failure> {
-    Ok(conn.execute(
+    conn.execute(
         "DELETE FROM secret_key_requests WHERE status IN ('nonce-issued', 'expired') AND nonce_expires_at < ?1",
         params![cutoff],
-    )?)
+    )
 }
 
 /// One release or refusal, as recorded.

@@ -34,7 +34,7 @@ pub enum Claim {
 
 /// Who owns `name`, if anyone.
 pub fn owner(conn: &Conn, name: &str) -> Result<Option<String>, Failure> {
-    Ok(conn.query_row("SELECT owner FROM skill_names WHERE name = ?1", [name], |r| r.get(0)).optional()?)
+    conn.query_row("SELECT owner FROM skill_names WHERE name = ?1", [name], |r| r.get(0)).optional()
 }
 
 /// `name`'s versions, in semantic-version order.
@@ -154,7 +154,7 @@ fn name_row(r: &Row<'_>) -> Result<Name, Failure> {
 }
 
 pub fn name(conn: &Conn, name: &str) -> Result<Option<Name>, Failure> {
-    Ok(conn.query_row(&format!("{NAME} WHERE name = ?1"), [name], name_row).optional()?)
+    conn.query_row(&format!("{NAME} WHERE name = ?1"), [name], name_row).optional()
 }
 
 /// A step of a name's registration, stored before (`Creating…`,
@@ -240,7 +240,7 @@ pub fn insert_quote(conn: &Conn, q: &Quote) -> Result<(), Failure> {
 }
 
 pub fn quote(conn: &Conn, id: &str) -> Result<Option<Quote>, Failure> {
-    Ok(conn
+    conn
         .query_row(
             "SELECT id, account, package_hash, name, version, credits, usd_cents, created_at, expires_at
              FROM skill_quotes WHERE id = ?1",
@@ -259,7 +259,7 @@ pub fn quote(conn: &Conn, id: &str) -> Result<Option<Quote>, Failure> {
                 })
             },
         )
-        .optional()?)
+        .optional()
 }
 
 /// A publish job: one version of a skill.
@@ -319,7 +319,7 @@ fn job_row(r: &Row<'_>) -> Result<Job, Failure> {
 }
 
 pub fn job(conn: &Conn, id: &str) -> Result<Option<Job>, Failure> {
-    Ok(conn.query_row(&format!("{JOB} WHERE id = ?1"), [id], job_row).optional()?)
+    conn.query_row(&format!("{JOB} WHERE id = ?1"), [id], job_row).optional()
 }
 
 /// The publish jobs not yet completed or failed, oldest first.

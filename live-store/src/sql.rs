@@ -505,7 +505,13 @@ impl Postgres {
         if let Some(statement) = self.statements.borrow().get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.client.borrow_mut().prepare(&numbered_placeholders(sql))?;
+        let statement = self.client.borrow_mut().prepare(&numbered_placeholders(sql)).inspect_err(|e| {
+            // A statement PostgreSQL refuses to prepare is a fault of the
+            // store's code: say which.
+            if e.as_db_error().is_some() {
+                tracing::error!(sql, error = %crate::pg::describe(e), "PostgreSQL refused a statement");
+            }
+        })?;
         self.statements.borrow_mut().insert(sql.into(), statement.clone());
         Ok(statement)
     }

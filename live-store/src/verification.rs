@@ -77,7 +77,7 @@ pub fn insert_challenge(conn: &Conn, c: &Challenge) -> Result<(), Failure> {
 
 /// Deletes challenges that expired before `before` (ms).
 pub fn prune_challenges(conn: &Conn, before: i64) -> Result<usize, Failure> {
-    Ok(conn.execute("DELETE FROM verification_challenges WHERE expires_at < ?1", [before])?)
+    conn.execute("DELETE FROM verification_challenges WHERE expires_at < ?1", [before])
 }
 
 /// How many unexpired, unused challenges `account` holds at `now`.
@@ -109,14 +109,14 @@ fn challenge_row(r: &Row<'_>) -> Result<Challenge, Failure> {
 }
 
 pub fn challenge(conn: &Conn, id: &str) -> Result<Option<Challenge>, Failure> {
-    Ok(conn
+    conn
         .query_row(
             "SELECT id, uaid, account, chain, code, created_at, expires_at, used_at, method, message
              FROM verification_challenges WHERE id = ?1",
             [id],
             challenge_row,
         )
-        .optional()?)
+        .optional()
 }
 
 /// Records why an attempt with challenge `id` did not prove ownership.

@@ -171,8 +171,11 @@ pub async fn submit(request: Request) -> Answer {
     let published = published.iter().filter(|e| e.client == client).count() as u64;
     let journal_seq = broker.map_or(0, |b| b.journal_seq);
     let id = session.id.clone();
-    let given =
-        request.app.store.write(move |conn| stored::give(conn, &id, entry.clone(), published, journal_seq, now)).await?;
+    let given = request
+        .app
+        .store
+        .write(move |conn| stored::give(conn, &id, entry.clone(), published, journal_seq, now))
+        .await?;
     let entry = match given {
         Given::Done { seq, entry } => {
             request.app.feedback_changes.saw(seq);

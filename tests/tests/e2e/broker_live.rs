@@ -2,7 +2,6 @@
 //! sign-in with real signatures (ed25519, secp256k1, EVM), the API keys it
 //! issues, the auth rules of spec section 5, and credits.
 
-
 use api::auth::login::{key_for, DEV_KEYS};
 use api::auth::signature::{evm_address, evm_sign};
 use base64::Engine as _;

@@ -8,10 +8,10 @@
 
 use std::collections::HashSet;
 
+use crate::store::Conn as Connection;
 use broker_model::availability::{settle, Measurement};
 use broker_model::ownership::{self, Ownership};
 use broker_model::Agent;
-use crate::store::Conn as Connection;
 
 use super::super::agents::Agents;
 use crate::store::availability as stored;

@@ -174,12 +174,7 @@ fn catalog_changed(app: &App, seq: Option<i64>) {
 }
 
 /// Journals the published row of `policy_id` as the catalog now shows it.
-fn journal_policy(
-    conn: &Conn,
-    deployment: &Deployment,
-    policy_id: u64,
-    now: i64,
-) -> Result<Option<i64>, Failure> {
+fn journal_policy(conn: &Conn, deployment: &Deployment, policy_id: u64, now: i64) -> Result<Option<i64>, Failure> {
     let Some(policy) = stored::published(conn, deployment.chain_id, policy_id)? else { return Ok(None) };
     let entry = super::catalog_entry(deployment, &policy);
     stored::journal(conn, now, Event::SecretPolicy { policy: Box::new(entry) }).map(Some)
@@ -248,12 +243,7 @@ fn decode<E: SolEvent>(log: &Log) -> Result<E, RpcError> {
 
 /// Stores one change; a change of the catalog is journaled, its `seq`
 /// returned.
-fn apply(
-    conn: &Conn,
-    deployment: &Deployment,
-    change: &Change,
-    now: i64,
-) -> Result<Option<i64>, Failure> {
+fn apply(conn: &Conn, deployment: &Deployment, change: &Change, now: i64) -> Result<Option<i64>, Failure> {
     let chain_id = deployment.chain_id;
     match change {
         Change::Policy { policy_id, record } => {

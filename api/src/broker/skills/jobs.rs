@@ -229,7 +229,9 @@ async fn publish(app: &App, skills: &Settings, ledger: &Ledger, mut job: Job) ->
     let earlier = job.version_tx.as_deref().and_then(TxId::parse_sdk);
     let stored_as = |tx: String| {
         let (key, at) = (job.id.clone(), now_ms());
-        async move { Ok(app.store.write(move |conn| stored::step(conn, &key, &Step::Registering { tx: tx.clone() }, at)).await?) }
+        async move {
+            Ok(app.store.write(move |conn| stored::step(conn, &key, &Step::Registering { tx: tx.clone() }, at)).await?)
+        }
     };
     let entry = hcs26::register_version(uid, &job.version, &manifest_topic, &manifest.content_hash);
     let sent = Sent::Message { topic: version_topic, message: &entry, memo: hcs26::REGISTER_VERSION };
