@@ -88,6 +88,8 @@ pub struct App {
     /// Chat: bounds, the agents' client, each session's authentication.
     pub chat: crate::chat::sessions::Chat,
     pub journal: Journal,
+    /// This api among the replicas sharing its store (the duties' lease).
+    pub replicas: crate::replicas::settings::Settings,
     /// Largest body of a live broker call, in bytes (413 above).
     pub live_max_body: usize,
     pub live: Arc<Live>,

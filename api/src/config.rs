@@ -181,6 +181,12 @@ pub struct Config {
     /// bytes.
     #[arg(long, env = "ALMANAC_JOURNAL_ROTATE_BYTES", default_value_t = 64 << 20)]
     pub journal_rotate_bytes: u64,
+    /// How long the lease of the background duties lasts, in
+    /// milliseconds: among api replicas sharing a store on PostgreSQL, one
+    /// runs the background work and renews its lease every third of this;
+    /// if it stops, another takes the work over within this long.
+    #[arg(long, env = "ALMANAC_DUTIES_LEASE_MS", default_value_t = 10_000)]
+    pub duties_lease_ms: u64,
     /// The Hedera network whose accounts sign in (mainnet, testnet,
     /// previewnet).
     #[arg(long, env = "ALMANAC_LEDGER_NETWORK", default_value = "testnet")]
@@ -810,6 +816,7 @@ impl Config {
                 rotate_bytes: self.journal_rotate_bytes,
                 wake: Arc::new(tokio::sync::Notify::new()),
             },
+            replicas: crate::replicas::settings::Settings::new(Duration::from_millis(self.duties_lease_ms)),
             live_max_body: self.live_max_body,
             live: Arc::new(Live::default()),
             layout: self.layout(),

@@ -27,6 +27,7 @@ pub mod pipeline;
 pub mod pool;
 pub mod published;
 pub mod reload;
+pub mod replicas;
 pub mod reply;
 pub mod request;
 pub mod routes;

@@ -12,7 +12,6 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -45,37 +44,19 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let build = app.live.get().as_ref().and_then(|b| b.broker.clone());
     let held = build.as_ref().map_or(0, |broker| broker.journal_seq);
     let shown = &app.availability_shown;
+    // What other apis sharing the store write later is followed from the
+    // newest change loaded here.
+    let mut loaded = held;
     match crate::broker::availability::live::overlay_after(&app.store, build.as_deref(), held, shown).await {
         Ok(changes) => {
+            loaded = changes.iter().map(|(seq, _, _)| *seq).max().unwrap_or(held);
             if app.overlay_writer.apply(changes).await.is_err() {
                 tracing::error!("the live overlay cannot be loaded; registrations stay hidden");
             }
         }
         Err(e) => tracing::error!(error = %e, "the live overlay cannot be loaded; registrations stay hidden"),
     }
-    match app.store.read(crate::store::feedback::newest).await {
-        Ok(seq) => app.feedback_changes.saw(seq),
-        Err(e) => tracing::error!(error = %e, "stored feedback cannot be read; feedback given stays hidden"),
-    }
-    match app.store.read(crate::store::adapters::newest).await {
-        Ok(seq) => app.catalog_changes.saw(seq),
-        Err(e) => tracing::error!(error = %e, "adapter registry writes cannot be read; they stay hidden"),
-    }
-    match app.store.read(crate::store::secrets::catalog_newest).await {
-        Ok(seq) => app.secrets_changes.saw(seq),
-        Err(e) => tracing::error!(error = %e, "the secrets catalog's changes cannot be read; they stay hidden"),
-    }
-    match app.store.read(crate::store::plugins::catalog_newest).await {
-        Ok(seq) => app.plugin_changes.saw(seq),
-        Err(e) => tracing::error!(error = %e, "the plugin catalog's changes cannot be read; they stay hidden"),
-    }
-    // Adapter submissions cut short by the last stop.
-    match app.store.read(crate::store::adapters::unsettled).await {
-        Ok(ids) => {
-            ids.into_iter().for_each(|id| drop(tokio::spawn(crate::broker::adapter_registry::process(app.clone(), id))))
-        }
-        Err(e) => tracing::error!(error = %e, "adapter submissions cannot be read"),
-    }
+    crate::replicas::note_newest_changes(&app).await;
     let cleaner = app.clone();
     let cleaning = tokio::spawn(async move {
         let mut tick = tokio::time::interval(cleaner.cleanup_every);
@@ -95,68 +76,16 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
             }
         }
     });
-    // Availability: chattable agents checked in rounds.
-    let (stop_checks, checks_stopped) = tokio::sync::oneshot::channel::<()>();
-    let checks =
-        tokio::spawn(crate::broker::availability::checks::run(app.clone(), app.availability.clone(), async move {
-            let _ = checks_stopped.await;
-        }));
-    // Verification: proofs looked at again.
-    let (stop_rechecks, rechecks_stopped) = tokio::sync::oneshot::channel::<()>();
-    let rechecks = tokio::spawn(crate::broker::verification::recheck::run(app.clone(), async move {
-        let _ = rechecks_stopped.await;
+    // The background duties, held by one api among those sharing the
+    // store, and the others' writes followed.
+    let (stop_duties, duties_stopped) = tokio::sync::oneshot::channel::<()>();
+    let duties = tokio::spawn(crate::replicas::hold_duties(app.clone(), async move {
+        let _ = duties_stopped.await;
     }));
-    // Inscriptions: open jobs run, resumed after a restart.
-    let (stop_inscriptions, inscriptions_stopped) = tokio::sync::oneshot::channel::<()>();
-    let inscriptions = tokio::spawn(crate::broker::inscription::jobs::run(app.clone(), async move {
-        let _ = inscriptions_stopped.await;
+    let (stop_following, following_stopped) = tokio::sync::oneshot::channel::<()>();
+    let following = tokio::spawn(crate::replicas::follow(app.clone(), loaded, async move {
+        let _ = following_stopped.await;
     }));
-    // Skills: publish jobs run, resumed after a restart.
-    let (stop_skills, skills_stopped) = tokio::sync::oneshot::channel::<()>();
-    let skills = tokio::spawn(crate::broker::skills::jobs::run(app.clone(), async move {
-        let _ = skills_stopped.await;
-    }));
-    // Plugins: import jobs run, resumed after a restart.
-    let (stop_plugins, plugins_stopped) = tokio::sync::oneshot::channel::<()>();
-    let plugins = tokio::spawn(crate::broker::plugins::import::run(app.clone(), async move {
-        let _ = plugins_stopped.await;
-    }));
-    // Programmable Secrets: the chains' events followed.
-    let (stop_secrets, secrets_stopped) = tokio::sync::oneshot::channel::<()>();
-    let secrets = tokio::spawn(crate::broker::secrets::indexer::run(app.clone(), async move {
-        let _ = secrets_stopped.await;
-    }));
-    let (stop_registrar, registrar_stopped) = tokio::sync::oneshot::channel::<()>();
-    let registrar = tokio::spawn(crate::broker::registrar::run(app.store.clone(), app.registrar.clone(), async move {
-        let _ = registrar_stopped.await;
-    }));
-    // HBAR purchases: pending transfers looked up on the mirror node.
-    let (stop_treasury, treasury_stopped) = tokio::sync::oneshot::channel::<()>();
-    let treasury = app.treasury.clone().map(|treasury| {
-        tokio::spawn(treasury.watch(app.store.clone(), async move {
-            let _ = treasury_stopped.await;
-        }))
-    });
-    // The journal writer: drains the outbox until the server stops, then
-    // once more.
-    let (stop_journal, journal_stopped) = tokio::sync::oneshot::channel::<()>();
-    let journal =
-        match crate::journal::Writer::open(&app.journal.dir, app.store.clone(), app.journal.rotate_bytes).await {
-            Ok(writer) => Some(tokio::spawn(crate::journal::run(
-                writer,
-                app.journal.wake.clone(),
-                Duration::from_secs(1),
-                async move {
-                    let _ = journal_stopped.await;
-                },
-            ))),
-            Err(e) => {
-                // The changes wait in the outbox (stored) until a start that can
-                // open the journal.
-                tracing::error!(error = format!("{e:#}"), "journal: cannot open; live changes wait in the outbox");
-                None
-            }
-        };
     let table = Arc::new(Table::new(routes::table()));
     crate::service::OPENAPI.get_or_init(|| {
         let made = shared::http::Representation::openapi(&crate::openapi::document(table.endpoints()));
@@ -170,28 +99,10 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     accept(listener, connections, shutdown, answer).await;
     watching.abort();
     cleaning.abort();
-    let _ = stop_checks.send(());
-    let _ = checks.await;
-    let _ = stop_rechecks.send(());
-    let _ = rechecks.await;
-    let _ = stop_inscriptions.send(());
-    let _ = inscriptions.await;
-    let _ = stop_skills.send(());
-    let _ = skills.await;
-    let _ = stop_plugins.send(());
-    let _ = plugins.await;
-    let _ = stop_secrets.send(());
-    let _ = secrets.await;
-    let _ = stop_registrar.send(());
-    let _ = registrar.await;
-    let _ = stop_treasury.send(());
-    if let Some(treasury) = treasury {
-        let _ = treasury.await;
-    }
-    let _ = stop_journal.send(());
-    if let Some(journal) = journal {
-        let _ = journal.await;
-    }
+    let _ = stop_following.send(());
+    let _ = following.await;
+    let _ = stop_duties.send(());
+    let _ = duties.await;
 }
 
 /// Accepts connections until `shutdown`, each served on a task of its own

@@ -144,23 +144,22 @@ pub fn submit(conn: &Conn, id: &str, account: &str, adapter_id: &str, request: &
 pub fn submission(conn: &Conn, id: &str) -> Result<Option<Submission>, Failure> {
     let sql = "SELECT id, account_id, adapter_id, request, status, error, result, created_at, started_at,
                       completed_at, updated_at FROM adapter_submissions WHERE id = ?1";
-    conn
-        .query_row(sql, [id], |r| {
-            Ok(Submission {
-                id: r.get(0)?,
-                account: r.get(1)?,
-                adapter_id: r.get(2)?,
-                request: r.get(3)?,
-                status: closed(r, 4)?,
-                error: r.get(5)?,
-                result: r.get(6)?,
-                created_at: r.get(7)?,
-                started_at: r.get(8)?,
-                completed_at: r.get(9)?,
-                updated_at: r.get(10)?,
-            })
+    conn.query_row(sql, [id], |r| {
+        Ok(Submission {
+            id: r.get(0)?,
+            account: r.get(1)?,
+            adapter_id: r.get(2)?,
+            request: r.get(3)?,
+            status: closed(r, 4)?,
+            error: r.get(5)?,
+            result: r.get(6)?,
+            created_at: r.get(7)?,
+            started_at: r.get(8)?,
+            completed_at: r.get(9)?,
+            updated_at: r.get(10)?,
         })
-        .optional()
+    })
+    .optional()
 }
 
 /// Marks a pending (or, after a restart, processing) submission as being
@@ -195,8 +194,7 @@ pub fn fail(conn: &Conn, id: &str, error: &str, now: i64) -> Result<(), Failure>
 
 /// The account that published `adapter_id` here, if any.
 pub fn owner(conn: &Conn, adapter_id: &str) -> Result<Option<String>, Failure> {
-    conn
-        .query_row("SELECT account_id FROM adapter_entries WHERE adapter_id = ?1", [adapter_id], |r| r.get(0))
+    conn.query_row("SELECT account_id FROM adapter_entries WHERE adapter_id = ?1", [adapter_id], |r| r.get(0))
         .optional()
 }
 

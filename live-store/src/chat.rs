@@ -203,22 +203,19 @@ pub struct Sent<'a> {
 /// The answer given to a send with this idempotency key, and the digest
 /// of the request it answered, if any.
 pub fn sent(conn: &Conn, session: &str, key: &str) -> Result<Option<(String, Option<String>)>, Failure> {
-    conn
-        .query_row(
-            "SELECT answer, request_digest FROM chat_sends WHERE session_id = ?1 AND idempotency_key = ?2",
-            [session, key],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
+    conn.query_row(
+        "SELECT answer, request_digest FROM chat_sends WHERE session_id = ?1 AND idempotency_key = ?2",
+        [session, key],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
 }
 
 /// Sessions `account` has open.
 pub fn open_sessions(conn: &Conn, account: &str) -> Result<i64, Failure> {
-    conn.query_row(
-        "SELECT COUNT(*) FROM chat_sessions WHERE account_id = ?1 AND ended_at IS NULL",
-        [account],
-        |r| r.get(0),
-    )
+    conn.query_row("SELECT COUNT(*) FROM chat_sessions WHERE account_id = ?1 AND ended_at IS NULL", [account], |r| {
+        r.get(0)
+    })
 }
 
 /// What a session keeps: its newest `messages` messages (what a history

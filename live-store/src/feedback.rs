@@ -25,11 +25,10 @@ pub fn session(conn: &Conn, id: &str) -> Result<Option<Session>, Failure> {
                       (SELECT COUNT(*) FROM chat_messages m WHERE m.session_id = s.id),
                       EXISTS (SELECT 1 FROM agent_feedback f WHERE f.session_id = s.id)
                FROM chat_sessions s WHERE s.id = ?1";
-    conn
-        .query_row(sql, [id], |r| {
-            Ok(Session { id: r.get(0)?, uaid: r.get(1)?, account: r.get(2)?, messages: r.get(3)?, given: r.get(4)? })
-        })
-        .optional()
+    conn.query_row(sql, [id], |r| {
+        Ok(Session { id: r.get(0)?, uaid: r.get(1)?, account: r.get(2)?, messages: r.get(3)?, given: r.get(4)? })
+    })
+    .optional()
 }
 
 /// How giving feedback went.

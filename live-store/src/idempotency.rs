@@ -36,13 +36,12 @@ pub enum Claimed {
 
 /// The digest the key was first used with, if it was.
 pub fn digest(conn: &Conn, key: &Key) -> Result<Option<String>, Failure> {
-    conn
-        .query_row(
-            "SELECT request_digest FROM idempotency_keys WHERE account_id = ?1 AND scope = ?2 AND key = ?3",
-            params![key.account, key.scope, key.key],
-            |r| r.get(0),
-        )
-        .optional()
+    conn.query_row(
+        "SELECT request_digest FROM idempotency_keys WHERE account_id = ?1 AND scope = ?2 AND key = ?3",
+        params![key.account, key.scope, key.key],
+        |r| r.get(0),
+    )
+    .optional()
 }
 
 /// What `key` names now. O(1): one indexed read.

@@ -70,29 +70,28 @@ pub fn prune_quotes(conn: &Conn, before: i64) -> Result<usize, Failure> {
 }
 
 pub fn quote(conn: &Conn, id: &str) -> Result<Option<Quote>, Failure> {
-    conn
-        .query_row(
-            "SELECT id, account, content_hash, size_bytes, mime, mode, messages, tinybars, credits, usd_cents,
+    conn.query_row(
+        "SELECT id, account, content_hash, size_bytes, mime, mode, messages, tinybars, credits, usd_cents,
                     created_at, expires_at FROM inscription_quotes WHERE id = ?1",
-            [id],
-            |r| {
-                Ok(Quote {
-                    id: r.get(0)?,
-                    account: r.get(1)?,
-                    content_hash: r.get(2)?,
-                    size_bytes: r.get(3)?,
-                    mime: r.get(4)?,
-                    mode: r.get(5)?,
-                    messages: r.get(6)?,
-                    tinybars: r.get(7)?,
-                    credits: r.get(8)?,
-                    usd_cents: r.get(9)?,
-                    created_at: r.get(10)?,
-                    expires_at: r.get(11)?,
-                })
-            },
-        )
-        .optional()
+        [id],
+        |r| {
+            Ok(Quote {
+                id: r.get(0)?,
+                account: r.get(1)?,
+                content_hash: r.get(2)?,
+                size_bytes: r.get(3)?,
+                mime: r.get(4)?,
+                mode: r.get(5)?,
+                messages: r.get(6)?,
+                tinybars: r.get(7)?,
+                credits: r.get(8)?,
+                usd_cents: r.get(9)?,
+                created_at: r.get(10)?,
+                expires_at: r.get(11)?,
+            })
+        },
+    )
+    .optional()
 }
 
 /// A job as stored (its content apart: [`content`]).

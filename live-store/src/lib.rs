@@ -56,6 +56,7 @@ pub mod feedback;
 pub mod idempotency;
 pub mod inscriptions;
 pub mod keys;
+pub mod leases;
 pub mod outbox;
 pub mod payments;
 pub mod plugins;
@@ -73,7 +74,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 pub use sql::{Conn, Dialect, Optional, Row};
 
@@ -97,6 +98,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("schema/014-programmable-secrets.sql"),
     include_str!("schema/015-secret-catalog.sql"),
     include_str!("schema/016-plugins.sql"),
+    include_str!("schema/017-leases.sql"),
 ];
 
 /// [`MIGRATIONS`] in PostgreSQL's dialect, step for step.
@@ -117,6 +119,7 @@ pub const MIGRATIONS_POSTGRES: &[&str] = &[
     include_str!("schema/postgres/014-programmable-secrets.sql"),
     include_str!("schema/postgres/015-secret-catalog.sql"),
     include_str!("schema/postgres/016-plugins.sql"),
+    include_str!("schema/postgres/017-leases.sql"),
 ];
 
 /// The largest `seq` of some kind of live change stored: a build whose
@@ -344,6 +347,7 @@ pub struct Store {
     writer: mpsc::Sender<Box<dyn Job>>,
     readers: mpsc::Sender<Read>,
     dialect: Dialect,
+    writes: watch::Receiver<u64>,
 }
 
 impl Store {
@@ -353,21 +357,31 @@ impl Store {
     pub fn open(location: impl Into<Location>, settings: Settings) -> Result<Store, OpenError> {
         let (writer, jobs) = mpsc::channel::<Box<dyn Job>>(settings.queue.max(1));
         let (readers, reads) = mpsc::channel::<Read>(settings.queue.max(1));
+        let (wrote, writes) = watch::channel(0);
         let dialect = match location.into() {
             Location::File(path) => {
-                sqlite::start(&path, &settings, jobs, reads)?;
+                sqlite::start(&path, &settings, jobs, reads, wrote)?;
                 Dialect::Sqlite
             }
             Location::Postgres(url) => {
-                pg::start(&url, &settings, jobs, reads)?;
+                pg::start(&url, &settings, jobs, reads, wrote)?;
                 Dialect::Postgres
             }
         };
-        Ok(Store { writer, readers, dialect })
+        Ok(Store { writer, readers, dialect, writes })
     }
 
     pub fn dialect(&self) -> Dialect {
         self.dialect
+    }
+
+    /// Changes each time writes were committed to the store, by this api
+    /// or (on PostgreSQL) by any replica sharing it: what followers of the
+    /// store wait on instead of polling it. Many commits may come to one
+    /// change, and a change may come with no new write (after the store's
+    /// notifications were cut off, in case one was missed).
+    pub fn writes(&self) -> watch::Receiver<u64> {
+        self.writes.clone()
     }
 
     /// Runs `write` in a transaction and answers once that transaction is

@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postgres::error::SqlState;
-use tokio::sync::mpsc;
+use postgres::fallible_iterator::FallibleIterator;
+use tokio::sync::{mpsc, watch};
 
 use crate::{run_each, Conn, Failure, Job, Location, OpenError, Read, Settings, MIGRATIONS_POSTGRES};
 
@@ -35,6 +36,7 @@ pub(crate) fn start(
     settings: &Settings,
     jobs: mpsc::Receiver<Box<dyn Job>>,
     reads: mpsc::Receiver<Read>,
+    wrote: watch::Sender<u64>,
 ) -> Result<(), OpenError> {
     let location = Location::Postgres(url.to_string());
     let fail = |source| OpenError::Postgres { location: location.clone(), source };
@@ -66,6 +68,11 @@ pub(crate) fn start(
             .spawn(move || write_loop(connector, conn, &jobs, retries))
             .map_err(OpenError::Thread)?;
     }
+    let listener = Connector { readers_only: true, ..connector.clone() };
+    std::thread::Builder::new()
+        .name("store-listener".into())
+        .spawn(move || listen(&listener, &wrote))
+        .map_err(OpenError::Thread)?;
     let reads = Arc::new(Mutex::new(reads));
     for _ in 0..settings.readers.max(1) {
         let connector = Connector { readers_only: true, ..connector.clone() };
@@ -127,8 +134,9 @@ fn write_loop(connector: Connector, mut conn: Option<Conn>, jobs: &Mutex<mpsc::R
 fn run_serializable(conn: &Conn, job: &mut dyn Job, retries: u32) -> Result<(), Failure> {
     let mut tries = 0;
     loop {
+        // The notice goes out on commit, to every replica listening.
         let outcome = conn.batch("BEGIN ISOLATION LEVEL SERIALIZABLE").and_then(|()| match job.run(conn) {
-            Ok(()) => conn.batch("COMMIT"),
+            Ok(()) => conn.batch(&format!("NOTIFY {WRITES}; COMMIT")),
             Err(failure) => Err(failure),
         });
         let Err(failure) = outcome else { return Ok(()) };
@@ -159,6 +167,44 @@ fn pause(n: u32) -> Duration {
     let ceiling_us = 200u64 << n.min(8);
     let random = u64::from_le_bytes(crate::random::<8>());
     Duration::from_micros(random % ceiling_us)
+}
+
+/// The channel each committed write notifies (`NOTIFY`, sent by
+/// PostgreSQL on commit) and every api sharing the store listens on.
+const WRITES: &str = "almanac_writes";
+
+/// How long the listener waits for a notice before it looks whether the
+/// store is still open.
+const LISTEN_TICK: Duration = Duration::from_millis(500);
+
+/// The listener thread: counts the notices of committed writes into
+/// `wrote`, until the store is dropped. A connection that breaks is opened
+/// again (a try each `LISTEN_TICK` at most), and the count moves once more
+/// then, for what may have been written meanwhile.
+fn listen(connector: &Connector, wrote: &watch::Sender<u64>) {
+    while !wrote.is_closed() {
+        let mut client = match connector
+            .connect()
+            .and_then(|mut c| c.batch_execute(&format!("LISTEN {WRITES}")).map(|()| c))
+        {
+            Ok(client) => client,
+            Err(e) => {
+                tracing::warn!(error = %describe(&e), "the live store's notices cannot be listened to; trying again");
+                std::thread::sleep(LISTEN_TICK);
+                continue;
+            }
+        };
+        wrote.send_modify(|n| *n += 1);
+        while !wrote.is_closed() && !client.is_closed() {
+            let mut notices = client.notifications();
+            let mut waiting = notices.timeout_iter(LISTEN_TICK);
+            // Each notice at once; none for a tick, or a broken
+            // connection, ends the round.
+            while let Ok(Some(_)) = waiting.next() {
+                wrote.send_modify(|n| *n += 1);
+            }
+        }
+    }
 }
 
 /// One reader thread.

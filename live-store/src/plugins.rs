@@ -331,18 +331,16 @@ pub fn by_digest(conn: &Conn, digest: &str) -> Result<Vec<(String, serde_json::V
 /// How `account` proved itself, if it did: an agent whose ownership it
 /// proved and still holds (`uaid`, method).
 pub fn publisher_proof(conn: &Conn, account: &str) -> Result<Option<(String, String)>, Failure> {
-    conn
-        .query_row(
-            "SELECT uaid, method FROM ownerships WHERE owner_id = ?1 AND state = 'verified' ORDER BY verified_at LIMIT 1",
-            [account],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
+    conn.query_row(
+        "SELECT uaid, method FROM ownerships WHERE owner_id = ?1 AND state = 'verified' ORDER BY verified_at LIMIT 1",
+        [account],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
 }
 
 /// The account that holds `repository`'s plugins, if one does.
 pub fn repository_owner(conn: &Conn, repository: &str) -> Result<Option<String>, Failure> {
-    conn
-        .query_row("SELECT account FROM plugin_repositories WHERE repository = ?1", [repository], |r| r.get(0))
+    conn.query_row("SELECT account FROM plugin_repositories WHERE repository = ?1", [repository], |r| r.get(0))
         .optional()
 }

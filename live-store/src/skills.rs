@@ -240,26 +240,25 @@ pub fn insert_quote(conn: &Conn, q: &Quote) -> Result<(), Failure> {
 }
 
 pub fn quote(conn: &Conn, id: &str) -> Result<Option<Quote>, Failure> {
-    conn
-        .query_row(
-            "SELECT id, account, package_hash, name, version, credits, usd_cents, created_at, expires_at
+    conn.query_row(
+        "SELECT id, account, package_hash, name, version, credits, usd_cents, created_at, expires_at
              FROM skill_quotes WHERE id = ?1",
-            [id],
-            |r| {
-                Ok(Quote {
-                    id: r.get(0)?,
-                    account: r.get(1)?,
-                    package_hash: r.get(2)?,
-                    name: r.get(3)?,
-                    version: r.get(4)?,
-                    credits: r.get(5)?,
-                    usd_cents: r.get(6)?,
-                    created_at: r.get(7)?,
-                    expires_at: r.get(8)?,
-                })
-            },
-        )
-        .optional()
+        [id],
+        |r| {
+            Ok(Quote {
+                id: r.get(0)?,
+                account: r.get(1)?,
+                package_hash: r.get(2)?,
+                name: r.get(3)?,
+                version: r.get(4)?,
+                credits: r.get(5)?,
+                usd_cents: r.get(6)?,
+                created_at: r.get(7)?,
+                expires_at: r.get(8)?,
+            })
+        },
+    )
+    .optional()
 }
 
 /// A publish job: one version of a skill.

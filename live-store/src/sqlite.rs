@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::{run_each, Conn, Failure, Job, Location, OpenError, Read, Settings, MIGRATIONS};
 
@@ -16,6 +16,7 @@ pub(crate) fn start(
     settings: &Settings,
     jobs: mpsc::Receiver<Box<dyn Job>>,
     reads: mpsc::Receiver<Read>,
+    wrote: watch::Sender<u64>,
 ) -> Result<(), OpenError> {
     let fail = |source| OpenError::Sqlite { path: path.to_path_buf(), source };
     let mut conn = Connection::open(path).map_err(fail)?;
@@ -33,7 +34,7 @@ pub(crate) fn start(
     let max_batch = settings.max_batch.max(1);
     std::thread::Builder::new()
         .name("store-writer".into())
-        .spawn(move || write_loop(Conn::sqlite(conn), jobs, max_batch))
+        .spawn(move || write_loop(Conn::sqlite(conn), jobs, max_batch, &wrote))
         .map_err(OpenError::Thread)?;
     Ok(())
 }
@@ -98,8 +99,9 @@ fn savepoint(conn: &Conn, job: &mut dyn Job) -> Result<(), Failure> {
 }
 
 /// The writer thread: takes the jobs waiting (at most `max_batch`), runs
-/// them in one transaction, commits, then tells each job's caller.
-fn write_loop(conn: Conn, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_batch: usize) {
+/// them in one transaction, commits, then tells each job's caller and the
+/// store's followers (`wrote`).
+fn write_loop(conn: Conn, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_batch: usize, wrote: &watch::Sender<u64>) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = jobs.blocking_recv() {
         batch.push(first);
@@ -115,9 +117,12 @@ fn write_loop(conn: Conn, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_batch: usi
             }
             Err(e) => Err(e),
         };
-        if let Err(failure) = &outcome {
-            let _ = conn.batch("ROLLBACK");
-            tracing::error!(error = %failure, "a live store transaction failed");
+        match &outcome {
+            Ok(()) => wrote.send_modify(|n| *n += 1),
+            Err(failure) => {
+                let _ = conn.batch("ROLLBACK");
+                tracing::error!(error = %failure, "a live store transaction failed");
+            }
         }
         for job in batch.drain(..) {
             job.finish(outcome.clone());

@@ -188,3 +188,29 @@ fn opening_twice_migrates_once_and_keeps_the_data() {
 fn both_dialects_have_every_step() {
     assert_eq!(MIGRATIONS.len(), MIGRATIONS_POSTGRES.len());
 }
+
+/// Stores sharing one PostgreSQL database (replicas) hear each other's
+/// writes: what they follow the store by, instead of polling it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_one_replica_is_heard_by_the_other() {
+    let (_scratch, at) = location(Dialect::Postgres, "notices");
+    let one = Store::open(at.clone(), Settings::default()).unwrap();
+    let other = Store::open(at, Settings::default()).unwrap();
+    let mut heard = other.writes();
+    heard.borrow_and_update();
+    // The listener's first connection counts once; wait for a write's.
+    post(&one, change("0.0.4", Kind::Grant, 5, "g")).await;
+    loop {
+        tokio::time::timeout(std::time::Duration::from_secs(10), heard.changed()).await.unwrap().unwrap();
+        if other.read(|conn| credits::balance(conn, "0.0.4")).await.unwrap() == 5 {
+            break;
+        }
+    }
+    // And a store on SQLite hears its own.
+    let (_folder, file) = location(Dialect::Sqlite, "notices");
+    let alone = Store::open(file, Settings::default()).unwrap();
+    let mut own = alone.writes();
+    own.borrow_and_update();
+    post(&alone, change("0.0.4", Kind::Grant, 1, "g")).await;
+    assert!(own.has_changed().unwrap());
+}

@@ -109,14 +109,13 @@ fn challenge_row(r: &Row<'_>) -> Result<Challenge, Failure> {
 }
 
 pub fn challenge(conn: &Conn, id: &str) -> Result<Option<Challenge>, Failure> {
-    conn
-        .query_row(
-            "SELECT id, uaid, account, chain, code, created_at, expires_at, used_at, method, message
+    conn.query_row(
+        "SELECT id, uaid, account, chain, code, created_at, expires_at, used_at, method, message
              FROM verification_challenges WHERE id = ?1",
-            [id],
-            challenge_row,
-        )
-        .optional()
+        [id],
+        challenge_row,
+    )
+    .optional()
 }
 
 /// Records why an attempt with challenge `id` did not prove ownership.

@@ -234,11 +234,15 @@ pub fn with_store<T: Send>(data: &Path, f: impl FnOnce(&live_store::Conn) -> T +
     })
 }
 
-/// The api's `--store` as an environment variable, on PostgreSQL.
-fn store_for(data: &Path) -> Option<(&'static str, String)> {
+/// The api's `--store` as an environment variable, on PostgreSQL, with a
+/// short lease of the background duties: an api killed and started again
+/// by a test takes them back within half a second.
+fn store_for(data: &Path) -> Vec<(&'static str, String)> {
     match store_location(data) {
-        live_store::Location::Postgres(url) => Some(("ALMANAC_STORE", url)),
-        live_store::Location::File(_) => None,
+        live_store::Location::Postgres(url) => {
+            vec![("ALMANAC_STORE", url), ("ALMANAC_DUTIES_LEASE_MS", "500".to_string())]
+        }
+        live_store::Location::File(_) => Vec::new(),
     }
 }
 

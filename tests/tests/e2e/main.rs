@@ -30,6 +30,7 @@ mod pages;
 mod plugin_scanner;
 mod plugins;
 mod publish;
+mod replicas;
 mod route_table;
 mod secrets;
 mod secrets_chain;

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use crate::store::Conn as Connection;
+use crate::store::Conn;
 use broker_model::availability::{settle, Measurement};
 use broker_model::ownership::{self, Ownership};
 use broker_model::Agent;
@@ -20,7 +20,7 @@ use crate::store::{Failure, Store};
 use search::segments::Change;
 
 /// `uaid`'s ownership as the store holds it, if one was ever proven.
-fn owned(conn: &Connection, uaid: &str) -> Result<Option<Ownership>, Failure> {
+fn owned(conn: &Conn, uaid: &str) -> Result<Option<Ownership>, Failure> {
     Ok(verification::of(conn, uaid)?.map(|held| held.ownership))
 }
 
@@ -99,10 +99,66 @@ pub async fn overlay_after(
     held: i64,
     shown: &super::Shown,
 ) -> Result<Vec<Change>, Failure> {
-    let room = shown.room(held);
+    changes_since(store, build, held, held, Measurements::Followed, shown).await
+}
+
+/// Whose measurements a reading of the store's changes shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Measurements {
+    /// Every one stored (each counts against the live bound, `Shown`).
+    Followed,
+    /// None: this api made them and showed them as it did.
+    Own,
+}
+
+/// What was stored after `since` (by another api sharing the store),
+/// applied to the overlay over the build this api serves: answers the
+/// newest `seq` applied (`since` when there was none, or the store could
+/// not be read: the next round reads it again).
+pub async fn follow(app: &crate::app::App, since: i64) -> i64 {
+    let build = app.live.get().as_ref().and_then(|b| b.broker.clone());
+    let held = build.as_ref().map_or(0, |broker| broker.journal_seq);
+    let since = since.max(held);
+    // The holder of the duties checks availability and shows its own
+    // measurements as it makes them; the others follow them.
+    let measurements = match app.replicas.holds_duties() {
+        true => Measurements::Own,
+        false => Measurements::Followed,
+    };
+    match changes_since(&app.store, build.as_deref(), held, since, measurements, &app.availability_shown).await {
+        Ok(changes) => {
+            let newest = changes.iter().map(|(seq, _, _)| *seq).max().unwrap_or(since).max(since);
+            if app.overlay_writer.apply(changes).await.is_err() {
+                tracing::error!("the live overlay cannot be changed; another api's changes stay hidden");
+                return since;
+            }
+            newest
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "another api's changes cannot be read yet");
+            since
+        }
+    }
+}
+
+/// [`overlay_after`] for what was stored after `since` (at or past the
+/// build's journal point `held`, which bounds what `shown` lets through).
+async fn changes_since(
+    store: &Store,
+    build: Option<&Agents>,
+    held: i64,
+    since: i64,
+    measurements: Measurements,
+    shown: &super::Shown,
+) -> Result<Vec<Change>, Failure> {
+    debug_assert!(since >= held, "nothing the build holds is followed");
+    let room = match measurements {
+        Measurements::Followed => shown.room(held),
+        Measurements::Own => 0,
+    };
     let (registrations, owned_since, measured) = store
         .read(move |conn| {
-            let registrations = crate::store::registry::changes_after(conn, held)?;
+            let registrations = crate::store::registry::changes_after(conn, since)?;
             let mut of_registrations = Vec::new();
             for (_, uaid, agent) in &registrations {
                 of_registrations.push(match agent {
@@ -110,9 +166,12 @@ pub async fn overlay_after(
                     None => (None, None),
                 });
             }
-            let owned_since = verification::changed_after(conn, held)?;
+            let owned_since = verification::changed_after(conn, since)?;
             // Enough to find `room` about agents not registered since.
-            let measured = stored::shown_after(conn, held, room.saturating_add(registrations.len()))?;
+            let measured = match measurements {
+                Measurements::Followed => stored::shown_after(conn, since, room.saturating_add(registrations.len()))?,
+                Measurements::Own => Vec::new(),
+            };
             Ok((registrations.into_iter().zip(of_registrations).collect::<Vec<_>>(), owned_since, measured))
         })
         .await?;
