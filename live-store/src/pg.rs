@@ -7,8 +7,10 @@
 //! replicas: PostgreSQL aborts a transaction that could not have run in
 //! some serial order with the others (SQLSTATE 40001, or a deadlock,
 //! 40P01), and the writer runs it again after a short randomized pause,
-//! up to [`Settings::retries`] times. A balance, for instance, is checked
-//! and spent in one step whatever replica posts the debit; the `CHECK
+//! up to [`Settings::retries`] times; from its third run on, alone (see
+//! [`ALONE_AFTER`]), so that writes of one hot row (debits of one account
+//! from every replica) all end. A balance, for instance, is checked and
+//! spent in one step whatever replica posts the debit; the `CHECK
 //! (balance >= 0)` of the schema stands behind it.
 //!
 //! A connection that breaks fails the job it was running (its transaction
@@ -134,15 +136,26 @@ fn write_loop(connector: Connector, mut conn: Option<Conn>, jobs: &Mutex<mpsc::R
 fn run_serializable(conn: &Conn, job: &mut dyn Job, retries: u32) -> Result<(), Failure> {
     let mut tries = 0;
     loop {
-        // The notice goes out on commit, to every replica listening.
+        let turn = match tries < ALONE_AFTER {
+            true => Turn::Shared,
+            false => Turn::Alone,
+        };
+        let (lock, unlock) = turn.functions();
+        // The lock is the session's, taken on its own before the
+        // transaction begins (a statement in the same string would take
+        // the transaction's snapshot before the lock is granted): a write
+        // run alone sees every write that ran before it. The notice goes
+        // out on commit, to every replica listening.
+        conn.batch(&format!("SELECT {lock}({WRITERS})"))?;
         let outcome = conn.batch("BEGIN ISOLATION LEVEL SERIALIZABLE").and_then(|()| match job.run(conn) {
-            Ok(()) => conn.batch(&format!("NOTIFY {WRITES}; COMMIT")),
+            Ok(()) => conn.batch(&format!("NOTIFY {WRITES}; COMMIT; SELECT {unlock}({WRITERS})")),
             Err(failure) => Err(failure),
         });
         let Err(failure) = outcome else { return Ok(()) };
         // A failed statement left the transaction aborted; a failed
-        // COMMIT ended it. Either way nothing of it stays.
-        let _ = conn.batch("ROLLBACK");
+        // COMMIT ended it. Either way nothing of it stays. (A broken
+        // connection took its lock with it.)
+        let _ = conn.batch(&format!("ROLLBACK; SELECT {unlock}({WRITERS})"));
         if !collided(&failure) {
             return Err(failure);
         }
@@ -151,6 +164,35 @@ fn run_serializable(conn: &Conn, job: &mut dyn Job, retries: u32) -> Result<(), 
         }
         tries += 1;
         std::thread::sleep(pause(tries));
+    }
+}
+
+/// The advisory lock every write holds while it runs: shared by writes
+/// that run side by side, exclusive for a write that runs alone.
+const WRITERS: i64 = 0x616c_6d61_6e61_6301; // "almanac\x01"
+
+/// How many times a write runs beside others before it runs alone: one
+/// that keeps colliding (many debits of one account at once, from any
+/// replica) then waits for the writes in flight, keeps new ones waiting
+/// behind it, and cannot collide. Contention thus costs a turn alone per
+/// write at worst, as SQLite's single writer does, instead of retries
+/// without end.
+const ALONE_AFTER: u32 = 2;
+
+/// How a write holds [`WRITERS`].
+#[derive(Clone, Copy)]
+enum Turn {
+    Shared,
+    Alone,
+}
+
+impl Turn {
+    /// The functions that take and give back the lock.
+    fn functions(self) -> (&'static str, &'static str) {
+        match self {
+            Turn::Shared => ("pg_advisory_lock_shared", "pg_advisory_unlock_shared"),
+            Turn::Alone => ("pg_advisory_lock", "pg_advisory_unlock"),
+        }
     }
 }
 

@@ -214,3 +214,37 @@ async fn a_write_through_one_replica_is_heard_by_the_other() {
     post(&alone, change("0.0.4", Kind::Grant, 1, "g")).await;
     assert!(own.has_changed().unwrap());
 }
+
+/// Two stores on one PostgreSQL database (two api replicas): debits of one
+/// account posted through both at once spend exactly the balance, each
+/// once, whatever order the database ran them in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn debits_through_two_replicas_spend_exactly_the_balance() {
+    let (_scratch, at) = location(Dialect::Postgres, "replica_debits");
+    let replicas =
+        [Store::open(at.clone(), Settings::default()).unwrap(), Store::open(at, Settings::default()).unwrap()];
+    let (debits, granted) = (10_000, 7_500);
+    post(&replicas[0], change("0.0.5", Kind::Grant, granted, "g")).await;
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..debits)
+        .map(|i| {
+            let store = replicas[i % 2].clone();
+            tokio::spawn(async move { post(&store, change("0.0.5", Kind::Debit, 1, &format!("d{i}"))).await })
+        })
+        .collect();
+    let mut done = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Posted::Done { replayed: false, .. } => done += 1,
+            Posted::Short { balance: 0, shortfall: 1 } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    eprintln!("{debits} debits through two replicas in {:?}", started.elapsed());
+    assert_eq!(done, granted);
+    let (balance, sum) = replicas[1]
+        .read(|conn| Ok((credits::balance(conn, "0.0.5")?, credits::ledger_sum(conn, "0.0.5")?)))
+        .await
+        .unwrap();
+    assert_eq!((balance, sum), (0, 0));
+}
