@@ -1,10 +1,13 @@
-//! Two api replicas sharing one live store on PostgreSQL, each with a
-//! data folder of its own: what one stores the other answers, a write
-//! through one is followed by the other, and the background duties run on
-//! one at a time and move when it dies.
+//! Two api replicas sharing one live store on PostgreSQL: what one stores
+//! the other answers (keys, chat sessions), a write through one is
+//! followed by the other, a build published while both serve is picked up
+//! by each with no failed request, and the background duties run on one
+//! at a time and move when it dies.
 
 use std::time::Duration;
 
+use serde_json::json;
+use tests::agents::{Agent, Kind};
 use tests::live::{register, Broker};
 use tests::process::Api;
 use tests::TempDir;
@@ -12,17 +15,16 @@ use tests::TempDir;
 /// The lease of the duties in these tests: short, so a takeover is quick.
 const LEASE_MS: &str = "600";
 
+/// `f` with a connection to the store at `url` (on a thread of its own:
+/// the client runs a runtime of its own).
+fn with_store<T: Send>(url: &str, f: impl FnOnce(&live_store::Conn) -> T + Send) -> T {
+    let location = live_store::Location::Postgres(url.to_string());
+    std::thread::scope(|s| s.spawn(|| f(&live_store::Conn::open(&location).unwrap())).join().unwrap())
+}
+
 /// Who holds the duties' lease, read from the store.
 fn duties_holder(url: &str) -> Option<String> {
-    let location = live_store::Location::Postgres(url.to_string());
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let conn = live_store::Conn::open(&location).unwrap();
-            live_store::leases::holder(&conn, "duties").unwrap().map(|(holder, _)| holder)
-        })
-        .join()
-        .unwrap()
-    })
+    with_store(url, |conn| live_store::leases::holder(conn, "duties").unwrap().map(|(holder, _)| holder))
 }
 
 /// The lines of the journal files in `folder`.
@@ -41,9 +43,11 @@ async fn two_apis_share_one_store_follow_each_other_and_hand_the_duties_over() {
         .unwrap()
         .unwrap();
     // The agents registered live on a closed loopback port the gate allows
-    // (nothing calls them: availability checks are off in the tests).
+    // (nothing calls them: availability checks are off in the tests), but
+    // for one that answers chat.
     let agents = "http://127.0.0.1:9";
-    let allowed = tests::allowing(&[agents]);
+    let echo = Agent::start(Kind::Echo).await;
+    let allowed = tests::allowing(&[agents, &echo.url()]);
     let flags = ["--store", url.as_str(), "--duties-lease-ms", LEASE_MS, "--egress-allow", allowed.as_str()];
     let one = Broker::start("replicas-one", &flags);
     // The same build (its files and snapshots: a shared folder, until
@@ -76,6 +80,24 @@ async fn two_apis_share_one_store_follow_each_other_and_hand_the_duties_over() {
     let (status, agent) = other.send("GET", &format!("/api/v1/agents/{}", encode(&uaid)), None, None).await;
     assert_eq!((status, agent["agent"]["uaid"].as_str()), (200, Some(uaid.as_str())), "{agent}");
 
+    // A chat session opened through one is its owner's through the other:
+    // a turn said there is relayed, and the history holds both turns'
+    // messages whichever api is asked.
+    let talker = register(&one, &key, "Echo Across", "a2a", &echo.url()).await;
+    let (status, session) = one.send("POST", "/api/v1/chat/session", Some(&key), Some(json!({"uaid": talker}))).await;
+    assert_eq!(status, 200, "{session}");
+    let id = session["sessionId"].as_str().unwrap();
+    for (api, said) in [(&other, "across the replicas"), (&one, "and back again")] {
+        let body = json!({"sessionId": id, "message": said});
+        let (status, reply) = api.send("POST", "/api/v1/chat/message", Some(&key), Some(body)).await;
+        assert_eq!(status, 200, "{reply}");
+        assert!(reply.to_string().contains(said), "{reply}");
+    }
+    let history = format!("/api/v1/chat/session/{id}/history");
+    let (status, held) = other.send("GET", &history, Some(&key), None).await;
+    assert_eq!((status, held["history"].as_array().map(Vec::len)), (200, Some(4)), "{held}");
+    assert_eq!(one.send("GET", &history, Some(&key), None).await.1["history"], held["history"]);
+
     // One of them holds the duties: its journal has the registration, the
     // other's journal nothing.
     tests::wait::until("the registration journaled", 100, Duration::from_millis(50), async || {
@@ -86,6 +108,49 @@ async fn two_apis_share_one_store_follow_each_other_and_hand_the_duties_over() {
     let holding = if journaled(&journals[0]) > 0 { 0 } else { 1 };
     assert_eq!(journaled(&journals[1 - holding]), 0, "only the holder of the duties writes the journal");
     let first_holder = duties_holder(&url).expect("the duties' lease is held");
+
+    // A build published while both serve: each picks it up, and no request
+    // to either fails meanwhile.
+    let asking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let askers: Vec<_> = apis
+        .iter()
+        .map(|api| api.api.url("/api/v1/search?q=agent&limit=5"))
+        .map(|url| {
+            let (asking, client) = (asking.clone(), tests::unpooled_client());
+            tokio::spawn(async move {
+                let (mut answered, mut failed) = (0, 0);
+                while asking.load(std::sync::atomic::Ordering::Relaxed) {
+                    match client.get(&url).send().await {
+                        Ok(response) if response.status() == 200 => answered += 1,
+                        _ => failed += 1,
+                    }
+                }
+                (answered, failed)
+            })
+        })
+        .collect();
+    let before = std::fs::read_link(apis[0].site.join("current")).unwrap();
+    // The holder's journal has the registrations: the build is a new one.
+    tests::wait::until("the outbox journaled", 100, Duration::from_millis(50), async || {
+        with_store(&url, |conn| conn.query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get::<_, i64>(0)).unwrap()) == 0
+    })
+    .await;
+    let sources = [Broker::sources(), vec!["--journal-dir".into(), journals[holding].display().to_string()]].concat();
+    tests::process::build(&apis[0].site, &apis[0].data, &tests::strs(&sources));
+    let current = std::fs::read_link(apis[0].site.join("current")).unwrap();
+    assert_ne!(current, before, "a new build");
+    let build = json!(current.file_name().unwrap().to_string_lossy());
+    for api in &apis {
+        tests::wait::until("each api serving the new build", 200, Duration::from_millis(50), async || {
+            api.send("GET", "/health", None, None).await.1["build"] == build
+        })
+        .await;
+    }
+    asking.store(false, std::sync::atomic::Ordering::Relaxed);
+    for asker in askers {
+        let (answered, failed) = asker.await.unwrap();
+        assert!(answered > 0 && failed == 0, "{answered} answered, {failed} failed across the swap");
+    }
 
     // The holder dies: within about a lease the other holds the duties
     // and journals what is registered next.
