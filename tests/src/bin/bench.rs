@@ -80,7 +80,8 @@ fn main() -> Result<()> {
         Some("slow") => slow(&args[1], args[2].parse()?, args[3].parse()?, args[4].parse()?),
         Some("debits") => debits(Path::new(&args[1]), args.get(2).map_or(Ok(5), |s| s.parse())?),
         Some("signin") => signin(&args[1], args.get(2).map_or(Ok(5), |s| s.parse())?),
-        Some("register") => register(&args[1], Path::new(&args[2]), args[3].parse()?),
+        Some("register") => register(&[args[1].clone()], &live_store::Location::parse(&args[2]), args[3].parse()?),
+        Some("replicas") => replicas(Path::new(&args[1]), Path::new(&args[2]), args[3].parse()?, args[4].parse()?),
         Some("journal") => journal(Path::new(&args[1]), Path::new(&args[2]), args[3].parse()?),
         Some("chat") => chat(&args[1], args.get(2).map_or(Ok(2_000), |n| n.parse())?),
         Some("streams") => streams(&args[1], args[2].parse()?, args[3].parse()?),
@@ -88,7 +89,8 @@ fn main() -> Result<()> {
             "usage: bench ingest DIR [RUNS] | bench mirror DIR LATENCY_MS PORT_FILE | bench dns PORT_FILE | bench text [AGENTS] \
              | bench search SEARCH_DIR [QUERIES] [OVERLAY] | bench folder AGENTS SEARCH_DIR \
              | bench slow ADDR IDLE TRICKLE SECONDS | bench debits DIR [SECONDS] | bench signin BASE [SECONDS] \
-             | bench register BASE STORE AGENTS | bench journal AGENTS_JSONL JOURNAL_DIR CHANGES \
+             | bench register BASE STORE AGENTS | bench replicas SITE DATA AGENTS PROBES \
+             | bench journal AGENTS_JSONL JOURNAL_DIR CHANGES \
              | bench chat BASE [MESSAGES] | bench streams BASE API_PID STREAMS | bench availability DIR [AGENTS]"
         ),
     }
@@ -696,12 +698,16 @@ fn journal(source: &Path, dir: &Path, changes: usize) -> Result<()> {
     Ok(())
 }
 
-fn register(base: &str, store: &Path, agents: usize) -> Result<()> {
+/// Registers `agents` agents over HTTP, 32 clients spread over the apis
+/// at `bases` (which share the store at `store`, where the account is
+/// granted its credits first).
+fn register(bases: &[String], store: &live_store::Location, agents: usize) -> Result<()> {
     use api::store::credits::{self, Change, Kind};
     use api::store::{Settings, Store};
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let account = "0.0.1001";
+    let base = &bases[0];
     let args = api::auth::login::LoginArgs {
         base: base.to_string(),
         account: account.into(),
@@ -710,7 +716,7 @@ fn register(base: &str, store: &Path, agents: usize) -> Result<()> {
     };
     let http = http_client::client();
     let key = runtime.block_on(async {
-        let store = Store::open(store, Settings::default())?;
+        let store = Store::open(store.clone(), Settings::default())?;
         let grant = Change {
             account: account.into(),
             kind: Kind::Grant,
@@ -739,7 +745,8 @@ fn register(base: &str, store: &Path, agents: usize) -> Result<()> {
     let bodies = std::sync::Arc::new(std::sync::Mutex::new(bodies));
     let started = Instant::now();
     let tasks: Vec<_> = (0..32)
-        .map(|_| {
+        .map(|client| {
+            let base = &bases[client % bases.len()];
             let (http, bodies, key, url) =
                 (http.clone(), bodies.clone(), key.clone(), format!("{base}/api/v1/register"));
             runtime.spawn(async move {
@@ -763,13 +770,114 @@ fn register(base: &str, store: &Path, agents: usize) -> Result<()> {
     times.sort();
     let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
     println!(
-        "registrations over HTTP (32 clients): {agents} in {:.1} s, {:.0}/s, latency p50 {:.1} ms p99 {:.1} ms",
+        "registrations over HTTP (32 clients, {} api{}): {agents} in {:.1} s, {:.0}/s, latency p50 {:.1} ms p99 {:.1} ms",
+        bases.len(),
+        if bases.len() == 1 { "" } else { "s" },
         elapsed.as_secs_f64(),
         agents as f64 / elapsed.as_secs_f64(),
         at(0.5).as_secs_f64() * 1e3,
         at(0.99).as_secs_f64() * 1e3
     );
     Ok(())
+}
+
+/// Two apis on the build in `site` and `data` sharing a live store in a
+/// throwaway PostgreSQL cluster (synced, as a deployment runs it):
+/// registrations over HTTP through both, then how long an agent
+/// registered through one takes to be found through the other (`probes`
+/// times each way: register, then search the other until it answers).
+fn replicas(site: &Path, data: &Path, agents: usize, probes: usize) -> Result<()> {
+    let cluster = pg_scratch::Cluster::start(pg_scratch::Durability::Synced)?;
+    let url = cluster.create_database("bench")?;
+    let journals = tests::TempDir::new("bench-replicas");
+    let mut apis = Vec::new();
+    for n in 0..2 {
+        let journal = journals.path().join(format!("journal-{n}"));
+        apis.push(start_api(site, data, &["--store", &url, "--journal-dir", journal.to_str().context("a path")?])?);
+    }
+    let bases: Vec<String> = apis.iter().map(|(_, base)| base.clone()).collect();
+    register(&bases, &live_store::Location::Postgres(url.clone()), agents)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let http = http_client::client();
+    let args = api::auth::login::LoginArgs {
+        base: bases[0].clone(),
+        account: "0.0.1001".into(),
+        network: "testnet".into(),
+        keys: None,
+    };
+    let mut delays = runtime.block_on(async {
+        let signing = api::auth::login::key(&args)?;
+        let verified = api::auth::login::login(&http, &args, &signing).await?;
+        let key = verified["key"].as_str().context("the sign-in gave no key")?.to_string();
+        let mut delays = Vec::new();
+        for probe in 0..probes * 2 {
+            let (through, seen_at) = (&bases[probe % 2], &bases[1 - probe % 2]);
+            let word = format!("probe{}x{probe}", std::process::id());
+            let body = serde_json::json!({
+                "profile": {"version": "1.0", "type": 1, "display_name": format!("Visibility {word}"),
+                            "bio": "a probe", "aiAgent": {"type": 1, "model": "gpt-4o", "capabilities": [0]}},
+                "endpoint": format!("https://{word}.example/a2a"),
+                "communicationProtocol": "a2a",
+            });
+            let response =
+                http.post(format!("{through}/api/v1/register")).header("x-api-key", &key).json(&body).send().await?;
+            anyhow::ensure!(response.status() == 200, "{}: {}", response.status(), response.text().await?);
+            let registered = Instant::now();
+            let search = format!("{seen_at}/api/v1/search?q={word}");
+            loop {
+                let found: serde_json::Value = http.get(&search).send().await?.json().await?;
+                if found["total"].as_u64().unwrap_or(0) > 0 {
+                    break;
+                }
+                anyhow::ensure!(registered.elapsed() < Duration::from_secs(30), "{word} was never found");
+            }
+            delays.push(registered.elapsed());
+        }
+        Ok::<_, anyhow::Error>(delays)
+    })?;
+    delays.sort();
+    let at = |q: f64| delays[((delays.len() as f64 * q) as usize).min(delays.len() - 1)].as_secs_f64() * 1e3;
+    println!(
+        "cross-replica visibility ({} probes, each way): an agent registered through one api is found through the other after p50 {:.1} ms, p99 {:.1} ms, at most {:.1} ms",
+        probes,
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+    for (mut child, _) in apis {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    cluster.stop();
+    Ok(())
+}
+
+/// Starts the api beside this binary on the build in `site` and `data`,
+/// on a port the system picks: the process and its base URL.
+fn start_api(site: &Path, data: &Path, flags: &[&str]) -> Result<(std::process::Child, String)> {
+    use std::io::{BufRead, BufReader};
+    let api = std::env::current_exe()?.with_file_name("api");
+    let mut child = std::process::Command::new(api)
+        .args(["--bind", "127.0.0.1:0", "--site-dir"])
+        .arg(site)
+        .arg("--data-dir")
+        .arg(data)
+        .args(flags)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().context("a piped stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let base = loop {
+        let line = lines.next().context("the api ended before it listened")??;
+        if let Some(addr) = line.strip_prefix("api listening on ") {
+            break addr.to_string();
+        }
+    };
+    // The rest of its output is read away, so the pipe never fills.
+    std::thread::spawn(move || lines.for_each(drop));
+    Ok((child, base))
 }
 
 /// Runs `clients` clients until `seconds` have passed, each doing `op`
