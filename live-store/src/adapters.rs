@@ -64,13 +64,13 @@ pub fn category_outcome(held: Option<Category>, wanted: &Category) -> Option<Cre
 pub fn after(conn: &Conn, seq: i64) -> Result<(Vec<Category>, Vec<RegistryEntry>), Failure> {
     let mut categories = Vec::new();
     for text in conn.query_map("SELECT category FROM adapter_categories WHERE seq > ?1 ORDER BY seq", [seq], |r| {
-        r.get::<_, String>(0)
+        r.get::<String>(0)
     })? {
         categories.push(parse("a stored category", &text)?);
     }
     let mut adapters = Vec::new();
-    for text in conn
-        .query_map("SELECT entry FROM adapter_entries WHERE seq > ?1 ORDER BY seq", [seq], |r| r.get::<_, String>(0))?
+    for text in
+        conn.query_map("SELECT entry FROM adapter_entries WHERE seq > ?1 ORDER BY seq", [seq], |r| r.get::<String>(0))?
     {
         adapters.push(parse("a stored adapter", &text)?);
     }

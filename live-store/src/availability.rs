@@ -160,8 +160,8 @@ fn shown(r: &Row<'_>) -> Result<(i64, Measurement), Failure> {
         endpoint: r.get(1)?,
         status: super::closed(r, 2)?,
         checked_at: rfc3339(r.get(3)?),
-        last_seen: r.get::<_, Option<i64>>(4)?.map(rfc3339),
-        latency_ms: r.get::<_, Option<i64>>(5)?.map(|ms| ms.max(0) as u64),
+        last_seen: r.get::<Option<i64>>(4)?.map(rfc3339),
+        latency_ms: r.get::<Option<i64>>(5)?.map(|ms| ms.max(0) as u64),
         uptime: r.get(6)?,
     };
     Ok((r.get(7)?, measurement))

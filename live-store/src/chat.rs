@@ -287,7 +287,7 @@ pub fn history(conn: &Conn, session: &str, since: i64, limit: usize) -> Result<V
         params![session, since, limit as i64],
         |r| {
             Ok(Message {
-                message_id: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                message_id: r.get::<Option<String>>(0)?.unwrap_or_default(),
                 role: r.get(1)?,
                 content: r.get(2)?,
                 cipher_envelope: r.get(3)?,

@@ -77,7 +77,7 @@ pub fn after(conn: &Conn, uaid: &str, seq: i64) -> Result<Vec<FeedbackEntry>, Fa
     let rows = conn.query_map(
         "SELECT entry FROM agent_feedback WHERE uaid = ?1 AND seq > ?2 ORDER BY seq",
         params![uaid, seq],
-        |r| r.get::<_, String>(0),
+        |r| r.get::<String>(0),
     )?;
     let mut out = Vec::new();
     for text in rows {

@@ -21,7 +21,7 @@ pub fn take(conn: &Conn, name: &str, holder: &str, now: i64, until: i64) -> Resu
              WHERE leases.holder = excluded.holder OR leases.until <= ?4
              RETURNING holder",
             params![name, holder, until, now],
-            |r| r.get::<_, String>(0),
+            |r| r.get::<String>(0),
         )
         .optional()?;
     Ok(held.is_some())

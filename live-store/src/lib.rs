@@ -122,6 +122,21 @@ pub const MIGRATIONS_POSTGRES: &[&str] = &[
     include_str!("schema/postgres/017-leases.sql"),
 ];
 
+/// The steps of `steps` a store at version `found` has yet to take, each
+/// with the version it brings the store to; a store past them all was
+/// written by a newer almanac.
+fn steps_after(
+    steps: &'static [&'static str],
+    found: i64,
+    location: &Location,
+) -> Result<impl Iterator<Item = (i64, &'static str)>, OpenError> {
+    let known = steps.len() as i64;
+    if found > known {
+        return Err(OpenError::Newer { location: location.clone(), found, known });
+    }
+    Ok(steps.iter().copied().zip(1..).skip(found.max(0) as usize).map(|(step, version)| (version, step)))
+}
+
 /// The largest `seq` of some kind of live change stored: a build whose
 /// journal point is at or past it holds them all, so answers need not
 /// look in the store.
@@ -196,7 +211,7 @@ pub enum OpenError {
     Newer { location: Location, found: i64, known: i64 },
     #[error("{path}: {source}")]
     Sqlite { path: PathBuf, source: rusqlite::Error },
-    #[error("{location}: {source}")]
+    #[error("{location}: {}", pg::describe(source))]
     Postgres { location: Location, source: postgres::Error },
     #[error("starting the live store's threads: {0}")]
     Thread(std::io::Error),

@@ -32,7 +32,7 @@ pub fn waiting(conn: &Conn, after: i64, limit: usize) -> Result<Vec<(i64, i64, E
     let rows = conn.query_map(
         "SELECT seq, at, event FROM outbox WHERE seq > ?1 ORDER BY seq LIMIT ?2",
         params![after, limit as i64],
-        |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)),
+        |r| Ok((r.get::<i64>(0)?, r.get::<i64>(1)?, r.get::<String>(2)?)),
     )?;
     rows.into_iter()
         .map(|row| {

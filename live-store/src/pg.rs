@@ -26,7 +26,7 @@ use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use tokio::sync::{mpsc, watch};
 
-use crate::{run_each, Conn, Failure, Job, Location, OpenError, Read, Settings, MIGRATIONS_POSTGRES};
+use crate::{run_each, steps_after, Conn, Failure, Job, Location, OpenError, Read, Settings, MIGRATIONS_POSTGRES};
 
 /// The advisory lock that replicas opening one database at once take
 /// while they migrate it: one migrates, the others then find it done.
@@ -106,7 +106,7 @@ impl Connector {
 
     /// `conn` when it still works, else a new connection in its place.
     fn ensure<'c>(&self, conn: &'c mut Option<Conn>) -> Result<&'c Conn, Failure> {
-        if conn.as_ref().and_then(|c| c.with_postgres(|client| client.is_closed())).unwrap_or(true) {
+        if conn.as_ref().is_none_or(Conn::is_closed) {
             *conn = None;
             *conn = Some(Conn::postgres(self.connect()?));
         }
@@ -279,17 +279,13 @@ fn migrate(client: &mut postgres::Client, location: &Location) -> Result<(), Ope
 fn migrate_locked(client: &mut postgres::Client, location: &Location) -> Result<(), OpenError> {
     let fail = |source| OpenError::Postgres { location: location.clone(), source };
     let found = version(client).map_err(fail)?;
-    let known = MIGRATIONS_POSTGRES.len() as i64;
-    if found > known {
-        return Err(OpenError::Newer { location: location.clone(), found, known });
-    }
-    for (i, step) in MIGRATIONS_POSTGRES.iter().enumerate().skip(found.max(0) as usize) {
+    for (version, step) in steps_after(MIGRATIONS_POSTGRES, found, location)? {
         let mut tx = client.transaction().map_err(fail)?;
         tx.batch_execute(step).map_err(fail)?;
         tx.execute("DELETE FROM almanac_schema", &[]).map_err(fail)?;
-        tx.execute("INSERT INTO almanac_schema (version) VALUES ($1)", &[&(i as i64 + 1)]).map_err(fail)?;
+        tx.execute("INSERT INTO almanac_schema (version) VALUES ($1)", &[&version]).map_err(fail)?;
         tx.commit().map_err(fail)?;
-        tracing::info!(store = %location, version = i + 1, "live store migrated");
+        tracing::info!(store = %location, version, "live store migrated");
     }
     Ok(())
 }

@@ -236,7 +236,7 @@ pub fn listing(conn: &Conn, plugin: Plugin) -> Result<Listing, Failure> {
     };
     let sql = format!("SELECT {summary} FROM plugin_versions WHERE slug = ?1 ORDER BY revision DESC");
     let history = conn
-        .query_map(&sql, [&plugin.slug], |r| r.get::<_, String>(0))?
+        .query_map(&sql, [&plugin.slug], |r| r.get::<String>(0))?
         .into_iter()
         .map(|text| serde_json::from_str(&text).map_err(|e| Failure::Corrupt(format!("plugin {}: {e}", plugin.slug))))
         .collect::<Result<Vec<serde_json::Value>, Failure>>()?;
@@ -304,7 +304,7 @@ pub fn all(conn: &Conn) -> Result<Vec<Plugin>, Failure> {
 /// Every version's record of `slug`, oldest first.
 pub fn versions(conn: &Conn, slug: &str) -> Result<Vec<serde_json::Value>, Failure> {
     let rows = conn.query_map("SELECT record FROM plugin_versions WHERE slug = ?1 ORDER BY revision", [slug], |r| {
-        r.get::<_, String>(0)
+        r.get::<String>(0)
     })?;
     rows.into_iter()
         .map(|text| serde_json::from_str(&text).map_err(|e| Failure::Corrupt(format!("plugin {slug}: {e}"))))
@@ -317,7 +317,7 @@ pub fn by_digest(conn: &Conn, digest: &str) -> Result<Vec<(String, serde_json::V
     let rows = conn.query_map(
         "SELECT slug, record FROM plugin_versions WHERE digest = ?1 ORDER BY imported_at DESC, slug",
         [digest],
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
     )?;
     rows.into_iter()
         .map(|row| {

@@ -387,7 +387,7 @@ pub fn claim_due(conn: &Conn, now: i64, limit: usize) -> Result<Vec<Due>, Failur
                          ORDER BY next_try_at LIMIT ?2)
          RETURNING attempt_id, key, tries",
         params![now, limit as i64],
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?)),
+        |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get(2)?)),
     )?;
     let mut out = Vec::with_capacity(claimed.len());
     for (attempt, key, tries) in claimed {
@@ -481,7 +481,7 @@ pub fn changes_after(conn: &Conn, seq: i64) -> Result<Vec<(i64, String, Option<A
     let rows = conn.query_map(
         "SELECT uaid, seq, agent, deleted_at FROM registrations WHERE seq > ?1 ORDER BY seq",
         [seq],
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<i64>>(3)?)),
+        |r| Ok((r.get::<String>(0)?, r.get::<i64>(1)?, r.get::<String>(2)?, r.get::<Option<i64>>(3)?)),
     )?;
     let mut out = Vec::new();
     for row in rows {

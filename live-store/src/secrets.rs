@@ -113,8 +113,8 @@ fn read_policy(r: &Row<'_>) -> Result<Policy, Failure> {
     Ok(Policy {
         id: r.get(0)?,
         account: r.get(1)?,
-        chain_id: r.get::<_, i64>(2)? as u64,
-        policy_id: r.get::<_, Option<i64>>(3)?.map(|p| p as u64),
+        chain_id: r.get::<i64>(2)? as u64,
+        policy_id: r.get::<Option<i64>>(3)?.map(|p| p as u64),
         status: closed(r, 4)?,
         record: json_column(r, 5)?,
         wrapped_key: match wrapped {
@@ -340,7 +340,7 @@ pub fn set_dataset_active(
         format!("FROM secret_policies WHERE chain_id = ?1 AND {dataset} = ?2 AND status IN ('finalized', 'indexed')");
     let policies =
         conn.query_map(&format!("SELECT policy_id {of_dataset}"), params![chain_id as i64, dataset_id as i64], |r| {
-            r.get::<_, u64>(0)
+            r.get::<u64>(0)
         })?;
     conn.execute(
         &format!(
@@ -383,9 +383,9 @@ const REQUEST_COLUMNS: &str = "id, chain_id, policy_row, policy_id, buyer, nonce
 fn read_request(r: &Row<'_>) -> Result<KeyRequest, Failure> {
     Ok(KeyRequest {
         id: r.get(0)?,
-        chain_id: r.get::<_, i64>(1)? as u64,
+        chain_id: r.get::<i64>(1)? as u64,
         policy_row: r.get(2)?,
-        policy_id: r.get::<_, i64>(3)? as u64,
+        policy_id: r.get::<i64>(3)? as u64,
         buyer: r.get(4)?,
         nonce: r.get(5)?,
         challenge: r.get(6)?,
@@ -395,7 +395,7 @@ fn read_request(r: &Row<'_>) -> Result<KeyRequest, Failure> {
         nonce_consumed_at: r.get(10)?,
         fingerprint: r.get(11)?,
         encrypted_key: r.get(12)?,
-        receipt_token_id: r.get::<_, Option<i64>>(13)?.map(|t| t as u64),
+        receipt_token_id: r.get::<Option<i64>>(13)?.map(|t| t as u64),
         error_code: r.get(14)?,
         error_message: r.get(15)?,
         completed_at: r.get(16)?,
@@ -527,8 +527,8 @@ pub fn events(conn: &Conn, request_id: &str) -> Result<Vec<KeyEvent>, Failure> {
         |r| {
             Ok(KeyEvent {
                 request_id: r.get(0)?,
-                chain_id: r.get::<_, i64>(1)? as u64,
-                policy_id: r.get::<_, i64>(2)? as u64,
+                chain_id: r.get::<i64>(1)? as u64,
+                policy_id: r.get::<i64>(2)? as u64,
                 buyer: r.get(3)?,
                 outcome: r.get(4)?,
                 code: r.get(5)?,
@@ -611,7 +611,7 @@ pub fn held_receipt(conn: &Conn, chain_id: u64, policy_id: u64, holder: &str) ->
                  ORDER BY m.block_number DESC, m.log_index DESC LIMIT 1
              ) = ?3",
             params![chain_id as i64, policy_id as i64, holder],
-            |r| r.get::<_, i64>(0),
+            |r| r.get::<i64>(0),
         )
         .optional()?;
     Ok(held.map(|t| t as u64))
@@ -623,7 +623,7 @@ pub fn read_blocks(conn: &Conn, chain_id: u64, count: usize) -> Result<Vec<(u64,
         "SELECT block_number, block_hash FROM secret_index_blocks WHERE chain_id = ?1
          ORDER BY block_number DESC LIMIT ?2",
         params![chain_id as i64, count as i64],
-        |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
+        |r| Ok((r.get::<i64>(0)? as u64, r.get::<String>(1)?)),
     )?;
     Ok(rows)
 }
@@ -658,7 +658,7 @@ pub fn rewind(conn: &Conn, chain_id: u64, block: u64) -> Result<Vec<u64>, Failur
         "FROM secret_policies WHERE chain_id = ?1 AND status = 'indexed' AND wrapped_key IS NULL AND {created} > ?2"
     );
     let policies =
-        conn.query_map(&format!("SELECT policy_id {dropped}"), params![chain, after], |r| r.get::<_, u64>(0))?;
+        conn.query_map(&format!("SELECT policy_id {dropped}"), params![chain, after], |r| r.get::<u64>(0))?;
     conn.execute("DELETE FROM secret_index_blocks WHERE chain_id = ?1 AND block_number > ?2", params![chain, after])?;
     conn.execute("DELETE FROM secret_receipt_moves WHERE chain_id = ?1 AND block_number > ?2", params![chain, after])?;
     conn.execute("DELETE FROM secret_purchases WHERE chain_id = ?1 AND block_number > ?2", params![chain, after])?;

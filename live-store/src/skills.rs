@@ -39,8 +39,7 @@ pub fn owner(conn: &Conn, name: &str) -> Result<Option<String>, Failure> {
 
 /// `name`'s versions, in semantic-version order.
 pub fn versions(conn: &Conn, name: &str) -> Result<Vec<semver::Version>, Failure> {
-    let texts =
-        conn.query_map("SELECT version FROM skill_versions WHERE name = ?1", [name], |r| r.get::<_, String>(0))?;
+    let texts = conn.query_map("SELECT version FROM skill_versions WHERE name = ?1", [name], |r| r.get::<String>(0))?;
     let mut versions = texts
         .iter()
         .map(|t| semver::Version::parse(t).map_err(|e| Failure::Corrupt(format!("skill {name} version {t}: {e}"))))
@@ -148,7 +147,7 @@ fn name_row(r: &Row<'_>) -> Result<Name, Failure> {
         version_topic: r.get(3)?,
         register_tx: r.get(4)?,
         skill_uid: r.get(5)?,
-        verified: r.get::<_, i64>(6)? != 0,
+        verified: r.get::<i64>(6)? != 0,
         created_at: r.get(7)?,
     })
 }

@@ -210,7 +210,7 @@ macro_rules! array_params {
     ($($n:literal)*) => {$(
         impl<T: ToValue> Params for [T; $n] {
             fn with<R>(self, f: impl FnOnce(&[&dyn ToValue]) -> R) -> R {
-                let values: Vec<&dyn ToValue> = self.iter().map(|v| v as &dyn ToValue).collect();
+                let values: [&dyn ToValue; $n] = std::array::from_fn(|i| &self[i] as &dyn ToValue);
                 f(&values)
             }
         }
@@ -307,29 +307,6 @@ impl<T: FromValue> FromValue for Option<T> {
     }
 }
 
-impl FromValue for Value {
-    fn from_value(value: ValueRef<'_>) -> Result<Value, String> {
-        Ok(match value {
-            ValueRef::Null => Value::Null,
-            ValueRef::Integer(n) => Value::Integer(n),
-            ValueRef::Real(x) => Value::Real(x),
-            ValueRef::Text(t) => Value::Text(t.to_string()),
-            ValueRef::Blob(b) => Value::Blob(b.to_vec()),
-        })
-    }
-}
-
-/// A column's position in a row.
-pub trait ColumnIndex {
-    fn position(&self) -> usize;
-}
-
-impl ColumnIndex for usize {
-    fn position(&self) -> usize {
-        *self
-    }
-}
-
 /// One result row, read by column position.
 pub struct Row<'r>(RowOf<'r>);
 
@@ -341,8 +318,7 @@ enum RowOf<'r> {
 impl Row<'_> {
     /// Column `index` as a `T`; a value that is not one (or a missing
     /// column) is [`Failure::Corrupt`] naming the column.
-    pub fn get<I: ColumnIndex, T: FromValue>(&self, index: I) -> Result<T, Failure> {
-        let index = index.position();
+    pub fn get<T: FromValue>(&self, index: usize) -> Result<T, Failure> {
         let corrupt = |problem: String| Failure::Corrupt(format!("column {index}: {problem}"));
         match &self.0 {
             RowOf::Sqlite(row) => {
@@ -410,11 +386,12 @@ impl Conn {
         }
     }
 
-    /// The PostgreSQL client (notifications, the engine's own checks).
-    pub(crate) fn with_postgres<T>(&self, f: impl FnOnce(&mut postgres::Client) -> T) -> Option<T> {
+    /// Whether the connection is gone (PostgreSQL's, broken; SQLite's
+    /// never is).
+    pub(crate) fn is_closed(&self) -> bool {
         match &self.0 {
-            Engine::Sqlite(_) => None,
-            Engine::Postgres(pg) => Some(f(&mut pg.client.borrow_mut())),
+            Engine::Sqlite(_) => false,
+            Engine::Postgres(pg) => pg.client.borrow().is_closed(),
         }
     }
 
@@ -429,14 +406,10 @@ impl Conn {
     /// Runs one statement; answers the rows it changed.
     pub fn execute(&self, sql: &str, params: impl Params) -> Result<usize, Failure> {
         params.with(|params| match &self.0 {
-            Engine::Sqlite(conn) => {
-                let mut statement = conn.prepare_cached(sql)?;
-                Ok(statement.execute(rusqlite::params_from_iter(params.iter().map(|p| SqliteParam(p.to_value()))))?)
-            }
+            Engine::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute(sqlite_params(params))?),
             Engine::Postgres(pg) => {
                 let statement = pg.prepared(sql)?;
-                let values = PgParams::new(params);
-                Ok(pg.client.borrow_mut().execute(&statement, &values.refs())? as usize)
+                Ok(pg.client.borrow_mut().execute(&statement, &PgParams::new(params).refs())? as usize)
             }
         })
     }
@@ -448,24 +421,12 @@ impl Conn {
         params: impl Params,
         mut read: impl FnMut(&Row<'_>) -> Result<T, Failure>,
     ) -> Result<Vec<T>, Failure> {
-        params.with(|params| match &self.0 {
-            Engine::Sqlite(conn) => {
-                let mut statement = conn.prepare_cached(sql)?;
-                let mut rows =
-                    statement.query(rusqlite::params_from_iter(params.iter().map(|p| SqliteParam(p.to_value()))))?;
-                let mut out = Vec::new();
-                while let Some(row) = rows.next()? {
-                    out.push(read(&Row(RowOf::Sqlite(row)))?);
-                }
-                Ok(out)
-            }
-            Engine::Postgres(pg) => {
-                let statement = pg.prepared(sql)?;
-                let values = PgParams::new(params);
-                let rows = pg.client.borrow_mut().query(&statement, &values.refs())?;
-                rows.iter().map(|row| read(&Row(RowOf::Postgres(row)))).collect()
-            }
-        })
+        let mut out = Vec::new();
+        self.each_row(sql, params, |row| {
+            out.push(read(row)?);
+            Ok(Flow::Next)
+        })?;
+        Ok(out)
     }
 
     /// The first row of one statement, read by `read`;
@@ -476,27 +437,57 @@ impl Conn {
         params: impl Params,
         read: impl FnOnce(&Row<'_>) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
+        let (mut read, mut first) = (Some(read), None);
+        self.each_row(sql, params, |row| {
+            first = read.take().map(|read| read(row));
+            Ok(Flow::Stop)
+        })?;
+        first.unwrap_or(Err(Failure::NoRows))
+    }
+
+    /// Hands the rows of one statement to `each` in order, until it says
+    /// to stop. (PostgreSQL's client gathers every row first.)
+    fn each_row(
+        &self,
+        sql: &str,
+        params: impl Params,
+        mut each: impl FnMut(&Row<'_>) -> Result<Flow, Failure>,
+    ) -> Result<(), Failure> {
         params.with(|params| match &self.0 {
             Engine::Sqlite(conn) => {
                 let mut statement = conn.prepare_cached(sql)?;
-                let mut rows =
-                    statement.query(rusqlite::params_from_iter(params.iter().map(|p| SqliteParam(p.to_value()))))?;
-                match rows.next()? {
-                    Some(row) => read(&Row(RowOf::Sqlite(row))),
-                    None => Err(Failure::NoRows),
+                let mut rows = statement.query(sqlite_params(params))?;
+                while let Some(row) = rows.next()? {
+                    if each(&Row(RowOf::Sqlite(row)))? == Flow::Stop {
+                        break;
+                    }
                 }
+                Ok(())
             }
             Engine::Postgres(pg) => {
                 let statement = pg.prepared(sql)?;
-                let values = PgParams::new(params);
-                let rows = pg.client.borrow_mut().query(&statement, &values.refs())?;
-                match rows.first() {
-                    Some(row) => read(&Row(RowOf::Postgres(row))),
-                    None => Err(Failure::NoRows),
+                let rows = pg.client.borrow_mut().query(&statement, &PgParams::new(params).refs())?;
+                for row in &rows {
+                    if each(&Row(RowOf::Postgres(row)))? == Flow::Stop {
+                        break;
+                    }
                 }
+                Ok(())
             }
         })
     }
+}
+
+/// Whether [`Conn::each_row`] goes on to the next row.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Next,
+    Stop,
+}
+
+/// Parameters bound to a SQLite statement as they are, without copies.
+fn sqlite_params<'a>(params: &'a [&'a dyn ToValue]) -> impl rusqlite::Params + 'a {
+    rusqlite::params_from_iter(params.iter().map(|p| SqliteParam(p.to_value())))
 }
 
 impl Postgres {
@@ -583,9 +574,6 @@ impl<'a> PgParams<'a> {
 /// where a number stands) is refused before it is sent.
 #[derive(Debug)]
 struct Param<'a>(ValueRef<'a>);
-
-// Safe to share: a `ValueRef` is plain data.
-unsafe impl Sync for Param<'_> {}
 
 impl postgres::types::ToSql for Param<'_> {
     fn to_sql(
@@ -716,9 +704,11 @@ fn numeric(bytes: &[u8]) -> Result<Read<'static>, String> {
         let digit = word(4 + i)? as i64;
         let power = weight as i32 - i as i32;
         value += digit as f64 * 10000f64.powi(power);
+        // Whole while every digit stands left of the point and the sum
+        // fits 64 bits.
         whole = match (whole, power) {
             (Some(w), p) if p >= 0 => {
-                w.checked_add(digit.checked_mul(10000i64.checked_pow(p as u32).ok_or("")?).ok_or("")?)
+                10000i64.checked_pow(p as u32).and_then(|unit| digit.checked_mul(unit)).and_then(|d| w.checked_add(d))
             }
             (w, _) if digit == 0 => w,
             _ => None,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, watch};
 
-use crate::{run_each, Conn, Failure, Job, Location, OpenError, Read, Settings, MIGRATIONS};
+use crate::{run_each, steps_after, Conn, Failure, Job, Location, OpenError, Read, Settings, MIGRATIONS};
 
 /// Opens the file, migrates it and starts the writer and the readers.
 pub(crate) fn start(
@@ -72,16 +72,12 @@ pub(crate) fn version(conn: &Connection) -> rusqlite::Result<i64> {
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), OpenError> {
     let fail = |source| OpenError::Sqlite { path: path.to_path_buf(), source };
     let found = version(conn).map_err(fail)?;
-    let known = MIGRATIONS.len() as i64;
-    if found > known {
-        return Err(OpenError::Newer { location: Location::from(path), found, known });
-    }
-    for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+    for (version, step) in steps_after(MIGRATIONS, found, &Location::from(path))? {
         let tx = conn.transaction().map_err(fail)?;
         tx.execute_batch(step).map_err(fail)?;
-        tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1)).map_err(fail)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {version}")).map_err(fail)?;
         tx.commit().map_err(fail)?;
-        tracing::info!(path = %path.display(), version = i + 1, "live store migrated");
+        tracing::info!(path = %path.display(), version, "live store migrated");
     }
     Ok(())
 }

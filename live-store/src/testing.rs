@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 use crate::{sql::Conn, Dialect, Location, MIGRATIONS, MIGRATIONS_POSTGRES};
 
@@ -16,11 +15,6 @@ pub(crate) const ENGINES: [Dialect; 2] = [Dialect::Sqlite, Dialect::Postgres];
 /// PostgreSQL database goes with its cluster).
 pub(crate) struct Scratch {
     _folder: Option<tempfile::TempDir>,
-}
-
-fn cluster() -> &'static pg_scratch::Cluster {
-    static CLUSTER: OnceLock<pg_scratch::Cluster> = OnceLock::new();
-    CLUSTER.get_or_init(|| pg_scratch::Cluster::start(pg_scratch::Durability::Unsynced).expect("a PostgreSQL cluster"))
 }
 
 /// A new, empty store of `engine`, named after `test`.
@@ -34,9 +28,7 @@ pub(crate) fn location(engine: Dialect, test: &str) -> (Scratch, Location) {
         Dialect::Postgres => {
             static NEXT: AtomicUsize = AtomicUsize::new(0);
             let name = format!("t{}_{}", NEXT.fetch_add(1, Ordering::Relaxed), test.replace('-', "_"));
-            // Off the test's async threads: the client runs a runtime.
-            let url = std::thread::scope(|s| s.spawn(|| cluster().create_database(&name)).join().unwrap())
-                .expect("a new database");
+            let url = pg_scratch::shared().create_database(&name).expect("a new database");
             (Scratch { _folder: None }, Location::Postgres(url))
         }
     }

@@ -100,7 +100,7 @@ fn challenge_row(r: &Row<'_>) -> Result<Challenge, Failure> {
         created_at: r.get(5)?,
         expires_at: r.get(6)?,
         used_at: r.get(7)?,
-        method: match r.get::<_, Option<String>>(8)? {
+        method: match r.get::<Option<String>>(8)? {
             Some(_) => Some(closed(r, 8)?),
             None => None,
         },

@@ -130,15 +130,23 @@ impl Cluster {
     }
 
     /// Creates database `name` (a letter, then letters, digits and `_`)
-    /// and answers its URL.
+    /// and answers its URL. On a thread of its own, so that async code may
+    /// call it: the blocking client runs a runtime of its own.
     pub fn create_database(&self, name: &str) -> Result<String, postgres::Error> {
         assert!(
             name.starts_with(|c: char| c.is_ascii_lowercase())
                 && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
             "a database name of letters, digits and _: {name:?}"
         );
-        let mut client = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)?;
-        client.batch_execute(&format!("CREATE DATABASE {name}"))?;
+        let admin = self.url("postgres");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut client = postgres::Client::connect(&admin, postgres::NoTls)?;
+                client.batch_execute(&format!("CREATE DATABASE {name}"))
+            })
+            .join()
+            .expect("creating a database does not panic")
+        })?;
         Ok(self.url(name))
     }
 
@@ -160,6 +168,13 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.shut();
     }
+}
+
+/// The cluster this process shares among its tests (unsynced), started at
+/// first use and gone when the process ends, however it ends.
+pub fn shared() -> &'static Cluster {
+    static CLUSTER: std::sync::OnceLock<Cluster> = std::sync::OnceLock::new();
+    CLUSTER.get_or_init(|| Cluster::start(Durability::Unsynced).expect("a throwaway PostgreSQL cluster"))
 }
 
 fn failed(what: &str, said: &str) -> std::io::Error {

@@ -189,13 +189,6 @@ impl Drop for Api {
 /// both ways.
 pub const TEST_STORE: &str = "ALMANAC_TEST_STORE";
 
-/// The throwaway PostgreSQL cluster of this test process, started at first
-/// use and gone when the process ends.
-pub fn postgres() -> &'static pg_scratch::Cluster {
-    static CLUSTER: std::sync::OnceLock<pg_scratch::Cluster> = std::sync::OnceLock::new();
-    CLUSTER.get_or_init(|| pg_scratch::Cluster::start(pg_scratch::Durability::Unsynced).expect("a PostgreSQL cluster"))
-}
-
 /// Whether [`TEST_STORE`] asks for PostgreSQL.
 pub fn on_postgres() -> bool {
     std::env::var(TEST_STORE).is_ok_and(|engine| engine == "postgres")
@@ -215,22 +208,24 @@ pub fn store_location(data: &Path) -> live_store::Location {
     let mut databases = DATABASES.get_or_init(Default::default).lock().unwrap();
     let next = databases.len();
     let url = databases.entry(data.to_path_buf()).or_insert_with(|| {
-        // Off any async thread: the client runs a runtime of its own.
-        let name = format!("api_{next}");
-        std::thread::scope(|s| s.spawn(|| postgres().create_database(&name)).join().unwrap())
-            .expect("a database for the api")
+        pg_scratch::shared().create_database(&format!("api_{next}")).expect("a database for the api")
     });
     live_store::Location::Postgres(url.clone())
 }
 
 /// `f` with a connection of its own to the live store of an api started
 /// on `data` (see [`store_location`]), to look at or arrange what it
-/// holds. On a thread of its own, so that async tests may call it: the
-/// PostgreSQL client runs a runtime of its own.
+/// holds.
 pub fn with_store<T: Send>(data: &Path, f: impl FnOnce(&live_store::Conn) -> T + Send) -> T {
-    let location = store_location(data);
+    with_store_at(&store_location(data), f)
+}
+
+/// `f` with a connection of its own to the live store at `location`. On a
+/// thread of its own, so that async tests may call it: the PostgreSQL
+/// client runs a runtime of its own.
+pub fn with_store_at<T: Send>(location: &live_store::Location, f: impl FnOnce(&live_store::Conn) -> T + Send) -> T {
     std::thread::scope(|s| {
-        s.spawn(|| f(&live_store::Conn::open(&location).expect("the api's live store"))).join().unwrap()
+        s.spawn(|| f(&live_store::Conn::open(location).expect("the api's live store"))).join().unwrap()
     })
 }
 

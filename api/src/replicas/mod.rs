@@ -134,26 +134,22 @@ fn wake_duties(app: &App) {
 /// store once the build is older: feedback, the adapter registry, the
 /// secrets and plugin catalogs.
 pub async fn note_newest_changes(app: &App) {
-    type Newest = fn(&store::Conn) -> Result<i64, store::Failure>;
-    let catalogs: [(Newest, &store::Newest, &str); 4] = [
-        (store::feedback::newest, &app.feedback_changes, "stored feedback cannot be read; feedback given stays hidden"),
-        (store::adapters::newest, &app.catalog_changes, "adapter registry writes cannot be read; they stay hidden"),
-        (
-            store::secrets::catalog_newest,
-            &app.secrets_changes,
-            "the secrets catalog's changes cannot be read; they stay hidden",
-        ),
-        (
-            store::plugins::catalog_newest,
-            &app.plugin_changes,
-            "the plugin catalog's changes cannot be read; they stay hidden",
-        ),
-    ];
-    for (newest, noted, unreadable) in catalogs {
-        match app.store.read(newest).await {
-            Ok(seq) => noted.saw(seq),
-            Err(e) => tracing::error!(error = %e, "{unreadable}"),
+    let newest = app.store.read(|conn| {
+        Ok([
+            store::feedback::newest(conn)?,
+            store::adapters::newest(conn)?,
+            store::secrets::catalog_newest(conn)?,
+            store::plugins::catalog_newest(conn)?,
+        ])
+    });
+    match newest.await {
+        Ok([feedback, adapters, secrets, plugins]) => {
+            app.feedback_changes.saw(feedback);
+            app.catalog_changes.saw(adapters);
+            app.secrets_changes.saw(secrets);
+            app.plugin_changes.saw(plugins);
         }
+        Err(e) => tracing::error!(error = %e, "the catalogs' stored changes cannot be read; they stay hidden"),
     }
 }
 

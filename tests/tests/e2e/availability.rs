@@ -301,7 +301,7 @@ async fn the_overlay_shows_at_most_the_live_bound_of_changes_across_a_restart() 
     assert!(chattable_agents > 100);
     let recorded = |broker: &Broker| -> usize {
         let sql = "SELECT COUNT(*) FROM availability";
-        broker.with_store(|s| s.query_row(sql, [], |r| r.get::<_, i64>(0))).unwrap() as usize
+        broker.with_store(|s| s.query_row(sql, [], |r| r.get::<i64>(0))).unwrap() as usize
     };
     tests::wait::until("every chattable agent checked", 600, Duration::from_millis(50), async || {
         recorded(&broker) == chattable_agents

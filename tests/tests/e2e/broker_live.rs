@@ -48,9 +48,9 @@ impl Live {
             live_store::Location::Postgres(_) => self.with_store(|s| {
                 let tables = "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'";
                 let mut bytes = Vec::new();
-                for table in s.query_map(tables, [], |r| r.get::<_, String>(0)).unwrap() {
+                for table in s.query_map(tables, [], |r| r.get::<String>(0)).unwrap() {
                     let rows = format!("SELECT CAST(t AS text) FROM \"{table}\" t");
-                    for row in s.query_map(&rows, [], |r| r.get::<_, String>(0)).unwrap() {
+                    for row in s.query_map(&rows, [], |r| r.get::<String>(0)).unwrap() {
                         bytes.extend(row.into_bytes());
                     }
                 }

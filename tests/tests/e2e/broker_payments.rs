@@ -211,7 +211,7 @@ async fn an_hbar_purchase_signed_by_the_wallet_is_credited_once() {
     assert_eq!(intent_state(broker, &unpaid), "pending", "within its window it waits");
     assert_eq!(broker.balance(&buyer).await, 250);
     let purchases = "SELECT COUNT(*) FROM credit_transactions WHERE kind = 'purchase'";
-    assert_eq!(broker.with_store(|s| s.query_row(purchases, [], |r| r.get::<_, i64>(0))).unwrap(), 1);
+    assert_eq!(broker.with_store(|s| s.query_row(purchases, [], |r| r.get::<i64>(0))).unwrap(), 1);
     // Once its window and grace have passed.
     let expire = "UPDATE payment_intents SET expires_at = 0 WHERE id = ?1";
     broker.with_store(|s| s.execute(expire, [&unpaid])).unwrap();

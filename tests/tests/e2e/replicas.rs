@@ -15,11 +15,9 @@ use tests::TempDir;
 /// The lease of the duties in these tests: short, so a takeover is quick.
 const LEASE_MS: &str = "600";
 
-/// `f` with a connection to the store at `url` (on a thread of its own:
-/// the client runs a runtime of its own).
+/// `f` with a connection to the store at `url`.
 fn with_store<T: Send>(url: &str, f: impl FnOnce(&live_store::Conn) -> T + Send) -> T {
-    let location = live_store::Location::Postgres(url.to_string());
-    std::thread::scope(|s| s.spawn(|| f(&live_store::Conn::open(&location).unwrap())).join().unwrap())
+    tests::process::with_store_at(&live_store::Location::Postgres(url.to_string()), f)
 }
 
 /// Who holds the duties' lease, read from the store.
@@ -39,9 +37,7 @@ fn journaled(folder: &std::path::Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_apis_share_one_store_follow_each_other_and_hand_the_duties_over() {
-    let url = std::thread::scope(|s| s.spawn(|| tests::process::postgres().create_database("replicas_two")).join())
-        .unwrap()
-        .unwrap();
+    let url = pg_scratch::shared().create_database("replicas_two").unwrap();
     // The agents registered live on a closed loopback port the gate allows
     // (nothing calls them: availability checks are off in the tests), but
     // for one that answers chat.
@@ -132,7 +128,7 @@ async fn two_apis_share_one_store_follow_each_other_and_hand_the_duties_over() {
     let before = std::fs::read_link(apis[0].site.join("current")).unwrap();
     // The holder's journal has the registrations: the build is a new one.
     tests::wait::until("the outbox journaled", 100, Duration::from_millis(50), async || {
-        with_store(&url, |conn| conn.query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get::<_, i64>(0)).unwrap()) == 0
+        with_store(&url, |conn| conn.query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get::<i64>(0)).unwrap()) == 0
     })
     .await;
     let sources = [Broker::sources(), vec!["--journal-dir".into(), journals[holding].display().to_string()]].concat();

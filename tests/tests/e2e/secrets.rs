@@ -510,7 +510,7 @@ async fn a_policy_is_published_bought_and_unlocked_and_every_refusal_changes_not
     }
     // The master key and the content key are nowhere in the store.
     let sql = "SELECT coalesce(record, '') || coalesce(wrapped_key, '') FROM secret_policies";
-    let dump: String = s.with_store(|store| store.query_map(sql, [], |r| r.get::<_, String>(0))).unwrap().concat();
+    let dump: String = s.with_store(|store| store.query_map(sql, [], |r| r.get::<String>(0))).unwrap().concat();
     assert!(!dump.contains(&B64.encode(sealed.key)) && !dump.contains(&shared::http::hex(&sealed.key)));
 }
 
