@@ -33,7 +33,7 @@ SITE    ?= site
 DATA    ?= data
 BIND    ?= 127.0.0.1:4000
 
-.PHONY: all duckdb evm build tools test-build install site run run-flags test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis plugin-scanner debian screenshots
+.PHONY: all duckdb evm build tools test-build install site run run-flags test bench fuzz datasets fmt lint clean conformance client a2a readers schemathesis plugin-scanner moto debian screenshots
 
 all: build
 
@@ -193,6 +193,17 @@ $(PLUGIN_SCANNER_DIR)/.installed:
 	$(@D)/bin/pip install --quiet --disable-pip-version-check plugin-scanner==$(PLUGIN_SCANNER_VERSION)
 	touch $@
 
+## moto: an S3-compatible server the tests publish builds to and apis
+## follow them from (PyPI, pinned, one virtualenv cached once per machine)
+MOTO_VERSION := 5.2.6
+MOTO_DIR     := $(READERS_DIR)/moto-$(MOTO_VERSION)
+export ALMANAC_MOTO := $(MOTO_DIR)/bin/moto_server
+moto: $(MOTO_DIR)/.installed
+$(MOTO_DIR)/.installed:
+	rm -rf $(@D) && python3 -m venv $(@D)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check 'moto[server]==$(MOTO_VERSION)'
+	touch $@
+
 ## debian: the Debian packages the tests use, installed once per machine
 ## (as root or through sudo): Chromium and ChromeDriver (the pages' test,
 ## screenshots), nginx (serving a build with its generated configuration),
@@ -223,7 +234,7 @@ screenshots: site tools debian
 ## the apis on PostgreSQL (STORE_E2E), then a total. The tools download
 ## while cargo compiles; `--tests` leaves out the binaries, which hold no
 ## unit tests (`test = false`).
-TOOLS := conformance client a2a readers schemathesis plugin-scanner debian evm
+TOOLS := conformance client a2a readers schemathesis plugin-scanner moto debian evm
 STORE_E2E := availability broker_adapter_registry broker_bodies broker_keys_feedback broker_live \
   broker_payments broker_registration chat chat_access chat_bounds inscription plugins:: secrets:: skills verification
 test:

@@ -93,8 +93,10 @@ pub struct App {
     /// Largest body of a live broker call, in bytes (413 above).
     pub live_max_body: usize,
     pub live: Arc<Live>,
-    /// Where builds are published.
+    /// Where builds are published, or, when they come from a bucket,
+    /// cached.
     pub layout: Layout,
+    pub builds_from: Arc<crate::published::Source>,
     /// How often to look for a new build.
     pub reload_every: Duration,
     /// How often idle clients' rate-limit buckets are dropped.

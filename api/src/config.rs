@@ -43,6 +43,15 @@ pub struct Config {
     /// Folder of the snapshots.
     #[arg(long, env = "ALMANAC_DATA_DIR", default_value = "data")]
     pub data_dir: PathBuf,
+    /// Follow the builds `generator publish` uploads to this bucket
+    /// (`s3://bucket/prefix`, reached as the AWS environment variables
+    /// say) instead of the site folder's `current`: the site and data
+    /// folders then cache what the api has read of it.
+    #[arg(long, env = "ALMANAC_SITE_BUCKET")]
+    pub site_bucket: Option<String>,
+    /// Longest one request to the site bucket may take, in milliseconds.
+    #[arg(long, env = "ALMANAC_SITE_BUCKET_TIMEOUT_MS", default_value_t = 30_000)]
+    pub site_bucket_timeout_ms: u64,
     /// How often to look for a newly published build, in milliseconds.
     #[arg(long, env = "ALMANAC_RELOAD_MS", default_value_t = 1000)]
     pub reload_ms: u64,
@@ -641,6 +650,23 @@ impl Config {
         Layout::new(&self.site_dir, &self.data_dir)
     }
 
+    /// Where builds come from: a bucket's route objects are kept in the
+    /// data folder's `objects/`. Must be called on the async runtime.
+    fn builds_from(&self) -> Result<crate::published::Source> {
+        let Some(url) = &self.site_bucket else { return Ok(crate::published::Source::Folder) };
+        let transfer = build_store::Transfer {
+            request_timeout: Duration::from_millis(self.site_bucket_timeout_ms),
+            ..build_store::Transfer::default()
+        };
+        let bucket = Arc::new(build_store::Bucket::open(url, transfer)?);
+        let objects = build_store::ObjectCache::new(
+            bucket.clone(),
+            self.data_dir.join("objects"),
+            tokio::runtime::Handle::current(),
+        )?;
+        Ok(crate::published::Source::Bucket { bucket, objects: Arc::new(objects) })
+    }
+
     /// The application these settings describe, with no build loaded yet.
     pub fn app(&self) -> Result<Arc<App>> {
         let limits = Limits { max_page_size: self.max_page_size.max(hcs20::analytics::DEFAULT_PAGE_SIZE) };
@@ -820,6 +846,7 @@ impl Config {
             live_max_body: self.live_max_body,
             live: Arc::new(Live::default()),
             layout: self.layout(),
+            builds_from: Arc::new(self.builds_from()?),
             reload_every: Duration::from_millis(self.reload_ms.max(10)),
             cleanup_every: Duration::from_secs(self.limit_cleanup.max(1)),
             limits,

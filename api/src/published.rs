@@ -57,6 +57,7 @@ pub struct Build {
 /// cache, as a rule). A file that is not what the index says is never
 /// served: its route answers an error naming the damage.
 pub struct Routes {
+    files: Files,
     dir: PathBuf,
     /// The base's folder, when the build is a layer.
     base_dir: Option<PathBuf>,
@@ -64,6 +65,37 @@ pub struct Routes {
     /// By route: a route asked for again is found without reading the
     /// index or its file again.
     kept: quick_cache::sync::Cache<String, Arc<Representation>, Weight>,
+}
+
+/// Where the api's builds come from.
+pub enum Source {
+    /// The site folder's `current`, pointed by a generator on this machine
+    /// (or on a disk this machine shares).
+    Folder,
+    /// A bucket's `current` (`generator publish`), followed into the site
+    /// and data folders, which are then a cache of the bucket.
+    Bucket { bucket: Arc<build_store::Bucket>, objects: Arc<build_store::ObjectCache> },
+}
+
+impl Source {
+    /// Where the route files of the builds from here are read from.
+    pub fn files(&self) -> Files {
+        match self {
+            Source::Folder => Files::Folders,
+            Source::Bucket { objects, .. } => Files::Bucket(objects.clone()),
+        }
+    }
+}
+
+/// Where a build's route files are read from.
+#[derive(Clone)]
+pub enum Files {
+    /// The build's folder (and its base's), as the generator wrote them.
+    Folders,
+    /// Objects of the bucket the build was published to, each fetched
+    /// when its route is first asked for and kept on disk: the build's
+    /// folder in the local cache holds only its index and manifest.
+    Bucket(Arc<build_store::ObjectCache>),
 }
 
 /// A kept representation weighs its body's bytes.
@@ -79,7 +111,7 @@ impl quick_cache::Weighter<String, Arc<Representation>> for Weight {
 impl Routes {
     /// The routes of the build in `dir`: its index, or for a build written
     /// before there was one, an index made from its JSON manifest.
-    pub fn open(builds: &std::path::Path, id: &str, cache_bytes: u64) -> Result<Routes> {
+    pub fn open(builds: &std::path::Path, id: &str, files: Files, cache_bytes: u64) -> Result<Routes> {
         let dir = builds.join(id);
         let index = match Stack::open(builds, id) {
             Ok(index) => index,
@@ -97,7 +129,7 @@ impl Routes {
         // Items estimated at 4 KiB each, for the cache's tables.
         let items = (cache_bytes / 4096).clamp(16, 1 << 24) as usize;
         let kept = quick_cache::sync::Cache::with_weighter(items, cache_bytes.max(1), Weight);
-        Ok(Routes { dir, base_dir, index, kept })
+        Ok(Routes { files, dir, base_dir, index, kept })
     }
 
     /// The records of the build's index and of its base's (a layer's):
@@ -147,15 +179,30 @@ impl Routes {
         Some(representation(&record, Bytes::new()))
     }
 
-    /// Reads and checks `record`'s file, in the folder of its `layer`.
+    /// Reads and checks `record`'s file, in the folder of its `layer` or
+    /// from the bucket. Blocks (a bucket's object is fetched on the
+    /// calling thread): called off the async threads.
     fn read(&self, record: &Record, layer: Layer) -> Result<Representation, Damage> {
         let damage = |problem: String| Damage { file: record.file.to_string(), problem };
-        let dir = match layer {
-            Layer::Top => &self.dir,
-            Layer::Base => self.base_dir.as_ref().expect("a record of the base has one"),
+        let bytes = match &self.files {
+            Files::Folders => {
+                let dir = match layer {
+                    Layer::Top => &self.dir,
+                    Layer::Base => self.base_dir.as_ref().expect("a record of the base has one"),
+                };
+                let bytes = shared::site::read_inside(dir, &record.file).map_err(damage)?;
+                record.check(&bytes)?;
+                bytes
+            }
+            Files::Bucket(objects) => {
+                let key = build_store::object_key(
+                    &shared::http::hex(&record.etag),
+                    record.content_type,
+                    record.cache_control,
+                );
+                objects.read(&key, |bytes| record.check(bytes).map_err(|d| d.problem)).map_err(damage)?
+            }
         };
-        let bytes = shared::site::read_inside(dir, &record.file).map_err(damage)?;
-        record.check(&bytes)?;
         representation(record, Bytes::from(bytes))
     }
 }
@@ -179,7 +226,13 @@ impl Build {
     /// this build). Other files are read when asked for. What is not as
     /// the build says fails the whole build, naming it: the api then keeps
     /// serving the build it has.
-    pub fn load(layout: &Layout, id: &str, settings: Settings, previous: Option<&Build>) -> Result<Build> {
+    pub fn load(
+        layout: &Layout,
+        id: &str,
+        files: Files,
+        settings: Settings,
+        previous: Option<&Build>,
+    ) -> Result<Build> {
         let started = Instant::now();
         let dir = layout.build_dir(id);
         // Test-only failures (`shared::fault`), on swaps, not the first load.
@@ -189,7 +242,7 @@ impl Build {
         };
         let meta = std::fs::symlink_metadata(&dir).with_context(|| format!("reading {}", dir.display()))?;
         anyhow::ensure!(meta.is_dir(), "{} is not a folder (a build directory is never a link)", dir.display());
-        let routes = Routes::open(&layout.builds(), id, settings.file_cache_bytes)?;
+        let routes = Routes::open(&layout.builds(), id, files, settings.file_cache_bytes)?;
         inject("load-manifest")?;
         let guard = match guard_data::ROUTES.iter().any(|r| routes.contains(r)) {
             true => {

@@ -2,7 +2,10 @@
 //!
 //! The generator publishes by renaming the `current` link. The api checks
 //! the link every `interval`; when it names another build, that build is
-//! loaded off the request path and swapped in. A build that fails to load is
+//! loaded off the request path and swapped in. An api following a bucket
+//! first brings the bucket's `current` into its cache (fetching the build
+//! it names, then pointing the cache's link at it), so the rest is the
+//! same; while the bucket cannot be reached it serves what it has. A build that fails to load is
 //! logged and the one being served stays; it is tried again when its files
 //! change, or after a wait that doubles up to a minute.
 
@@ -12,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use shared::site::Layout;
 
-use crate::published::{Build, Live, Settings};
+use crate::published::{Build, Live, Settings, Source};
 
 /// What a check did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +33,9 @@ pub enum Outcome {
 /// Watches `site/current` and loads the build it names.
 pub struct Watcher {
     layout: Layout,
+    source: Arc<Source>,
+    /// The last error following the bucket, logged when it first appears.
+    bucket_error: Option<String>,
     settings: Settings,
     live: Arc<Live>,
     /// The build that last failed to load, and when to try it again.
@@ -61,12 +67,28 @@ fn stamp(layout: &Layout, id: &str) -> Stamp {
 }
 
 impl Watcher {
-    pub fn new(layout: Layout, settings: Settings, live: Arc<Live>) -> Watcher {
-        Watcher { layout, settings, live, failed: None }
+    pub fn new(layout: Layout, source: Arc<Source>, settings: Settings, live: Arc<Live>) -> Watcher {
+        Watcher { layout, source, bucket_error: None, settings, live, failed: None }
     }
 
     /// Loads the current build if it differs from the live one.
     pub async fn check(&mut self) -> Outcome {
+        if let Source::Bucket { bucket, .. } = self.source.as_ref() {
+            match bucket.follow(&self.layout).await {
+                Ok(_) => self.bucket_error = None,
+                Err(error) => {
+                    let error = format!("{error:#}");
+                    if self.bucket_error.as_ref() != Some(&error) {
+                        tracing::error!(
+                            bucket = bucket.url(),
+                            error,
+                            "cannot follow the bucket's builds; serving what is cached"
+                        );
+                    }
+                    self.bucket_error = Some(error);
+                }
+            }
+        }
         let Some(id) = self.layout.current_build() else { return Outcome::NoBuild };
         let serving = self.live.get();
         if serving.as_ref().is_some_and(|b| b.id == id) {
@@ -77,12 +99,13 @@ impl Watcher {
         if waiting.is_some_and(|f| Instant::now() < f.retry_at) {
             return Outcome::Unchanged;
         }
-        let (layout, settings) = (self.layout.clone(), self.settings);
+        let (layout, settings, files) = (self.layout.clone(), self.settings, self.source.files());
         let previous = serving.clone();
         let build = id.clone();
         let started = Instant::now();
         let loaded =
-            tokio::task::spawn_blocking(move || Build::load(&layout, &build, settings, previous.as_deref())).await;
+            tokio::task::spawn_blocking(move || Build::load(&layout, &build, files, settings, previous.as_deref()))
+                .await;
         let error = match loaded {
             Ok(Ok(build)) => {
                 let load_ms = started.elapsed().as_millis() as u64;

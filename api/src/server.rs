@@ -33,7 +33,7 @@ use crate::routes::{self, Table};
 pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let settings =
         Settings { limits: app.limits, mcp_cache: app.guard.mcp_cache, file_cache_bytes: app.file_cache_bytes };
-    let mut watcher = Watcher::new(app.layout.clone(), settings, app.live.clone());
+    let mut watcher = Watcher::new(app.layout.clone(), app.builds_from.clone(), settings, app.live.clone());
     if watcher.check().await == Outcome::NoBuild {
         let site = app.layout.site.display().to_string();
         tracing::warn!(site, "no build published yet; serving health only until one is");

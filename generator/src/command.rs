@@ -31,6 +31,34 @@ enum Command {
     /// (`plugin-scanner`) does, and print the report: its score, grade,
     /// categories and findings (docs/plugins.md).
     ScanPlugin(ScanPluginArgs),
+    /// Upload a build to S3-compatible object storage and point the
+    /// bucket's `current` at it, once every object is there: objects the
+    /// bucket holds are not sent again (docs/operating.md).
+    Publish(PublishArgs),
+}
+
+#[derive(Args)]
+struct PublishArgs {
+    /// The bucket and prefix, `s3://bucket/prefix`, reached as the AWS
+    /// environment variables say (`AWS_ENDPOINT_URL`, `AWS_REGION`,
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`).
+    #[arg(long, env = "ALMANAC_BUCKET")]
+    to: String,
+    /// Folder of the build directories and the `current` link.
+    #[arg(long, env = "ALMANAC_SITE_DIR", default_value = "site")]
+    site_dir: PathBuf,
+    /// Folder of the snapshots and search folders.
+    #[arg(long, env = "ALMANAC_DATA_DIR", default_value = "data")]
+    data_dir: PathBuf,
+    /// The build to publish; the live one (`current`) when not given.
+    #[arg(long)]
+    build: Option<String>,
+    /// Objects uploaded at once.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Longest one request to the bucket may take, in milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    request_timeout_ms: u64,
 }
 
 #[derive(Args)]
@@ -179,6 +207,7 @@ pub fn main() -> Result<()> {
     let args = match Cli::parse().command {
         Command::Build(args) => args,
         Command::ScanPlugin(args) => return scan_plugin(&args),
+        Command::Publish(args) => return tokio::runtime::Runtime::new()?.block_on(publish(&args)),
     };
     // Before any thread is started: each thread inherits its starter's.
     let lowered = shared::priority::lower(args.nice);
@@ -198,7 +227,32 @@ fn scan_plugin(args: &ScanPluginArgs) -> Result<()> {
     Ok(())
 }
 
-async fn run(args: BuildArgs, lowered: std::io::Result<()>) -> Result<()> {
+/// `generator publish --to s3://...`: a build uploaded, its report
+/// printed on stdout as JSON.
+async fn publish(args: &PublishArgs) -> Result<()> {
+    use anyhow::Context;
+    init_logs();
+    let layout = Layout::new(&args.site_dir, &args.data_dir);
+    let id = match &args.build {
+        Some(id) => id.clone(),
+        None => layout.current_build().context("no build is live: name one with --build")?,
+    };
+    let transfer = build_store::Transfer {
+        concurrency: args.concurrency,
+        request_timeout: Duration::from_millis(args.request_timeout_ms),
+        ..build_store::Transfer::default()
+    };
+    let bucket = build_store::Bucket::open(&args.to, transfer)?;
+    let report = bucket.publish(&layout, &id).await.with_context(|| format!("publishing build {id} to {}", args.to))?;
+    tracing::info!(
+        build = %report.build, objects = report.objects, uploaded = report.uploaded,
+        bytes = report.uploaded_bytes, bucket = %args.to, "published"
+    );
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}
+
+fn init_logs() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
@@ -206,6 +260,10 @@ async fn run(args: BuildArgs, lowered: std::io::Result<()>) -> Result<()> {
         // Each step (and, at debug, each part of one) logs its time as it ends.
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .init();
+}
+
+async fn run(args: BuildArgs, lowered: std::io::Result<()>) -> Result<()> {
+    init_logs();
     if let Err(error) = lowered {
         tracing::warn!(%error, "the build runs at the priority it was started with");
     }

@@ -19,10 +19,13 @@ static ARMED: OnceLock<String> = OnceLock::new();
 
 /// Arms the fault point named `name` for the rest of the process; a
 /// second call is ignored. `name` must be one of [`POINTS`],
-/// [`API_POINTS`] or [`SWAP_POINTS`].
+/// [`API_POINTS`], [`SWAP_POINTS`] or [`UPLOAD_POINTS`].
 pub fn arm(name: &str) {
     assert!(
-        POINTS.contains(&name) || API_POINTS.contains(&name) || SWAP_POINTS.contains(&name),
+        POINTS.contains(&name)
+            || API_POINTS.contains(&name)
+            || SWAP_POINTS.contains(&name)
+            || UPLOAD_POINTS.contains(&name),
         "{name} is not a fault point"
     );
     let _ = ARMED.set(name.to_string());
@@ -55,7 +58,10 @@ pub const POINTS: [&str; 8] = [
 /// Ends the process at once when `name` is [`arm`]ed.
 #[inline]
 pub fn point(name: &'static str) {
-    debug_assert!(POINTS.contains(&name) || API_POINTS.contains(&name), "{name} is not a fault point");
+    debug_assert!(
+        POINTS.contains(&name) || API_POINTS.contains(&name) || UPLOAD_POINTS.contains(&name),
+        "{name} is not a fault point"
+    );
     if armed(name) {
         std::process::abort();
     }
@@ -66,6 +72,13 @@ pub const API_POINTS: [&str; 1] = [
     // Outbox events appended to the journal and synced, not yet deleted
     // from the outbox.
     "journal-appended",
+];
+
+/// The points of `generator publish`, uploading a build to a bucket.
+pub const UPLOAD_POINTS: [&str; 1] = [
+    // Half the build's missing objects uploaded; its manifest and the
+    // pointer not.
+    "uploaded-half",
 ];
 
 /// The api's fault points while it swaps in a new build, in order.

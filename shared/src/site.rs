@@ -284,9 +284,14 @@ fn create_parents<'a>(root: &Path, files: impl Iterator<Item = &'a str>) -> Resu
 
 /// Points `current` at the build, in one rename.
 pub fn publish(layout: &Layout, manifest: &Manifest) -> Result<()> {
+    point_current(layout, &manifest.build)
+}
+
+/// Points `current` at build `id`, in one rename.
+pub fn point_current(layout: &Layout, id: &str) -> Result<()> {
     let temp = layout.site.join(format!(".current-{}", std::process::id()));
     let _ = fs::remove_file(&temp);
-    std::os::unix::fs::symlink(Path::new("builds").join(&manifest.build), &temp)
+    std::os::unix::fs::symlink(Path::new("builds").join(id), &temp)
         .with_context(|| format!("linking {}", temp.display()))?;
     fs::rename(&temp, layout.current_link()).context("switching the current build")?;
     sync_dir(&layout.site)

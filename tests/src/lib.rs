@@ -16,6 +16,7 @@ pub mod mirror;
 pub mod models;
 pub mod network;
 pub mod process;
+pub mod s3;
 pub mod shape;
 pub mod wait;
 

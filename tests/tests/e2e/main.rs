@@ -10,6 +10,7 @@ mod broker_keys_feedback;
 mod broker_live;
 mod broker_payments;
 mod broker_registration;
+mod bucket;
 mod build_pipeline;
 mod chat;
 mod chat_access;
