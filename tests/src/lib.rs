@@ -15,6 +15,7 @@ pub mod live;
 pub mod mirror;
 pub mod models;
 pub mod network;
+pub mod nginx;
 pub mod process;
 pub mod s3;
 pub mod shape;

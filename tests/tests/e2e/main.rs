@@ -32,6 +32,7 @@ mod plugin_scanner;
 mod plugins;
 mod publish;
 mod replicas;
+mod replicas_behind_nginx;
 mod route_table;
 mod secrets;
 mod secrets_chain;
