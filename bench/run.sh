@@ -181,7 +181,7 @@ printf 'api RSS with the overlay %d MiB\n' "$(($(ps -o rss= -p $broker_pid) / 10
 latency_rounds 'search+10k live' bench/search.lua http://127.0.0.1:4082
 kill $broker_pid 2>/dev/null || true
 
-say "api replicas: two apis on that build sharing a live store in PostgreSQL (a throwaway cluster, synced): 10k registrations over HTTP through both, and how soon one finds what the other registered"
+say "api replicas: two apis on that build sharing a live store in PostgreSQL (a throwaway cluster, synced): 10k registrations over HTTP through both, how soon one finds what the other registered, and search on one api pinned to one CPU against two pinned to one each"
 "$BIN/bench" replicas "$BROKER/site" "$BROKER/data" 10000 100
 
 # The broker at scale: BENCH_AGENTS (250,000, the hosted broker's size, and

@@ -22,7 +22,8 @@ use crate::{object_key, Bucket};
 #[serde(rename_all = "camelCase")]
 pub struct Published {
     pub build: String,
-    /// Distinct route objects the build (and its base) needs.
+    /// Distinct route objects of the builds sent (none when the bucket
+    /// held the build already).
     pub objects: usize,
     /// Those sent; the rest were in the bucket already.
     pub uploaded: usize,

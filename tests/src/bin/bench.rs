@@ -845,20 +845,107 @@ fn replicas(site: &Path, data: &Path, agents: usize, probes: usize) -> Result<()
         at(0.99),
         at(1.0)
     );
-    for (mut child, _) in apis {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    apis.into_iter().for_each(stop_api);
+    pinned_search(site, data, &url, &journals.path().join("journal-pinned"))?;
     cluster.stop();
     Ok(())
+}
+
+/// Search throughput of one api pinned to one CPU (`taskset`) against two
+/// apis pinned to one CPU each on the same store, three rounds, the
+/// order alternated: `wrk` with bench/search.lua, 32 connections in all (two
+/// `wrk`s of 16 for two apis, each at its own). wrk runs unpinned, so on
+/// a 2-CPU machine it shares the CPUs the two apis hold.
+fn pinned_search(site: &Path, data: &Path, url: &str, journal: &Path) -> Result<()> {
+    let script = shared::checkout::root().join("bench/search.lua");
+    let wrk = |base: &str, threads: &str, connections: &str| -> Result<std::process::Child> {
+        Ok(std::process::Command::new("wrk")
+            .args(["-t", threads, "-c", connections, "-d10s", "-s"])
+            .arg(&script)
+            .arg(base)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("running wrk (bench/run.sh installs it)")?)
+    };
+    let rate = |child: std::process::Child| -> Result<f64> {
+        let out = String::from_utf8(child.wait_with_output()?.stdout)?;
+        let line = out.lines().find(|l| l.starts_with("Requests/sec:")).context("wrk printed no rate")?;
+        Ok(line.split_whitespace().nth(1).context("a rate")?.parse()?)
+    };
+    // Started, and serving the build (its load is not measured).
+    let pinned = |cpu: usize| -> Result<(std::process::Child, String)> {
+        let flags = ["--store", url, "--journal-dir", journal.to_str().context("a path")?];
+        let api = start_api_with(site, data, &flags, &["taskset", "-c", &cpu.to_string()])?;
+        let started = Instant::now();
+        loop {
+            let health: serde_json::Value = http_client::blocking::get(format!("{}/health", api.1))?.json()?;
+            if health["build"].is_string() {
+                break Ok(api);
+            }
+            anyhow::ensure!(started.elapsed() < Duration::from_secs(120), "the api loaded no build");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let one = || -> Result<f64> {
+        let api = pinned(0)?;
+        let rate = rate(wrk(&api.1, "2", "32")?)?;
+        stop_api(api);
+        Ok(rate)
+    };
+    let two = || -> Result<f64> {
+        let apis = [pinned(0)?, pinned(1)?];
+        let loads = [wrk(&apis[0].1, "1", "16")?, wrk(&apis[1].1, "1", "16")?];
+        let mut both = 0.0;
+        for load in loads {
+            both += rate(load)?;
+        }
+        apis.into_iter().for_each(stop_api);
+        Ok(both)
+    };
+    for round in 1..=3 {
+        // Alternated: one api first in odd rounds, two in even ones.
+        let (single, both) = match round % 2 {
+            1 => (one()?, two()?),
+            _ => {
+                let both = two()?;
+                (one()?, both)
+            }
+        };
+        println!(
+            "round {round}: search, one api on CPU 0 {single:.0}/s; two apis on CPUs 0 and 1 {both:.0}/s ({:.2}x)",
+            both / single
+        );
+    }
+    Ok(())
+}
+
+fn stop_api((mut child, _): (std::process::Child, String)) {
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Starts the api beside this binary on the build in `site` and `data`,
 /// on a port the system picks: the process and its base URL.
 fn start_api(site: &Path, data: &Path, flags: &[&str]) -> Result<(std::process::Child, String)> {
+    start_api_with(site, data, flags, &[])
+}
+
+/// [`start_api`] run by `wrapper` (`taskset -c 0`, say), when not empty.
+fn start_api_with(site: &Path, data: &Path, flags: &[&str], wrapper: &[&str]) -> Result<(std::process::Child, String)> {
     use std::io::{BufRead, BufReader};
     let api = std::env::current_exe()?.with_file_name("api");
-    let mut child = std::process::Command::new(api)
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut command = std::process::Command::new(program);
+            command.args(args).arg(api);
+            command
+        }
+        None => std::process::Command::new(api),
+    };
+    // No availability checks: the build's agents are not on this machine,
+    // and a benchmark calls loopback only.
+    let mut child = command
+        .env("ALMANAC_AVAILABILITY_EVERY_S", "0")
         .args(["--bind", "127.0.0.1:0", "--site-dir"])
         .arg(site)
         .arg("--data-dir")
