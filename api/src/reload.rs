@@ -54,6 +54,10 @@ struct Failed {
     wait: Duration,
 }
 
+/// Builds an api following a bucket keeps in its cache: the live one, and
+/// the one before it.
+const CACHED_BUILDS: usize = 2;
+
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const LONGEST_RETRY: Duration = Duration::from_secs(60);
 
@@ -109,6 +113,11 @@ impl Watcher {
         let error = match loaded {
             Ok(Ok(build)) => {
                 let load_ms = started.elapsed().as_millis() as u64;
+                if let Source::Bucket { .. } = self.source.as_ref() {
+                    // Before the swap, so that whoever sees the new build
+                    // sees the cache as it stays.
+                    self.prune_cache().await;
+                }
                 tracing::info!(build = %build.id, load_ms, "serving new build");
                 self.live.set(build);
                 self.failed = None;
@@ -131,6 +140,20 @@ impl Watcher {
         }
         self.failed = Some(Failed { id, stamp, error, retry_at: Instant::now() + wait, wait });
         Outcome::Failed
+    }
+
+    /// Removes the builds cached from a bucket but the one being swapped
+    /// in and the one served until then (and their bases), and what a
+    /// stopped fetch left.
+    /// Files they share with the live build stay in the objects' cache.
+    async fn prune_cache(&self) {
+        let layout = self.layout.clone();
+        match tokio::task::spawn_blocking(move || shared::site::prune(&layout, CACHED_BUILDS)).await {
+            Ok(Ok(removed)) if removed > 0 => tracing::info!(removed, "cached builds removed"),
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::warn!(error = %format!("{error:#}"), "could not prune the cached builds"),
+            Err(error) => tracing::warn!(%error, "the cache's pruner panicked"),
+        }
     }
 
     /// Checks for a new build every `interval`, forever.

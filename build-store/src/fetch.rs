@@ -112,10 +112,12 @@ impl Bucket {
 }
 
 /// A name in `folder` for a file or folder being written, never one a
-/// reader looks for (it starts with a dot) nor another writer's.
+/// reader looks for (it starts with a dot) nor another writer's; one a
+/// fetch that was stopped leaves is removed by `shared::site::prune`, as
+/// the generator's own staging is.
 fn scratch(folder: &Path, name: &str) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    folder.join(format!(".fetching-{}-{}-{name}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
+    folder.join(format!(".staging-fetch-{}-{}-{name}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
 }
 
 /// Route files fetched from the bucket when first asked for, kept in a

@@ -2,7 +2,8 @@
 //! `generator publish` uploads a build with each object's headers, an api
 //! with no build folder of its own follows the bucket and answers as the
 //! build's files say, an upload ended halfway leaves the previous build
-//! live, and the next publish sends only what is missing.
+//! live, the next publish sends only what is missing, and the api's cache
+//! keeps only the builds it may serve.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -171,6 +172,22 @@ async fn a_build_published_to_a_bucket_is_served_from_it_and_a_halfway_upload_ch
     assert_eq!(late_api.served_build(&second.build), second.build);
     assert!(late.path().join("site/builds").join(&first.build).join("_manifest.json").is_file(), "the base fetched");
     answers_as_built(&late_api, &base_dir, &first_routes_kept(&first, &second), 100).await;
+
+    // Two builds later the first api's cache holds the live build, the one
+    // before it and their base, and nothing a fetch left behind.
+    let mut newest = Vec::new();
+    for messages in [6_000, 7_000] {
+        let build = grow(messages);
+        published(publish("generator", &s3, &site, &data, None));
+        assert_eq!(api.served_build(&build.build), build.build);
+        newest.push(build.build);
+    }
+    let cached: BTreeSet<String> = std::fs::read_dir(cache_site.join("builds"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    let expected: BTreeSet<String> = [first.build.clone(), newest[0].clone(), newest[1].clone()].into();
+    assert_eq!(cached, expected, "the second build pruned from the cache");
 }
 
 /// The first build's routes the layer still serves from it (unchanged).
