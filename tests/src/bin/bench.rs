@@ -859,13 +859,13 @@ fn replicas(site: &Path, data: &Path, agents: usize, probes: usize) -> Result<()
 fn pinned_search(site: &Path, data: &Path, url: &str, journal: &Path) -> Result<()> {
     let script = shared::checkout::root().join("bench/search.lua");
     let wrk = |base: &str, threads: &str, connections: &str| -> Result<std::process::Child> {
-        Ok(std::process::Command::new("wrk")
+        std::process::Command::new("wrk")
             .args(["-t", threads, "-c", connections, "-d10s", "-s"])
             .arg(&script)
             .arg(base)
             .stdout(std::process::Stdio::piped())
             .spawn()
-            .context("running wrk (bench/run.sh installs it)")?)
+            .context("running wrk (bench/run.sh installs it)")
     };
     let rate = |child: std::process::Child| -> Result<f64> {
         let out = String::from_utf8(child.wait_with_output()?.stdout)?;
