@@ -113,11 +113,9 @@ impl Watcher {
         let error = match loaded {
             Ok(Ok(build)) => {
                 let load_ms = started.elapsed().as_millis() as u64;
-                if let Source::Bucket { .. } = self.source.as_ref() {
-                    // Before the swap, so that whoever sees the new build
-                    // sees the cache as it stays.
-                    self.prune_cache().await;
-                }
+                // Before the swap, so that whoever sees the new build sees
+                // the cache as it stays.
+                self.prune_cache().await;
                 tracing::info!(build = %build.id, load_ms, "serving new build");
                 self.live.set(build);
                 self.failed = None;
@@ -143,14 +141,18 @@ impl Watcher {
     }
 
     /// Removes the builds cached from a bucket but the one being swapped
-    /// in and the one served until then (and their bases), and what a
-    /// stopped fetch left.
-    /// Files they share with the live build stay in the objects' cache.
+    /// in and the one served until then (and their bases), what a stopped
+    /// fetch left, and the cached route files none of those names.
     async fn prune_cache(&self) {
-        let layout = self.layout.clone();
-        match tokio::task::spawn_blocking(move || shared::site::prune(&layout, CACHED_BUILDS)).await {
-            Ok(Ok(removed)) if removed > 0 => tracing::info!(removed, "cached builds removed"),
-            Ok(Ok(_)) => {}
+        let Source::Bucket { objects, .. } = self.source.as_ref() else { return };
+        let (layout, objects) = (self.layout.clone(), objects.clone());
+        let pruned = tokio::task::spawn_blocking(move || {
+            let builds = shared::site::prune(&layout, CACHED_BUILDS)?;
+            anyhow::Ok((builds, objects.prune(&layout.builds())?))
+        });
+        match pruned.await {
+            Ok(Ok((0, 0))) => {}
+            Ok(Ok((builds, files))) => tracing::info!(builds, files, "cached builds and files removed"),
             Ok(Err(error)) => tracing::warn!(error = %format!("{error:#}"), "could not prune the cached builds"),
             Err(error) => tracing::warn!(%error, "the cache's pruner panicked"),
         }

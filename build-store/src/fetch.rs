@@ -136,6 +136,37 @@ impl ObjectCache {
         Ok(ObjectCache { bucket, dir, runtime })
     }
 
+    /// Removes the cached objects no build in the folder `builds` names
+    /// (each build's index read whole: O(routes) of the cached builds), and
+    /// what an interrupted write left; returns how many files it removed.
+    /// A file removed while a request is reading it is fetched again.
+    pub fn prune(&self, builds: &Path) -> Result<usize> {
+        let mut kept = std::collections::HashSet::new();
+        for entry in std::fs::read_dir(builds).with_context(|| format!("reading {}", builds.display()))? {
+            let path = entry?.path();
+            if path.file_name().and_then(|n| n.to_str()).is_none_or(|n| n.starts_with('.')) {
+                continue;
+            }
+            let index = Index::open(&path)?;
+            for record in index.iter().filter(|r| !r.removed) {
+                kept.insert(crate::object_key(
+                    &shared::http::hex(&record.etag),
+                    record.content_type,
+                    record.cache_control,
+                ));
+            }
+        }
+        let mut removed = 0;
+        for entry in std::fs::read_dir(&self.dir).with_context(|| format!("reading {}", self.dir.display()))? {
+            let entry = entry?;
+            if !kept.contains(entry.file_name().to_string_lossy().as_ref()) {
+                std::fs::remove_file(entry.path()).with_context(|| format!("removing {}", entry.path().display()))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     /// The bytes of object `key`, from the cache or else from the bucket;
     /// `check` judges them before they are kept or returned (a cached
     /// file that fails it is fetched again). Blocks the calling thread on

@@ -188,6 +188,19 @@ async fn a_build_published_to_a_bucket_is_served_from_it_and_a_halfway_upload_ch
         .collect();
     let expected: BTreeSet<String> = [first.build.clone(), newest[0].clone(), newest[1].clone()].into();
     assert_eq!(cached, expected, "the second build pruned from the cache");
+    // The second build's files read before (by `answers_as_built`) and no
+    // longer any kept build's are gone; the kept ones' stay.
+    let kept: BTreeSet<String> =
+        expected.iter().flat_map(|id| keys(&Manifest::load(&site.join("builds").join(id)).unwrap())).collect();
+    let objects: BTreeSet<String> = std::fs::read_dir(cache_data.join("objects"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(
+        !objects.is_empty() && objects.is_subset(&kept),
+        "{} cached files none of the kept builds name",
+        objects.difference(&kept).count()
+    );
 }
 
 /// The first build's routes the layer still serves from it (unchanged).
