@@ -194,14 +194,9 @@ impl Routes {
                 record.check(&bytes)?;
                 bytes
             }
-            Files::Bucket(objects) => {
-                let key = build_store::object_key(
-                    &shared::http::hex(&record.etag),
-                    record.content_type,
-                    record.cache_control,
-                );
-                objects.read(&key, |bytes| record.check(bytes).map_err(|d| d.problem)).map_err(damage)?
-            }
+            Files::Bucket(objects) => objects
+                .read(&build_store::record_key(record), |bytes| record.check(bytes).map_err(|d| d.problem))
+                .map_err(damage)?,
         };
         representation(record, Bytes::from(bytes))
     }

@@ -148,13 +148,7 @@ impl ObjectCache {
                 continue;
             }
             let index = Index::open(&path)?;
-            for record in index.iter().filter(|r| !r.removed) {
-                kept.insert(crate::object_key(
-                    &shared::http::hex(&record.etag),
-                    record.content_type,
-                    record.cache_control,
-                ));
-            }
+            kept.extend(index.iter().filter(|r| !r.removed).map(|r| crate::record_key(&r)));
         }
         let mut removed = 0;
         for entry in std::fs::read_dir(&self.dir).with_context(|| format!("reading {}", self.dir.display()))? {

@@ -77,6 +77,16 @@ pub fn object_key(etag_hex: &str, content_type: &str, cache_control: &str) -> St
     format!("{etag_hex}-{}", &headers.as_str()[1..9])
 }
 
+/// The object key of a manifest entry's bytes.
+pub fn entry_key(entry: &shared::manifest::Entry) -> String {
+    object_key(entry.etag.as_str().trim_matches('"'), entry.content_type, entry.cache_control)
+}
+
+/// The object key of an index record's bytes.
+pub fn record_key(record: &shared::index::Record) -> String {
+    object_key(&shared::http::hex(&record.etag), record.content_type, record.cache_control)
+}
+
 impl Bucket {
     /// The bucket `url` names (`s3://bucket/prefix`), reached as the AWS
     /// environment variables say. Nothing is sent yet.
@@ -135,11 +145,13 @@ impl Bucket {
 
     /// Whether build `id` is there whole (its manifest, written last, is).
     pub async fn has_build(&self, id: &str) -> Result<bool> {
-        match self.store.head(&self.key(&format!("builds/{id}/{}", shared::manifest::FILE_NAME))).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(error) => Err(error).with_context(|| format!("asking {} for build {id}", self.url)),
-        }
+        self.exists(&format!("builds/{id}/{}", shared::manifest::FILE_NAME)).await
+    }
+
+    /// Whether object `relative` is there (one `HEAD`).
+    async fn exists(&self, relative: &str) -> Result<bool> {
+        let head = found(self.store.head(&self.key(relative)).await);
+        Ok(head.with_context(|| format!("asking {} for {relative}", self.url))?.is_some())
     }
 
     /// Object `relative` (`objects/<key>`, `builds/<id>/_manifest.json`,
@@ -149,13 +161,10 @@ impl Bucket {
         let read = async {
             let got = self.store.get(&self.key(relative)).await?;
             let attributes = got.attributes.clone();
-            anyhow::Ok((got.bytes().await?, attributes))
+            Ok((got.bytes().await?, attributes))
         };
-        let (bytes, attributes) = match read.await {
-            Ok(read) => read,
-            Err(error) if error.downcast_ref::<object_store::Error>().is_some_and(is_not_found) => return Ok(None),
-            Err(error) => return Err(error).with_context(|| format!("reading {relative} from {}", self.url)),
-        };
+        let read = found(read.await).with_context(|| format!("reading {relative} from {}", self.url))?;
+        let Some((bytes, attributes)) = read else { return Ok(None) };
         let text = |attribute: &object_store::Attribute| attributes.get(attribute).map(|v| v.to_string());
         Ok(Some(Stored {
             bytes,
@@ -167,12 +176,7 @@ impl Bucket {
 
     /// The bytes of `relative`, `None` when there is no such object.
     async fn get_if_there(&self, relative: &str) -> Result<Option<Bytes>> {
-        let read = async { self.store.get(&self.key(relative)).await?.bytes().await };
-        match read.await {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(error) => Err(error).with_context(|| format!("reading {relative} from {}", self.url)),
-        }
+        Ok(self.read(relative).await?.map(|stored| stored.bytes))
     }
 
     /// The names under `folder/` (relative to it), listed in pages of
@@ -199,8 +203,13 @@ pub struct Stored {
     pub etag: Option<String>,
 }
 
-fn is_not_found(error: &object_store::Error) -> bool {
-    matches!(error, object_store::Error::NotFound { .. })
+/// `result`, with no such object as `None`.
+fn found<T>(result: object_store::Result<T>) -> object_store::Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// Every client of the bucket from `http-client`, bounded as [`Transfer`]

@@ -15,7 +15,7 @@ use object_store::{Attribute, Attributes, PutOptions, PutPayload};
 use shared::manifest::{self, Manifest};
 use shared::site::{BuildFiles, Layout};
 
-use crate::{object_key, Bucket};
+use crate::{entry_key, Bucket};
 
 /// What a publish did.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
@@ -75,7 +75,7 @@ impl Bucket {
         self.upload_objects(&dir, manifest, present, report).await?;
         self.upload_folder(&layout.search(id), &format!("search/{id}")).await?;
         let snapshot = format!("snapshots/{}", manifest.snapshot);
-        if !self.names_under("snapshots").await?.contains(&manifest.snapshot) {
+        if !self.exists(&snapshot).await? {
             self.upload_file(&layout.snapshot(manifest), &snapshot, Attributes::new()).await?;
         }
         // The build's own files besides the routes': its index and host
@@ -107,8 +107,7 @@ impl Bucket {
         // One entry per key: routes with the same bytes and headers share it.
         let mut wanted = BTreeMap::new();
         for entry in &manifest.routes {
-            let etag = entry.etag.as_str().trim_matches('"');
-            wanted.entry(object_key(etag, entry.content_type, entry.cache_control)).or_insert(entry);
+            wanted.entry(entry_key(entry)).or_insert(entry);
         }
         report.objects += wanted.len();
         let missing: Vec<_> = wanted.into_iter().filter(|(key, _)| !present.contains(key)).collect();

@@ -166,3 +166,46 @@ impl Broker {
         self.with_store(|s| s.query_row(&sql, [], |r| r.get(0))).unwrap()
     }
 }
+
+/// Clients asking for GET URLs without pause, each counting its answers
+/// (200) and failures (anything else, or no answer), until [`Askers::stop`]:
+/// what a swap or a failover must not fail.
+pub struct Askers {
+    asking: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<(u64, u64)>>,
+}
+
+impl Askers {
+    /// One client per URL of `urls`, each with a connection of its own.
+    pub fn start(urls: impl IntoIterator<Item = String>) -> Askers {
+        let asking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let tasks = urls
+            .into_iter()
+            .map(|url| {
+                let (asking, client) = (asking.clone(), crate::unpooled_client());
+                tokio::spawn(async move {
+                    let (mut answered, mut failed) = (0, 0);
+                    while asking.load(std::sync::atomic::Ordering::Relaxed) {
+                        match client.get(&url).send().await {
+                            Ok(response) if response.status() == 200 => answered += 1,
+                            _ => failed += 1,
+                        }
+                    }
+                    (answered, failed)
+                })
+            })
+            .collect();
+        Askers { asking, tasks }
+    }
+
+    /// Stops asking: the answers and failures of all the clients.
+    pub async fn stop(self) -> (u64, u64) {
+        self.asking.store(false, std::sync::atomic::Ordering::Relaxed);
+        let mut totals = (0, 0);
+        for task in self.tasks {
+            let (answered, failed) = task.await.expect("an asker ends");
+            totals = (totals.0 + answered, totals.1 + failed);
+        }
+        totals
+    }
+}

@@ -6,6 +6,7 @@
 //! that key (SigV4), or moto refuses it as S3 would.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -95,6 +96,24 @@ impl S3 {
     /// The bucket's URL with `prefix`, as `--to` and `--site-bucket` take it.
     pub fn url(&self, prefix: &str) -> String {
         format!("s3://{}/{prefix}", self.bucket)
+    }
+
+    /// `generator publish` (or `program`, its test build) of the build
+    /// in `site` and `data` to this bucket under `prefix`, reaching it
+    /// with the user's key; its output piped.
+    pub fn publish_command(&self, program: &str, prefix: &str, site: &Path, data: &Path) -> Command {
+        let mut command = Command::new(crate::process::binary(program));
+        command
+            .args(["publish", "--to", &self.url(prefix)])
+            .arg("--site-dir")
+            .arg(site)
+            .arg("--data-dir")
+            .arg(data)
+            .env("RUST_LOG", "warn")
+            .envs(self.env())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
     }
 
     /// The environment that reaches this server with the user's key.

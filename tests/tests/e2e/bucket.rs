@@ -7,12 +7,12 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use hcs20::Topics;
 use shared::manifest::Manifest;
 use tests::datagen::random_corpus_scaled;
-use tests::process::{binary, build, Api};
+use tests::process::{build, Api};
 use tests::s3::S3;
 use tests::{unpooled_client, TempDir};
 
@@ -32,16 +32,8 @@ fn publish_with(
     data: &Path,
     fault: Option<&str>,
 ) -> Output {
-    let mut command = Command::new(binary(program));
-    command
-        .args(["publish", "--to", &s3.url("almanac"), "--concurrency", "4"])
-        .arg("--site-dir")
-        .arg(site)
-        .arg("--data-dir")
-        .arg(data)
-        .env("RUST_LOG", "warn")
-        .envs(env)
-        .stderr(Stdio::piped());
+    let mut command = s3.publish_command(program, "almanac", site, data);
+    command.args(["--concurrency", "4"]).envs(env);
     if let Some(point) = fault {
         command.env(tests::process::FAULT, point);
     }
@@ -60,11 +52,7 @@ fn published(output: Output) -> serde_json::Value {
 
 /// The object keys of `manifest`'s routes.
 fn keys(manifest: &Manifest) -> BTreeSet<String> {
-    manifest
-        .routes
-        .iter()
-        .map(|e| build_store::object_key(e.etag.as_str().trim_matches('"'), e.content_type, e.cache_control))
-        .collect()
+    manifest.routes.iter().map(build_store::entry_key).collect()
 }
 
 /// The api answers `count` of `manifest`'s routes, spread over it, with
@@ -109,8 +97,8 @@ async fn a_build_published_to_a_bucket_is_served_from_it_and_a_halfway_upload_ch
 
     // Each object carries its route's headers, for a CDN in front.
     let entry = first.routes.iter().find(|e| e.route() == "/hcs20/stats").expect("a stats route");
-    let key = build_store::object_key(entry.etag.as_str().trim_matches('"'), entry.content_type, entry.cache_control);
-    let stored = bucket.read(&format!("objects/{key}")).await.unwrap().expect("the stats object");
+    let stored =
+        bucket.read(&format!("objects/{}", build_store::entry_key(entry))).await.unwrap().expect("the stats object");
     assert_eq!(stored.content_type.as_deref(), Some(entry.content_type));
     assert_eq!(stored.cache_control.as_deref(), Some(entry.cache_control));
     assert_eq!(stored.etag.as_deref(), Some(entry.etag.as_str()));

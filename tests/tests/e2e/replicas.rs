@@ -107,24 +107,7 @@ async fn two_apis_share_one_store_follow_each_other_and_hand_the_duties_over() {
 
     // A build published while both serve: each picks it up, and no request
     // to either fails meanwhile.
-    let asking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let askers: Vec<_> = apis
-        .iter()
-        .map(|api| api.api.url("/api/v1/search?q=agent&limit=5"))
-        .map(|url| {
-            let (asking, client) = (asking.clone(), tests::unpooled_client());
-            tokio::spawn(async move {
-                let (mut answered, mut failed) = (0, 0);
-                while asking.load(std::sync::atomic::Ordering::Relaxed) {
-                    match client.get(&url).send().await {
-                        Ok(response) if response.status() == 200 => answered += 1,
-                        _ => failed += 1,
-                    }
-                }
-                (answered, failed)
-            })
-        })
-        .collect();
+    let askers = tests::live::Askers::start(apis.iter().map(|api| api.api.url("/api/v1/search?q=agent&limit=5")));
     let before = std::fs::read_link(apis[0].site.join("current")).unwrap();
     // The holder's journal has the registrations: the build is a new one.
     tests::wait::until("the outbox journaled", 100, Duration::from_millis(50), async || {
@@ -142,11 +125,8 @@ async fn two_apis_share_one_store_follow_each_other_and_hand_the_duties_over() {
         })
         .await;
     }
-    asking.store(false, std::sync::atomic::Ordering::Relaxed);
-    for asker in askers {
-        let (answered, failed) = asker.await.unwrap();
-        assert!(answered > 0 && failed == 0, "{answered} answered, {failed} failed across the swap");
-    }
+    let (answered, failed) = askers.stop().await;
+    assert!(answered > 0 && failed == 0, "{answered} answered, {failed} failed across the swap");
 
     // The holder dies: within about a lease the other holds the duties
     // and journals what is registered next.

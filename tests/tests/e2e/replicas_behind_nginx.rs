@@ -6,15 +6,15 @@
 //! killed while it delivers a registration, leaves the delivery to the
 //! other, which completes the attempt without billing it twice.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use tests::live::{call, sign_in, Broker};
+use tests::live::{call, sign_in, Askers, Broker};
 use tests::nginx::{free_port, Nginx};
-use tests::process::{binary, build, Api};
+use tests::process::{build, Api};
 use tests::s3::S3;
 use tests::TempDir;
 use warp::Filter;
@@ -62,16 +62,7 @@ fn duties_holder(url: &str) -> Option<u32> {
 }
 
 fn publish(s3: &S3, site: &std::path::Path, data: &std::path::Path) {
-    let out = std::process::Command::new(binary("generator"))
-        .args(["publish", "--to", &s3.url("main")])
-        .arg("--site-dir")
-        .arg(site)
-        .arg("--data-dir")
-        .arg(data)
-        .env("RUST_LOG", "warn")
-        .envs(s3.env())
-        .output()
-        .unwrap();
+    let out = s3.publish_command("generator", "main", site, data).output().unwrap();
     assert!(out.status.success(), "publish: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -207,23 +198,7 @@ async fn two_replicas_behind_nginx_share_the_store_and_the_bucket_and_outlive_ea
     .await;
 
     // A build published while both serve: no request through nginx fails.
-    let asking = Arc::new(AtomicBool::new(true));
-    let askers: Vec<_> = (0..4)
-        .map(|_| {
-            let (asking, client, url) =
-                (asking.clone(), client.clone(), format!("{front}/api/v1/search?q=agent&limit=5"));
-            tokio::spawn(async move {
-                let (mut answered, mut failed) = (0, 0);
-                while asking.load(Ordering::Relaxed) {
-                    match client.get(&url).send().await {
-                        Ok(response) if response.status() == 200 => answered += 1,
-                        _ => failed += 1,
-                    }
-                }
-                (answered, failed)
-            })
-        })
-        .collect();
+    let askers = Askers::start((0..4).map(|_| format!("{front}/api/v1/search?q=agent&limit=5")));
     tests::wait::until("the outbox journaled", 200, Duration::from_millis(50), async || {
         tests::process::with_store_at(&live_store::Location::Postgres(url.clone()), |conn| {
             conn.query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get::<i64>(0)).unwrap()
@@ -242,11 +217,8 @@ async fn two_replicas_behind_nginx_share_the_store_and_the_bucket_and_outlive_ea
     for (api, _) in &apis {
         assert_eq!(api.served_build(&second), second, "each api follows the bucket");
     }
-    asking.store(false, Ordering::Relaxed);
-    for asker in askers {
-        let (answered, failed) = asker.await.unwrap();
-        assert!(answered > 0 && failed == 0, "{answered} answered, {failed} failed across the publish");
-    }
+    let (answered, failed) = askers.stop().await;
+    assert!(answered > 0 && failed == 0, "{answered} answered, {failed} failed across the publish");
 
     // The holder of the duties dies while it delivers a registration to
     // the additional registry: the other takes the duties over and
