@@ -63,7 +63,7 @@ $(ALMANAC_CONTRACTS): evm/compile.js evm/package-lock.json $(wildcard evm/contra
 ## local networks (the benchmark, data generator, screenshot and
 ## fault-injection tools are `make tools`)
 build: duckdb
-	$(CARGO) build --release $(CARGO_FEATURES) -p generator -p api --bin generator --bin api -p tests --bin localnet --bin evmnet --bin archivehost
+	$(CARGO) build --release $(CARGO_FEATURES) -p generator -p api --bin generator --bin api -p local-peers --bin localnet --bin evmnet --bin archivehost
 
 ## tools: compile every binary of the workspace: `build`'s and the tools
 ## `make test`, `make bench` and `make datasets` run

@@ -1,52 +1,39 @@
-//! Shared pieces of the end-to-end tests and the benchmark: a real mirror
-//! node on loopback ([`mirror`]), and the project's binaries run as child
-//! processes ([`process`]).
+//! Shared pieces of the end-to-end tests and the benchmark: the project's
+//! binaries run as child processes ([`process`]), the peers they reach on
+//! loopback (those `make run` starts too are the `local-peers` crate's,
+//! re-exported here), and the fixtures the tests share.
 
 pub mod agents;
-pub mod archive_host;
 pub mod bm25f;
 pub mod browser;
 pub mod card;
 pub mod datagen;
 pub mod dns;
 pub mod embeddings;
-pub mod evm;
 pub mod live;
-pub mod mirror;
 pub mod models;
-pub mod network;
 pub mod nginx;
 pub mod process;
 pub mod s3;
 pub mod shape;
 pub mod wait;
 
+// The peers `make run` starts as well, in a crate of their own so that
+// its build compiles none of the rest.
+pub use local_peers::{
+    archive_host, evm, files_under, mirror, network, serve_listener, serve_on_loopback, unpooled_client,
+};
+
 use std::path::{Path, PathBuf};
 
-/// The workspace root of the checkout under test ([`shared::checkout`]).
 /// Owned arguments as the `&str`s the process helpers take.
 pub fn strs(strings: &[String]) -> Vec<&str> {
     strings.iter().map(String::as_str).collect()
 }
 
+/// The workspace root of the checkout under test ([`shared::checkout`]).
 pub fn workspace_root() -> PathBuf {
     shared::checkout::root()
-}
-
-/// Every file under `dir`, at any depth (folders walked, not listed).
-pub fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut folders = vec![dir.to_path_buf()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(&folder).expect("reading a folder") {
-            let path = entry.expect("a folder entry").path();
-            match path.is_dir() {
-                true => folders.push(path),
-                false => files.push(path),
-            }
-        }
-    }
-    files
 }
 
 /// A folder for a fixture shared by one test binary (a `static`, never
@@ -89,13 +76,6 @@ pub async fn reference_client(script: &str, args: &[&str]) -> serde_json::Value 
     results
 }
 
-/// An HTTP client for a shared fixture: each test runs its own tokio
-/// runtime, and a pooled connection belongs to the runtime that opened it,
-/// so connections are not pooled.
-pub fn unpooled_client() -> reqwest::Client {
-    http_client::builder().pool_max_idle_per_host(0).build().expect("an HTTP client")
-}
-
 /// A fresh empty folder under the system temp dir, removed on drop.
 pub struct TempDir(PathBuf);
 
@@ -122,41 +102,6 @@ impl Drop for TempDir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
-}
-
-/// Serves `filter` on a free loopback port until the returned sender fires
-/// or is dropped: the peers the tests start (a mirror node, an embedding
-/// provider) run this way.
-pub async fn serve_on_loopback<F>(filter: F) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>)
-where
-    F: warp::Filter<Error = warp::Rejection> + Clone + Send + Sync + 'static,
-    F::Extract: warp::Reply,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
-    serve_listener(listener, filter)
-}
-
-/// Serves `filter` on `listener` (bound by a caller that needed its
-/// address first) until the sender is used or dropped.
-pub fn serve_listener<F>(
-    listener: tokio::net::TcpListener,
-    filter: F,
-) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>)
-where
-    F: warp::Filter<Error = warp::Rejection> + Clone + Send + Sync + 'static,
-    F::Extract: warp::Reply,
-{
-    let addr = listener.local_addr().expect("a bound address");
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(
-        warp::serve(filter)
-            .incoming(listener)
-            .graceful(async {
-                let _ = rx.await;
-            })
-            .run(),
-    );
-    (addr, tx)
 }
 
 /// `--egress-allow`'s value for peers on loopback: the host and port of

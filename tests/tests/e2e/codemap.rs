@@ -126,7 +126,8 @@ const LIBRARIES_THEN_BINARIES: &[&str] = &[
     "api",
 ];
 const LIBRARIES: &[&str] = LIBRARIES_THEN_BINARIES.split_at(LIBRARIES_THEN_BINARIES.len() - 2).0;
-/// Everything, and the throwaway PostgreSQL nothing shipped uses.
+/// Everything, the throwaway PostgreSQL nothing shipped uses, and the
+/// local peers.
 const TESTS_MAY_DEPEND_ON: &[&str] = &[
     "shared",
     "broker-model",
@@ -145,6 +146,7 @@ const TESTS_MAY_DEPEND_ON: &[&str] = &[
     "generator",
     "api",
     "pg-scratch",
+    "local-peers",
 ];
 
 /// The workspace's crates and the crates of the workspace each may depend
@@ -169,6 +171,7 @@ const CRATES_MAY_DEPEND_ON: &[(&str, &[&str])] = &[
     ("pages", &["shared", "broker-model", "guard-data", "hcs20", "broker-site"]),
     ("generator", LIBRARIES),
     ("api", LIBRARIES),
+    ("local-peers", &["shared", "programmable-secrets", "http-client", "generator", "api"]),
     ("tests", TESTS_MAY_DEPEND_ON),
 ];
 
@@ -261,7 +264,7 @@ fn client_constructors(text: &str) -> Vec<&str> {
 fn every_http_client_is_built_by_http_client() {
     let root = workspace_root();
     let mut checked = 0;
-    for name in LIBRARIES_THEN_BINARIES.iter().chain(&["tests"]).filter(|name| **name != "http-client") {
+    for name in LIBRARIES_THEN_BINARIES.iter().chain(&["local-peers", "tests"]).filter(|name| **name != "http-client") {
         let sources =
             tests::files_under(&root.join(name)).into_iter().filter(|p| p.extension().is_some_and(|e| e == "rs"));
         // This file names the constructors it looks for.
@@ -324,4 +327,44 @@ fn the_libraries_below_the_binaries_build_without_runtime_or_http() {
     // The check sees what it looks for: the api reaches all of them.
     let api = reached(&graph, "api");
     assert!(["tokio", "hyper", "duckdb-files"].iter().all(|s| api.contains(*s)), "the api's dependencies were read");
+}
+
+/// The packages `cargo tree` resolves for `selection`, each as
+/// `name version|features`, in the form the build resolves them: with the
+/// dev-dependencies' features only when `edges` names `dev`.
+fn resolved_features(edges: &str, selection: &[&str]) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = std::process::Command::new(cargo)
+        .args(["tree", "--offline", "--locked", "--prefix", "none", "--format", "{p}|{f}", "--edges", edges])
+        .args(selection)
+        .current_dir(workspace_root())
+        .output()
+        .expect("running cargo tree");
+    assert!(output.status.success(), "cargo tree: {}", String::from_utf8_lossy(&output.stderr));
+    // A package's first line names its folder when it is a member; its
+    // repeats end in "(*)".
+    let text = String::from_utf8(output.stdout).unwrap();
+    text.lines().map(|line| line.trim_end_matches(" (*)").to_string()).collect()
+}
+
+/// `make run` builds the generator, the api and the local peers; `make
+/// tools` and `make test` the whole workspace, with the tests'
+/// dev-dependencies. Cargo compiles a crate again for each set of its
+/// features, and every crate above it with it: a feature of tokio that
+/// only the tests turned on would compile most of the workspace twice in a
+/// newcomer's first `make test`. So every package of `make run`'s build
+/// resolves as it does in the others.
+#[test]
+fn make_runs_build_resolves_the_features_the_others_do() {
+    let run = resolved_features("normal,build", &["-p", "generator", "-p", "api", "-p", "local-peers"]);
+    assert!(run.len() > 300, "the build's packages were read ({})", run.len());
+    for (command, edges) in [("make tools", "normal,build"), ("make test", "normal,build,dev")] {
+        let other = resolved_features(edges, &["--workspace"]);
+        let differing: Vec<&String> = run.difference(&other).collect();
+        assert!(differing.is_empty(), "`make run` and `{command}` resolve these differently: {differing:?}");
+    }
+    // The check sees features: the api alone resolves tokio without the
+    // tests' `process`.
+    let api_alone = resolved_features("normal,build", &["-p", "api"]);
+    assert!(api_alone.iter().any(|package| package.starts_with("tokio v") && !run.contains(package)));
 }

@@ -1,5 +1,5 @@
 //! Content inscription against the real api binary on loopback, with a
-//! small Hedera network ([`tests::network`]) whose consensus nodes take
+//! small Hedera network ([`local_peers::network`]) whose consensus nodes take
 //! the broker's signed transactions over gRPC and whose mirror node shows
 //! what reached consensus: a file written as HCS-1, read back as the same
 //! bytes, billed once at its quote; a job the network refuses refunded; a

@@ -1,5 +1,5 @@
 //! The plugin catalog against the real api binary on loopback: plugins
-//! imported from an archive host on loopback (`tests::archive_host`,
+//! imported from an archive host on loopback (`local_peers::archive_host`,
 //! codeload's paths) built from the scanner's corpus, scanned as the
 //! reference scanner scores them, listed, badged and answered by the
 //! Guard trust routes by hash and by name; ownership, idempotent commits

@@ -12,9 +12,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use local_peers::evm::{Anvil, AnvilOptions, Chain};
 use programmable_secrets::deployment::Deployment;
 use serde_json::json;
-use tests::evm::{Anvil, AnvilOptions, Chain};
 
 #[derive(Parser)]
 #[command(about = "A local EVM chain on loopback with the Programmable Secrets contracts deployed")]
@@ -45,7 +45,7 @@ async fn main() -> Result<()> {
     let kept = args.state.join("deployment.json");
     let deployment = match std::fs::read_to_string(&kept).ok().and_then(|text| Deployment::parse(&text).ok()) {
         Some(found) if deployed(&chain, &found).await? => Deployment { rpc_url: anvil.url.clone(), ..found },
-        _ => tests::evm::deploy_protocol(&chain, "anvil").await.context("deploying the contracts")?,
+        _ => local_peers::evm::deploy_protocol(&chain, "anvil").await.context("deploying the contracts")?,
     };
     let text = serde_json::to_string_pretty(&deployment.manifest())?;
     std::fs::write(&kept, &text)?;

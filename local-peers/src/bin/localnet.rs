@@ -1,5 +1,5 @@
 //! A small Hedera network on loopback for `make run`: a mirror node and
-//! consensus nodes ([`tests::network`], the tests' own) that know the dev
+//! consensus nodes ([`local_peers::network`], the tests' own) that know the dev
 //! accounts of `datasets/live/dev-keys.json`, each with 10,000 HBAR. The
 //! api inscribes through it (`--hapi-node`, `--inscription-mirror-url`);
 //! a generator pointed at the mirror node reads what was written. With
@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use local_peers::mirror::MirrorServer;
+use local_peers::network::{self, Network};
 use shared::entity::EntityId;
-use tests::mirror::MirrorServer;
-use tests::network::{self, Network};
 
 #[derive(Parser)]
 #[command(about = "A small Hedera network on loopback: a mirror node and consensus nodes")]

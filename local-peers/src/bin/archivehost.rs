@@ -1,7 +1,7 @@
 //! A repository archive host for `make run`: every fixture plugin of the
 //! scanner's corpus (`plugins/corpus/<name>/plugin/`) served as the
 //! repository `corpus/<name>` at one commit, on loopback, at codeload's
-//! paths (`tests::archive_host`). A commit id is the first 40 hex digits
+//! paths (`local_peers::archive_host`). A commit id is the first 40 hex digits
 //! of the SHA-256 of the archive's bytes (archives are written the same
 //! for the same files), so it stays the same between runs. The served
 //! repositories and their commits are written to `--index` as JSON, for
@@ -13,8 +13,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use local_peers::archive_host::{entries_of, tar_gz, ArchiveHost};
 use sha2::{Digest, Sha256};
-use tests::archive_host::{entries_of, tar_gz, ArchiveHost};
 
 #[derive(Parser)]
 #[command(about = "Repository archives of the plugin corpus, on loopback, at codeload's paths")]
