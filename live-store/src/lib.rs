@@ -69,6 +69,7 @@ mod pg;
 pub mod sql;
 mod sqlite;
 
+use std::any::Any;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -328,17 +329,26 @@ trait Job: Send {
     fn finish(self: Box<Self>, committed: Result<(), Failure>);
 }
 
-struct Write<F, T> {
-    write: F,
-    result: Option<Result<T, Failure>>,
-    tell: oneshot::Sender<Result<T, Failure>>,
+/// What a read or a write answers, boxed. [`Store::read`] and
+/// [`Store::write`] are generic over the caller's function and its answer,
+/// and the api calls them from about 150 places: with the answer boxed,
+/// everything under them (the job, the channel, the waiting) is compiled
+/// once instead of once per caller. It costs one allocation per call, beside
+/// a round trip to SQLite's threads or to PostgreSQL.
+type Answer = Box<dyn Any + Send>;
+
+/// A caller's answer, taken out of its box.
+fn unbox<T: 'static>(answer: Answer) -> T {
+    *answer.downcast::<T>().expect("a store call answers with its function's type")
 }
 
-impl<F, T> Job for Write<F, T>
-where
-    F: Fn(&Conn) -> Result<T, Failure> + Send,
-    T: Send,
-{
+struct Write {
+    write: Box<dyn Fn(&Conn) -> Result<Answer, Failure> + Send>,
+    result: Option<Result<Answer, Failure>>,
+    tell: oneshot::Sender<Result<Answer, Failure>>,
+}
+
+impl Job for Write {
     fn run(&mut self, conn: &Conn) -> Result<(), Failure> {
         let result = (self.write)(conn);
         let status = result.as_ref().map(|_| ()).map_err(Failure::clone);
@@ -409,6 +419,14 @@ impl Store {
         T: Send + 'static,
         F: Fn(&Conn) -> Result<T, Failure> + Send + 'static,
     {
+        let write = Box::new(move |conn: &Conn| write(conn).map(|answer| Box::new(answer) as Answer));
+        self.write_answer(write).await.map(unbox)
+    }
+
+    async fn write_answer(
+        &self,
+        write: Box<dyn Fn(&Conn) -> Result<Answer, Failure> + Send>,
+    ) -> Result<Answer, Failure> {
         let (tell, told) = oneshot::channel();
         let job: Box<dyn Job> = Box::new(Write { write, result: None, tell });
         self.writer.send(job).await.map_err(|_| Failure::Closed)?;
@@ -423,6 +441,14 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Conn) -> Result<T, Failure> + Send + 'static,
     {
+        let f = Box::new(move |conn: &Conn| f(conn).map(|answer| Box::new(answer) as Answer));
+        self.read_answer(f).await.map(unbox)
+    }
+
+    async fn read_answer(
+        &self,
+        f: Box<dyn FnOnce(&Conn) -> Result<Answer, Failure> + Send>,
+    ) -> Result<Answer, Failure> {
         let (tell, told) = oneshot::channel();
         let read: Read = Box::new(move |conn| {
             let _ = tell.send(conn.and_then(f));
