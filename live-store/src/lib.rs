@@ -336,6 +336,10 @@ trait Job: Send {
 /// once instead of once per caller. It costs one allocation per call, beside
 /// a round trip to SQLite's threads or to PostgreSQL.
 type Answer = Box<dyn Any + Send>;
+/// A caller's write, answering in a box.
+type WriteAnswering = Box<dyn Fn(&Conn) -> Result<Answer, Failure> + Send>;
+/// A caller's read, answering in a box.
+type ReadAnswering = Box<dyn FnOnce(&Conn) -> Result<Answer, Failure> + Send>;
 
 /// A caller's answer, taken out of its box.
 fn unbox<T: 'static>(answer: Answer) -> T {
@@ -343,7 +347,7 @@ fn unbox<T: 'static>(answer: Answer) -> T {
 }
 
 struct Write {
-    write: Box<dyn Fn(&Conn) -> Result<Answer, Failure> + Send>,
+    write: WriteAnswering,
     result: Option<Result<Answer, Failure>>,
     tell: oneshot::Sender<Result<Answer, Failure>>,
 }
@@ -423,10 +427,7 @@ impl Store {
         self.write_answer(write).await.map(unbox)
     }
 
-    async fn write_answer(
-        &self,
-        write: Box<dyn Fn(&Conn) -> Result<Answer, Failure> + Send>,
-    ) -> Result<Answer, Failure> {
+    async fn write_answer(&self, write: WriteAnswering) -> Result<Answer, Failure> {
         let (tell, told) = oneshot::channel();
         let job: Box<dyn Job> = Box::new(Write { write, result: None, tell });
         self.writer.send(job).await.map_err(|_| Failure::Closed)?;
@@ -445,10 +446,7 @@ impl Store {
         self.read_answer(f).await.map(unbox)
     }
 
-    async fn read_answer(
-        &self,
-        f: Box<dyn FnOnce(&Conn) -> Result<Answer, Failure> + Send>,
-    ) -> Result<Answer, Failure> {
+    async fn read_answer(&self, f: ReadAnswering) -> Result<Answer, Failure> {
         let (tell, told) = oneshot::channel();
         let read: Read = Box::new(move |conn| {
             let _ = tell.send(conn.and_then(f));
