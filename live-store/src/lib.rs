@@ -319,16 +319,6 @@ impl Conn {
     }
 }
 
-/// A write waiting for a writer: run (perhaps more than once, each time in
-/// a new transaction), then told how its transaction ended.
-trait Job: Send {
-    /// Runs the write; an `Err` undoes what it wrote.
-    fn run(&mut self, conn: &Conn) -> Result<(), Failure>;
-    /// Answers the caller: the write's last result once its transaction
-    /// is committed, or why the transaction failed.
-    fn finish(self: Box<Self>, committed: Result<(), Failure>);
-}
-
 /// What a read or a write answers, boxed. [`Store::read`] and
 /// [`Store::write`] are generic over the caller's function and its answer,
 /// and the api calls them from about 150 places: with the answer boxed,
@@ -346,13 +336,16 @@ fn unbox<T: 'static>(answer: Answer) -> T {
     *answer.downcast::<T>().expect("a store call answers with its function's type")
 }
 
-struct Write {
+/// A write waiting for a writer: run (perhaps more than once, each time in
+/// a new transaction), then told how its transaction ended.
+struct Job {
     write: WriteAnswering,
     result: Option<Result<Answer, Failure>>,
     tell: oneshot::Sender<Result<Answer, Failure>>,
 }
 
-impl Job for Write {
+impl Job {
+    /// Runs the write; an `Err` undoes what it wrote.
     fn run(&mut self, conn: &Conn) -> Result<(), Failure> {
         let result = (self.write)(conn);
         let status = result.as_ref().map(|_| ()).map_err(Failure::clone);
@@ -360,7 +353,9 @@ impl Job for Write {
         status
     }
 
-    fn finish(self: Box<Self>, committed: Result<(), Failure>) {
+    /// Answers the caller: the write's last result once its transaction
+    /// is committed, or why the transaction failed.
+    fn finish(self, committed: Result<(), Failure>) {
         let result = self.result.unwrap_or(Err(Failure::Closed));
         let _ = self.tell.send(committed.and(result));
     }
@@ -373,7 +368,7 @@ type Read = Box<dyn FnOnce(Result<&Conn, Failure>) + Send>;
 /// The live store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    writer: mpsc::Sender<Box<dyn Job>>,
+    writer: mpsc::Sender<Job>,
     readers: mpsc::Sender<Read>,
     dialect: Dialect,
     writes: watch::Receiver<u64>,
@@ -384,7 +379,7 @@ impl Store {
     /// brings its schema up to date, and starts its threads (which end
     /// when the last clone of the store is dropped).
     pub fn open(location: impl Into<Location>, settings: Settings) -> Result<Store, OpenError> {
-        let (writer, jobs) = mpsc::channel::<Box<dyn Job>>(settings.queue.max(1));
+        let (writer, jobs) = mpsc::channel::<Job>(settings.queue.max(1));
         let (readers, reads) = mpsc::channel::<Read>(settings.queue.max(1));
         let (wrote, writes) = watch::channel(0);
         let dialect = match location.into() {
@@ -429,8 +424,7 @@ impl Store {
 
     async fn write_answer(&self, write: WriteAnswering) -> Result<Answer, Failure> {
         let (tell, told) = oneshot::channel();
-        let job: Box<dyn Job> = Box::new(Write { write, result: None, tell });
-        self.writer.send(job).await.map_err(|_| Failure::Closed)?;
+        self.writer.send(Job { write, result: None, tell }).await.map_err(|_| Failure::Closed)?;
         told.await.map_err(|_| Failure::Closed)?
     }
 

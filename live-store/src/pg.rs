@@ -36,7 +36,7 @@ const MIGRATION_LOCK: i64 = 0x616c_6d61_6e61_6300; // "almanac\0"
 pub(crate) fn start(
     url: &str,
     settings: &Settings,
-    jobs: mpsc::Receiver<Box<dyn Job>>,
+    jobs: mpsc::Receiver<Job>,
     reads: mpsc::Receiver<Read>,
     wrote: watch::Sender<u64>,
 ) -> Result<(), OpenError> {
@@ -116,11 +116,11 @@ impl Connector {
 
 /// One writer thread: each job in a transaction of its own, again when
 /// it collided.
-fn write_loop(connector: Connector, mut conn: Option<Conn>, jobs: &Mutex<mpsc::Receiver<Box<dyn Job>>>, retries: u32) {
+fn write_loop(connector: Connector, mut conn: Option<Conn>, jobs: &Mutex<mpsc::Receiver<Job>>, retries: u32) {
     let next = || jobs.lock().ok()?.blocking_recv();
     while let Some(mut job) = next() {
         let outcome = match connector.ensure(&mut conn) {
-            Ok(c) => run_serializable(c, job.as_mut(), retries),
+            Ok(c) => run_serializable(c, &mut job, retries),
             Err(failure) => Err(failure),
         };
         if let Err(failure) = &outcome {
@@ -133,7 +133,7 @@ fn write_loop(connector: Connector, mut conn: Option<Conn>, jobs: &Mutex<mpsc::R
 }
 
 /// Runs `job` in a serializable transaction, again after a collision.
-fn run_serializable(conn: &Conn, job: &mut dyn Job, retries: u32) -> Result<(), Failure> {
+fn run_serializable(conn: &Conn, job: &mut Job, retries: u32) -> Result<(), Failure> {
     let mut tries = 0;
     loop {
         let turn = match tries < ALONE_AFTER {

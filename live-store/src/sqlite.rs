@@ -14,7 +14,7 @@ use crate::{run_each, steps_after, Conn, Failure, Job, Location, OpenError, Read
 pub(crate) fn start(
     path: &Path,
     settings: &Settings,
-    jobs: mpsc::Receiver<Box<dyn Job>>,
+    jobs: mpsc::Receiver<Job>,
     reads: mpsc::Receiver<Read>,
     wrote: watch::Sender<u64>,
 ) -> Result<(), OpenError> {
@@ -84,7 +84,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), OpenError> {
 
 /// `job` inside a savepoint: released when it succeeds, rolled back when
 /// it fails.
-fn savepoint(conn: &Conn, job: &mut dyn Job) -> Result<(), Failure> {
+fn savepoint(conn: &Conn, job: &mut Job) -> Result<(), Failure> {
     conn.batch("SAVEPOINT job")?;
     let result = job.run(conn);
     match &result {
@@ -97,7 +97,7 @@ fn savepoint(conn: &Conn, job: &mut dyn Job) -> Result<(), Failure> {
 /// The writer thread: takes the jobs waiting (at most `max_batch`), runs
 /// them in one transaction, commits, then tells each job's caller and the
 /// store's followers (`wrote`).
-fn write_loop(conn: Conn, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_batch: usize, wrote: &watch::Sender<u64>) {
+fn write_loop(conn: Conn, mut jobs: mpsc::Receiver<Job>, max_batch: usize, wrote: &watch::Sender<u64>) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = jobs.blocking_recv() {
         batch.push(first);
@@ -108,9 +108,7 @@ fn write_loop(conn: Conn, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_batch: usi
             }
         }
         let outcome = match conn.batch("BEGIN IMMEDIATE") {
-            Ok(()) => {
-                batch.iter_mut().try_for_each(|job| savepoint(&conn, job.as_mut())).and_then(|()| conn.batch("COMMIT"))
-            }
+            Ok(()) => batch.iter_mut().try_for_each(|job| savepoint(&conn, job)).and_then(|()| conn.batch("COMMIT")),
             Err(e) => Err(e),
         };
         match &outcome {

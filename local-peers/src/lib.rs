@@ -15,6 +15,16 @@ pub mod network;
 
 use std::path::{Path, PathBuf};
 
+/// Waits for SIGINT or SIGTERM: how the binaries are ended (`make run`
+/// stops them with either).
+pub async fn interrupted() -> std::io::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        interrupted = tokio::signal::ctrl_c() => interrupted,
+        _ = terminate.recv() => Ok(()),
+    }
+}
+
 /// Every file under `dir`, at any depth (folders walked, not listed).
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();

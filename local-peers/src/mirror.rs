@@ -74,17 +74,14 @@ impl MirrorServer {
             // this one knows ids only, and refuses what is none of the three
             // as it does.
             let Ok(entity) = id.parse::<EntityId>() else {
-                return json(
-                    StatusCode::BAD_REQUEST,
-                    serde_json::json!({"_status": {"messages": [{"message": "Invalid parameter: idOrAliasOrEvmAddress"}]}}),
-                );
+                return refusal(StatusCode::BAD_REQUEST, "Invalid parameter: idOrAliasOrEvmAddress");
             };
             match known.lock().unwrap().get(&entity) {
                 Some((kind, key)) => json(
                     StatusCode::OK,
                     serde_json::json!({"account": entity.to_string(), "key": {"_type": kind, "key": key}, "deleted": false}),
                 ),
-                None => json(StatusCode::NOT_FOUND, serde_json::json!({"_status": {"messages": [{"message": "Not found"}]}})),
+                None => refusal(StatusCode::NOT_FOUND, "Not found"),
             }
         });
         let transactions = Arc::new(Mutex::new(HashMap::new()));
@@ -98,28 +95,22 @@ impl MirrorServer {
                 // this one takes ids, in its form only.
                 let Some(key) = transaction_id(&id) else {
                     let message = "Invalid Transaction id. Please use \"shard.realm.num-sss-nnn\" format where sss are seconds and nnn are nanoseconds";
-                    return json(StatusCode::BAD_REQUEST, serde_json::json!({"_status": {"messages": [{"message": message}]}}));
+                    return refusal(StatusCode::BAD_REQUEST, message);
                 };
                 match held.lock().unwrap().get(&key) {
                     Some(list) => json(StatusCode::OK, serde_json::json!({"transactions": list})),
-                    None => json(StatusCode::NOT_FOUND, serde_json::json!({"_status": {"messages": [{"message": "Not found"}]}})),
+                    None => refusal(StatusCode::NOT_FOUND, "Not found"),
                 }
             });
         let infos: Arc<Mutex<HashMap<EntityId, serde_json::Value>>> = Arc::default();
         let held_infos = infos.clone();
         let info = warp::path!("api" / "v1" / "topics" / String).and(warp::get()).map(move |id: String| {
             let Ok(entity) = id.parse::<EntityId>() else {
-                return json(
-                    StatusCode::BAD_REQUEST,
-                    serde_json::json!({"_status": {"messages": [{"message": "Invalid parameter: topicId"}]}}),
-                );
+                return refusal(StatusCode::BAD_REQUEST, "Invalid parameter: topicId");
             };
             match held_infos.lock().unwrap().get(&entity) {
                 Some(info) => json(StatusCode::OK, info.clone()),
-                None => json(
-                    StatusCode::NOT_FOUND,
-                    serde_json::json!({"_status": {"messages": [{"message": "Not found"}]}}),
-                ),
+                None => refusal(StatusCode::NOT_FOUND, "Not found"),
             }
         });
         let (addr, tx) = crate::serve_listener(listener, route.or(info).or(account).or(transaction));
@@ -223,21 +214,18 @@ async fn answer(
     let failing = knobs.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
     if failing {
         let status = knobs.failure_status.lock().unwrap().unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-        return json(status, serde_json::json!({"_status": {"messages": [{"message": "try again"}]}}));
+        return refusal(status, "try again");
     }
     let Ok(id) = topic.parse::<EntityId>() else {
-        return bad_request("Invalid parameter: topic.id");
+        return refusal(StatusCode::BAD_REQUEST, "Invalid parameter: topic.id");
     };
     let query = match Query::parse(query) {
         Ok(query) => query,
-        Err(message) => return bad_request(&message),
+        Err(message) => return refusal(StatusCode::BAD_REQUEST, &message),
     };
     let topics = topics.lock().unwrap();
     let Some(messages) = topics.get(&id) else {
-        return json(
-            StatusCode::NOT_FOUND,
-            serde_json::json!({"_status": {"messages": [{"message": "No such topic id - 0.0.0"}]}}),
-        );
+        return refusal(StatusCode::NOT_FOUND, "No such topic id - 0.0.0");
     };
     // Messages are kept in sequence order: find the range by bisection.
     let start = messages.partition_point(|m| m.sequence_number <= query.after);
@@ -384,8 +372,9 @@ fn timestamp(value: &str) -> Option<(u64, u32)> {
     Some((seconds.parse().ok()?, nanos))
 }
 
-fn bad_request(message: &str) -> warp::reply::Response {
-    json(StatusCode::BAD_REQUEST, serde_json::json!({"_status": {"messages": [{"message": message}]}}))
+/// The real node's refusal: `status`, and `message` in its `_status`.
+fn refusal(status: StatusCode, message: &str) -> warp::reply::Response {
+    json(status, serde_json::json!({"_status": {"messages": [{"message": message}]}}))
 }
 
 fn sorted(mut topics: HashMap<EntityId, Vec<MirrorMessage>>) -> HashMap<EntityId, Vec<MirrorMessage>> {

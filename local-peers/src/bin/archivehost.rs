@@ -58,10 +58,6 @@ async fn main() -> Result<()> {
     std::fs::write(&partial, &text).with_context(|| format!("writing {}", partial.display()))?;
     std::fs::rename(&partial, &args.index)?;
     println!("archivehost: {} repositories at {}, listed in {}", index.len(), host.url, args.index.display());
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
+    local_peers::interrupted().await?;
     Ok(())
 }

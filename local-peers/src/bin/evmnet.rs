@@ -56,11 +56,7 @@ async fn main() -> Result<()> {
         "evmnet: anvil at {}, the vault at {:#x}, the payment module at {:#x}",
         anvil.url, deployment.policy_vault, deployment.payment_module
     );
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
+    local_peers::interrupted().await?;
     anvil.stop();
     Ok(())
 }
